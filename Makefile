@@ -1,0 +1,28 @@
+# The two commands of the README: `make serve` starts a single-node controller, `make test` runs
+# the whole test suite. Both create the virtual environment on first use.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install serve test sim bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+serve: $(STAMP)
+	$(BIN)/rmqc serve
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+sim: $(STAMP)
+	$(BIN)/python -m rmqc.testing.sim --seeds 10000
+
+clean:
+	rm -rf $(VENV) rmqc-data bench-out .pytest_cache .hypothesis

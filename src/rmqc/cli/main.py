@@ -1,0 +1,15 @@
+"""Entry point of the `rmqc` command: one Typer app, command groups added from their modules.
+
+Heavy imports (pyspark, trio) stay inside the command functions so `rmqc --help` is fast.
+"""
+
+import typer
+
+app = typer.Typer(
+    name="rmqc",
+    help="rmqc: a high-availability controller for Apache RocketMQ 5.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+# Command groups register themselves below, one line each.

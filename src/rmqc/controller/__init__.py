@@ -1,0 +1,1 @@
+"""rmqc.controller"""
