@@ -1,0 +1,390 @@
+"""Node configuration: one table of options, five sources, one frozen `NodeConfig`.
+
+Precedence (lowest first): defaults < TOML file (`--config FILE`) < Java controller properties file
+(`-c controller.conf`) < environment (`RMQC_<OPTION>`) < command-line flags. Each source yields raw
+values keyed by option name; `load_config` merges them in that order and parses every value with its
+option's parser, so a bad value raises `ConfigError` naming the option, the source and the value.
+
+The Java keys (spec section 8.1) map onto our options through `Option.java_key`; Java keys we accept
+but that have no effect here are listed in `JAVA_KEYS_WITHOUT_EFFECT`; any other key is reported back
+as a warning, never fatal, so an operator can switch an existing deployment over.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from rmqc.errors import ConfigError
+
+DEFAULT_PEERS = "n0-127.0.0.1:9878"
+PEER_MAGIC = b"RMQP"
+# A remoting frame starts with its length; the peer handshake starts with PEER_MAGIC read as a length.
+# Keeping every frame bound below that value is what lets one port serve both protocols.
+PEER_MAGIC_AS_LENGTH = int.from_bytes(PEER_MAGIC, "big")
+CONSISTENCY_LEVELS = ("linearizable", "lease", "stale")
+LOG_FORMATS = ("text", "json")
+ENV_PREFIX = "RMQC_"
+
+
+@dataclass(frozen=True, slots=True)
+class Peer:
+    id: str
+    host: str
+    port: int
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def parse_peers(text: str) -> tuple[Peer, ...]:
+    """Parse the Java `controllerDLegerPeers` syntax: `n0-127.0.0.1:9878;n1-127.0.0.1:9868`."""
+    peers: list[Peer] = []
+    for item in (part.strip() for part in str(text).split(";")):
+        if not item:
+            continue
+        node_id, dash, address = item.partition("-")
+        host, colon, port_text = address.rpartition(":")
+        if not dash or not colon or not node_id or not host:
+            raise ValueError(f"peer {item!r} is not id-host:port")
+        peers.append(Peer(node_id.strip(), host.strip(), _parse_port(port_text)))
+    if not peers:
+        raise ValueError("no peers given")
+    ids = [peer.id for peer in peers]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"duplicate peer ids in {ids}")
+    return tuple(peers)
+
+
+def format_peers(peers: Iterable[Peer]) -> str:
+    return ";".join(f"{peer.id}-{peer.address}" for peer in peers)
+
+
+def _parse_port(text: str) -> int:
+    port = int(text)
+    if not 0 < port < 65536:
+        raise ValueError(f"port {port} out of range 1..65535")
+    return port
+
+
+def _parse_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"{value!r} is not a boolean")
+
+
+def _positive_int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not an integer")
+    number = int(str(value).strip())
+    if number <= 0:
+        raise ValueError(f"{number} is not positive")
+    return number
+
+
+def _non_negative_int(value: Any) -> int:
+    number = int(str(value).strip())
+    if number < 0:
+        raise ValueError(f"{number} is negative")
+    return number
+
+
+def _optional_port(value: Any) -> int | None:
+    if value is None or str(value).strip().lower() in ("", "none", "off"):
+        return None
+    return _parse_port(str(value).strip())
+
+
+def _choice(choices: tuple[str, ...]) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        text = str(value).strip()
+        if text not in choices:
+            raise ValueError(f"{text!r} is not one of {', '.join(choices)}")
+        return text
+
+    return parse
+
+
+def _text(value: Any) -> str:
+    text = str(value).strip()
+    if not text:
+        raise ValueError("empty")
+    return text
+
+
+def _any_text(value: Any) -> str:
+    return str(value)
+
+
+def _peers_value(value: Any) -> tuple[Peer, ...]:
+    if isinstance(value, tuple) and all(isinstance(peer, Peer) for peer in value):
+        return value
+    return parse_peers(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    name: str
+    parse: Callable[[Any], Any]
+    help: str
+    java_key: str | None = None
+
+    @property
+    def env_var(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("node_id", _text, "this node's id; must appear in peers", "controllerDLegerSelfId"),
+    Option("peers", _peers_value, "all voters, Java syntax id-host:port;...; own entry = listen address",
+           "controllerDLegerPeers"),
+    Option("data_dir", _text, "directory of the LMDB log, hard state and snapshots", "controllerStorePath"),
+    Option("group", _text, "Raft group name; peers of another group are refused", "controllerDLegerGroup"),
+    Option("tick_ms", _positive_int, "length of one Raft tick"),
+    Option("election_tick", _positive_int, "election timeout in ticks (randomised up to twice this)"),
+    Option("heartbeat_tick", _positive_int, "leader heartbeat interval in ticks"),
+    Option("lease_drift_ticks", _non_negative_int, "clock drift bound subtracted from the leader lease"),
+    Option("snapshot_every_entries", _positive_int, "snapshot the state and compact the log every N entries"),
+    Option("forward_writes", _parse_bool, "forward leader-only requests from followers (false: answer 2007)"),
+    Option("default_consistency", _choice(CONSISTENCY_LEVELS), "read consistency when a request names none"),
+    Option("max_connections", _positive_int, "bound on open remoting connections"),
+    Option("max_frame_bytes", _positive_int, "bound on one remoting frame"),
+    Option("max_peer_frame_bytes", _positive_int, "bound on one peer frame (snapshots travel in one)"),
+    Option("peer_outbox_messages", _positive_int, "bound on queued Raft messages per peer (oldest dropped)"),
+    Option("digest_interval_ms", _positive_int, "how often followers forward liveness digests"),
+    Option("request_timeout_ms", _positive_int, "wait for commit before answering SYSTEM_ERROR"),
+    Option("metrics_port", _optional_port, "Prometheus port; none = no metrics endpoint"),
+    Option("log_format", _choice(LOG_FORMATS), "stderr log format"),
+    # The controller keys of spec section 8.1 that change behaviour here.
+    Option("enable_elect_unclean_master", _parse_bool, "allow masters outside the sync state set",
+           "enableElectUncleanMaster"),
+    Option("notify_broker_role_changed", _parse_bool, "send 1008 after elections", "notifyBrokerRoleChanged"),
+    Option("elect_master_max_retry_count", _non_negative_int,
+           "controller-triggered election attempts; 0 = none", "electMasterMaxRetryCount"),
+    Option("scan_not_active_broker_interval_ms", _positive_int,
+           "Java scan period; here only an upper bound on expiry lateness", "scanNotActiveBrokerInterval"),
+    Option("scan_inactive_master_interval_ms", _positive_int,
+           "how often the leader re-checks sets whose master is dead", "scanInactiveMasterInterval"),
+    Option("process_read_event", _parse_bool, "Java isProcessReadEvent (reads append an entry)",
+           "processReadEvent"),
+    Option("config_black_list", _any_text, "keys 1009 may not change, ;-separated", "configBlackList"),
+    Option("config_store_path", _any_text, "where 1009 writes the merged configuration", "configStorePath"),
+)
+OPTIONS_BY_NAME = {option.name: option for option in OPTIONS}
+OPTIONS_BY_JAVA_KEY = {option.java_key: option for option in OPTIONS if option.java_key}
+# Java keys we accept without complaint although they change nothing in rmqc (thread pools, DLedger
+# file sizes, OpenTelemetry exporters); listed so they are not reported as unknown.
+JAVA_KEYS_WITHOUT_EFFECT = frozenset({
+    "rocketmqHome", "controllerType", "controllerThreadPoolNums", "controllerRequestThreadPoolQueueCapacity",
+    "mappedFileSize", "isProcessReadEvent", "metricsExporterType", "metricsGrpcExporterTarget",
+    "metricsGrpcExporterHeader", "metricGrpcExporterTimeOutInMills", "metricGrpcExporterIntervalInMills",
+    "metricLoggingExporterIntervalInMills", "metricsPromExporterPort", "metricsPromExporterHost",
+    "metricsLabel", "metricsInDelta", "listenPort", "namesrvAddr",
+})
+
+
+@dataclass(frozen=True, slots=True)
+class NodeConfig:
+    node_id: str = "n0"
+    peers: tuple[Peer, ...] = field(default_factory=lambda: parse_peers(DEFAULT_PEERS))
+    data_dir: str = "./rmqc-data"
+    group: str = "rmqc"
+    # 10 ms ticks, election after 15..30 ticks, heartbeats every 2: a dead leader is noticed within
+    # 150-300 ms and replaced well inside the 500 ms failover target.
+    tick_ms: int = 10
+    election_tick: int = 15
+    heartbeat_tick: int = 2
+    lease_drift_ticks: int = 3
+    snapshot_every_entries: int = 10_000
+    forward_writes: bool = True
+    default_consistency: str = "linearizable"
+    max_connections: int = 4096
+    max_frame_bytes: int = 16 * 1024 * 1024  # the Java frameMaxLength default
+    max_peer_frame_bytes: int = 256 * 1024 * 1024  # a whole snapshot travels in one frame
+    peer_outbox_messages: int = 4096
+    digest_interval_ms: int = 30
+    request_timeout_ms: int = 5000  # Java waits 5 s for a commit before answering SYSTEM_ERROR
+    metrics_port: int | None = None
+    log_format: str = "text"
+    enable_elect_unclean_master: bool = False
+    notify_broker_role_changed: bool = True
+    elect_master_max_retry_count: int = 3
+    scan_not_active_broker_interval_ms: int = 5000
+    scan_inactive_master_interval_ms: int = 5000
+    process_read_event: bool = False
+    config_black_list: str = "configBlackList;configStorePath"
+    config_store_path: str = ""
+
+    def __post_init__(self) -> None:
+        check_config(self)
+
+    @property
+    def self_peer(self) -> Peer:
+        return next(peer for peer in self.peers if peer.id == self.node_id)
+
+    @property
+    def listen_address(self) -> str:
+        return self.self_peer.address
+
+    @property
+    def peer_ids(self) -> tuple[str, ...]:
+        return tuple(peer.id for peer in self.peers)
+
+    def peer(self, node_id: str) -> Peer | None:
+        return next((peer for peer in self.peers if peer.id == node_id), None)
+
+    def with_changes(self, **changes: Any) -> NodeConfig:
+        return replace(self, **changes)
+
+
+def check_config(config: NodeConfig) -> None:
+    """Cross-option rules; each failure names the option it blames."""
+    if config.node_id not in {peer.id for peer in config.peers}:
+        raise ConfigError(f"node_id: {config.node_id!r} is not in peers {format_peers(config.peers)!r}")
+    if config.heartbeat_tick >= config.election_tick:
+        raise ConfigError(
+            f"heartbeat_tick: {config.heartbeat_tick} must be below election_tick {config.election_tick}"
+        )
+    if config.lease_drift_ticks >= config.election_tick:
+        raise ConfigError(
+            f"lease_drift_ticks: {config.lease_drift_ticks} must be below election_tick {config.election_tick}"
+        )
+    for name in ("max_frame_bytes", "max_peer_frame_bytes"):
+        if getattr(config, name) >= PEER_MAGIC_AS_LENGTH:
+            raise ConfigError(f"{name}: must be below {PEER_MAGIC_AS_LENGTH} (the peer handshake magic)")
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedConfig:
+    config: NodeConfig
+    warnings: tuple[str, ...] = ()
+
+
+def read_toml(path: str) -> dict[str, Any]:
+    """Options from a TOML file: top-level keys are option names (a `[node]` table is also read)."""
+    try:
+        with open(path, "rb") as handle:
+            document = tomllib.load(handle)
+    except OSError as error:
+        raise ConfigError(f"--config: cannot read {path}: {error}") from error
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"--config: {path} is not valid TOML: {error}") from error
+    values = dict(document.pop("node", {}))
+    values.update(document)
+    unknown = sorted(set(values) - set(OPTIONS_BY_NAME))
+    if unknown:
+        raise ConfigError(f"--config: unknown option(s) {', '.join(unknown)} in {path}")
+    return values
+
+
+def parse_java_properties(text: str) -> dict[str, str]:
+    """The subset of Java properties syntax controller.conf files use: key=value or key: value,
+    `#`/`!` comments, backslash line continuations."""
+    properties: dict[str, str] = {}
+    pending = ""
+    for raw_line in text.splitlines():
+        line = pending + raw_line.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending = line[:-1]
+            continue
+        key, value = _split_property(line)
+        properties[key] = value
+    if pending:
+        key, value = _split_property(pending)
+        properties[key] = value
+    return properties
+
+
+def _split_property(line: str) -> tuple[str, str]:
+    cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+    if cut < 0:
+        return line.strip(), ""
+    return line[:cut].strip(), line[cut + 1:].strip()
+
+
+def read_java_properties(path: str) -> tuple[dict[str, Any], list[str]]:
+    """Options from a Java controller.conf, plus warnings for keys rmqc does not know."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            properties = parse_java_properties(handle.read())
+    except OSError as error:
+        raise ConfigError(f"-c: cannot read {path}: {error}") from error
+    return java_properties_to_options(properties)
+
+
+def java_properties_to_options(properties: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
+    values: dict[str, Any] = {}
+    warnings: list[str] = []
+    for key, value in properties.items():
+        option = OPTIONS_BY_JAVA_KEY.get(key)
+        if option is not None and value == "":
+            continue  # Java reads an empty value as "use the default" (e.g. controllerStorePath)
+        if option is not None:
+            values[option.name] = value
+        elif key == "isProcessReadEvent":
+            values["process_read_event"] = value
+        elif key == "controllerType" and value != "DLedger":
+            warnings.append(f"controllerType={value}: rmqc is always a Raft group (DLedger-style ports)")
+        elif key not in JAVA_KEYS_WITHOUT_EFFECT:
+            warnings.append(f"unknown controller property {key!r} ignored")
+    return values, warnings
+
+
+def read_environment(environ: Mapping[str, str]) -> dict[str, Any]:
+    return {option.name: environ[option.env_var] for option in OPTIONS if option.env_var in environ}
+
+
+def build_config(sources: Iterable[tuple[str, Mapping[str, Any]]]) -> NodeConfig:
+    """Merge (source name, raw values) pairs, later sources winning, and parse each value."""
+    chosen: dict[str, tuple[str, Any]] = {}
+    for source, values in sources:
+        for name, value in values.items():
+            if name not in OPTIONS_BY_NAME:
+                raise ConfigError(f"{name}: unknown option (from {source})")
+            chosen[name] = (source, value)
+    parsed = {name: _parse_option(name, source, value) for name, (source, value) in chosen.items()}
+    return NodeConfig(**parsed)
+
+
+def _parse_option(name: str, source: str, value: Any) -> Any:
+    try:
+        return OPTIONS_BY_NAME[name].parse(value)
+    except (ValueError, TypeError) as error:
+        raise ConfigError(f"{name}: bad value {value!r} from {source}: {error}") from error
+
+
+def load_config(
+    *,
+    toml_path: str | None = None,
+    java_properties_path: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    flags: Mapping[str, Any] | None = None,
+) -> LoadedConfig:
+    """Defaults < TOML < Java properties < environment < flags (flags with value None are unset)."""
+    sources: list[tuple[str, Mapping[str, Any]]] = []
+    warnings: list[str] = []
+    if toml_path:
+        sources.append((f"TOML file {toml_path}", read_toml(toml_path)))
+    if java_properties_path:
+        java_values, java_warnings = read_java_properties(java_properties_path)
+        sources.append((f"properties file {java_properties_path}", java_values))
+        warnings.extend(java_warnings)
+    sources.append(("environment", read_environment(os.environ if environ is None else environ)))
+    sources.append(("command line", {k: v for k, v in (flags or {}).items() if v is not None}))
+    return LoadedConfig(build_config(sources), tuple(warnings))
+
+
+def option_names() -> tuple[str, ...]:
+    return tuple(f.name for f in fields(NodeConfig))

@@ -1,0 +1,279 @@
+"""The peer protocol's bytes, as pure functions (no I/O): handshake, frames, Raft messages.
+
+A peer connection shares the broker port. It opens with a handshake that a remoting frame can never
+start with: `RMQP` read as a frame length is 0x524D5150 (> 1 GiB), above every frame bound we allow.
+
+    handshake = "RMQP" | version u16 | len u8 | sender id | len u8 | group
+    frame     = length u32 (of kind + payload) | kind u8 | payload
+
+Kinds: RAFT carries a batch of Raft messages; FORWARD_REQUEST / FORWARD_RESPONSE carry a remoting
+frame tagged with a u64 id chosen by the forwarding follower; DIGEST carries a liveness digest.
+Integers are big-endian. Strings are UTF-8 with a length prefix; byte strings with a u32 length.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from enum import IntEnum
+
+from rmqc.errors import BoundExceeded, ProtocolError
+from rmqc.raft._types import (
+    ConfState,
+    Entry,
+    EntryType,
+    Message,
+    MessageType,
+    Snapshot,
+    SnapshotMeta,
+)
+
+from ._config import PEER_MAGIC
+
+PEER_PROTOCOL_VERSION = 1
+_U8 = struct.Struct(">B")
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+_U64 = struct.Struct(">Q")
+_FRAME_HEAD = struct.Struct(">IB")
+# type, term, log_term, index, commit, reject, reject_hint
+_MESSAGE_HEAD = struct.Struct(">BQQQQBQ")
+_ENTRY_HEAD = struct.Struct(">QQBI")
+
+
+class PeerProtocolError(ProtocolError):
+    """Bytes from a peer that do not follow the peer protocol."""
+
+
+class PeerFrameTooLarge(BoundExceeded):
+    """A peer frame longer than max_peer_frame_bytes (bounded so a broken peer cannot exhaust memory)."""
+
+
+class FrameKind(IntEnum):
+    RAFT = 1
+    FORWARD_REQUEST = 2
+    FORWARD_RESPONSE = 3
+    DIGEST = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Handshake:
+    sender_id: str
+    group: str
+    version: int = PEER_PROTOCOL_VERSION
+
+
+@dataclass(frozen=True, slots=True)
+class PeerFrame:
+    kind: FrameKind
+    payload: bytes
+
+
+def encode_handshake(handshake: Handshake) -> bytes:
+    return (
+        PEER_MAGIC
+        + _U16.pack(handshake.version)
+        + _short_text(handshake.sender_id, "sender id")
+        + _short_text(handshake.group, "group")
+    )
+
+
+def decode_handshake(buffer: bytes | bytearray) -> tuple[Handshake, int] | None:
+    """The handshake at the start of `buffer` and its length, or None when more bytes are needed."""
+    view = memoryview(buffer)
+    if len(view) >= len(PEER_MAGIC) and bytes(view[:4]) != PEER_MAGIC:
+        raise PeerProtocolError(f"handshake: magic {bytes(view[:4])!r} is not {PEER_MAGIC!r}")
+    reader = _Reader(view, incomplete_ok=True)
+    reader.skip(len(PEER_MAGIC))
+    version = reader.u16()
+    sender_id = reader.short_text()
+    group = reader.short_text()
+    if reader.incomplete:
+        return None
+    if version != PEER_PROTOCOL_VERSION:
+        raise PeerProtocolError(f"handshake: version {version} not supported (want {PEER_PROTOCOL_VERSION})")
+    return Handshake(sender_id, group, version), reader.offset
+
+
+def encode_frame(kind: FrameKind, payload: bytes) -> bytes:
+    return _FRAME_HEAD.pack(len(payload) + 1, kind) + payload
+
+
+class PeerFrameDecoder:
+    """Bytes in, whole frames out; a frame above the bound or of an unknown kind raises."""
+
+    def __init__(self, max_frame_bytes: int) -> None:
+        self._max_frame_bytes = max_frame_bytes
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[PeerFrame]:
+        self._buffer += data
+        frames: list[PeerFrame] = []
+        while len(self._buffer) >= _FRAME_HEAD.size:
+            length, kind_value = _FRAME_HEAD.unpack_from(self._buffer)
+            if length > self._max_frame_bytes:
+                raise PeerFrameTooLarge(f"peer frame of {length} bytes exceeds {self._max_frame_bytes}")
+            if length < 1:
+                raise PeerProtocolError("peer frame length 0 has no kind byte")
+            if len(self._buffer) < 4 + length:
+                break
+            frames.append(PeerFrame(_frame_kind(kind_value), bytes(self._buffer[5:4 + length])))
+            del self._buffer[:4 + length]
+        return frames
+
+
+def _frame_kind(value: int) -> FrameKind:
+    try:
+        return FrameKind(value)
+    except ValueError:
+        raise PeerProtocolError(f"peer frame kind {value} unknown") from None
+
+
+def encode_tagged(tag: int, data: bytes) -> bytes:
+    """Payload of FORWARD_REQUEST / FORWARD_RESPONSE: the forwarding id, then the remoting frame."""
+    return _U64.pack(tag) + data
+
+
+def decode_tagged(payload: bytes) -> tuple[int, bytes]:
+    if len(payload) < _U64.size:
+        raise PeerProtocolError(f"forward payload of {len(payload)} bytes has no id")
+    return _U64.unpack_from(payload)[0], payload[_U64.size:]
+
+
+def encode_messages(messages: list[Message]) -> bytes:
+    parts = [_U32.pack(len(messages))]
+    for message in messages:
+        _write_message(parts, message)
+    return b"".join(parts)
+
+
+def decode_messages(payload: bytes) -> list[Message]:
+    reader = _Reader(memoryview(payload))
+    messages = [_read_message(reader) for _ in range(reader.u32())]
+    if reader.offset != len(payload):
+        raise PeerProtocolError(f"raft batch: {len(payload) - reader.offset} trailing bytes")
+    return messages
+
+
+def _write_message(parts: list[bytes], message: Message) -> None:
+    parts.append(_MESSAGE_HEAD.pack(
+        message.type, message.term, message.log_term, message.index, message.commit,
+        int(message.reject), message.reject_hint,
+    ))
+    parts.append(_short_text(message.to, "to"))
+    parts.append(_short_text(message.frm, "frm"))
+    parts.append(_blob(message.context))
+    parts.append(_U32.pack(len(message.entries)))
+    for entry in message.entries:
+        parts.append(_ENTRY_HEAD.pack(entry.index, entry.term, entry.type, len(entry.data)))
+        parts.append(entry.data)
+    if message.snapshot is None:
+        parts.append(_U8.pack(0))
+    else:
+        parts.append(_U8.pack(1))
+        _write_snapshot(parts, message.snapshot)
+
+
+def _read_message(reader: _Reader) -> Message:
+    type_value, term, log_term, index, commit, reject, reject_hint = reader.struct(_MESSAGE_HEAD)
+    message_type = _enum(MessageType, type_value, "message type")
+    to = reader.short_text()
+    frm = reader.short_text()
+    context = reader.blob()
+    entries = tuple(_read_entry(reader) for _ in range(reader.u32()))
+    snapshot = _read_snapshot(reader) if reader.u8() else None
+    return Message(
+        type=message_type, to=to, frm=frm, term=term, log_term=log_term, index=index,
+        entries=entries, commit=commit, reject=bool(reject), reject_hint=reject_hint,
+        snapshot=snapshot, context=context,
+    )
+
+
+def _read_entry(reader: _Reader) -> Entry:
+    index, term, type_value, length = reader.struct(_ENTRY_HEAD)
+    return Entry(index, term, _enum(EntryType, type_value, "entry type"), reader.take(length))
+
+
+def _write_snapshot(parts: list[bytes], snapshot: Snapshot) -> None:
+    meta = snapshot.meta
+    parts.append(_U64.pack(meta.index) + _U64.pack(meta.term))
+    for ids in (meta.conf_state.voters, meta.conf_state.learners):
+        parts.append(_U16.pack(len(ids)))
+        parts.extend(_short_text(node_id, "conf state id") for node_id in ids)
+    parts.append(_blob(snapshot.data))
+
+
+def _read_snapshot(reader: _Reader) -> Snapshot:
+    index = reader.u64()
+    term = reader.u64()
+    voters = tuple(reader.short_text() for _ in range(reader.u16()))
+    learners = tuple(reader.short_text() for _ in range(reader.u16()))
+    meta = SnapshotMeta(index=index, term=term, conf_state=ConfState(voters=voters, learners=learners))
+    return Snapshot(meta=meta, data=reader.blob())
+
+
+def _enum(enum_type: type[IntEnum], value: int, what: str):  # type: ignore[no-untyped-def]
+    try:
+        return enum_type(value)
+    except ValueError:
+        raise PeerProtocolError(f"{what} {value} unknown") from None
+
+
+def _short_text(text: str, what: str) -> bytes:
+    data = text.encode()
+    if len(data) > 255:
+        raise PeerProtocolError(f"{what} {text[:40]!r}... longer than 255 bytes")
+    return _U8.pack(len(data)) + data
+
+
+def _blob(data: bytes) -> bytes:
+    return _U32.pack(len(data)) + data
+
+
+class _Reader:
+    """Cursor over a buffer. Short input raises, or with incomplete_ok sets `incomplete` instead."""
+
+    def __init__(self, view: memoryview, incomplete_ok: bool = False) -> None:
+        self._view = view
+        self.offset = 0
+        self._incomplete_ok = incomplete_ok
+        self.incomplete = False
+
+    def take(self, length: int) -> bytes:
+        end = self.offset + length
+        if self.incomplete or end > len(self._view):
+            if not self._incomplete_ok:
+                raise PeerProtocolError(f"truncated: need {length} bytes at offset {self.offset}")
+            self.incomplete = True
+            return b"\0" * length
+        data = bytes(self._view[self.offset:end])
+        self.offset = end
+        return data
+
+    def skip(self, length: int) -> None:
+        self.take(length)
+
+    def struct(self, layout: struct.Struct) -> tuple[int, ...]:
+        return layout.unpack(self.take(layout.size))
+
+    def u8(self) -> int:
+        return self.take(1)[0]
+
+    def u16(self) -> int:
+        return _U16.unpack(self.take(2))[0]
+
+    def u32(self) -> int:
+        return _U32.unpack(self.take(4))[0]
+
+    def u64(self) -> int:
+        return _U64.unpack(self.take(8))[0]
+
+    def short_text(self) -> str:
+        data = self.take(self.u8())
+        try:
+            return data.decode()
+        except UnicodeDecodeError:
+            raise PeerProtocolError(f"invalid UTF-8 before offset {self.offset}") from None
+
+    def blob(self) -> bytes:
+        return self.take(self.u32())

@@ -1,0 +1,135 @@
+"""NodeConfig: defaults, every source, precedence, and errors that name the option."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rmqc.errors import ConfigError
+from rmqc.node import NodeConfig, Peer, format_peers, load_config, parse_peers
+from rmqc.node._config import OPTIONS, parse_java_properties
+
+THREE_PEERS = "n0-127.0.0.1:9878;n1-127.0.0.1:9868;n2-127.0.0.1:9858"
+
+
+def test_defaults_are_a_single_node_on_9878() -> None:
+    config = load_config(environ={}).config
+    assert config.node_id == "n0"
+    assert config.peers == (Peer("n0", "127.0.0.1", 9878),)
+    assert config.listen_address == "127.0.0.1:9878"
+    assert config.data_dir == "./rmqc-data"
+    assert config.forward_writes is True
+
+
+def test_parse_peers_reads_java_syntax_and_round_trips() -> None:
+    peers = parse_peers(THREE_PEERS + ";")
+    assert [peer.id for peer in peers] == ["n0", "n1", "n2"]
+    assert peers[1].address == "127.0.0.1:9868"
+    assert format_peers(peers) == THREE_PEERS
+
+
+@pytest.mark.parametrize("text", ["", "n0", "n0-127.0.0.1", "n0-127.0.0.1:0", "n0-h:1;n0-h:2", "-h:1"])
+def test_parse_peers_rejects_malformed(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_peers(text)
+
+
+def test_node_must_be_in_peers() -> None:
+    with pytest.raises(ConfigError, match="node_id"):
+        load_config(environ={}, flags={"node_id": "n9", "peers": THREE_PEERS})
+
+
+def test_bad_value_names_option_and_source() -> None:
+    with pytest.raises(ConfigError, match=r"tick_ms: bad value 'fast' from environment"):
+        load_config(environ={"RMQC_TICK_MS": "fast"})
+    with pytest.raises(ConfigError, match="default_consistency"):
+        load_config(environ={}, flags={"default_consistency": "eventual"})
+
+
+def test_heartbeat_must_be_below_election() -> None:
+    with pytest.raises(ConfigError, match="heartbeat_tick"):
+        NodeConfig(heartbeat_tick=20, election_tick=10)
+
+
+def test_frame_bound_must_stay_below_peer_magic() -> None:
+    with pytest.raises(ConfigError, match="max_frame_bytes"):
+        NodeConfig(max_frame_bytes=0x524D5150)
+
+
+def write(path: Path, text: str) -> str:
+    path.write_text(text)
+    return str(path)
+
+
+def test_precedence_defaults_toml_properties_env_flags(tmp_path: Path) -> None:
+    toml = write(tmp_path / "rmqc.toml", f'peers = "{THREE_PEERS}"\nnode_id = "n1"\ntick_ms = 20\n'
+                 'election_tick = 30\n[node]\ngroup = "from-toml"\nheartbeat_tick = 3\n')
+    conf = write(tmp_path / "controller.conf", "controllerDLegerGroup = from-conf\ncontrollerDLegerSelfId=n2\n")
+    loaded = load_config(toml_path=toml, java_properties_path=conf,
+                         environ={"RMQC_NODE_ID": "n0", "RMQC_TICK_MS": "15"},
+                         flags={"tick_ms": "12", "data_dir": None})
+    config = loaded.config
+    assert config.election_tick == 30  # TOML over default
+    assert config.heartbeat_tick == 3  # TOML [node] table
+    assert config.group == "from-conf"  # properties over TOML
+    assert config.node_id == "n0"  # environment over properties
+    assert config.tick_ms == 12  # flags over environment
+    assert config.data_dir == "./rmqc-data"  # a flag given as None is unset
+
+
+def test_java_controller_conf_maps_keys_and_warns_on_unknown(tmp_path: Path) -> None:
+    conf = write(tmp_path / "controller.conf", "\n".join([
+        "# a Java controller.conf",
+        "controllerDLegerGroup = group1",
+        f"controllerDLegerPeers = {THREE_PEERS}",
+        "controllerDLegerSelfId = n1",
+        f"controllerStorePath = {tmp_path / 'store'}",
+        "enableElectUncleanMaster = true",
+        "notifyBrokerRoleChanged = false",
+        "scanNotActiveBrokerInterval = 2000",
+        "isProcessReadEvent = true",
+        "controllerThreadPoolNums = 8",
+        "someFutureKey = 1",
+    ]))
+    loaded = load_config(java_properties_path=conf, environ={})
+    config = loaded.config
+    assert (config.group, config.node_id, config.listen_address) == ("group1", "n1", "127.0.0.1:9868")
+    assert config.data_dir == str(tmp_path / "store")
+    assert config.enable_elect_unclean_master is True
+    assert config.notify_broker_role_changed is False
+    assert config.scan_not_active_broker_interval_ms == 2000
+    assert config.process_read_event is True
+    assert loaded.warnings == ("unknown controller property 'someFutureKey' ignored",)
+
+
+def test_empty_java_store_path_keeps_default(tmp_path: Path) -> None:
+    conf = write(tmp_path / "controller.conf", "controllerStorePath=\n")
+    assert load_config(java_properties_path=conf, environ={}).config.data_dir == "./rmqc-data"
+
+
+def test_unknown_toml_option_is_an_error(tmp_path: Path) -> None:
+    toml = write(tmp_path / "bad.toml", "tick_msec = 3\n")
+    with pytest.raises(ConfigError, match="tick_msec"):
+        load_config(toml_path=toml, environ={})
+
+
+def test_invalid_toml_and_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(toml_path=write(tmp_path / "x.toml", "tick_ms = = 3"), environ={})
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(java_properties_path=str(tmp_path / "absent.conf"), environ={})
+
+
+def test_properties_syntax_continuations_and_colons() -> None:
+    text = "! comment\na:1\nb = two \\\n  parts\nflag\n"
+    assert parse_java_properties(text) == {"a": "1", "b": "two parts", "flag": ""}
+
+
+def test_every_option_is_documented_with_its_env_var() -> None:
+    docs = (Path(__file__).parents[2] / "docs" / "configuration.md").read_text()
+    for option in OPTIONS:
+        assert f"`{option.name}`" in docs, option.name
+        assert option.env_var in docs, option.env_var
+        if option.java_key:
+            assert option.java_key in docs, option.java_key

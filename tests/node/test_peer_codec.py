@@ -1,0 +1,126 @@
+"""The peer protocol codec: round trips, incremental decoding, and named errors on bad bytes."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rmqc.errors import BoundExceeded, ProtocolError
+from rmqc.node._peer_codec import (
+    FrameKind,
+    Handshake,
+    PeerFrame,
+    PeerFrameDecoder,
+    PeerProtocolError,
+    decode_handshake,
+    decode_messages,
+    decode_tagged,
+    encode_frame,
+    encode_handshake,
+    encode_messages,
+    encode_tagged,
+)
+from rmqc.raft._types import ConfState, Entry, EntryType, Message, MessageType, Snapshot, SnapshotMeta
+
+ids = st.sampled_from(["n0", "n1", "n2", "node-long-id-é"])
+u64 = st.integers(min_value=0, max_value=2**64 - 1)
+entries = st.builds(Entry, index=u64, term=u64, type=st.sampled_from(list(EntryType)),
+                    data=st.binary(max_size=64))
+snapshots = st.builds(
+    Snapshot,
+    meta=st.builds(SnapshotMeta, index=u64, term=u64,
+                   conf_state=st.builds(ConfState, voters=st.tuples(ids, ids), learners=st.tuples(ids))),
+    data=st.binary(max_size=128),
+)
+messages = st.builds(
+    Message, type=st.sampled_from(list(MessageType)), to=ids, frm=ids, term=u64, log_term=u64, index=u64,
+    entries=st.lists(entries, max_size=4).map(tuple), commit=u64, reject=st.booleans(), reject_hint=u64,
+    snapshot=st.none() | snapshots, context=st.binary(max_size=16),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(messages, max_size=5))
+def test_messages_round_trip(batch: list[Message]) -> None:
+    assert decode_messages(encode_messages(batch)) == batch
+
+
+def test_a_typical_append_round_trips_exactly() -> None:
+    message = Message(
+        type=MessageType.APP, to="n1", frm="n0", term=3, log_term=2, index=41,
+        entries=(Entry(42, 3, EntryType.NORMAL, b"cmd"), Entry(43, 3, EntryType.CONF_CHANGE, b"cc")),
+        commit=40,
+    )
+    assert decode_messages(encode_messages([message])) == [message]
+
+
+@given(st.lists(messages, min_size=1, max_size=3), st.integers(min_value=1, max_value=50))
+@settings(max_examples=50, deadline=None)
+def test_truncated_batches_raise_protocol_error(batch: list[Message], cut: int) -> None:
+    data = encode_messages(batch)
+    with pytest.raises(PeerProtocolError):
+        decode_messages(data[:max(0, len(data) - cut)])
+
+
+@given(st.binary(max_size=200))
+@settings(max_examples=300, deadline=None)
+def test_garbage_only_ever_raises_protocol_error(data: bytes) -> None:
+    try:
+        decode_messages(data)
+    except ProtocolError:
+        pass
+    try:
+        PeerFrameDecoder(1024).feed(data)
+    except (ProtocolError, BoundExceeded):
+        pass
+
+
+def test_unknown_message_type_is_named() -> None:
+    data = bytearray(encode_messages([Message(type=MessageType.APP, to="a", frm="b")]))
+    data[4] = 99
+    with pytest.raises(PeerProtocolError, match="message type 99"):
+        decode_messages(bytes(data))
+
+
+def test_handshake_round_trip_whole_and_byte_by_byte() -> None:
+    handshake = Handshake("n1", "group1")
+    data = encode_handshake(handshake) + b"rest"
+    assert data[:4] == b"RMQP"
+    assert decode_handshake(data) == (handshake, len(data) - 4)
+    for end in range(len(data) - 4):
+        assert decode_handshake(data[:end]) is None
+
+
+def test_handshake_rejects_wrong_magic_and_version() -> None:
+    with pytest.raises(PeerProtocolError, match="magic"):
+        decode_handshake(b"\x00\x00\x00\x10rest")
+    bad_version = b"RMQP" + b"\x00\x07" + encode_handshake(Handshake("n1", "g"))[6:]
+    with pytest.raises(PeerProtocolError, match="version 7"):
+        decode_handshake(bad_version)
+
+
+def test_frames_decode_whole_byte_by_byte_and_with_trailing_data() -> None:
+    frames = [PeerFrame(FrameKind.RAFT, b"abc"), PeerFrame(FrameKind.DIGEST, b""),
+              PeerFrame(FrameKind.FORWARD_REQUEST, encode_tagged(7, b"frame"))]
+    data = b"".join(encode_frame(frame.kind, frame.payload) for frame in frames)
+    assert PeerFrameDecoder(1024).feed(data) == frames
+    decoder = PeerFrameDecoder(1024)
+    collected = [frame for byte in data for frame in decoder.feed(bytes([byte]))]
+    assert collected == frames
+    decoder = PeerFrameDecoder(1024)
+    assert decoder.feed(data + encode_frame(FrameKind.RAFT, b"xyz")[:3]) == frames
+    assert decoder.feed(encode_frame(FrameKind.RAFT, b"xyz")[3:]) == [PeerFrame(FrameKind.RAFT, b"xyz")]
+
+
+def test_frame_bound_and_unknown_kind() -> None:
+    with pytest.raises(BoundExceeded, match="exceeds 8"):
+        PeerFrameDecoder(8).feed(encode_frame(FrameKind.RAFT, b"0123456789"))
+    with pytest.raises(PeerProtocolError, match="kind 9"):
+        PeerFrameDecoder(64).feed(b"\x00\x00\x00\x02\x09x")
+
+
+def test_tagged_payload_round_trip_and_short_payload() -> None:
+    assert decode_tagged(encode_tagged(2**40, b"data")) == (2**40, b"data")
+    with pytest.raises(PeerProtocolError, match="no id"):
+        decode_tagged(b"abc")
