@@ -1,0 +1,116 @@
+"""Operator views of an LmdbStorage: stats() and verify(). Both read in short batched transactions,
+so they can run against a live node's data directory."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from rmqc.errors import CorruptionError
+
+from . import _codec
+
+if TYPE_CHECKING:
+    from ._lmdb_storage import LmdbStorage
+
+# LMDB keeps two meta pages at the start of the file; they are neither data nor free.
+_META_PAGES = 2
+
+
+@dataclass(frozen=True, slots=True)
+class StorageStats:
+    first_index: int
+    last_index: int
+    entry_count: int
+    snapshot_index: int
+    snapshot_term: int
+    first_term: int | None  # None when the log holds no entries
+    last_term: int | None
+    entries_by_type: dict[str, int]
+    payload_bytes: int
+    hard_state_term: int
+    hard_state_commit: int
+    bytes_on_disk: int
+    map_size_bytes: int
+    page_size_bytes: int
+    used_pages: int
+    free_pages: int
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    entries_checked: int
+    first_bad_index: int | None = None
+    problem: str | None = None
+    checked: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.first_bad_index is None
+
+
+def collect_stats(storage: LmdbStorage) -> StorageStats:
+    hard_state, _conf_state = storage.initial_state()
+    snapshot_meta = storage.snapshot_meta()
+    by_type: Counter[str] = Counter()
+    payload_bytes = 0
+    first_term = last_term = None
+    for entry in storage.iter_entries():
+        by_type[entry.type.name.lower()] += 1
+        payload_bytes += len(entry.data)
+        first_term = entry.term if first_term is None else first_term
+        last_term = entry.term
+    env = storage.environment_info()
+    total_pages = env["last_page"] + 1
+    return StorageStats(
+        first_index=storage.first_index(),
+        last_index=storage.last_index(),
+        entry_count=sum(by_type.values()),
+        snapshot_index=snapshot_meta.index,
+        snapshot_term=snapshot_meta.term,
+        first_term=first_term,
+        last_term=last_term,
+        entries_by_type=dict(sorted(by_type.items())),
+        payload_bytes=payload_bytes,
+        hard_state_term=hard_state.term,
+        hard_state_commit=hard_state.commit,
+        bytes_on_disk=storage.bytes_on_disk(),
+        map_size_bytes=env["map_size_bytes"],
+        page_size_bytes=env["page_size_bytes"],
+        used_pages=env["used_pages"],
+        free_pages=max(0, total_pages - _META_PAGES - env["used_pages"]),
+    )
+
+
+def verify_storage(storage: LmdbStorage) -> VerifyReport:
+    """Check metadata, the snapshot's data and every entry; stop at the first problem."""
+    checked: list[str] = []
+    try:
+        hard_state, _conf_state = storage.initial_state()
+        checked.append("hard state and membership")
+        storage.snapshot()
+        checked.append("snapshot")
+    except CorruptionError as exc:
+        return VerifyReport(0, exc.index, exc.what, checked)
+    count = 0
+    try:
+        for _entry in _checked_log(storage):
+            count += 1
+    except CorruptionError as exc:
+        return VerifyReport(count, exc.index, exc.what, checked)
+    checked.append("entries")
+    if count != storage.last_index() - storage.first_index() + 1:
+        return VerifyReport(count, storage.first_index() + count, "entry missing", checked)
+    if hard_state.commit > storage.last_index():
+        problem = f"commit index {hard_state.commit} beyond last entry {storage.last_index()}"
+        return VerifyReport(count, hard_state.commit, problem, checked)
+    return VerifyReport(count, checked=checked)
+
+
+def _checked_log(storage: LmdbStorage) -> Iterator[object]:
+    """Every entry from first_index, decoded with all checks; leftovers behind the boundary skipped."""
+    boundary = storage.first_index() - 1
+    records = (r for r in storage.raw_log_records() if _codec.key_index(r[0]) > boundary)
+    return _codec.decode_run(records, boundary + 1, storage.term(boundary))

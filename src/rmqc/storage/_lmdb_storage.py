@@ -1,0 +1,505 @@
+"""LmdbStorage: the Raft log, hard state, membership and snapshots of one node in one LMDB environment.
+
+Synchronous; the Trio server calls it from a worker thread. Readers may run in other threads (and
+other processes, e.g. `rmqc log dump` on a live node) while one save() writes.
+
+Compaction works in two steps so that dropping a million entries never needs one huge transaction:
+the compaction boundary (index and term of the last dropped entry) is written first, durably, and
+from then on everything reads through it; the entries behind it are then deleted in batches. If the
+process dies in between, the leftovers are invisible and the next open or compact sweeps them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import lmdb
+
+from rmqc.errors import CompactedError, CorruptionError, SnapshotOutOfDateError, UnavailableError
+from rmqc.raft._types import ConfState, Entry, HardState, Snapshot, SnapshotMeta
+
+from . import _codec
+from ._errors import (
+    LogGapError,
+    NotAStorageError,
+    NotCoveredBySnapshotError,
+    StorageError,
+    StorageFullError,
+)
+from ._gate import ResizeGate
+from ._inspect import StorageStats, VerifyReport, collect_stats, verify_storage
+
+_T = TypeVar("_T")
+
+DEFAULT_MAP_SIZE_BYTES = 8 << 30
+# The map doubles on "map full" up to this size; beyond it the disk, not the map, is the problem.
+DEFAULT_MAX_MAP_SIZE_BYTES = 1 << 40
+# Entries deleted per transaction when sweeping behind the compaction boundary: keeps each
+# transaction's dirty pages far below LMDB's per-transaction limit and each fsync short.
+SWEEP_BATCH_ENTRIES = 20_000
+# Entries read per read transaction by iter_entries(): long-lived readers pin old pages, so bulk
+# reads use a fresh, short transaction per batch.
+READ_BATCH_ENTRIES = 2_000
+# How long a map resize waits for this process's open transactions to finish.
+RESIZE_DRAIN_TIMEOUT_S = 30.0
+
+_DB_NAMES = {
+    "log": b"log",
+    "hard_state": b"hard_state",
+    "membership": b"membership",
+    "snapshot_meta": b"snapshot_meta",
+    "snapshot_data": b"snapshot_data",
+}
+_KEY = b"v"  # the one key of each single-record database
+_BOUNDARY_KEY = b"boundary"  # in snapshot_meta, beside the snapshot's own metadata
+DATA_FILE_NAME = "data.mdb"
+
+
+@dataclass(frozen=True, slots=True)
+class _Bounds:
+    """Cached log bounds, swapped as one object so readers in other threads see a consistent view."""
+
+    compacted_index: int = 0  # last index dropped from the log (0: nothing dropped)
+    compacted_term: int = 0
+    last_index: int = 0
+    last_term: int | None = 0  # None: not read yet (open does not decode the last entry)
+
+    @property
+    def first_index(self) -> int:
+        return self.compacted_index + 1
+
+
+@dataclass(frozen=True, slots=True)
+class _SnapshotState:
+    meta: SnapshotMeta = SnapshotMeta()
+    data_crc: int = 0
+
+
+class LmdbStorage:
+    """Durable Storage (see rmqc.raft._storage.Storage) on LMDB."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        map_size_bytes: int = DEFAULT_MAP_SIZE_BYTES,
+        sync: bool = True,
+        *,
+        readonly: bool = False,
+        max_map_size_bytes: int = DEFAULT_MAX_MAP_SIZE_BYTES,
+    ) -> None:
+        self.path = Path(path)
+        self.readonly = readonly
+        self._max_map_size_bytes = max_map_size_bytes
+        if readonly and not (self.path / DATA_FILE_NAME).exists():
+            raise NotAStorageError(f"no rmqc log in {self.path} (no {DATA_FILE_NAME})")
+        if not readonly:
+            self.path.mkdir(parents=True, exist_ok=True)
+        self._env = lmdb.open(
+            str(self.path),
+            map_size=map_size_bytes,
+            max_dbs=len(_DB_NAMES),
+            sync=sync,
+            readonly=readonly,
+            meminit=False,
+        )
+        self._gate = ResizeGate(RESIZE_DRAIN_TIMEOUT_S)
+        try:
+            self._dbs = {name: self._open_db(raw) for name, raw in _DB_NAMES.items()}
+            self._bounds, self._snapshot = self._load_cached_state()
+        except BaseException:
+            self._env.close()
+            raise
+        if not readonly and self._has_leftovers():
+            self._sweep_compacted()
+
+    # ----- opening -----
+
+    def _open_db(self, name: bytes) -> lmdb._Database:
+        try:
+            with self._env.begin(write=not self.readonly) as txn:
+                return self._env.open_db(name, txn=txn, create=not self.readonly)
+        except lmdb.NotFoundError as exc:
+            raise NotAStorageError(f"no rmqc log in {self.path} (database {name!r} missing)") from exc
+
+    def _load_cached_state(self) -> tuple[_Bounds, _SnapshotState]:
+        with self._env.begin() as txn:
+            snapshot = _SnapshotState()
+            raw_meta = txn.get(_KEY, db=self._dbs["snapshot_meta"])
+            if raw_meta is not None:
+                snapshot = _SnapshotState(*_codec.decode_snapshot_meta(raw_meta))
+            compacted_index, compacted_term = 0, 0
+            raw_boundary = txn.get(_BOUNDARY_KEY, db=self._dbs["snapshot_meta"])
+            if raw_boundary is not None:
+                compacted_index, compacted_term = _codec.decode_boundary(raw_boundary)
+            last_index, last_term = compacted_index, compacted_term
+            cursor = txn.cursor(db=self._dbs["log"])
+            if cursor.last() and _codec.key_index(cursor.key()) > compacted_index:
+                # Only the key: a corrupt last entry is reported when read, so verify can run.
+                last_index, last_term = _codec.key_index(cursor.key()), None
+        return _Bounds(compacted_index, compacted_term, last_index, last_term), snapshot
+
+    # ----- transactions -----
+
+    def _read(self, fn: Callable[[lmdb.Transaction], _T]) -> _T:
+        try:
+            with self._gate.shared(), self._env.begin(buffers=False) as txn:
+                return fn(txn)
+        except lmdb.MapResizedError:
+            # Another process (the live node) grew the map: adopt its size and read again.
+            with self._gate.exclusive():
+                self._env.set_mapsize(0)
+            with self._gate.shared(), self._env.begin(buffers=False) as txn:
+                return fn(txn)
+
+    def _write(self, fn: Callable[[lmdb.Transaction], _T]) -> _T:
+        """Run fn in one write transaction (one fsync on commit), growing the map when it is full.
+
+        fn must not touch the in-memory caches: on "map full" the transaction is aborted and fn
+        runs again from scratch in a bigger map, so the write is never lost.
+        """
+        if self.readonly:
+            raise StorageError(f"storage at {self.path} was opened read-only")
+        while True:
+            try:
+                with self._gate.shared(), self._env.begin(write=True) as txn:
+                    return fn(txn)
+            except lmdb.MapFullError:
+                self._grow_map()
+
+    def _grow_map(self) -> None:
+        current = self._env.info()["map_size"]
+        if current >= self._max_map_size_bytes:
+            raise StorageFullError(
+                f"LMDB map at {self.path} is full at its maximum of {self._max_map_size_bytes} bytes"
+            )
+        with self._gate.exclusive():
+            self._env.set_mapsize(min(current * 2, self._max_map_size_bytes))
+
+    @property
+    def map_size_bytes(self) -> int:
+        return int(self._env.info()["map_size"])
+
+    # ----- read side -----
+
+    def initial_state(self) -> tuple[HardState, ConfState]:
+        def read(txn: lmdb.Transaction) -> tuple[HardState, ConfState]:
+            raw_hard = txn.get(_KEY, db=self._dbs["hard_state"])
+            raw_conf = txn.get(_KEY, db=self._dbs["membership"])
+            hard_state = HardState() if raw_hard is None else _codec.decode_hard_state(raw_hard)
+            conf_state = ConfState() if raw_conf is None else _codec.decode_conf_state(raw_conf)
+            return hard_state, conf_state
+
+        return self._read(read)
+
+    def first_index(self) -> int:
+        return self._bounds.first_index
+
+    def last_index(self) -> int:
+        return self._bounds.last_index
+
+    def term(self, index: int) -> int:
+        bounds = self._bounds
+        if index == bounds.compacted_index:
+            return bounds.compacted_term
+        if index == bounds.last_index and bounds.last_term is not None:
+            return bounds.last_term
+        if index < bounds.compacted_index:
+            raise CompactedError(f"term of index {index}: compacted up to {bounds.compacted_index}")
+        if index > bounds.last_index:
+            raise UnavailableError(f"term of index {index}: last index is {bounds.last_index}")
+        key = _codec.index_key(index)
+        value = self._read(lambda txn: txn.get(key, db=self._dbs["log"]))
+        if value is None:
+            raise _missing(index)
+        return _codec.decode_entry(key, value).term
+
+    def entries(self, lo: int, hi: int, max_bytes: int | None = None) -> list[Entry]:
+        self._check_range(lo, hi)
+        return self._read(lambda txn: self._read_run(txn, lo, hi, max_bytes, prev_term=0))
+
+    def _check_range(self, lo: int, hi: int) -> None:
+        bounds = self._bounds
+        if lo < bounds.first_index:
+            raise CompactedError(f"entries from {lo}: compacted up to {bounds.compacted_index}")
+        if hi > bounds.last_index + 1:
+            raise UnavailableError(f"entries up to {hi - 1}: last index is {bounds.last_index}")
+        if lo > hi:
+            raise StorageError(f"entries: empty range lo={lo} > hi={hi}")
+
+    def _read_run(
+        self, txn: lmdb.Transaction, lo: int, hi: int, max_bytes: int | None, prev_term: int
+    ) -> list[Entry]:
+        if lo == hi:
+            return []
+        cursor = txn.cursor(db=self._dbs["log"])
+        if not cursor.set_range(_codec.index_key(lo)):
+            raise _missing(lo)
+        run: list[Entry] = []
+        size_bytes = 0
+        for entry in _codec.decode_run(cursor.iternext(), lo, prev_term):
+            size_bytes += entry.size_bytes()
+            if run and max_bytes is not None and size_bytes > max_bytes:
+                return run
+            run.append(entry)
+            if entry.index == hi - 1:
+                return run
+        raise _missing(lo + len(run))
+
+    def iter_entries(
+        self, lo: int | None = None, hi: int | None = None, batch_entries: int = READ_BATCH_ENTRIES
+    ) -> Iterator[Entry]:
+        """Entries in [lo, hi) (default: the whole log), read in batches of short transactions.
+
+        Checks checksums, continuity and term order across the whole range.
+        """
+        bounds = self._bounds
+        lo = bounds.first_index if lo is None else lo
+        hi = bounds.last_index + 1 if hi is None else hi
+        self._check_range(lo, hi)
+        prev_term = bounds.compacted_term if lo == bounds.first_index else 0
+        while lo < hi:
+            batch_hi = min(hi, lo + batch_entries)
+            start, previous = lo, prev_term
+            batch = self._read(lambda txn: self._read_run(txn, start, batch_hi, None, previous))
+            yield from batch
+            lo, prev_term = batch_hi, batch[-1].term
+
+    def snapshot(self) -> Snapshot:
+        state = self._snapshot
+        if state.meta.index == 0:
+            return Snapshot(meta=state.meta)
+        data = self._read(lambda txn: txn.get(_KEY, db=self._dbs["snapshot_data"]))
+        if data is None:
+            raise CorruptionError(state.meta.index, "snapshot data missing")
+        return Snapshot(state.meta, _codec.check_snapshot_data(state.meta, data, state.data_crc))
+
+    # ----- write side -----
+
+    def save(
+        self,
+        hard_state: HardState | None,
+        entries: Sequence[Entry],
+        snapshot: Snapshot | None = None,
+    ) -> None:
+        """Persist one Ready in one durable transaction: snapshot, then entries, then hard state."""
+        if snapshot is not None and snapshot.is_empty:
+            snapshot = None
+        if hard_state is None and not entries and snapshot is None:
+            return
+        bounds, snapshot_state = self._write(
+            lambda txn: self._save_in_txn(txn, hard_state, entries, snapshot)
+        )
+        self._bounds, self._snapshot = bounds, snapshot_state
+        if snapshot is not None and self._has_leftovers():
+            self._sweep_compacted()
+
+    def _save_in_txn(
+        self,
+        txn: lmdb.Transaction,
+        hard_state: HardState | None,
+        entries: Sequence[Entry],
+        snapshot: Snapshot | None,
+    ) -> tuple[_Bounds, _SnapshotState]:
+        bounds, snapshot_state = self._bounds, self._snapshot
+        if snapshot is not None:
+            bounds, snapshot_state = self._apply_snapshot_in_txn(txn, snapshot)
+        if entries:
+            bounds = self._append_in_txn(txn, bounds, entries)
+        if hard_state is not None:
+            txn.put(_KEY, _codec.encode_hard_state(hard_state), db=self._dbs["hard_state"])
+        return bounds, snapshot_state
+
+    def _apply_snapshot_in_txn(
+        self, txn: lmdb.Transaction, snapshot: Snapshot
+    ) -> tuple[_Bounds, _SnapshotState]:
+        """Replace the log by the snapshot: entries after it go now, entries behind it via sweep."""
+        meta = snapshot.meta
+        if meta.index <= self._snapshot.meta.index:
+            raise SnapshotOutOfDateError(
+                f"snapshot at {meta.index} is not newer than the stored one at "
+                f"{self._snapshot.meta.index}"
+            )
+        snapshot_state = self._put_snapshot(txn, meta, snapshot.data)
+        txn.put(_KEY, _codec.encode_conf_state(meta.conf_state), db=self._dbs["membership"])
+        self._put_boundary(txn, meta.index, meta.term)
+        _delete_keys(txn.cursor(db=self._dbs["log"]), meta.index + 1, None, None)
+        return _Bounds(meta.index, meta.term, meta.index, meta.term), snapshot_state
+
+    def _append_in_txn(
+        self, txn: lmdb.Transaction, bounds: _Bounds, entries: Sequence[Entry]
+    ) -> _Bounds:
+        _check_consecutive(entries)
+        if entries[-1].index < bounds.first_index:
+            return bounds  # all behind the compaction boundary: already covered by a snapshot
+        if entries[0].index < bounds.first_index:
+            entries = entries[bounds.first_index - entries[0].index :]
+        start = entries[0].index
+        if start > bounds.last_index + 1:
+            raise LogGapError(f"append at {start} would leave a gap after last index {bounds.last_index}")
+        cursor = txn.cursor(db=self._dbs["log"])
+        if start <= bounds.last_index:
+            _delete_keys(cursor, start, None, None)  # the conflicting suffix
+        items = [(_codec.index_key(e.index), _codec.encode_entry_value(e)) for e in entries]
+        _consumed, added = cursor.putmulti(items, append=True)
+        if added != len(items):
+            raise StorageError(f"append at {start}: LMDB stored {added} of {len(items)} entries")
+        last = entries[-1]
+        return _Bounds(bounds.compacted_index, bounds.compacted_term, last.index, last.term)
+
+    def _put_snapshot(self, txn: lmdb.Transaction, meta: SnapshotMeta, data: bytes) -> _SnapshotState:
+        raw_meta = _codec.encode_snapshot_meta(meta, data)
+        txn.put(_KEY, raw_meta, db=self._dbs["snapshot_meta"])
+        txn.put(_KEY, data, db=self._dbs["snapshot_data"])
+        return _SnapshotState(*_codec.decode_snapshot_meta(raw_meta))
+
+    def _put_boundary(self, txn: lmdb.Transaction, index: int, term: int) -> None:
+        txn.put(_BOUNDARY_KEY, _codec.encode_boundary(index, term), db=self._dbs["snapshot_meta"])
+
+    def save_conf_state(self, conf_state: ConfState) -> None:
+        encoded = _codec.encode_conf_state(conf_state)
+        self._write(lambda txn: txn.put(_KEY, encoded, db=self._dbs["membership"]))
+
+    def create_snapshot(self, index: int, conf_state: ConfState, data: bytes) -> Snapshot:
+        if index <= self._snapshot.meta.index:
+            raise SnapshotOutOfDateError(
+                f"snapshot at {index} is not newer than the stored one at {self._snapshot.meta.index}"
+            )
+        if index > self._bounds.last_index:
+            raise UnavailableError(f"snapshot at {index}: last index is {self._bounds.last_index}")
+        meta = SnapshotMeta(index=index, term=self.term(index), conf_state=conf_state)
+        self._snapshot = self._write(lambda txn: self._put_snapshot(txn, meta, data))
+        return Snapshot(meta, data)
+
+    def compact(self, index: int) -> None:
+        bounds = self._bounds
+        if index <= bounds.compacted_index:
+            raise CompactedError(f"compact to {index}: already compacted up to {bounds.compacted_index}")
+        if index > self._snapshot.meta.index:
+            raise NotCoveredBySnapshotError(
+                f"compact to {index}: the latest snapshot only covers up to {self._snapshot.meta.index}"
+            )
+        term = self.term(index)
+        self._write(lambda txn: self._put_boundary(txn, index, term))
+        self._bounds = _Bounds(index, term, bounds.last_index, bounds.last_term)
+        self._sweep_compacted()
+
+    def _has_leftovers(self) -> bool:
+        def first_key(txn: lmdb.Transaction) -> int | None:
+            cursor = txn.cursor(db=self._dbs["log"])
+            return _codec.key_index(cursor.key()) if cursor.first() else None
+
+        first = self._read(first_key)
+        return first is not None and first <= self._bounds.compacted_index
+
+    def _sweep_compacted(self) -> None:
+        """Delete entries behind the compaction boundary, SWEEP_BATCH_ENTRIES per transaction."""
+        stop = self._bounds.compacted_index
+        while self._write(
+            lambda txn: _delete_keys(txn.cursor(db=self._dbs["log"]), 0, stop, SWEEP_BATCH_ENTRIES)
+        ):
+            pass
+
+    # ----- operator helpers -----
+
+    def snapshot_meta(self) -> SnapshotMeta:
+        """The stored snapshot's metadata without reading its data."""
+        return self._snapshot.meta
+
+    def stats(self) -> StorageStats:
+        return collect_stats(self)
+
+    def verify(self) -> VerifyReport:
+        return verify_storage(self)
+
+    def bytes_on_disk(self) -> int:
+        return (self.path / DATA_FILE_NAME).stat().st_size
+
+    def raw_log_records(self, batch_entries: int = READ_BATCH_ENTRIES) -> Iterator[tuple[bytes, bytes]]:
+        """Every stored (key, value) of the log, unchecked, in batches (for verify and stats)."""
+        next_key = b""
+        while True:
+            batch = self._read(lambda txn: _raw_batch(txn.cursor(db=self._dbs["log"]), next_key, batch_entries))
+            if not batch:
+                return
+            yield from batch
+            next_key = _codec.index_key(_codec.key_index(batch[-1][0]) + 1)
+
+    def environment_info(self) -> dict[str, int]:
+        """Page counts and sizes of the LMDB file, for stats()."""
+
+        def read(txn: lmdb.Transaction) -> dict[str, int]:
+            used_pages = _pages(self._env.stat())
+            for db in self._dbs.values():
+                used_pages += _pages(txn.stat(db))
+            info = self._env.info()
+            return {
+                "page_size_bytes": self._env.stat()["psize"],
+                "map_size_bytes": info["map_size"],
+                "last_page": info["last_pgno"],
+                "used_pages": used_pages,
+            }
+
+        return self._read(read)
+
+    def copy_compacted(self, destination: str | os.PathLike[str]) -> None:
+        """Write a compact copy of the environment (no free pages) into the empty directory."""
+        with self._gate.shared():
+            self._env.copy(str(destination), compact=True)
+
+    def close(self) -> None:
+        self._env.close()
+
+    def __enter__(self) -> LmdbStorage:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        b = self._bounds
+        return f"LmdbStorage({str(self.path)!r}, first={b.first_index}, last={b.last_index})"
+
+
+def _pages(stat: dict[str, int]) -> int:
+    return stat["branch_pages"] + stat["leaf_pages"] + stat["overflow_pages"]
+
+
+def _raw_batch(cursor: lmdb.Cursor, start_key: bytes, limit: int) -> list[tuple[bytes, bytes]]:
+    if not cursor.set_range(start_key):
+        return []
+    batch = []
+    for record in cursor.iternext():
+        batch.append(record)
+        if len(batch) == limit:
+            break
+    return batch
+
+
+def _check_consecutive(entries: Sequence[Entry]) -> None:
+    first = entries[0].index
+    for offset, entry in enumerate(entries):
+        if entry.index != first + offset:
+            raise LogGapError(f"entries to append are not consecutive at {first + offset} ({entry.index})")
+
+
+def _delete_keys(cursor: lmdb.Cursor, lo: int, hi: int | None, limit: int | None) -> int:
+    """Delete log keys in [lo, hi] (hi None: to the end), at most `limit`; the number deleted."""
+    deleted = 0
+    if not cursor.set_range(_codec.index_key(lo)):
+        return 0
+    while cursor.key():
+        if hi is not None and _codec.key_index(cursor.key()) > hi:
+            break
+        if limit is not None and deleted == limit:
+            break
+        cursor.delete()
+        deleted += 1
+    return deleted
+
+
+def _missing(index: int) -> CorruptionError:
+    return CorruptionError(index, "entry missing")
