@@ -1,1 +1,37 @@
-"""rmqc.fsm"""
+"""rmqc.fsm: the replicated controller state (spec section 4), commands, apply, snapshot, export.
+
+Pure: no I/O, no clock, no threads. Every replica applying the same commands in the same order
+reaches the same state and the same results.
+"""
+
+from ._commands import (
+    COMMAND_TAGS as COMMAND_TAGS,
+    AlterSyncStateSet as AlterSyncStateSet,
+    ApplyBrokerId as ApplyBrokerId,
+    CleanBrokerData as CleanBrokerData,
+    Command as Command,
+    ElectMaster as ElectMaster,
+    Trigger as Trigger,
+    UpdateBrokerAddress as UpdateBrokerAddress,
+    command_tag as command_tag,
+    decode_commands as decode_commands,
+    encode_commands as encode_commands,
+)
+from ._describe import describe_command as describe_command
+from ._errors import CommandDecodeError as CommandDecodeError
+from ._export import (
+    EXPORT_COLUMN_NAMES as EXPORT_COLUMN_NAMES,
+    EXPORT_COLUMNS as EXPORT_COLUMNS,
+    HistoryExporter as HistoryExporter,
+)
+from ._model import BrokerGroup as BrokerGroup, Replica as Replica
+from ._state import (
+    MAX_GROUPS as MAX_GROUPS,
+    MAX_REPLICAS_PER_GROUP as MAX_REPLICAS_PER_GROUP,
+    ApplyResult as ApplyResult,
+    ApplyStatus as ApplyStatus,
+    ControllerState as ControllerState,
+    check_alter_sync_state_set as check_alter_sync_state_set,
+    check_apply_broker_id as check_apply_broker_id,
+    check_elect_master as check_elect_master,
+)

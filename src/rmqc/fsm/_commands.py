@@ -1,0 +1,158 @@
+"""Commands: what the leader puts into the Raft log (spec section 4.2, redesigned).
+
+A command carries everything apply needs, including its preconditions (expected epochs, the
+chosen candidate) and the non-deterministic inputs the leader decided (liveness verdicts, the
+election choice, `leader_ts_ms`). Applying is therefore a pure function of (state, command): every
+replica gets the same result, and of two racing requests for one group the second fails its
+precondition with a named `ApplyStatus` instead of silently winning too.
+
+Several commands travel in one NORMAL entry (`encode_commands`), e.g. the elections of many groups
+decided in one tick. An empty payload is the leader's no-op and decodes to no commands.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Union
+
+import orjson
+from cattrs.errors import BaseValidationError
+from cattrs.preconf.orjson import make_converter
+
+from ._errors import CommandDecodeError
+
+
+class Trigger(StrEnum):
+    """Who asked for an election (spec 3.7)."""
+
+    BROKER = "broker"  # a broker found no master and asked with its own id
+    ADMIN = "admin"  # mqadmin electMaster (designateElect=true)
+    CONTROLLER = "controller"  # the leader saw the master go inactive
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyBrokerId:
+    """1013: give `broker_id` to the broker whose check code is `register_check_code`."""
+
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    broker_address: str
+    register_check_code: str
+    leader_ts_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateBrokerAddress:
+    """1003 with a changed address: replace the address of a registered id (check code kept)."""
+
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    broker_address: str
+    leader_ts_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class ElectMaster:
+    """Make `candidate` master, or clear the master when `candidate` is None (spec 3.7 step 6).
+
+    Preconditions: the group's masterEpoch and syncStateSetEpoch still equal the values the leader
+    decided against (so a SyncStateSet change or another election in between voids this one).
+    """
+
+    cluster_name: str
+    broker_name: str
+    trigger: Trigger
+    candidate: int | None
+    expected_master_epoch: int
+    expected_sync_state_set_epoch: int
+    leader_ts_ms: int
+    requester_id: int | None = None  # brokerId of the request (broker: itself; admin: designated)
+    unclean: bool = False  # enableElectUncleanMaster when the leader decided
+    liveness_lost_ms: int | None = None  # controller trigger: when the old master went inactive
+    attempt: int = 1  # controller trigger: 1..electMasterMaxRetryCount
+
+
+@dataclass(frozen=True, slots=True)
+class AlterSyncStateSet:
+    """1001: the master reports a new in-sync replica set, fenced by both epochs."""
+
+    broker_name: str
+    master_id: int
+    expected_master_epoch: int
+    expected_sync_state_set_epoch: int
+    new_sync_state_set: tuple[int, ...]  # sorted
+    leader_ts_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class CleanBrokerData:
+    """1011: remove ids from a group, or the whole group when `broker_ids` is None."""
+
+    cluster_name: str | None
+    broker_name: str
+    broker_ids: tuple[int, ...] | None  # sorted; None = the whole group
+    leader_ts_ms: int
+
+
+Command = Union[ApplyBrokerId, UpdateBrokerAddress, ElectMaster, AlterSyncStateSet, CleanBrokerData]
+
+# The tag written into the log; also the `command` column of the history export.
+COMMAND_TAGS: dict[type, str] = {
+    ApplyBrokerId: "apply_broker_id",
+    UpdateBrokerAddress: "update_broker_address",
+    ElectMaster: "elect_master",
+    AlterSyncStateSet: "alter_sync_state_set",
+    CleanBrokerData: "clean_broker_data",
+}
+_TYPES_BY_TAG: dict[str, type] = {tag: cls for cls, tag in COMMAND_TAGS.items()}
+
+# Why: one entry is bounded by the Raft entry size anyway; this bound keeps a corrupt or hostile
+# payload from making the decoder build millions of objects before anything notices.
+MAX_COMMANDS_PER_ENTRY = 100_000
+
+_converter = make_converter()
+
+
+def command_tag(command: Command) -> str:
+    return COMMAND_TAGS[type(command)]
+
+
+def encode_commands(commands: list[Command]) -> bytes:
+    """The NORMAL entry payload for `commands` (an empty list gives the no-op payload b"")."""
+    if not commands:
+        return b""
+    if len(commands) > MAX_COMMANDS_PER_ENTRY:
+        raise CommandDecodeError(
+            f"{len(commands)} commands in one entry exceed the bound of {MAX_COMMANDS_PER_ENTRY}"
+        )
+    return orjson.dumps([[command_tag(c), _converter.unstructure(c)] for c in commands])
+
+
+def decode_commands(data: bytes) -> list[Command]:
+    """The commands of a NORMAL entry payload; raises CommandDecodeError naming what was wrong."""
+    if not data:
+        return []
+    try:
+        items = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise CommandDecodeError(f"entry payload is not JSON: {exc}") from None
+    if not isinstance(items, list):
+        raise CommandDecodeError("entry payload is not a list of commands")
+    if len(items) > MAX_COMMANDS_PER_ENTRY:
+        raise CommandDecodeError(f"{len(items)} commands exceed the bound of {MAX_COMMANDS_PER_ENTRY}")
+    return [_decode_one(position, item) for position, item in enumerate(items)]
+
+
+def _decode_one(position: int, item: object) -> Command:
+    if not (isinstance(item, list) and len(item) == 2 and isinstance(item[1], dict)):
+        raise CommandDecodeError(f"command {position} is not a [tag, fields] pair")
+    cls = _TYPES_BY_TAG.get(item[0]) if isinstance(item[0], str) else None
+    if cls is None:
+        raise CommandDecodeError(f"command {position} has unknown tag {item[0]!r}")
+    try:
+        return _converter.structure(item[1], cls)
+    except (BaseValidationError, ValueError, TypeError, KeyError) as exc:
+        raise CommandDecodeError(f"command {position} ({item[0]}) has bad fields: {exc!r}") from None

@@ -1,0 +1,315 @@
+"""`ControllerState`: all broker groups, changed only by `apply(command)` (pure, deterministic).
+
+The check functions (`check_apply_broker_id`, `check_alter_sync_state_set`, ...) are the single
+place where each precondition is written: the leader runs them before proposing (to answer at once
+without a log entry when a request cannot succeed) and apply runs them again on every replica
+(because between deciding and committing another command for the same group may have won).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import Callable, Iterator
+
+import orjson
+from cattrs.errors import BaseValidationError
+from cattrs.preconf.orjson import make_converter
+
+from ._commands import (
+    AlterSyncStateSet,
+    ApplyBrokerId,
+    CleanBrokerData,
+    Command,
+    ElectMaster,
+    UpdateBrokerAddress,
+)
+from ._errors import CommandDecodeError
+from ._model import BrokerGroup, Replica
+
+# Why these bounds: they are far above a real fleet (the target is 10,000 groups of 3) but keep a
+# misbehaving client from growing the replicated state, and every snapshot, without limit. They
+# are constants, not options, because apply must decide identically on every replica.
+MAX_GROUPS = 1_000_000
+MAX_REPLICAS_PER_GROUP = 1024
+
+SNAPSHOT_FORMAT_VERSION = 1
+
+
+class ApplyStatus(StrEnum):
+    """The outcome of applying one command: `ok`, or which precondition did not hold."""
+
+    OK = "ok"
+    UNKNOWN_GROUP = "unknown_group"
+    UNKNOWN_BROKER = "unknown_broker"
+    FIRST_ID_NOT_ONE = "first_id_not_one"
+    BROKER_ID_TAKEN = "broker_id_taken"
+    STALE_MASTER_EPOCH = "stale_master_epoch"
+    STALE_SYNC_STATE_SET_EPOCH = "stale_sync_state_set_epoch"
+    NOT_MASTER = "not_master"
+    SYNC_STATE_SET_UNCHANGED = "sync_state_set_unchanged"
+    UNREGISTERED_REPLICA = "unregistered_replica"
+    REPLICA_NOT_ALIVE = "replica_not_alive"  # leader pre-check only (liveness is not replicated)
+    MASTER_NOT_IN_SYNC_STATE_SET = "master_not_in_sync_state_set"
+    UNKNOWN_CANDIDATE = "unknown_candidate"
+    TOO_MANY_GROUPS = "too_many_groups"
+    TOO_MANY_REPLICAS = "too_many_replicas"
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyResult:
+    """What applying `command` did: the group before and after (same object when unchanged)."""
+
+    command: Command
+    status: ApplyStatus
+    before: BrokerGroup | None
+    after: BrokerGroup | None
+    detail: int | None = None  # the offending broker id, for remarks (2003, 2006)
+
+    @property
+    def ok(self) -> bool:
+        return self.status is ApplyStatus.OK
+
+
+# ---- preconditions (shared by the leader's pre-check and apply) -------------------------------
+
+
+def check_apply_broker_id(group: BrokerGroup | None, broker_id: int, check_code: str) -> ApplyStatus:
+    """Spec 3.4: a new group must start with id 1; a used id only with the same check code."""
+    if group is None:
+        return ApplyStatus.OK if broker_id == 1 else ApplyStatus.FIRST_ID_NOT_ONE
+    existing = group.replicas.get(broker_id)
+    if existing is None:
+        full = len(group.replicas) >= MAX_REPLICAS_PER_GROUP
+        return ApplyStatus.TOO_MANY_REPLICAS if full else ApplyStatus.OK
+    same = existing.register_check_code == check_code
+    return ApplyStatus.OK if same else ApplyStatus.BROKER_ID_TAKEN
+
+
+def check_alter_sync_state_set(
+    group: BrokerGroup | None,
+    master_id: int,
+    master_epoch: int,
+    sync_state_set_epoch: int,
+    new_set: frozenset[int],
+    is_alive: Callable[[int], bool] | None = None,
+) -> tuple[ApplyStatus, int | None]:
+    """Spec 3.8 checks in Java's order; `is_alive` is given on the leader only.
+
+    rmqc checks registration of every proposed id before liveness of any (spec 15), so a set
+    naming both an unregistered and a dead id always gets 2003.
+    """
+    if group is None:
+        return ApplyStatus.UNKNOWN_GROUP, None
+    if new_set == group.sync_state_set:
+        return ApplyStatus.SYNC_STATE_SET_UNCHANGED, None
+    if group.master_id is None or group.master_id != master_id:
+        return ApplyStatus.NOT_MASTER, None
+    if master_epoch != group.master_epoch:
+        return ApplyStatus.STALE_MASTER_EPOCH, None
+    if sync_state_set_epoch != group.sync_state_set_epoch:
+        return ApplyStatus.STALE_SYNC_STATE_SET_EPOCH, None
+    for broker_id in sorted(new_set):
+        if not group.is_registered(broker_id):
+            return ApplyStatus.UNREGISTERED_REPLICA, broker_id
+    if is_alive is not None:
+        for broker_id in sorted(new_set):
+            if not is_alive(broker_id):
+                return ApplyStatus.REPLICA_NOT_ALIVE, broker_id
+    if group.master_id not in new_set:
+        return ApplyStatus.MASTER_NOT_IN_SYNC_STATE_SET, None
+    return ApplyStatus.OK, None
+
+
+def check_elect_master(group: BrokerGroup | None, command: ElectMaster) -> ApplyStatus:
+    if group is None:
+        return ApplyStatus.UNKNOWN_GROUP
+    if group.master_epoch != command.expected_master_epoch:
+        return ApplyStatus.STALE_MASTER_EPOCH
+    if group.sync_state_set_epoch != command.expected_sync_state_set_epoch:
+        return ApplyStatus.STALE_SYNC_STATE_SET_EPOCH
+    if command.candidate is not None and not group.is_registered(command.candidate):
+        return ApplyStatus.UNKNOWN_CANDIDATE
+    return ApplyStatus.OK
+
+
+# ---- the state -----------------------------------------------------------------------------------
+
+
+class ControllerState:
+    """Every broker group, keyed by brokerName (as Java: two clusters sharing a name collide)."""
+
+    def __init__(self) -> None:
+        self._groups: dict[str, BrokerGroup] = {}
+
+    def group(self, broker_name: str) -> BrokerGroup | None:
+        return self._groups.get(broker_name)
+
+    def groups(self) -> Iterator[BrokerGroup]:
+        return iter(list(self._groups.values()))
+
+    def __len__(self) -> int:
+        return len(self._groups)
+
+    def apply(self, command: Command) -> ApplyResult:
+        return _APPLIERS[type(command)](self, command)
+
+    def apply_all(self, commands: list[Command]) -> list[ApplyResult]:
+        return [self.apply(command) for command in commands]
+
+    # -- snapshot --
+
+    def snapshot(self) -> bytes:
+        groups = [_group_to_row(g) for g in self._groups.values()]
+        return orjson.dumps({"version": SNAPSHOT_FORMAT_VERSION, "groups": groups})
+
+    def restore(self, data: bytes) -> None:
+        """Replace the whole state by a snapshot; on a bad snapshot the state is left unchanged."""
+        try:
+            document = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise CommandDecodeError(f"snapshot is not JSON: {exc}") from None
+        if not isinstance(document, dict) or document.get("version") != SNAPSHOT_FORMAT_VERSION:
+            raise CommandDecodeError("snapshot has no supported 'version' (expected 1)")
+        rows = document.get("groups")
+        if not isinstance(rows, list):
+            raise CommandDecodeError("snapshot has no 'groups' list")
+        groups = {}
+        for position, row in enumerate(rows):
+            group = _group_from_row(position, row)
+            groups[group.broker_name] = group
+        self._groups = groups
+
+    # -- appliers (one per command type) --
+
+    def _result(self, command: Command, status: ApplyStatus, before: BrokerGroup | None,
+                after: BrokerGroup | None = None, detail: int | None = None) -> ApplyResult:
+        if after is None and status is not ApplyStatus.OK:
+            after = before
+        if status is ApplyStatus.OK:
+            self._store(command.broker_name, after)
+        return ApplyResult(command, status, before, after, detail)
+
+    def _store(self, broker_name: str, group: BrokerGroup | None) -> None:
+        if group is None:
+            self._groups.pop(broker_name, None)
+        else:
+            self._groups[broker_name] = group
+
+    def _apply_broker_id(self, cmd: ApplyBrokerId) -> ApplyResult:
+        before = self._groups.get(cmd.broker_name)
+        status = check_apply_broker_id(before, cmd.broker_id, cmd.register_check_code)
+        if status is ApplyStatus.OK and before is None and len(self._groups) >= MAX_GROUPS:
+            status = ApplyStatus.TOO_MANY_GROUPS
+        if status is not ApplyStatus.OK:
+            return self._result(cmd, status, before)
+        if before is not None and before.is_registered(cmd.broker_id):
+            return self._result(cmd, status, before, before)  # idempotent retry: no change at all
+        base = before or BrokerGroup(cmd.cluster_name, cmd.broker_name)
+        replicas = dict(base.replicas)
+        replicas[cmd.broker_id] = Replica(cmd.broker_address, cmd.register_check_code)
+        # Java adds one regardless of the id; rmqc also skips past the applied id so that 1012
+        # never hands out an id that is already taken (only differs when a broker picks its own id).
+        next_id = max(base.next_broker_id + 1, cmd.broker_id + 1)
+        after = replace(base, replicas=replicas, next_broker_id=next_id)
+        return self._result(cmd, status, before, after)
+
+    def _update_broker_address(self, cmd: UpdateBrokerAddress) -> ApplyResult:
+        before = self._groups.get(cmd.broker_name)
+        if before is None:
+            return self._result(cmd, ApplyStatus.UNKNOWN_GROUP, before)
+        replica = before.replicas.get(cmd.broker_id)
+        if replica is None:
+            return self._result(cmd, ApplyStatus.UNKNOWN_BROKER, before)
+        replicas = dict(before.replicas)
+        replicas[cmd.broker_id] = replace(replica, address=cmd.broker_address)
+        return self._result(cmd, ApplyStatus.OK, before, replace(before, replicas=replicas))
+
+    def _elect_master(self, cmd: ElectMaster) -> ApplyResult:
+        before = self._groups.get(cmd.broker_name)
+        status = check_elect_master(before, cmd)
+        if status is not ApplyStatus.OK:
+            return self._result(cmd, status, before)
+        assert before is not None
+        if cmd.candidate is None:
+            after = replace(before, master_id=None, master_epoch=before.master_epoch + 1)
+        else:
+            after = replace(
+                before,
+                master_id=cmd.candidate,
+                master_epoch=before.master_epoch + 1,
+                sync_state_set=frozenset((cmd.candidate,)),
+                sync_state_set_epoch=before.sync_state_set_epoch + 1,
+            )
+        return self._result(cmd, status, before, after)
+
+    def _alter_sync_state_set(self, cmd: AlterSyncStateSet) -> ApplyResult:
+        before = self._groups.get(cmd.broker_name)
+        new_set = frozenset(cmd.new_sync_state_set)
+        status, detail = check_alter_sync_state_set(
+            before, cmd.master_id, cmd.expected_master_epoch, cmd.expected_sync_state_set_epoch, new_set
+        )
+        if status is not ApplyStatus.OK:
+            return self._result(cmd, status, before, detail=detail)
+        assert before is not None
+        after = replace(
+            before, sync_state_set=new_set, sync_state_set_epoch=before.sync_state_set_epoch + 1
+        )
+        return self._result(cmd, status, before, after)
+
+    def _clean_broker_data(self, cmd: CleanBrokerData) -> ApplyResult:
+        before = self._groups.get(cmd.broker_name)
+        if before is None:
+            return self._result(cmd, ApplyStatus.UNKNOWN_GROUP, before)
+        if not cmd.broker_ids:
+            return self._result(cmd, ApplyStatus.OK, before, None)
+        removed = frozenset(cmd.broker_ids)
+        replicas = {i: r for i, r in before.replicas.items() if i not in removed}
+        if not replicas:
+            return self._result(cmd, ApplyStatus.OK, before, None)
+        # As Java: epochs and masterBrokerId stay (a cleaned dead master is still the master, so
+        # the inactive-master scan can re-elect); unlike Java the group's two halves never split.
+        after = replace(before, replicas=replicas, sync_state_set=before.sync_state_set - removed)
+        return self._result(cmd, ApplyStatus.OK, before, after)
+
+
+_APPLIERS: dict[type, Callable[[ControllerState, Command], ApplyResult]] = {
+    ApplyBrokerId: ControllerState._apply_broker_id,
+    UpdateBrokerAddress: ControllerState._update_broker_address,
+    ElectMaster: ControllerState._elect_master,
+    AlterSyncStateSet: ControllerState._alter_sync_state_set,
+    CleanBrokerData: ControllerState._clean_broker_data,
+}
+
+
+# ---- snapshot rows -------------------------------------------------------------------------------
+# A group is written as a flat list (compact, and cheap to build for 10,000 groups); cattrs
+# validates each row's shape on restore, so a damaged snapshot names its bad row.
+
+_converter = make_converter()
+_Row = tuple[str, str, int, list[tuple[int, str, str]], int | None, int, list[int], int]
+
+
+def _group_to_row(g: BrokerGroup) -> list:
+    replicas = [[i, r.address, r.register_check_code] for i, r in g.replicas.items()]
+    return [
+        g.cluster_name, g.broker_name, g.next_broker_id, replicas, g.master_id, g.master_epoch,
+        sorted(g.sync_state_set), g.sync_state_set_epoch,
+    ]
+
+
+def _group_from_row(position: int, row: object) -> BrokerGroup:
+    try:
+        cluster, name, next_id, replicas, master, epoch, sss, sss_epoch = _converter.structure(row, _Row)
+    except (BaseValidationError, ValueError, TypeError) as exc:
+        raise CommandDecodeError(f"snapshot group {position} is malformed: {exc!r}") from None
+    return BrokerGroup(
+        cluster_name=cluster,
+        broker_name=name,
+        next_broker_id=next_id,
+        replicas={i: Replica(address, code) for i, address, code in replicas},
+        master_id=master,
+        master_epoch=epoch,
+        sync_state_set=frozenset(sss),
+        sync_state_set_epoch=sss_epoch,
+    )
