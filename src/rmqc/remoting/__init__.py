@@ -1,1 +1,52 @@
-"""rmqc.remoting"""
+"""rmqc.remoting: the sans-IO RocketMQ remoting codec (spec section 1), in the manner of h11.
+
+Bytes in, commands out (`FrameDecoder.feed`); commands in, bytes out (`encode`). No sockets, no clocks,
+no trio: the Trio shells (node/, client/) move the bytes and close the connection when the decoder
+raises `RemotingProtocolError`.
+"""
+
+from rmqc.remoting._builders import make_request as make_request
+from rmqc.remoting._builders import make_response as make_response
+from rmqc.remoting._codes import LEADER_ONLY_REQUESTS as LEADER_ONLY_REQUESTS
+from rmqc.remoting._codes import READ_REQUESTS as READ_REQUESTS
+from rmqc.remoting._codes import LanguageCode as LanguageCode
+from rmqc.remoting._codes import RequestCode as RequestCode
+from rmqc.remoting._codes import ResponseCode as ResponseCode
+from rmqc.remoting._command import ONEWAY_FLAG as ONEWAY_FLAG
+from rmqc.remoting._command import RESPONSE_FLAG as RESPONSE_FLAG
+from rmqc.remoting._command import RemotingCommand as RemotingCommand
+from rmqc.remoting._command import SerializeType as SerializeType
+from rmqc.remoting._errors import FrameTooLarge as FrameTooLarge
+from rmqc.remoting._errors import RemotingProtocolError as RemotingProtocolError
+from rmqc.remoting._ext_fields import ext_fields_from as ext_fields_from
+from rmqc.remoting._fastjson import dumps_fastjson as dumps_fastjson
+from rmqc.remoting._fastjson import loads_fastjson as loads_fastjson
+from rmqc.remoting._frames import DEFAULT_MAX_FRAME_BYTES as DEFAULT_MAX_FRAME_BYTES
+from rmqc.remoting._frames import FrameDecoder as FrameDecoder
+from rmqc.remoting._frames import encode as encode
+from rmqc.remoting._properties import dumps_properties as dumps_properties
+from rmqc.remoting._properties import loads_properties as loads_properties
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_BYTES",
+    "LEADER_ONLY_REQUESTS",
+    "ONEWAY_FLAG",
+    "READ_REQUESTS",
+    "RESPONSE_FLAG",
+    "FrameDecoder",
+    "FrameTooLarge",
+    "LanguageCode",
+    "RemotingCommand",
+    "RemotingProtocolError",
+    "RequestCode",
+    "ResponseCode",
+    "SerializeType",
+    "dumps_fastjson",
+    "dumps_properties",
+    "encode",
+    "ext_fields_from",
+    "loads_fastjson",
+    "loads_properties",
+    "make_request",
+    "make_response",
+]

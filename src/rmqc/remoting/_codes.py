@@ -1,0 +1,102 @@
+"""Request, response and language codes of the remoting protocol (spec sections 1.2 and 2).
+
+Tables, not branches: callers look codes up here (names for logs, which requests are reads or
+leader-only) instead of repeating the numbers.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+__all__ = [
+    "LEADER_ONLY_REQUESTS",
+    "READ_REQUESTS",
+    "LanguageCode",
+    "RequestCode",
+    "ResponseCode",
+]
+
+
+class RequestCode(IntEnum):
+    """Request codes of spec section 2.1 (plus the nearby non-controller codes it names)."""
+
+    GET_BROKER_MEMBER_GROUP = 901
+    BROKER_HEARTBEAT = 904
+    NOTIFY_MIN_BROKER_ID_CHANGE = 905
+    EXCHANGE_BROKER_HA_INFO = 906
+    GET_BROKER_HA_STATUS = 907
+    RESET_MASTER_FLUSH_OFFSET = 908
+    CONTROLLER_ALTER_SYNC_STATE_SET = 1001
+    CONTROLLER_ELECT_MASTER = 1002
+    CONTROLLER_REGISTER_BROKER = 1003
+    CONTROLLER_GET_REPLICA_INFO = 1004
+    CONTROLLER_GET_METADATA_INFO = 1005
+    CONTROLLER_GET_SYNC_STATE_DATA = 1006
+    GET_BROKER_EPOCH_CACHE = 1007
+    NOTIFY_BROKER_ROLE_CHANGED = 1008
+    UPDATE_CONTROLLER_CONFIG = 1009
+    GET_CONTROLLER_CONFIG = 1010
+    CLEAN_BROKER_DATA = 1011
+    CONTROLLER_GET_NEXT_BROKER_ID = 1012
+    CONTROLLER_APPLY_BROKER_ID = 1013
+    BROKER_CLOSE_CHANNEL_REQUEST = 1014
+    CHECK_NOT_ACTIVE_BROKER_REQUEST = 1015
+    GET_BROKER_LIVE_INFO_REQUEST = 1016
+    GET_SYNC_STATE_DATA_REQUEST = 1017
+    RAFT_BROKER_HEART_BEAT_EVENT_REQUEST = 1018
+
+
+class ResponseCode(IntEnum):
+    """Response codes of spec section 2.2."""
+
+    SUCCESS = 0
+    SYSTEM_ERROR = 1
+    SYSTEM_BUSY = 2
+    REQUEST_CODE_NOT_SUPPORTED = 3
+    NO_PERMISSION = 16
+    GO_AWAY = 1500
+    CONTROLLER_FENCED_MASTER_EPOCH = 2000
+    CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH = 2001
+    CONTROLLER_INVALID_MASTER = 2002
+    CONTROLLER_INVALID_REPLICAS = 2003
+    CONTROLLER_MASTER_NOT_AVAILABLE = 2004
+    CONTROLLER_INVALID_REQUEST = 2005
+    CONTROLLER_BROKER_NOT_ALIVE = 2006
+    CONTROLLER_NOT_LEADER = 2007
+    CONTROLLER_BROKER_METADATA_NOT_EXIST = 2008
+    CONTROLLER_INVALID_CLEAN_BROKER_METADATA = 2009
+    CONTROLLER_BROKER_NEED_TO_BE_REGISTERED = 2010
+    CONTROLLER_MASTER_STILL_EXIST = 2011
+    CONTROLLER_ELECT_MASTER_FAILED = 2012
+    CONTROLLER_ALTER_SYNC_STATE_SET_FAILED = 2013
+    CONTROLLER_BROKER_ID_INVALID = 2014
+    CONTROLLER_JRAFT_INTERNAL_ERROR = 2015
+    CONTROLLER_BROKER_LIVE_INFO_NOT_EXISTS = 2016
+
+
+class LanguageCode(IntEnum):
+    """The `language` enum: its name travels in JSON headers, its number in ROCKETMQ headers."""
+
+    JAVA = 0
+    CPP = 1
+    DOTNET = 2
+    PYTHON = 3
+    DELPHI = 4
+    ERLANG = 5
+    RUBY = 6
+    OTHER = 7
+    HTTP = 8
+    GO = 9
+    PHP = 10
+    OMS = 11
+    RUST = 12
+    NODE_JS = 13
+
+
+# Spec 3.0: requests a Java controller executes only on the leader (others answer 2007).
+LEADER_ONLY_REQUESTS: frozenset[int] = frozenset(
+    {1001, 1002, 1003, 1004, 1006, 1011, 1012, 1013}
+)
+
+# Requests that only read state; rmqc lets them name a consistency level (design.md "Read path").
+READ_REQUESTS: frozenset[int] = frozenset({1004, 1005, 1006, 1012})

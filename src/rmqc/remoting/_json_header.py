@@ -1,0 +1,99 @@
+"""The JSON header (serialize type 0): fastjson's serialisation of RemotingCommand (spec 1.2).
+
+Encoding writes the keys fastjson writes, in its (alphabetical) order, compact, omitting null remark
+and extFields, so our frames are byte-identical to Java's. extFields keep their insertion order, so a
+decoded Java frame re-encodes to the same bytes. Decoding checks every JSON type and reports the key.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from rmqc.remoting._command import RemotingCommand, SerializeType
+from rmqc.remoting._errors import RemotingProtocolError
+from rmqc.remoting._ext_fields import ext_value_text
+
+__all__ = ["decode_json_header", "encode_json_header"]
+
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+# The int properties of Java's RemotingCommand; each must be a JSON integer within int32.
+_DEFAULT_LANGUAGE = "JAVA"  # Java's RemotingCommand default when the property is missing
+_INT_KEYS = (("code", "code"), ("flag", "flag"), ("opaque", "opaque"), ("version", "version"))
+
+
+def encode_json_header(cmd: RemotingCommand) -> bytes:
+    header: dict[str, Any] = {"code": cmd.code}
+    if cmd.ext_fields is not None:
+        header["extFields"] = cmd.ext_fields
+    header["flag"] = cmd.flag
+    header["language"] = cmd.language
+    header["opaque"] = cmd.opaque
+    if cmd.remark is not None:
+        header["remark"] = cmd.remark
+    header["serializeTypeCurrentRPC"] = "JSON"
+    header["version"] = cmd.version
+    return orjson.dumps(header)
+
+
+def decode_json_header(data: bytes, offset: int) -> RemotingCommand:
+    """Decode header bytes that start at stream byte `offset` (used only in error messages)."""
+    try:
+        header = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise RemotingProtocolError(f"JSON header is not valid JSON ({exc.msg})", offset + _byte_pos(exc)) from None
+    if not isinstance(header, dict):
+        raise RemotingProtocolError(f"JSON header is a {type(header).__name__}, not an object", offset)
+    ints = {field: _int_property(header, key, offset) for key, field in _INT_KEYS}
+    return RemotingCommand(
+        **ints,
+        language=_language(header, offset),
+        remark=_optional_str(header, "remark", offset),
+        ext_fields=_ext_fields(header.get("extFields"), offset),
+        serialize_type=SerializeType.JSON,
+    )
+
+
+def _byte_pos(exc: orjson.JSONDecodeError) -> int:
+    # orjson reports a character index into the decoded text; callers want a byte offset.
+    return len(exc.doc[: exc.pos].encode("utf-8", "surrogatepass"))
+
+
+def _language(header: dict[str, Any], offset: int) -> str:
+    language = _optional_str(header, "language", offset)
+    return _DEFAULT_LANGUAGE if language is None else language
+
+
+def _int_property(header: dict[str, Any], key: str, offset: int) -> int:
+    # Java's defaults for a missing property are 0 (the opaque counter aside); keep them.
+    value = header.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RemotingProtocolError(f"JSON header {key!r} is {value!r}, not an integer", offset)
+    if not INT32_MIN <= value <= INT32_MAX:
+        raise RemotingProtocolError(f"JSON header {key!r} = {value} does not fit a Java int", offset)
+    return value
+
+
+def _optional_str(header: dict[str, Any], key: str, offset: int) -> str | None:
+    value = header.get(key)
+    if value is not None and not isinstance(value, str):
+        raise RemotingProtocolError(f"JSON header {key!r} is {value!r}, not a string", offset)
+    return value
+
+
+def _ext_fields(value: object, offset: int) -> dict[str, str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise RemotingProtocolError(f"JSON header 'extFields' is a {type(value).__name__}, not an object", offset)
+    fields: dict[str, str] = {}
+    for key, item in value.items():
+        if item is None:
+            continue  # Java's HashMap holds the null; a header field reads it as missing.
+        text = ext_value_text(item)
+        if text is None:
+            raise RemotingProtocolError(f"extFields[{key!r}] is {type(item).__name__}, not a string", offset)
+        fields[key] = text
+    return fields
