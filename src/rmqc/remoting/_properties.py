@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 
 from rmqc.remoting._errors import RemotingProtocolError
+from rmqc.remoting._ext_fields import ext_value_text
 
 __all__ = ["dumps_properties", "loads_properties"]
 
@@ -24,8 +25,16 @@ _WHITESPACE = " \t\f"
 
 def dumps_properties(properties: Mapping[str, object]) -> bytes:
     """`key=value` lines, sorted by key (as Java's 1010 answer is), escaped for Properties.load."""
-    lines = [f"{_escape(key, is_key=True)}={_escape(str(value), is_key=False)}\n" for key, value in sorted(properties.items())]
+    lines = [
+        f"{_escape(key, is_key=True)}={_escape(_java_text(value), is_key=False)}\n"
+        for key, value in sorted(properties.items())
+    ]
     return "".join(lines).encode("ascii")
+
+
+def _java_text(value: object) -> str:
+    text = ext_value_text(value)  # booleans as Java prints them: true/false
+    return str(value) if text is None else text
 
 
 def _escape(text: str, *, is_key: bool) -> str:
