@@ -1,0 +1,147 @@
+"""Safety invariants the simulator checks after every step.
+
+The checker is fed by the simulated node shells (what they persist, apply and observe) and keeps
+global registries of what the whole cluster has done:
+
+- election safety: at most one leader per term;
+- log matching: every persisted entry (index, term) has one content and one predecessor term
+  everywhere, which by induction makes logs that share an (index, term) identical up to it;
+- durability: an entry applied anywhere (so committed) is never overwritten in any durable log;
+- leader completeness: a leader's log holds every entry committed before it was elected;
+- state-machine safety: every node applies the same entry at each index and reaches the same
+  key-value state there (also after installing a snapshot).
+
+The first violation is recorded as text; the run stops at it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from rmqc.errors import CompactedError, UnavailableError
+from rmqc.raft._storage import Storage
+from rmqc.raft._types import Entry
+
+KvState = tuple[tuple[str, str], ...]
+
+
+@dataclass(slots=True)
+class _Applied:
+    term: int
+    type: int
+    data: bytes
+    kv: KvState
+
+
+@dataclass(slots=True)
+class SafetyChecker:
+    violations: list[str] = field(default_factory=list)
+    leader_of_term: dict[int, str] = field(default_factory=dict)
+    # (index, term) -> (content, predecessor term or None when unknown)
+    entries_seen: dict[tuple[int, int], tuple[tuple[int, bytes], int | None]] = field(default_factory=dict)
+    applied: dict[int, _Applied] = field(default_factory=dict)
+    committed_max: int = 0
+    # node -> (term, committed_max when it was seen leading): checked once its log is persisted
+    leaders_to_check: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def fail(self, what: str) -> None:
+        self.violations.append(what)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    # -- elections ----------------------------------------------------------------------------
+    def observe_leader(self, node: str, term: int) -> None:
+        holder = self.leader_of_term.setdefault(term, node)
+        if holder != node:
+            self.fail(f"election safety: {holder} and {node} both lead term {term}")
+            return
+        if node not in self.leaders_to_check or self.leaders_to_check[node][0] != term:
+            self.leaders_to_check[node] = (term, self.committed_max)
+
+    def check_leader_log(self, node: str, term: int, storage: Storage) -> None:
+        """Leader completeness, checked once the leader's election-time log is durable."""
+        pending = self.leaders_to_check.get(node)
+        if pending is None or pending[0] != term:
+            return
+        del self.leaders_to_check[node]
+        first = storage.first_index()
+        for index in range(first, pending[1] + 1):
+            want = self.applied[index].term if index in self.applied else None
+            have = _term_or_none(storage, index)
+            if want is not None and have != want:
+                self.fail(
+                    f"leader completeness: {node} leads term {term} but holds term {have} at "
+                    f"index {index}, committed in term {want}"
+                )
+                return
+
+    # -- persistence --------------------------------------------------------------------------
+    def before_save(self, node: str, storage: Storage, entries: Sequence[Entry]) -> None:
+        """Durability: the entries about to be written must not replace a committed entry."""
+        for entry in entries:
+            old = _term_or_none(storage, entry.index)
+            if old is None or old == entry.term:
+                continue
+            committed = self.applied.get(entry.index)
+            if committed is not None and committed.term == old:
+                self.fail(
+                    f"durability: {node} overwrites committed entry {entry.index} (term {old}) "
+                    f"with term {entry.term}"
+                )
+            return  # everything after the first conflict is replaced; one report is enough
+
+    def after_save(self, node: str, storage: Storage, entries: Sequence[Entry]) -> None:
+        """Log matching, inductively: same (index, term) -> same content and predecessor term."""
+        for entry in entries:
+            prev_term = _term_or_none(storage, entry.index - 1)
+            content = (int(entry.type), entry.data)
+            key = (entry.index, entry.term)
+            seen = self.entries_seen.get(key)
+            if seen is None:
+                self.entries_seen[key] = (content, prev_term)
+                continue
+            if seen[0] != content:
+                self.fail(f"log matching: {node} holds a different entry at index {entry.index} term {entry.term}")
+                return
+            if seen[1] is not None and prev_term is not None and seen[1] != prev_term:
+                self.fail(
+                    f"log matching: {node} has term {prev_term} before ({entry.index}, {entry.term}), "
+                    f"another node has term {seen[1]}"
+                )
+                return
+            if seen[1] is None and prev_term is not None:
+                self.entries_seen[key] = (content, prev_term)
+
+    # -- apply --------------------------------------------------------------------------------
+    def on_apply(self, node: str, entry: Entry, kv: KvState) -> None:
+        record = self.applied.get(entry.index)
+        if record is None:
+            self.applied[entry.index] = _Applied(entry.term, int(entry.type), entry.data, kv)
+            self.committed_max = max(self.committed_max, entry.index)
+            return
+        if (record.term, record.type, record.data) != (entry.term, int(entry.type), entry.data):
+            self.fail(
+                f"state-machine safety: {node} applies term {entry.term} at index {entry.index}, "
+                f"another node applied term {record.term} there"
+            )
+        elif record.kv != kv:
+            self.fail(f"state-machine safety: {node} reaches a different state at index {entry.index}")
+
+    def on_snapshot_installed(self, node: str, index: int, term: int, kv: KvState) -> None:
+        record = self.applied.get(index)
+        if record is None:
+            return  # nobody applied that index through entries yet; later applies are compared
+        if record.term != term or record.kv != kv:
+            self.fail(f"state-machine safety: {node} installs a snapshot at {index} that differs from the applied state")
+
+
+def _term_or_none(storage: Storage, index: int) -> int | None:
+    if index <= 0:
+        return 0 if index == 0 else None
+    try:
+        return storage.term(index)
+    except (CompactedError, UnavailableError):
+        return None

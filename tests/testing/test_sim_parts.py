@@ -1,0 +1,130 @@
+"""The simulator's parts on their own: event order, the network model, the safety checker."""
+
+from __future__ import annotations
+
+import random
+
+from rmqc.raft._memory_storage import MemoryStorage
+from rmqc.raft._types import Entry, EntryType, HardState
+from rmqc.testing._simcheck import SafetyChecker
+from rmqc.testing._simclock import EventQueue
+from rmqc.testing._simnet import LINK_IN_FLIGHT_MAX, LinkFaults, SimNetwork
+
+
+def test_events_run_in_time_then_insertion_order() -> None:
+    queue = EventQueue()
+    seen: list[str] = []
+    queue.at(20, seen.append, "late")
+    queue.at(10, seen.append, "first")
+    queue.at(10, seen.append, "second")
+    while queue.run_next(15):
+        pass
+    assert seen == ["first", "second"] and queue.now_us == 10
+    while queue.run_next(100):
+        pass
+    assert seen == ["first", "second", "late"] and queue.now_us == 20
+
+
+def test_network_is_deterministic_per_seed() -> None:
+    def delays(seed: int) -> list[list[int]]:
+        net = SimNetwork(random.Random(seed), LinkFaults(drop_p=0.2, duplicate_p=0.2))
+        return [net.delays_us("n0", "n1") for _ in range(200)]
+
+    assert delays(7) == delays(7)
+    assert delays(7) != delays(8)
+
+
+def test_network_drops_duplicates_and_reorders() -> None:
+    net = SimNetwork(random.Random(1), LinkFaults(drop_p=0.1, duplicate_p=0.1, delay_min_us=1, delay_max_us=1000))
+    outcomes = [net.delays_us("n0", "n1") for _ in range(1000)]
+    assert any(len(o) == 0 for o in outcomes)
+    assert any(len(o) == 2 for o in outcomes)
+    firsts = [o[0] for o in outcomes if o]
+    assert firsts != sorted(firsts)  # later messages can overtake earlier ones
+
+
+def test_partitions_cut_links_and_heal_restores_them() -> None:
+    net = SimNetwork(random.Random(1), LinkFaults(drop_p=0.0, duplicate_p=0.0, spike_p=0.0))
+    net.partition([["n0"], ["n1", "n2"]])
+    assert net.delays_us("n0", "n1") == [] and net.delays_us("n2", "n0") == []
+    assert len(net.delays_us("n1", "n2")) == 1
+    net.heal()
+    net.cut_one_way("n0", "n1")
+    assert net.delays_us("n0", "n1") == []
+    assert len(net.delays_us("n1", "n0")) == 1
+    # A message already travelling is lost if its link is cut before it arrives.
+    net.heal()
+    assert len(net.delays_us("n2", "n1")) == 1
+    net.isolate("n1", ["n0", "n1", "n2"])
+    assert not net.arrived("n2", "n1")
+
+
+def test_link_in_flight_bound_drops() -> None:
+    net = SimNetwork(random.Random(1), LinkFaults(drop_p=0.0, duplicate_p=0.0))
+    for _ in range(LINK_IN_FLIGHT_MAX):
+        assert net.delays_us("n0", "n1")
+    assert net.delays_us("n0", "n1") == []
+    net.arrived("n0", "n1")
+    assert net.delays_us("n0", "n1")
+
+
+def test_checker_two_leaders_in_one_term() -> None:
+    checker = SafetyChecker()
+    checker.observe_leader("n0", 3)
+    checker.observe_leader("n0", 3)
+    assert checker.ok
+    checker.observe_leader("n1", 3)
+    assert not checker.ok and "both lead term 3" in checker.violations[0]
+
+
+def entry(index: int, term: int, data: bytes = b"x") -> Entry:
+    return Entry(index, term, EntryType.NORMAL, data)
+
+
+def test_checker_log_matching_content_and_predecessor() -> None:
+    checker = SafetyChecker()
+    a, b = MemoryStorage(), MemoryStorage()
+    for storage, node in ((a, "n0"), (b, "n1")):
+        storage.save(HardState(1), [entry(1, 1)])
+        checker.after_save(node, storage, [entry(1, 1)])
+    assert checker.ok
+    b.save(None, [entry(2, 2, b"other")])
+    checker.after_save("n1", b, [entry(2, 2, b"other")])
+    a.save(None, [entry(2, 2, b"mine")])
+    checker.after_save("n0", a, [entry(2, 2, b"mine")])
+    assert not checker.ok and "different entry at index 2" in checker.violations[0]
+
+
+def test_checker_committed_entry_overwritten() -> None:
+    checker = SafetyChecker()
+    storage = MemoryStorage()
+    storage.save(HardState(1), [entry(1, 1), entry(2, 1)])
+    checker.on_apply("n0", entry(1, 1), ())
+    checker.before_save("n1", storage, [entry(2, 2)])  # index 2 is not committed: fine
+    assert checker.ok
+    checker.before_save("n1", storage, [entry(1, 2)])
+    assert not checker.ok and "overwrites committed entry 1" in checker.violations[0]
+
+
+def test_checker_state_machine_safety() -> None:
+    checker = SafetyChecker()
+    checker.on_apply("n0", entry(1, 1, b"a"), (("x", "1"),))
+    checker.on_apply("n1", entry(1, 1, b"a"), (("x", "1"),))
+    assert checker.ok
+    checker.on_apply("n2", entry(1, 2, b"b"), (("x", "2"),))
+    assert not checker.ok
+    checker = SafetyChecker()
+    checker.on_apply("n0", entry(1, 1, b"a"), (("x", "1"),))
+    checker.on_snapshot_installed("n1", 1, 1, (("x", "9"),))
+    assert not checker.ok
+
+
+def test_checker_leader_completeness() -> None:
+    checker = SafetyChecker()
+    checker.on_apply("n0", entry(1, 1), ())
+    checker.on_apply("n0", entry(2, 1), ())
+    checker.observe_leader("n1", 2)
+    short = MemoryStorage()
+    short.save(HardState(2), [entry(1, 1), entry(2, 2)])
+    checker.check_leader_log("n1", 2, short)
+    assert not checker.ok and "leader completeness" in checker.violations[0]
