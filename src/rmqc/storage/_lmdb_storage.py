@@ -120,8 +120,7 @@ class LmdbStorage:
 
     def _open_db(self, name: bytes) -> lmdb._Database:
         try:
-            with self._env.begin(write=not self.readonly) as txn:
-                return self._env.open_db(name, txn=txn, create=not self.readonly)
+            return self._env.open_db(name, create=not self.readonly)
         except lmdb.NotFoundError as exc:
             raise NotAStorageError(f"no rmqc log in {self.path} (database {name!r} missing)") from exc
 
