@@ -1,1 +1,17 @@
-"""rmqc.liveness"""
+"""rmqc.liveness: the heartbeat table (spec section 6) with deadline expiry and follower digests.
+
+Pure: time enters as `now_ms` arguments; channels are opaque hashable ids chosen by the server.
+"""
+
+from ._table import (
+    DEFAULT_ELECTION_PRIORITY as DEFAULT_ELECTION_PRIORITY,
+    DEFAULT_HEARTBEAT_TIMEOUT_MS as DEFAULT_HEARTBEAT_TIMEOUT_MS,
+    DEFAULT_MAX_BROKERS as DEFAULT_MAX_BROKERS,
+    BrokerKey as BrokerKey,
+    Digest as Digest,
+    DigestDecodeError as DigestDecodeError,
+    Heartbeat as Heartbeat,
+    HeartbeatTable as HeartbeatTable,
+    LiveInfo as LiveInfo,
+    LivenessTableFull as LivenessTableFull,
+)

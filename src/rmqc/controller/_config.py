@@ -1,0 +1,225 @@
+"""ControllerConfig (spec 8.1, 8.2): the Java controller's options, as properties text.
+
+1010 answers with every option as properties text; 1009 updates options of the answering node only
+(not replicated), refusing black-listed keys. Which keys take effect at once:
+
+* live (read at every use, so 1009 changes behaviour immediately): `electMasterMaxRetryCount`,
+  `enableElectUncleanMaster` (both read at each election, spec 15) and `notifyBrokerRoleChanged`
+  (read after each election);
+* every other key is stored, shown by 1010 and handed to the node for persisting, but only takes
+  effect when the node starts (ports, peers, store paths, thread pools and metrics are fixed for a
+  process lifetime).
+
+Unlike Java, which silently keeps the old value when a setter cannot parse the text, rmqc refuses
+an update with a value of the wrong type (code 1, naming the key), and applies all keys of one
+update or none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from rmqc.errors import ConfigError
+from rmqc.remoting import RemotingProtocolError, dumps_properties, loads_properties
+
+
+class ConfigBlackListed(ConfigError):
+    """1009 named a key that may not be changed at runtime (answered 16 NO_PERMISSION)."""
+
+
+class PropertiesSyntaxError(ConfigError):
+    """Text that is not Java properties (a bad \\u escape, not UTF-8); 1009 answers code 1."""
+
+
+def parse_properties(text: str | bytes) -> dict[str, str]:
+    """Java properties text (`key=value`, `key: value`, comments, continuations, escapes) -> dict.
+
+    Raises ConfigError saying what was wrong; used for 1009 bodies and `rmqc serve -c FILE`.
+    """
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    try:
+        return loads_properties(data)
+    except RemotingProtocolError as exc:
+        raise PropertiesSyntaxError(f"bad properties text: {exc}") from None
+
+
+def _parse_bool(text: str) -> bool:
+    # Java Boolean.parseBoolean would read anything but "true" as false; a typo would then
+    # silently disable an option, so rmqc accepts only true/false.
+    lowered = text.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ValueError(f"expected true or false, got {text!r}")
+    return lowered == "true"
+
+
+def _parse_int(text: str) -> int:
+    return int(text.strip())
+
+
+_PARSERS: dict[type, Callable[[str], object]] = {bool: _parse_bool, int: _parse_int, str: str}
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigKey:
+    name: str
+    default: object
+    live: bool = False
+
+    @property
+    def kind(self) -> type:
+        return type(self.default)
+
+
+CONFIG_KEYS: tuple[ConfigKey, ...] = (
+    ConfigKey("rocketmqHome", ""),
+    ConfigKey("configStorePath", "~/controller/controller.properties"),
+    ConfigKey("controllerType", "DLedger"),
+    ConfigKey("scanNotActiveBrokerInterval", 5000),
+    ConfigKey("controllerThreadPoolNums", 16),
+    ConfigKey("controllerRequestThreadPoolQueueCapacity", 50000),
+    ConfigKey("controllerDLegerGroup", "rmqc"),
+    ConfigKey("controllerDLegerPeers", "n0-127.0.0.1:9878"),
+    ConfigKey("controllerDLegerSelfId", "n0"),
+    ConfigKey("mappedFileSize", 1073741824),
+    ConfigKey("controllerStorePath", ""),
+    ConfigKey("electMasterMaxRetryCount", 3, live=True),
+    ConfigKey("enableElectUncleanMaster", False, live=True),
+    ConfigKey("isProcessReadEvent", False),
+    ConfigKey("notifyBrokerRoleChanged", True, live=True),
+    ConfigKey("scanInactiveMasterInterval", 5000),
+    ConfigKey("metricsExporterType", "DISABLE"),
+    ConfigKey("metricsGrpcExporterTarget", ""),
+    ConfigKey("metricsGrpcExporterHeader", ""),
+    ConfigKey("metricGrpcExporterTimeOutInMills", 3000),
+    ConfigKey("metricGrpcExporterIntervalInMills", 60000),
+    ConfigKey("metricLoggingExporterIntervalInMills", 10000),
+    ConfigKey("metricsPromExporterPort", 5557),
+    ConfigKey("metricsPromExporterHost", ""),
+    ConfigKey("metricsLabel", ""),
+    ConfigKey("metricsInDelta", False),
+    ConfigKey("configBlackList", "configBlackList;configStorePath"),
+    ConfigKey("jRaftElectionTimeoutMs", 1000),
+    ConfigKey("jRaftScanWaitTimeoutMs", 1000),
+    ConfigKey("jRaftSnapshotIntervalSecs", 3600),
+    ConfigKey("jRaftGroupId", "jRaft-Controller"),
+    ConfigKey("jRaftServerId", "localhost:9880"),
+    ConfigKey("jRaftInitConf", "localhost:9880,localhost:9881,localhost:9882"),
+    ConfigKey("jRaftControllerRPCAddr", "localhost:9770,localhost:9771,localhost:9772"),
+    ConfigKey("listenPort", 9878),
+)
+_KEYS: dict[str, ConfigKey] = {key.name: key for key in CONFIG_KEYS}
+# Java's setter for the field `isProcessReadEvent` is `setProcessReadEvent`, so 1009 uses this name.
+_ALIASES = {"processReadEvent": "isProcessReadEvent"}
+LIVE_UPDATABLE_KEYS: frozenset[str] = frozenset(key.name for key in CONFIG_KEYS if key.live)
+_ALWAYS_BLACK_LISTED = frozenset({"configBlackList", "configStorePath", "rocketmqHome"})
+
+# Why: properties come from an operator's file or a 1009 body (bounded by the frame size); this
+# caps how many unknown keys a node keeps and echoes in 1010.
+MAX_EXTRA_KEYS = 1024
+
+
+class ControllerConfig:
+    """The options of one node. Known keys are typed; unknown keys from the startup file are kept
+    (1010 shows them, as Java does) but unknown keys in a 1009 update are ignored (as Java)."""
+
+    def __init__(self, values: Mapping[str, object] | None = None) -> None:
+        self._values: dict[str, object] = {key.name: key.default for key in CONFIG_KEYS}
+        self._extra: dict[str, str] = {}
+        self.revision = 0  # bumped by every successful update; the node persists on change
+        for name, value in (values or {}).items():
+            self._set_typed(name, value)
+
+    @classmethod
+    def from_properties(cls, text: str | bytes) -> ControllerConfig:
+        """The startup `-c controller.conf`: known keys typed, unknown keys kept as text."""
+        config = cls()
+        parsed = parse_properties(text)
+        config._apply(config._typed_known(parsed))
+        extra = {k: v for k, v in parsed.items() if _ALIASES.get(k, k) not in _KEYS}
+        if len(extra) > MAX_EXTRA_KEYS:
+            raise ConfigError(f"{len(extra)} unknown keys exceed the bound of {MAX_EXTRA_KEYS}")
+        config._extra.update(extra)
+        return config
+
+    # ---- reading ---------------------------------------------------------------------------
+
+    def get(self, name: str) -> object:
+        return self._values[_ALIASES.get(name, name)]
+
+    @property
+    def elect_master_max_retry_count(self) -> int:
+        return int(self._values["electMasterMaxRetryCount"])  # type: ignore[call-overload]
+
+    @property
+    def enable_elect_unclean_master(self) -> bool:
+        return bool(self._values["enableElectUncleanMaster"])
+
+    @property
+    def notify_broker_role_changed(self) -> bool:
+        return bool(self._values["notifyBrokerRoleChanged"])
+
+    @property
+    def controller_group(self) -> str:
+        return str(self._values["controllerDLegerGroup"])
+
+    def black_list(self) -> frozenset[str]:
+        listed = str(self._values["configBlackList"]).split(";")
+        return _ALWAYS_BLACK_LISTED | {name.strip() for name in listed if name.strip()}
+
+    def to_properties(self) -> bytes:
+        """1010's body: every option, `key=value` per line, sorted by key."""
+        merged: dict[str, object] = dict(self._extra)
+        merged.update({name: _text_of(value) for name, value in self._values.items()})
+        return dumps_properties(merged)
+
+    # ---- updating --------------------------------------------------------------------------
+
+    def update_from_properties(self, text: str | bytes) -> dict[str, object]:
+        """1009: apply all known keys of `text` or none. Returns what changed.
+
+        Raises ConfigBlackListed (-> 16), ConfigError for bad text or a bad value (-> 1).
+        """
+        parsed = parse_properties(text)
+        forbidden = sorted(name for name in parsed if _ALIASES.get(name, name) in self.black_list())
+        if forbidden:
+            raise ConfigBlackListed(f"keys {forbidden} are in the black list")
+        typed = self._typed_known(parsed)
+        self._apply(typed)
+        return typed
+
+    def _typed_known(self, parsed: Mapping[str, str]) -> dict[str, object]:
+        typed = {}
+        for name, text in parsed.items():
+            key = _KEYS.get(_ALIASES.get(name, name))
+            if key is not None:
+                typed[key.name] = _parse_value(key, text)
+        return typed
+
+    def _apply(self, typed: Mapping[str, object]) -> None:
+        if typed:
+            self._values.update(typed)
+            self.revision += 1
+
+    def _set_typed(self, name: str, value: object) -> None:
+        key = _KEYS.get(_ALIASES.get(name, name))
+        if key is None:
+            raise ConfigError(f"unknown controller option {name!r}")
+        if isinstance(value, str) and key.kind is not str:
+            value = _parse_value(key, value)
+        if type(value) is not key.kind:
+            raise ConfigError(f"option {name!r} must be {key.kind.__name__}, got {value!r}")
+        self._values[key.name] = value
+
+
+def _parse_value(key: ConfigKey, text: str) -> object:
+    try:
+        return _PARSERS[key.kind](text)
+    except ValueError as exc:
+        raise ConfigError(f"bad value for {key.name}: {text!r} ({exc})") from None
+
+
+def _text_of(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

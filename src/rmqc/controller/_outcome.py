@@ -1,0 +1,62 @@
+"""What a processor hands back to the server: answer now, stay silent, or propose then answer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Hashable, Sequence
+
+from rmqc.fsm import ApplyResult, Command
+from rmqc.remoting import RemotingCommand
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """The controller group as this node sees it, for 1005 (spec 3.2)."""
+
+    group: str
+    self_id: str
+    leader_id: str | None
+    leader_address: str | None  # must be reachable by brokers (spec 3.2, issue #9082)
+    peers: tuple[tuple[str, str], ...]  # (id, address) in configured order
+
+    def peers_text(self) -> str:
+        return "".join(f"{node_id}:{address};" for node_id, address in self.peers)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """Everything about the moment and the node a handler may need; the server fills it in."""
+
+    now_ms: int
+    channel_id: Hashable | None = None  # the broker connection (for close detection)
+    is_leader: bool = True
+    leader_ready: bool = True  # the leader has committed an entry of its own term
+    node: NodeInfo | None = None
+    # The server has already made a local read safe on this node (ReadIndex, lease or an explicit
+    # stale read): read requests (1004, 1006, 1012) are then served here even on a follower.
+    read_allowed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    response: RemotingCommand
+
+
+@dataclass(frozen=True, slots=True)
+class NoReply:
+    """One-way request: the server writes nothing."""
+
+
+@dataclass(frozen=True, slots=True)
+class Propose:
+    """Commit `commands` (in one entry), apply them, then answer with `finish(results)`.
+
+    `results` are the ApplyResults of exactly these commands, in order. If the request was
+    one-way the server still proposes but discards the answer.
+    """
+
+    commands: Sequence[Command]
+    finish: Callable[[list[ApplyResult]], RemotingCommand]
+
+
+Outcome = Reply | NoReply | Propose

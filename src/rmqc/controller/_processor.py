@@ -1,0 +1,594 @@
+"""`ControllerProcessor`: one handler per request code (spec section 3, errata in section 15).
+
+Handlers decide on the leader against the applied state and either answer at once (reads, and
+requests that cannot succeed) or return `Propose(commands, finish)`: the commands carry their
+preconditions, and `finish` builds the answer from the apply results, so responses carry exactly
+the post-apply epochs. Time comes from `RequestContext.now_ms`; nothing here does I/O.
+
+Java quirks kept on purpose (brokers and mqadmin rely on the observable behaviour): the first
+election of a never-elected group takes the requester without a liveness check; a controller
+election that finds no candidate still bumps masterEpoch (and is retried, bumping it again);
+1011 with isCleanLivingBroker=true removes the whole group even when ids are listed; 1011 without
+ids refuses while the group has a master, alive or not; an empty 1006 body answers code 1.
+Fixed on purpose: offsets are compared as 64-bit values and ties go to the smallest id; 1001
+checks registration of all proposed ids before liveness (spec 15); a racing election that lost
+its precondition answers 2011 with the winner instead of failing.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from rmqc.errors import BoundExceeded, ProtocolError
+from rmqc.fsm import (
+    AlterSyncStateSet,
+    ApplyBrokerId,
+    ApplyResult,
+    ApplyStatus,
+    BrokerGroup,
+    CleanBrokerData,
+    Command,
+    ControllerState,
+    ElectMaster,
+    Trigger,
+    UpdateBrokerAddress,
+    check_alter_sync_state_set,
+    check_apply_broker_id,
+)
+from rmqc.liveness import BrokerKey, Heartbeat, HeartbeatTable
+from rmqc.remoting import (
+    LEADER_ONLY_REQUESTS,
+    READ_REQUESTS,
+    RemotingCommand,
+    RequestCode,
+    ResponseCode,
+    loads_fastjson,
+    make_request,
+    make_response,
+)
+
+from . import _bodies
+from ._config import ConfigBlackListed, ControllerConfig, PropertiesSyntaxError
+from ._headers import BadRequestBody, HeaderField, MissingHeaderField, decode_header
+from ._outcome import NodeInfo, NoReply, Outcome, Propose, Reply, RequestContext
+from ._policy import choose_master
+
+C = ResponseCode
+NOT_LEADER_REMARK = "The controller is not in leader state"
+_JAVA_LONG = re.compile(r"[+-]?\d{1,19}")  # Long.valueOf syntax (range checked apart)
+
+# ---- header tables (spec 3.x), Java field names exactly --------------------------------------
+
+F = HeaderField
+HEARTBEAT = (
+    F("clusterName", required="cf"), F("brokerAddr", required="cf"), F("brokerName", required="cf"),
+    F("brokerId", "long"), F("epoch", "int", -1), F("maxOffset", "long", -1),
+    F("confirmOffset", "long", -1), F("heartbeatTimeoutMills", "long", 10_000),
+    F("electionPriority", "int", 2_147_483_647),
+)
+NEXT_BROKER_ID = (F("clusterName"), F("brokerName", required="needed"))
+APPLY_BROKER_ID = (
+    F("clusterName", required="needed"), F("brokerName", required="needed"),
+    F("appliedBrokerId", "long", required="needed"), F("registerCheckCode", required="needed"),
+)
+REGISTER_BROKER = (
+    F("clusterName", required="needed"), F("brokerName", required="needed"),
+    F("brokerId", "long", required="needed"), F("brokerAddress", required="needed"),
+)
+REPLICA_INFO = (F("brokerName", required="needed"),)
+ELECT_MASTER = (
+    F("clusterName", default="", required="cf"), F("brokerName", default="", required="cf"),
+    F("brokerId", "long", -1, required="cf"), F("designateElect", "bool", False, required="cf"),
+)
+ALTER_SYNC_STATE_SET = (
+    F("brokerName", required="needed"), F("masterBrokerId", "long", required="needed"),
+    F("masterEpoch", "int", required="needed"),
+)
+CLEAN_BROKER_DATA = (
+    F("clusterName"), F("brokerName", required="cf"), F("brokerControllerIdsToClean"),
+    F("isCleanLivingBroker", "bool", False),
+)
+
+# ---- answers to failed preconditions ------------------------------------------------------------
+
+_APPLY_ID_REMARKS: dict[ApplyStatus, str] = {
+    ApplyStatus.FIRST_ID_NOT_ONE:
+        "Broker-set: {name} hasn't been registered in controller, but broker try to apply brokerId: {id}",
+    ApplyStatus.BROKER_ID_TAKEN: "Fail to apply brokerId: {id} in broker-set: {name}",
+    ApplyStatus.TOO_MANY_REPLICAS: "Fail to apply brokerId: {id} in broker-set: {name}: too many replicas",
+    ApplyStatus.TOO_MANY_GROUPS: "Fail to apply brokerId: {id} in broker-set: {name}: too many broker-sets",
+}
+
+_ALTER_FAILURES: dict[ApplyStatus, tuple[int, str]] = {
+    ApplyStatus.UNKNOWN_GROUP: (C.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED, "Broker metadata is not existed"),
+    ApplyStatus.SYNC_STATE_SET_UNCHANGED: (
+        C.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED,
+        "The newSyncStateSet is equal with oldSyncStateSet, no needed to update syncStateSet"),
+    ApplyStatus.NOT_MASTER: (
+        C.CONTROLLER_INVALID_MASTER,
+        "Rejecting alter syncStateSet request because the current leader is:{{{master}}}, not {{{req_master}}}"),
+    ApplyStatus.STALE_MASTER_EPOCH: (
+        C.CONTROLLER_FENCED_MASTER_EPOCH,
+        "Rejecting alter syncStateSet request because the current master epoch is:{{{epoch}}}, not {{{req_epoch}}}"),
+    ApplyStatus.STALE_SYNC_STATE_SET_EPOCH: (
+        C.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH,
+        "Rejecting alter syncStateSet request because the current syncStateSet epoch is:{{{sss_epoch}}}, "
+        "not {{{req_sss_epoch}}}"),
+    ApplyStatus.UNREGISTERED_REPLICA: (
+        C.CONTROLLER_INVALID_REPLICAS,
+        "Rejecting alter syncStateSet request because the replicas {{{detail}}} don't exist"),
+    ApplyStatus.REPLICA_NOT_ALIVE: (
+        C.CONTROLLER_BROKER_NOT_ALIVE,
+        "Rejecting alter syncStateSet request because the replicas {{{detail}}} don't alive"),
+    ApplyStatus.MASTER_NOT_IN_SYNC_STATE_SET: (
+        C.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED,
+        "Rejecting alter syncStateSet request because the newSyncStateSet don't contains origin leader "
+        "{{{master}}}"),
+}
+
+ELECT_FAILED_REMARK = "Failed to elect a new master"
+MASTER_NOT_AVAILABLE_REMARK = "Old master has down and failed to elect a new broker master"
+GROUP_NOT_REGISTERED_REMARK = "Broker hasn't been registered"
+
+
+class ControllerProcessor:
+    """Answers remoting requests against `state` (replicated) and `liveness` (node-local)."""
+
+    def __init__(self, config: ControllerConfig, state: ControllerState, liveness: HeartbeatTable) -> None:
+        self.config = config
+        self.state = state
+        self.liveness = liveness
+        self._handlers: dict[int, Callable[[RemotingCommand, RequestContext], Outcome]] = {
+            RequestCode.BROKER_HEARTBEAT: self._heartbeat,
+            RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET: self._alter_sync_state_set,
+            RequestCode.CONTROLLER_ELECT_MASTER: self._elect_master,
+            RequestCode.CONTROLLER_REGISTER_BROKER: self._register_broker,
+            RequestCode.CONTROLLER_GET_REPLICA_INFO: self._get_replica_info,
+            RequestCode.CONTROLLER_GET_METADATA_INFO: self._get_metadata,
+            RequestCode.CONTROLLER_GET_SYNC_STATE_DATA: self._get_sync_state_data,
+            RequestCode.UPDATE_CONTROLLER_CONFIG: self._update_config,
+            RequestCode.GET_CONTROLLER_CONFIG: self._get_config,
+            RequestCode.CLEAN_BROKER_DATA: self._clean_broker_data,
+            RequestCode.CONTROLLER_GET_NEXT_BROKER_ID: self._get_next_broker_id,
+            RequestCode.CONTROLLER_APPLY_BROKER_ID: self._apply_broker_id,
+        }
+
+    # ---- dispatch ----------------------------------------------------------------------------
+
+    def handle(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+        outcome = self._dispatch(request, ctx)
+        if request.is_oneway and isinstance(outcome, Reply):
+            return NoReply()  # spec 1.3: never answer a one-way request
+        return outcome
+
+    def handles(self, code: int) -> bool:
+        return code in self._handlers
+
+    def _dispatch(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+        handler = self._handlers.get(request.code)
+        if handler is None:
+            return _reply(request, C.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported")
+        if request.code in LEADER_ONLY_REQUESTS and not _may_serve(request.code, ctx):
+            return _reply(request, C.CONTROLLER_NOT_LEADER, NOT_LEADER_REMARK)
+        try:
+            return handler(request, ctx)
+        except (ProtocolError, BoundExceeded) as exc:
+            return _reply(request, C.SYSTEM_ERROR, str(exc))
+
+    # ---- liveness helpers --------------------------------------------------------------------
+
+    def _is_alive(self, group: BrokerGroup, broker_id: int, now_ms: int) -> bool:
+        return self.liveness.is_alive(BrokerKey(group.cluster_name, group.broker_name, broker_id), now_ms)
+
+    def _choose(self, group: BrokerGroup, preferred: int | None, now_ms: int) -> int | None:
+        key = lambda broker_id: BrokerKey(group.cluster_name, group.broker_name, broker_id)  # noqa: E731
+        return choose_master(
+            group,
+            unclean=self.config.enable_elect_unclean_master,  # read at every election (spec 15)
+            preferred=preferred,
+            is_alive=lambda broker_id: self.liveness.is_alive(key(broker_id), now_ms),
+            live_info=lambda broker_id: self.liveness.live_info(key(broker_id)),
+        )
+
+    # ---- 904 BROKER_HEARTBEAT -----------------------------------------------------------------
+
+    def _heartbeat(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+        if request.ext_fields is None:  # Java skips decoding: brokerId stays null
+            return _reply(request, C.CONTROLLER_INVALID_REQUEST, "Heart beat with empty brokerId")
+        h = decode_header(request, HEARTBEAT)
+        if h["brokerId"] is None:
+            return _reply(request, C.CONTROLLER_INVALID_REQUEST, "Heart beat with empty brokerId")
+        key = BrokerKey(h["clusterName"], h["brokerName"], h["brokerId"])
+        heartbeat = Heartbeat(key, h["brokerAddr"], h["heartbeatTimeoutMills"], h["epoch"],
+                              h["maxOffset"], h["confirmOffset"], h["electionPriority"])
+        self.liveness.update(heartbeat, ctx.now_ms, ctx.channel_id)
+        return _reply(request, C.SUCCESS, "Heart beat success")
+
+    # ---- 1005 GET_METADATA_INFO ---------------------------------------------------------------
+
+    def _get_metadata(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+        node = ctx.node or _node_from_config(self.config, ctx.is_leader)
+        ext = {
+            "group": node.group,
+            "controllerLeaderId": node.leader_id,
+            "controllerLeaderAddress": node.leader_address,
+            "isLeader": ctx.is_leader,
+            "peers": node.peers_text(),
+        }
+        return _reply(request, C.SUCCESS, ext=ext)
+
+    # ---- 1012 GET_NEXT_BROKER_ID / 1013 APPLY_BROKER_ID ---------------------------------------
+
+    def _get_next_broker_id(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+        h = decode_header(request, NEXT_BROKER_ID)
+        group = self.state.group(h["brokerName"])
+        next_id = 1 if group is None else group.next_broker_id
+        ext = {"clusterName": h["clusterName"], "brokerName": h["brokerName"], "nextBrokerId": next_id}
+        return _reply(request, C.SUCCESS, ext=ext)
+
+    def _apply_broker_id(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+        h = decode_header(request, APPLY_BROKER_ID)
+        name, broker_id, check_code = h["brokerName"], h["appliedBrokerId"], h["registerCheckCode"]
+        ext = {"clusterName": h["clusterName"], "brokerName": name}
+        group = self.state.group(name)
+        status = check_apply_broker_id(group, broker_id, check_code)
+        if status is not ApplyStatus.OK:
+            return Reply(_apply_id_answer(request, status, ext, broker_id))
+        if group is not None and group.is_registered(broker_id):
+            return _reply(request, C.SUCCESS, ext=ext)  # idempotent retry (same check code)
+        address = check_code.split(";", 1)[0]  # spec 3.4: the address is before the first ';'
+        command = ApplyBrokerId(h["clusterName"], name, broker_id, address, check_code, ctx.now_ms)
+        return Propose([command], lambda results: _apply_id_answer(request, results[0].status, ext, broker_id))
+
+    # ---- 1003 REGISTER_BROKER -----------------------------------------------------------------
+
+    def _register_broker(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+        h = decode_header(request, REGISTER_BROKER)
+        name, broker_id, address = h["brokerName"], h["brokerId"], h["brokerAddress"]
+        ext = {"clusterName": h["clusterName"], "brokerName": name}
+        group = self.state.group(name)
+        refusal = _register_refusal(group, name, broker_id)
+        if refusal is not None:
+            return _reply(request, C.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, refusal, ext)
+        assert group is not None
+        if group.address_of(broker_id) == address:
+            return Reply(self._register_answer(request, group, ext, ctx.now_ms))
+        command = UpdateBrokerAddress(h["clusterName"], name, broker_id, address, ctx.now_ms)
+
+        def finish(results: list[ApplyResult]) -> RemotingCommand:
+            after = results[0].after
+            refusal = _register_refusal(after, name, broker_id)
+            if refusal is not None:
+                return make_response(request, C.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, refusal, ext)
+            return self._register_answer(request, after, ext, ctx.now_ms)
+
+        return Propose([command], finish)
+
+    def _register_answer(self, request: RemotingCommand, group: BrokerGroup, ext: dict,
+                         now_ms: int) -> RemotingCommand:
+        ext = dict(ext)
+        master = group.master_id
+        if master is not None and self._is_alive(group, master, now_ms):  # spec 3.5: only a live master
+            ext.update(masterBrokerId=master, masterAddress=group.master_address,
+                       masterEpoch=group.master_epoch, syncStateSetEpoch=group.sync_state_set_epoch)
+        return make_response(request, C.SUCCESS, ext=ext, body=_bodies.sync_state_set_body(group))
+
+    # ---- 1004 GET_REPLICA_INFO ----------------------------------------------------------------
+
+    def _get_replica_info(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+        h = decode_header(request, REPLICA_INFO)
+        group = self.state.group(h["brokerName"])
+        if group is None:
+            return _reply(request, C.CONTROLLER_BROKER_METADATA_NOT_EXIST, "Broker metadata is not existed")
+        ext = {"masterBrokerId": group.master_id, "masterAddress": group.master_address,
+               "masterEpoch": group.master_epoch}  # masterEpoch always present (brokers unbox it)
+        return _reply(request, C.SUCCESS, ext=ext, body=_bodies.sync_state_set_body(group))
+
+    # ---- 1006 GET_SYNC_STATE_DATA -------------------------------------------------------------
+
+    def _get_sync_state_data(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+        if not request.body:
+            return _reply(request, C.SYSTEM_ERROR, "not set any response code")  # Java quirk
+        names = loads_fastjson(request.body)
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise BadRequestBody("1006 body must be a JSON array of broker names")
+        groups = [g for g in (self.state.group(n) for n in dict.fromkeys(names)) if g is not None]
+        body = _bodies.replicas_info_body(groups, lambda g, i: self._is_alive(g, i, ctx.now_ms))
+        return _reply(request, C.SUCCESS, body=body)
+
+    # ---- 1002 ELECT_MASTER --------------------------------------------------------------------
+
+    def _elect_master(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+        h = decode_header(request, ELECT_MASTER)
+        group = self.state.group(h["brokerName"])
+        if group is None:
+            return _reply(request, C.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, GROUP_NOT_REGISTERED_REMARK)
+        requester = None if h["brokerId"] == -1 else h["brokerId"]
+        trigger = _trigger_of(h["designateElect"], requester)
+        if group.master_epoch == 0 and requester is not None:
+            candidate = requester  # spec 3.7 step 2: the first election takes the requester as is
+            if not group.is_registered(candidate):
+                remark = f"BrokerId: {candidate} hasn't been registered in broker-set: {group.broker_name}"
+                return _reply(request, C.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, remark)
+        else:
+            preferred = requester if trigger is Trigger.ADMIN else None
+            candidate = self._choose(group, preferred, ctx.now_ms)
+        if candidate is not None and candidate == group.master_id:
+            return Reply(_master_still_exists(request, group))
+        if candidate is None and trigger is not Trigger.CONTROLLER:
+            return _reply(request, C.CONTROLLER_ELECT_MASTER_FAILED, ELECT_FAILED_REMARK)
+        command = self._election_command(group, trigger, candidate, ctx.now_ms, requester=requester)
+        return Propose([command], lambda results: _elect_answer(request, results[0]))
+
+    def _election_command(self, group: BrokerGroup, trigger: Trigger, candidate: int | None, now_ms: int,
+                          *, requester: int | None = None, liveness_lost_ms: int | None = None,
+                          attempt: int = 1) -> ElectMaster:
+        return ElectMaster(
+            cluster_name=group.cluster_name, broker_name=group.broker_name, trigger=trigger,
+            candidate=candidate, expected_master_epoch=group.master_epoch,
+            expected_sync_state_set_epoch=group.sync_state_set_epoch, leader_ts_ms=now_ms,
+            requester_id=requester, unclean=self.config.enable_elect_unclean_master,
+            liveness_lost_ms=liveness_lost_ms, attempt=attempt,
+        )
+
+    # ---- 1001 ALTER_SYNC_STATE_SET ------------------------------------------------------------
+
+    def _alter_sync_state_set(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+        h = decode_header(request, ALTER_SYNC_STATE_SET)
+        new_set, body_epoch = _parse_sync_state_set_body(request.body)
+        name, master, epoch = h["brokerName"], h["masterBrokerId"], h["masterEpoch"]
+        group = self.state.group(name)
+        alive = None if group is None else (lambda i: self._is_alive(group, i, ctx.now_ms))
+        status, detail = check_alter_sync_state_set(group, master, epoch, body_epoch, new_set, alive)
+        facts = {"req_master": master, "req_epoch": epoch, "req_sss_epoch": body_epoch}
+        if status is not ApplyStatus.OK:
+            return Reply(_alter_failure(request, status, group, detail, facts))
+        command = AlterSyncStateSet(name, master, epoch, body_epoch, tuple(sorted(new_set)), ctx.now_ms)
+
+        def finish(results: list[ApplyResult]) -> RemotingCommand:
+            result = results[0]
+            if not result.ok:
+                return _alter_failure(request, result.status, result.after, result.detail, facts)
+            ext = {"newSyncStateSetEpoch": result.after.sync_state_set_epoch}
+            return make_response(request, C.SUCCESS, ext=ext, body=_bodies.sync_state_set_body(result.after))
+
+        return Propose([command], finish)
+
+    # ---- 1011 CLEAN_BROKER_DATA ---------------------------------------------------------------
+
+    def _clean_broker_data(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+        h = decode_header(request, CLEAN_BROKER_DATA)
+        name = h["brokerName"]
+        group = self.state.group(name)
+        ids = None
+        if not h["isCleanLivingBroker"]:  # Java quirk: with -l the id list is ignored
+            ids_or_refusal = self._ids_to_clean(h, group, ctx.now_ms)
+            if isinstance(ids_or_refusal, str):
+                return _reply(request, C.CONTROLLER_INVALID_CLEAN_BROKER_METADATA, ids_or_refusal)
+            ids = ids_or_refusal
+        if group is None:
+            return _reply(request, C.CONTROLLER_INVALID_CLEAN_BROKER_METADATA, _not_existed(name))
+        command = CleanBrokerData(h["clusterName"], name, ids, ctx.now_ms)
+
+        def finish(results: list[ApplyResult]) -> RemotingCommand:
+            if results[0].ok:
+                return make_response(request, C.SUCCESS)
+            return make_response(request, C.CONTROLLER_INVALID_CLEAN_BROKER_METADATA, _not_existed(name))
+
+        return Propose([command], finish)
+
+    def _ids_to_clean(self, h: dict, group: BrokerGroup | None, now_ms: int) -> tuple[int, ...] | None | str:
+        """The ids to clean (None = whole group), or the 2009 remark refusing the request."""
+        name, text = h["brokerName"], (h["brokerControllerIdsToClean"] or "").strip()
+        if not text:
+            if group is not None and group.master_id is not None:
+                return f"Broker {name} is still alive, clean up failure"
+            return None
+        parts = text.split(";")
+        while parts and parts[-1] == "":  # Java String.split drops trailing empty strings
+            parts.pop()
+        bad = next((p for p in parts if not _is_java_long(p)), None)
+        if bad is not None:
+            return ("Please set the option <brokerControllerIdsToClean> according to the format, "
+                    f'exception: java.lang.NumberFormatException: For input string: "{bad}"')
+        ids = tuple(sorted({int(p) for p in parts}))
+        cluster = group.cluster_name if group is not None else (h["clusterName"] or "")
+        for broker_id in ids:
+            if self.liveness.is_alive(BrokerKey(cluster, name, broker_id), now_ms):
+                return f"Broker [{name},  {broker_id}] is still alive, clean up failure"
+        return ids
+
+    # ---- 1009 / 1010 configuration -----------------------------------------------------------
+
+    def _update_config(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+        if not request.body:
+            return _reply(request, C.SUCCESS)
+        try:
+            self.config.update_from_properties(request.body)
+        except ConfigBlackListed:
+            return _reply(request, C.NO_PERMISSION, "Can not update config in black list.")
+        except PropertiesSyntaxError:
+            return _reply(request, C.SYSTEM_ERROR, "string2Properties error")
+        except ProtocolError as exc:
+            return _reply(request, C.SYSTEM_ERROR, str(exc))
+        return _reply(request, C.SUCCESS)
+
+    def _get_config(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+        return _reply(request, C.SUCCESS, body=self.config.to_properties())
+
+    # ---- controller-triggered elections (spec 5.2) -------------------------------------------
+
+    def elections_due(self, now_ms: int, inactive: list[BrokerKey]) -> list[Command]:
+        """Elections for every group whose master is among `inactive` (expired or disconnected),
+        one command per group, to be proposed together in one entry."""
+        if self.config.elect_master_max_retry_count <= 0:
+            return []  # spec 15: 0 = the controller makes no election attempt of its own
+        commands: list[Command] = []
+        seen: set[str] = set()
+        for key in inactive:
+            group = self.state.group(key.broker_name)
+            if group is None or group.master_id != key.broker_id or key.broker_name in seen:
+                continue
+            seen.add(key.broker_name)
+            command = self._controller_election(group, now_ms, liveness_lost_ms=now_ms, attempt=1)
+            if command is not None:
+                commands.append(command)
+        return commands
+
+    def inactive_master_scan(self, now_ms: int) -> list[Command]:
+        """Spec 5.2 safety net (Java's scanInactiveMasterInterval): groups whose master is not
+        live while some replica is, e.g. because the inactive event fired before this node led."""
+        if self.config.elect_master_max_retry_count <= 0:
+            return []
+        commands: list[Command] = []
+        for group in self.state.groups():
+            if group.master_id is None or self._is_alive(group, group.master_id, now_ms):
+                continue
+            if any(self._is_alive(group, broker_id, now_ms) for broker_id in group.replicas):
+                command = self._controller_election(group, now_ms, liveness_lost_ms=now_ms, attempt=1)
+                if command is not None:
+                    commands.append(command)
+        return commands
+
+    def election_retries(self, results: list[ApplyResult], now_ms: int) -> list[Command]:
+        """Java retries a controller election that found no candidate, up to
+        electMasterMaxRetryCount attempts in all (each attempt bumps masterEpoch: a kept quirk)."""
+        commands: list[Command] = []
+        for result in results:
+            command = result.command
+            if not (isinstance(command, ElectMaster) and command.trigger is Trigger.CONTROLLER
+                    and result.ok and command.candidate is None and result.after is not None):
+                continue
+            if command.attempt >= self.config.elect_master_max_retry_count:
+                continue
+            retry = self._controller_election(result.after, now_ms, command.liveness_lost_ms, command.attempt + 1)
+            if retry is not None:
+                commands.append(retry)
+        return commands
+
+    def _controller_election(self, group: BrokerGroup, now_ms: int, liveness_lost_ms: int | None,
+                             attempt: int) -> ElectMaster | None:
+        candidate = self._choose(group, None, now_ms)
+        if candidate is not None and candidate == group.master_id:
+            return None  # the master is live again: nothing to do (Java: 2011)
+        return self._election_command(group, Trigger.CONTROLLER, candidate, now_ms,
+                                      liveness_lost_ms=liveness_lost_ms, attempt=attempt)
+
+    # ---- 1008 NOTIFY_BROKER_ROLE_CHANGED (spec 5.4) -------------------------------------------
+
+    def notifications_for(self, result: ApplyResult, now_ms: int) -> list[tuple[str, RemotingCommand]]:
+        """After a successful election: a one-way 1008 to every live registered replica."""
+        command = result.command
+        if not (isinstance(command, ElectMaster) and result.ok and command.candidate is not None):
+            return []
+        if not self.config.notify_broker_role_changed or result.after is None:  # read each time
+            return []
+        group = result.after
+        ext = {"masterAddress": group.master_address, "masterEpoch": group.master_epoch,
+               "syncStateSetEpoch": group.sync_state_set_epoch, "masterBrokerId": group.master_id}
+        body = _bodies.sync_state_set_body(group)
+        return [
+            (replica.address, make_request(RequestCode.NOTIFY_BROKER_ROLE_CHANGED, 0, ext, body, oneway=True))
+            for broker_id, replica in sorted(group.replicas.items())
+            if self._is_alive(group, broker_id, now_ms)
+        ]
+
+
+# ---- small pure helpers ---------------------------------------------------------------------------
+
+
+def _reply(request: RemotingCommand, code: int, remark: str | None = None, ext: dict | None = None,
+           body: bytes | None = None) -> Reply:
+    return Reply(make_response(request, code, remark, ext, body))
+
+
+def _may_serve(code: int, ctx: RequestContext) -> bool:
+    if ctx.is_leader and ctx.leader_ready:
+        return True
+    return ctx.read_allowed and code in READ_REQUESTS
+
+
+def _node_from_config(config: ControllerConfig, is_leader: bool) -> NodeInfo:
+    peers = []
+    for entry in str(config.get("controllerDLegerPeers")).split(";"):
+        node_id, sep, address = entry.strip().partition("-")
+        if sep:
+            peers.append((node_id, address))
+    self_id = str(config.get("controllerDLegerSelfId"))
+    addresses = dict(peers)
+    leader = self_id if is_leader else None
+    return NodeInfo(config.controller_group, self_id, leader, addresses.get(leader) if leader else None,
+                    tuple(peers))
+
+
+def _trigger_of(designate: bool, requester: int | None) -> Trigger:
+    if designate:
+        return Trigger.ADMIN
+    return Trigger.CONTROLLER if requester is None else Trigger.BROKER
+
+
+def _register_refusal(group: BrokerGroup | None, name: str, broker_id: int) -> str | None:
+    if group is None:
+        return f"Broker-set: {name} hasn't been registered in controller"
+    if not group.is_registered(broker_id):
+        return f"BrokerId: {broker_id} hasn't been registered in broker-set: {name}"
+    return None
+
+
+def _apply_id_answer(request: RemotingCommand, status: ApplyStatus, ext: dict, broker_id: int) -> RemotingCommand:
+    if status is ApplyStatus.OK:
+        return make_response(request, C.SUCCESS, ext=ext)
+    remark = _APPLY_ID_REMARKS[status].format(name=ext["brokerName"], id=broker_id)
+    return make_response(request, C.CONTROLLER_BROKER_ID_INVALID, remark, ext)
+
+
+def _master_still_exists(request: RemotingCommand, group: BrokerGroup) -> RemotingCommand:
+    ext = {"masterBrokerId": group.master_id, "masterAddress": group.master_address,
+           "masterEpoch": group.master_epoch, "syncStateSetEpoch": group.sync_state_set_epoch}
+    return make_response(request, C.CONTROLLER_MASTER_STILL_EXIST, None, ext,
+                         _bodies.master_still_exists_body(group))
+
+
+def _elect_answer(request: RemotingCommand, result: ApplyResult) -> RemotingCommand:
+    group = result.after
+    if result.ok and group is not None and result.command.candidate is not None:
+        ext = {"masterBrokerId": group.master_id, "masterAddress": group.master_address,
+               "masterEpoch": group.master_epoch, "syncStateSetEpoch": group.sync_state_set_epoch}
+        return make_response(request, C.SUCCESS, None, ext, _bodies.elect_master_body(group))
+    if result.ok:
+        return make_response(request, C.CONTROLLER_MASTER_NOT_AVAILABLE, MASTER_NOT_AVAILABLE_REMARK)
+    if group is None:
+        return make_response(request, C.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, GROUP_NOT_REGISTERED_REMARK)
+    if group.master_id is not None:
+        return _master_still_exists(request, group)  # lost a race: report the winner
+    return make_response(request, C.CONTROLLER_ELECT_MASTER_FAILED, ELECT_FAILED_REMARK)
+
+
+def _alter_failure(request: RemotingCommand, status: ApplyStatus, group: BrokerGroup | None,
+                   detail: int | None, facts: dict) -> RemotingCommand:
+    code, template = _ALTER_FAILURES[status]
+    remark = template.format(
+        master=group.master_id if group else None, epoch=group.master_epoch if group else None,
+        sss_epoch=group.sync_state_set_epoch if group else None, detail=detail, **facts,
+    )
+    return make_response(request, code, remark, {"newSyncStateSetEpoch": 0})
+
+
+def _parse_sync_state_set_body(body: bytes | None) -> tuple[frozenset[int], int]:
+    if not body:
+        raise BadRequestBody("1001 needs a SyncStateSet body")
+    document = loads_fastjson(body)
+    ids = document.get("syncStateSet") if isinstance(document, dict) else None
+    epoch = document.get("syncStateSetEpoch") if isinstance(document, dict) else None
+    if not isinstance(ids, list) or not all(type(i) is int for i in ids) or type(epoch) is not int:
+        raise BadRequestBody("1001 body must be {\"syncStateSet\":[ids],\"syncStateSetEpoch\":n}")
+    return frozenset(ids), epoch
+
+
+def _is_java_long(text: str) -> bool:
+    return bool(_JAVA_LONG.fullmatch(text)) and -(2**63) <= int(text) < 2**63
+
+
+def _not_existed(name: str) -> str:
+    return f"Broker {name} is not existed,clean broker data failure."

@@ -1,0 +1,292 @@
+"""The heartbeat table (spec section 6): who is alive, with deadline-based expiry.
+
+Not replicated: every node keeps its own table from the 904 heartbeats it receives; followers
+forward coalesced digests so the leader's table (the one elections use) also covers brokers that
+can only reach a follower.
+
+Expiry is by deadline, not by a periodic full scan. A heap holds at most one *scheduled* deadline
+per broker (plus stale entries, which are skipped when popped). A heartbeat that moves a deadline
+later does not touch the heap; when the old deadline pops, the broker is re-scheduled at its real
+deadline. So `expire(now_ms)` costs O(log n) per broker whose scheduled deadline passed — those
+that expired plus at most one re-schedule per broker per timeout period — never O(table).
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import Hashable, Iterator, NamedTuple
+
+import orjson
+
+from rmqc.errors import BoundExceeded, ProtocolError
+
+DEFAULT_HEARTBEAT_TIMEOUT_MS = 10_000  # Java BrokerHeartbeatRequestHeader default
+DEFAULT_ELECTION_PRIORITY = 2_147_483_647  # Integer.MAX_VALUE: least preferred
+
+# Why: 30,000 live brokers is the design target; the bound stops a flood of invented broker
+# identities (heartbeats need no registration) from growing memory without limit.
+DEFAULT_MAX_BROKERS = 200_000
+
+
+class LivenessTableFull(BoundExceeded):
+    """A heartbeat for a new broker arrived while the table held `max_brokers` entries."""
+
+
+class DigestDecodeError(ProtocolError):
+    """A liveness digest received from a peer could not be decoded."""
+
+
+class BrokerKey(NamedTuple):
+    """Java BrokerIdentityInfo: (clusterName, brokerName, brokerId)."""
+
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """The fields of one 904 request (spec 3.1) that liveness keeps."""
+
+    key: BrokerKey
+    broker_addr: str
+    timeout_ms: int = DEFAULT_HEARTBEAT_TIMEOUT_MS
+    epoch: int = -1
+    max_offset: int = -1
+    confirm_offset: int = -1
+    election_priority: int = DEFAULT_ELECTION_PRIORITY
+
+
+@dataclass(slots=True)
+class LiveInfo:
+    """Java BrokerLiveInfo. Returned by `live_info` for reading; only the table changes it."""
+
+    broker_addr: str
+    last_update_ms: int
+    timeout_ms: int
+    epoch: int
+    max_offset: int
+    confirm_offset: int
+    election_priority: int
+    channel_id: Hashable | None = None  # connection of the latest direct heartbeat
+    scheduled_deadline_ms: int | None = field(default=None, repr=False)
+
+    @property
+    def deadline_ms(self) -> int:
+        return self.last_update_ms + self.timeout_ms
+
+    def absorb(self, hb: Heartbeat, now_ms: int) -> None:
+        """Spec 6.1: time, timeout and priority always; (epoch, offsets) only if they move forward."""
+        self.last_update_ms = now_ms
+        self.timeout_ms = hb.timeout_ms
+        self.election_priority = hb.election_priority
+        self.broker_addr = hb.broker_addr
+        if (hb.epoch, hb.max_offset) > (self.epoch, self.max_offset):
+            self.epoch, self.max_offset, self.confirm_offset = hb.epoch, hb.max_offset, hb.confirm_offset
+
+
+@dataclass(frozen=True, slots=True)
+class Digest:
+    """What a follower forwards to the leader: the latest heartbeat per broker since the last
+    digest (coalesced), and the brokers whose connection to the follower closed."""
+
+    heartbeats: tuple[Heartbeat, ...] = ()
+    closed: tuple[BrokerKey, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.heartbeats or self.closed)
+
+    def to_bytes(self) -> bytes:
+        rows = [[*h.key, h.broker_addr, h.timeout_ms, h.epoch, h.max_offset, h.confirm_offset,
+                 h.election_priority] for h in self.heartbeats]
+        return orjson.dumps({"heartbeats": rows, "closed": [list(k) for k in self.closed]})
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Digest:
+        try:
+            document = orjson.loads(data)
+            heartbeats = tuple(_heartbeat_from_row(row) for row in document["heartbeats"])
+            closed = tuple(_key_from_row(row) for row in document["closed"])
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise DigestDecodeError(f"bad liveness digest: {exc!r}") from None
+        return cls(heartbeats, closed)
+
+
+def _key_from_row(row: list) -> BrokerKey:
+    cluster, name, broker_id = row
+    if not (isinstance(cluster, str) and isinstance(name, str) and isinstance(broker_id, int)):
+        raise ValueError(f"bad broker key {row!r}")
+    return BrokerKey(cluster, name, broker_id)
+
+
+def _heartbeat_from_row(row: list) -> Heartbeat:
+    if not isinstance(row, list) or len(row) != 9:
+        raise ValueError(f"bad digest row {row!r}")
+    numbers = row[4:]
+    if not isinstance(row[3], str) or not all(isinstance(n, int) for n in numbers):
+        raise ValueError(f"bad digest row {row!r}")
+    return Heartbeat(_key_from_row(row[:3]), row[3], *numbers)
+
+
+class HeartbeatTable:
+    """Liveness of every broker this node hears from. All times are `now_ms` arguments."""
+
+    def __init__(self, max_brokers: int = DEFAULT_MAX_BROKERS) -> None:
+        self.max_brokers = max_brokers
+        self._live: dict[BrokerKey, LiveInfo] = {}
+        self._by_channel: dict[Hashable, set[BrokerKey]] = {}
+        self._heap: list[tuple[int, int, BrokerKey]] = []
+        self._seq = 0
+        self._dirty: set[BrokerKey] = set()  # changed since the last digest
+        self._closed: set[BrokerKey] = set()  # connection closed since the last digest
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def __iter__(self) -> Iterator[BrokerKey]:
+        return iter(list(self._live))
+
+    # ---- input -----------------------------------------------------------------------------
+
+    def update(self, hb: Heartbeat, now_ms: int, channel_id: Hashable | None = None) -> None:
+        """Record a heartbeat received at `now_ms` (on connection `channel_id`, if direct)."""
+        info = self._live.get(hb.key)
+        if info is None:
+            if len(self._live) >= self.max_brokers:
+                raise LivenessTableFull(
+                    f"liveness table holds {self.max_brokers} brokers; refusing {hb.key}"
+                )
+            info = LiveInfo(hb.broker_addr, now_ms, hb.timeout_ms, hb.epoch, hb.max_offset,
+                            hb.confirm_offset, hb.election_priority)
+            self._live[hb.key] = info
+        else:
+            info.absorb(hb, now_ms)
+        if channel_id is not None and channel_id != info.channel_id:
+            self._move_channel(hb.key, info, channel_id)
+        self._schedule(hb.key, info)
+        self._dirty.add(hb.key)
+        self._closed.discard(hb.key)
+
+    def expire(self, now_ms: int) -> list[BrokerKey]:
+        """Remove and return the brokers whose deadline passed (`last + timeout < now_ms`)."""
+        expired = []
+        heap = self._heap
+        while heap and heap[0][0] < now_ms:
+            deadline, _, key = heapq.heappop(heap)
+            info = self._live.get(key)
+            if info is None or info.scheduled_deadline_ms != deadline:
+                continue  # stale: removed, or re-scheduled earlier
+            if info.deadline_ms < now_ms:
+                self._remove(key)
+                expired.append(key)
+            else:
+                info.scheduled_deadline_ms = None
+                self._schedule(key, info)
+        self._compact_heap_if_bloated()
+        return expired
+
+    def on_channel_closed(self, channel_id: Hashable) -> list[BrokerKey]:
+        """A broker connection closed: its brokers are inactive at once (spec 6.2)."""
+        keys = sorted(self._by_channel.pop(channel_id, ()))
+        for key in keys:
+            self._remove(key)
+            self._closed.add(key)
+        return keys
+
+    def remove(self, key: BrokerKey) -> bool:
+        """Forget a broker (e.g. its data was cleaned); True if it was present."""
+        return self._remove(key) is not None
+
+    # ---- queries ---------------------------------------------------------------------------
+
+    def is_alive(self, key: BrokerKey, now_ms: int) -> bool:
+        info = self._live.get(key)
+        return info is not None and info.deadline_ms >= now_ms
+
+    def live_info(self, key: BrokerKey) -> LiveInfo | None:
+        return self._live.get(key)
+
+    def next_deadline_ms(self) -> int | None:
+        """The earliest scheduled deadline (when `expire` may next find something), or None."""
+        return self._heap[0][0] if self._heap else None
+
+    # ---- follower -> leader digests --------------------------------------------------------
+
+    def take_digest(self) -> Digest:
+        """The latest values of every broker heard from since the last digest, and closes."""
+        heartbeats = []
+        for key in sorted(self._dirty):
+            info = self._live.get(key)
+            if info is not None:
+                heartbeats.append(Heartbeat(key, info.broker_addr, info.timeout_ms, info.epoch,
+                                            info.max_offset, info.confirm_offset,
+                                            info.election_priority))
+        closed = tuple(sorted(self._closed))
+        self._dirty.clear()
+        self._closed.clear()
+        return Digest(tuple(heartbeats), closed)
+
+    def merge_digest(self, digest: Digest, now_ms: int) -> list[BrokerKey]:
+        """Leader side: a digest counts as heartbeats received now (forwarding delay is a few tens
+        of ms, well inside any timeout). A close reported by a follower removes a broker only if
+        this node has no direct connection from it. Returns the brokers that became inactive."""
+        for hb in digest.heartbeats:
+            self._merge_one(hb, now_ms)
+        inactive = []
+        for key in digest.closed:
+            info = self._live.get(key)
+            if info is not None and info.channel_id is None:
+                self._remove(key)
+                inactive.append(key)
+        return inactive
+
+    # ---- internals -------------------------------------------------------------------------
+
+    def _merge_one(self, hb: Heartbeat, now_ms: int) -> None:
+        info = self._live.get(hb.key)
+        if info is None:
+            self.update(hb, now_ms)
+        else:
+            info.absorb(hb, now_ms)
+            self._schedule(hb.key, info)
+        self._dirty.discard(hb.key)  # the leader does not echo digests back
+
+    def _schedule(self, key: BrokerKey, info: LiveInfo) -> None:
+        deadline = info.deadline_ms
+        if info.scheduled_deadline_ms is None or deadline < info.scheduled_deadline_ms:
+            info.scheduled_deadline_ms = deadline
+            self._seq += 1
+            heapq.heappush(self._heap, (deadline, self._seq, key))
+
+    def _move_channel(self, key: BrokerKey, info: LiveInfo, channel_id: Hashable) -> None:
+        # Java keeps the first heartbeat's channel; rmqc follows the latest one, so a broker that
+        # reconnected is not declared dead when its abandoned old connection finally closes.
+        if info.channel_id is not None:
+            self._unindex_channel(key, info.channel_id)
+        info.channel_id = channel_id
+        self._by_channel.setdefault(channel_id, set()).add(key)
+
+    def _unindex_channel(self, key: BrokerKey, channel_id: Hashable) -> None:
+        keys = self._by_channel.get(channel_id)
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._by_channel[channel_id]
+
+    def _remove(self, key: BrokerKey) -> LiveInfo | None:
+        info = self._live.pop(key, None)
+        if info is not None and info.channel_id is not None:
+            self._unindex_channel(key, info.channel_id)
+        self._dirty.discard(key)
+        return info
+
+    def _compact_heap_if_bloated(self) -> None:
+        # Stale entries of removed brokers wait for their deadline; if many brokers were removed
+        # early (mass disconnect) rebuild the heap so its size stays proportional to the table.
+        if len(self._heap) <= 2 * len(self._live) + 1024:
+            return
+        self._heap = []
+        for key, info in self._live.items():
+            info.scheduled_deadline_ms = None
+            self._schedule(key, info)
