@@ -1,1 +1,71 @@
-"""rmqc.raft"""
+"""rmqc.raft: the pure Raft core (etcd raft's shape): RawNode + Ready, MemoryStorage, types."""
+
+from ._config import Config as Config
+from ._config import Role as Role
+from ._confchange import decode_conf_change as decode_conf_change
+from ._confchange import encode_conf_change as encode_conf_change
+from ._core import CAMPAIGN_TRANSFER as CAMPAIGN_TRANSFER
+from ._errors import ConfChangeRefused as ConfChangeRefused
+from ._errors import InflightsFull as InflightsFull
+from ._errors import NoLeader as NoLeader
+from ._errors import NotLeader as NotLeader
+from ._errors import RaftInvariantError as RaftInvariantError
+from ._errors import ReadIndexDropped as ReadIndexDropped
+from ._errors import ReadyMisuse as ReadyMisuse
+from ._errors import TransferInProgress as TransferInProgress
+from ._errors import UncommittedSizeExceeded as UncommittedSizeExceeded
+from ._memory_storage import MemoryStorage as MemoryStorage
+from ._progress import ProgressState as ProgressState
+from ._rawnode import RawNode as RawNode
+from ._ready import ProgressStatus as ProgressStatus
+from ._ready import ReadState as ReadState
+from ._ready import Ready as Ready
+from ._ready import SoftState as SoftState
+from ._ready import Status as Status
+from ._storage import Storage as Storage
+from ._types import ConfChange as ConfChange
+from ._types import ConfChangeType as ConfChangeType
+from ._types import ConfState as ConfState
+from ._types import Entry as Entry
+from ._types import EntryType as EntryType
+from ._types import HardState as HardState
+from ._types import Message as Message
+from ._types import MessageType as MessageType
+from ._types import Snapshot as Snapshot
+from ._types import SnapshotMeta as SnapshotMeta
+
+__all__ = [
+    "CAMPAIGN_TRANSFER",
+    "ConfChange",
+    "ConfChangeRefused",
+    "ConfChangeType",
+    "ConfState",
+    "Config",
+    "Entry",
+    "EntryType",
+    "HardState",
+    "InflightsFull",
+    "MemoryStorage",
+    "Message",
+    "MessageType",
+    "NoLeader",
+    "NotLeader",
+    "ProgressState",
+    "ProgressStatus",
+    "RaftInvariantError",
+    "RawNode",
+    "ReadIndexDropped",
+    "ReadState",
+    "Ready",
+    "ReadyMisuse",
+    "Role",
+    "SoftState",
+    "Snapshot",
+    "SnapshotMeta",
+    "Status",
+    "Storage",
+    "TransferInProgress",
+    "UncommittedSizeExceeded",
+    "decode_conf_change",
+    "encode_conf_change",
+]

@@ -1,0 +1,91 @@
+"""Configuration of one Raft node, validated on construction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from rmqc.errors import ConfigError
+
+MIB = 1024 * 1024
+
+
+class Role(Enum):
+    FOLLOWER = "follower"
+    PRE_CANDIDATE = "pre_candidate"
+    CANDIDATE = "candidate"
+    LEADER = "leader"
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Static settings of one node. Times are in ticks; sizes in bytes.
+
+    `election_tick` is the minimum election timeout; the randomised timeout lies in
+    [election_tick, 2*election_tick). `lease_drift_ticks` is subtracted from election_tick to bound
+    how long a lease lasts (clock drift between nodes, thesis section 6.4.1).
+    """
+
+    id: str
+    election_tick: int = 10
+    heartbeat_tick: int = 1
+    pre_vote: bool = True
+    check_quorum: bool = True
+    max_size_per_msg: int = 1 * MIB
+    max_entries_per_msg: int = 1024
+    max_inflight_msgs: int = 256
+    max_inflight_bytes: int = 32 * MIB
+    max_uncommitted_size: int = 64 * MIB
+    lease_drift_ticks: int = 2
+    applied: int = 0
+
+    def __post_init__(self) -> None:
+        for check in _CHECKS:
+            check(self)
+
+
+def _require(ok: bool, field: str, value: object, why: str) -> None:
+    if not ok:
+        raise ConfigError(f"raft config {field}={value!r}: {why}")
+
+
+def _check_id(c: Config) -> None:
+    _require(isinstance(c.id, str) and c.id != "", "id", c.id, "must be a non-empty string")
+
+
+def _check_ticks(c: Config) -> None:
+    _require(c.heartbeat_tick > 0, "heartbeat_tick", c.heartbeat_tick, "must be > 0")
+    _require(
+        c.election_tick > c.heartbeat_tick,
+        "election_tick",
+        c.election_tick,
+        f"must be > heartbeat_tick ({c.heartbeat_tick})",
+    )
+    _require(
+        0 <= c.lease_drift_ticks < c.election_tick,
+        "lease_drift_ticks",
+        c.lease_drift_ticks,
+        f"must be in [0, election_tick={c.election_tick})",
+    )
+
+
+def _check_sizes(c: Config) -> None:
+    for name in (
+        "max_size_per_msg",
+        "max_entries_per_msg",
+        "max_inflight_msgs",
+        "max_inflight_bytes",
+        "max_uncommitted_size",
+    ):
+        value = getattr(c, name)
+        _require(value > 0, name, value, "must be > 0")
+    _require(
+        c.max_inflight_bytes >= c.max_size_per_msg,
+        "max_inflight_bytes",
+        c.max_inflight_bytes,
+        f"must be >= max_size_per_msg ({c.max_size_per_msg}) or one message could never fit",
+    )
+    _require(c.applied >= 0, "applied", c.applied, "must be >= 0")
+
+
+_CHECKS = (_check_id, _check_ticks, _check_sizes)

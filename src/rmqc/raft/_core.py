@@ -1,0 +1,781 @@
+"""The Raft protocol as a pure state machine (the shape of etcd raft's raft.go).
+
+Inputs: tick(), step(message), propose*, read_index, transfer, conf changes. Outputs are queued, never
+performed: `msgs` may leave at once, `msgs_after_persist` only after the state they depend on is
+durable, `read_states` are released reads. Roles are dispatched through tables of handlers.
+Every safety rule lives in one small named method so tests can break it on purpose:
+`_candidate_log_up_to_date`, `_in_lease`, `_maybe_commit`, `_read_index_ready`, `_lease_valid`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Callable, Sequence
+from enum import Enum
+
+from rmqc.errors import CompactedError
+
+from ._config import Config, Role
+from ._confchange import encode_conf_change
+from ._errors import (
+    ConfChangeRefused,
+    NoLeader,
+    NotLeader,
+    RaftInvariantError,
+    ReadIndexDropped,
+    TransferInProgress,
+    UncommittedSizeExceeded,
+)
+from ._log import RaftLog
+from ._progress import Progress, ProgressState
+from ._quorum import VoteResult, committed_index, has_quorum, vote_result
+from ._ready import ReadState
+from ._storage import Storage
+from rmqc.reads import (
+    Lease,
+    ReadIndexTracker,
+    ReadRequest,
+    decode_round_id,
+    encode_round_id,
+    lease_duration_ticks,
+)
+
+from ._types import (
+    ConfChange,
+    ConfChangeType,
+    ConfState,
+    Entry,
+    EntryType,
+    HardState,
+    Message,
+    MessageType,
+    Snapshot,
+)
+
+MT = MessageType
+
+# Vote requests carrying this context come from a TimeoutNow and may disturb a sticky leader
+# (thesis 4.2.3). Only a transfer campaign sets it.
+CAMPAIGN_TRANSFER = b"transfer"
+
+# Messages that reveal state which must be durable first (term, vote, appended entries): they go
+# to msgs_after_persist. Everything else may be sent before the Ready is persisted.
+AFTER_PERSIST = frozenset({MT.APP_RESP, MT.VOTE, MT.VOTE_RESP, MT.PRE_VOTE_RESP})
+
+# Vote requests and the reply type each gets.
+VOTE_RESPONSE_OF = {MT.VOTE: MT.VOTE_RESP, MT.PRE_VOTE: MT.PRE_VOTE_RESP}
+
+# Where a member stands after each kind of change: (is a voter, is a learner).
+MEMBERSHIP_AFTER = {
+    ConfChangeType.ADD_VOTER: (True, False),
+    ConfChangeType.ADD_LEARNER: (False, True),  # also demotes a voter
+    ConfChangeType.REMOVE_NODE: (False, False),
+}
+
+# Reading the uncommitted tail / unapplied entries happens in pages of this many bytes so a long
+# log never materialises at once.
+SCAN_PAGE_BYTES = 1024 * 1024
+
+
+class CampaignType(Enum):
+    PRE_ELECTION = "pre_election"
+    ELECTION = "election"
+    TRANSFER = "transfer"
+
+
+class RaftCore:
+    def __init__(
+        self, config: Config, storage: Storage, rng: random.Random, peers: Sequence[str] = ()
+    ) -> None:
+        self.config = config
+        self.id = config.id
+        self.rng = rng
+        hard_state, conf_state = storage.initial_state()
+        if not conf_state.voters and not conf_state.learners and peers:
+            conf_state = ConfState(voters=tuple(peers))
+        self.log = RaftLog(storage, config.applied)
+        if hard_state.commit:
+            self.log.commit_to(hard_state.commit)
+        self.term = hard_state.term
+        self.vote = hard_state.vote
+        self.voters: set[str] = set(conf_state.voters)
+        self.learners: set[str] = set(conf_state.learners)
+        self.progress: dict[str, Progress] = {}
+        self.peer_order: list[str] = []
+        self.msgs: list[Message] = []
+        self.msgs_after_persist: list[Message] = []
+        self.read_states: list[ReadState] = []
+        self.ticks = 0  # monotonic tick counter: the core's only clock
+        # A restarted node may have acked a leader's lease round before crashing: stay sticky for
+        # one election timeout so that lease cannot be broken by our vote (thesis 6.4.1).
+        self.leader_contact_elapsed = 0 if hard_state.term > 0 else config.election_tick
+        self.reads = ReadIndexTracker()
+        self.lease = Lease(
+            lease_duration_ticks(config.election_tick, config.lease_drift_ticks), config.check_quorum
+        )
+        self.role = Role.FOLLOWER
+        self.lead: str | None = None
+        self._uncommitted: deque[tuple[int, int]] = deque()
+        self.uncommitted_size = 0
+        self._rebuild_progress()
+        self._role_handlers = self._handlers()
+        self.become_follower(self.term, None)
+
+    # ================================================================ role changes
+    def _reset(self, term: int) -> None:
+        if self.term != term:
+            self.term = term
+            self.vote = None
+        self.lead = None
+        self.election_elapsed = 0
+        self.heartbeat_elapsed = 0
+        self.randomized_election_timeout = self.config.election_tick + self.rng.randrange(
+            self.config.election_tick
+        )
+        self.lead_transferee: str | None = None
+        self.votes: dict[str, bool] = {}
+        self.pending_conf_index = 0
+        self.own_term_committed = False
+        self.lease_fence_index = 0
+        self.reads.reset()
+        self.lease.expire()
+        self._uncommitted.clear()
+        self.uncommitted_size = 0
+        self.progress = {pid: self._new_progress() for pid in self.progress}
+
+    def _new_progress(self) -> Progress:
+        return Progress(
+            self.log.last_index() + 1, self.config.max_inflight_msgs, self.config.max_inflight_bytes
+        )
+
+    def become_follower(self, term: int, lead: str | None) -> None:
+        self._reset(term)
+        self.role = Role.FOLLOWER
+        self.lead = lead
+        if lead is not None:
+            self.leader_contact_elapsed = 0
+
+    def become_pre_candidate(self) -> None:
+        self.role = Role.PRE_CANDIDATE
+        self.votes = {}
+        self.lead = None  # a pre-candidate must forget its leader (pitfall 33)
+        self.leader_contact_elapsed = self.config.election_tick
+
+    def become_candidate(self) -> None:
+        self._reset(self.term + 1)
+        self.role = Role.CANDIDATE
+        self.vote = self.id
+        self.leader_contact_elapsed = self.config.election_tick
+
+    def become_leader(self) -> None:
+        self._reset(self.term)
+        self.role = Role.LEADER
+        self.lead = self.id
+        own = self.progress[self.id]
+        own.match = self.log.stable_last_index()
+        own.become_replicate()
+        own.recent_active = True
+        # The uncommitted tail may hold a config change: assume it does (pitfall 19).
+        self.pending_conf_index = self.log.last_index()
+        self._track_inherited_tail()
+        self._append_entries([Entry(0, 0)])  # the no-op that lets us commit (thesis 3.6.2)
+
+    # ================================================================ ticks
+    def tick(self) -> None:
+        self.ticks += 1
+        if self.role is Role.LEADER:
+            self._tick_heartbeat()
+        else:
+            self.leader_contact_elapsed += 1
+            self._tick_election()
+
+    def _tick_election(self) -> None:
+        self.election_elapsed += 1
+        if self._promotable() and self.election_elapsed >= self.randomized_election_timeout:
+            self.election_elapsed = 0
+            self.hup(CampaignType.PRE_ELECTION if self.config.pre_vote else CampaignType.ELECTION)
+
+    def _tick_heartbeat(self) -> None:
+        self.heartbeat_elapsed += 1
+        self.election_elapsed += 1
+        if self.election_elapsed >= self.config.election_tick:
+            self.election_elapsed = 0
+            if self.config.check_quorum and not self._quorum_recently_active():
+                self.become_follower(self.term, None)
+                self.leader_contact_elapsed = self.config.election_tick
+                return
+            if self.lead_transferee is not None:
+                self._abort_transfer(fence=True)  # took longer than an election timeout
+        if self.heartbeat_elapsed >= self.config.heartbeat_tick:
+            self.heartbeat_elapsed = 0
+            self._bcast_heartbeat()
+
+    def _quorum_recently_active(self) -> bool:
+        """CheckQuorum: a quorum of voters (learners do not count) answered since the last check."""
+        active = {pid for pid, pr in self.progress.items() if pid == self.id or pr.recent_active}
+        for pid, pr in self.progress.items():
+            if pid != self.id:
+                pr.recent_active = False
+        return has_quorum(self.voters, active)
+
+    # ================================================================ elections
+    def _promotable(self) -> bool:
+        return self.id in self.voters
+
+    def hup(self, campaign_type: CampaignType) -> None:
+        if self.role is Role.LEADER or not self._promotable():
+            return
+        if self.log.unstable.snapshot is not None or self._has_unapplied_conf_changes():
+            return  # would count votes against a stale voter set (pitfall 3)
+        self.campaign(campaign_type)
+
+    def _has_unapplied_conf_changes(self) -> bool:
+        index = self.log.applied + 1
+        while index <= self.log.committed:
+            page = self.log.entries(index, self.log.committed + 1, SCAN_PAGE_BYTES)
+            if any(e.type is EntryType.CONF_CHANGE for e in page):
+                return True
+            index = page[-1].index + 1
+        return False
+
+    def campaign(self, campaign_type: CampaignType) -> None:
+        if campaign_type is CampaignType.PRE_ELECTION:
+            self.become_pre_candidate()
+            vote_type, term = MT.PRE_VOTE, self.term + 1
+        else:
+            self.become_candidate()
+            vote_type, term = MT.VOTE, self.term
+        if self._poll(self.id, VOTE_RESPONSE_OF[vote_type], True) is VoteResult.WON:
+            self._won_campaign(campaign_type)
+            return
+        context = CAMPAIGN_TRANSFER if campaign_type is CampaignType.TRANSFER else b""
+        last_index, last_term = self.log.last_index(), self.log.last_term()
+        for voter in sorted(self.voters - {self.id}):
+            self._send(
+                Message(vote_type, voter, self.id, term=term, log_term=last_term,
+                        index=last_index, context=context)
+            )
+
+    def _won_campaign(self, campaign_type: CampaignType) -> None:
+        if campaign_type is CampaignType.PRE_ELECTION:
+            self.campaign(CampaignType.ELECTION)
+        else:
+            self.become_leader()
+            self._bcast_append()
+
+    def _poll(self, voter: str, response_type: MessageType, granted: bool) -> VoteResult:
+        self.votes.setdefault(voter, granted)
+        return vote_result(self.voters, self.votes)
+
+    def _candidate_log_up_to_date(self, last_term: int, last_index: int) -> bool:
+        """Raft 5.4.1: grant only to a candidate whose log is at least as up to date as ours."""
+        return self.log.is_up_to_date(last_index, last_term)
+
+    def _in_lease(self) -> bool:
+        """Sticky: ignore disruptive vote requests while a leader was heard within election_tick."""
+        if not self.config.check_quorum:
+            return False
+        return self.role is Role.LEADER or self.leader_contact_elapsed < self.config.election_tick
+
+    def _handle_vote_request(self, m: Message) -> None:
+        can_vote = (
+            self.vote == m.frm
+            or (self.vote is None and self.lead is None)
+            or (m.type is MT.PRE_VOTE and m.term > self.term)
+        )
+        response = VOTE_RESPONSE_OF[m.type]
+        if can_vote and self._candidate_log_up_to_date(m.log_term, m.index):
+            # The grant echoes the request's term: a pre-vote is at term+1 (pitfall 1).
+            self._send(Message(response, m.frm, self.id, term=m.term))
+            if m.type is MT.VOTE:
+                self.election_elapsed = 0
+                self.vote = m.frm
+        else:
+            self._send(Message(response, m.frm, self.id, term=self.term, reject=True))
+
+    def _candidate_on_vote_response(self, m: Message) -> None:
+        mine = MT.PRE_VOTE_RESP if self.role is Role.PRE_CANDIDATE else MT.VOTE_RESP
+        if m.type is not mine:
+            return  # a late pre-vote grant is no vote (pitfall 2)
+        result = self._poll(m.frm, m.type, not m.reject)
+        if result is VoteResult.WON:
+            pre = self.role is Role.PRE_CANDIDATE
+            self._won_campaign(CampaignType.PRE_ELECTION if pre else CampaignType.ELECTION)
+        elif result is VoteResult.LOST:
+            self.become_follower(self.term, None)
+
+    # ================================================================ step
+    def step(self, m: Message) -> None:
+        if m.term == 0:
+            pass  # local message
+        elif m.term > self.term:
+            if not self._step_higher_term(m):
+                return
+        elif m.term < self.term:
+            self._step_lower_term(m)
+            return
+        if m.type in VOTE_RESPONSE_OF:  # a vote request, answered the same way in every role
+            self._handle_vote_request(m)
+            return
+        handler = self._role_handlers[self.role].get(m.type)
+        if handler is not None:
+            handler(m)
+
+    def _step_higher_term(self, m: Message) -> bool:
+        """Returns False if the message is to be ignored."""
+        if m.type in VOTE_RESPONSE_OF:
+            if m.context != CAMPAIGN_TRANSFER and self._in_lease():
+                return False  # a removed or partitioned node must not depose us (pitfall 21)
+        if m.type is MT.PRE_VOTE or (m.type is MT.PRE_VOTE_RESP and not m.reject):
+            return True  # pre-votes never move terms (pitfall 1)
+        leader = m.frm if m.type in (MT.APP, MT.HEARTBEAT, MT.SNAP) else None
+        self.become_follower(m.term, leader)
+        return True
+
+    def _step_lower_term(self, m: Message) -> None:
+        if m.type in (MT.APP, MT.HEARTBEAT) and (self.config.check_quorum or self.config.pre_vote):
+            # Tell a stale leader our term, or a node stranded above it never rejoins (pitfall 34).
+            self._send(Message(MT.APP_RESP, m.frm, self.id, term=self.term))
+        elif m.type is MT.PRE_VOTE:
+            self._send(Message(MT.PRE_VOTE_RESP, m.frm, self.id, term=self.term, reject=True))
+
+    def _handlers(self) -> dict[Role, dict[MessageType, Callable[[Message], None]]]:
+        follower = {
+            MT.APP: self._follower_on_append,
+            MT.HEARTBEAT: self._follower_on_heartbeat,
+            MT.SNAP: self._follower_on_snapshot,
+            MT.TIMEOUT_NOW: self._follower_on_timeout_now,
+            MT.READ_INDEX_RESP: self._follower_on_read_index_resp,
+        }
+        candidate = {
+            MT.APP: self._follower_on_append,
+            MT.HEARTBEAT: self._follower_on_heartbeat,
+            MT.SNAP: self._follower_on_snapshot,
+            MT.VOTE_RESP: self._candidate_on_vote_response,
+            MT.PRE_VOTE_RESP: self._candidate_on_vote_response,
+        }
+        leader = {
+            MT.APP_RESP: self._leader_on_append_resp,
+            MT.HEARTBEAT_RESP: self._leader_on_heartbeat_resp,
+            MT.SNAP_STATUS: self._leader_on_snap_status,
+            MT.UNREACHABLE: self._leader_on_unreachable,
+            MT.TRANSFER_LEADER: self._leader_on_transfer,
+            MT.READ_INDEX: self._leader_on_read_index,
+        }
+        return {
+            Role.FOLLOWER: follower,
+            Role.PRE_CANDIDATE: candidate,
+            Role.CANDIDATE: candidate,
+            Role.LEADER: leader,
+        }
+
+    def _send(self, m: Message) -> None:
+        (self.msgs_after_persist if m.type in AFTER_PERSIST else self.msgs).append(m)
+
+    # ================================================================ follower side
+    def _heard_from_leader(self, m: Message) -> None:
+        if self.role is not Role.FOLLOWER:
+            self.become_follower(m.term, m.frm)
+        self.election_elapsed = 0
+        self.leader_contact_elapsed = 0
+        self.lead = m.frm
+
+    def _follower_on_append(self, m: Message) -> None:
+        self._heard_from_leader(m)
+        if m.index < self.log.committed:
+            # Already committed here (maybe compacted): say so instead of rejecting (pitfall 14).
+            self._send(Message(MT.APP_RESP, m.frm, self.id, term=self.term, index=self.log.committed))
+            return
+        last_new = self.log.maybe_append(m.index, m.log_term, m.commit, m.entries)
+        if last_new is not None:
+            self._send(Message(MT.APP_RESP, m.frm, self.id, term=self.term, index=last_new))
+            return
+        hint_index, hint_term = self.log.find_conflict_by_term(
+            min(m.index, self.log.last_index()), m.log_term
+        )
+        self._send(
+            Message(MT.APP_RESP, m.frm, self.id, term=self.term, index=m.index, reject=True,
+                    reject_hint=hint_index, log_term=hint_term)
+        )
+
+    def _follower_on_heartbeat(self, m: Message) -> None:
+        self._heard_from_leader(m)
+        self.log.commit_to(min(m.commit, self.log.last_index()))
+        self._send(Message(MT.HEARTBEAT_RESP, m.frm, self.id, term=self.term, context=m.context))
+
+    def _follower_on_snapshot(self, m: Message) -> None:
+        self._heard_from_leader(m)
+        assert m.snapshot is not None, "SNAP without a snapshot"
+        index = self.log.last_index() if self._restore(m.snapshot) else self.log.committed
+        self._send(Message(MT.APP_RESP, m.frm, self.id, term=self.term, index=index))
+
+    def _restore(self, snap: Snapshot) -> bool:
+        """Install a snapshot; False if it is stale, not for us, or our log already matches it."""
+        meta = snap.meta
+        if meta.index <= self.log.committed:
+            return False  # a delayed duplicate must not rewind state (pitfall 13)
+        if self.id not in meta.conf_state.voters and self.id not in meta.conf_state.learners:
+            return False  # a config without us (pitfall 17)
+        if self.log.match_term(meta.index, meta.term):
+            self.log.commit_to(meta.index)  # keep the matching suffix, only move commit
+            return False
+        self.log.restore(snap)
+        self._set_conf_state(meta.conf_state)
+        return True
+
+    def _follower_on_timeout_now(self, m: Message) -> None:
+        if m.index != self.log.last_index():
+            return  # bound to the sender's last index: a stale TimeoutNow is ignored (pitfall 24)
+        self.hup(CampaignType.TRANSFER)
+
+    def _follower_on_read_index_resp(self, m: Message) -> None:
+        self.read_states.append(ReadState(m.index, m.context))
+
+    # ================================================================ leader: proposals
+    def check_can_propose(self) -> None:
+        if self.role is not Role.LEADER:
+            raise NoLeader(self.id) if self.lead is None else NotLeader(self.id, self.lead)
+        if self.lead_transferee is not None:
+            raise TransferInProgress(self.lead_transferee)
+
+    def propose_batch(self, datas: Sequence[bytes]) -> None:
+        self.check_can_propose()
+        if not datas:
+            return
+        self._append_entries([Entry(0, 0, EntryType.NORMAL, bytes(d)) for d in datas])
+        self._bcast_append()
+
+    def propose_conf_change(self, cc: ConfChange) -> None:
+        self.check_can_propose()
+        if self.pending_conf_index > self.log.applied:
+            raise ConfChangeRefused(
+                f"conf change refused: change at {self.pending_conf_index} not applied yet "
+                f"(applied {self.log.applied})"
+            )
+        if not self.own_term_committed:
+            raise ConfChangeRefused(
+                f"conf change refused: no entry of term {self.term} committed yet (pitfall 18)"
+            )
+        if not self._conf_change_leaves_voters(cc):
+            raise ConfChangeRefused(f"conf change refused: {cc.type.name} {cc.node_id} leaves no voter")
+        self._append_entries([Entry(0, 0, EntryType.CONF_CHANGE, encode_conf_change(cc))])
+        self.pending_conf_index = self.log.last_index()
+        self._bcast_append()
+
+    def _conf_change_leaves_voters(self, cc: ConfChange) -> bool:
+        voters, _ = _changed_membership(self.voters, self.learners, cc)
+        return bool(voters)
+
+    def _append_entries(self, entries: Sequence[Entry]) -> None:
+        size = sum(len(e.data) for e in entries)
+        limit = self.config.max_uncommitted_size
+        # Empty entries are never refused, and anything fits an empty tail (pitfall 38).
+        if size and self.uncommitted_size and self.uncommitted_size + size > limit:
+            raise UncommittedSizeExceeded(self.uncommitted_size, size, limit)
+        first = self.log.last_index() + 1
+        stamped = [Entry(first + i, self.term, e.type, e.data) for i, e in enumerate(entries)]
+        self.log.append(stamped)
+        for e in stamped:
+            if e.data:
+                self._uncommitted.append((e.index, len(e.data)))
+        self.uncommitted_size += size
+
+    def _track_inherited_tail(self) -> None:
+        index = self.log.committed + 1
+        last = self.log.last_index()
+        while index <= last:
+            page = self.log.entries(index, last + 1, SCAN_PAGE_BYTES)
+            for e in page:
+                if e.data:
+                    self._uncommitted.append((e.index, len(e.data)))
+                    self.uncommitted_size += len(e.data)
+            index = page[-1].index + 1
+
+    # ================================================================ leader: replication
+    def _bcast_append(self) -> None:
+        for peer in self.peer_order:
+            if peer != self.id:
+                self._maybe_send_append(peer, send_if_empty=True)
+
+    def _maybe_send_append(self, to: str, send_if_empty: bool) -> bool:
+        pr = self.progress[to]
+        if pr.is_paused():
+            return False
+        try:
+            prev_term = self.log.term(pr.next - 1)
+            entries = self._entries_for(pr)
+        except CompactedError:
+            return self._maybe_send_snapshot(to, pr)  # never guess a compacted term (pitfall 15)
+        if not entries and not send_if_empty:
+            return False
+        size = sum(e.size_bytes() for e in entries)
+        self._send(
+            Message(MT.APP, to, self.id, term=self.term, index=pr.next - 1, log_term=prev_term,
+                    entries=tuple(entries), commit=self.log.committed)
+        )
+        pr.sent_append(entries[-1].index if entries else None, size)
+        return True
+
+    def _entries_for(self, pr: Progress) -> list[Entry]:
+        if not pr.can_send_entries():
+            return []
+        hi = min(pr.next + self.config.max_entries_per_msg, self.log.last_index() + 1)
+        return self.log.entries(pr.next, hi, self.config.max_size_per_msg)
+
+    def _maybe_send_snapshot(self, to: str, pr: Progress) -> bool:
+        if not pr.recent_active:
+            return False  # do not ship a snapshot to a peer that may be down
+        snap = self.log.storage.snapshot()
+        if snap.is_empty:
+            raise RaftInvariantError(f"entries for {to} are compacted but storage has no snapshot")
+        pr.become_snapshot(snap.meta.index)
+        self._send(Message(MT.SNAP, to, self.id, term=self.term, snapshot=snap))
+        return True
+
+    def _leader_on_append_resp(self, m: Message) -> None:
+        pr = self.progress.get(m.frm)
+        if pr is None:
+            return
+        pr.recent_active = True
+        if m.reject:
+            self._leader_on_append_reject(m, pr)
+            return
+        was_paused = pr.is_paused()
+        if not (pr.maybe_update(m.index) or (pr.match == m.index and pr.state is ProgressState.PROBE)):
+            return  # stale or duplicate (pitfall 7)
+        self._progress_after_ack(pr, m.index)
+        if self._maybe_commit():
+            self._on_commit_advanced()
+            self._bcast_append()
+        elif was_paused:
+            self._maybe_send_append(m.frm, send_if_empty=True)
+        while self._maybe_send_append(m.frm, send_if_empty=False):
+            pass  # pipelining, bounded by the in-flight window
+        if m.frm == self.lead_transferee and pr.match == self.log.last_index():
+            self._send_timeout_now(m.frm)
+
+    def _progress_after_ack(self, pr: Progress, index: int) -> None:
+        if pr.state is ProgressState.PROBE:
+            pr.become_replicate()
+        elif pr.state is ProgressState.SNAPSHOT and pr.match + 1 >= self.log.first_index():
+            # Any applied snapshot that lets the follower continue will do (pitfall 16).
+            pr.become_probe()
+            pr.become_replicate()
+        elif pr.state is ProgressState.REPLICATE:
+            pr.acked_replicate(index)
+
+    def _leader_on_append_reject(self, m: Message, pr: Progress) -> None:
+        next_probe = m.reject_hint
+        if m.log_term > 0:
+            next_probe, _ = self.log.find_conflict_by_term(m.reject_hint, m.log_term)
+        if pr.maybe_decrease_to(m.index, next_probe):
+            if pr.state is ProgressState.REPLICATE:
+                pr.become_probe()
+            self._maybe_send_append(m.frm, send_if_empty=True)
+
+    def _maybe_commit(self) -> bool:
+        """Commit the quorum-replicated index, but only if its entry is of our term (Raft 5.4.2)."""
+        match = {pid: pr.match for pid, pr in self.progress.items()}
+        return self.log.maybe_commit(committed_index(self.voters, match), self.term)
+
+    def _on_commit_advanced(self) -> None:
+        while self._uncommitted and self._uncommitted[0][0] <= self.log.committed:
+            self.uncommitted_size -= self._uncommitted.popleft()[1]
+        if not self.own_term_committed and self.log.match_term(self.log.committed, self.term):
+            self.own_term_committed = True
+            self.reads.release_held(self.log.committed)
+            if self.reads.has_queued():
+                self._bcast_heartbeat()
+
+    def on_persisted(self, last_index: int) -> None:
+        """The app persisted our entries up to last_index; a leader may now count itself."""
+        if self.role is not Role.LEADER:
+            return
+        if self.progress[self.id].maybe_update(last_index) and self._maybe_commit():
+            self._on_commit_advanced()
+            self._bcast_append()
+
+    def _leader_on_snap_status(self, m: Message) -> None:
+        pr = self.progress.get(m.frm)
+        if pr is None or pr.state is not ProgressState.SNAPSHOT:
+            return
+        if m.reject:
+            pr.pending_snapshot = 0  # clear before probing again (pitfall 16)
+        pr.become_probe()
+        pr.flow_paused = True  # wait for an append reply or a heartbeat before sending more
+
+    def _leader_on_unreachable(self, m: Message) -> None:
+        pr = self.progress.get(m.frm)
+        if pr is not None and pr.state is ProgressState.REPLICATE:
+            pr.become_probe()
+
+    # ================================================================ leader: heartbeats and reads
+    def _bcast_heartbeat(self) -> None:
+        round_id = self.reads.begin_round(self.ticks)
+        context = encode_round_id(round_id)
+        for peer in self.peer_order:
+            if peer != self.id:
+                commit = min(self.progress[peer].match, self.log.committed)
+                self._send(Message(MT.HEARTBEAT, peer, self.id, term=self.term, commit=commit,
+                                   context=context))
+        self._ack_round(round_id, self.id)
+
+    def _leader_on_heartbeat_resp(self, m: Message) -> None:
+        pr = self.progress.get(m.frm)
+        if pr is None:
+            return
+        pr.recent_active = True
+        pr.flow_paused = False  # a paused stream must always be able to resume (pitfall 36)
+        if pr.match < self.log.last_index() or pr.state is ProgressState.PROBE:
+            self._maybe_send_append(m.frm, send_if_empty=True)
+        round_id = decode_round_id(m.context)
+        if round_id is not None:
+            self._ack_round(round_id, m.frm)
+
+    def _ack_round(self, round_id: int, voter: str) -> None:
+        if voter not in self.voters:
+            return
+        confirmed = self.reads.ack(round_id, voter, lambda acks: has_quorum(self.voters, acks))
+        if confirmed is None:
+            return
+        self.lease.confirmed(confirmed.sent_tick)
+        for request in confirmed.reads:
+            self._answer_read(request)
+        if self.reads.has_queued():
+            self._bcast_heartbeat()  # reads that arrived during that round share the next one
+
+    def _answer_read(self, request: ReadRequest) -> None:
+        if request.requester == self.id:
+            self.read_states.append(ReadState(request.index, request.context))
+        else:
+            self._send(Message(MT.READ_INDEX_RESP, request.requester, self.id, term=self.term,
+                               index=request.index, context=request.context))
+
+    def read_index(self, context: bytes) -> None:
+        if self.role is Role.LEADER:
+            self._leader_read(context, self.id)
+        elif self.lead is None:
+            raise ReadIndexDropped(f"read index dropped on {self.id}: no leader known")
+        else:
+            self._send(Message(MT.READ_INDEX, self.lead, self.id, term=self.term, context=context))
+
+    def _leader_on_read_index(self, m: Message) -> None:
+        self._leader_read(m.context, m.frm)
+
+    def _leader_read(self, context: bytes, requester: str) -> None:
+        self.reads.add(context, requester, self.log.committed, self._read_index_ready())
+        if self._read_index_ready() and not self.reads.reads_in_flight():
+            self._bcast_heartbeat()
+
+    def _read_index_ready(self) -> bool:
+        """No read index before the leader committed an entry of its own term (pitfall 26)."""
+        return self.own_term_committed
+
+    def _lease_valid(self) -> bool:
+        """Lease reads: CheckQuorum lease within its drift-bounded duration, own-term commit,
+        no transfer pending and the post-transfer fence committed (pitfall 24)."""
+        return (
+            self.role is Role.LEADER
+            and self.lease.valid(self.ticks)
+            and self.own_term_committed
+            and self.lead_transferee is None
+            and self.log.committed >= self.lease_fence_index
+        )
+
+    def lease_read(self) -> int | None:
+        return self.log.committed if self._lease_valid() else None
+
+    # ================================================================ leadership transfer
+    def transfer_leader(self, target: str) -> None:
+        if self.role is Role.LEADER:
+            self._leader_on_transfer(Message(MT.TRANSFER_LEADER, self.id, self.id, context=target.encode()))
+        elif self.lead is not None:
+            self._send(Message(MT.TRANSFER_LEADER, self.lead, self.id, term=self.term,
+                               context=target.encode()))
+        else:
+            raise NoLeader(self.id)
+
+    def _leader_on_transfer(self, m: Message) -> None:
+        target = m.context.decode() if m.context else m.frm
+        if target not in self.voters:
+            return  # learners and strangers cannot lead (pitfall 22)
+        if self.lead_transferee is not None:
+            if self.lead_transferee == target:
+                return  # repeated request (pitfall 25)
+            self._abort_transfer(fence=True)
+        if target == self.id:
+            return
+        self.election_elapsed = 0  # the transfer must finish within one election timeout
+        self.lead_transferee = target
+        self.lease.expire()  # expire the lease before transferring (thesis 6.4.1)
+        if self.progress[target].match == self.log.last_index():
+            self._send_timeout_now(target)
+        else:
+            self._maybe_send_append(target, send_if_empty=True)
+
+    def _send_timeout_now(self, to: str) -> None:
+        self._send(Message(MT.TIMEOUT_NOW, to, self.id, term=self.term, index=self.log.last_index()))
+
+    def _abort_transfer(self, fence: bool) -> None:
+        self.lead_transferee = None
+        if fence and self.role is Role.LEADER:
+            # A TimeoutNow may still be in flight; the lease stays off until an entry appended
+            # after the abort commits, which the late target can no longer win against.
+            self._append_entries([Entry(0, 0)])
+            self.lease_fence_index = self.log.last_index()
+            self._bcast_append()
+
+    # ================================================================ membership
+    def _rebuild_progress(self) -> None:
+        members = self.voters | self.learners
+        for pid in list(self.progress):
+            if pid not in members:
+                del self.progress[pid]
+        for pid in members:
+            if pid not in self.progress:
+                self.progress[pid] = self._new_progress()
+        self.peer_order = sorted(members)
+
+    def _set_conf_state(self, conf_state: ConfState) -> None:
+        self.voters = set(conf_state.voters)
+        self.learners = set(conf_state.learners)
+        self._rebuild_progress()
+
+    def conf_state(self) -> ConfState:
+        return ConfState(voters=tuple(sorted(self.voters)), learners=tuple(sorted(self.learners)))
+
+    def apply_conf_change(self, cc: ConfChange) -> ConfState:
+        voters, learners = _changed_membership(self.voters, self.learners, cc)
+        if not voters:
+            return self.conf_state()  # validated at proposal; never apply an empty voter set
+        self._set_conf_state(ConfState(tuple(sorted(voters)), tuple(sorted(learners))))
+        if self.role is Role.LEADER:
+            self._leader_after_conf_change()
+        return self.conf_state()
+
+    def _leader_after_conf_change(self) -> None:
+        if self.id not in self.voters:
+            self.become_follower(self.term, None)  # a removed leader steps down (pitfall 20)
+            return
+        if self.lead_transferee is not None and self.lead_transferee not in self.voters:
+            self._abort_transfer(fence=True)
+        if self._maybe_commit():
+            self._on_commit_advanced()
+        self._bcast_append()
+
+    # ================================================================ ready support
+    def hard_state(self) -> HardState:
+        return HardState(term=self.term, vote=self.vote, commit=self.log.committed)
+
+
+def _changed_membership(
+    voters: set[str], learners: set[str], cc: ConfChange
+) -> tuple[set[str], set[str]]:
+    is_voter, is_learner = MEMBERSHIP_AFTER[cc.type]
+    voters, learners = set(voters) - {cc.node_id}, set(learners) - {cc.node_id}
+    if is_voter:
+        voters.add(cc.node_id)
+    if is_learner:
+        learners.add(cc.node_id)
+    return voters, learners

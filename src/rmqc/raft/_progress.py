@@ -1,0 +1,139 @@
+"""Per-follower replication progress (probe / replicate / snapshot) and the in-flight window.
+
+A leader sends one probe at a time to a follower in PROBE, pipelines appends to one in REPLICATE up to
+the Inflights bounds, and sends nothing while one in SNAPSHOT installs a snapshot. See etcd raft's
+design.md for the state diagram this follows.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from enum import Enum
+
+from ._errors import InflightsFull
+
+
+class ProgressState(Enum):
+    PROBE = "probe"
+    REPLICATE = "replicate"
+    SNAPSHOT = "snapshot"
+
+
+class Inflights:
+    """Appends sent but not yet acknowledged, bounded by message count AND bytes.
+
+    Both bounds exist because a count alone lets a few huge batches flood a slow link, and bytes alone
+    let thousands of tiny messages pile up in the transport's queue.
+    """
+
+    def __init__(self, max_count: int, max_bytes: int) -> None:
+        self.max_count = max_count
+        self.max_bytes = max_bytes
+        self._items: deque[tuple[int, int]] = deque()  # (last index of the message, bytes)
+        self.bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def full(self) -> bool:
+        return len(self._items) >= self.max_count or self.bytes >= self.max_bytes
+
+    def add(self, index: int, size_bytes: int) -> None:
+        if self.full():
+            raise InflightsFull(
+                f"inflights full: {len(self._items)}/{self.max_count} msgs, "
+                f"{self.bytes}/{self.max_bytes} B"
+            )
+        self._items.append((index, size_bytes))
+        self.bytes += size_bytes
+
+    def free_le(self, index: int) -> None:
+        """Acknowledged up to index: free every message ending at or before it."""
+        while self._items and self._items[0][0] <= index:
+            _, size = self._items.popleft()
+            self.bytes -= size
+
+    def reset(self) -> None:
+        self._items.clear()
+        self.bytes = 0  # forgetting this kept etcd's window "full" forever (pitfall 36)
+
+
+class Progress:
+    def __init__(self, next_index: int, max_inflight: int, max_inflight_bytes: int) -> None:
+        self.match = 0
+        self.next = next_index
+        self.state = ProgressState.PROBE
+        # PROBE: one message is out, wait for a reply or a heartbeat. REPLICATE: the window is full;
+        # a heartbeat reply clears it so one (maybe empty) append can resume a stalled stream.
+        self.flow_paused = False
+        self.pending_snapshot = 0
+        self.recent_active = False
+        self.inflights = Inflights(max_inflight, max_inflight_bytes)
+
+    def _reset_state(self, state: ProgressState) -> None:
+        self.flow_paused = False
+        self.pending_snapshot = 0
+        self.state = state
+        self.inflights.reset()
+
+    def become_probe(self) -> None:
+        if self.state is ProgressState.SNAPSHOT:
+            pending = self.pending_snapshot
+            self._reset_state(ProgressState.PROBE)
+            self.next = max(self.match + 1, pending + 1)
+        else:
+            self._reset_state(ProgressState.PROBE)
+            self.next = self.match + 1
+
+    def become_replicate(self) -> None:
+        self._reset_state(ProgressState.REPLICATE)
+        self.next = self.match + 1
+
+    def become_snapshot(self, snapshot_index: int) -> None:
+        self._reset_state(ProgressState.SNAPSHOT)
+        self.pending_snapshot = snapshot_index
+
+    def maybe_update(self, index: int) -> bool:
+        """An accepting reply up to index. Match never goes down (pitfall 7)."""
+        updated = False
+        if self.match < index:
+            self.match = index
+            updated = True
+            if self.state is ProgressState.PROBE:
+                self.flow_paused = False
+        self.next = max(self.next, index + 1)
+        return updated
+
+    def can_send_entries(self) -> bool:
+        """False when only an empty append may go (REPLICATE with a full window)."""
+        return not (self.state is ProgressState.REPLICATE and self.inflights.full())
+
+    def sent_append(self, last_index: int | None, size_bytes: int) -> None:
+        """An append left for this peer; last_index is None for an empty one."""
+        if self.state is ProgressState.REPLICATE:
+            if last_index is not None:
+                self.next = last_index + 1  # optimistic: pipeline the next batch at once
+                self.inflights.add(last_index, size_bytes)
+            self.flow_paused = self.inflights.full()
+        elif self.state is ProgressState.PROBE:
+            self.flow_paused = True
+
+    def acked_replicate(self, index: int) -> None:
+        self.inflights.free_le(index)
+        self.flow_paused = self.inflights.full()
+
+    def maybe_decrease_to(self, rejected: int, match_hint: int) -> bool:
+        """A rejection of the append at `rejected`; False if it is stale (pitfall 7)."""
+        if self.state is ProgressState.REPLICATE:
+            if rejected <= self.match:
+                return False
+            self.next = self.match + 1
+            return True
+        if self.next - 1 != rejected:
+            return False
+        self.next = max(min(rejected, match_hint + 1), self.match + 1)
+        self.flow_paused = False
+        return True
+
+    def is_paused(self) -> bool:
+        return self.state is ProgressState.SNAPSHOT or self.flow_paused

@@ -1,0 +1,180 @@
+"""RawNode: the application's handle on the Raft core.
+
+Contract (the order matters; it is what makes the core safe):
+
+1. Feed inputs: `tick()`, `step(msg)`, `propose*`, `read_index`, `campaign`, `transfer_leader`...
+2. When `has_ready()`, take `rd = ready()` and, in this order:
+   a. persist: `storage.save(rd.hard_state, rd.entries, rd.snapshot)` (one atomic, durable write);
+      `rd.messages` may be sent before or during this step, `rd.persist_messages` only after it;
+   b. send the messages;
+   c. apply `rd.snapshot` (if any) and then `rd.committed_entries` to the state machine, calling
+      `apply_conf_change(cc)` for each CONF_CHANGE entry (and `storage.save_conf_state` with the
+      result); serve `rd.read_states` once the applied index reaches each one's index;
+   d. `advance(rd)`.
+3. Only one Ready may be outstanding: `has_ready()` is False and `ready()` raises until `advance`.
+
+Proposals raise `ProposalDropped` subclasses (NoLeader, NotLeader, TransferInProgress,
+UncommittedSizeExceeded, ConfChangeRefused); the core never forwards proposals.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+from ._config import Config, Role
+from ._core import CampaignType, RaftCore
+from ._errors import ReadyMisuse
+from ._ready import ProgressStatus, Ready, SoftState, Status
+from ._storage import Storage
+from ._types import ConfChange, ConfState, HardState, Message, MessageType
+
+
+class RawNode:
+    def __init__(
+        self,
+        config: Config,
+        storage: Storage,
+        rng: random.Random,
+        peers: Sequence[str] = (),
+    ) -> None:
+        self.raft = RaftCore(config, storage, rng, peers)
+        self._prev_soft = self._soft_state()
+        self._prev_hard = self.raft.hard_state()
+        self._outstanding: Ready | None = None
+
+    # -- inputs --------------------------------------------------------------------------------
+    def tick(self) -> None:
+        self.raft.tick()
+
+    def step(self, msg: Message) -> None:
+        self.raft.step(msg)
+
+    def propose(self, data: bytes) -> None:
+        self.raft.propose_batch([data])
+
+    def propose_batch(self, datas: Sequence[bytes]) -> None:
+        """Group commit: every payload is appended at once and leaves in ONE broadcast."""
+        self.raft.propose_batch(datas)
+
+    def propose_conf_change(self, cc: ConfChange) -> None:
+        self.raft.propose_conf_change(cc)
+
+    def apply_conf_change(self, cc: ConfChange) -> ConfState:
+        return self.raft.apply_conf_change(cc)
+
+    def read_index(self, ctx: bytes) -> None:
+        self.raft.read_index(ctx)
+
+    def lease_read(self) -> int | None:
+        return self.raft.lease_read()
+
+    def campaign(self) -> None:
+        pre_vote = self.raft.config.pre_vote
+        self.raft.hup(CampaignType.PRE_ELECTION if pre_vote else CampaignType.ELECTION)
+
+    def transfer_leader(self, target: str) -> None:
+        self.raft.transfer_leader(target)
+
+    def report_unreachable(self, node_id: str) -> None:
+        self.raft.step(Message(MessageType.UNREACHABLE, self.raft.id, node_id))
+
+    def report_snapshot(self, node_id: str, ok: bool) -> None:
+        self.raft.step(Message(MessageType.SNAP_STATUS, self.raft.id, node_id, reject=not ok))
+
+    # -- Ready ---------------------------------------------------------------------------------
+    def _soft_state(self) -> SoftState:
+        return SoftState(self.raft.lead, self.raft.role)
+
+    def has_ready(self) -> bool:
+        if self._outstanding is not None:
+            return False
+        r = self.raft
+        return bool(
+            self._soft_state() != self._prev_soft
+            or r.hard_state() != self._prev_hard
+            or r.log.unstable.entries
+            or r.log.unstable.snapshot is not None
+            or r.msgs
+            or r.msgs_after_persist
+            or r.read_states
+            or r.log.has_next_committed_entries()
+        )
+
+    def ready(self) -> Ready:
+        if self._outstanding is not None:
+            raise ReadyMisuse("ready() called again before advance() of the previous Ready")
+        r = self.raft
+        soft, hard = self._soft_state(), r.hard_state()
+        rd = Ready(
+            soft_state=soft if soft != self._prev_soft else None,
+            hard_state=hard if hard != self._prev_hard else None,
+            entries=tuple(r.log.unstable.entries),
+            snapshot=r.log.unstable.snapshot,
+            committed_entries=tuple(r.log.next_committed_entries(r.config.max_size_per_msg)),
+            messages=tuple(r.msgs),
+            persist_messages=tuple(r.msgs_after_persist),
+            read_states=tuple(r.read_states),
+            must_sync=_must_sync(
+                hard, self._prev_hard, bool(r.log.unstable.entries) or r.log.unstable.snapshot is not None
+            ),
+        )
+        r.msgs.clear()
+        r.msgs_after_persist.clear()
+        r.read_states.clear()
+        self._outstanding = rd
+        return rd
+
+    def advance(self, rd: Ready) -> None:
+        if rd is not self._outstanding:
+            raise ReadyMisuse("advance() must be given the Ready returned by the last ready()")
+        self._outstanding = None
+        r = self.raft
+        if rd.soft_state is not None:
+            self._prev_soft = rd.soft_state
+        if rd.hard_state is not None:
+            self._prev_hard = rd.hard_state
+        if rd.snapshot is not None:
+            r.log.stable_snapshot_to(rd.snapshot.meta.index)
+        if rd.entries:
+            r.log.stable_to(rd.entries[-1].index, rd.entries[-1].term)
+            r.on_persisted(r.log.stable_last_index())
+        if rd.committed_entries:
+            r.log.applied_to(rd.committed_entries[-1].index)
+
+    # -- introspection ---------------------------------------------------------------------------
+    def status(self) -> Status:
+        r = self.raft
+        progress = {}
+        if r.role is Role.LEADER:
+            progress = {
+                pid: ProgressStatus(pr.match, pr.next, pr.state, len(pr.inflights), pr.recent_active)
+                for pid, pr in sorted(r.progress.items())
+            }
+        return Status(
+            id=r.id,
+            term=r.term,
+            vote=r.vote,
+            role=r.role,
+            leader=r.lead,
+            commit=r.log.committed,
+            applied=r.log.applied,
+            last_index=r.log.last_index(),
+            is_learner=r.id in r.learners,
+            voters=tuple(sorted(r.voters)),
+            learners=tuple(sorted(r.learners)),
+            lead_transferee=r.lead_transferee,
+            lease_valid=r._lease_valid(),
+            uncommitted_size=r.uncommitted_size,
+            progress=progress,
+        )
+
+    @property
+    def conf_state(self) -> ConfState:
+        return self.raft.conf_state()
+
+
+def _must_sync(hard: HardState, prev: HardState, has_new_data: bool) -> bool:
+    """An fsync is needed for new entries/snapshot or a term/vote change; a commit move alone is not."""
+    return has_new_data or hard.term != prev.term or hard.vote != prev.vote
+
