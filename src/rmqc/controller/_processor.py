@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from rmqc.errors import BoundExceeded, ProtocolError
+from rmqc.errors import BoundExceeded, ConfigError, ProtocolError
 from rmqc.fsm import (
     AlterSyncStateSet,
     ApplyBrokerId,
@@ -410,7 +410,7 @@ class ControllerProcessor:
             return _reply(request, C.NO_PERMISSION, "Can not update config in black list.")
         except PropertiesSyntaxError:
             return _reply(request, C.SYSTEM_ERROR, "string2Properties error")
-        except ProtocolError as exc:
+        except ConfigError as exc:  # a value of the wrong type: nothing was changed
             return _reply(request, C.SYSTEM_ERROR, str(exc))
         return _reply(request, C.SUCCESS)
 

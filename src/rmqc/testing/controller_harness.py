@@ -147,6 +147,30 @@ class ControllerHarness:
         if commands:
             self.commit(commands)  # one entry for every group that lost its master
 
+    # ---- broker-side conveniences (what a RocketMQ broker sends, spec section 7) ---------------
+
+    def heartbeat(self, cluster: str, name: str, broker_id: int, address: str, *, timeout_ms: int = 10_000,
+                  epoch: int = -1, max_offset: int = -1, priority: int | None = None) -> None:
+        """A one-way 904 on the broker's own connection ('<name>#<id>')."""
+        ext = {"clusterName": cluster, "brokerName": name, "brokerAddr": address, "brokerId": broker_id,
+               "heartbeatTimeoutMills": timeout_ms, "epoch": epoch, "maxOffset": max_offset,
+               "electionPriority": priority}
+        self.request(904, ext, oneway=True, connection=f"{name}#{broker_id}")
+
+    def register(self, cluster: str, name: str, address: str) -> int:
+        """1012 + 1013 + 1003 as a starting broker does (spec 7.2); returns the broker id."""
+        answer = self.request(1012, {"clusterName": cluster, "brokerName": name})
+        assert answer is not None and answer.code == 0, answer
+        broker_id = int(answer.ext("nextBrokerId") or 0)
+        ext = {"clusterName": cluster, "brokerName": name, "appliedBrokerId": broker_id,
+               "registerCheckCode": f"{address};{self.now_ms}"}
+        answer = self.request(1013, ext)
+        assert answer is not None and answer.code == 0, answer
+        ext = {"clusterName": cluster, "brokerName": name, "brokerId": broker_id, "brokerAddress": address}
+        answer = self.request(1003, ext)
+        assert answer is not None and answer.code == 0, answer
+        return broker_id
+
     # ---- the ScenarioDriver operations -----------------------------------------------------
 
     def send(self, request: RemotingCommand) -> RemotingCommand:
