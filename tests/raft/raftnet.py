@@ -55,6 +55,8 @@ class Network:
             self.applied[node_id] = []
             self.read_states[node_id] = []
             self._start(node_id, bootstrap)
+            # The app persists the bootstrap membership so a restart finds it in storage.
+            self.storages[node_id].save_conf_state(self.nodes[node_id].conf_state)
         self.cuts: set[tuple[str, str]] = set()
         self.drops: dict[tuple[str, str], float] = {}
         self.ignored: set[MessageType] = set()

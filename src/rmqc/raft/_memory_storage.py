@@ -142,4 +142,5 @@ class MemoryStorage:
         if not kept:
             return
         cut = kept[0].index - offset
-        self._entries = self._entries[:cut] + kept
+        del self._entries[cut:]  # the conflicting suffix (a no-op for a plain append)
+        self._entries.extend(kept)
