@@ -9,7 +9,7 @@ from ._errors import (
     StorageFullError,
 )
 from ._inspect import StorageStats, VerifyReport
-from ._lmdb_storage import DATA_FILE_NAME, DEFAULT_MAP_SIZE_BYTES, LmdbStorage
+from ._lmdb_storage import DATA_FILE_NAME, DEFAULT_MAP_SIZE_BYTES, LmdbStorage, rewrite_compactly
 from ._lock import NodeLock, acquire_node_lock, is_locked_by_live_node, live_lock_holder
 
 __all__ = [
@@ -28,4 +28,5 @@ __all__ = [
     "acquire_node_lock",
     "is_locked_by_live_node",
     "live_lock_holder",
+    "rewrite_compactly",
 ]

@@ -12,6 +12,7 @@ process dies in between, the leftovers are invisible and the next open or compac
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -218,7 +219,9 @@ class LmdbStorage:
 
     def entries(self, lo: int, hi: int, max_bytes: int | None = None) -> list[Entry]:
         self._check_range(lo, hi)
-        return self._read(lambda txn: self._read_run(txn, lo, hi, max_bytes, prev_term=0))
+        run: list[Entry] = []
+        self._read(lambda txn: self._read_run(txn, lo, hi, max_bytes, 0, run))
+        return run
 
     def _check_range(self, lo: int, hi: int) -> None:
         bounds = self._bounds
@@ -230,22 +233,28 @@ class LmdbStorage:
             raise StorageError(f"entries: empty range lo={lo} > hi={hi}")
 
     def _read_run(
-        self, txn: lmdb.Transaction, lo: int, hi: int, max_bytes: int | None, prev_term: int
-    ) -> list[Entry]:
+        self,
+        txn: lmdb.Transaction,
+        lo: int,
+        hi: int,
+        max_bytes: int | None,
+        prev_term: int,
+        run: list[Entry],
+    ) -> None:
+        """Append entries [lo, hi) to `run` (which keeps the good prefix if a check fails)."""
         if lo == hi:
-            return []
+            return
         cursor = txn.cursor(db=self._dbs["log"])
         if not cursor.set_range(_codec.index_key(lo)):
             raise _missing(lo)
-        run: list[Entry] = []
         size_bytes = 0
         for entry in _codec.decode_run(cursor.iternext(), lo, prev_term):
             size_bytes += entry.size_bytes()
             if run and max_bytes is not None and size_bytes > max_bytes:
-                return run
+                return
             run.append(entry)
             if entry.index == hi - 1:
-                return run
+                return
         raise _missing(lo + len(run))
 
     def iter_entries(
@@ -262,8 +271,12 @@ class LmdbStorage:
         prev_term = bounds.compacted_term if lo == bounds.first_index else 0
         while lo < hi:
             batch_hi = min(hi, lo + batch_entries)
-            start, previous = lo, prev_term
-            batch = self._read(lambda txn: self._read_run(txn, start, batch_hi, None, previous))
+            start, previous, batch = lo, prev_term, []
+            try:
+                self._read(lambda txn: self._read_run(txn, start, batch_hi, None, previous, batch))
+            except CorruptionError:
+                yield from batch  # the good entries before the bad one, then the error
+                raise
             yield from batch
             lo, prev_term = batch_hi, batch[-1].term
 
@@ -373,7 +386,8 @@ class LmdbStorage:
         self._snapshot = self._write(lambda txn: self._put_snapshot(txn, meta, data))
         return Snapshot(meta, data)
 
-    def compact(self, index: int) -> None:
+    def compact(self, index: int, *, progress: Callable[[int, int], None] | None = None) -> None:
+        """Drop entries up to `index` (covered by the snapshot); progress(done, total) per batch."""
         bounds = self._bounds
         if index <= bounds.compacted_index:
             raise CompactedError(f"compact to {index}: already compacted up to {bounds.compacted_index}")
@@ -384,7 +398,7 @@ class LmdbStorage:
         term = self.term(index)
         self._write(lambda txn: self._put_boundary(txn, index, term))
         self._bounds = _Bounds(index, term, bounds.last_index, bounds.last_term)
-        self._sweep_compacted()
+        self._sweep_compacted(progress, total=index - bounds.compacted_index)
 
     def _has_leftovers(self) -> bool:
         def first_key(txn: lmdb.Transaction) -> int | None:
@@ -394,13 +408,17 @@ class LmdbStorage:
         first = self._read(first_key)
         return first is not None and first <= self._bounds.compacted_index
 
-    def _sweep_compacted(self) -> None:
+    def _sweep_compacted(
+        self, progress: Callable[[int, int], None] | None = None, total: int = 0
+    ) -> None:
         """Delete entries behind the compaction boundary, SWEEP_BATCH_ENTRIES per transaction."""
-        stop = self._bounds.compacted_index
-        while self._write(
+        stop, done = self._bounds.compacted_index, 0
+        while deleted := self._write(
             lambda txn: _delete_keys(txn.cursor(db=self._dbs["log"]), 0, stop, SWEEP_BATCH_ENTRIES)
         ):
-            pass
+            done += deleted
+            if progress is not None:
+                progress(done, max(total, done))
 
     # ----- operator helpers -----
 
@@ -449,6 +467,7 @@ class LmdbStorage:
         with self._gate.shared():
             self._env.copy(str(destination), compact=True)
 
+
     def close(self) -> None:
         self._env.close()
 
@@ -461,6 +480,38 @@ class LmdbStorage:
     def __repr__(self) -> str:
         b = self._bounds
         return f"LmdbStorage({str(self.path)!r}, first={b.first_index}, last={b.last_index})"
+
+
+def rewrite_compactly(path: str | os.PathLike[str]) -> tuple[int, int]:
+    """Rewrite the data file of a closed, locked data directory without free pages.
+
+    Copies with LMDB's compacting copy, makes the copy durable, then swaps it in with one rename,
+    so a crash leaves either the old file or the new one. Returns (bytes before, bytes after).
+    """
+    path = Path(path)
+    data_file = path / DATA_FILE_NAME
+    scratch = path / ".compact-tmp"
+    shutil.rmtree(scratch, ignore_errors=True)  # a leftover of an interrupted rewrite
+    scratch.mkdir()
+    try:
+        bytes_before = data_file.stat().st_size
+        with LmdbStorage(path, sync=True) as storage:
+            storage.copy_compacted(scratch)
+        copy = scratch / DATA_FILE_NAME
+        _fsync_path(copy)
+        os.replace(copy, data_file)
+        _fsync_path(path)
+        return bytes_before, data_file.stat().st_size
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _pages(stat: dict[str, int]) -> int:
