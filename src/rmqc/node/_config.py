@@ -388,3 +388,18 @@ def load_config(
 
 def option_names() -> tuple[str, ...]:
     return tuple(f.name for f in fields(NodeConfig))
+
+
+def java_properties_of(config: NodeConfig) -> dict[str, str]:
+    """The Java controller keys (spec 8.1) that `config` determines, as properties text values."""
+    properties: dict[str, str] = {}
+    for option in OPTIONS:
+        if option.java_key is None:
+            continue
+        value = getattr(config, option.name)
+        if option.name == "peers":
+            value = format_peers(value)
+        elif isinstance(value, bool):
+            value = "true" if value else "false"
+        properties[option.java_key] = str(value)
+    return properties

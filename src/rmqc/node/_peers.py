@@ -1,0 +1,241 @@
+"""Peer links over Trio: one outbound connection per peer, inbound connections from the shared port.
+
+Each node dials every other node and writes its own traffic (Raft messages, forwarded requests,
+digests) on that outbound connection; what comes back on it is only answers to forwarded requests.
+An inbound connection (accepted on the broker port after the `RMQP` handshake) carries the other
+node's traffic to us, and we write answers to its forwarded requests back on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+import trio
+
+from rmqc.errors import BoundExceeded, ProtocolError
+from rmqc.raft._types import Message
+
+from ._config import NodeConfig, Peer
+from ._outbox import PeerOutbox
+from ._peer_codec import (
+    FrameKind,
+    Handshake,
+    PeerFrame,
+    PeerFrameDecoder,
+    decode_handshake,
+    decode_messages,
+    decode_tagged,
+    encode_frame,
+    encode_handshake,
+)
+
+log = logging.getLogger("rmqc.node.peers")
+
+RECEIVE_CHUNK_BYTES = 256 * 1024
+# magic + version + two length-prefixed ids of at most 255 bytes: a longer "handshake" is garbage.
+MAX_HANDSHAKE_BYTES = 4 + 2 + 2 * 256
+# Control frames per peer: forwarded requests are additionally bounded by the node's pending-request
+# bound; this only stops a stalled link from growing without limit.
+MAX_CONTROL_FRAMES = 8192
+# Reconnect forever to a configured peer (it is a member), but never faster than every 10 ms nor
+# slower than every 500 ms, so a restarted peer is reached again well inside an election timeout.
+RECONNECT_MIN_S = 0.010
+RECONNECT_MAX_S = 0.500
+CONNECT_TIMEOUT_S = 1.0
+
+Reply = Callable[[FrameKind, bytes], Awaitable[None]]
+
+
+class PeerHandler(Protocol):
+    """What the node does with peer traffic. Called from link tasks; must not block for long."""
+
+    def on_raft_messages(self, sender: str, messages: list[Message]) -> None: ...
+
+    def on_forward_request(self, sender: str, tag: int, frame: bytes, reply: Reply) -> None: ...
+
+    def on_forward_response(self, sender: str, tag: int, frame: bytes) -> None: ...
+
+    def on_digest(self, sender: str, payload: bytes) -> None: ...
+
+    def on_peer_unreachable(self, peer_id: str) -> None: ...
+
+    def on_snapshot_sent(self, peer_id: str, ok: bool) -> None: ...
+
+
+class PeerLinks:
+    def __init__(self, config: NodeConfig, handler: PeerHandler, rng: random.Random) -> None:
+        self._config = config
+        self._handler = handler
+        self._rng = rng
+        self._peers = [peer for peer in config.peers if peer.id != config.node_id]
+        self._outboxes = {
+            peer.id: PeerOutbox(config.peer_outbox_messages, MAX_CONTROL_FRAMES, config.max_peer_frame_bytes // 2)
+            for peer in self._peers
+        }
+        self._wakeups = {peer.id: trio.Event() for peer in self._peers}
+        self.connected: set[str] = set()
+
+    def outbox(self, peer_id: str) -> PeerOutbox:
+        return self._outboxes[peer_id]
+
+    def send_messages(self, messages: list[Message]) -> None:
+        for message in messages:
+            outbox = self._outboxes.get(message.to)
+            if outbox is None:
+                log.warning("dropping raft message to unknown peer %s", message.to)
+                continue
+            outbox.put_message(message)
+            self._wakeups[message.to].set()
+
+    def send_control(self, peer_id: str, kind: FrameKind, payload: bytes) -> bool:
+        outbox = self._outboxes.get(peer_id)
+        if outbox is None or not outbox.put_control(kind, payload):
+            return False
+        self._wakeups[peer_id].set()
+        return True
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            for peer in self._peers:
+                nursery.start_soon(self._link, peer, name=f"peer-link-{peer.id}")
+            task_status.started()
+
+    async def _link(self, peer: Peer) -> None:
+        delay_s = RECONNECT_MIN_S
+        while True:
+            stream = await self._connect(peer)
+            if stream is not None:
+                delay_s = RECONNECT_MIN_S
+                await self._use_connection(peer, stream)
+            self.connected.discard(peer.id)
+            self._outboxes[peer.id].clear_raft()
+            self._handler.on_peer_unreachable(peer.id)
+            await trio.sleep(delay_s * (0.5 + self._rng.random()))
+            delay_s = min(RECONNECT_MAX_S, delay_s * 2)
+
+    async def _connect(self, peer: Peer) -> trio.SocketStream | None:
+        try:
+            with trio.fail_after(CONNECT_TIMEOUT_S):
+                stream = await trio.open_tcp_stream(peer.host, peer.port)
+        except (OSError, trio.TooSlowError) as error:
+            log.debug("peer %s at %s unreachable: %s", peer.id, peer.address, error)
+            return None
+        stream.setsockopt(*_NODELAY)
+        return stream
+
+    async def _use_connection(self, peer: Peer, stream: trio.SocketStream) -> None:
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._until_error, peer, self._read_answers(peer, stream), nursery.cancel_scope)
+                nursery.start_soon(self._until_error, peer, self._write_loop(peer, stream), nursery.cancel_scope)
+        finally:
+            await trio.aclose_forcefully(stream)
+
+    async def _until_error(self, peer: Peer, work: Awaitable[None], scope: trio.CancelScope) -> None:
+        """Run one half of a link; when either half ends or fails, the whole connection is closed."""
+        try:
+            await work
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as error:
+            log.info("peer link to %s lost: %s", peer.id, error)
+        except (ProtocolError, BoundExceeded) as error:
+            log.warning("peer link to %s closed: %s", peer.id, error)
+        finally:
+            scope.cancel()
+
+    async def _write_loop(self, peer: Peer, stream: trio.SocketStream) -> None:
+        await stream.send_all(encode_handshake(Handshake(self._config.node_id, self._config.group)))
+        self.connected.add(peer.id)
+        log.info("peer link to %s (%s) up", peer.id, peer.address)
+        outbox = self._outboxes[peer.id]
+        while True:
+            if not len(outbox):
+                await self._wakeups[peer.id].wait()
+            self._wakeups[peer.id] = trio.Event()
+            data, snapshot_targets = outbox.take_batch()
+            if not data:
+                continue
+            try:
+                await stream.send_all(data)
+            except BaseException:
+                for target in snapshot_targets:
+                    self._handler.on_snapshot_sent(target, False)
+                raise
+            for target in snapshot_targets:
+                self._handler.on_snapshot_sent(target, True)
+
+    async def _read_answers(self, peer: Peer, stream: trio.SocketStream) -> None:
+        async def reply(kind: FrameKind, payload: bytes) -> None:
+            self.send_control(peer.id, kind, payload)
+
+        decoder = PeerFrameDecoder(self._config.max_peer_frame_bytes)
+        await read_peer_frames(stream, decoder, peer.id, self._handler, reply)
+
+    async def serve_inbound(self, stream: trio.SocketStream, first_bytes: bytes) -> None:
+        """Serve a connection whose first bytes were the peer magic; returns when it closes."""
+        try:
+            handshake, rest = await _read_handshake(stream, first_bytes)
+            if handshake.group != self._config.group or self._config.peer(handshake.sender_id) is None:
+                log.warning("refusing peer %s of group %s (we are %s of group %s)", handshake.sender_id,
+                            handshake.group, self._config.node_id, self._config.group)
+                return
+            send_lock = trio.Lock()
+
+            async def reply(kind: FrameKind, payload: bytes) -> None:
+                async with send_lock:
+                    await stream.send_all(encode_frame(kind, payload))
+
+            decoder = PeerFrameDecoder(self._config.max_peer_frame_bytes)
+            self._dispatch(decoder.feed(rest), handshake.sender_id, reply)
+            await read_peer_frames(stream, decoder, handshake.sender_id, self._handler, reply)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
+        except (ProtocolError, BoundExceeded) as error:
+            log.warning("closing inbound peer connection: %s", error)
+
+    def _dispatch(self, frames: list[PeerFrame], sender: str, reply: Reply) -> None:
+        dispatch_frames(frames, sender, self._handler, reply)
+
+
+_NODELAY = (6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY, on: Raft messages are latency-bound, not bulk
+
+
+async def _read_handshake(stream: trio.SocketStream, first_bytes: bytes) -> tuple[Handshake, bytes]:
+    buffer = bytearray(first_bytes)
+    while True:
+        decoded = decode_handshake(buffer)
+        if decoded is not None:
+            handshake, length = decoded
+            return handshake, bytes(buffer[length:])
+        if len(buffer) > MAX_HANDSHAKE_BYTES:
+            raise ProtocolError(f"peer handshake longer than {MAX_HANDSHAKE_BYTES} bytes")
+        chunk = await stream.receive_some(MAX_HANDSHAKE_BYTES)
+        if not chunk:
+            raise trio.BrokenResourceError("closed during handshake")
+        buffer += chunk
+
+
+async def read_peer_frames(
+    stream: trio.SocketStream, decoder: PeerFrameDecoder, sender: str, handler: PeerHandler, reply: Reply
+) -> None:
+    while True:
+        chunk = await stream.receive_some(RECEIVE_CHUNK_BYTES)
+        if not chunk:
+            return
+        dispatch_frames(decoder.feed(chunk), sender, handler, reply)
+
+
+def dispatch_frames(frames: list[PeerFrame], sender: str, handler: PeerHandler, reply: Reply) -> None:
+    for frame in frames:
+        if frame.kind == FrameKind.RAFT:
+            handler.on_raft_messages(sender, decode_messages(frame.payload))
+        elif frame.kind == FrameKind.FORWARD_REQUEST:
+            tag, data = decode_tagged(frame.payload)
+            handler.on_forward_request(sender, tag, data, reply)
+        elif frame.kind == FrameKind.FORWARD_RESPONSE:
+            tag, data = decode_tagged(frame.payload)
+            handler.on_forward_response(sender, tag, data)
+        else:
+            handler.on_digest(sender, frame.payload)
