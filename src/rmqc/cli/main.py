@@ -13,3 +13,4 @@ app = typer.Typer(
 )
 
 # Command groups register themselves below, one line each.
+from .log import log_app; app.add_typer(log_app, name="log")
