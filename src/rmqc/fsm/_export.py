@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from rmqc import raft
+from rmqc.errors import ProtocolError
 from rmqc.raft._types import Entry, EntryType
 
 from ._commands import (
@@ -95,10 +96,11 @@ def _describe_conf_change(data: bytes) -> str:
         return "conf change"
     try:
         change = decode(data)
-    except Exception as exc:  # noqa: BLE001 - a row must still say the entry was there
+    except ProtocolError as exc:  # the row must still say the entry was there
         return f"conf change (undecodable: {exc})"
     kind = change.type.name.lower().replace("_", " ")
-    return f"conf change: {kind} {change.node_id}"
+    context = change.context.decode("utf-8", "replace")
+    return f"conf change: {kind} {change.node_id}" + (f" ({context})" if context else "")
 
 
 class HistoryExporter:

@@ -1,0 +1,268 @@
+"""ControllerState.apply (spec 4.2 with rmqc's one-record groups), commands codec and snapshot."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rmqc.fsm import (
+    AlterSyncStateSet,
+    ApplyBrokerId,
+    ApplyStatus,
+    CleanBrokerData,
+    CommandDecodeError,
+    ControllerState,
+    ElectMaster,
+    Trigger,
+    UpdateBrokerAddress,
+    decode_commands,
+    describe_command,
+    encode_commands,
+)
+
+C, N = "C", "broker-a"
+
+
+def apply_id(broker_id: int, code: str | None = None, name: str = N) -> ApplyBrokerId:
+    return ApplyBrokerId(C, name, broker_id, f"h{broker_id}:1", code or f"h{broker_id}:1;0", 1)
+
+
+def elect(candidate: int | None, master_epoch: int, sss_epoch: int, name: str = N) -> ElectMaster:
+    return ElectMaster(C, name, Trigger.BROKER, candidate, master_epoch, sss_epoch, 2, requester_id=candidate)
+
+
+def alter(ids: tuple[int, ...], master: int, master_epoch: int, sss_epoch: int) -> AlterSyncStateSet:
+    return AlterSyncStateSet(N, master, master_epoch, sss_epoch, ids, 3)
+
+
+def three_replicas_with_master() -> ControllerState:
+    state = ControllerState()
+    for broker_id in (1, 2, 3):
+        assert state.apply(apply_id(broker_id)).ok
+    assert state.apply(elect(1, 0, 0)).ok
+    assert state.apply(alter((1, 2, 3), 1, 1, 1)).ok
+    return state
+
+
+def test_first_id_creates_the_group_and_next_id_follows() -> None:
+    state = ControllerState()
+    assert state.apply(apply_id(2)).status is ApplyStatus.FIRST_ID_NOT_ONE and len(state) == 0
+    result = state.apply(apply_id(1))
+    assert result.ok and result.before is None
+    group = state.group(N)
+    assert (group.next_broker_id, group.master_id, group.master_epoch, group.sync_state_set) == (2, None, 0, frozenset())
+
+
+def test_apply_id_is_idempotent_with_the_same_check_code_only() -> None:
+    state = ControllerState()
+    state.apply(apply_id(1))
+    again = state.apply(apply_id(1))
+    assert again.ok and again.after is again.before and state.group(N).next_broker_id == 2
+    other = state.apply(apply_id(1, code="x:1;9"))
+    assert other.status is ApplyStatus.BROKER_ID_TAKEN and state.group(N).replicas[1].register_check_code == "h1:1;0"
+
+
+def test_next_id_skips_past_a_self_chosen_id() -> None:
+    state = ControllerState()
+    state.apply(apply_id(1))
+    state.apply(apply_id(5))
+    assert state.group(N).next_broker_id == 6
+
+
+def test_update_address_keeps_the_check_code() -> None:
+    state = ControllerState()
+    state.apply(apply_id(1))
+    assert state.apply(UpdateBrokerAddress(C, N, 1, "new:1", 4)).ok
+    replica = state.group(N).replicas[1]
+    assert (replica.address, replica.register_check_code) == ("new:1", "h1:1;0")
+    assert state.apply(UpdateBrokerAddress(C, N, 7, "new:1", 4)).status is ApplyStatus.UNKNOWN_BROKER
+    assert state.apply(UpdateBrokerAddress(C, "x", 1, "new:1", 4)).status is ApplyStatus.UNKNOWN_GROUP
+
+
+def test_elect_sets_master_and_bumps_both_epochs() -> None:
+    state = three_replicas_with_master()
+    result = state.apply(elect(2, 1, 2))
+    g = result.after
+    assert (g.master_id, g.master_epoch, g.sync_state_set, g.sync_state_set_epoch) == (2, 2, frozenset({2}), 3)
+    assert result.before.master_id == 1
+
+
+def test_elect_without_candidate_clears_master_and_keeps_the_set() -> None:
+    state = three_replicas_with_master()
+    g = state.apply(ElectMaster(C, N, Trigger.CONTROLLER, None, 1, 2, 5)).after
+    assert (g.master_id, g.master_epoch, g.sync_state_set, g.sync_state_set_epoch) == (None, 2, frozenset({1, 2, 3}), 2)
+
+
+@pytest.mark.parametrize(
+    ("command", "status"),
+    [
+        (elect(2, 0, 2), ApplyStatus.STALE_MASTER_EPOCH),
+        (elect(2, 1, 1), ApplyStatus.STALE_SYNC_STATE_SET_EPOCH),
+        (elect(9, 1, 2), ApplyStatus.UNKNOWN_CANDIDATE),
+        (elect(2, 1, 2, name="other"), ApplyStatus.UNKNOWN_GROUP),
+        (alter((1, 2, 3), 1, 1, 2), ApplyStatus.SYNC_STATE_SET_UNCHANGED),
+        (alter((1, 2), 2, 1, 2), ApplyStatus.NOT_MASTER),
+        (alter((1, 2), 1, 0, 2), ApplyStatus.STALE_MASTER_EPOCH),
+        (alter((1, 2), 1, 1, 1), ApplyStatus.STALE_SYNC_STATE_SET_EPOCH),
+        (alter((1, 4), 1, 1, 2), ApplyStatus.UNREGISTERED_REPLICA),
+        (alter((2, 3), 1, 1, 2), ApplyStatus.MASTER_NOT_IN_SYNC_STATE_SET),
+        (CleanBrokerData(C, "other", None, 1), ApplyStatus.UNKNOWN_GROUP),
+    ],
+)
+def test_failed_preconditions_are_named_and_change_nothing(command, status) -> None:
+    state = three_replicas_with_master()
+    before = state.snapshot()
+    result = state.apply(command)
+    assert result.status is status and not result.ok
+    assert state.snapshot() == before
+
+
+def test_two_racing_commands_cannot_both_win() -> None:
+    state = three_replicas_with_master()
+    first, second = elect(2, 1, 2), elect(3, 1, 2)  # both decided against the same state
+    assert state.apply(first).ok
+    assert state.apply(second).status is ApplyStatus.STALE_MASTER_EPOCH
+    assert state.group(N).master_id == 2
+
+
+def test_alter_replaces_the_set_and_bumps_its_epoch() -> None:
+    state = three_replicas_with_master()
+    g = state.apply(alter((1, 3), 1, 1, 2)).after
+    assert (g.sync_state_set, g.sync_state_set_epoch, g.master_epoch) == (frozenset({1, 3}), 3, 1)
+
+
+def test_clean_some_ids_keeps_epochs_and_master() -> None:
+    state = three_replicas_with_master()
+    g = state.apply(CleanBrokerData(C, N, (1,), 6)).after
+    assert sorted(g.replicas) == [2, 3] and g.sync_state_set == frozenset({2, 3})
+    assert (g.master_id, g.master_epoch, g.sync_state_set_epoch, g.next_broker_id) == (1, 1, 2, 4)
+
+
+def test_clean_never_splits_a_group() -> None:
+    """Java can drop SyncStateInfo while ids remain (spec 4.2 quirk); rmqc keeps one record."""
+    state = ControllerState()
+    state.apply(apply_id(1))
+    state.apply(apply_id(2))
+    g = state.apply(CleanBrokerData(C, N, (1,), 6)).after  # never elected: its set was empty
+    assert g is not None and sorted(g.replicas) == [2] and state.group(N) is g
+
+
+@pytest.mark.parametrize("ids", [None, (), (1, 2, 3)])
+def test_clean_everything_removes_the_group(ids) -> None:
+    state = three_replicas_with_master()
+    result = state.apply(CleanBrokerData(C, N, ids, 6))
+    assert result.ok and result.after is None and state.group(N) is None and len(state) == 0
+
+
+def test_groups_are_independent() -> None:
+    state = three_replicas_with_master()
+    other_before = state.apply(apply_id(1, name="b")).after
+    state.apply(elect(2, 1, 2))
+    state.apply(CleanBrokerData(C, N, None, 7))
+    assert state.group("b") is other_before
+
+
+def test_describe_command() -> None:
+    assert describe_command(elect(2, 2, 4)) == "elect master broker-a -> 2 (masterEpoch 3)"
+    assert "no candidate" in describe_command(ElectMaster(C, N, Trigger.CONTROLLER, None, 2, 4, 0))
+    assert describe_command(alter((1, 2), 1, 1, 2)) == "alter sync state set broker-a -> [1, 2] (syncStateSetEpoch 3)"
+    assert describe_command(CleanBrokerData(C, N, None, 0)) == "clean broker data broker-a: whole group"
+    assert describe_command(apply_id(3)).startswith("apply broker id broker-a id 3 at h3:1")
+
+
+# ---- codec ---------------------------------------------------------------------------------------
+
+names = st.sampled_from(["a", "b", "c"])
+ids = st.integers(1, 5)
+small_sets = st.frozensets(ids, max_size=5).map(lambda s: tuple(sorted(s)))
+ts = st.integers(0, 2**62)
+commands = st.one_of(
+    st.builds(ApplyBrokerId, st.just(C), names, ids, st.text(max_size=8), st.sampled_from(["x;1", "y;2"]), ts),
+    st.builds(UpdateBrokerAddress, st.just(C), names, ids, st.text(max_size=8), ts),
+    st.builds(ElectMaster, st.just(C), names, st.sampled_from(list(Trigger)), st.none() | ids,
+              st.integers(0, 4), st.integers(0, 6), ts, st.none() | ids, st.booleans(), st.none() | ts,
+              st.integers(1, 3)),
+    st.builds(AlterSyncStateSet, names, ids, st.integers(0, 4), st.integers(0, 6), small_sets, ts),
+    st.builds(CleanBrokerData, st.none() | st.just(C), names, st.none() | small_sets, ts),
+)
+
+
+@given(st.lists(commands, max_size=20))
+def test_encode_decode_round_trip(cmds) -> None:
+    assert decode_commands(encode_commands(cmds)) == cmds
+
+
+def test_empty_payload_is_a_no_op() -> None:
+    assert encode_commands([]) == b"" and decode_commands(b"") == []
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        (b"{", "not JSON"),
+        (b'{"a":1}', "not a list"),
+        (b'[["nope",{}]]', "unknown tag"),
+        (b'[["elect_master",{"broker_name":"x"}]]', "bad fields"),
+        (b'[["clean_broker_data",{"cluster_name":null,"broker_name":"b","broker_ids":"x","leader_ts_ms":1}]]',
+         "bad fields"),
+        (b"[1]", "is not a .tag, fields. pair"),
+    ],
+)
+def test_bad_payloads_raise_a_named_error(payload: bytes, message: str) -> None:
+    with pytest.raises(CommandDecodeError, match=message):
+        decode_commands(payload)
+
+
+@given(st.binary(max_size=64))
+def test_arbitrary_bytes_decode_or_raise_the_named_error(payload: bytes) -> None:
+    try:
+        decode_commands(payload)
+    except CommandDecodeError:
+        pass
+
+
+# ---- determinism and snapshots ------------------------------------------------------------------
+
+
+@settings(max_examples=60)
+@given(st.lists(commands, max_size=40), st.integers(0, 40))
+def test_replicas_agree_and_a_snapshot_continues_identically(cmds, cut) -> None:
+    one, two = ControllerState(), ControllerState()
+    results_one = [one.apply(c) for c in cmds]
+    assert [two.apply(c) for c in cmds] == results_one
+    assert one.snapshot() == two.snapshot()
+    head, tail = cmds[:cut], cmds[cut:]
+    partial = ControllerState()
+    partial.apply_all(head)
+    resumed = ControllerState()
+    resumed.restore(partial.snapshot())
+    assert [resumed.apply(c) for c in tail] == results_one[cut:]
+    assert resumed.snapshot() == one.snapshot()
+
+
+def test_snapshot_round_trip_of_10000_groups() -> None:
+    state = ControllerState()
+    for n in range(10_000):
+        name = f"g{n}"
+        for broker_id in (1, 2, 3):
+            state.apply(apply_id(broker_id, name=name))
+        state.apply(elect(1, 0, 0, name=name))
+    data = state.snapshot()
+    restored = ControllerState()
+    restored.restore(data)
+    assert len(restored) == 10_000 and restored.snapshot() == data
+    assert restored.group("g9999") == state.group("g9999")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"nope", b"[]", b'{"version":2,"groups":[]}', b'{"version":1}',
+     b'{"version":1,"groups":[["C","b",2,[[1,"a"]],null,0,[],0]]}'],
+)
+def test_a_bad_snapshot_is_refused_and_leaves_the_state_alone(data: bytes) -> None:
+    state = three_replicas_with_master()
+    before = state.snapshot()
+    with pytest.raises(CommandDecodeError):
+        state.restore(data)
+    assert state.snapshot() == before
