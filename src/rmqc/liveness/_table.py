@@ -207,6 +207,11 @@ class HeartbeatTable:
     def live_info(self, key: BrokerKey) -> LiveInfo | None:
         return self._live.get(key)
 
+    @property
+    def scheduled_deadlines(self) -> int:
+        """Entries in the deadline heap (about one per broker; for metrics and tests)."""
+        return len(self._heap)
+
     def next_deadline_ms(self) -> int | None:
         """The earliest scheduled deadline (when `expire` may next find something), or None."""
         return self._heap[0][0] if self._heap else None
