@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractAsyncContextManager, contextmanager
 from types import TracebackType
 
 import trio
@@ -46,8 +46,7 @@ __all__ = ["CONSISTENCY_LEVELS", "ControllerClient"]
 CONSISTENCY_LEVELS = frozenset({"linearizable", "lease", "stale"})
 _OPAQUE_MASK = 0x7FFFFFFF  # opaque is a Java int; stay non-negative and wrap
 _RETRYABLE = (ConnectionLost, NoLeaderError)
-# Java's defaults for the optional BROKER_HEARTBEAT fields (spec 3.1).
-_INT_MAX = 2**31 - 1
+_INT_MAX = 2**31 - 1  # Java's default electionPriority for BROKER_HEARTBEAT (spec 3.1)
 
 
 def _wall_clock_ms() -> int:
@@ -76,7 +75,7 @@ class ControllerClient:
         max_retries: int = 3,
         consistency: str | None = None,
         *,
-        backoff_ms: int = 50,
+        backoff_ms: int = 100,
         max_backoff_ms: int = 1000,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         rng: random.Random | None = None,
@@ -100,7 +99,7 @@ class ControllerClient:
         self._next_address = 0  # rotates over `addresses` when a node fails
         self._next_opaque = 0
         self._in_flight = 0
-        self._nursery_manager: trio.Nursery | None = None
+        self._nursery_manager: AbstractAsyncContextManager[trio.Nursery] | None = None
         self._nursery: trio.Nursery | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------
@@ -110,7 +109,7 @@ class ControllerClient:
             raise ClientClosed("a ControllerClient can be entered only once")
         manager = trio.open_nursery()
         self._nursery = await manager.__aenter__()
-        self._nursery_manager = manager  # type: ignore[assignment]
+        self._nursery_manager = manager
         return self
 
     async def __aexit__(
@@ -122,7 +121,7 @@ class ControllerClient:
         for connection in self._connections.values():
             connection.close("client closed")
         nursery.cancel_scope.cancel()
-        return await manager.__aexit__(exc_type, exc, tb)  # type: ignore[attr-defined]
+        return await manager.__aexit__(exc_type, exc, tb)
 
     # ---- what callers may inspect ----------------------------------------------------------
 

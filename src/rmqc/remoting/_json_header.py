@@ -69,6 +69,8 @@ def _language(header: dict[str, Any], offset: int) -> str:
 def _int_property(header: dict[str, Any], key: str, offset: int) -> int:
     # Java's defaults for a missing property are 0 (the opaque counter aside); keep them.
     value = header.get(key, 0)
+    if type(value) is int and INT32_MIN <= value <= INT32_MAX:
+        return value  # the common case, checked first: this runs four times per frame
     if isinstance(value, bool) or not isinstance(value, int):
         raise RemotingProtocolError(f"JSON header {key!r} is {value!r}, not an integer", offset)
     if not INT32_MIN <= value <= INT32_MAX:
@@ -88,6 +90,8 @@ def _ext_fields(value: object, offset: int) -> dict[str, str] | None:
         return None
     if not isinstance(value, dict):
         raise RemotingProtocolError(f"JSON header 'extFields' is a {type(value).__name__}, not an object", offset)
+    if all(type(item) is str for item in value.values()):
+        return value  # what Java sends: already strings, and the dict is ours (fresh from orjson)
     fields: dict[str, str] = {}
     for key, item in value.items():
         if item is None:
