@@ -89,6 +89,32 @@ async def test_not_leader_answer_makes_the_client_rediscover(cluster: tuple[Fake
     assert a.received_codes()[-1] == RequestCode.CONTROLLER_ELECT_MASTER
 
 
+async def test_leader_process_gone_the_client_finds_the_new_leader() -> None:
+    b_scope = trio.CancelScope()
+
+    async def run_b(task_status: trio.TaskStatus[FakeController]) -> None:
+        with b_scope:
+            async with trio.open_nursery() as b_nursery:
+                task_status.started(await FakeController("b").start(b_nursery))
+                await trio.sleep_forever()
+
+    async with trio.open_nursery() as nursery:
+        a = await FakeController("a").start(nursery)
+        b = await nursery.start(run_b)
+        b.become_leader()
+        a.follow(b)
+        async with make_client([b.address, a.address]) as client:
+            assert (await client.register_broker("c", "broker-a", 1, "10.0.0.5:30911")).ext("servedBy") == "b"
+            b_scope.cancel()  # b's listener and connections close, as on kill -9
+            a.become_leader()
+            response = await client.register_broker("c", "broker-a", 1, "10.0.0.5:30911")
+            assert client.leader_address == a.address
+            assert client.connected_addresses() == [a.address]
+        nursery.cancel_scope.cancel()
+    assert response.ext("servedBy") == "a"
+    assert a.received_codes() == [1005, 1003]
+
+
 async def test_explicit_address_gets_the_2007_answer_itself(cluster: tuple[FakeController, FakeController]) -> None:
     a, _ = cluster
     async with make_client([a.address]) as client:
