@@ -29,7 +29,7 @@ class BadRequestBody(ProtocolError):
 def _parse_integer(low: int, high: int) -> Callable[[str, object], object]:
     def parse(text: str, default: object) -> object:
         # Java: a value that fails to parse is logged and the field keeps its default.
-        if not _INTEGER.fullmatch(text):
+        if not (text.isascii() and text.isdigit()) and not _INTEGER.fullmatch(text):
             return default
         value = int(text)
         return value if low <= value <= high else default
@@ -64,15 +64,27 @@ class HeaderField:
     required: str | None = None
 
 
-def decode_header(request: RemotingCommand, fields: tuple[HeaderField, ...]) -> dict[str, object]:
-    ext = request.ext_fields
-    values: dict[str, object] = {}
-    for f in fields:
-        text = None if ext is None else ext.get(f.name)
-        if text is None:
-            if f.required == "needed" or (f.required == "cf" and ext is not None):
-                raise MissingHeaderField(f.name)
-            values[f.name] = f.default
-        else:
-            values[f.name] = _PARSERS[f.kind](text, f.default)
-    return values
+class HeaderSpec:
+    """The fields of one request header, compiled once into (name, parser, default, rule) rows."""
+
+    def __init__(self, *fields: HeaderField) -> None:
+        self.fields = fields
+        self._rows = tuple((f.name, _PARSERS[f.kind], f.default, f.required) for f in fields)
+
+    def decode(self, request: RemotingCommand) -> dict[str, object]:
+        ext = request.ext_fields
+        if ext is None:
+            for name, _, _, required in self._rows:
+                if required == "needed":
+                    raise MissingHeaderField(name)
+            return {name: default for name, _, default, _ in self._rows}
+        values: dict[str, object] = {}
+        for name, parse, default, required in self._rows:
+            text = ext.get(name)
+            if text is None:
+                if required is not None:
+                    raise MissingHeaderField(name)
+                values[name] = default
+            else:
+                values[name] = parse(text, default)
+        return values

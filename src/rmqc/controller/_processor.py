@@ -50,7 +50,7 @@ from rmqc.remoting import (
 
 from . import _bodies
 from ._config import ConfigBlackListed, ControllerConfig, PropertiesSyntaxError
-from ._headers import BadRequestBody, HeaderField, MissingHeaderField, decode_header
+from ._headers import BadRequestBody, HeaderField, HeaderSpec
 from ._outcome import NodeInfo, NoReply, Outcome, Propose, Reply, RequestContext
 from ._policy import choose_master
 
@@ -61,31 +61,31 @@ _JAVA_LONG = re.compile(r"[+-]?\d{1,19}")  # Long.valueOf syntax (range checked 
 # ---- header tables (spec 3.x), Java field names exactly --------------------------------------
 
 F = HeaderField
-HEARTBEAT = (
+HEARTBEAT = HeaderSpec(
     F("clusterName", required="cf"), F("brokerAddr", required="cf"), F("brokerName", required="cf"),
     F("brokerId", "long"), F("epoch", "int", -1), F("maxOffset", "long", -1),
     F("confirmOffset", "long", -1), F("heartbeatTimeoutMills", "long", 10_000),
     F("electionPriority", "int", 2_147_483_647),
 )
-NEXT_BROKER_ID = (F("clusterName"), F("brokerName", required="needed"))
-APPLY_BROKER_ID = (
+NEXT_BROKER_ID = HeaderSpec(F("clusterName"), F("brokerName", required="needed"))
+APPLY_BROKER_ID = HeaderSpec(
     F("clusterName", required="needed"), F("brokerName", required="needed"),
     F("appliedBrokerId", "long", required="needed"), F("registerCheckCode", required="needed"),
 )
-REGISTER_BROKER = (
+REGISTER_BROKER = HeaderSpec(
     F("clusterName", required="needed"), F("brokerName", required="needed"),
     F("brokerId", "long", required="needed"), F("brokerAddress", required="needed"),
 )
-REPLICA_INFO = (F("brokerName", required="needed"),)
-ELECT_MASTER = (
+REPLICA_INFO = HeaderSpec(F("brokerName", required="needed"))
+ELECT_MASTER = HeaderSpec(
     F("clusterName", default="", required="cf"), F("brokerName", default="", required="cf"),
     F("brokerId", "long", -1, required="cf"), F("designateElect", "bool", False, required="cf"),
 )
-ALTER_SYNC_STATE_SET = (
+ALTER_SYNC_STATE_SET = HeaderSpec(
     F("brokerName", required="needed"), F("masterBrokerId", "long", required="needed"),
     F("masterEpoch", "int", required="needed"),
 )
-CLEAN_BROKER_DATA = (
+CLEAN_BROKER_DATA = HeaderSpec(
     F("clusterName"), F("brokerName", required="cf"), F("brokerControllerIdsToClean"),
     F("isCleanLivingBroker", "bool", False),
 )
@@ -196,13 +196,15 @@ class ControllerProcessor:
     def _heartbeat(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
         if request.ext_fields is None:  # Java skips decoding: brokerId stays null
             return _reply(request, C.CONTROLLER_INVALID_REQUEST, "Heart beat with empty brokerId")
-        h = decode_header(request, HEARTBEAT)
+        h = HEARTBEAT.decode(request)
         if h["brokerId"] is None:
             return _reply(request, C.CONTROLLER_INVALID_REQUEST, "Heart beat with empty brokerId")
         key = BrokerKey(h["clusterName"], h["brokerName"], h["brokerId"])
         heartbeat = Heartbeat(key, h["brokerAddr"], h["heartbeatTimeoutMills"], h["epoch"],
                               h["maxOffset"], h["confirmOffset"], h["electionPriority"])
         self.liveness.update(heartbeat, ctx.now_ms, ctx.channel_id)
+        if request.is_oneway:
+            return NoReply()  # the hot path: about one per broker per second per node
         return _reply(request, C.SUCCESS, "Heart beat success")
 
     # ---- 1005 GET_METADATA_INFO ---------------------------------------------------------------
@@ -221,14 +223,14 @@ class ControllerProcessor:
     # ---- 1012 GET_NEXT_BROKER_ID / 1013 APPLY_BROKER_ID ---------------------------------------
 
     def _get_next_broker_id(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
-        h = decode_header(request, NEXT_BROKER_ID)
+        h = NEXT_BROKER_ID.decode(request)
         group = self.state.group(h["brokerName"])
         next_id = 1 if group is None else group.next_broker_id
         ext = {"clusterName": h["clusterName"], "brokerName": h["brokerName"], "nextBrokerId": next_id}
         return _reply(request, C.SUCCESS, ext=ext)
 
     def _apply_broker_id(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
-        h = decode_header(request, APPLY_BROKER_ID)
+        h = APPLY_BROKER_ID.decode(request)
         name, broker_id, check_code = h["brokerName"], h["appliedBrokerId"], h["registerCheckCode"]
         ext = {"clusterName": h["clusterName"], "brokerName": name}
         group = self.state.group(name)
@@ -244,7 +246,7 @@ class ControllerProcessor:
     # ---- 1003 REGISTER_BROKER -----------------------------------------------------------------
 
     def _register_broker(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
-        h = decode_header(request, REGISTER_BROKER)
+        h = REGISTER_BROKER.decode(request)
         name, broker_id, address = h["brokerName"], h["brokerId"], h["brokerAddress"]
         ext = {"clusterName": h["clusterName"], "brokerName": name}
         group = self.state.group(name)
@@ -277,7 +279,7 @@ class ControllerProcessor:
     # ---- 1004 GET_REPLICA_INFO ----------------------------------------------------------------
 
     def _get_replica_info(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
-        h = decode_header(request, REPLICA_INFO)
+        h = REPLICA_INFO.decode(request)
         group = self.state.group(h["brokerName"])
         if group is None:
             return _reply(request, C.CONTROLLER_BROKER_METADATA_NOT_EXIST, "Broker metadata is not existed")
@@ -300,7 +302,7 @@ class ControllerProcessor:
     # ---- 1002 ELECT_MASTER --------------------------------------------------------------------
 
     def _elect_master(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
-        h = decode_header(request, ELECT_MASTER)
+        h = ELECT_MASTER.decode(request)
         group = self.state.group(h["brokerName"])
         if group is None:
             return _reply(request, C.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, GROUP_NOT_REGISTERED_REMARK)
@@ -335,7 +337,7 @@ class ControllerProcessor:
     # ---- 1001 ALTER_SYNC_STATE_SET ------------------------------------------------------------
 
     def _alter_sync_state_set(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
-        h = decode_header(request, ALTER_SYNC_STATE_SET)
+        h = ALTER_SYNC_STATE_SET.decode(request)
         new_set, body_epoch = _parse_sync_state_set_body(request.body)
         name, master, epoch = h["brokerName"], h["masterBrokerId"], h["masterEpoch"]
         group = self.state.group(name)
@@ -358,7 +360,7 @@ class ControllerProcessor:
     # ---- 1011 CLEAN_BROKER_DATA ---------------------------------------------------------------
 
     def _clean_broker_data(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
-        h = decode_header(request, CLEAN_BROKER_DATA)
+        h = CLEAN_BROKER_DATA.decode(request)
         name = h["brokerName"]
         group = self.state.group(name)
         ids = None

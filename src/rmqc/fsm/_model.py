@@ -51,3 +51,19 @@ class BrokerGroup:
 
     def sorted_sync_state_set(self) -> list[int]:
         return sorted(self.sync_state_set)
+
+
+def evolve(group: BrokerGroup, **changes: object) -> BrokerGroup:
+    """A copy of `group` with `changes` (dataclasses.replace without its per-call introspection;
+    apply runs this once per command)."""
+    get = changes.get
+    return BrokerGroup(
+        get("cluster_name", group.cluster_name),  # type: ignore[arg-type]
+        get("broker_name", group.broker_name),  # type: ignore[arg-type]
+        get("next_broker_id", group.next_broker_id),  # type: ignore[arg-type]
+        get("replicas", group.replicas),  # type: ignore[arg-type]
+        get("master_id", group.master_id),  # type: ignore[arg-type]
+        get("master_epoch", group.master_epoch),  # type: ignore[arg-type]
+        get("sync_state_set", group.sync_state_set),  # type: ignore[arg-type]
+        get("sync_state_set_epoch", group.sync_state_set_epoch),  # type: ignore[arg-type]
+    )
