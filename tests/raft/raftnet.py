@@ -17,6 +17,7 @@ from rmqc.raft import (
     ConfState,
     Entry,
     EntryType,
+    HardState,
     MemoryStorage,
     Message,
     MessageType,
@@ -37,6 +38,7 @@ class Network:
         seed: int = 0,
         *,
         voters: Iterable[str] | None = None,
+        storages: dict[str, MemoryStorage] | None = None,
         **config: object,
     ) -> None:
         self.ids = list(ids)
@@ -51,7 +53,7 @@ class Network:
         self.snapshots_applied: dict[str, int] = {}
         self.starts: dict[str, int] = {}
         for node_id in self.ids:
-            self.storages[node_id] = MemoryStorage()
+            self.storages[node_id] = (storages or {}).get(node_id) or MemoryStorage()
             self.applied[node_id] = []
             self.read_states[node_id] = []
             self._start(node_id, bootstrap)
@@ -60,7 +62,9 @@ class Network:
         self.cuts: set[tuple[str, str]] = set()
         self.drops: dict[tuple[str, str], float] = {}
         self.ignored: set[MessageType] = set()
-        self.hook: Callable[[Message], bool] | None = None
+        # The hook sees every message about to be delivered; it returns the message to deliver
+        # (possibly changed) or None to drop it.
+        self.hook: Callable[[Message], Message | None] | None = None
         self.queue: deque[Message] = deque()
         self.delivered: list[Message] = []
         self.auto_apply = True
@@ -124,13 +128,13 @@ class Network:
         self.ignored.clear()
         self.hook = None
 
-    def _deliverable(self, m: Message) -> bool:
+    def _filter(self, m: Message) -> Message | None:
         if m.to not in self.nodes or (m.frm, m.to) in self.cuts or m.type in self.ignored:
-            return False
+            return None
         p = self.drops.get((m.frm, m.to), 0.0)
         if p and self.rng.random() < p:
-            return False
-        return self.hook is None or self.hook(m)
+            return None
+        return m if self.hook is None else self.hook(m)
 
     # -- the application's Ready loop ------------------------------------------------------------
     def process_ready(self, node_id: str) -> list[Message]:
@@ -163,8 +167,9 @@ class Network:
     def deliver_one_round(self) -> bool:
         batch = list(self.queue)
         self.queue.clear()
-        for m in batch:
-            if self._deliverable(m):
+        for original in batch:
+            m = self._filter(original)
+            if m is not None:
                 self.delivered.append(m)
                 self.nodes[m.to].step(m)
         return bool(batch)
@@ -219,8 +224,47 @@ class Network:
         return f"seed={self.seed}\n" + "\n".join(rows)
 
 
-def conf_state_of(net: Network, node_id: str) -> ConfState:
-    return net.nodes[node_id].conf_state
+def preloaded(
+    terms: list[int], term: int = 0, vote: str | None = None, commit: int = 0,
+    voters: Iterable[str] = (),
+) -> MemoryStorage:
+    """A storage whose log holds one entry per element of `terms` (index i+1 has terms[i])."""
+    storage = MemoryStorage()
+    storage.save(
+        HardState(max([term, *terms]), vote, commit),
+        [Entry(i + 1, t) for i, t in enumerate(terms)],
+    )
+    if voters:
+        storage.save_conf_state(ConfState(voters=tuple(voters)))
+    return storage
+
+
+def single(node_id: str = "n1", peers: Iterable[str] = ("n1", "n2", "n3"),
+           storage: MemoryStorage | None = None, **config: object) -> tuple[RawNode, MemoryStorage]:
+    """One RawNode outside any network, for message-level tests."""
+    storage = storage or MemoryStorage()
+    node = RawNode(Config(id=node_id, **config), storage, random.Random(node_id), tuple(peers))  # type: ignore[arg-type]
+    drain(node, storage)  # persist the bootstrap
+    storage.save_conf_state(node.conf_state)
+    return node, storage
+
+
+def drain(node: RawNode, storage: MemoryStorage) -> list[Message]:
+    """Play the Ready loop for one node (persist, collect messages, apply conf changes, advance)."""
+    out: list[Message] = []
+    while node.has_ready():
+        rd = node.ready()
+        storage.save(rd.hard_state, rd.entries, rd.snapshot)
+        out.extend(rd.messages + rd.persist_messages)
+        for entry in rd.committed_entries:
+            if entry.type is EntryType.CONF_CHANGE:
+                storage.save_conf_state(node.apply_conf_change(decode_conf_change(entry.data)))
+        node.advance(rd)
+    return out
+
+
+def msg(kind: MessageType, frm: str, to: str, term: int, **fields: object) -> Message:
+    return Message(kind, to, frm, term=term, **fields)  # type: ignore[arg-type]
 
 
 def with_term(m: Message, term: int) -> Message:

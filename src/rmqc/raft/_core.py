@@ -63,6 +63,9 @@ CAMPAIGN_TRANSFER = b"transfer"
 # to msgs_after_persist. Everything else may be sent before the Ready is persisted.
 AFTER_PERSIST = frozenset({MT.APP_RESP, MT.VOTE, MT.VOTE_RESP, MT.PRE_VOTE_RESP})
 
+# Reports from the local transport: they carry no term and skip the term checks.
+LOCAL_TYPES = frozenset({MT.SNAP_STATUS, MT.UNREACHABLE})
+
 # Vote requests and the reply type each gets.
 VOTE_RESPONSE_OF = {MT.VOTE: MT.VOTE_RESP, MT.PRE_VOTE: MT.PRE_VOTE_RESP}
 
@@ -92,9 +95,12 @@ class RaftCore:
         self.id = config.id
         self.rng = rng
         hard_state, conf_state = storage.initial_state()
+        self.log = RaftLog(storage, config.applied)
+        restarted = hard_state.term > 0
+        if peers and _is_brand_new(storage, hard_state, conf_state):
+            hard_state = self._bootstrap(peers)
         if not conf_state.voters and not conf_state.learners and peers:
             conf_state = ConfState(voters=tuple(peers))
-        self.log = RaftLog(storage, config.applied)
         if hard_state.commit:
             self.log.commit_to(hard_state.commit)
         self.term = hard_state.term
@@ -109,7 +115,7 @@ class RaftCore:
         self.ticks = 0  # monotonic tick counter: the core's only clock
         # A restarted node may have acked a leader's lease round before crashing: stay sticky for
         # one election timeout so that lease cannot be broken by our vote (thesis 6.4.1).
-        self.leader_contact_elapsed = 0 if hard_state.term > 0 else config.election_tick
+        self.leader_contact_elapsed = 0 if restarted else config.election_tick
         self.reads = ReadIndexTracker()
         self.lease = Lease(
             lease_duration_ticks(config.election_tick, config.lease_drift_ticks), config.check_quorum
@@ -121,6 +127,21 @@ class RaftCore:
         self._rebuild_progress()
         self._role_handlers = self._handlers()
         self.become_follower(self.term, None)
+
+    def _bootstrap(self, peers: Sequence[str]) -> HardState:
+        """A brand-new group: the initial voters enter the log as committed ADD_VOTER entries at
+        term 1 (as etcd does), so a node that joins later rebuilds membership by replaying the
+        log. The core already knows them, so they count as applied here; they reach storage
+        with the first Ready and are re-applied (idempotently) after a restart."""
+        entries = [
+            Entry(i + 1, 1, EntryType.CONF_CHANGE,
+                  encode_conf_change(ConfChange(ConfChangeType.ADD_VOTER, peer)))
+            for i, peer in enumerate(peers)
+        ]
+        self.log.append(entries)
+        self.log.commit_to(len(entries))
+        self.log.applied = len(entries)
+        return HardState(term=1, vote=None, commit=len(entries))
 
     # ================================================================ role changes
     def _reset(self, term: int) -> None:
@@ -307,8 +328,8 @@ class RaftCore:
 
     # ================================================================ step
     def step(self, m: Message) -> None:
-        if m.term == 0:
-            pass  # local message
+        if m.type in LOCAL_TYPES:
+            pass
         elif m.term > self.term:
             if not self._step_higher_term(m):
                 return
@@ -767,6 +788,16 @@ class RaftCore:
     # ================================================================ ready support
     def hard_state(self) -> HardState:
         return HardState(term=self.term, vote=self.vote, commit=self.log.committed)
+
+
+def _is_brand_new(storage: Storage, hard_state: HardState, conf_state: ConfState) -> bool:
+    return (
+        hard_state == HardState()
+        and not conf_state.voters
+        and not conf_state.learners
+        and storage.last_index() == 0
+        and storage.snapshot().is_empty
+    )
 
 
 def _changed_membership(

@@ -40,7 +40,7 @@ class RawNode:
     ) -> None:
         self.raft = RaftCore(config, storage, rng, peers)
         self._prev_soft = self._soft_state()
-        self._prev_hard = self.raft.hard_state()
+        self._prev_hard = storage.initial_state()[0]  # a bootstrap's hard state still needs saving
         self._outstanding: Ready | None = None
 
     # -- inputs --------------------------------------------------------------------------------
