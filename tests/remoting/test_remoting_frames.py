@@ -236,6 +236,15 @@ def test_rocketmq_header_drops_empty_ext_values_and_maps_unknown_language() -> N
 def test_rocketmq_encode_refuses_fields_that_do_not_fit() -> None:
     with pytest.raises(RemotingProtocolError, match="cannot encode a ROCKETMQ header"):
         encode(RemotingCommand(code=40000, serialize_type=SerializeType.ROCKETMQ))
+    with pytest.raises(RemotingProtocolError, match="cannot encode a ROCKETMQ header"):
+        encode(RemotingCommand(code=1, ext_fields={"k": "\udc00"}, serialize_type=SerializeType.ROCKETMQ))
+    with pytest.raises(RemotingProtocolError, match="does not fit an int16 length"):
+        encode(RemotingCommand(code=1, ext_fields={"k" * 40000: "v"}, serialize_type=SerializeType.ROCKETMQ))
+
+
+def test_json_encode_refuses_text_that_is_not_unicode() -> None:
+    with pytest.raises(RemotingProtocolError, match="cannot encode a JSON header for code 1"):
+        encode(RemotingCommand(code=1, remark="\ud800"))
 
 
 def test_make_response_echoes_opaque_and_sets_the_response_flag() -> None:

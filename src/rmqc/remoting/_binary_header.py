@@ -28,10 +28,10 @@ def encode_binary_header(cmd: RemotingCommand) -> bytes:
     language = LanguageCode.__members__.get(cmd.language, LanguageCode.OTHER)
     try:
         fixed = _FIXED.pack(cmd.code, language, cmd.version, cmd.opaque, cmd.flag)
-    except struct.error as exc:
-        raise RemotingProtocolError(f"cannot encode a ROCKETMQ header for {cmd!r}: {exc}") from None
-    remark = (cmd.remark or "").encode("utf-8")
-    ext = _encode_ext(cmd.ext_fields or {})
+        remark = (cmd.remark or "").encode("utf-8")
+        ext = _encode_ext(cmd.ext_fields or {})
+    except (struct.error, UnicodeEncodeError) as exc:  # int16 code/version, int32 fields, lone surrogates
+        raise RemotingProtocolError(f"cannot encode a ROCKETMQ header for code {cmd.code}: {exc}") from None
     return b"".join((fixed, _INT32.pack(len(remark)), remark, _INT32.pack(len(ext)), ext))
 
 

@@ -35,7 +35,10 @@ def encode_json_header(cmd: RemotingCommand) -> bytes:
         header["remark"] = cmd.remark
     header["serializeTypeCurrentRPC"] = "JSON"
     header["version"] = cmd.version
-    return orjson.dumps(header)
+    try:
+        return orjson.dumps(header)
+    except orjson.JSONEncodeError as exc:  # e.g. a lone surrogate, or a value that is not JSON
+        raise RemotingProtocolError(f"cannot encode a JSON header for code {cmd.code}: {exc}") from None
 
 
 def decode_json_header(data: bytes, offset: int) -> RemotingCommand:
