@@ -447,3 +447,26 @@ def test_missing_needed_header_field_is_code_1(h: ControllerHarness) -> None:
     answer = ask(h, 1003, {"clusterName": C, "brokerName": N})
     assert (answer.code, answer.remark) == (1, "the custom field <brokerId> is null")
     assert ask(h, 1001, {"brokerName": N, "masterBrokerId": 1, "masterEpoch": 1}).code == 1  # no body
+
+
+def test_controller_trigger_on_a_never_elected_group_does_not_bump_the_epoch(h: ControllerHarness) -> None:
+    h.register(C, N, A)
+    answer = elect(h, -1)
+    assert answer.code == 2004 and h.state.group(N).master_epoch == 0
+    assert elect(h, 1).code == 0  # the first broker can still take it
+
+
+def test_first_election_refuses_an_unregistered_requester(h: ControllerHarness) -> None:
+    h.register(C, N, A)
+    answer = elect(h, 7)
+    assert (answer.code, answer.remark) == (2010, f"BrokerId: 7 hasn't been registered in broker-set: {N}")
+
+
+def test_notifications_without_a_clock_use_table_membership(h: ControllerHarness) -> None:
+    two_brokers_with_master(h)
+    h.register(C, N, D)  # id 3: registered, never heartbeated
+    assert elect(h, 2, designate=True).code == 0
+    result = h.results[-1]
+    assert [address for address, _ in h.processor.notifications_for(result)] == [A, B]
+    h.liveness.remove(BrokerKey(C, N, 1))
+    assert [address for address, _ in h.processor.notifications_for(result, h.now_ms)] == [B]

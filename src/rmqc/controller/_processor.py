@@ -12,7 +12,9 @@ election that finds no candidate still bumps masterEpoch (and is retried, bumpin
 ids refuses while the group has a master, alive or not; an empty 1006 body answers code 1.
 Fixed on purpose: offsets are compared as 64-bit values and ties go to the smallest id; 1001
 checks registration of all proposed ids before liveness (spec 15); a racing election that lost
-its precondition answers 2011 with the winner instead of failing.
+its precondition answers 2011 with the winner instead of failing; a controller-triggered 1002
+(brokerId -1) on a never-elected group answers 2004 without bumping masterEpoch; the first
+election refuses (2010) a requester id that is not registered.
 """
 
 from __future__ import annotations
@@ -320,6 +322,10 @@ class ControllerProcessor:
             return Reply(_master_still_exists(request, group))
         if candidate is None and trigger is not Trigger.CONTROLLER:
             return _reply(request, C.CONTROLLER_ELECT_MASTER_FAILED, ELECT_FAILED_REMARK)
+        if candidate is None and group.master_epoch == 0:
+            # Java would bump masterEpoch of a never-elected group here, after which the first
+            # broker can no longer take it (spec 3.7 step 2 needs epoch 0): answer without a change.
+            return _reply(request, C.CONTROLLER_MASTER_NOT_AVAILABLE, MASTER_NOT_AVAILABLE_REMARK)
         command = self._election_command(group, trigger, candidate, ctx.now_ms, requester=requester)
         return Propose([command], lambda results: _elect_answer(request, results[0]))
 
@@ -479,8 +485,12 @@ class ControllerProcessor:
 
     # ---- 1008 NOTIFY_BROKER_ROLE_CHANGED (spec 5.4) -------------------------------------------
 
-    def notifications_for(self, result: ApplyResult, now_ms: int) -> list[tuple[str, RemotingCommand]]:
-        """After a successful election: a one-way 1008 to every live registered replica."""
+    def notifications_for(self, result: ApplyResult, now_ms: int | None = None) -> list[tuple[str, RemotingCommand]]:
+        """After a successful election: a one-way 1008 to every live registered replica.
+
+        Without `now_ms`, a replica counts as live while the table holds it (expiry removes
+        brokers at their deadline, so this differs only between a deadline and the next expire).
+        """
         command = result.command
         if not (isinstance(command, ElectMaster) and result.ok and command.candidate is not None):
             return []
@@ -493,8 +503,14 @@ class ControllerProcessor:
         return [
             (replica.address, make_request(RequestCode.NOTIFY_BROKER_ROLE_CHANGED, 0, ext, body, oneway=True))
             for broker_id, replica in sorted(group.replicas.items())
-            if self._is_alive(group, broker_id, now_ms)
+            if self._is_alive_or_known(group, broker_id, now_ms)
         ]
+
+    def _is_alive_or_known(self, group: BrokerGroup, broker_id: int, now_ms: int | None) -> bool:
+        if now_ms is not None:
+            return self._is_alive(group, broker_id, now_ms)
+        key = BrokerKey(group.cluster_name, group.broker_name, broker_id)
+        return self.liveness.live_info(key) is not None
 
 
 # ---- small pure helpers ---------------------------------------------------------------------------

@@ -191,7 +191,10 @@ class HeartbeatTable:
         keys = sorted(self._by_channel.pop(channel_id, ()))
         for key in keys:
             self._remove(key)
-            self._closed.add(key)
+            # Only a follower takes digests; on a leader this set is never drained, so it is
+            # capped (a leader learns of the close directly; a lost report only delays expiry).
+            if len(self._closed) < self.max_brokers:
+                self._closed.add(key)
         return keys
 
     def remove(self, key: BrokerKey) -> bool:
