@@ -10,6 +10,7 @@ import trio_asyncio
 from client_fake_server import FakeController
 from rmqc.client import ClientClosed, RequestTimeout
 from rmqc.client.asyncio_client import AsyncioControllerClient, run_asyncio
+from rmqc.errors import ConfigError
 from rmqc.remoting import RemotingCommand, ResponseCode
 
 
@@ -59,3 +60,14 @@ def test_asyncio_client_outside_its_block_and_run_asyncio() -> None:
         return -1
 
     assert run_asyncio(main, 21) == 42
+
+
+def test_asyncio_client_reports_why_it_could_not_start() -> None:
+    async def main() -> str:
+        try:
+            async with AsyncioControllerClient([], timeout_ms=100):
+                return "started"
+        except ConfigError as exc:
+            return str(exc)
+
+    assert "addresses must be a non-empty list" in run_asyncio(main)

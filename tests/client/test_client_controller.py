@@ -18,6 +18,7 @@ from rmqc.client import (
     NotLeaderError,
     RequestTimeout,
     RetriesExhausted,
+    TooManyConnections,
     TooManyInFlight,
 )
 from rmqc.errors import BoundExceeded, ConfigError
@@ -294,3 +295,16 @@ async def test_client_refuses_use_outside_its_block_and_bad_options() -> None:
     for addresses in ([], ["nohost"], ["h:0"], ["h:port"], "127.0.0.1:9878"):
         with pytest.raises(ConfigError):
             make_client(addresses)  # type: ignore[arg-type]
+
+
+async def test_open_connections_are_bounded(
+    cluster: tuple[FakeController, FakeController], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = cluster
+    monkeypatch.setattr("rmqc.client._client.MAX_CONNECTIONS", 1)
+    async with make_client([a.address]) as client:
+        await client.get_config(a.address)
+        with pytest.raises(TooManyConnections, match="the limit is 1; not opening"):
+            await client.get_config(b.address)
+        assert client.connected_addresses() == [a.address]
+    assert b.connections_accepted == 0

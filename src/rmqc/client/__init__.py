@@ -13,6 +13,7 @@ from rmqc.client._errors import NoLeaderError as NoLeaderError
 from rmqc.client._errors import NotLeaderError as NotLeaderError
 from rmqc.client._errors import RequestTimeout as RequestTimeout
 from rmqc.client._errors import RetriesExhausted as RetriesExhausted
+from rmqc.client._errors import TooManyConnections as TooManyConnections
 from rmqc.client._errors import TooManyInFlight as TooManyInFlight
 
 __all__ = [
@@ -25,5 +26,6 @@ __all__ = [
     "NotLeaderError",
     "RequestTimeout",
     "RetriesExhausted",
+    "TooManyConnections",
     "TooManyInFlight",
 ]

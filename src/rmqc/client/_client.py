@@ -27,6 +27,7 @@ from rmqc.client._errors import (
     NotLeaderError,
     RequestTimeout,
     RetriesExhausted,
+    TooManyConnections,
     TooManyInFlight,
 )
 from rmqc.errors import ConfigError
@@ -46,6 +47,7 @@ __all__ = ["CONSISTENCY_LEVELS", "ControllerClient"]
 CONSISTENCY_LEVELS = frozenset({"linearizable", "lease", "stale"})
 _OPAQUE_MASK = 0x7FFFFFFF  # opaque is a Java int; stay non-negative and wrap
 _RETRYABLE = (ConnectionLost, NoLeaderError)
+MAX_CONNECTIONS = 64  # a controller cluster has 3 to 7 nodes; anything near 64 is a bug somewhere
 _INT_MAX = 2**31 - 1  # Java's default electionPriority for BROKER_HEARTBEAT (spec 3.1)
 
 
@@ -202,6 +204,7 @@ class ControllerClient:
         connection = self._connections.get(address)
         if connection is None or connection.closed:
             assert self._nursery is not None
+            self._make_room_for_a_connection(address)
             connection = Connection(address, outbox_frames=self._max_in_flight, max_frame_bytes=self._max_frame_bytes)
             self._connections[address] = connection
             self._nursery.start_soon(connection.run, self._timeout_s, name=f"rmqc client connection {address}")
@@ -209,6 +212,19 @@ class ControllerClient:
         if connection.closed:
             raise connection.lost()
         return connection
+
+    def _make_room_for_a_connection(self, address: str) -> None:
+        """Forget closed connections; refuse a new one beyond MAX_CONNECTIONS open ones.
+
+        Addresses come from the configuration and from the leaders the controllers name; the bound
+        keeps a confused or hostile controller from making us open connections without end.
+        """
+        for stale in [a for a, conn in self._connections.items() if conn.closed]:
+            del self._connections[stale]
+        if len(self._connections) >= MAX_CONNECTIONS:
+            raise TooManyConnections(
+                f"{len(self._connections)} connections open, the limit is {MAX_CONNECTIONS}; not opening {address}"
+            )
 
     # ---- leader discovery ------------------------------------------------------------------
 

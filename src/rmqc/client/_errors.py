@@ -12,6 +12,7 @@ __all__ = [
     "NotLeaderError",
     "RequestTimeout",
     "RetriesExhausted",
+    "TooManyConnections",
     "TooManyInFlight",
 ]
 
@@ -42,6 +43,10 @@ class NotLeaderError(ClientError):
 
 class TooManyInFlight(ClientError, BoundExceeded):
     """More requests at once than `max_in_flight` allows."""
+
+
+class TooManyConnections(ClientError, BoundExceeded):
+    """More controller addresses in use at once than the client keeps connections to."""
 
 
 class RetriesExhausted(ClientError, BoundExceeded):
