@@ -1,0 +1,58 @@
+"""Audit table: broker id allocations, re-registrations, address changes and cleans."""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from ._group_log import APPLY_ID, AUDITED_COMMANDS, UPDATE_ADDRESS, removes_group
+
+AUDIT_COLUMNS: tuple[str, ...] = (
+    "controller_cluster", "cluster_name", "broker_name", "incarnation", "index", "seq",
+    "leader_ts_ms", "time", "event", "broker_id", "address", "previous_address",
+    "register_check_code", "clean_ids", "result",
+)  # fmt: skip
+
+
+def _event_name(id_seen_before: Column) -> Column:
+    """What happened, in the audit's words; the first apply of an id in an incarnation allocates it."""
+    command = F.col("command")
+    return (
+        F.when((command == APPLY_ID) & id_seen_before, F.lit("id_applied_again"))
+        .when(command == APPLY_ID, F.lit("id_allocated"))
+        .when(command == UPDATE_ADDRESS, F.lit("address_changed"))
+        .when(removes_group(), F.lit("group_cleaned"))
+        .otherwise(F.lit("ids_cleaned"))
+    )
+
+
+def audit_table(group_log: DataFrame, refused: DataFrame) -> DataFrame:
+    """Applied and refused audit events, each with the address it set and the one it replaced."""
+    touched = group_log.filter(F.col("command").isin(*AUDITED_COMMANDS))
+    per_id = Window.partitionBy(
+        "controller_cluster", "broker_name", "incarnation", "broker_id"
+    ).orderBy("index", "seq")
+    addressed = F.col("command").isin(APPLY_ID, UPDATE_ADDRESS)
+    applied = (
+        touched.withColumn(
+            "previous_address",
+            F.when(addressed, F.lag(F.when(addressed, F.col("broker_address"))).over(per_id)),
+        )
+        .withColumn("event", _event_name(F.lag("index").over(per_id).isNotNull()))
+        .withColumn("result", F.lit("ok"))
+    )
+    refused_audit = (
+        refused.filter(F.col("command").isin(*AUDITED_COMMANDS))
+        .withColumn("incarnation", F.lit(None).cast("long"))
+        .withColumn("previous_address", F.lit(None).cast("string"))
+        .withColumn("event", F.concat(F.lit("refused_"), F.col("command")))
+    )
+    columns = [c for c in AUDIT_COLUMNS if c != "time"]
+
+    def shape(frame: DataFrame) -> DataFrame:
+        return frame.select(
+            *[F.col("broker_address").alias("address") if c == "address" else F.col(c) for c in columns]
+        )
+
+    audited = shape(applied).unionByName(shape(refused_audit))
+    return audited.withColumn("time", F.timestamp_millis("leader_ts_ms")).select(*AUDIT_COLUMNS)

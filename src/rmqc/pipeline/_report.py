@@ -1,0 +1,226 @@
+"""report.md with PNG charts (matplotlib, Agg backend), from small aggregates of the written tables."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+if TYPE_CHECKING:
+    from ._run import FlappingRecord, Summary
+
+# Failover durations are bucketed on a log scale, this many buckets per power of ten.
+BUCKETS_PER_DECADE = 4
+AUDIT_ROWS_SHOWN = 20
+# Points of the top group's timeline chart; a group with more elections shows its latest ones.
+TIMELINE_POINTS = 500
+
+
+@dataclass(frozen=True)
+class ReportData:
+    failover_buckets: list[tuple[float, int]]  # (lower bound ms, failovers)
+    elections_per_hour: list[tuple[int, int]]  # (hour start ms, elections in the fleet)
+    timeline_group: tuple[str, str] | None
+    timeline: list[tuple[int, int | None, int]]  # (ts ms, master id or None, masterEpoch)
+    audit_counts: list[tuple[str, int]]
+    audit_rows: list[dict]
+
+
+def collect_report_data(
+    spark: SparkSession, tables: dict[str, str], top: tuple[FlappingRecord, ...]
+) -> ReportData:
+    durations = spark.read.parquet(tables["failovers"]).filter(F.col("duration_ms") > 0)
+    bucket = F.floor(F.log10("duration_ms") * BUCKETS_PER_DECADE)
+    buckets = durations.groupBy(bucket.alias("b")).count().orderBy("b").collect()
+    timeline = spark.read.parquet(tables["master_timeline"])
+    hours = (
+        timeline.groupBy((F.floor(F.col("leader_ts_ms") / 3_600_000) * 3_600_000).alias("h"))
+        .count()
+        .orderBy("h")
+        .collect()
+    )
+    group = (top[0].controller_cluster, top[0].broker_name) if top else None
+    points = []
+    if group is not None:
+        rows = (
+            timeline.filter((F.col("controller_cluster") == group[0]) & (F.col("broker_name") == group[1]))
+            .orderBy(F.desc("index"), F.desc("seq"))
+            .limit(TIMELINE_POINTS)
+            .collect()
+        )
+        points = [(r["leader_ts_ms"], r["master_id"], r["master_epoch"]) for r in reversed(rows)]
+    audit = spark.read.parquet(tables["audit"])
+    audit_counts = audit.groupBy("event").count().orderBy(F.desc("count")).collect()
+    audit_rows = audit.orderBy(F.desc("leader_ts_ms")).limit(AUDIT_ROWS_SHOWN).collect()
+    return ReportData(
+        failover_buckets=[(10 ** (r["b"] / BUCKETS_PER_DECADE), r["count"]) for r in buckets],
+        elections_per_hour=[(int(r["h"]), r["count"]) for r in hours],
+        timeline_group=group,
+        timeline=points,
+        audit_counts=[(r["event"], r["count"]) for r in audit_counts],
+        audit_rows=[r.asDict() for r in audit_rows],
+    )
+
+
+def _figure():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 3.6), dpi=90)
+    return plt, fig, ax
+
+
+def _save(plt, fig, path: Path) -> str:
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path.name
+
+
+def _chart_failovers(data: ReportData, out: Path) -> str | None:
+    if not data.failover_buckets:
+        return None
+    plt, fig, ax = _figure()
+    lows = [low for low, _ in data.failover_buckets]
+    widths = [low * (10 ** (1 / BUCKETS_PER_DECADE) - 1) for low in lows]
+    ax.bar(lows, [n for _, n in data.failover_buckets], width=widths, align="edge", color="#4477aa")
+    ax.set_xscale("log")
+    ax.set_xlabel("failover duration (ms): liveness lost -> new master committed")
+    ax.set_ylabel("failovers")
+    ax.set_title("Failover durations across the fleet")
+    return _save(plt, fig, out / "failover_durations.png")
+
+
+def _chart_elections(data: ReportData, out: Path) -> str | None:
+    if not data.elections_per_hour:
+        return None
+    plt, fig, ax = _figure()
+    times = [datetime.fromtimestamp(h / 1000, UTC) for h, _ in data.elections_per_hour]
+    ax.plot(times, [n for _, n in data.elections_per_hour], color="#228833", linewidth=1)
+    ax.set_ylabel("elections per hour")
+    ax.set_title("Elections across the fleet")
+    fig.autofmt_xdate()
+    return _save(plt, fig, out / "elections_per_hour.png")
+
+
+def _chart_flapping(summary: Summary, out: Path) -> str | None:
+    if not summary.top_flapping:
+        return None
+    plt, fig, ax = _figure()
+    top = list(reversed(summary.top_flapping))
+    labels = [f"{r.controller_cluster}/{r.broker_name}" for r in top]
+    ax.barh(labels, [r.max_elections_in_hour for r in top], color="#cc6677")
+    ax.set_xlabel("most elections in one hour")
+    ax.set_title("Flapping broker groups")
+    return _save(plt, fig, out / "flapping_groups.png")
+
+
+def _chart_timeline(data: ReportData, out: Path) -> str | None:
+    if not data.timeline or data.timeline_group is None:
+        return None
+    plt, fig, ax = _figure()
+    times = [datetime.fromtimestamp(ts / 1000, UTC) for ts, _, _ in data.timeline]
+    masters = [m if m is not None else 0 for _, m, _ in data.timeline]
+    ax.step(times, masters, where="post", color="#4477aa", label="master id (0 = none)")
+    ax.set_ylabel("master broker id")
+    epochs = ax.twinx()
+    epochs.plot(times, [e for _, _, e in data.timeline], color="#ee7733", linewidth=1, label="masterEpoch")
+    epochs.set_ylabel("masterEpoch")
+    ax.set_title(f"Masters and epochs of {data.timeline_group[0]}/{data.timeline_group[1]}")
+    fig.autofmt_xdate()
+    return _save(plt, fig, out / "timeline_top_group.png")
+
+
+def _ms(value: float | int | None) -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:,.0f} ms"
+
+
+def _table(header: list[str], rows: list[list[object]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
+    return lines
+
+
+def _section_invariants(summary: Summary) -> list[str]:
+    lines = ["## Invariants", ""]
+    lines += _table(["invariant", "violations"], [[k, n] for k, n in summary.violation_counts.items()])
+    if summary.violations:
+        lines += ["", f"First {len(summary.violations)} violations (all are in `violations/`):", ""]
+        rows = [
+            [v.kind, v.controller_cluster, v.broker_name or "-", f"{v.index}/{v.seq}", v.detail,
+             ", ".join(f"{c}:{i}/{s}" for c, i, s in v.evidence)]
+            for v in summary.violations
+        ]  # fmt: skip
+        lines += _table(["kind", "controller", "group", "entry", "detail", "evidence"], rows)
+    return lines + [""]
+
+
+def _section_failovers(summary: Summary, charts: dict[str, str | None]) -> list[str]:
+    f = summary.failovers
+    lines = ["## Failovers", ""]
+    lines += [f"{f.count:,} failovers started by the controller, {f.resolved:,} resolved. "
+              f"p50 {_ms(f.p50_ms)}, p90 {_ms(f.p90_ms)}, p99 {_ms(f.p99_ms)}, max {_ms(f.max_ms)}.", ""]
+    for name in ("failover_durations", "elections_per_hour"):
+        if charts.get(name):
+            lines += [f"![{name}]({charts[name]})", ""]
+    return lines
+
+
+def _section_flapping(summary: Summary, charts: dict[str, str | None]) -> list[str]:
+    lines = ["## Flapping groups", ""]
+    rows = [[r.rank, r.controller_cluster, r.broker_name, r.max_elections_in_hour, r.elections,
+             r.failovers, f"{r.elections_per_hour:.2f}"] for r in summary.top_flapping]  # fmt: skip
+    lines += _table(["rank", "controller", "group", "max/hour", "elections", "failovers", "per hour"], rows)
+    for name in ("flapping_groups", "timeline_top_group"):
+        if charts.get(name):
+            lines += ["", f"![{name}]({charts[name]})"]
+    return lines + [""]
+
+
+def _section_audit(data: ReportData) -> list[str]:
+    lines = ["## Audit", ""] + _table(["event", "count"], [[e, n] for e, n in data.audit_counts])
+    lines += ["", f"Latest {len(data.audit_rows)} audit events (all are in `audit/`):", ""]
+    rows = [[r["time"], r["controller_cluster"], r["broker_name"], r["event"], r["broker_id"],
+             r["address"] or "-", r["previous_address"] or "-"] for r in data.audit_rows]  # fmt: skip
+    return lines + _table(["time", "controller", "group", "event", "id", "address", "was"], rows) + [""]
+
+
+def _section_linearizability(summary: Summary) -> list[str]:
+    lin = summary.linearizability
+    if lin is None:
+        return []
+    lines = ["## Client histories (linearizability)", "",
+             f"{lin.keys} keys: {lin.linearizable} linearizable, {lin.not_linearizable} not, "
+             f"{lin.undecided} undecided (search bound)."]  # fmt: skip
+    if lin.failing_keys:
+        lines += ["", "Not linearizable: " + ", ".join(f"`{k}`" for k in lin.failing_keys)]
+    return lines + [""]
+
+
+def write_report(out: Path, summary: Summary, data: ReportData) -> None:
+    charts = {
+        "failover_durations": _chart_failovers(data, out),
+        "elections_per_hour": _chart_elections(data, out),
+        "flapping_groups": _chart_flapping(summary, out),
+        "timeline_top_group": _chart_timeline(data, out),
+    }
+    lines = [
+        "# rmqc history report", "",
+        f"{summary.rows:,} log rows from {summary.controller_clusters} controller cluster(s), "
+        f"{summary.groups:,} broker groups, {summary.elections:,} elections; "
+        f"{summary.violation_total} invariant violation(s). Analysed in {summary.elapsed_s:.1f} s.", "",
+        "Tables (Parquet): " + ", ".join(f"`{name}/`" for name in summary.tables), "",
+    ]  # fmt: skip
+    lines += _section_invariants(summary)
+    lines += _section_failovers(summary, charts)
+    lines += _section_flapping(summary, charts)
+    lines += _section_audit(data)
+    lines += _section_linearizability(summary)
+    (out / "report.md").write_text("\n".join(lines), encoding="utf-8")

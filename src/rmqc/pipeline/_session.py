@@ -1,0 +1,52 @@
+"""Creating the Spark session the pipeline runs on (local by default, any cluster by `master`)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEFAULT_MASTER = "local[*]"
+# Small on purpose: local mode has at most a few cores, and 200 (Spark's default) tiny shuffle
+# tasks cost more in scheduling than they save.
+DEFAULT_SHUFFLE_PARTITIONS = 4
+DEFAULT_DRIVER_MEMORY = "4g"
+
+
+def _prepare_environment() -> None:
+    """Workers must run this interpreter (it has rmqc and pandas) and bind loopback only."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+
+
+def make_spark_session(
+    master: str = DEFAULT_MASTER,
+    *,
+    app_name: str = "rmqc-analyze",
+    shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS,
+    driver_memory: str = DEFAULT_DRIVER_MEMORY,
+    extra_conf: dict[str, str] | None = None,
+) -> SparkSession:
+    """Start (or reuse) a Spark session; the UI stays off and logs are quiet."""
+    _prepare_environment()
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config("spark.driver.memory", driver_memory)
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+    )
+    for key, value in (extra_conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
