@@ -31,7 +31,10 @@ from rmqc.fsm import ApplyResult, Command, ControllerState
 from rmqc.liveness import BrokerKey, HeartbeatTable
 from rmqc.remoting import RemotingCommand, loads_fastjson, make_request
 
-DEFAULT_SCENARIOS_PATH = Path("/work/shared/spec/java-scenarios.json")
+# A copy of the shared spec's scenarios travels with the tests, so a checkout is self-contained.
+_REPO_COPY = Path(__file__).resolve().parents[3] / "tests" / "controller" / "java-scenarios.json"
+_SHARED_SPEC = Path("/work/shared/spec/java-scenarios.json")
+DEFAULT_SCENARIOS_PATH = _REPO_COPY if _REPO_COPY.exists() else _SHARED_SPEC
 START_MS = 1_700_000_000_000
 
 # Why: a controller-triggered election is retried at most electMasterMaxRetryCount times; this
