@@ -308,3 +308,22 @@ async def test_open_connections_are_bounded(
             await client.get_config(b.address)
         assert client.connected_addresses() == [a.address]
     assert b.connections_accepted == 0
+
+
+async def test_unusable_leader_address_counts_as_no_leader(cluster: tuple[FakeController, FakeController]) -> None:
+    a, _ = cluster
+    a.leader_address = "not-an-address"
+    async with make_client([a.address], max_retries=1) as client:
+        with pytest.raises(RetriesExhausted, match="names leader 'not-an-address', which is not host:port"):
+            await client.get_replica_info("broker-a")
+
+
+async def test_silent_node_gets_a_share_of_the_timeout_during_discovery(
+    cluster: tuple[FakeController, FakeController],
+) -> None:
+    a, b = cluster
+    a.silent.add(RequestCode.CONTROLLER_GET_METADATA_INFO)
+    async with make_client([a.address, b.address], timeout_ms=1000) as client:
+        response = await client.get_replica_info("broker-a")
+    assert response.ext("servedBy") == "b"
+    assert a.received_codes() == [1005]

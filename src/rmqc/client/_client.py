@@ -186,7 +186,9 @@ class ControllerClient:
                 last_error = exc
                 self._note_failure(target)
                 continue
-            if response is not None and response.code == ResponseCode.CONTROLLER_NOT_LEADER and self._routed(address, leader):
+            refused = response is not None and response.code == ResponseCode.CONTROLLER_NOT_LEADER
+            if refused and self._routed(address, leader):
+                assert response is not None
                 last_error = NotLeaderError(f"{target} answered {_code_name(code)} with 2007 ({response.remark})")
                 self._note_failure(target)
                 continue
@@ -243,25 +245,28 @@ class ControllerClient:
         probe_timeout_s = self._timeout_s / len(self._addresses)
         for _ in range(len(self._addresses)):
             address = self._any_address()
-            with trio.move_on_after(probe_timeout_s):
+            with trio.move_on_after(probe_timeout_s) as probe:
                 try:
-                    response = await self._send_once(
-                        address, RequestCode.CONTROLLER_GET_METADATA_INFO, self._with_consistency(1005, None), None, False
-                    )
-                except ConnectionLost as exc:
+                    return await self._ask_for_leader(address)
+                except (ConnectionLost, NoLeaderError) as exc:
                     failures.append(str(exc))
-                    self._next_address += 1
-                    continue
-                assert response is not None
-                leader = response.ext("controllerLeaderAddress")
-                if response.code == ResponseCode.SUCCESS and leader:
-                    return leader
-                failures.append(f"{address} names no leader (code {response.code})")
-                self._next_address += 1
-                continue
-            failures.append(f"{address} did not answer within {probe_timeout_s * 1000:.0f} ms")
+            if probe.cancelled_caught:
+                failures.append(f"{address} did not answer within {probe_timeout_s * 1000:.0f} ms")
             self._next_address += 1
         raise NoLeaderError("; ".join(failures))
+
+    async def _ask_for_leader(self, address: str) -> str:
+        code = RequestCode.CONTROLLER_GET_METADATA_INFO
+        response = await self._send_once(address, code, self._with_consistency(code, None), None, False)
+        assert response is not None  # two-way
+        leader = response.ext("controllerLeaderAddress")
+        if response.code != ResponseCode.SUCCESS or not leader:
+            raise NoLeaderError(f"{address} names no leader (code {response.code})")
+        try:
+            parse_address(leader)
+        except ConfigError:
+            raise NoLeaderError(f"{address} names leader {leader!r}, which is not host:port") from None
+        return leader
 
     def _note_failure(self, target: str | None) -> None:
         """After a failed attempt: forget a stale leader, and try the next node for `leader=False`."""
