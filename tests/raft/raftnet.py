@@ -201,6 +201,12 @@ class Network:
             self.tick()
         raise AssertionError(f"condition not reached within {max_ticks} ticks (seed {self.seed})")
 
+    def unstick(self) -> None:
+        """As if an election timeout had passed since every restart: restarted nodes refuse
+        votes for that long (they may have acked a lease), which scripted tests skip."""
+        for node in self.nodes.values():
+            node.raft.leader_contact_elapsed = node.raft.config.election_tick
+
     def elect(self, node_id: str) -> None:
         self.nodes[node_id].campaign()
         self.stabilize()
