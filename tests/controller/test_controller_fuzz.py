@@ -14,7 +14,7 @@ CODES = [904, 1001, 1002, 1003, 1004, 1005, 1006, 1009, 1010, 1011, 1012, 1013, 
 KEYS = ["clusterName", "brokerName", "brokerId", "brokerAddr", "brokerAddress", "appliedBrokerId",
         "registerCheckCode", "designateElect", "masterBrokerId", "masterEpoch", "heartbeatTimeoutMills",
         "epoch", "maxOffset", "brokerControllerIdsToClean", "isCleanLivingBroker"]
-values = st.one_of(st.sampled_from(["b", "C", "1", "2", "-1", "0", "true", "1;2", "h:1;0", "x"]),
+values = st.one_of(st.sampled_from(["b", "C", "1", "2", "3", "-1", "0", "true", "1;2", "h:1;0", "x", "99999999999"]),
                    st.text(max_size=6))
 bodies = st.one_of(st.none(), st.sampled_from([b'{"syncStateSet":[1,2],"syncStateSetEpoch":1}', b'["b"]',
                                                b"electMasterMaxRetryCount=1\n", b"{", b"[1]"]),
@@ -27,6 +27,9 @@ requests = st.tuples(st.sampled_from(CODES), st.none() | st.dictionaries(st.samp
 @given(st.lists(requests, max_size=30))
 def test_any_request_sequence_is_answered_and_epochs_never_go_back(sequence) -> None:
     h = ControllerHarness()
+    for address in ("h:1", "h:2"):  # a group named "b" exists, so requests can reach deep paths
+        h.register("C", "b", address)
+        h.heartbeat("C", "b", int(address[-1]), address)
     seen: dict[str, tuple[int, int]] = {}
     for opaque, (code, ext, body, oneway, advance_ms) in enumerate(sequence):
         h.advance(advance_ms)

@@ -266,3 +266,13 @@ def test_a_bad_snapshot_is_refused_and_leaves_the_state_alone(data: bytes) -> No
     with pytest.raises(CommandDecodeError):
         state.restore(data)
     assert state.snapshot() == before
+
+
+def test_entry_size_bound() -> None:
+    from rmqc.fsm import MAX_COMMANDS_PER_ENTRY, TooManyCommands
+
+    too_many = [CleanBrokerData(C, N, None, 0)] * (MAX_COMMANDS_PER_ENTRY + 1)
+    with pytest.raises(TooManyCommands):
+        encode_commands(too_many)
+    with pytest.raises(CommandDecodeError, match="exceed the bound"):
+        decode_commands(b"[" + b",".join([b"1"] * (MAX_COMMANDS_PER_ENTRY + 1)) + b"]")

@@ -85,6 +85,9 @@ class HeaderSpec:
                 if required is not None:
                     raise MissingHeaderField(name)
                 values[name] = default
-            else:
-                values[name] = parse(text, default)
+                continue
+            value = parse(text, default)
+            if value is None and required == "needed":
+                raise MissingHeaderField(name)  # unparsable: Java keeps null, then fails (code 1)
+            values[name] = value
         return values

@@ -6,6 +6,7 @@ reaches the same state and the same results.
 
 from ._commands import (
     COMMAND_TAGS as COMMAND_TAGS,
+    MAX_COMMANDS_PER_ENTRY as MAX_COMMANDS_PER_ENTRY,
     AlterSyncStateSet as AlterSyncStateSet,
     ApplyBrokerId as ApplyBrokerId,
     CleanBrokerData as CleanBrokerData,
@@ -18,7 +19,7 @@ from ._commands import (
     encode_commands as encode_commands,
 )
 from ._describe import describe_command as describe_command
-from ._errors import CommandDecodeError as CommandDecodeError
+from ._errors import CommandDecodeError as CommandDecodeError, TooManyCommands as TooManyCommands
 from ._export import (
     EXPORT_COLUMN_NAMES as EXPORT_COLUMN_NAMES,
     EXPORT_COLUMNS as EXPORT_COLUMNS,

@@ -20,7 +20,7 @@ import orjson
 from cattrs.errors import BaseValidationError
 from cattrs.preconf.orjson import make_converter
 
-from ._errors import CommandDecodeError
+from ._errors import CommandDecodeError, TooManyCommands
 
 
 class Trigger(StrEnum):
@@ -125,9 +125,7 @@ def encode_commands(commands: list[Command]) -> bytes:
     if not commands:
         return b""
     if len(commands) > MAX_COMMANDS_PER_ENTRY:
-        raise CommandDecodeError(
-            f"{len(commands)} commands in one entry exceed the bound of {MAX_COMMANDS_PER_ENTRY}"
-        )
+        raise TooManyCommands(f"{len(commands)} commands in one entry exceed the bound of {MAX_COMMANDS_PER_ENTRY}")
     return orjson.dumps([[command_tag(c), _converter.unstructure(c)] for c in commands])
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rmqc.errors import ProtocolError
+from rmqc.errors import BoundExceeded, ProtocolError
 
 
 class CommandDecodeError(ProtocolError):
@@ -11,3 +11,7 @@ class CommandDecodeError(ProtocolError):
     The message names what was wrong (which command position, which field), so a corrupt or
     foreign entry found by `rmqc log dump` or on apply is reported, never half-applied.
     """
+
+
+class TooManyCommands(BoundExceeded):
+    """More commands than MAX_COMMANDS_PER_ENTRY were put into one log entry."""
