@@ -470,3 +470,19 @@ def test_notifications_without_a_clock_use_table_membership(h: ControllerHarness
     assert [address for address, _ in h.processor.notifications_for(result)] == [A, B]
     h.liveness.remove(BrokerKey(C, N, 1))
     assert [address for address, _ in h.processor.notifications_for(result, h.now_ms)] == [B]
+
+
+def test_scan_does_nothing_when_the_controller_makes_no_attempts(h: ControllerHarness) -> None:
+    make_groups(h, 1)
+    h.config.update_from_properties("electMasterMaxRetryCount=0")
+    h.liveness.remove(BrokerKey(C, "g0", 1))
+    assert h.processor.inactive_master_scan(h.now_ms) == []
+
+
+def test_harness_scan_reelects_a_master_that_vanished_without_an_event(h: ControllerHarness) -> None:
+    make_groups(h, 1)
+    h.liveness.remove(BrokerKey(C, "g0", 1))  # no close, no expiry event
+    h.advance(4999)
+    assert h.state.group("g0").master_id == 1
+    h.advance(1)  # scanInactiveMasterInterval (5000 ms) reached
+    assert h.state.group("g0").master_id == 2
