@@ -276,3 +276,20 @@ def test_entry_size_bound() -> None:
         encode_commands(too_many)
     with pytest.raises(CommandDecodeError, match="exceed the bound"):
         decode_commands(b"[" + b",".join([b"1"] * (MAX_COMMANDS_PER_ENTRY + 1)) + b"]")
+
+
+def test_restore_leaves_the_garbage_collector_as_it_found_it() -> None:
+    import gc
+
+    state = three_replicas_with_master()
+    assert gc.isenabled()
+    ControllerState().restore(state.snapshot())
+    with pytest.raises(CommandDecodeError):
+        ControllerState().restore(b"junk")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        ControllerState().restore(state.snapshot())
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
