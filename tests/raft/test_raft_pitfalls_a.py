@@ -372,3 +372,23 @@ def test_17_snapshot_without_us_is_refused() -> None:
     node.step(msg(MT.SNAP, "n1", "n3", term=2, snapshot=snap))
     drain(node, storage)
     assert storage.snapshot().is_empty and node.raft.log.committed == 3  # the bootstrap only
+
+
+def test_16_lost_snapshot_report_does_not_strand_the_follower() -> None:
+    from rmqc.raft._core import SNAPSHOT_REPORT_TIMEOUT_ELECTIONS
+
+    net = elected(["n1", "n2", "n3"])
+    net.isolate("n3")
+    for i in range(5):
+        net.propose("n1", b"e%d" % i)
+    applied = net.nodes["n1"].status().applied
+    net.storages["n1"].create_snapshot(applied, net.nodes["n1"].conf_state, b"snap")
+    net.storages["n1"].compact(applied)
+    net.recover()
+    net.ignore(MT.SNAP)  # the snapshot is lost and nobody calls report_snapshot
+    net.tick(ticks=2)
+    pr = net.nodes["n1"].raft.progress["n3"]
+    assert pr.state is ProgressState.SNAPSHOT
+    net.tick(ticks=SNAPSHOT_REPORT_TIMEOUT_ELECTIONS * ET)
+    net.recover()
+    net.tick_until(lambda: net.snapshots_applied.get("n3") == applied, 3 * ET)

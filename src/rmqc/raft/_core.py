@@ -80,6 +80,12 @@ MEMBERSHIP_AFTER = {
 # log never materialises at once.
 SCAN_PAGE_BYTES = 1024 * 1024
 
+# The transport reports every snapshot send (report_snapshot); if that report is lost, a follower
+# would stay in SNAPSHOT forever. After this many election timeouts without news we assume the send
+# failed and probe again (a retry bound, not a transfer-time limit: a slow install still succeeds
+# because its append reply moves the follower on).
+SNAPSHOT_REPORT_TIMEOUT_ELECTIONS = 5
+
 
 class CampaignType(Enum):
     PRE_ELECTION = "pre_election"
@@ -228,9 +234,18 @@ class RaftCore:
                 return
             if self.lead_transferee is not None:
                 self._abort_transfer(fence=True)  # took longer than an election timeout
+            self._expire_unreported_snapshots()
         if self.heartbeat_elapsed >= self.config.heartbeat_tick:
             self.heartbeat_elapsed = 0
             self._bcast_heartbeat()
+
+    def _expire_unreported_snapshots(self) -> None:
+        for pr in self.progress.values():
+            if pr.state is ProgressState.SNAPSHOT:
+                pr.snapshot_timeouts += 1
+                if pr.snapshot_timeouts >= SNAPSHOT_REPORT_TIMEOUT_ELECTIONS:
+                    pr.pending_snapshot = 0
+                    pr.become_probe()
 
     def _quorum_recently_active(self) -> bool:
         """CheckQuorum: a quorum of voters (learners do not count) answered since the last check."""

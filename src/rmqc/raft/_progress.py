@@ -67,12 +67,14 @@ class Progress:
         # a heartbeat reply clears it so one (maybe empty) append can resume a stalled stream.
         self.flow_paused = False
         self.pending_snapshot = 0
+        self.snapshot_timeouts = 0  # election timeouts spent in SNAPSHOT without a report
         self.recent_active = False
         self.inflights = Inflights(max_inflight, max_inflight_bytes)
 
     def _reset_state(self, state: ProgressState) -> None:
         self.flow_paused = False
         self.pending_snapshot = 0
+        self.snapshot_timeouts = 0
         self.state = state
         self.inflights.reset()
 
