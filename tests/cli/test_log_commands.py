@@ -288,7 +288,9 @@ def flip_in_data_file(data_dir: Path, needle: bytes) -> None:
     raw = bytearray(data_file.read_bytes())
     at = raw.find(needle)
     assert at >= 0, needle
-    raw[at + 3] ^= 0x20
+    while at >= 0:  # every copy: stale ones may sit in unused page space
+        raw[at + 3] ^= 0x20
+        at = raw.find(needle, at + 1)
     data_file.write_bytes(bytes(raw))
 
 

@@ -15,9 +15,9 @@ import pytest
 from rmqc.storage import LmdbStorage
 
 CHILD = Path(__file__).with_name("crash_child.py")
-KILLS = 30
+KILLS = 25
 # Durable reports to wait for before a kill; spread so kills land early and late in a run.
-MAX_REPORTS_BEFORE_KILL = 60
+MAX_REPORTS_BEFORE_KILL = 40
 SEED = 20261122
 
 

@@ -39,11 +39,14 @@ def write_log(path: Path, count: int, **kwargs: object) -> None:
 
 
 def flip_byte_of(path: Path, needle: bytes, offset_in_needle: int = 5) -> None:
+    """Flip one byte in every copy of `needle` (stale copies may sit in unused page space)."""
     data_file = path / DATA_FILE_NAME
     raw = bytearray(data_file.read_bytes())
     at = raw.find(needle)
     assert at >= 0, f"{needle!r} not found in {data_file}"
-    raw[at + offset_in_needle] ^= 0x40
+    while at >= 0:
+        raw[at + offset_in_needle] ^= 0x40
+        at = raw.find(needle, at + 1)
     data_file.write_bytes(bytes(raw))
 
 
@@ -283,3 +286,43 @@ def test_node_lock(tmp_path: Path) -> None:
             acquire_node_lock(tmp_path)
     assert not is_locked_by_live_node(tmp_path)
     assert live_lock_holder(tmp_path) is None
+
+
+# ----- threads: readers while the map grows -----
+
+
+def test_readers_in_other_threads_while_the_map_grows(tmp_path: Path) -> None:
+    """The Trio server saves from a worker thread while the Raft core reads: a map resize must
+    wait for open read transactions instead of remapping under them."""
+    import threading
+
+    storage = LmdbStorage(tmp_path, map_size_bytes=64 << 10, sync=False)
+    storage.save(None, [Entry(1, 1, data=known_payload(1))])
+    stop = threading.Event()
+    failures: list[BaseException] = []
+    reads = [0]
+
+    def reader() -> None:
+        try:
+            while not stop.is_set():
+                last = storage.last_index()
+                entries = storage.entries(max(1, last - 20), last + 1)
+                assert [e.index for e in entries] == list(range(entries[0].index, last + 1))
+                reads[0] += 1
+        except BaseException as exc:  # reported to the test thread below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=reader) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    try:
+        for lo in range(2, 1502, 100):
+            storage.save(None, [Entry(i, 1, data=known_payload(i) * 20) for i in range(lo, lo + 100)])
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=30)
+    assert not failures, failures
+    assert storage.map_size_bytes >= 1 << 20  # it did grow, several times
+    assert reads[0] > 0
+    storage.close()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,9 +106,11 @@ class LmdbStorage:
             max_dbs=len(_DB_NAMES),
             sync=sync,
             readonly=readonly,
-            meminit=False,
         )
         self._gate = ResizeGate(RESIZE_DRAIN_TIMEOUT_S)
+        # Writers (save, snapshots, compaction) may come from different worker threads: each
+        # checks and updates the cached bounds under this lock, so no update is lost.
+        self._writer = threading.RLock()
         try:
             self._dbs = {name: self._open_db(raw) for name, raw in _DB_NAMES.items()}
             self._bounds, self._snapshot = self._load_cached_state()
@@ -163,12 +166,13 @@ class LmdbStorage:
         """
         if self.readonly:
             raise StorageError(f"storage at {self.path} was opened read-only")
-        while True:
-            try:
-                with self._gate.shared(), self._env.begin(write=True) as txn:
-                    return fn(txn)
-            except lmdb.MapFullError:
-                self._grow_map()
+        with self._writer:
+            while True:
+                try:
+                    with self._gate.shared(), self._env.begin(write=True) as txn:
+                        return fn(txn)
+                except lmdb.MapFullError:
+                    self._grow_map()
 
     def _grow_map(self) -> None:
         current = self._env.info()["map_size"]
@@ -302,10 +306,11 @@ class LmdbStorage:
             snapshot = None
         if hard_state is None and not entries and snapshot is None:
             return
-        bounds, snapshot_state = self._write(
-            lambda txn: self._save_in_txn(txn, hard_state, entries, snapshot)
-        )
-        self._bounds, self._snapshot = bounds, snapshot_state
+        with self._writer:
+            bounds, snapshot_state = self._write(
+                lambda txn: self._save_in_txn(txn, hard_state, entries, snapshot)
+            )
+            self._bounds, self._snapshot = bounds, snapshot_state
         if snapshot is not None and self._has_leftovers():
             self._sweep_compacted()
 
@@ -376,6 +381,10 @@ class LmdbStorage:
         self._write(lambda txn: txn.put(_KEY, encoded, db=self._dbs["membership"]))
 
     def create_snapshot(self, index: int, conf_state: ConfState, data: bytes) -> Snapshot:
+        with self._writer:
+            return self._create_snapshot_locked(index, conf_state, data)
+
+    def _create_snapshot_locked(self, index: int, conf_state: ConfState, data: bytes) -> Snapshot:
         if index <= self._snapshot.meta.index:
             raise SnapshotOutOfDateError(
                 f"snapshot at {index} is not newer than the stored one at {self._snapshot.meta.index}"
@@ -388,6 +397,12 @@ class LmdbStorage:
 
     def compact(self, index: int, *, progress: Callable[[int, int], None] | None = None) -> None:
         """Drop entries up to `index` (covered by the snapshot); progress(done, total) per batch."""
+        with self._writer:
+            dropped = self._move_boundary_locked(index)
+        self._sweep_compacted(progress, total=dropped)  # batches, letting saves in between
+
+    def _move_boundary_locked(self, index: int) -> int:
+        """Write the compaction boundary durably; the number of entries it hides."""
         bounds = self._bounds
         if index <= bounds.compacted_index:
             raise CompactedError(f"compact to {index}: already compacted up to {bounds.compacted_index}")
@@ -398,7 +413,7 @@ class LmdbStorage:
         term = self.term(index)
         self._write(lambda txn: self._put_boundary(txn, index, term))
         self._bounds = _Bounds(index, term, bounds.last_index, bounds.last_term)
-        self._sweep_compacted(progress, total=index - bounds.compacted_index)
+        return index - bounds.compacted_index
 
     def _has_leftovers(self) -> bool:
         def first_key(txn: lmdb.Transaction) -> int | None:
