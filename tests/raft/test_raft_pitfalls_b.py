@@ -13,6 +13,7 @@ from rmqc.raft import (
     ConfChangeType,
     Config,
     Entry,
+    EntryType,
     MessageType,
     NoLeader,
     NotLeader,
@@ -522,7 +523,7 @@ def test_38_uncommitted_size_accounting() -> None:
     with pytest.raises(UncommittedSizeExceeded) as info:
         leader.propose(b"y")
     assert info.value.max_bytes == 100
-    leader.raft._append_entries([Entry(0, 0)])  # an empty entry is never refused
+    leader.raft._append_entries([(EntryType.NORMAL, b"")])  # an empty entry is never refused
     net.recover()
     net.tick(ticks=2)
     assert leader.status().uncommitted_size == 0

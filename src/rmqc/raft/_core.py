@@ -28,6 +28,7 @@ from ._errors import (
     UncommittedSizeExceeded,
 )
 from ._log import RaftLog
+from ._memory_storage import entries_size
 from ._progress import Progress, ProgressState
 from ._quorum import VoteResult, committed_index, has_quorum, vote_result
 from ._ready import ReadState
@@ -206,7 +207,7 @@ class RaftCore:
         # The uncommitted tail may hold a config change: assume it does (pitfall 19).
         self.pending_conf_index = self.log.last_index()
         self._track_inherited_tail()
-        self._append_entries([Entry(0, 0)])  # the no-op that lets us commit (thesis 3.6.2)
+        self._append_entries([(EntryType.NORMAL, b"")])  # the no-op that lets us commit (thesis 3.6.2)
 
     # ================================================================ ticks
     def tick(self) -> None:
@@ -479,7 +480,7 @@ class RaftCore:
         self.check_can_propose()
         if not datas:
             return
-        self._append_entries([Entry(0, 0, EntryType.NORMAL, bytes(d)) for d in datas])
+        self._append_entries([(EntryType.NORMAL, bytes(d)) for d in datas])
         self._bcast_append()
 
     def propose_conf_change(self, cc: ConfChange) -> None:
@@ -495,7 +496,7 @@ class RaftCore:
             )
         if not self._conf_change_leaves_voters(cc):
             raise ConfChangeRefused(f"conf change refused: {cc.type.name} {cc.node_id} leaves no voter")
-        self._append_entries([Entry(0, 0, EntryType.CONF_CHANGE, encode_conf_change(cc))])
+        self._append_entries([(EntryType.CONF_CHANGE, encode_conf_change(cc))])
         self.pending_conf_index = self.log.last_index()
         self._bcast_append()
 
@@ -503,18 +504,17 @@ class RaftCore:
         voters, _ = _changed_membership(self.voters, self.learners, cc)
         return bool(voters)
 
-    def _append_entries(self, entries: Sequence[Entry]) -> None:
-        size = sum(len(e.data) for e in entries)
+    def _append_entries(self, payloads: Sequence[tuple[EntryType, bytes]]) -> None:
+        """Stamp (type, data) pairs with our term and the next indexes, and append them."""
+        size = sum(len(data) for _, data in payloads)
         limit = self.config.max_uncommitted_size
         # Empty entries are never refused, and anything fits an empty tail (pitfall 38).
         if size and self.uncommitted_size and self.uncommitted_size + size > limit:
             raise UncommittedSizeExceeded(self.uncommitted_size, size, limit)
-        first = self.log.last_index() + 1
-        stamped = [Entry(first + i, self.term, e.type, e.data) for i, e in enumerate(entries)]
+        first, term = self.log.last_index() + 1, self.term
+        stamped = [Entry(first + i, term, kind, data) for i, (kind, data) in enumerate(payloads)]
         self.log.append(stamped)
-        for e in stamped:
-            if e.data:
-                self._uncommitted.append((e.index, len(e.data)))
+        self._uncommitted.extend((e.index, len(e.data)) for e in stamped if e.data)
         self.uncommitted_size += size
 
     def _track_inherited_tail(self) -> None:
@@ -545,7 +545,7 @@ class RaftCore:
             return self._maybe_send_snapshot(to, pr)  # never guess a compacted term (pitfall 15)
         if not entries and not send_if_empty:
             return False
-        size = sum(e.size_bytes() for e in entries)
+        size = entries_size(entries)
         self._send(
             Message(MT.APP, to, self.id, term=self.term, index=pr.next - 1, log_term=prev_term,
                     entries=tuple(entries), commit=self.log.committed)
@@ -758,7 +758,7 @@ class RaftCore:
         if fence and self.role is Role.LEADER:
             # A TimeoutNow may still be in flight; the lease stays off until an entry appended
             # after the abort commits, which the late target can no longer win against.
-            self._append_entries([Entry(0, 0)])
+            self._append_entries([(EntryType.NORMAL, b"")])
             self.lease_fence_index = self.log.last_index()
             self._bcast_append()
 
