@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from rmqc import fsm
+from rmqc import fsm, raft
 from rmqc.cli.main import app
-from rmqc.raft._types import Entry, HardState
+from rmqc.raft._types import ConfChange, ConfChangeType, ConfState, Entry, EntryType, HardState
 from rmqc.storage import DATA_FILE_NAME, LmdbStorage, acquire_node_lock
 
 runner = CliRunner()
@@ -278,6 +278,42 @@ def test_export_after_compaction_starts_from_the_snapshot(tmp_path: Path) -> Non
     assert [r["index"] for r in rows] == [42, 42, 43, 44, 45]
     # Replayed on the snapshot's state: broker-0 already has a master at epoch 1.
     assert rows[2]["result"] == "stale_master_epoch"
+
+
+# ----- membership entries -----
+
+
+def test_conf_changes_in_dump_compact_and_export(tmp_path: Path) -> None:
+    """Membership bootstrapped as log entries: dump describes them, compact's snapshot carries
+    the membership they build, export gives them one row each."""
+    data_dir = tmp_path / "n1"
+    address = b"127.0.0.1:9878"
+    changes = [ConfChange(ConfChangeType.ADD_VOTER, node, address) for node in ("n1", "n2", "n3")]
+    changes.append(ConfChange(ConfChangeType.REMOVE_NODE, "n3"))
+    membership = [
+        Entry(i, 1, EntryType.CONF_CHANGE, raft.encode_conf_change(c))
+        for i, c in enumerate(changes, start=1)
+    ]
+    entries = membership + controller_entries(1, first_index=len(membership) + 1)
+    with LmdbStorage(data_dir, sync=False) as storage:
+        storage.save(HardState(term=1, commit=entries[-1].index), entries)
+
+    dump_result = invoke("dump", data_dir, "--to", 5)
+    assert dump_result.exit_code == 0, dump_result.output
+    lines = dump_result.stdout.splitlines()
+    assert lines[0].split(None, 3)[3] == "conf change: add voter n1 (127.0.0.1:9878)"
+    assert lines[3].split(None, 3)[3] == "conf change: remove node n3"
+    assert lines[4].split()[2:] == ["normal", "no-op", "(leader", "start)"]
+
+    out = tmp_path / "h.jsonl"
+    assert invoke("export", data_dir, "--out", out).exit_code == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["command"] for r in rows[:5]] == ["conf_change"] * 4 + ["noop"]
+
+    compact_result = invoke("compact", data_dir, "--keep", 0)
+    assert compact_result.exit_code == 0, compact_result.output
+    with LmdbStorage(data_dir, sync=False) as storage:
+        assert storage.snapshot().meta.conf_state == ConfState(voters=("n1", "n2"))
 
 
 # ----- helpers -----

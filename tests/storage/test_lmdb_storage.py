@@ -326,3 +326,26 @@ def test_readers_in_other_threads_while_the_map_grows(tmp_path: Path) -> None:
     assert storage.map_size_bytes >= 1 << 20  # it did grow, several times
     assert reads[0] > 0
     storage.close()
+
+
+def test_reader_follows_a_map_grown_by_another_process(tmp_path: Path) -> None:
+    """`rmqc log dump` on a live node: the node grows the map while the reader has it open."""
+    write_log(tmp_path, 10, map_size_bytes=64 << 10)
+    grower = (
+        "import sys\n"
+        "from rmqc.raft._types import Entry\n"
+        "from rmqc.storage import LmdbStorage\n"
+        "with LmdbStorage(sys.argv[1], map_size_bytes=64 << 10, sync=False) as s:\n"
+        "    s.save(None, [Entry(i, 5, data=bytes(3000)) for i in range(11, 1011)])\n"
+        "    print(s.map_size_bytes)\n"
+    )
+    with LmdbStorage(tmp_path, map_size_bytes=64 << 10, readonly=True) as reader:
+        assert reader.entries(1, 11)[-1].data == known_payload(10)
+        done = subprocess.run(
+            [sys.executable, "-c", grower, str(tmp_path)], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        assert int(done.stdout) > 64 << 10
+        assert reader.entries(1, 11)[-1].data == known_payload(10)
+        assert reader.raw_log_records().__next__()[0] == _codec.index_key(1)
+        assert sum(1 for _ in reader.raw_log_records()) == 1010

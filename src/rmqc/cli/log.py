@@ -76,17 +76,9 @@ def describe_entry(entry: Entry) -> list[str]:
     return [fsm.describe_command(c) for c in commands] or ["no-op (leader start)"]
 
 
-def _conf_change_decoder() -> Callable[[bytes], Any] | None:
-    """raft.decode_conf_change, looked up late: the Raft package may not export it yet."""
-    return getattr(raft, "decode_conf_change", None)
-
-
 def _describe_conf_change(data: bytes) -> str:
-    decode = _conf_change_decoder()
-    if decode is None:
-        return f"conf change ({len(data)} bytes)"
     try:
-        change = decode(data)
+        change = raft.decode_conf_change(data)
     except RmqcError as exc:
         return f"conf change, undecodable: {exc}"
     context = f" ({change.context.decode(errors='replace')})" if change.context else ""
@@ -171,10 +163,7 @@ def _snapshot_of_committed_state(storage: LmdbStorage, progress: ProgressFn) -> 
 
 
 def _apply_conf_change(conf_state: ConfState, data: bytes) -> ConfState:
-    decode = _conf_change_decoder()
-    if decode is None:
-        return conf_state  # falls back to the recorded membership
-    change = decode(data)
+    change = raft.decode_conf_change(data)
     voters = [v for v in conf_state.voters if v != change.node_id]
     learners = [n for n in conf_state.learners if n != change.node_id]
     target = {ConfChangeType.ADD_VOTER: voters, ConfChangeType.ADD_LEARNER: learners}.get(change.type)
