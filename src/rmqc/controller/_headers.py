@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -11,7 +10,6 @@ from rmqc.remoting import RemotingCommand
 
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
-_INTEGER = re.compile(r"[+-]?\d{1,20}")
 
 
 class MissingHeaderField(ProtocolError):
@@ -28,8 +26,11 @@ class BadRequestBody(ProtocolError):
 
 def _parse_integer(low: int, high: int) -> Callable[[str, object], object]:
     def parse(text: str, default: object) -> object:
-        # Java: a value that fails to parse is logged and the field keeps its default.
-        if not (text.isascii() and text.isdigit()) and not _INTEGER.fullmatch(text):
+        # Java Long/Integer.parseLong syntax only (optional sign, ASCII digits): Python's int()
+        # would also take spaces, underscores and non-ASCII digits. Java keeps the field's
+        # default when a value fails to parse (it only logs).
+        digits = text[1:] if text[:1] in ("+", "-") else text
+        if not (digits.isascii() and digits.isdigit()) or len(digits) > 19:
             return default
         value = int(text)
         return value if low <= value <= high else default

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Hashable, Sequence
+from typing import Callable, Hashable, NamedTuple, Sequence
 
 from rmqc.fsm import ApplyResult, Command
 from rmqc.remoting import RemotingCommand
@@ -23,9 +23,9 @@ class NodeInfo:
         return "".join(f"{node_id}:{address};" for node_id, address in self.peers)
 
 
-@dataclass(frozen=True, slots=True)
-class RequestContext:
-    """Everything about the moment and the node a handler may need; the server fills it in."""
+class RequestContext(NamedTuple):
+    """Everything about the moment and the node a handler may need; the server fills it in.
+    (A NamedTuple: the server builds one per request, heartbeats included.)"""
 
     now_ms: int
     channel_id: Hashable | None = None  # the broker connection (for close detection)

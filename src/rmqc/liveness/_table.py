@@ -45,9 +45,9 @@ class BrokerKey(NamedTuple):
     broker_id: int
 
 
-@dataclass(frozen=True, slots=True)
-class Heartbeat:
-    """The fields of one 904 request (spec 3.1) that liveness keeps."""
+class Heartbeat(NamedTuple):
+    """The fields of one 904 request (spec 3.1) that liveness keeps. A NamedTuple because one is
+    built per heartbeat (the hottest path): about 5x cheaper to create than a frozen dataclass."""
 
     key: BrokerKey
     broker_addr: str
