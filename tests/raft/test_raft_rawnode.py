@@ -147,3 +147,22 @@ def test_same_seed_same_run() -> None:
         return [(m.type.name, m.term, m.to) for m in net.delivered]
 
     assert run() == run()
+
+
+def test_applied_ahead_of_persisted_commit_moves_commit() -> None:
+    net = Network(["n1", "n2", "n3"])
+    net.elect("n1")
+    net.propose("n1", b"a")
+    applied = net.nodes["n2"].status().applied
+    hs = net.storages["n2"].initial_state()[0]
+    net.storages["n2"].save(HardState(hs.term, hs.vote, 1), [])  # commit persisted late
+    node = RawNode(Config(id="n2", applied=applied), net.storages["n2"], random.Random(0))
+    assert node.status().commit == applied == node.status().applied
+
+
+def test_follower_forwards_a_transfer_request_to_the_leader() -> None:
+    net = Network(["n1", "n2", "n3"])
+    net.elect("n1")
+    net.nodes["n2"].transfer_leader("n2")
+    net.stabilize()
+    assert net.leader() == "n2"

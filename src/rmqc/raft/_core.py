@@ -108,8 +108,9 @@ class RaftCore:
             hard_state = self._bootstrap(peers)
         if not conf_state.voters and not conf_state.learners and peers:
             conf_state = ConfState(voters=tuple(peers))
-        if hard_state.commit:
-            self.log.commit_to(hard_state.commit)
+        # The state machine (config.applied) may be ahead of the persisted commit (pitfall 11):
+        # whatever it applied was committed, so commit covers it.
+        self.log.commit_to(max(hard_state.commit, self.log.applied))
         self.term = hard_state.term
         self.vote = hard_state.vote
         self.voters: set[str] = set(conf_state.voters)
