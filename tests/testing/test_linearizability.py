@@ -205,3 +205,12 @@ def test_stale_read_is_caught(seed: int, op_count: int, process_count: int) -> N
     result = check_key(ops)
     assert not result.ok, f"seed={seed}: stale read not caught"
     assert result.witness.startswith("not linearizable")
+
+
+def test_unread_unknown_writes_are_dropped_but_read_ones_kept() -> None:
+    ops = [w(f"p{i}", f"v{i}", i, None) for i in range(40)] + [r("z", "v3", 100, 101), r("z", "v3", 102, 103)]
+    result = check_key(ops, max_states=10_000)
+    assert result.ok and result.ops_checked == 3
+    ops.append(r("z", "v5", 104, 105))
+    ops.append(r("z", "v3", 106, 107))  # v3 again after v5: both writes are known to be unique
+    assert not check_key(ops, max_states=10_000).ok

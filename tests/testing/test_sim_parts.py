@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from rmqc.raft._memory_storage import MemoryStorage
+from rmqc.raft import MemoryStorage
 from rmqc.raft._types import Entry, EntryType, HardState
 from rmqc.testing._simcheck import SafetyChecker
 from rmqc.testing._simclock import EventQueue

@@ -54,12 +54,13 @@ class SafetyChecker:
 
     # -- elections ----------------------------------------------------------------------------
     def observe_leader(self, node: str, term: int) -> None:
-        holder = self.leader_of_term.setdefault(term, node)
-        if holder != node:
-            self.fail(f"election safety: {holder} and {node} both lead term {term}")
-            return
-        if node not in self.leaders_to_check or self.leaders_to_check[node][0] != term:
+        holder = self.leader_of_term.get(term)
+        if holder is None:
+            # First sighting of this leader: what is committed now must already be in its log.
+            self.leader_of_term[term] = node
             self.leaders_to_check[node] = (term, self.committed_max)
+        elif holder != node:
+            self.fail(f"election safety: {holder} and {node} both lead term {term}")
 
     def check_leader_log(self, node: str, term: int, storage: Storage) -> None:
         """Leader completeness, checked once the leader's election-time log is durable."""

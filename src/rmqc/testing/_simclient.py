@@ -23,6 +23,7 @@ class ClientKnobs:
     kind_weights: tuple[int, int, int] = (4, 3, 3)  # write, read, lease
     think_max_us: int = 20_000
     timeout_us: int = 500_000  # longer than an election, shorter than a run
+    follow_hint_p: float = 0.7
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +91,9 @@ class SimClient:
         self.schedule(self.knobs.timeout_us, self.on_timeout, request.op_id)
 
     def _target(self, kind: str) -> str:
-        if kind != "read" and self.leader_hint is not None and self.rng.random() < 0.9:
+        # Mostly the node believed to lead, sometimes any node: clients on the far side of a
+        # partition keep talking to an old leader while others already found the new one.
+        if kind != "read" and self.leader_hint is not None and self.rng.random() < self.knobs.follow_hint_p:
             return self.leader_hint
         return self.rng.choice(list(self.node_ids))
 

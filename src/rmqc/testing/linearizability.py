@@ -96,7 +96,13 @@ def _hashable(value: Any) -> Any:
 
 
 def _relevant(ops: Iterable[Op]) -> list[Op]:
-    """The ops that constrain the search: no failed ops, no reads without an answer."""
+    """The ops that constrain the search: no failed ops, no reads without an answer, and no
+    unknown-outcome writes whose value no read returned.
+
+    Why the last rule is exact: such a write can always be linearized at the very end (its
+    completion is unbounded), and in any linearization it can be removed, since no read returns its
+    value and so no read sits between it and the next write. Dropping these writes keeps the search
+    from trying every subset of them, which is what makes histories with many timeouts explode."""
     kept = []
     for op in ops:
         if op.kind not in (READ, WRITE):
@@ -104,7 +110,12 @@ def _relevant(ops: Iterable[Op]) -> list[Op]:
         if not op.ok or (op.kind == READ and op.complete_ns is None):
             continue
         kept.append(op)
-    return kept
+    values_read = {_hashable(op.value) for op in kept if op.kind == READ}
+    return [
+        op
+        for op in kept
+        if op.kind == READ or op.complete_ns is not None or _hashable(op.value) in values_read
+    ]
 
 
 class _EventList:

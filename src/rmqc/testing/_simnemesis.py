@@ -1,0 +1,181 @@
+"""The fault schedule of one simulated run: every few hundred milliseconds of virtual time it picks
+one fault from a weighted table and applies it. Faults: symmetric partitions, isolating the
+leader, one-way link cuts, healing, crashes (with a restart later), pauses, leadership transfers and
+single-server membership changes (remove a voter, add it back as a learner, promote it)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from rmqc.errors import RaftError
+from rmqc.raft._types import ConfChange, ConfChangeType
+
+if TYPE_CHECKING:
+    from ._simnode import SimNode
+    from ._simworld import World
+
+
+@dataclass(frozen=True, slots=True)
+class NemesisKnobs:
+    interval_min_us: int = 30_000
+    interval_max_us: int = 250_000
+    down_min_us: int = 20_000
+    down_max_us: int = 800_000
+    pause_min_us: int = 20_000
+    pause_max_us: int = 300_000
+    weights: dict[str, int] = field(
+        default_factory=lambda: {
+            "heal": 4,
+            "partition": 2,
+            "isolate_leader": 2,
+            "cut_one_way": 2,
+            "crash": 2,
+            "crash_leader": 1,
+            "pause": 2,
+            "pause_leader": 1,
+            "transfer": 2,
+            "reconfigure": 2,
+            "skew_clocks": 1,
+        }
+    )
+
+
+class Nemesis:
+    def __init__(self, world: World, rng: random.Random, knobs: NemesisKnobs) -> None:
+        self.world = world
+        self.rng = rng
+        self.knobs = knobs
+        self.active = True
+        names = sorted(name for name, weight in knobs.weights.items() if weight > 0)
+        self.actions: list[Callable[[], None]] = [getattr(self, f"_{name}") for name in names]
+        self.weights = [knobs.weights[name] for name in names]
+
+    def start(self) -> None:
+        self._schedule()
+
+    def stop(self) -> None:
+        self.active = False
+
+    def _schedule(self) -> None:
+        delay = self.rng.randint(self.knobs.interval_min_us, self.knobs.interval_max_us)
+        self.world.events.after(delay, self._act)
+
+    def _act(self) -> None:
+        if not self.active or not self.actions:
+            return
+        self.rng.choices(self.actions, weights=self.weights)[0]()
+        self._schedule()
+
+    # -- the faults -----------------------------------------------------------------------------
+    def _heal(self) -> None:
+        self.world.net.heal()
+        self.world.trace("nemesis: heal network")
+
+    def _partition(self) -> None:
+        ids = list(self.world.node_ids)
+        self.rng.shuffle(ids)
+        cut = self.rng.randint(1, len(ids) // 2)
+        groups = [sorted(ids[:cut]), sorted(ids[cut:])]
+        self.world.net.partition(groups)
+        self.world.trace(f"nemesis: partition {groups[0]} | {groups[1]}")
+
+    def _isolate_leader(self) -> None:
+        leader = self.world.leader()
+        if leader is None:
+            return
+        self.world.net.isolate(leader.id, self.world.node_ids)
+        self.world.trace(f"nemesis: isolate leader {leader.id}")
+
+    def _cut_one_way(self) -> None:
+        frm, to = self.rng.sample(list(self.world.node_ids), 2)
+        self.world.net.cut_one_way(frm, to)
+        self.world.trace(f"nemesis: cut {frm}->{to}")
+
+    def _crash(self) -> None:
+        self._crash_node(self._pick_up_node())
+
+    def _crash_leader(self) -> None:
+        self._crash_node(self.world.leader())
+
+    def _crash_node(self, node: SimNode | None) -> None:
+        if node is None:
+            return
+        node.crash()
+        down = self.rng.randint(self.knobs.down_min_us, self.knobs.down_max_us)
+        self.world.events.after(down, self._restart, node)
+        self.world.trace(f"nemesis: crash {node.id} for {down // 1000} ms")
+
+    def _restart(self, node: SimNode) -> None:
+        if not node.up:
+            node.start()
+            self.world.trace(f"{node.id} restarts")
+
+    def _pause(self) -> None:
+        self._pause_node(self._pick_up_node())
+
+    def _pause_leader(self) -> None:
+        self._pause_node(self.world.leader())
+
+    def _pause_node(self, node: SimNode | None) -> None:
+        if node is None or node.paused:
+            return
+        node.pause()
+        pause = self.rng.randint(self.knobs.pause_min_us, self.knobs.pause_max_us)
+        self.world.events.after(pause, node.resume)
+        self.world.trace(f"nemesis: pause {node.id} for {pause // 1000} ms")
+
+    def _skew_clocks(self) -> None:
+        """Worst case for leases: the leader's clock runs slowest, every other node's fastest."""
+        leader = self.world.leader()
+        if leader is None:
+            return
+        for node_id in self.world.node_ids:
+            drift = self.world.knobs.max_drift if node_id == leader.id else -self.world.knobs.max_drift
+            self.world.nodes[node_id].set_drift(drift)
+        self.world.trace(f"nemesis: skew clocks, leader {leader.id} slowest")
+
+    def _transfer(self) -> None:
+        leader = self.world.leader()
+        if leader is None or leader.raw is None:
+            return
+        voters = [v for v in leader.conf_state.voters if v != leader.id]
+        if not voters:
+            return
+        target = self.rng.choice(sorted(voters))
+        leader.raw.transfer_leader(target)
+        self.world.trace(f"nemesis: transfer leadership {leader.id} -> {target}")
+        leader.poke()
+
+    def _reconfigure(self) -> None:
+        leader = self.world.leader()
+        if leader is None or leader.raw is None:
+            return
+        change = self._next_change(leader)
+        if change is None:
+            return
+        try:
+            leader.raw.propose_conf_change(change)
+        except RaftError as exc:
+            self.world.trace(f"nemesis: {change.type.name} {change.node_id} refused: {exc}")
+            return
+        self.world.trace(f"nemesis: propose {change.type.name} {change.node_id} on {leader.id}")
+        leader.poke()
+
+    def _next_change(self, leader: SimNode) -> ConfChange | None:
+        conf = leader.conf_state
+        outside = sorted(set(self.world.node_ids) - set(conf.voters) - set(conf.learners))
+        if conf.learners:
+            return ConfChange(ConfChangeType.ADD_VOTER, self.rng.choice(sorted(conf.learners)))
+        if outside:
+            kind = self.rng.choice((ConfChangeType.ADD_LEARNER, ConfChangeType.ADD_VOTER))
+            return ConfChange(kind, self.rng.choice(outside))
+        if len(conf.voters) < len(self.world.node_ids):
+            return None
+        return ConfChange(ConfChangeType.REMOVE_NODE, self.rng.choice(sorted(conf.voters)))
+
+    def _pick_up_node(self) -> SimNode | None:
+        up = [node for node in self.world.nodes.values() if node.up]
+        return self.rng.choice(up) if up else None

@@ -1,0 +1,101 @@
+"""Deterministic simulation of an rmqc Raft cluster, seed by seed.
+
+    python -m rmqc.testing.sim --seeds N [--start S] [--nodes 3|5]
+
+runs seeds S..S+N-1 with the real Raft core (see `_simworld` for what one run does), prints each
+failing seed with a short trace, and ends with one JSON line:
+{"seeds": N, "violations": V, "ops": ..., "sim_seconds": ..., "wall_seconds": ...}.
+`--nodes` defaults to alternating 3 and 5 by seed. `--seed S` replays one seed verbosely.
+The same seed always gives the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+
+from ._simworld import SeedResult, SimKnobs, run_seed
+
+__all__ = ["SeedResult", "SimKnobs", "SimSummary", "run_seed", "run_seeds", "main"]
+
+
+@dataclass(slots=True)
+class SimSummary:
+    seeds: int = 0
+    violations: int = 0
+    ops: int = 0
+    sim_seconds: float = 0.0
+    failing: list[SeedResult] | None = None
+
+    def as_json(self, wall_seconds: float) -> str:
+        return json.dumps(
+            {
+                "seeds": self.seeds,
+                "violations": self.violations,
+                "ops": self.ops,
+                "sim_seconds": round(self.sim_seconds, 3),
+                "wall_seconds": round(wall_seconds, 3),
+            }
+        )
+
+
+def nodes_for_seed(seed: int, nodes: int | None) -> int:
+    """A fixed node count, or 3 and 5 alternating by seed."""
+    return nodes if nodes is not None else (3 if seed % 2 == 0 else 5)
+
+
+def run_seeds(
+    seeds: Iterable[int],
+    nodes: int | None = None,
+    knobs: SimKnobs | None = None,
+    on_failure: Callable[[SeedResult], None] | None = None,
+) -> SimSummary:
+    base = knobs or SimKnobs()
+    summary = SimSummary(failing=[])
+    for seed in seeds:
+        result = run_seed(seed, replace(base, nodes=nodes_for_seed(seed, nodes)))
+        summary.seeds += 1
+        summary.ops += result.ops
+        summary.sim_seconds += result.sim_seconds
+        if not result.ok:
+            summary.violations += 1
+            assert summary.failing is not None
+            summary.failing.append(result)
+            if on_failure is not None:
+                on_failure(result)
+    return summary
+
+
+def describe_failure(result: SeedResult) -> str:
+    lines = [f"seed {result.seed} ({result.nodes} nodes) FAILED: {result.violations[0]}"]
+    lines += [f"  {line}" for line in result.trace]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rmqc.testing.sim", description=__doc__.split("\n")[0])
+    parser.add_argument("--seeds", type=int, default=100, help="how many seeds to run")
+    parser.add_argument("--start", type=int, default=0, help="first seed")
+    parser.add_argument("--nodes", type=int, choices=(3, 5), default=None, help="cluster size (default: 3 and 5 alternating)")
+    parser.add_argument("--seed", type=int, default=None, help="replay one seed and print its trace")
+    args = parser.parse_args(argv)
+    from ._wallclock import wall_seconds
+
+    started = wall_seconds()
+    if args.seed is not None:
+        result = run_seed(args.seed, replace(SimKnobs(), nodes=nodes_for_seed(args.seed, args.nodes)))
+        print(describe_failure(result) if not result.ok else "\n".join(result.trace))
+        seeds: Iterable[int] = ()
+        summary = SimSummary(1, 0 if result.ok else 1, result.ops, result.sim_seconds)
+    else:
+        seeds = range(args.start, args.start + args.seeds)
+        summary = run_seeds(seeds, args.nodes, on_failure=lambda r: print(describe_failure(r), flush=True))
+    print(summary.as_json(wall_seconds() - started), flush=True)
+    return 1 if summary.violations else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
