@@ -11,6 +11,8 @@ from rmqc.testing.controller_harness import (
     check_response,
     load_scenarios,
     replay_scenario,
+    replay_scenario_async,
+    scenario_actions,
 )
 
 SCENARIOS = load_scenarios()
@@ -80,3 +82,35 @@ def test_check_response_accepts_a_matching_answer() -> None:
 )
 def test_body_matching_rules(expected: object, actual: object, matches: bool) -> None:
     assert body_matches(expected, actual) is matches
+
+
+class AsyncHarness:
+    """The harness behind coroutine operations, as a TCP driver would present them."""
+
+    def __init__(self) -> None:
+        self.harness = ControllerHarness()
+        self.calls: list[str] = []
+
+    async def send(self, request: RemotingCommand) -> RemotingCommand:
+        self.calls.append("send")
+        return self.harness.send(request)
+
+    async def send_oneway(self, connection: str, request: RemotingCommand) -> None:
+        self.calls.append("oneway")
+        self.harness.send_oneway(connection, request)
+
+    async def close_connection(self, connection: str) -> object:
+        self.calls.append("close")
+        return self.harness.close_connection(connection)
+
+    async def sleep(self, ms: int) -> None:
+        self.calls.append("sleep")
+        self.harness.sleep(ms)
+
+
+async def test_async_replay_walks_the_same_actions() -> None:
+    scenario = next(s for s in SCENARIOS if s["name"] == "ControllerManagerTest.testSomeApi#closeChannel")
+    driver = AsyncHarness()
+    assert await replay_scenario_async(driver, scenario) == []
+    assert driver.calls == [a.kind for a in scenario_actions(scenario)]
+    assert driver.calls.count("close") == 1 + 2  # the step's close, then both heartbeat connections

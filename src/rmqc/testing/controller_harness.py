@@ -5,10 +5,11 @@ at once (a one-node "log"), tracks each broker's heartbeat connection so closes 
 and runs on an injected clock: `advance(ms)` moves time and fires expiry at each deadline, as the
 server's timer would. No sockets, no threads, no real time.
 
-The scenario part (`scenario_request`, `check_response`, `body_matches`, `replay_scenario`) is
-transport-independent: the same "build a step's request, check its answer" functions serve the
-TCP replay against `rmqc serve` (which supplies its own driver with the four operations of
-`ScenarioDriver`, or uses the two pure functions from an async loop).
+The scenario part is transport-independent: `scenario_actions` turns a scenario into driver
+actions (requests built by `scenario_request`), `check_response` checks an answer against a step's
+`expect` (bodies by `body_matches`), and `replay_scenario` / `replay_scenario_async` walk the
+actions with any driver offering the four operations of `ScenarioDriver` (plain or async), so
+the TCP replay against `rmqc serve` reuses exactly this checking code.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Protocol
+from typing import Any, Iterator, Protocol
 
 from rmqc.controller import (
     ControllerConfig,
@@ -201,6 +202,15 @@ class ScenarioDriver(Protocol):
     def sleep(self, ms: int) -> None: ...
 
 
+class AsyncScenarioDriver(Protocol):
+    """The same four operations as coroutines, for `replay_scenario_async`."""
+
+    async def send(self, request: RemotingCommand) -> RemotingCommand: ...
+    async def send_oneway(self, connection: str, request: RemotingCommand) -> None: ...
+    async def close_connection(self, connection: str) -> object: ...
+    async def sleep(self, ms: int) -> None: ...
+
+
 def load_scenarios(path: Path = DEFAULT_SCENARIOS_PATH) -> list[dict[str, Any]]:
     return json.loads(path.read_text())["scenarios"]
 
@@ -286,32 +296,64 @@ def _match_all(expected: list[Any], actual: list[Any]) -> bool:
     return False
 
 
-def replay_step(driver: ScenarioDriver, step: dict[str, Any], opaque: int) -> list[str]:
-    """Run one step against `driver`; the problems found (empty = as expected)."""
-    if "sleep_ms" in step:
-        driver.sleep(step["sleep_ms"])
-        return []
-    if "close_heartbeat_connection_of" in step:
-        driver.close_connection(step["close_heartbeat_connection_of"])
-        return []
-    request = scenario_request(step, opaque)
-    if "oneway" in step:
-        driver.send_oneway(connection_of(step), request)
-        return []
-    return check_response(step["expect"], driver.send(request))
+@dataclass(frozen=True)
+class Action:
+    """One thing a scenario asks the driver to do: "send" (two-way, check `expect`), "oneway"
+    (on `connection`), "sleep" (`ms`), or "close" (`connection`)."""
+
+    kind: str
+    label: str  # "step N (code)" for problem reports
+    request: RemotingCommand | None = None
+    expect: dict[str, Any] | None = None
+    connection: str | None = None
+    ms: int = 0
+
+
+def scenario_actions(scenario: dict[str, Any]) -> Iterator[Action]:
+    """The steps as driver actions, then the closing of every heartbeat connection the scenario
+    opened (conventions.requests). Transport-free: sync and async replays walk the same list."""
+    for number, step in enumerate(scenario["steps"]):
+        label = f"step {number} ({step.get('send', step.get('oneway', ''))})"
+        if "sleep_ms" in step:
+            yield Action("sleep", label, ms=step["sleep_ms"])
+        elif "close_heartbeat_connection_of" in step:
+            yield Action("close", label, connection=step["close_heartbeat_connection_of"])
+        elif "oneway" in step:
+            yield Action("oneway", label, scenario_request(step, number + 1), connection=connection_of(step))
+        else:
+            yield Action("send", label, scenario_request(step, number + 1), expect=step["expect"])
+    for connection in sorted({connection_of(s) for s in scenario["steps"] if "oneway" in s}):
+        yield Action("close", "end of scenario", connection=connection)
 
 
 def replay_scenario(driver: ScenarioDriver, scenario: dict[str, Any]) -> list[str]:
     """Every problem of every step, each prefixed with the step number and request code."""
     problems = []
-    for number, step in enumerate(scenario["steps"]):
-        code = step.get("send", step.get("oneway", ""))
-        problems += [f"step {number} ({code}): {p}" for p in replay_step(driver, step, number + 1)]
-    connections = {connection_of(s) for s in scenario["steps"] if "oneway" in s}
-    for connection in sorted(connections):  # conventions.requests: close them when the scenario ends
-        driver.close_connection(connection)
+    for action in scenario_actions(scenario):
+        if action.kind == "sleep":
+            driver.sleep(action.ms)
+        elif action.kind == "close":
+            driver.close_connection(action.connection)
+        elif action.kind == "oneway":
+            driver.send_oneway(action.connection, action.request)
+        else:
+            problems += [f"{action.label}: {p}" for p in check_response(action.expect, driver.send(action.request))]
     return problems
 
 
-def scenario_names(scenarios: Iterable[dict[str, Any]]) -> list[str]:
-    return [s["name"] for s in scenarios]
+async def replay_scenario_async(driver: AsyncScenarioDriver, scenario: dict[str, Any]) -> list[str]:
+    """The same replay for a driver whose operations are coroutines (e.g. over TCP on Trio)."""
+    problems = []
+    for action in scenario_actions(scenario):
+        if action.kind == "sleep":
+            await driver.sleep(action.ms)
+        elif action.kind == "close":
+            await driver.close_connection(action.connection)
+        elif action.kind == "oneway":
+            await driver.send_oneway(action.connection, action.request)
+        else:
+            response = await driver.send(action.request)
+            problems += [f"{action.label}: {p}" for p in check_response(action.expect, response)]
+    return problems
+
+
