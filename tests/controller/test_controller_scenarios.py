@@ -58,6 +58,12 @@ def test_check_response_reports_each_kind_of_difference() -> None:
     assert len(problems) == 7, problems
 
 
+def test_a_body_that_is_not_json_is_a_reported_problem() -> None:
+    response = RemotingCommand(0, flag=RESPONSE_FLAG, body=b"{oops")
+    [problem] = check_response({"code": 0, "body": {"a": 1}}, response)
+    assert "not fastjson" in problem
+
+
 def test_check_response_accepts_a_matching_answer() -> None:
     response = _response(0, {"masterEpoch": "1", "extra": "ignored"}, {"brokerAddrs": {1: "a", 2: "b"}})
     expect = {"code": 0, "ext": {"masterEpoch": "1"}, "ext_absent": ["masterAddress"],

@@ -164,9 +164,6 @@ class ControllerProcessor:
             return NoReply()  # spec 1.3: never answer a one-way request
         return outcome
 
-    def handles(self, code: int) -> bool:
-        return code in self._handlers
-
     def _dispatch(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
         handler = self._handlers.get(request.code)
         if handler is None:

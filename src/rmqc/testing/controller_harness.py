@@ -30,7 +30,7 @@ from rmqc.controller import (
 )
 from rmqc.fsm import ApplyResult, Command, ControllerState
 from rmqc.liveness import BrokerKey, HeartbeatTable
-from rmqc.remoting import RemotingCommand, loads_fastjson, make_request
+from rmqc.remoting import RemotingCommand, RemotingProtocolError, loads_fastjson, make_request
 
 # A copy of the shared spec's scenarios travels with the tests, so a checkout is self-contained.
 _REPO_COPY = Path(__file__).resolve().parents[3] / "tests" / "controller" / "java-scenarios.json"
@@ -261,7 +261,10 @@ def check_response(expect: dict[str, Any], response: RemotingCommand) -> list[st
 def _check_body(expected: Any, body: bytes | None) -> list[str]:
     if not body:
         return [f"no body, expected {expected!r}"]
-    actual = loads_fastjson(body)
+    try:
+        actual = loads_fastjson(body)
+    except RemotingProtocolError as exc:
+        return [f"body is not fastjson: {exc}"]
     if not body_matches(expected, actual):
         return [f"body {body.decode('utf-8', 'replace')} does not match {json.dumps(expected)}"]
     return []
