@@ -309,8 +309,11 @@ def render_verify(report: VerifyReport) -> None:
 
 
 def render_compaction(outcome: CompactionOutcome) -> None:
-    made = "taken" if outcome.snapshot_taken else "already there"
-    _out.print(f"snapshot at {outcome.snapshot_index} ({made})")
+    if outcome.snapshot_index == 0:
+        _out.print("no snapshot: nothing committed yet")
+    else:
+        made = "taken" if outcome.snapshot_taken else "already there"
+        _out.print(f"snapshot at {outcome.snapshot_index} ({made})")
     _out.print(
         f"log {outcome.first_index_before}..{outcome.last_index} -> "
         f"{outcome.first_index_after}..{outcome.last_index}"

@@ -42,21 +42,32 @@ def encode_entry_value(entry: Entry) -> bytes:
     return body + _CRC.pack(zlib.crc32(body, zlib.crc32(index_key(entry.index))))
 
 
-def decode_entry(key: bytes, value: bytes) -> Entry:
-    """Decode one stored entry, raising CorruptionError naming the index when a check fails."""
-    index = key_index(key)
+def _checked_body(key: bytes, value: bytes) -> bytes:
+    """The value without its CRC, after checking the CRC (which also covers the key)."""
     if len(key) != 8:
-        raise CorruptionError(index, f"log key has {len(key)} bytes, expected 8")
+        raise CorruptionError(key_index(key), f"log key has {len(key)} bytes, expected 8")
     if len(value) < _ENTRY_OVERHEAD_BYTES:
-        raise CorruptionError(index, f"entry value truncated to {len(value)} bytes")
+        raise CorruptionError(key_index(key), f"entry value truncated to {len(value)} bytes")
     body, (stored_crc,) = value[: -_CRC.size], _CRC.unpack(value[-_CRC.size :])
     if zlib.crc32(body, zlib.crc32(key)) != stored_crc:
-        raise CorruptionError(index, "entry checksum mismatch")
+        raise CorruptionError(key_index(key), "entry checksum mismatch")
+    return body
+
+
+def decode_entry(key: bytes, value: bytes) -> Entry:
+    """Decode one stored entry, raising CorruptionError naming the index when a check fails."""
+    body = _checked_body(key, value)
     term, type_code = _ENTRY_HEAD.unpack_from(body)
     entry_type = _ENTRY_TYPES.get(type_code)
     if entry_type is None:
-        raise CorruptionError(index, f"unknown entry type {type_code}")
-    return Entry(index=index, term=term, type=entry_type, data=body[_ENTRY_HEAD.size :])
+        raise CorruptionError(key_index(key), f"unknown entry type {type_code}")
+    return Entry(index=key_index(key), term=term, type=entry_type, data=body[_ENTRY_HEAD.size :])
+
+
+def decode_term(key: bytes, value: bytes) -> int:
+    """The term of one stored entry (checksum checked), without building the Entry."""
+    term: int = _ENTRY_HEAD.unpack_from(_checked_body(key, value))[0]
+    return term
 
 
 def decode_run(

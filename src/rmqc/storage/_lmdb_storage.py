@@ -149,13 +149,13 @@ class LmdbStorage:
 
     def _read(self, fn: Callable[[lmdb.Transaction], _T]) -> _T:
         try:
-            with self._gate.shared(), self._env.begin(buffers=False) as txn:
+            with self._gate, self._env.begin(buffers=False) as txn:
                 return fn(txn)
         except lmdb.MapResizedError:
             # Another process (the live node) grew the map: adopt its size and read again.
             with self._gate.exclusive():
                 self._env.set_mapsize(0)
-            with self._gate.shared(), self._env.begin(buffers=False) as txn:
+            with self._gate, self._env.begin(buffers=False) as txn:
                 return fn(txn)
 
     def _write(self, fn: Callable[[lmdb.Transaction], _T]) -> _T:
@@ -169,7 +169,7 @@ class LmdbStorage:
         with self._writer:
             while True:
                 try:
-                    with self._gate.shared(), self._env.begin(write=True) as txn:
+                    with self._gate, self._env.begin(write=True) as txn:
                         return fn(txn)
                 except lmdb.MapFullError:
                     self._grow_map()
@@ -219,7 +219,7 @@ class LmdbStorage:
         value = self._read(lambda txn: txn.get(key, db=self._dbs["log"]))
         if value is None:
             raise _missing(index)
-        return _codec.decode_entry(key, value).term
+        return _codec.decode_term(key, value)
 
     def entries(self, lo: int, hi: int, max_bytes: int | None = None) -> list[Entry]:
         self._check_range(lo, hi)
@@ -479,7 +479,7 @@ class LmdbStorage:
 
     def copy_compacted(self, destination: str | os.PathLike[str]) -> None:
         """Write a compact copy of the environment (no free pages) into the empty directory."""
-        with self._gate.shared():
+        with self._gate:
             self._env.copy(str(destination), compact=True)
 
 
