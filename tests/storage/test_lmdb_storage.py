@@ -349,3 +349,20 @@ def test_reader_follows_a_map_grown_by_another_process(tmp_path: Path) -> None:
         assert reader.entries(1, 11)[-1].data == known_payload(10)
         assert reader.raw_log_records().__next__()[0] == _codec.index_key(1)
         assert sum(1 for _ in reader.raw_log_records()) == 1010
+
+
+def test_resize_gate_refuses_to_resize_under_an_open_transaction() -> None:
+    from rmqc.storage import StorageBusyError
+    from rmqc.storage._gate import ResizeGate
+
+    gate = ResizeGate(drain_timeout_s=0.01)
+    with gate:
+        with pytest.raises(StorageBusyError, match="stayed open"):
+            with gate.exclusive():
+                pytest.fail("resized while a transaction was open")
+    entered = []
+    with gate.exclusive():  # with nothing open, a resize goes through at once
+        entered.append("exclusive")
+    with gate:  # and the gate is usable again afterwards
+        entered.append("shared")
+    assert entered == ["exclusive", "shared"]
