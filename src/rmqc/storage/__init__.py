@@ -1,4 +1,12 @@
-"""rmqc.storage: the durable Raft log, hard state, membership and snapshots of a node, on LMDB."""
+"""rmqc.storage: the durable Raft log, hard state, membership and snapshots of a node, on LMDB.
+
+A node's data directory holds one LMDB environment (`data.mdb`, `lock.mdb`) with the named
+databases `log` (big-endian u64 index -> term | type | payload | crc32), `hard_state`,
+`membership`, `snapshot_meta` (the snapshot's index, term, membership and data checksum, plus the
+compaction boundary) and `snapshot_data`; and `node.lock`, the flock'd file naming the PID of the
+node using the directory. `LmdbStorage` implements rmqc.raft's Storage protocol (synchronous: the
+Trio server calls it from a worker thread); `rmqc log` (rmqc.cli.log) is its operator tool.
+"""
 
 from ._errors import (
     LogGapError,
