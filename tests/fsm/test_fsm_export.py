@@ -5,6 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fsm_strategies import commands
 from rmqc.fsm import (
     EXPORT_COLUMNS,
     AlterSyncStateSet,
@@ -100,3 +104,21 @@ def test_exporter_restored_from_a_snapshot_continues_the_history() -> None:
     exporter.restore(state.snapshot())
     [row] = exporter.rows_for_entry(entry(9, [ElectMaster(C, N, Trigger.ADMIN, 2, 1, 2, 400, requester_id=2)]))
     assert (row["result"], row["prev_master_id"], row["new_master_id"], row["master_epoch"]) == ("ok", 1, 2, 2)
+
+
+@settings(max_examples=40)
+@given(st.lists(st.lists(commands, min_size=0, max_size=5), max_size=10))
+def test_export_rows_agree_with_the_state_that_applied_the_same_entries(entries) -> None:
+    state, exporter = ControllerState(), HistoryExporter("ctl", "n1")
+    for index, batch in enumerate(entries, start=1):
+        rows = exporter.rows_for_entry(entry(index, batch))
+        results = state.apply_all(batch)
+        if not batch:
+            assert [r["command"] for r in rows] == ["noop"]
+            continue
+        assert [r["result"] for r in rows] == [str(r.status) for r in results]
+        for row, result in zip(rows, results):
+            after = result.after
+            assert row["master_epoch"] == (after.master_epoch if after else None)
+            assert row["sync_state_set"] == (after.sorted_sync_state_set() if after else None)
+    assert exporter.state.snapshot() == state.snapshot()

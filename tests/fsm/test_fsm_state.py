@@ -6,6 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fsm_strategies import commands
+
 from rmqc.fsm import (
     AlterSyncStateSet,
     ApplyBrokerId,
@@ -173,21 +175,6 @@ def test_describe_command() -> None:
 
 
 # ---- codec ---------------------------------------------------------------------------------------
-
-names = st.sampled_from(["a", "b", "c"])
-ids = st.integers(1, 5)
-small_sets = st.frozensets(ids, max_size=5).map(lambda s: tuple(sorted(s)))
-ts = st.integers(0, 2**62)
-commands = st.one_of(
-    st.builds(ApplyBrokerId, st.just(C), names, ids, st.text(max_size=8), st.sampled_from(["x;1", "y;2"]), ts),
-    st.builds(UpdateBrokerAddress, st.just(C), names, ids, st.text(max_size=8), ts),
-    st.builds(ElectMaster, st.just(C), names, st.sampled_from(list(Trigger)), st.none() | ids,
-              st.integers(0, 4), st.integers(0, 6), ts, st.none() | ids, st.booleans(), st.none() | ts,
-              st.integers(1, 3)),
-    st.builds(AlterSyncStateSet, names, ids, st.integers(0, 4), st.integers(0, 6), small_sets, ts),
-    st.builds(CleanBrokerData, st.none() | st.just(C), names, st.none() | small_sets, ts),
-)
-
 
 @given(st.lists(commands, max_size=20))
 def test_encode_decode_round_trip(cmds) -> None:
