@@ -1,4 +1,8 @@
-"""rmqc.raft: the pure Raft core (etcd raft's shape): RawNode + Ready, MemoryStorage, types."""
+"""rmqc.raft: the pure Raft core (etcd raft's shape): RawNode + Ready, MemoryStorage, types.
+
+No I/O, no clocks, no threads: time enters as tick(), randomness as an injected random.Random.
+The application loop is: persist (storage.save), send, apply, then RawNode.advance (see _rawnode).
+"""
 
 from ._config import Config as Config
 from ._config import Role as Role

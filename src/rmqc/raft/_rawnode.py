@@ -13,6 +13,16 @@ Contract (the order matters; it is what makes the core safe):
    d. `advance(rd)`.
 3. Only one Ready may be outstanding: `has_ready()` is False and `ready()` raises until `advance`.
 
+Bootstrap: `peers` starts a brand-new group (empty storage). The voters enter the log as committed
+ADD_VOTER entries at term 1 (the first Ready persists them), so nodes added later rebuild the
+membership by replaying the log. A restarted node takes its membership from
+`storage.initial_state()`; if that is empty, `peers` (when given) is used.
+
+Reads: `read_index(ctx)` batches by itself on the leader (one heartbeat round serves every read
+queued meanwhile); a follower forwards one READ_INDEX per call, so give it one context per batch of
+client reads. `lease_read()` answers at once on a leader whose lease holds (else None: fall back
+to `read_index`). Serve a read only once the applied index reaches the returned index.
+
 Proposals raise `ProposalDropped` subclasses (NoLeader, NotLeader, TransferInProgress,
 UncommittedSizeExceeded, ConfChangeRefused); the core never forwards proposals.
 """
