@@ -67,7 +67,8 @@ class Network:
         self.hook: Callable[[Message], Message | None] | None = None
         self.queue: deque[Message] = deque()
         self.delivered: list[Message] = []
-        self.auto_apply = True
+        self.duplicate_probability = 0.0
+        self.reorder = False  # shuffle each delivery round (seeded)
 
     # -- nodes ---------------------------------------------------------------------------------
     def make_config(self, node_id: str) -> Config:
@@ -167,6 +168,10 @@ class Network:
     def deliver_one_round(self) -> bool:
         batch = list(self.queue)
         self.queue.clear()
+        if self.duplicate_probability:
+            batch += [m for m in batch if self.rng.random() < self.duplicate_probability]
+        if self.reorder:
+            self.rng.shuffle(batch)
         for original in batch:
             m = self._filter(original)
             if m is not None:

@@ -90,10 +90,13 @@ def random_step(net: Network, checker: Checker, rng: random.Random, step: int) -
         pass
 
 
-def run_random(seed: int, n_nodes: int, steps: int) -> Network:
+def run_random(seed: int, n_nodes: int, steps: int, chaos: bool = False) -> Network:
     rng = random.Random(seed)
     ids = [f"n{i}" for i in range(1, n_nodes + 1)]
     net = Network(ids, seed=seed, max_size_per_msg=200, max_inflight_msgs=4)
+    if chaos:  # duplicated and reordered messages
+        net.duplicate_probability = 0.1
+        net.reorder = True
     checker = Checker(net)
     for step in range(steps):
         random_step(net, checker, rng, step)
@@ -112,3 +115,8 @@ def test_random_three_nodes(seed: int) -> None:
 @pytest.mark.parametrize("seed", range(10))
 def test_random_five_nodes(seed: int) -> None:
     run_random(seed, 5, 300)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_random_with_duplication_and_reordering(seed: int) -> None:
+    run_random(seed, 3 + 2 * (seed % 2), 300, chaos=True)
