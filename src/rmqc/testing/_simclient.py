@@ -22,7 +22,7 @@ class ClientKnobs:
     keys: tuple[str, ...] = ("x", "y", "z")
     kind_weights: tuple[int, int, int] = (4, 3, 3)  # write, read, lease
     think_max_us: int = 20_000
-    timeout_us: int = 500_000  # longer than an election, shorter than a run
+    timeout_us: int = 250_000  # a few election timeouts: long enough to ride out a failover
     follow_hint_p: float = 0.7
 
 

@@ -66,7 +66,9 @@ class Nemesis:
     def _act(self) -> None:
         if not self.active or not self.actions:
             return
-        self.rng.choices(self.actions, weights=self.weights)[0]()
+        action = self.rng.choices(self.actions, weights=self.weights)[0]
+        self.world.count(f"nemesis{action.__name__}")
+        action()
         self._schedule()
 
     # -- the faults -----------------------------------------------------------------------------

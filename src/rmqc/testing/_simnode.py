@@ -44,8 +44,8 @@ class NodeKnobs:
     lease_drift_ticks: int = 2
     persist_min_us: int = 100
     persist_max_us: int = 3_000
-    snapshot_every_entries: int = 50
-    snapshot_keep_entries: int = 5
+    snapshot_every_entries: int = 20
+    snapshot_keep_entries: int = 2
 
 
 def encode_put(key: str, value: str, op_id: int) -> bytes:
@@ -215,8 +215,10 @@ class SimNode:
             return
         index = self.raw.lease_read()
         if index is None:
+            self.world.count("lease_fallbacks")
             self._handle_read(request)  # lease lapsed: fall back to ReadIndex
             return
+        self.world.count("lease_reads")
         self._read_at(index, request)
 
     def _read_at(self, index: int, request: ClientRequest) -> None:
@@ -288,6 +290,7 @@ class SimNode:
             change = decode_conf_change(entry.data)
             self.conf_state = self.raw.apply_conf_change(change)
             self.storage.save_conf_state(self.conf_state)
+            self.world.count("conf_changes_applied")
             self.world.trace(f"{self.id} applies {change.type.name} {change.node_id} at {entry.index}")
         elif entry.data:
             command = json.loads(entry.data)
@@ -306,6 +309,7 @@ class SimNode:
         self.applied = self.snapshot_index = snapshot.meta.index
         self.conf_state = snapshot.meta.conf_state
         self.world.checker.on_snapshot_installed(self.id, snapshot.meta.index, snapshot.meta.term, self.kv_state())
+        self.world.count("snapshots_installed")
         self.world.trace(f"{self.id} installs snapshot at {snapshot.meta.index}")
 
     def _maybe_snapshot(self) -> None:
@@ -313,6 +317,7 @@ class SimNode:
             return
         data = json.dumps(sorted(self.kv.items()), separators=(",", ":")).encode()
         self.storage.create_snapshot(self.applied, self.conf_state, data)
+        self.world.count("snapshots_taken")
         self.snapshot_index = self.applied
         compact_to = self.applied - self.knobs.snapshot_keep_entries
         if compact_to >= self.storage.first_index():

@@ -29,8 +29,8 @@ TRACE_LINES_KEPT = 40
 @dataclass(frozen=True, slots=True)
 class SimKnobs:
     nodes: int = 3
-    active_us: int = 1_300_000  # clients and faults
-    quiet_us: int = 400_000  # network healed, every node up, clients still running
+    active_us: int = 1_000_000  # clients and faults
+    quiet_us: int = 300_000  # network healed, every node up, clients still running
     max_drift: float = 0.02  # tick rate of each node within +-2% (lease_drift_ticks covers it)
     drift_extremes: bool = False  # every node at -max_drift or +max_drift (worst case for leases)
     client_delay_min_us: int = 200
@@ -51,6 +51,7 @@ class SeedResult:
     sim_seconds: float
     trace: list[str]
     history: list[Op]
+    counts: dict[str, int]
 
     @property
     def ok(self) -> bool:
@@ -89,6 +90,7 @@ class World:
         }
         self.nemesis = Nemesis(self, random.Random(f"{seed}/nemesis"), knobs.nemesis)
         self.last_view: dict[str, tuple[str, int]] = {}
+        self.counts: dict[str, int] = {}  # what happened, for the summary (leaders, crashes, ...)
         self.commit_seen: dict[tuple[str, int], int] = {}
 
     def _drift(self, rng: random.Random) -> float:
@@ -101,6 +103,9 @@ class World:
         return self._op_ids
 
     # -- services for nodes and clients ----------------------------------------------------------
+    def count(self, what: str) -> None:
+        self.counts[what] = self.counts.get(what, 0) + 1
+
     def trace(self, text: str) -> None:
         self.trace_lines.append(f"{self.events.now_us / 1000:9.1f}ms {text}")
 
@@ -147,6 +152,7 @@ class World:
         if previous != (view.role, view.term):
             self.last_view[node.id] = (view.role, view.term)
             if view.role in ("leader", "candidate"):
+                self.count(f"became_{view.role}")
                 self.trace(f"{node.id} becomes {view.role} in term {view.term}")
         key = (node.id, node.incarnation)
         if view.commit < self.commit_seen.get(key, 0):
@@ -189,6 +195,7 @@ class World:
             sim_seconds=self.events.now_us / 1e6,
             trace=list(self.trace_lines),
             history=self.history,
+            counts=dict(sorted(self.counts.items())),
         )
 
     def _run_until(self, until_us: int) -> None:

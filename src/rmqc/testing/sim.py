@@ -29,6 +29,7 @@ class SimSummary:
     ops: int = 0
     sim_seconds: float = 0.0
     failing: list[SeedResult] | None = None
+    counts: dict[str, int] | None = None
 
     def as_json(self, wall_seconds: float) -> str:
         return json.dumps(
@@ -54,12 +55,15 @@ def run_seeds(
     on_failure: Callable[[SeedResult], None] | None = None,
 ) -> SimSummary:
     base = knobs or SimKnobs()
-    summary = SimSummary(failing=[])
+    summary = SimSummary(failing=[], counts={})
     for seed in seeds:
         result = run_seed(seed, replace(base, nodes=nodes_for_seed(seed, nodes)))
         summary.seeds += 1
         summary.ops += result.ops
         summary.sim_seconds += result.sim_seconds
+        assert summary.counts is not None
+        for what, n in result.counts.items():
+            summary.counts[what] = summary.counts.get(what, 0) + n
         if not result.ok:
             summary.violations += 1
             assert summary.failing is not None
@@ -93,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         seeds = range(args.start, args.start + args.seeds)
         summary = run_seeds(seeds, args.nodes, on_failure=lambda r: print(describe_failure(r), flush=True))
+    if summary.counts:
+        print("events: " + ", ".join(f"{what}={n}" for what, n in sorted(summary.counts.items())))
     print(summary.as_json(wall_seconds() - started), flush=True)
     return 1 if summary.violations else 0
 
