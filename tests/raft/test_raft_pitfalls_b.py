@@ -14,6 +14,7 @@ from rmqc.raft import (
     Config,
     Entry,
     EntryType,
+    Message,
     MessageType,
     NoLeader,
     NotLeader,
@@ -573,3 +574,37 @@ def test_39_every_drop_condition_raises_proposal_dropped() -> None:
         net.nodes["n1"].propose(b"transfer")
     with pytest.raises(ProposalDropped):
         net.nodes["n1"].propose_conf_change(ConfChange(CC.ADD_VOTER, "n9"))
+
+
+def _hold_timeout_now(net: Network) -> list[Message]:
+    held: list[Message] = []
+    net.hook = lambda m: (held.append(m), None)[1] if m.type is MT.TIMEOUT_NOW else m
+    return held
+
+
+@pytest.mark.parametrize("fence_reached_target", [True, False])
+def test_24_late_timeout_now_cannot_break_a_renewed_lease(fence_reached_target: bool) -> None:
+    net = elected(["n1", "n2", "n3"])
+    net.tick(ticks=2)
+    leader = net.nodes["n1"]
+    held = _hold_timeout_now(net)
+    leader.transfer_leader("n2")
+    net.stabilize()
+    assert len(held) == 1
+    if not fence_reached_target:
+        net.cut("n1", "n2")
+    net.tick(ticks=ET + 2)  # transfer aborts; the fence entry commits (with n3 at least)
+    assert leader.raft.lead_transferee is None and leader.lease_read() is not None
+    net.hook = None
+    target = net.nodes["n2"].raft
+    target.step(held[0])  # the TimeoutNow arrives late (even across the cut)
+    campaigned = target.role is Role.CANDIDATE
+    assert campaigned is not fence_reached_target  # bound to the sender's last index
+    net.stabilize()
+    for _ in range(3 * ET):
+        index = leader.lease_read()
+        others = max(n.raft.log.committed for i, n in net.nodes.items() if i != "n1")
+        if index is not None:
+            assert index >= others, "stale lease read after a late TimeoutNow"
+        net.tick()
+    assert net.leader() is not None
