@@ -235,6 +235,13 @@ class Network:
         return f"seed={self.seed}\n" + "\n".join(rows)
 
 
+def elected(ids: list[str], leader: str = "n1", seed: int = 0, **config: object) -> Network:
+    """A network of `ids` in which `leader` won an election and everything settled."""
+    net = Network(ids, seed=seed, **config)
+    net.elect(leader)
+    return net
+
+
 def preloaded(
     terms: list[int], term: int = 0, vote: str | None = None, commit: int = 0,
     voters: Iterable[str] = (),

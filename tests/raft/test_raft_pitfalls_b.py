@@ -26,17 +26,11 @@ from rmqc.raft import (
 )
 from rmqc.raft._core import CampaignType
 
-from .raftnet import Network, drain, msg, preloaded, single
+from .raftnet import Network, drain, elected, msg, preloaded, single
 
 MT = MessageType
 ET = 10
 CC = ConfChangeType
-
-
-def elected(ids: list[str], leader: str = "n1", seed: int = 0, **cfg: object) -> Network:
-    net = Network(ids, seed=seed, **cfg)
-    net.elect(leader)
-    return net
 
 
 def roles(net: Network) -> dict[str, Role]:
