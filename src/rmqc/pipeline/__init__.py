@@ -25,3 +25,4 @@ from ._run import ViolationRecord as ViolationRecord
 from ._run import run_pipeline as run_pipeline
 from ._session import DEFAULT_MASTER as DEFAULT_MASTER
 from ._session import make_spark_session as make_spark_session
+from ._session import spark_session as spark_session

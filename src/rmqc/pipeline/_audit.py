@@ -33,13 +33,12 @@ def audit_table(group_log: DataFrame, refused: DataFrame) -> DataFrame:
         "controller_cluster", "broker_name", "incarnation", "broker_id"
     ).orderBy("index", "seq")
     addressed = F.col("command").isin(APPLY_ID, UPDATE_ADDRESS)
-    applied = (
-        touched.withColumn(
-            "previous_address",
-            F.when(addressed, F.lag(F.when(addressed, F.col("broker_address"))).over(per_id)),
-        )
-        .withColumn("event", _event_name(F.lag("index").over(per_id).isNotNull()))
-        .withColumn("result", F.lit("ok"))
+    previous_address = F.lag(F.when(addressed, F.col("broker_address"))).over(per_id)
+    applied = touched.select(
+        "*",
+        F.when(addressed, previous_address).alias("previous_address"),
+        _event_name(F.lag("index").over(per_id).isNotNull()).alias("event"),
+        F.lit("ok").alias("result"),
     )
     refused_audit = (
         refused.filter(F.col("command").isin(*AUDITED_COMMANDS))

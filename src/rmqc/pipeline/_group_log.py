@@ -68,11 +68,13 @@ def _with_predecessor(rows: DataFrame) -> DataFrame:
             .otherwise(F.lit(None))
         )
 
-    return (
-        rows.withColumn("prev_index", F.lag("index").over(window))
-        .withColumn("prev_seq", F.lag("seq").over(window))
-        .withColumn("prev_master_epoch", prev_state("master_epoch"))
-        .withColumn("prev_sync_state_set_epoch", prev_state("sync_state_set_epoch"))
+    # One select, so Spark evaluates every lag in a single Window operator.
+    return rows.select(
+        "*",
+        F.lag("index").over(window).alias("prev_index"),
+        F.lag("seq").over(window).alias("prev_seq"),
+        prev_state("master_epoch").alias("prev_master_epoch"),
+        prev_state("sync_state_set_epoch").alias("prev_sync_state_set_epoch"),
     )
 
 

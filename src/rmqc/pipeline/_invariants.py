@@ -167,9 +167,8 @@ def broker_id_events(group_log: DataFrame) -> DataFrame:
         "controller_cluster", "broker_name", "incarnation", "broker_id"
     ).orderBy("index", "seq")
     events = applies.unionByName(cleans)
-    for column in ("event", "register_check_code", "index", "seq"):
-        events = events.withColumn(f"prev_{column}", F.lag(column).over(window))
-    return events
+    previous = [F.lag(c).over(window).alias(f"prev_{c}") for c in ("event", "register_check_code", "index", "seq")]
+    return events.select("*", *previous)
 
 
 def broker_id_reused(id_events: DataFrame) -> DataFrame:

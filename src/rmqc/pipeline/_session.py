@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -50,3 +52,19 @@ def make_spark_session(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+@contextmanager
+def spark_session(master: str = DEFAULT_MASTER, **options) -> Iterator[SparkSession]:
+    """A session for one run; stopped afterwards only if this call started it (a caller's or a test
+    run's session is reused and left running)."""
+    _prepare_environment()
+    from pyspark.sql import SparkSession
+
+    already_running = SparkSession.getActiveSession() is not None
+    spark = make_spark_session(master, **options)
+    try:
+        yield spark
+    finally:
+        if not already_running:
+            spark.stop()

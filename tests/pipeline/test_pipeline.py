@@ -1,0 +1,193 @@
+"""The real pipeline on local Spark over small generated and hand-written histories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from rmqc.pipeline import LOG_DIVERGENCE, TABLES, run_pipeline, synth
+from rmqc.testing.linearizability import write_history as write_ops
+
+PLANTS = {kind: 1 for kind in synth.PLANTABLE_KINDS} | {"broker_id_reused": 2}
+SEED = 11
+
+
+# ---- a hand-written history --------------------------------------------------------------------
+
+def _row(index: int, command: str, ts_ms: int, **columns) -> dict:
+    row = dict.fromkeys(synth.ARROW_SCHEMA.names)
+    row |= dict(controller_cluster="c", node_id="n1", index=index, term=1, seq=0, command=command,
+                leader_ts_ms=ts_ms, cluster_name="C", broker_name="b", result="ok")  # fmt: skip
+    return row | columns
+
+
+def _state(epoch: int, sse: int, sss: list[int], prev: list[int] | None) -> dict:
+    return dict(master_epoch=epoch, sync_state_set_epoch=sse, sync_state_set=sss, prev_sync_state_set=prev)
+
+
+HAND_WRITTEN = [
+    _row(1, "apply_broker_id", 1000, broker_id=1, broker_address="10.0.0.1:1",
+         register_check_code="10.0.0.1:1;1", **_state(0, 0, [], None)),
+    _row(2, "apply_broker_id", 1100, broker_id=2, broker_address="10.0.0.2:1",
+         register_check_code="10.0.0.2:1;2", **_state(0, 0, [], [])),
+    _row(3, "elect_master", 1200, trigger="broker", elected=True, new_master_id=1,
+         unclean_enabled=False, **_state(1, 1, [1], [])),
+    _row(4, "alter_sync_state_set", 1300, **_state(1, 2, [1, 2], [1])),
+    # The master dies at 5000; the first controller election finds nobody, a broker one succeeds.
+    _row(5, "elect_master", 5100, trigger="controller", elected=False, prev_master_id=1,
+         liveness_lost_ms=5000, unclean_enabled=False, **_state(2, 2, [1, 2], [1, 2])),
+    _row(6, "elect_master", 5900, trigger="broker", elected=True, new_master_id=2, prev_master_id=None,
+         unclean_enabled=False, **_state(3, 3, [2], [1, 2])),
+    _row(7, "alter_sync_state_set", 6000, result="stale_master_epoch", **_state(3, 3, [2], [2])),
+    _row(8, "update_broker_address", 6100, broker_id=2, broker_address="10.0.0.2:2",
+         **_state(3, 3, [2], [2])),
+    # The group is removed and created again: epochs and ids start afresh, nothing is reused.
+    _row(9, "clean_broker_data", 7000, **_state(None, None, None, [2])),
+    _row(10, "apply_broker_id", 8000, broker_id=1, broker_address="10.0.0.9:1",
+         register_check_code="10.0.0.9:1;8000", **_state(0, 0, [], None)),
+    _row(11, "elect_master", 8100, trigger="broker", elected=True, new_master_id=1,
+         unclean_enabled=False, **_state(1, 1, [1], [])),
+    _row(12, "noop", 9000, cluster_name=None, broker_name=None),
+]  # fmt: skip
+
+
+
+def _violations(out: Path) -> set[tuple[str, str, str, int, int]]:
+    table = pq.read_table(out / "violations")
+    return {
+        (r["kind"], r["controller_cluster"], r["broker_name"], r["index"], r["seq"])
+        for r in table.to_pylist()
+    }
+
+
+def _planted(planted) -> set[tuple[str, str, str, int, int]]:
+    return {(p.kind, p.controller_cluster, p.broker_name, p.index, p.seq) for p in planted}
+
+
+def _write_hand_written(work: Path) -> None:
+    """Controller cluster "c" from two nodes; n2 has a different master at index 11 (divergence)."""
+    (work / "n1.jsonl").write_bytes(b"\n".join(orjson.dumps(r) for r in HAND_WRITTEN) + b"\n")
+    diverged = [r | {"node_id": "n2"} for r in HAND_WRITTEN]
+    diverged[10] = diverged[10] | {"new_master_id": 7}
+    (work / "n2.jsonl").write_bytes(b"\n".join(orjson.dumps(r) for r in diverged) + b"\n")
+
+
+@pytest.fixture(scope="module")
+def planted_run(spark, tmp_path_factory):
+    """One run over: a planted synthetic history in two JSON-lines files (two controller clusters),
+    the hand-written cluster "c" exported by two nodes (a directory), and client histories."""
+    work = tmp_path_factory.mktemp("planted")
+    config = synth.SynthConfig(groups=30, rows_per_group=30, controller_clusters=2, seed=SEED, plant=PLANTS)
+    table, planted = synth.generate_history(config)
+    for cluster in synth.controller_cluster_names(config):
+        rows = table.filter(pa.compute.equal(table["controller_cluster"], cluster))
+        synth.write_jsonl_table(rows, work / f"{cluster}.jsonl")
+    (work / "hand").mkdir()
+    _write_hand_written(work / "hand")
+    ops, stale = synth.generate_client_history(keys=6, ops_per_key=40, seed=SEED, stale_reads=2)
+    write_ops(work / "clients.jsonl", ops)
+    inputs = [work / "rmqc-0.jsonl", work / "rmqc-1.jsonl", work / "hand"]
+    summary = run_pipeline(spark, inputs, work / "out", histories=[work / "clients.jsonl"])
+    return summary, planted, stale, work / "out", table
+
+
+HAND_DIVERGENCE = (LOG_DIVERGENCE, "c", "b", 11, 0)
+
+
+def _hand(rows: list[dict]) -> list[dict]:
+    return sorted((r for r in rows if r["controller_cluster"] == "c"), key=lambda r: r["index"])
+
+
+def test_exactly_the_planted_violations_are_reported(planted_run):
+    summary, planted, _, out, _ = planted_run
+    assert _violations(out) == _planted(planted) | {HAND_DIVERGENCE}, f"seed {SEED}"
+    assert summary.violation_total == len(planted) + 1
+
+
+def test_violations_carry_their_evidence(planted_run):
+    _, _, _, out, table = planted_run
+    entries = {(r["controller_cluster"], r["index"], r["seq"]) for r in table.to_pylist() + HAND_WRITTEN}
+    for violation in pq.read_table(out / "violations").to_pylist():
+        refs = {(e["controller_cluster"], e["index"], e["seq"]) for e in violation["evidence"]}
+        assert (violation["controller_cluster"], violation["index"], violation["seq"]) in refs
+        assert refs <= entries, violation
+
+
+def test_planted_stale_reads_are_the_failing_keys(planted_run):
+    summary, _, stale, out, _ = planted_run
+    results = pq.read_table(out / "linearizability").to_pylist()
+    assert {r["key"] for r in results if not r["ok"]} == {p.key for p in stale}
+    assert len(results) == 6
+    assert summary.linearizability.not_linearizable == 2
+
+
+def test_failover_durations_match_the_log(planted_run):
+    _, _, _, out, table = planted_run
+    failovers = [f for f in pq.read_table(out / "failovers").to_pylist() if f["controller_cluster"] != "c"]
+    assert failovers, "the synthetic history has controller-triggered failovers"
+    by_entry = {(r["controller_cluster"], r["index"], r["seq"]): r for r in table.to_pylist()}
+    for f in failovers:
+        start = by_entry[(f["controller_cluster"], f["start_index"], f["start_seq"])]
+        end = by_entry[(f["controller_cluster"], f["end_index"], f["end_seq"])]
+        assert start["trigger"] == "controller" and end["elected"] is True
+        assert f["duration_ms"] == end["leader_ts_ms"] - start["liveness_lost_ms"] >= 0
+
+
+def test_report_and_tables_are_written(planted_run):
+    summary, _, _, out, _ = planted_run
+    report = (out / "report.md").read_text()
+    for chart in ("failover_durations.png", "elections_per_hour.png", "flapping_groups.png"):
+        assert (out / chart).stat().st_size > 1000
+        assert f"({chart})" in report
+    assert set(summary.tables) == set(TABLES)
+    assert summary.groups == 31 and summary.controller_clusters == 3
+    assert [r.rank for r in summary.top_flapping] == list(range(1, len(summary.top_flapping) + 1))
+
+
+def test_clean_history_from_two_nodes_has_no_violations(spark, tmp_path):
+    """Parquet exports of the same log from two nodes: deduplicated, nothing to report."""
+    config = synth.SynthConfig(groups=25, rows_per_group=30, seed=SEED + 1, recreate_fraction=0.3,
+                               unclean_fraction=0.5)
+    table, planted = synth.generate_history(config)
+    assert planted == []
+    pq.write_table(table, tmp_path / "n1.parquet")
+    n2 = table.set_column(1, "node_id", pa.array(["n2"] * table.num_rows))
+    pq.write_table(n2, tmp_path / "n2.parquet")
+    summary = run_pipeline(spark, [tmp_path / "n1.parquet", tmp_path / "n2.parquet"], tmp_path / "out")
+    assert _violations(tmp_path / "out") == set(), f"seed {SEED + 1}"
+    assert summary.rows == table.num_rows
+    assert summary.linearizability is None
+
+
+def test_hand_written_divergence_is_its_only_violation(planted_run):
+    out = planted_run[3]
+    assert {v for v in _violations(out) if v[1] == "c"} == {HAND_DIVERGENCE}
+
+
+def test_hand_written_failover_spans_two_attempts(planted_run):
+    out = planted_run[3]
+    (failover,) = _hand(pq.read_table(out / "failovers").to_pylist())
+    assert (failover["start_index"], failover["end_index"], failover["attempts"]) == (5, 6, 2)
+    assert failover["duration_ms"] == 900 and failover["new_master_id"] == 2
+
+
+def test_hand_written_timeline_and_incarnations(planted_run):
+    timeline = _hand(pq.read_table(planted_run[3] / "master_timeline").to_pylist())
+    assert [(r["index"], r["master_id"], r["master_epoch"], r["incarnation"]) for r in timeline] == [
+        (3, 1, 1, 0), (5, None, 2, 0), (6, 2, 3, 0), (11, 1, 1, 1)]
+    assert [r["until_ms"] for r in timeline] == [5100, 5900, None, None]
+
+
+def test_hand_written_audit(planted_run):
+    audit = _hand(pq.read_table(planted_run[3] / "audit").to_pylist())
+    assert [(r["index"], r["event"], r["broker_id"], r["address"], r["previous_address"]) for r in audit] == [
+        (1, "id_allocated", 1, "10.0.0.1:1", None),
+        (2, "id_allocated", 2, "10.0.0.2:1", None),
+        (8, "address_changed", 2, "10.0.0.2:2", "10.0.0.2:1"),
+        (9, "group_cleaned", None, None, None),
+        (10, "id_allocated", 1, "10.0.0.9:1", None),
+    ]
