@@ -1,0 +1,150 @@
+"""rmqc clusters for the suite: `rmqc serve` processes on loopback, one data directory each, and
+the requests the scenarios make of them (a cheap repeatable durable write, reads, metadata)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import trio
+
+from rmqc.remoting import RemotingCommand, RequestCode, ResponseCode
+
+from ._load import LoadError, RemotingConn
+from ._procs import Proc, ProcessFailed, free_ports
+
+RMQC_BIN = str(Path(sys.executable).parent / "rmqc")
+SERVE_TIMEOUT_S = 60.0
+CLUSTER = "BenchCluster"
+# Ids a benchmark client gives one broker-set before moving to the next (1013 of fresh ids).
+IDS_PER_GROUP = 100
+
+
+def write_ext(run: str, client: int, seq: int) -> dict[str, object]:
+    """1013 APPLY_BROKER_ID of a fresh id: one Raft entry, always accepted, same size every time.
+    Client `client` fills broker-set `w<run>-<client>-<n>` with ids 1..IDS_PER_GROUP in order."""
+    group, broker_id = divmod(seq, IDS_PER_GROUP)
+    address = f"10.{client // 250}.{client % 250}.{broker_id % 250}:10911"
+    return {"clusterName": CLUSTER, "brokerName": f"w{run}-{client}-{group}", "appliedBrokerId": broker_id + 1,
+            "registerCheckCode": f"{address};{1_700_000_000_000 + seq}"}
+
+
+async def durable_write(conn: RemotingConn, run: str, client: int, seq: int) -> bool:
+    response = await conn.call(RequestCode.CONTROLLER_APPLY_BROKER_ID, write_ext(run, client, seq))
+    return response.code == ResponseCode.SUCCESS
+
+
+class RmqcCluster:
+    """`nodes` rmqc serve processes; `settings` are --set OPTION=VALUE for every node."""
+
+    def __init__(self, root: Path, nodes: int = 3, settings: Mapping[str, object] | None = None,
+                 name: str = "rmqc") -> None:
+        self.root = root
+        self.name = name
+        self.ids = [f"n{i}" for i in range(nodes)]
+        self.ports = dict(zip(self.ids, free_ports(nodes)))
+        self.settings = dict(settings or {})
+        self.procs: dict[str, Proc] = {}
+
+    @property
+    def peers(self) -> str:
+        return ";".join(f"{node}-127.0.0.1:{port}" for node, port in self.ports.items())
+
+    def address(self, node: str) -> str:
+        return f"127.0.0.1:{self.ports[node]}"
+
+    @property
+    def addresses(self) -> list[str]:
+        return [self.address(node) for node in self.ids]
+
+    def data_dir(self, node: str) -> Path:
+        return self.root / self.name / node
+
+    def argv(self, node: str) -> list[str]:
+        argv = [RMQC_BIN, "serve", "--id", node, "--peers", self.peers, "--data-dir", str(self.data_dir(node))]
+        for option, value in self.settings.items():
+            argv += ["--set", f"{option}={value}"]
+        return argv
+
+    def spawn(self, node: str) -> Proc:
+        log_path = self.root / "logs" / f"{self.name}-{node}.log"
+        self.procs[node] = Proc(f"{self.name}-{node}", self.argv(node), log_path)
+        return self.procs[node]
+
+    async def start(self) -> None:
+        for node in self.ids:
+            self.spawn(node)
+        for node in self.ids:
+            await self.wait_listening(node)
+        await self.wait_writable(SERVE_TIMEOUT_S)
+
+    async def wait_listening(self, node: str, timeout_s: float = SERVE_TIMEOUT_S) -> None:
+        proc = self.procs[node]
+        await proc.wait_for_output(rf"rmqc {node} serving on", timeout_s)
+
+    async def restart(self, node: str) -> Proc:
+        proc = self.spawn(node)
+        await self.wait_listening(node)
+        return proc
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            proc.stop()
+
+    async def metadata(self, node: str) -> RemotingCommand:
+        conn = await RemotingConn.open(self.address(node))
+        try:
+            return await conn.call(RequestCode.CONTROLLER_GET_METADATA_INFO)
+        finally:
+            await conn.aclose()
+
+    async def leader(self, timeout_s: float = 10.0) -> str:
+        """The node every live node names as leader (bounded wait until they agree)."""
+        deadline = time.perf_counter() + timeout_s
+        while time.perf_counter() < deadline:
+            seen = set()
+            for node, proc in self.procs.items():
+                if not proc.alive:
+                    continue
+                try:
+                    with trio.fail_after(1):
+                        seen.add((await self.metadata(node)).ext_fields.get("controllerLeaderId"))
+                except (OSError, LoadError, trio.TooSlowError):
+                    seen.add(None)
+            if len(seen) == 1 and None not in seen and "" not in seen:
+                return str(seen.pop())
+            await trio.sleep(0.05)
+        raise ProcessFailed(f"{self.name}: nodes do not agree on a leader within {timeout_s} s")
+
+    async def wait_writable(self, timeout_s: float) -> float:
+        """Seconds until some node accepts a durable write (tries every live node in turn)."""
+        start = time.perf_counter()
+        seq = 0
+        while time.perf_counter() - start < timeout_s:
+            for node, proc in list(self.procs.items()):
+                if not proc.alive:
+                    continue
+                seq += 1
+                if await self._try_write(node, seq):
+                    return time.perf_counter() - start
+            await trio.sleep(0.01)
+        raise ProcessFailed(f"{self.name}: no write accepted within {timeout_s} s")
+
+    async def _try_write(self, node: str, seq: int) -> bool:
+        try:
+            with trio.fail_after(1):
+                conn = await RemotingConn.open(self.address(node))
+                try:
+                    return await durable_write(conn, f"probe{int(time.time() * 1000)}", 0, seq * IDS_PER_GROUP)
+                finally:
+                    await conn.aclose()
+        except (OSError, LoadError, trio.TooSlowError):
+            return False
+
+    def rss_mb(self) -> dict[str, float | None]:
+        return {node: proc.rss_mb() for node, proc in self.procs.items()}
+
+    def cpu_s(self) -> dict[str, float | None]:
+        return {node: proc.cpu_s() for node, proc in self.procs.items()}
