@@ -45,52 +45,45 @@ def _encode_ext(fields: dict[str, str]) -> bytes:
     return b"".join(parts)
 
 
-class _Reader:
-    """Reads fields from one header, naming the field and stream offset when the bytes run out."""
+def _check_room(pos: int, size: int, limit: int, field: str, offset: int) -> None:
+    """Raise unless `size` bytes of `field` fit between `pos` and `limit` (offsets for the message)."""
+    if size < 0:
+        raise RemotingProtocolError(f"ROCKETMQ header: {field} length {size} is negative", offset + pos)
+    if pos + size > limit:
+        raise RemotingProtocolError(
+            f"ROCKETMQ header: {field} needs {size} bytes, {limit - pos} left in the header", offset + pos
+        )
 
-    def __init__(self, data: bytes, stream_offset: int) -> None:
-        self.data = data
-        self.pos = 0
-        self.stream_offset = stream_offset
 
-    def error(self, what: str) -> RemotingProtocolError:
-        return RemotingProtocolError(f"ROCKETMQ header: {what}", self.stream_offset + self.pos)
-
-    def take(self, size: int, field: str) -> bytes:
-        if size < 0:
-            raise self.error(f"{field} length {size} is negative")
-        if self.pos + size > len(self.data):
-            raise self.error(f"{field} needs {size} bytes, {len(self.data) - self.pos} left in the header")
-        chunk = self.data[self.pos : self.pos + size]
-        self.pos += size
-        return chunk
-
-    def unpack(self, layout: struct.Struct, field: str) -> tuple[int, ...]:
-        return layout.unpack(self.take(layout.size, field))
-
-    def text(self, size: int, field: str) -> str | None:
-        raw = self.take(size, field)
-        if not raw:
-            return None
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise RemotingProtocolError(
-                f"ROCKETMQ header: {field} is not UTF-8", self.stream_offset + self.pos - size + exc.start
-            ) from None
+def _text(data: bytes, pos: int, size: int, limit: int, field: str, offset: int) -> str | None:
+    _check_room(pos, size, limit, field, offset)
+    if not size:
+        return None
+    try:
+        return data[pos : pos + size].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RemotingProtocolError(f"ROCKETMQ header: {field} is not UTF-8", offset + pos + exc.start) from None
 
 
 def decode_binary_header(data: bytes, offset: int) -> RemotingCommand:
     """Decode header bytes that start at stream byte `offset` (used only in error messages)."""
-    reader = _Reader(data, offset)
-    code, language, version, opaque, flag = reader.unpack(_FIXED, "fixed fields")
-    (remark_length,) = reader.unpack(_INT32, "remarkLength")
-    remark = reader.text(remark_length, "remark")
-    (ext_length,) = reader.unpack(_INT32, "extLength")
-    ext_area = _Reader(reader.take(ext_length, "ext area"), offset + reader.pos - max(ext_length, 0))
-    ext_fields = _decode_ext(ext_area) if ext_length else None
-    if reader.pos != len(data):
-        raise reader.error(f"{len(data) - reader.pos} bytes after the ext area")
+    size = len(data)
+    _check_room(0, _FIXED.size, size, "fixed fields", offset)
+    code, language, version, opaque, flag = _FIXED.unpack_from(data)
+    pos = _FIXED.size
+    _check_room(pos, 4, size, "remarkLength", offset)
+    (remark_length,) = _INT32.unpack_from(data, pos)
+    remark = _text(data, pos + 4, remark_length, size, "remark", offset)
+    pos += 4 + remark_length
+    _check_room(pos, 4, size, "extLength", offset)
+    (ext_length,) = _INT32.unpack_from(data, pos)
+    pos += 4
+    _check_room(pos, ext_length, size, "ext area", offset)
+    ext_fields = _decode_ext(data, pos, pos + ext_length, offset) if ext_length else None
+    if pos + ext_length != size:
+        raise RemotingProtocolError(
+            f"ROCKETMQ header: {size - pos - ext_length} bytes after the ext area", offset + pos + ext_length
+        )
     return RemotingCommand(
         code=code,
         opaque=opaque,
@@ -103,13 +96,17 @@ def decode_binary_header(data: bytes, offset: int) -> RemotingCommand:
     )
 
 
-def _decode_ext(reader: _Reader) -> dict[str, str]:
+def _decode_ext(data: bytes, pos: int, end: int, offset: int) -> dict[str, str]:
     fields: dict[str, str] = {}
-    while reader.pos < len(reader.data):
-        (key_length,) = reader.unpack(_INT16, "ext key length")
-        key = reader.text(key_length, "ext key")
-        (value_length,) = reader.unpack(_INT32, "ext value length")
-        value = reader.text(value_length, "ext value")
+    while pos < end:
+        _check_room(pos, 2, end, "ext key length", offset)
+        (key_length,) = _INT16.unpack_from(data, pos)
+        key = _text(data, pos + 2, key_length, end, "ext key", offset)
+        pos += 2 + key_length
+        _check_room(pos, 4, end, "ext value length", offset)
+        (value_length,) = _INT32.unpack_from(data, pos)
+        value = _text(data, pos + 4, value_length, end, "ext value", offset)
+        pos += 4 + value_length
         if key is not None and value is not None:
             fields[key] = value
     return fields
