@@ -1,0 +1,225 @@
+"""Rich output of `rmqc admin`, `rmqc status`, `rmqc dev` and `rmqc sim`: every table, every error
+line and the exit codes in one module, so the commands themselves only parse, call and render."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from enum import IntEnum
+from typing import Any, NoReturn
+
+import orjson
+import typer
+from rich.console import Console, Group
+from rich.table import Table
+
+from rmqc.remoting import RemotingCommand, ResponseCode
+
+__all__ = [
+    "ExitCode",
+    "answer_json",
+    "console",
+    "controller_refused",
+    "emit_json",
+    "fail",
+    "hint_for",
+    "render_cluster_processes",
+    "render_config",
+    "render_elected",
+    "render_metadata",
+    "render_status",
+    "render_sync_state_data",
+    "status_table",
+]
+
+WIDE_CONSOLE = 160  # when not on a terminal (pipes, tests): wide enough that addresses never wrap
+
+
+class ExitCode(IntEnum):
+    """What the exit status of an rmqc operator command means."""
+
+    OK = 0
+    REFUSED = 1  # a controller answered with an error code
+    USAGE = 2  # bad options (Typer/Click use 2 for their own usage errors too)
+    UNREACHABLE = 3  # no controller answered (connection refused, timeout, no leader)
+
+
+# What an operator can do about each answer (the spec's remark says what happened, this says what next).
+HINTS: dict[int, str] = {
+    ResponseCode.SYSTEM_ERROR: "the controller failed internally; see its log, then retry",
+    ResponseCode.SYSTEM_BUSY: "the controller is overloaded; retry in a moment",
+    ResponseCode.REQUEST_CODE_NOT_SUPPORTED: "this node does not serve that request (a Java controller or an older rmqc?)",
+    ResponseCode.NO_PERMISSION: "the key is in configBlackList and cannot be changed at run time; edit the config file and restart",
+    ResponseCode.CONTROLLER_NOT_LEADER: "this node is not the leader; pass every controller with --controllers, or wait for an election",
+    ResponseCode.CONTROLLER_MASTER_NOT_AVAILABLE: "no replica of the group is alive and in sync; start a broker of the group",
+    ResponseCode.CONTROLLER_BROKER_NOT_ALIVE: "a named broker is not heartbeating; check that it runs and reaches the controllers",
+    ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST: "the broker group is unknown; check the name with `rmqc admin sync-state-set --all`",
+    ResponseCode.CONTROLLER_INVALID_CLEAN_BROKER_METADATA: "stop the broker(s) first, or pass --clean-living to remove them anyway",
+    ResponseCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED: "the group or broker id is not registered; brokers register themselves when they start",
+    ResponseCode.CONTROLLER_MASTER_STILL_EXIST: "that broker is already the master; nothing to do",
+    ResponseCode.CONTROLLER_ELECT_MASTER_FAILED: "the broker must be alive and in the SyncStateSet (or set enableElectUncleanMaster=true)",
+    ResponseCode.CONTROLLER_BROKER_ID_INVALID: "that broker id is taken; let the broker ask for one (1012)",
+}
+
+
+def console() -> Console:
+    """A console on the current stdout (CliRunner swaps it), wide when stdout is not a terminal."""
+    return Console(file=sys.stdout, width=None if sys.stdout.isatty() else WIDE_CONSOLE, highlight=False)
+
+
+def error_console() -> Console:
+    return Console(file=sys.stderr, width=None if sys.stderr.isatty() else WIDE_CONSOLE, highlight=False)
+
+
+def hint_for(code: int) -> str:
+    return HINTS.get(code, "see the controller's remark")
+
+
+def code_name(code: int) -> str:
+    try:
+        return f"{ResponseCode(code).name} ({code})"
+    except ValueError:
+        return str(code)
+
+
+def fail(code: ExitCode, message: str, *, hint: str | None = None) -> NoReturn:
+    """Print `message` (and what to do) on stderr and exit with `code`."""
+    out = error_console()
+    out.print(f"[bold red]error:[/] {message}")
+    if hint:
+        out.print(f"[yellow]what to do:[/] {hint}")
+    raise typer.Exit(int(code))
+
+
+def controller_refused(answer: RemotingCommand, what: str, *, as_json: bool = False) -> NoReturn:
+    """Exit 1 for a non-zero answer: the code, the controller's remark, and what to do."""
+    if as_json:
+        emit_json(answer_json(answer))
+        raise typer.Exit(int(ExitCode.REFUSED))
+    remark = (answer.remark or "").strip() or "no remark"
+    fail(ExitCode.REFUSED, f"{what}: the controller answered {code_name(answer.code)}: {remark}",
+         hint=hint_for(answer.code))
+
+
+def emit_json(document: Any) -> None:
+    sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode() + "\n")
+    sys.stdout.flush()
+
+
+def answer_json(answer: RemotingCommand, body: Any = None) -> dict[str, Any]:
+    return {"code": answer.code, "remark": answer.remark, "extFields": answer.ext_fields or {}, "body": body}
+
+
+# ---- admin ---------------------------------------------------------------------------------------
+
+
+def render_metadata(answer: RemotingCommand, node: str) -> None:
+    table = Table(title=f"controller metadata (asked {node})", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value")
+    for label, key in (("group", "group"), ("leader id", "controllerLeaderId"),
+                       ("leader address", "controllerLeaderAddress"), ("answering node is leader", "isLeader")):
+        table.add_row(label, answer.ext(key) or "null")
+    for peer in filter(None, (answer.ext("peers") or "").split(";")):
+        table.add_row("peer", peer)
+    console().print(table)
+
+
+def render_sync_state_data(replicas_table: Mapping[str, Any]) -> None:
+    out = console()
+    if not replicas_table:
+        out.print("no broker groups matched")
+        return
+    for name in sorted(replicas_table):
+        info = replicas_table[name]
+        in_sync = info.get("inSyncReplicas") or []
+        table = Table(title=(f"{name}: master {info.get('masterBrokerId', '-')} {info.get('masterAddress', '')}  "
+                             f"masterEpoch {info.get('masterEpoch')}  syncStateSetEpoch {info.get('syncStateSetEpoch')}  "
+                             f"in sync {len(in_sync)}"))
+        for column in ("brokerId", "address", "in sync", "alive", "role"):
+            table.add_column(column)
+        replicas = [(r, True) for r in in_sync] + [(r, False) for r in info.get("notInSyncReplicas") or []]
+        for replica, synced in sorted(replicas, key=lambda pair: pair[0].get("brokerId", 0)):
+            is_master = replica.get("brokerId") == info.get("masterBrokerId")
+            table.add_row(str(replica.get("brokerId")), str(replica.get("brokerAddress")), _yes(synced),
+                          _yes(bool(replica.get("alive"))), "master" if is_master else "slave")
+        out.print(table)
+
+
+def render_elected(answer: RemotingCommand, cluster: str, broker_name: str, members: Mapping[Any, Any]) -> None:
+    table = Table(title=f"new master of {broker_name}", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value")
+    for label, value in (("cluster", cluster), ("broker name", broker_name),
+                         ("master broker id", answer.ext("masterBrokerId")),
+                         ("master address", answer.ext("masterAddress")), ("masterEpoch", answer.ext("masterEpoch")),
+                         ("syncStateSetEpoch", answer.ext("syncStateSetEpoch"))):
+        table.add_row(label, str(value))
+    for broker_id in sorted(members, key=int):
+        table.add_row("member", f"{broker_id} {members[broker_id]}")
+    console().print(table)
+
+
+def render_config(per_node: Mapping[str, Mapping[str, str] | str], key: str | None) -> None:
+    out = console()
+    for node, values in per_node.items():
+        if isinstance(values, str):
+            out.print(f"[red]{node}: {values}[/]")
+            continue
+        table = Table(title=f"configuration of {node}")
+        table.add_column("key", style="bold")
+        table.add_column("value")
+        for name in sorted(values):
+            if key is None or name == key:
+                table.add_row(name, values[name])
+        out.print(table)
+
+
+# ---- status ----------------------------------------------------------------------------------------
+
+
+def status_table(views: Sequence[Mapping[str, Any]]) -> Table:
+    table = Table(title="rmqc controllers")
+    for column in ("node", "address", "role", "term", "commit", "applied", "leader", "lag", "groups", "live brokers"):
+        table.add_column(column)
+    for view in views:
+        status = view.get("status")
+        if status is None:
+            table.add_row("?", view["address"], f"[red]{view.get('error')}[/]", *["-"] * 7)
+            continue
+        role = status.get("role", "?")
+        role_text = f"[bold green]{role}[/]" if status.get("servingAsLeader") else role
+        table.add_row(str(status.get("nodeId")), view["address"], role_text, _num(status.get("term")),
+                      _num(status.get("commit")), _num(status.get("applied")), str(status.get("leader") or "-"),
+                      _lag_text(status), _num(status.get("brokerGroups")), _num(status.get("liveBrokers")))
+    return table
+
+
+def render_status(views: Sequence[Mapping[str, Any]]) -> None:
+    console().print(status_table(views))
+
+
+def render_cluster_processes(processes: Iterable[Mapping[str, Any]], views: Sequence[Mapping[str, Any]]) -> Group:
+    table = Table(title="local rmqc cluster (Ctrl-C stops every node)")
+    for column in ("node", "pid", "address", "process", "data dir"):
+        table.add_column(column)
+    for process in processes:
+        state = "running" if process["returncode"] is None else f"exited {process['returncode']}"
+        table.add_row(process["node_id"], str(process["pid"]), process["address"], state, process["data_dir"])
+    return Group(table, status_table(views))
+
+
+def _lag_text(status: Mapping[str, Any]) -> str:
+    peers = status.get("peers") or {}
+    if peers:
+        return " ".join(f"{peer}:{info.get('lag')}" for peer, info in sorted(peers.items()))
+    behind = int(status.get("commit") or 0) - int(status.get("applied") or 0)
+    return f"apply {behind}"
+
+
+def _num(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "[red]no[/]"

@@ -1,0 +1,303 @@
+"""`rmqc admin`: the controller commands RocketMQ operators know from mqadmin (spec section 9).
+
+    rmqc admin metadata          -c "a;b;c"            1005 (getControllerMetaData)
+    rmqc admin sync-state-set    -c ... NAME... | --all 1006 (getSyncStateSet)
+    rmqc admin elect-master      -c ... -n NAME -b ID  1002 designated (electMaster)
+    rmqc admin clean-broker      -c ... -n NAME        1011 (cleanBrokerMetadata)
+    rmqc admin config get|set    -c ...                1010/1009 on every node given
+
+Rich tables by default, `--json` for scripts. Exit codes: 0 ok, 1 a controller said no (its remark
+and what to do are printed), 2 usage, 3 no controller reachable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, Optional, TypeVar
+
+import typer
+
+from rmqc.cli._render import ExitCode, fail
+
+__all__ = ["admin_app", "parse_controllers", "run_with_client"]
+
+T = TypeVar("T")
+
+admin_app = typer.Typer(help="Controller administration (mqadmin's controller commands).", no_args_is_help=True)
+config_app = typer.Typer(help="Read or change controller configuration on every node given.", no_args_is_help=True)
+admin_app.add_typer(config_app, name="config")
+
+ControllersOption = Annotated[str, typer.Option("--controllers", "-c", envvar="RMQC_CONTROLLERS",
+                                                help='controllers, "host:port;host:port;..."')]
+NodeOption = Annotated[Optional[str], typer.Option("--node", help="ask this node (host:port) instead of any/the leader")]
+ConsistencyOption = Annotated[Optional[str], typer.Option("--consistency",
+                                                          help="reads: linearizable, lease or stale")]
+JsonOption = Annotated[bool, typer.Option("--json", help="print the answer as JSON")]
+TimeoutOption = Annotated[int, typer.Option("--timeout-ms", help="bound on each call, retries included")]
+DEFAULT_CONTROLLERS = "127.0.0.1:9878"
+RMQC_NODE_STATUS = 60001  # rmqc.node._status: the private status request (also lists group names)
+
+
+def parse_controllers(text: str) -> list[str]:
+    """`a;b;c` (mqadmin's -a syntax; commas accepted too) as a list; exit 2 if it names nothing."""
+    from rmqc.client._address import parse_address
+    from rmqc.errors import ConfigError
+
+    addresses = [part.strip() for part in text.replace(",", ";").split(";") if part.strip()]
+    if not addresses:
+        fail(ExitCode.USAGE, f"--controllers {text!r} names no controller", hint='give "host:port;host:port"')
+    for address in addresses:
+        try:
+            parse_address(address)
+        except ConfigError as error:
+            fail(ExitCode.USAGE, str(error), hint='give "host:port;host:port"')
+    return addresses
+
+
+def run_with_client(controllers: list[str], call: Callable[[Any], Awaitable[T]], *, timeout_ms: int = 3000,
+                    consistency: str | None = None) -> T:
+    """Run `call(client)` on a fresh ControllerClient; unreachable controllers exit 3."""
+    import trio
+
+    from rmqc.client import CONSISTENCY_LEVELS, ClientError, ControllerClient
+
+    if consistency is not None and consistency not in CONSISTENCY_LEVELS:
+        fail(ExitCode.USAGE, f"--consistency {consistency!r} is not one of {', '.join(sorted(CONSISTENCY_LEVELS))}")
+
+    async def main() -> T:
+        async with ControllerClient(controllers, timeout_ms=timeout_ms, consistency=consistency) as client:
+            return await call(client)
+
+    try:
+        return trio.run(main)
+    except (ClientError, BaseExceptionGroup) as raised:
+        error = _client_error_in(raised, ClientError)
+        fail(ExitCode.UNREACHABLE, f"no answer from {';'.join(controllers)}: {error}",
+             hint="check that the controllers run (rmqc status) and that the addresses are right")
+
+
+def _client_error_in(raised: BaseException, kind: type[BaseException]) -> BaseException:
+    """The client error itself, also when Trio's nursery wrapped it in an exception group."""
+    if isinstance(raised, kind):
+        return raised
+    if isinstance(raised, BaseExceptionGroup):
+        matched, _rest = raised.split(kind)
+        if matched is not None:
+            return _client_error_in(matched.exceptions[0], kind)
+    raise raised
+
+
+def _body(answer: Any) -> Any:
+    from rmqc.remoting import loads_fastjson
+
+    return loads_fastjson(answer.body) if answer.body else None
+
+
+@admin_app.command("metadata")
+def metadata_command(controllers: ControllersOption = DEFAULT_CONTROLLERS, node: NodeOption = None,
+                     as_json: JsonOption = False, timeout_ms: TimeoutOption = 3000) -> None:
+    """Controller group, leader and peers (1005), as one node sees them."""
+    from rmqc.cli._render import answer_json, controller_refused, emit_json, render_metadata
+
+    addresses = parse_controllers(controllers)
+    answer = run_with_client(addresses, lambda client: client.get_metadata(node), timeout_ms=timeout_ms)
+    if answer.code != 0:
+        controller_refused(answer, "metadata", as_json=as_json)
+    if as_json:
+        emit_json(answer_json(answer))
+    else:
+        render_metadata(answer, node or "any controller")
+
+
+@admin_app.command("sync-state-set")
+def sync_state_set_command(names: Annotated[Optional[list[str]], typer.Argument(help="broker group names")] = None,
+                           all_groups: Annotated[bool, typer.Option("--all", help="every broker group")] = False,
+                           controllers: ControllersOption = DEFAULT_CONTROLLERS, node: NodeOption = None,
+                           consistency: ConsistencyOption = None, as_json: JsonOption = False,
+                           timeout_ms: TimeoutOption = 3000) -> None:
+    """Master, epochs and replicas (in sync or not, alive or not) of broker groups (1006)."""
+    from rmqc.cli._render import answer_json, controller_refused, emit_json, render_sync_state_data
+
+    if bool(names) == all_groups:
+        fail(ExitCode.USAGE, "give broker group names or --all (not both)")
+    addresses = parse_controllers(controllers)
+
+    async def call(client: Any) -> tuple[Any, list[str]]:
+        chosen = list(names or [])
+        if all_groups:
+            listing = await client.request(RMQC_NODE_STATUS, {"groupNames": True}, address=node, leader=node is None)
+            if listing.code != 0:
+                return listing, []
+            chosen = _body(listing)["groupNames"]
+            if not chosen:
+                return None, []
+        return await client.get_sync_state_data(chosen, address=node), chosen
+
+    answer, chosen = run_with_client(addresses, call, timeout_ms=timeout_ms, consistency=consistency)
+    if answer is None:
+        table: dict[str, Any] = {}
+    elif answer.code != 0:
+        controller_refused(answer, "sync-state-set", as_json=as_json)
+    else:
+        table = (_body(answer) or {}).get("replicasInfoTable") or {}
+    if as_json:
+        emit_json({"replicasInfoTable": table, "asked": chosen})
+        return
+    render_sync_state_data(table)
+    missing = sorted(set(chosen) - set(table))
+    if missing and not all_groups:
+        fail(ExitCode.REFUSED, f"unknown broker group(s): {', '.join(missing)}",
+             hint="check the names with `rmqc admin sync-state-set --all`")
+
+
+@admin_app.command("elect-master")
+def elect_master_command(broker_name: Annotated[str, typer.Option("--broker-name", "-n", help="broker group")],
+                         broker_id: Annotated[int, typer.Option("--broker-id", "-b", help="the broker to make master")],
+                         cluster: Annotated[str, typer.Option("--cluster", help="broker cluster name")] = "DefaultCluster",
+                         controllers: ControllersOption = DEFAULT_CONTROLLERS, as_json: JsonOption = False,
+                         timeout_ms: TimeoutOption = 3000) -> None:
+    """Make a chosen broker master (1002 with designateElect=true); it must be alive and in sync."""
+    from rmqc.cli._render import answer_json, controller_refused, emit_json, render_elected
+
+    addresses = parse_controllers(controllers)
+    answer = run_with_client(addresses, lambda client: client.elect_master(cluster, broker_name, broker_id, designate=True),
+                             timeout_ms=timeout_ms)
+    if answer.code != 0:
+        controller_refused(answer, f"elect-master {broker_name}/{broker_id}", as_json=as_json)
+    body = _body(answer) or {}
+    if as_json:
+        emit_json(answer_json(answer, body))
+        return
+    members = (body.get("brokerMemberGroup") or {}).get("brokerAddrs") or {}
+    render_elected(answer, cluster, broker_name, members)
+
+
+@admin_app.command("clean-broker")
+def clean_broker_command(broker_name: Annotated[str, typer.Option("--broker-name", "-n", help="broker group")],
+                         broker_ids: Annotated[Optional[str], typer.Option("--broker-ids", "-b",
+                                                                           help='ids "1;2" (default: the whole group)')] = None,
+                         clean_living: Annotated[bool, typer.Option("--clean-living", "-l",
+                                                                    help="also remove live brokers (the whole group)")] = False,
+                         cluster: Annotated[Optional[str], typer.Option("--cluster", help="broker cluster name")] = None,
+                         controllers: ControllersOption = DEFAULT_CONTROLLERS, as_json: JsonOption = False,
+                         timeout_ms: TimeoutOption = 3000) -> None:
+    """Remove brokers (or a whole group) from the controller's metadata (1011)."""
+    from rmqc.cli._render import answer_json, console, controller_refused, emit_json
+
+    ids = _parse_ids(broker_ids) if broker_ids is not None else None
+    addresses = parse_controllers(controllers)
+    answer = run_with_client(addresses, lambda client: client.clean_broker_data(cluster, broker_name, ids, clean_living),
+                             timeout_ms=timeout_ms)
+    if answer.code != 0:
+        controller_refused(answer, f"clean-broker {broker_name}", as_json=as_json)
+    if as_json:
+        emit_json(answer_json(answer))
+    else:
+        console().print(f"cleaned broker {broker_name} {'ids ' + broker_ids if broker_ids else '(whole group)'} "
+                        f"from the controller metadata")
+
+
+def _parse_ids(text: str) -> list[int]:
+    parts = [part.strip() for part in text.split(";") if part.strip()]
+    if not parts or not all(part.isdigit() for part in parts):
+        fail(ExitCode.USAGE, f"--broker-ids {text!r} is not a list of ids like 1;2")
+    return [int(part) for part in parts]
+
+
+@config_app.command("get")
+def config_get_command(controllers: ControllersOption = DEFAULT_CONTROLLERS,
+                       key: Annotated[Optional[str], typer.Option("--key", "-k", help="only this key")] = None,
+                       as_json: JsonOption = False, timeout_ms: TimeoutOption = 3000) -> None:
+    """Every setting of every node given (1010)."""
+    from rmqc.cli._render import emit_json, render_config
+
+    addresses = parse_controllers(controllers)
+    per_node, failed = _on_every_node(addresses, lambda client, address: client.get_config(address), timeout_ms)
+    from rmqc.remoting import loads_properties
+
+    result: dict[str, Any] = {}
+    for address, answer in per_node.items():
+        result[address] = loads_properties(answer.body or b"") if answer.code == 0 else f"{answer.code} {answer.remark}"
+    if as_json:
+        emit_json({address: ({k: v for k, v in values.items() if key is None or k == key}
+                             if isinstance(values, dict) else {"error": values}) for address, values in result.items()})
+    else:
+        render_config(result, key)
+    _exit_for_failures(per_node, failed)
+
+
+@config_app.command("set")
+def config_set_command(settings: Annotated[list[str], typer.Argument(help="KEY=VALUE (one or more)")],
+                       controllers: ControllersOption = DEFAULT_CONTROLLERS, as_json: JsonOption = False,
+                       timeout_ms: TimeoutOption = 3000) -> None:
+    """Change settings on every node given (1009); each node changes only itself (not replicated)."""
+    from rmqc.cli._render import console, emit_json
+
+    properties = _parse_settings(settings)
+    addresses = parse_controllers(controllers)
+    per_node, failed = _on_every_node(addresses, lambda client, address: client.update_config(address, properties),
+                                      timeout_ms)
+    if as_json:
+        emit_json({address: {"code": answer.code, "remark": answer.remark} for address, answer in per_node.items()}
+                  | {address: {"error": error} for address, error in failed.items()})
+    else:
+        out = console()
+        for address, answer in per_node.items():
+            state = "updated" if answer.code == 0 else f"[red]refused: {answer.code} {answer.remark}[/]"
+            out.print(f"{address}: {state}")
+        if not failed and all(answer.code == 0 for answer in per_node.values()):
+            for key, value in properties.items():
+                out.print(f"{key} : {value}")
+    _exit_for_failures(per_node, failed)
+
+
+def _parse_settings(settings: list[str]) -> dict[str, str]:
+    properties: dict[str, str] = {}
+    for setting in settings:
+        key, equals, value = setting.partition("=")
+        if not equals or not key.strip():
+            fail(ExitCode.USAGE, f"{setting!r} is not KEY=VALUE")
+        properties[key.strip()] = value
+    return properties
+
+
+def _on_every_node(addresses: list[str], call: Callable[[Any, str], Awaitable[Any]], timeout_ms: int
+                   ) -> tuple[dict[str, Any], dict[str, str]]:
+    """`call(client, address)` on every node at once: answers, and the nodes that did not answer."""
+
+    async def all_nodes(client: Any) -> tuple[dict[str, Any], dict[str, str]]:
+        import trio
+
+        from rmqc.client import ClientError
+
+        answers: dict[str, Any] = {}
+        failed: dict[str, str] = {}
+
+        async def one(address: str) -> None:
+            try:
+                answers[address] = await call(client, address)
+            except ClientError as error:
+                failed[address] = str(error)
+
+        async with trio.open_nursery() as nursery:
+            for address in addresses:
+                nursery.start_soon(one, address)
+        return {a: answers[a] for a in addresses if a in answers}, failed
+
+    return run_with_client(addresses, all_nodes, timeout_ms=timeout_ms)
+
+
+def _exit_for_failures(per_node: dict[str, Any], failed: dict[str, str]) -> None:
+    from rmqc.cli._render import code_name, hint_for
+
+    for address, error in failed.items():
+        if not per_node:
+            fail(ExitCode.UNREACHABLE, f"{address}: {error}", hint="check that the controllers run (rmqc status)")
+    if failed:
+        fail(ExitCode.UNREACHABLE, "no answer from " + ", ".join(sorted(failed)),
+             hint="the other nodes answered; retry for the missing ones")
+    refused = {address: answer for address, answer in per_node.items() if answer.code != 0}
+    if refused:
+        address, answer = next(iter(refused.items()))
+        fail(ExitCode.REFUSED, f"{address} answered {code_name(answer.code)}: {answer.remark}",
+             hint=hint_for(answer.code))

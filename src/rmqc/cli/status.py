@@ -1,0 +1,119 @@
+"""`rmqc status`: every node's role, term, commit/applied index, leader, replication lag, broker
+groups and live brokers, from the private RMQC_NODE_STATUS request (60001) each node answers.
+
+A node that does not know 60001 (a Java controller) is shown from its 1005 answer instead (role and
+leader only). `--watch` redraws the table live. Exit codes: 0 every node answered, 3 some did not.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from rmqc.cli._render import ExitCode, fail
+from rmqc.cli.admin import DEFAULT_CONTROLLERS, RMQC_NODE_STATUS, parse_controllers
+
+__all__ = ["fetch_node_views", "status_command"]
+
+WATCH_REFRESH_S = 1.0
+STATUS_TIMEOUT_MS = 2000  # one node's answer (connect included); slower nodes show as not answering
+
+
+async def fetch_node_views(client: Any, addresses: list[str]) -> list[dict[str, Any]]:
+    """Ask every node at once; one view per address: `status` (dict) or `error` (text)."""
+    import trio
+
+    views: dict[str, dict[str, Any]] = {}
+
+    async def one(address: str) -> None:
+        views[address] = await _view_of(client, address)
+
+    async with trio.open_nursery() as nursery:
+        for address in addresses:
+            nursery.start_soon(one, address)
+    return [views[address] for address in addresses]
+
+
+async def _view_of(client: Any, address: str) -> dict[str, Any]:
+    import orjson
+
+    from rmqc.client import ClientError
+    from rmqc.remoting import ResponseCode
+
+    try:
+        answer = await client.request(RMQC_NODE_STATUS, None, address=address)
+        if answer.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+            return {"address": address, "status": await _status_from_metadata(client, address)}
+        if answer.code != ResponseCode.SUCCESS:
+            return {"address": address, "error": f"answered {answer.code}: {answer.remark}"}
+        return {"address": address, "status": orjson.loads(answer.body or b"{}")}
+    except ClientError as error:
+        return {"address": address, "error": f"unreachable ({type(error).__name__})"}
+
+
+async def _status_from_metadata(client: Any, address: str) -> dict[str, Any]:
+    """What 1005 tells about a node that has no status request (a Java controller)."""
+    answer = await client.get_metadata(address)
+    is_leader = answer.ext("isLeader") == "true"
+    return {"nodeId": "(1005 only)", "role": "leader" if is_leader else "follower", "servingAsLeader": is_leader,
+            "leader": answer.ext("controllerLeaderId"), "peers": {}}
+
+
+def status_command(
+    controllers: Annotated[str, typer.Option("--controllers", "-c", "--peers", envvar="RMQC_CONTROLLERS",
+                                             help='nodes to ask, "host:port;host:port" (or one node)')] = DEFAULT_CONTROLLERS,
+    watch: Annotated[bool, typer.Option("--watch", "-w", help="refresh live until Ctrl-C")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the views as JSON")] = False,
+) -> None:
+    """Role, term, commit/applied, leader, lag, broker groups and live brokers of every node."""
+    addresses = parse_controllers(controllers)
+    if watch:
+        _watch(addresses)
+        return
+    views = _fetch_once(addresses)
+    if as_json:
+        from rmqc.cli._render import emit_json
+
+        emit_json(views)
+    else:
+        from rmqc.cli._render import render_status
+
+        render_status(views)
+    silent = [view["address"] for view in views if "status" not in view]
+    if silent:
+        fail(ExitCode.UNREACHABLE, f"no status from {', '.join(silent)}",
+             hint="check that these nodes run; `rmqc dev cluster` starts a local cluster")
+
+
+def _fetch_once(addresses: list[str]) -> list[dict[str, Any]]:
+    import trio
+
+    from rmqc.client import ControllerClient
+
+    async def main() -> list[dict[str, Any]]:
+        async with ControllerClient(addresses, timeout_ms=STATUS_TIMEOUT_MS, max_retries=1) as client:
+            return await fetch_node_views(client, addresses)
+
+    return trio.run(main)
+
+
+def _watch(addresses: list[str]) -> None:
+    import trio
+    from rich.live import Live
+
+    from rmqc.cli._render import console, status_table
+    from rmqc.client import ControllerClient
+
+    async def main() -> None:
+        async with ControllerClient(addresses, timeout_ms=STATUS_TIMEOUT_MS, max_retries=1) as client:
+            with Live(status_table(await fetch_node_views(client, addresses)), console=console(),
+                      auto_refresh=False) as live:
+                while True:
+                    await trio.sleep(WATCH_REFRESH_S)
+                    live.update(status_table(await fetch_node_views(client, addresses)), refresh=True)
+
+    try:
+        trio.run(main)
+    except KeyboardInterrupt:
+        pass

@@ -1,0 +1,181 @@
+"""Prometheus metrics of one controller node, and the HTTP exporter that serves them.
+
+Each node gets its own `CollectorRegistry`, so several nodes in one process (tests, the simulator)
+never collide on metric names. Label values come from fixed tables (request names, response names,
+election outcomes), never from client input: a client sending random request codes must not be
+able to grow the number of time series without bound.
+
+Call sites (the node's driver and server): `observe_request` once per answered request,
+`observe_append` once per Raft append (proposals in it), `observe_fsync` per persisted Ready,
+`count_read_index_round` per ReadIndex heartbeat round, `count_elections` with the apply results of
+each committed entry on the leader, `update_gauges` (or `update_from_node`) about once a second.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
+
+from rmqc.fsm import ApplyResult, ElectMaster
+from rmqc.remoting import RequestCode, ResponseCode
+
+__all__ = [
+    "ELECTION_RESULTS",
+    "MetricsExporter",
+    "NodeMetrics",
+    "election_result_of",
+    "request_label",
+    "response_label",
+    "start_metrics_exporter",
+]
+
+# The labels of RocketMQ's own controller metrics (spec 8.1), so dashboards read alike.
+NEW_MASTER_ELECTED = "new_master_elected"
+KEEP_CURRENT_MASTER = "keep_current_master"
+NO_MASTER_ELECTED = "no_master_elected"
+ELECTION_RESULTS = (NEW_MASTER_ELECTED, KEEP_CURRENT_MASTER, NO_MASTER_ELECTED)
+OTHER_LABEL = "other"
+ONEWAY_LABEL = "oneway"
+
+# Controller requests answer in well under 3 s (the client timeout); the buckets span 0.1 ms .. 5 s.
+LATENCY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+FSYNC_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0)
+# Group commit puts everything waiting into one append; MAX_PENDING_PROPOSALS (65,536) bounds it.
+PROPOSAL_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096, 16384, 65536)
+
+RMQC_PRIVATE_REQUESTS = {60001: "RMQC_NODE_STATUS"}
+
+
+def request_label(code: int) -> str:
+    """The name of a request code from the protocol table; `other` for codes outside it."""
+    try:
+        return RequestCode(code).name
+    except ValueError:
+        return RMQC_PRIVATE_REQUESTS.get(code, OTHER_LABEL)
+
+
+def response_label(code: int | None) -> str:
+    """The name of a response code (`oneway` when there was no answer); `other` outside the table."""
+    if code is None:
+        return ONEWAY_LABEL
+    try:
+        return ResponseCode(code).name
+    except ValueError:
+        return OTHER_LABEL
+
+
+def election_result_of(result: ApplyResult) -> str | None:
+    """The outcome label of an applied command, or None when it was no election."""
+    command = result.command
+    if not isinstance(command, ElectMaster):
+        return None
+    if not result.ok:
+        return KEEP_CURRENT_MASTER if result.before is not None and result.before.master_id is not None else NO_MASTER_ELECTED
+    return NO_MASTER_ELECTED if command.candidate is None else NEW_MASTER_ELECTED
+
+
+class NodeMetrics:
+    """Every metric of one node, in a registry of its own."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter("rmqc_requests", "remoting requests answered, by request and response code",
+                                ("request", "result"), registry=r)
+        self.request_latency = Histogram("rmqc_request_latency_seconds", "time from request decoded to answer ready",
+                                         ("request",), buckets=LATENCY_BUCKETS_S, registry=r)
+        self.term = Gauge("rmqc_raft_term", "current Raft term", registry=r)
+        self.commit_index = Gauge("rmqc_raft_commit_index", "highest log index known committed", registry=r)
+        self.applied_index = Gauge("rmqc_raft_applied_index", "highest log index applied to the state", registry=r)
+        self.is_leader = Gauge("rmqc_is_leader", "1 while this node serves as leader", registry=r)
+        self.proposals_per_append = Histogram("rmqc_proposals_per_append", "proposals batched into one Raft append",
+                                              buckets=PROPOSAL_BUCKETS, registry=r)
+        self.fsync_latency = Histogram("rmqc_fsync_seconds", "one persisted Ready: LMDB transaction and fsync",
+                                       buckets=FSYNC_BUCKETS_S, registry=r)
+        self.read_index_rounds = Counter("rmqc_read_index_rounds", "ReadIndex heartbeat rounds", registry=r)
+        self.live_brokers = Gauge("rmqc_live_brokers", "brokers in this node's heartbeat table", registry=r)
+        self.broker_groups = Gauge("rmqc_broker_groups", "broker groups in the replicated state", registry=r)
+        self.elections = Counter("rmqc_elections", "elections applied, by outcome", ("result",), registry=r)
+        for result in ELECTION_RESULTS:
+            self.elections.labels(result)  # present at 0, so rate() works from the first election
+
+    def observe_request(self, code: int, response_code: int | None, latency_s: float) -> None:
+        request = request_label(code)
+        self.requests.labels(request, response_label(response_code)).inc()
+        self.request_latency.labels(request).observe(latency_s)
+
+    def observe_append(self, proposals: int) -> None:
+        self.proposals_per_append.observe(proposals)
+
+    def observe_fsync(self, seconds: float) -> None:
+        self.fsync_latency.observe(seconds)
+
+    def count_read_index_round(self, rounds: int = 1) -> None:
+        self.read_index_rounds.inc(rounds)
+
+    def count_election(self, result: str) -> None:
+        if result not in ELECTION_RESULTS:
+            raise ValueError(f"election result {result!r} is not one of {ELECTION_RESULTS}")
+        self.elections.labels(result).inc()
+
+    def count_elections(self, results: Iterable[ApplyResult]) -> None:
+        for result in results:
+            label = election_result_of(result)
+            if label is not None:
+                self.elections.labels(label).inc()
+
+    def update_gauges(self, *, term: int, commit: int, applied: int, is_leader: bool,
+                      live_brokers: int, broker_groups: int) -> None:
+        self.term.set(term)
+        self.commit_index.set(commit)
+        self.applied_index.set(applied)
+        self.is_leader.set(1 if is_leader else 0)
+        self.live_brokers.set(live_brokers)
+        self.broker_groups.set(broker_groups)
+
+    def update_from_node(self, node: Any) -> None:
+        """Refresh the gauges from a ControllerNode (duck-typed: raw, serving_as_leader, liveness, state)."""
+        status = node.raw.status() if node.raw is not None else None
+        self.update_gauges(
+            term=status.term if status else node.term,
+            commit=status.commit if status else 0,
+            applied=node.applied_index,
+            is_leader=node.serving_as_leader,
+            live_brokers=len(node.liveness),
+            broker_groups=len(node.state),
+        )
+
+    def exposition(self) -> bytes:
+        """The Prometheus text format of every metric (what the exporter serves)."""
+        return generate_latest(self.registry)
+
+
+@dataclass(slots=True)
+class MetricsExporter:
+    """The HTTP endpoint serving a NodeMetrics; `close()` stops it."""
+
+    server: WSGIServer
+    thread: threading.Thread
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_address[1])
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+
+def start_metrics_exporter(metrics: NodeMetrics, port: int, host: str = "127.0.0.1") -> MetricsExporter:
+    """Serve `metrics` at http://host:port/metrics (port 0: any free port, see `.port`).
+
+    prometheus-client serves from a daemon thread: the scrape never runs on the node's Trio loop.
+    """
+    server, thread = start_http_server(port, addr=host, registry=metrics.registry)
+    return MetricsExporter(server, thread)
