@@ -15,3 +15,7 @@ app = typer.Typer(
 # Command groups register themselves below, one line each.
 from .log import log_app; app.add_typer(log_app, name="log")
 from .analyze import analyze_command; app.command("analyze")(analyze_command)
+from .admin import admin_app; app.add_typer(admin_app, name="admin")
+from .status import status_command; app.command("status")(status_command)
+from .dev import dev_app; app.add_typer(dev_app, name="dev")
+from .sim import sim_app; app.add_typer(sim_app, name="sim")
