@@ -9,6 +9,10 @@ from ._config import Role as Role
 from ._confchange import decode_conf_change as decode_conf_change
 from ._confchange import encode_conf_change as encode_conf_change
 from ._core import CAMPAIGN_TRANSFER as CAMPAIGN_TRANSFER
+from ._describe import describe_entry as describe_entry
+from ._describe import describe_hard_state as describe_hard_state
+from ._describe import describe_message as describe_message
+from ._describe import describe_ready as describe_ready
 from ._errors import ConfChangeRefused as ConfChangeRefused
 from ._errors import InflightsFull as InflightsFull
 from ._errors import NoLeader as NoLeader
@@ -71,5 +75,9 @@ __all__ = [
     "TransferInProgress",
     "UncommittedSizeExceeded",
     "decode_conf_change",
+    "describe_entry",
+    "describe_hard_state",
+    "describe_message",
+    "describe_ready",
     "encode_conf_change",
 ]
