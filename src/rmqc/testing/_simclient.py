@@ -80,12 +80,15 @@ class SimClient:
             return
         kind = self.rng.choices(OP_KINDS, weights=self.knobs.kind_weights)[0]
         key = self.rng.choice(self.knobs.keys)
+        self.invoke_on(self._target(kind), kind, key)
+
+    def invoke_on(self, node: str, kind: str, key: str) -> None:
+        """Start one op on a chosen node (scripted scenarios call this directly)."""
         value = None
         if kind == "write":
             self.writes += 1
             value = f"{self.name}-{self.writes}"
         request = ClientRequest(self.next_op_id(), self.name, kind, key, value)
-        node = self._target(kind)
         self.pending = _Pending(request, node, self.now_us())
         self.send(node, request)
         self.schedule(self.knobs.timeout_us, self.on_timeout, request.op_id)

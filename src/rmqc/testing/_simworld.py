@@ -167,18 +167,29 @@ class World:
 
     # -- the run --------------------------------------------------------------------------------
     def run(self) -> SeedResult:
-        peers = self.node_ids
+        """The whole seeded run: faults and clients, then a quiet phase, then the final checks."""
+        self.boot()
+        self.run_until(self.knobs.active_us)
+        if self.checker.ok:
+            self._calm_down()
+            self.run_until(self.knobs.active_us + self.knobs.quiet_us)
+        return self.finish()
+
+    def boot(self) -> None:
         for node_id in self.node_ids:
-            self.nodes[node_id].start(peers)
+            self.nodes[node_id].start(self.node_ids)
         for name in sorted(self.clients):
             self.clients[name].start()
         self.nemesis.start()
-        active_end = self.knobs.active_us
-        end = active_end + self.knobs.quiet_us
-        self._run_until(active_end)
-        if self.checker.ok:
-            self._calm_down()
-            self._run_until(end)
+
+    def run_until(self, until_us: int) -> None:
+        """Process events up to virtual time `until_us`, stopping at the first violation."""
+        while self.checker.ok and self.events.run_next(until_us):
+            pass
+        self.events.now_us = max(self.events.now_us, until_us)
+
+    def finish(self) -> SeedResult:
+        """Give every unanswered op an unknown outcome, check the history, report."""
         for name in sorted(self.clients):
             client = self.clients[name]
             client.stopped = True
@@ -197,11 +208,6 @@ class World:
             history=self.history,
             counts=dict(sorted(self.counts.items())),
         )
-
-    def _run_until(self, until_us: int) -> None:
-        while self.checker.ok and self.events.run_next(until_us):
-            pass
-        self.events.now_us = max(self.events.now_us, until_us)
 
     def _calm_down(self) -> None:
         self.nemesis.stop()

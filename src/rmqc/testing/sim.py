@@ -53,6 +53,7 @@ def run_seeds(
     nodes: int | None = None,
     knobs: SimKnobs | None = None,
     on_failure: Callable[[SeedResult], None] | None = None,
+    on_progress: Callable[[SimSummary], None] | None = None,
 ) -> SimSummary:
     base = knobs or SimKnobs()
     summary = SimSummary(failing=[], counts={})
@@ -70,6 +71,8 @@ def run_seeds(
             summary.failing.append(result)
             if on_failure is not None:
                 on_failure(result)
+        if on_progress is not None:
+            on_progress(summary)
     return summary
 
 
@@ -85,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--start", type=int, default=0, help="first seed")
     parser.add_argument("--nodes", type=int, choices=(3, 5), default=None, help="cluster size (default: 3 and 5 alternating)")
     parser.add_argument("--seed", type=int, default=None, help="replay one seed and print its trace")
+    parser.add_argument("--progress-every", type=int, default=0, metavar="K",
+                        help="also print the running totals to stderr every K seeds")
     args = parser.parse_args(argv)
     from ._wallclock import wall_seconds
 
@@ -96,7 +101,16 @@ def main(argv: list[str] | None = None) -> int:
         summary = SimSummary(1, 0 if result.ok else 1, result.ops, result.sim_seconds)
     else:
         seeds = range(args.start, args.start + args.seeds)
-        summary = run_seeds(seeds, args.nodes, on_failure=lambda r: print(describe_failure(r), flush=True))
+        def progress(running: SimSummary) -> None:
+            if args.progress_every and running.seeds % args.progress_every == 0:
+                print(running.as_json(wall_seconds() - started), file=sys.stderr, flush=True)
+
+        summary = run_seeds(
+            seeds,
+            args.nodes,
+            on_failure=lambda r: print(describe_failure(r), flush=True),
+            on_progress=progress,
+        )
     if summary.counts:
         print("events: " + ", ".join(f"{what}={n}" for what, n in sorted(summary.counts.items())))
     print(summary.as_json(wall_seconds() - started), flush=True)
