@@ -1,0 +1,219 @@
+"""The simulator end to end: determinism, the CLI, a CI batch of seeds with the real core, and
+broken variants of the core (and of the node shell) that the checkers must catch.
+
+Each broken-variant test runs seeds in order until the first violation and fails if none shows up
+within its bound; the seed that caught it is printed, and replays with
+`python -m rmqc.testing.sim --seed S` after applying the same patch."""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+import rmqc.testing as testing_package
+from rmqc.raft._core import RaftCore
+from rmqc.reads._lease import Lease
+from rmqc.raft import Config
+from rmqc.testing._simclient import ClientKnobs, ClientRequest
+from rmqc.testing._simnemesis import NemesisKnobs
+from rmqc.testing._simnet import LinkFaults
+from rmqc.testing._simnode import SimNode
+from rmqc.testing._simworld import World
+from rmqc.testing.sim import SeedResult, SimKnobs, main, run_seed, run_seeds
+
+# -- profiles: where each kind of bug has the most chances to show -----------------------------
+
+# Reads right after leader crashes: a new leader that has not yet committed its no-op still has an
+# old commit index. One key, many readers, short client timeouts so clients follow the new leader.
+NEW_LEADER_READS = replace(
+    SimKnobs(),
+    faults=LinkFaults(drop_p=0.3, delay_min_us=2_000, delay_max_us=15_000),
+    clients=ClientKnobs(count=8, keys=("x",), kind_weights=(5, 5, 0), think_max_us=1_000,
+                        timeout_us=60_000, follow_hint_p=0.5),
+    nemesis=NemesisKnobs(interval_min_us=150_000, interval_max_us=300_000,
+                         down_min_us=20_000, down_max_us=100_000, weights={"crash_leader": 1}),
+)
+
+# Lease reads on a leader whose clock runs slow while followers run fast, then cut off.
+LEASE_UNDER_DRIFT = replace(
+    SimKnobs(),
+    max_drift=0.5,
+    clients=ClientKnobs(count=8, keys=("x",), kind_weights=(3, 1, 6), think_max_us=5_000,
+                        timeout_us=100_000, follow_hint_p=0.5),
+    nemesis=NemesisKnobs(interval_min_us=150_000, interval_max_us=300_000,
+                         weights={"heal": 1, "isolate_leader": 2, "skew_clocks": 2}),
+)
+
+
+def first_violation(knobs: SimKnobs, seeds: range, nodes: int | None = None) -> tuple[int, str] | None:
+    """The first seed (3 and 5 nodes alternating unless `nodes` is given) with a violation."""
+    for seed in seeds:
+        size = nodes if nodes is not None else (3 if seed % 2 == 0 else 5)
+        result = run_seed(seed, replace(knobs, nodes=size))
+        if not result.ok:
+            return seed, result.violations[0]
+    return None
+
+
+def assert_caught(knobs: SimKnobs, seed_bound: int, nodes: int | None = None) -> None:
+    found = first_violation(knobs, range(seed_bound), nodes)
+    assert found is not None, f"no violation in seeds 0..{seed_bound - 1}"
+    print(f"caught at seed {found[0]}: {found[1][:200]}")
+
+
+# -- determinism and the command line ----------------------------------------------------------
+
+
+def test_same_seed_replays_the_same_run() -> None:
+    first, second = run_seed(11), run_seed(11)
+    assert first.history == second.history
+    assert first.trace == second.trace and first.counts == second.counts
+    assert first.ops > 20 and first.ops_ok > 10
+    assert run_seed(12).history != first.history
+
+
+def test_cli_runs_seeds_and_ends_with_one_json_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--seeds", "2", "--start", "5", "--nodes", "3"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    summary = json.loads(last)
+    assert list(summary) == ["seeds", "violations", "ops", "sim_seconds", "wall_seconds"]
+    assert summary["seeds"] == 2 and summary["violations"] == 0 and summary["ops"] > 0
+    assert summary["sim_seconds"] == pytest.approx(2 * (SimKnobs().active_us + SimKnobs().quiet_us) / 1e6)
+
+
+def test_cli_prints_failing_seed_with_trace(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(RaftCore, "_candidate_log_up_to_date", lambda self, term, index: True)
+    found = first_violation(SimKnobs(), range(40))
+    assert found is not None
+    assert main(["--seeds", "1", "--start", str(found[0])]) == 1
+    out = capsys.readouterr().out
+    assert f"seed {found[0]} (" in out and "FAILED" in out and "becomes leader" in out
+    assert json.loads(out.strip().splitlines()[-1])["violations"] == 1
+
+
+SIM_CORE_MODULES = ("_simcheck", "_simclient", "_simclock", "_simnemesis", "_simnet", "_simnode",
+                    "_simstatus", "_simworld", "linearizability", "sim")
+FORBIDDEN_IMPORTS = {"trio", "socket", "time", "threading", "asyncio"}
+
+
+@pytest.mark.parametrize("module", SIM_CORE_MODULES)
+def test_sim_core_does_no_io(module: str) -> None:
+    path = Path(testing_package.__file__).parent / f"{module}.py"
+    tree = ast.parse(path.read_text())
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            imported.add(node.module.split(".")[0])
+    assert not imported & FORBIDDEN_IMPORTS
+
+
+# -- the real core: the CI batch ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("nodes", [3, 5])
+def test_ci_seeds_have_no_violations(nodes: int) -> None:
+    summary = run_seeds(range(1000, 1150), nodes=nodes)
+    failing = [(r.seed, r.violations[0]) for r in summary.failing or []]
+    assert summary.seeds == 150 and not failing, failing
+    assert summary.ops > 150 * 50
+
+
+# -- broken variants: the checkers have teeth --------------------------------------------------
+
+
+def test_catches_vote_granted_without_up_to_date_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(RaftCore, "_candidate_log_up_to_date", lambda self, term, index: True)
+    assert_caught(SimKnobs(), seed_bound=40)
+
+
+def test_catches_read_index_before_own_term_commit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(RaftCore, "_read_index_ready", lambda self: True)
+    assert_caught(NEW_LEADER_READS, seed_bound=30, nodes=5)
+
+
+def test_new_leader_reads_profile_passes_with_the_real_core() -> None:
+    assert first_violation(NEW_LEADER_READS, range(6), nodes=5) is None
+
+
+def serve_at_once(self: SimNode, index: int, request: ClientRequest) -> None:
+    """A follower that answers as soon as it learns the read index, without waiting to apply it."""
+    self.world.reply(self, request, ok=True, value=self.kv.get(request.key))
+
+
+def test_catches_follower_read_without_waiting_for_read_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(SimNode, "_read_at", serve_at_once)
+    assert_caught(SimKnobs(), seed_bound=40)
+
+
+def with_lease_drift_ticks(knobs: SimKnobs, ticks: int) -> SimKnobs:
+    return replace(knobs, node=replace(knobs.node, lease_drift_ticks=ticks))
+
+
+def test_catches_lease_without_drift_margin_under_clock_drift() -> None:
+    assert_caught(with_lease_drift_ticks(LEASE_UNDER_DRIFT, 0), seed_bound=30)
+
+
+def test_lease_with_a_margin_covering_the_drift_passes() -> None:
+    # +-50% rates: the fastest follower forgets the leader after 9 of its 5 ms ticks (45 ms); a
+    # lease of 3 of the leader's 15 ms ticks (45 ms) fits, so 7 of 10 ticks go to the margin.
+    assert first_violation(with_lease_drift_ticks(LEASE_UNDER_DRIFT, 7), range(4)) is None
+
+
+def lease_ignoring_check_quorum(self: Lease, now_tick: int) -> bool:
+    return self.start_tick is not None and now_tick - self.start_tick < self.duration_ticks
+
+
+def run_stranded_follower_scenario(seed: int) -> SeedResult:
+    """A scripted run on a clean network (3 nodes): leader L writes x; then C loses L both ways and
+    A's replies stop reaching L, and C campaigns. A, which still hears L, must refuse (CheckQuorum
+    stickiness); if it votes, C commits a new x while L keeps serving lease reads of the old one."""
+    knobs = replace(
+        SimKnobs(nodes=3),
+        faults=LinkFaults(drop_p=0.0, duplicate_p=0.0, spike_p=0.0),
+        nemesis=NemesisKnobs(weights={}),
+    )
+    world = World(seed, knobs)
+    world.boot()
+    for client in world.clients.values():
+        client.stopped = True  # scripted: each op below is started by hand
+    world.run_until(400_000)
+    leader = world.leader()
+    assert leader is not None
+    stranded, witness = [n for n in world.node_ids if n != leader.id]
+    world.clients["c0"].invoke_on(leader.id, "write", "x")
+    world.run_until(450_000)
+    world.net.cut_one_way(leader.id, stranded)
+    world.net.cut_one_way(stranded, leader.id)
+    world.net.cut_one_way(witness, leader.id)
+    campaigner = world.nodes[stranded]
+    assert campaigner.raw is not None
+    campaigner.raw.campaign()  # what its election timer does once L has been silent long enough
+    campaigner.poke()
+    world.run_until(480_000)
+    world.clients["c1"].invoke_on(stranded, "write", "x")
+    world.run_until(500_000)
+    world.clients["c2"].invoke_on(leader.id, "lease", "x")
+    world.run_until(510_000)
+    return world.finish()
+
+
+def test_stranded_follower_scenario_passes_with_the_real_core() -> None:
+    for seed in range(3):
+        result = run_stranded_follower_scenario(seed)
+        assert result.ok, result.violations
+        assert [op.ok for op in result.history] == [True, False, True]  # C never led
+
+
+def test_catches_lease_without_check_quorum(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Lease, "valid", lease_ignoring_check_quorum)
+    original_config: Callable[[SimNode], Config] = SimNode.config
+    monkeypatch.setattr(SimNode, "config", lambda self: replace(original_config(self), check_quorum=False))
+    result = run_stranded_follower_scenario(0)
+    assert not result.ok and "linearizability of key x" in result.violations[0]
