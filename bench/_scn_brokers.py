@@ -1,0 +1,147 @@
+"""Broker-facing scenarios: heartbeat ingestion, master failover seen by simulated brokers (closed
+connections, and a hung master measured from its heartbeat deadline), and the fleet at scale."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import trio
+
+from rmqc.brokersim import BrokerFleet, SimTiming
+
+from ._heartbeats import Broker, drain_marker, heartbeat_chunks
+from ._load import RemotingConn
+from ._rmqc import CLUSTER, RmqcCluster
+from ._stats import fmt, summarise_ms
+from ._suite import Suite, say
+
+CONNECTIONS_PER_NODE = 2
+FAILOVER_BOUND_S = 30.0
+POLL_S = 0.001
+
+
+async def heartbeats(suite: Suite) -> dict[str, Any]:
+    cluster = RmqcCluster(suite.work_dir("heartbeats"), 3)
+    await cluster.start()
+    brokers = [Broker(CLUSTER, f"hb-{i // 3:05d}", i % 3 + 1, f"10.1.{i // 250 % 250}.{i % 250}:10911")
+               for i in range(suite.profile.heartbeat_brokers)]
+    conns = [await RemotingConn.open(cluster.address(node)) for node in cluster.ids for _ in range(CONNECTIONS_PER_NODE)]
+    share = [brokers[i::len(conns)] for i in range(len(conns))]
+    chunks = [heartbeat_chunks(part) for part in share]
+    sent = [0] * len(conns)
+    start = time.perf_counter()
+    stop_at = start + suite.profile.heartbeat_s
+
+    async def blast(index: int) -> None:
+        frames_per_chunk = [frames_in(chunk) for chunk in chunks[index]]
+        while time.perf_counter() < stop_at:
+            for chunk, frames in zip(chunks[index], frames_per_chunk):
+                await conns[index].stream.send_all(chunk)
+                sent[index] += frames
+        await drain_marker(conns[index], share[index][0])
+
+    async with trio.open_nursery() as nursery:
+        for index in range(len(conns)):
+            nursery.start_soon(blast, index)
+    elapsed = time.perf_counter() - start
+    cpu = cluster.cpu_s()
+    for conn in conns:
+        await conn.aclose()
+    cluster.stop()
+    rate = sum(sent) / elapsed
+    say(f"   heartbeats ingested: {fmt(rate, 0)}/s over {elapsed:.1f} s ({len(brokers):,} brokers, "
+        f"{len(conns)} connections spread over 3 nodes)")
+    return {"conditions": suite.base_conditions(system="rmqc", nodes=3, brokers=len(brokers), connections=len(conns),
+                                                request="904 one-way, pre-encoded, sent as fast as TCP accepts; "
+                                                        "a two-way 904 at the end on each connection marks the drain"),
+            "heartbeats_per_s": round(rate, 1), "sent": sum(sent), "elapsed_s": round(elapsed, 2),
+            "cpu_s_per_node": cpu}
+
+
+def frames_in(chunk: bytes) -> int:
+    count, position = 0, 0
+    while position < len(chunk):
+        position += 4 + int.from_bytes(chunk[position:position + 4], "big")
+        count += 1
+    return count
+
+
+def sim_timing() -> SimTiming:
+    """Java broker timings except a 1 s heartbeat timeout (the hung case measures from it anyway) and a
+    quick start; polling 1004 stays at 5 s, so sub-second convergence can only come from 1008."""
+    return SimTiming(heartbeat_interval_ms=200, heartbeat_timeout_ms=1000, poll_interval_ms=5000,
+                     check_sync_state_set_ms=1000, register_round_interval_ms=500, register_retry_max_ms=200,
+                     replication_interval_ms=100, start_spread_ms=500)
+
+
+async def others_notified(fleet: BrokerFleet, name: str, master: int, old_epoch: int) -> float:
+    """perf_counter time at which every other replica of `name` holds a master epoch above `old_epoch`."""
+    others = [b for b in fleet.group(name) if b.broker_id != master]
+    with trio.fail_after(FAILOVER_BOUND_S):
+        while not all(b.master_epoch > old_epoch for b in others):
+            await trio.sleep(POLL_S)
+    return time.perf_counter()
+
+
+def watch_heartbeats(broker: Any) -> list[float]:
+    """Timestamps of the broker's heartbeat rounds from now on (wraps its own round, nothing else)."""
+    stamps: list[float] = []
+    original = broker._heartbeat_all
+
+    async def stamped() -> None:
+        stamps.append(time.perf_counter())
+        await original()
+
+    broker._heartbeat_all = stamped
+    return stamps
+
+
+async def broker_failover(suite: Suite) -> dict[str, Any]:
+    cluster = RmqcCluster(suite.work_dir("broker_failover"), 3)
+    await cluster.start()
+    timing = sim_timing()
+    killed_ms: list[float] = []
+    hung_ms: list[float] = []
+    async with BrokerFleet(cluster.addresses, groups=suite.profile.fleet_groups, replicas=3,
+                           state_dir=suite.work_dir("broker_failover") / "brokers", timing=timing, seed=1) as fleet:
+        await fleet.wait_converged(120, full_sync_state_sets=True)
+        for round_ in range(suite.profile.broker_kills + suite.profile.broker_hangs):
+            hang = round_ >= suite.profile.broker_kills
+            name = fleet.group_names[round_ % len(fleet.group_names)]
+            master = fleet.master_of(name)
+            assert master is not None
+            broker = fleet.broker(name, master)
+            old_epoch = broker.master_epoch
+            if hang:
+                stamps = watch_heartbeats(broker)
+                with trio.fail_after(5):
+                    while not stamps:
+                        await trio.sleep(POLL_S)
+                fleet.hang(name, master)
+                t0 = stamps[-1] + timing.heartbeat_timeout_ms / 1000  # the controllers' deadline for it
+            else:
+                t0 = time.perf_counter()
+                fleet.kill(name, master)
+            done = await others_notified(fleet, name, master, old_epoch)
+            (hung_ms if hang else killed_ms).append((done - t0) * 1000)
+            say(f"   {'hang' if hang else 'kill'} master of {name}: others notified after "
+                f"{(done - t0) * 1000:.1f} ms {'past the heartbeat deadline' if hang else 'after the close'}")
+            if hang:
+                fleet.resume(name, master)
+            else:
+                await fleet.restart(name, master)
+            await fleet.wait_converged(120, full_sync_state_sets=True)
+    cluster.stop()
+    closed, hung = summarise_ms(killed_ms), summarise_ms(hung_ms)
+    say(f"   connections closed -> others notified: p50 {fmt(closed['p50_ms'])} ms  p99 {fmt(closed['p99_ms'])} ms")
+    say(f"   hung master, from deadline -> others notified: p50 {fmt(hung['p50_ms'])} ms  p99 {fmt(hung['p99_ms'])} ms")
+    return {"conditions": suite.base_conditions(
+                system="rmqc", nodes=3, groups=suite.profile.fleet_groups, replicas=3,
+                broker_timing=f"heartbeat every {timing.heartbeat_interval_ms} ms, timeout "
+                              f"{timing.heartbeat_timeout_ms} ms, 1004 poll {timing.poll_interval_ms} ms",
+                hang="in-process hang of rmqc.brokersim (heartbeats and reads stop, connections stay open): "
+                     "the fleet simulates a group's replicas in one process, so SIGSTOP would freeze the "
+                     "replicas that must receive 1008 too"),
+            "closed": closed, "hung_from_deadline": hung,
+            "closed_samples_ms": [round(s, 2) for s in killed_ms], "hung_samples_ms": [round(s, 2) for s in hung_ms]}

@@ -1,0 +1,110 @@
+"""Reads per consistency level and node role (1004 with extFields consistency=linearizable|lease|
+stale on the leader and on a follower), 1 client latency, then many clients on all nodes against
+leader-only; and etcd's serializable and linearizable ranges in the same shapes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rmqc.remoting import RequestCode, ResponseCode
+
+from . import _etcd
+from ._load import HttpConn, RemotingConn, Workload
+from ._points import load_points
+from ._rmqc import CLUSTER, RmqcCluster
+from ._suite import Skipped, Suite, say
+
+READ_GROUP = "bench-read"
+LEVELS = ("linearizable", "lease", "stale")
+
+
+async def prepare_read_group(cluster: RmqcCluster, leader: str) -> None:
+    conn = await RemotingConn.open(cluster.address(leader))
+    try:
+        ext = {"clusterName": CLUSTER, "brokerName": READ_GROUP, "appliedBrokerId": 1,
+               "registerCheckCode": "127.0.0.1:1;1700000000000"}
+        response = await conn.call(RequestCode.CONTROLLER_APPLY_BROKER_ID, ext)
+        if response.code != ResponseCode.SUCCESS:
+            raise RuntimeError(f"preparing {READ_GROUP}: 1013 answered {response.code} {response.remark}")
+    finally:
+        await conn.aclose()
+
+
+def rmqc_read_workload(cluster: RmqcCluster, nodes: list[str], level: str) -> Workload[RemotingConn]:
+    ext = {"brokerName": READ_GROUP, "consistency": level}
+
+    async def open_conn(client: int) -> RemotingConn:
+        return await RemotingConn.open(cluster.address(nodes[client % len(nodes)]))
+
+    async def op(conn: RemotingConn, _client: int, _seq: int) -> bool:
+        return (await conn.call(RequestCode.CONTROLLER_GET_REPLICA_INFO, ext)).code == ResponseCode.SUCCESS
+
+    return Workload(open_conn, op)
+
+
+async def reads_rmqc(suite: Suite) -> dict[str, Any]:
+    cluster = RmqcCluster(suite.work_dir("reads_rmqc"), 3)
+    await cluster.start()
+    leader = await cluster.leader()
+    follower = next(node for node in cluster.ids if node != leader)
+    await prepare_read_group(cluster, leader)
+    single: dict[str, Any] = {}
+    for level in LEVELS:
+        for role, node in (("leader", leader), ("follower", follower)):
+            label = f"rmqc 1004 {level} on {role}"
+            single[f"{level}/{role}"] = (await load_points(
+                suite, label, rmqc_read_workload(cluster, [node], level), [1]))[0]
+    many = suite.profile.many_read_clients
+    spread = {}
+    for where, nodes in (("all nodes", cluster.ids), ("leader only", [leader])):
+        spread[where] = (await load_points(
+            suite, f"rmqc 1004 linearizable, {where}", rmqc_read_workload(cluster, nodes, "linearizable"), [many]))[0]
+    cluster.stop()
+    ratio = _ratio(spread["all nodes"]["ops_per_s"], spread["leader only"]["ops_per_s"])
+    say(f"   all nodes / leader only: {ratio:.2f}x")
+    return {"conditions": suite.base_conditions(system="rmqc", nodes=3, fsync=suite.fsync,
+                                                request="1004 GET_REPLICA_INFO with extFields consistency",
+                                                many_clients=many),
+            "single_client": single, "many_clients": spread, "all_over_leader": ratio}
+
+
+def etcd_read_workload(cluster: _etcd.EtcdCluster, names: list[str], serializable: bool) -> Workload[HttpConn]:
+    async def open_conn(client: int) -> HttpConn:
+        return await HttpConn.open(cluster.address(names[client % len(names)]))
+
+    async def op(conn: HttpConn, _client: int, _seq: int) -> bool:
+        return await _etcd.get(conn, "bench/read", serializable)
+
+    return Workload(open_conn, op)
+
+
+async def reads_etcd(suite: Suite) -> dict[str, Any]:
+    if suite.skip_anchors:
+        raise Skipped("anchors skipped (--no-anchors)")
+    if _etcd.etcd_binary() is None:
+        raise Skipped("etcd is not installed (apt-get install etcd-server etcd-client); anchor skipped")
+    cluster = _etcd.EtcdCluster(suite.work_dir("reads_etcd"), 3)
+    await cluster.start()
+    leader = await cluster.leader()
+    follower = next(name for name in cluster.names if name != leader)
+    single: dict[str, Any] = {}
+    for level, serializable in (("linearizable", False), ("serializable", True)):
+        for role, name in (("leader", leader), ("follower", follower)):
+            single[f"{level}/{role}"] = (await load_points(
+                suite, f"etcd range {level} on {role}", etcd_read_workload(cluster, [name], serializable), [1]))[0]
+    many = suite.profile.many_read_clients
+    spread = {}
+    for where, names in (("all nodes", cluster.names), ("leader only", [leader])):
+        spread[where] = (await load_points(
+            suite, f"etcd range linearizable, {where}", etcd_read_workload(cluster, names, False), [many]))[0]
+    cluster.stop()
+    ratio = _ratio(spread["all nodes"]["ops_per_s"], spread["leader only"]["ops_per_s"])
+    say(f"   all nodes / leader only: {ratio:.2f}x")
+    return {"conditions": suite.base_conditions(system=f"etcd {_etcd.etcd_version()}", nodes=3,
+                                                request="HTTP/1.1 POST /v3/kv/range (serializable true/false)",
+                                                many_clients=many),
+            "single_client": single, "many_clients": spread, "all_over_leader": ratio}
+
+
+def _ratio(a: float, b: float) -> float:
+    return round(a / b, 2) if b else 0.0
