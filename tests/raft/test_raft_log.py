@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rmqc.errors import CompactedError, UnavailableError
 from rmqc.raft import ConfState, Entry, MemoryStorage, RaftInvariantError, Snapshot, SnapshotMeta
@@ -88,3 +90,30 @@ def test_stable_to_ignores_a_completion_for_overwritten_entries() -> None:
     log.storage.save(None, log.unstable.entries)
     log.stable_to(2, 2)
     assert log.unstable.entries == [] and log.stable_last_index() == 2
+
+
+@given(
+    sizes=st.lists(st.integers(0, 300), min_size=1, max_size=40),
+    split=st.integers(0, 40),
+    lo_offset=st.integers(0, 39),
+    max_bytes=st.integers(1, 2000),
+)
+def test_batches_are_contiguous_from_lo_and_within_bytes(
+    sizes: list[int], split: int, lo_offset: int, max_bytes: int
+) -> None:
+    """Pitfall 8 as a property: part in storage, part unstable, any byte limit."""
+    split = min(split, len(sizes))
+    storage = MemoryStorage()
+    entries = [Entry(i + 1, 1, data=b"x" * n) for i, n in enumerate(sizes)]
+    storage.save(None, entries[:split])
+    log = RaftLog(storage)
+    if split < len(entries):
+        log.append(entries[split:])
+    lo = 1 + min(lo_offset, len(sizes) - 1)
+    batch = log.entries(lo, len(sizes) + 1, max_bytes)
+    assert [e.index for e in batch] == list(range(lo, lo + len(batch)))
+    assert batch, "at least one entry"
+    size = sum(e.size_bytes() for e in batch)
+    assert size <= max_bytes or len(batch) == 1
+    if lo + len(batch) <= len(sizes):  # stopped early: the next entry would not have fit
+        assert size + entries[lo + len(batch) - 1].size_bytes() > max_bytes

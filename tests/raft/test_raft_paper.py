@@ -359,3 +359,14 @@ def test_read_index_pending_reads_dropped_on_step_down() -> None:
     net.tick(["n1"], ticks=2 * ET)
     assert net.nodes["n1"].raft.role is Role.FOLLOWER
     assert net.nodes["n1"].raft.reads.pending_reads == 0 and net.read_states["n1"] == []
+
+
+def test_check_quorum_leader_steps_down_when_a_quorum_is_silent() -> None:
+    net = Network(["n1", "n2", "n3"])
+    net.elect("n1")
+    net.isolate("n1")
+    for tick in range(1, 2 * ET + 1):
+        net.tick(["n1"])
+        if net.nodes["n1"].raft.role is not Role.LEADER:
+            break
+    assert net.nodes["n1"].raft.role is Role.FOLLOWER and tick <= 2 * ET
