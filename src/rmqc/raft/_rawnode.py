@@ -99,10 +99,13 @@ class RawNode:
     def has_ready(self) -> bool:
         if self._outstanding is not None:
             return False
-        r = self.raft
+        r, soft, hard = self.raft, self._prev_soft, self._prev_hard
         return bool(
-            self._soft_state() != self._prev_soft
-            or r.hard_state() != self._prev_hard
+            r.lead != soft.leader
+            or r.role is not soft.role
+            or r.term != hard.term
+            or r.vote != hard.vote
+            or r.log.committed != hard.commit
             or r.log.unstable.entries
             or r.log.unstable.snapshot is not None
             or r.msgs
