@@ -21,6 +21,7 @@ from rmqc.raft import (
     ProgressState,
     ReadIndexDropped,
     Role,
+    StaleTermProposal,
     TransferInProgress,
     UncommittedSizeExceeded,
 )
@@ -415,6 +416,20 @@ def test_31_deposed_leader_decisions_never_commit_and_are_not_forwarded() -> Non
     assert not stale.raft.msgs  # nothing forwarded
     for i in net.ids:
         assert b"decided by the stale leader" not in net.payloads(i)
+
+
+def test_31_proposal_decided_in_an_old_term_is_rejected() -> None:
+    net = elected(["n1", "n2", "n3"])
+    decided_in = net.nodes["n1"].raft.term
+    net.nodes["n1"].transfer_leader("n2")
+    net.stabilize()
+    net.nodes["n2"].transfer_leader("n1")
+    net.stabilize()
+    leader = net.nodes["n1"]
+    assert leader.raft.role is Role.LEADER and leader.raft.term > decided_in
+    with pytest.raises(StaleTermProposal):
+        leader.propose(b"master dead (decided long ago)", decided_term=decided_in)
+    leader.propose_batch([b"fresh"], decided_term=leader.raft.term)
 
 
 # ------------------------------------------------------------------ 32. partial connectivity

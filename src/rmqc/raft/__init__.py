@@ -20,6 +20,7 @@ from ._errors import NotLeader as NotLeader
 from ._errors import RaftInvariantError as RaftInvariantError
 from ._errors import ReadIndexDropped as ReadIndexDropped
 from ._errors import ReadyMisuse as ReadyMisuse
+from ._errors import StaleTermProposal as StaleTermProposal
 from ._errors import TransferInProgress as TransferInProgress
 from ._errors import UncommittedSizeExceeded as UncommittedSizeExceeded
 from ._memory_storage import MemoryStorage as MemoryStorage
@@ -68,6 +69,7 @@ __all__ = [
     "ReadyMisuse",
     "Role",
     "SoftState",
+    "StaleTermProposal",
     "Snapshot",
     "SnapshotMeta",
     "Status",

@@ -24,6 +24,7 @@ from ._errors import (
     NotLeader,
     RaftInvariantError,
     ReadIndexDropped,
+    StaleTermProposal,
     TransferInProgress,
     UncommittedSizeExceeded,
 )
@@ -471,14 +472,16 @@ class RaftCore:
         self.read_states.append(ReadState(m.index, m.context))
 
     # ================================================================ leader: proposals
-    def check_can_propose(self) -> None:
+    def check_can_propose(self, decided_term: int | None = None) -> None:
         if self.role is not Role.LEADER:
             raise NoLeader(self.id) if self.lead is None else NotLeader(self.id, self.lead)
         if self.lead_transferee is not None:
             raise TransferInProgress(self.lead_transferee)
+        if decided_term is not None and decided_term != self.term:
+            raise StaleTermProposal(decided_term, self.term)
 
-    def propose_batch(self, datas: Sequence[bytes]) -> None:
-        self.check_can_propose()
+    def propose_batch(self, datas: Sequence[bytes], decided_term: int | None = None) -> None:
+        self.check_can_propose(decided_term)
         if not datas:
             return
         self._append_entries([(EntryType.NORMAL, bytes(d)) for d in datas])

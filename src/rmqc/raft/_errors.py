@@ -28,6 +28,18 @@ class TransferInProgress(ProposalDropped):
         self.target = target
 
 
+class StaleTermProposal(ProposalDropped):
+    """The proposal was decided in an earlier term than the leader's current one (pitfall 31):
+    a decision taken from local time or liveness must not outlive the leadership that took it."""
+
+    def __init__(self, decided_term: int, current_term: int) -> None:
+        super().__init__(
+            f"proposal dropped: decided in term {decided_term}, leader is now in term {current_term}"
+        )
+        self.decided_term = decided_term
+        self.current_term = current_term
+
+
 class UncommittedSizeExceeded(ProposalDropped, BoundExceeded):
     """The leader's uncommitted tail is at its byte bound: backpressure for the proposers."""
 

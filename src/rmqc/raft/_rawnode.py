@@ -60,12 +60,14 @@ class RawNode:
     def step(self, msg: Message) -> None:
         self.raft.step(msg)
 
-    def propose(self, data: bytes) -> None:
-        self.raft.propose_batch([data])
+    def propose(self, data: bytes, decided_term: int | None = None) -> None:
+        """Append one payload (leader only). `decided_term`: the term in which the caller decided
+        it (e.g. from local liveness); a different current term drops it (StaleTermProposal)."""
+        self.raft.propose_batch([data], decided_term)
 
-    def propose_batch(self, datas: Sequence[bytes]) -> None:
+    def propose_batch(self, datas: Sequence[bytes], decided_term: int | None = None) -> None:
         """Group commit: every payload is appended at once and leaves in ONE broadcast."""
-        self.raft.propose_batch(datas)
+        self.raft.propose_batch(datas, decided_term)
 
     def propose_conf_change(self, cc: ConfChange) -> None:
         self.raft.propose_conf_change(cc)
