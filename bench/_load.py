@@ -197,8 +197,8 @@ class LoadResult:
 
 @dataclass
 class Workload(Generic[C]):
-    """How one client connects (`open(client_index)`) and makes one request (`op(conn, client, seq)`,
-    True when the system accepted it)."""
+    """How one client connects (`open(client_index)`, a connection with `aclose()`) and makes one
+    request (`op(conn, client, seq)`, True when the system accepted it)."""
 
     open: Callable[[int], Awaitable[C]]
     op: Callable[[C, int, int], Awaitable[bool]]

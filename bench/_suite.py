@@ -5,6 +5,7 @@ when one fails (the report then says which and why)."""
 from __future__ import annotations
 
 import json
+import os
 import time
 import traceback
 from collections.abc import Awaitable, Callable
@@ -72,7 +73,9 @@ class Suite:
 
     def base_conditions(self, **fields: Any) -> dict[str, Any]:
         return {"profile": self.profile.name, "nproc": self.machine["nproc"],
-                "memory_mb": self.machine["memory_mb"], "python": self.machine["python"], **fields}
+                "memory_mb": self.machine["memory_mb"], "python": self.machine["python"],
+                # other work on the machine shows here; figures taken under load are not comparable
+                "loadavg_1m": round(os.getloadavg()[0], 2), **fields}
 
 
 Scenario = Callable[[Suite], Awaitable[dict[str, Any]]]

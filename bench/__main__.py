@@ -1,0 +1,53 @@
+"""`python -m bench run --quick|--full|--tiny [--only a,b] [--no-anchors] [--out DIR]`.
+
+Runs the scenarios in order, prints each one's figures, and writes results.json, report.md and the
+PNG charts into bench-out/<UTC timestamp>/ (or --out). `python -m bench list` names the scenarios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from ._report import write_report
+from ._scenarios import SCENARIOS, select
+from ._suite import PROFILES, Suite, run_suite
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run the suite and write the report")
+    size = run.add_mutually_exclusive_group()
+    for name in PROFILES:
+        size.add_argument(f"--{name}", dest="profile", action="store_const", const=name)
+    run.add_argument("--only", default="", help="comma-separated scenario names (default: all of the profile)")
+    run.add_argument("--no-anchors", action="store_true", help="skip etcd and PySyncObj")
+    run.add_argument("--out", type=Path, default=None, help="output folder (default bench-out/<timestamp>)")
+    commands.add_parser("list", help="name the scenarios")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.command == "list":
+        for name, title, _ in SCENARIOS:
+            print(f"{name:<18} {title}")
+        return 0
+    profile = PROFILES[args.profile or "quick"]
+    out = args.out or REPO / "bench-out" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    out.mkdir(parents=True, exist_ok=True)
+    suite = Suite(profile, out, skip_anchors=args.no_anchors)
+    print(f"rmqc bench ({profile.name}) -> {out}", flush=True)
+    run_suite(suite, select(profile.name, args.only))
+    report = write_report(suite)
+    print(f"\nwrote {out / 'results.json'} and {report}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""The benchmark suite's machinery on a tiny load: statistics, the closed loop, the targets table,
+and one real scenario (a 3-node rmqc cluster) through to results.json and report.md. No etcd needed:
+the anchors are skipped here and the report must say so."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import pytest
+import trio
+
+from bench._load import Workload, closed_loop
+from bench._report import write_report
+from bench._scenarios import SCENARIOS, UnknownScenario, select
+from bench._scn_writes import writes_etcd, writes_rmqc
+from bench._stats import percentile, summarise_ms
+from bench._suite import PROFILES, Suite, run_scenarios
+from bench._targets import target_rows
+
+
+def test_percentile_is_nearest_rank() -> None:
+    samples = [float(i) for i in range(100, 0, -1)]
+    assert percentile(samples, 0.50) == 50.0
+    assert percentile(samples, 0.99) == 99.0
+    assert percentile(samples, 1.0) == 100.0
+    assert math.isnan(percentile([], 0.5))
+    assert summarise_ms([2.0, 4.0])["mean_ms"] == 3.0
+
+
+async def test_closed_loop_counts_refusals_as_errors_and_samples_every_accepted_op() -> None:
+    class Conn:
+        closed = 0
+
+        async def aclose(self) -> None:
+            Conn.closed += 1
+
+    async def open_conn(_client: int) -> Conn:
+        return Conn()
+
+    async def op(_conn: Conn, _client: int, seq: int) -> bool:
+        await trio.sleep(0)
+        return seq % 2 == 0
+
+    result = await closed_loop(Workload(open_conn, op), clients=3, duration_s=0.2, warmup_s=0.05)
+    assert result.ops > 0 and result.errors > 0
+    assert len(result.latencies_ms) == result.ops
+    assert Conn.closed == 3
+    assert abs(result.ops - result.errors) <= 3 * 2  # every client alternates, windows cut at most one each side
+
+
+def test_targets_table_reads_the_results() -> None:
+    results = {
+        "writes_rmqc": {"status": "ok", "points": [{"clients": 256, "ops_per_s": 6000.0, "p50_ms": 20.0, "p99_ms": 40.0}]},
+        "writes_etcd": {"status": "ok", "points": [{"clients": 256, "ops_per_s": 2400.0, "p50_ms": 50.0, "p99_ms": 90.0}]},
+        "single_queue": {"status": "failed", "message": "boom"},
+    }
+    rows = {row.what: row for row in target_rows(results)}
+    writes = rows["durable writes (fsync on a quorum), 256 clients"]
+    assert writes.met is True and writes.ratio == "2.50x of etcd"
+    assert rows["vs batch 1 / pipeline 1 (the single-queue design)"].measured == "single_queue failed: boom"
+    assert rows["heartbeats ingested, 3-node cluster"].measured == "heartbeats not run"
+    assert len(rows) == 14  # one per row of design.md's Targets table
+
+
+def test_profiles_select_scenarios() -> None:
+    assert [name for name, _, _ in select("full", "")] == [name for name, _, _ in SCENARIOS]
+    assert "test_suite" not in [name for name, _, _ in select("quick", "")]
+    assert [name for name, _, _ in select("quick", "restart,scale")] == ["scale", "restart"]
+    with pytest.raises(UnknownScenario):
+        select("quick", "nope")
+
+
+@pytest.mark.slow
+async def test_tiny_run_writes_results_and_report(tmp_path: Path) -> None:
+    profile = dataclasses.replace(PROFILES["tiny"], seconds=0.3, warmup_s=0.1, write_clients=(1, 2))
+    suite = Suite(profile, tmp_path, skip_anchors=True)
+    with trio.fail_after(120):
+        await run_scenarios(suite, [("writes_rmqc", "writes", writes_rmqc), ("writes_etcd", "etcd", writes_etcd)])
+    report = write_report(suite)
+    document = json.loads((tmp_path / "results.json").read_text())
+    rmqc = document["results"]["writes_rmqc"]
+    assert rmqc["status"] == "ok", rmqc.get("traceback")
+    assert [p["clients"] for p in rmqc["points"]] == [1, 2]
+    assert {"ops_per_s", "p50_ms", "p99_ms", "errors"} <= set(rmqc["points"][0])
+    assert rmqc["points"][0]["ops"] > 0
+    assert {"nodes", "fsync", "payload_bytes", "nproc", "python"} <= set(rmqc["conditions"])
+    assert document["results"]["writes_etcd"]["status"] == "skipped"
+    assert {"nproc", "memory_mb", "python"} <= set(document["machine"])
+    text = report.read_text()
+    assert "## Targets" in text and "durable writes" in text and "writes_etcd" in text
+    assert (tmp_path / "writes_throughput.png").stat().st_size > 0
