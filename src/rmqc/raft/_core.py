@@ -285,7 +285,7 @@ class RaftCore:
         else:
             self.become_candidate()
             vote_type, term = MT.VOTE, self.term
-        if self._poll(self.id, VOTE_RESPONSE_OF[vote_type], True) is VoteResult.WON:
+        if self._poll(self.id, True) is VoteResult.WON:
             self._won_campaign(campaign_type)
             return
         context = CAMPAIGN_TRANSFER if campaign_type is CampaignType.TRANSFER else b""
@@ -303,7 +303,8 @@ class RaftCore:
             self.become_leader()
             self._bcast_append()
 
-    def _poll(self, voter: str, response_type: MessageType, granted: bool) -> VoteResult:
+    def _poll(self, voter: str, granted: bool) -> VoteResult:
+        """Record one vote (the first answer per voter counts) and tally the voter set."""
         self.votes.setdefault(voter, granted)
         return vote_result(self.voters, self.votes)
 
@@ -337,7 +338,7 @@ class RaftCore:
         mine = MT.PRE_VOTE_RESP if self.role is Role.PRE_CANDIDATE else MT.VOTE_RESP
         if m.type is not mine:
             return  # a late pre-vote grant is no vote (pitfall 2)
-        result = self._poll(m.frm, m.type, not m.reject)
+        result = self._poll(m.frm, not m.reject)
         if result is VoteResult.WON:
             pre = self.role is Role.PRE_CANDIDATE
             self._won_campaign(CampaignType.PRE_ELECTION if pre else CampaignType.ELECTION)
