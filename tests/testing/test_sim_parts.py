@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from rmqc.raft import MemoryStorage
-from rmqc.raft._types import Entry, EntryType, HardState
+from rmqc.raft._types import ConfState, Entry, EntryType, HardState
 from rmqc.testing._simcheck import SafetyChecker
 from rmqc.testing._simclock import EventQueue
 from rmqc.testing._simnet import LINK_IN_FLIGHT_MAX, LinkFaults, SimNetwork
@@ -128,3 +128,21 @@ def test_checker_leader_completeness() -> None:
     short.save(HardState(2), [entry(1, 1), entry(2, 2)])
     checker.check_leader_log("n1", 2, short)
     assert not checker.ok and "leader completeness" in checker.violations[0]
+
+
+def test_checker_durable_majority() -> None:
+    checker = SafetyChecker()
+    checker.on_apply("n0", entry(1, 1), ())
+    checker.on_apply("n0", entry(2, 1), ())
+    full, short, empty = MemoryStorage(), MemoryStorage(), MemoryStorage()
+    full.save(HardState(1), [entry(1, 1), entry(2, 1)])
+    short.save(HardState(1), [entry(1, 1)])
+    checker.check_durable_majority({"n0": full, "n1": short, "n2": empty})
+    assert not checker.ok and "entry 2 (term 1) is durable only on ['n0']" in checker.violations[0]
+    checker = SafetyChecker()
+    checker.on_apply("n0", entry(1, 1), ())
+    compacted = MemoryStorage()
+    compacted.save(HardState(1), [entry(1, 1)])
+    compacted.create_snapshot(1, ConfState(("n0",)), b"")
+    checker.check_durable_majority({"n0": compacted, "n1": short, "n2": empty})
+    assert checker.ok

@@ -139,6 +139,29 @@ class SafetyChecker:
             self.fail(f"state-machine safety: {node} installs a snapshot at {index} that differs from the applied state")
 
 
+    def check_durable_majority(self, storages: dict[str, Storage]) -> None:
+        """Durability at the end of a run: every committed entry is in the durable log of a majority
+        of the nodes (or behind their snapshot). Single-server changes keep any quorum a majority
+        of all nodes, since at most one node is ever outside the voters."""
+        majority = len(storages) // 2 + 1
+        for index in sorted(self.applied):
+            term = self.applied[index].term
+            holders = [n for n in sorted(storages) if _holds(storages[n], index, term)]
+            if len(holders) < majority:
+                self.fail(
+                    f"durability: committed entry {index} (term {term}) is durable only on "
+                    f"{holders or 'no node'}"
+                )
+                return
+
+
+def _holds(storage: Storage, index: int, term: int) -> bool:
+    snapshot = storage.snapshot()
+    if not snapshot.is_empty and snapshot.meta.index >= index:
+        return True
+    return _term_or_none(storage, index) == term
+
+
 def _term_or_none(storage: Storage, index: int) -> int | None:
     if index <= 0:
         return 0 if index == 0 else None

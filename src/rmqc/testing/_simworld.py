@@ -196,6 +196,8 @@ class World:
             if client.pending is not None:  # no answer by the end: outcome unknown
                 client.on_timeout(client.pending.request.op_id)
         if self.checker.ok:
+            self.checker.check_durable_majority({n: self.nodes[n].storage for n in self.node_ids})
+        if self.checker.ok:
             self._check_history()
         return SeedResult(
             seed=self.seed,
