@@ -9,6 +9,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from rich.console import Console
+from typer.testing import CliRunner
+
+from rmqc.cli.analyze import found_problems, render_summary
+from rmqc.cli.main import app
 from rmqc.pipeline import LOG_DIVERGENCE, TABLES, run_pipeline, synth
 from rmqc.testing.linearizability import write_history as write_ops
 
@@ -99,7 +104,7 @@ HAND_DIVERGENCE = (LOG_DIVERGENCE, "c", "b", 11, 0)
 
 
 def _hand(rows: list[dict]) -> list[dict]:
-    return sorted((r for r in rows if r["controller_cluster"] == "c"), key=lambda r: r["index"])
+    return sorted((r for r in rows if r["controller_cluster"] == "c"), key=lambda r: r.get("index", r.get("start_index")))
 
 
 def test_exactly_the_planted_violations_are_reported(planted_run):
@@ -148,8 +153,9 @@ def test_report_and_tables_are_written(planted_run):
     assert [r.rank for r in summary.top_flapping] == list(range(1, len(summary.top_flapping) + 1))
 
 
-def test_clean_history_from_two_nodes_has_no_violations(spark, tmp_path):
-    """Parquet exports of the same log from two nodes: deduplicated, nothing to report."""
+def test_clean_history_from_two_nodes_through_the_cli(spark, tmp_path):
+    """`rmqc analyze` over Parquet exports of one log from two nodes: deduplicated, nothing to
+    report, exit status 0 (the CLI reuses the running test session and leaves it running)."""
     config = synth.SynthConfig(groups=25, rows_per_group=30, seed=SEED + 1, recreate_fraction=0.3,
                                unclean_fraction=0.5)
     table, planted = synth.generate_history(config)
@@ -157,10 +163,24 @@ def test_clean_history_from_two_nodes_has_no_violations(spark, tmp_path):
     pq.write_table(table, tmp_path / "n1.parquet")
     n2 = table.set_column(1, "node_id", pa.array(["n2"] * table.num_rows))
     pq.write_table(n2, tmp_path / "n2.parquet")
-    summary = run_pipeline(spark, [tmp_path / "n1.parquet", tmp_path / "n2.parquet"], tmp_path / "out")
+    args = ["analyze", str(tmp_path / "n1.parquet"), str(tmp_path / "n2.parquet"),
+            "--out", str(tmp_path / "out"), "--master", "local[2]"]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
     assert _violations(tmp_path / "out") == set(), f"seed {SEED + 1}"
-    assert summary.rows == table.num_rows
-    assert summary.linearizability is None
+    assert f"{table.num_rows:,}" in result.output
+    assert not spark.sparkContext._jsc.sc().isStopped()
+
+
+def test_cli_summary_of_a_run_with_problems(planted_run):
+    summary = planted_run[0]
+    console = Console(record=True, width=200)
+    render_summary(console, summary)
+    text = console.export_text()
+    assert found_problems(summary)
+    for kind in ("two_masters_in_epoch", "broker_id_reused", "log_divergence"):
+        assert kind in text
+    assert "2 not linearizable" in text
 
 
 def test_hand_written_divergence_is_its_only_violation(planted_run):

@@ -7,6 +7,7 @@
 """
 
 from ._synth import ARROW_SCHEMA as ARROW_SCHEMA
+from ._synth import DAY_MS as DAY_MS
 from ._synth import PlantedViolation as PlantedViolation
 from ._synth import SynthConfig as SynthConfig
 from ._synth import SynthHistory as SynthHistory
