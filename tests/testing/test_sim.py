@@ -97,7 +97,7 @@ def test_cli_prints_failing_seed_with_trace(monkeypatch: pytest.MonkeyPatch, cap
 
 
 SIM_CORE_MODULES = ("_simcheck", "_simclient", "_simclock", "_simnemesis", "_simnet", "_simnode",
-                    "_simstatus", "_simworld", "linearizability", "sim")
+                    "_simstatus", "_simstorage", "_simworld", "linearizability", "sim")
 FORBIDDEN_IMPORTS = {"trio", "socket", "time", "threading", "asyncio"}
 
 

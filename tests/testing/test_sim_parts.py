@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
+from rmqc.errors import StorageError
 from rmqc.raft import MemoryStorage
 from rmqc.raft._types import ConfState, Entry, EntryType, HardState
 from rmqc.testing._simcheck import SafetyChecker
 from rmqc.testing._simclock import EventQueue
 from rmqc.testing._simnet import LINK_IN_FLIGHT_MAX, LinkFaults, SimNetwork
+from rmqc.testing._simstorage import CrashableStorage
 
 
 def test_events_run_in_time_then_insertion_order() -> None:
@@ -146,3 +150,21 @@ def test_checker_durable_majority() -> None:
     compacted.create_snapshot(1, ConfState(("n0",)), b"")
     checker.check_durable_majority({"n0": compacted, "n1": short, "n2": empty})
     assert checker.ok
+
+
+def test_crashable_storage_loses_only_unflushed_writes() -> None:
+    storage = CrashableStorage()
+    storage.stage(HardState(1, "n0", 0), [entry(1, 1)], None)
+    assert storage.last_index() == 0  # not durable yet: the core must not read it from here
+    storage.flush()
+    assert storage.last_index() == 1 and storage.initial_state()[0].vote == "n0"
+    storage.stage(HardState(2, "n1", 1), [entry(2, 2)], None)
+    assert storage.staged_entries == (entry(2, 2),)
+    storage.crash()
+    assert storage.last_index() == 1 and storage.initial_state()[0] == HardState(1, "n0", 0)
+    assert storage.lost_writes == 1
+    with pytest.raises(StorageError):
+        storage.flush()
+    storage.stage(None, [], None)
+    with pytest.raises(StorageError):
+        storage.stage(None, [], None)

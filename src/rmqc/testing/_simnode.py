@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rmqc.errors import ProposalDropped, RaftError
-from rmqc.raft import Config, MemoryStorage, RawNode, decode_conf_change
+from rmqc.raft import Config, RawNode, decode_conf_change
 from rmqc.raft._types import ConfState, Entry, EntryType, Message
 
 from ._simclient import ClientRequest
+from ._simstorage import CrashableStorage
 
 if TYPE_CHECKING:
     from ._simworld import World
@@ -58,7 +59,7 @@ class SimNode:
         self.id = node_id
         self.knobs = knobs
         self.set_drift(drift)
-        self.storage = MemoryStorage()
+        self.storage = CrashableStorage()
         self.raw: RawNode | None = None
         self.incarnation = 0
         self.up = False
@@ -116,6 +117,10 @@ class SimNode:
         """Lose everything not yet persisted; pending client requests never get an answer."""
         self.up = False
         self.raw = None
+        lost_before = self.storage.lost_writes
+        self.storage.crash()
+        if self.storage.lost_writes > lost_before:
+            self.world.count("unsynced_writes_lost")
         self._reset_volatile()
         self.deferred.clear()
 
@@ -243,6 +248,7 @@ class SimNode:
         ready = raw.ready()
         self.ready_in_flight = ready
         self._send_all(ready.messages)
+        self.storage.stage(ready.hard_state, ready.entries, ready.snapshot if _has_snapshot(ready) else None)
         if ready.entries or ready.hard_state is not None or _has_snapshot(ready):
             delay = self.world.rng.randint(self.knobs.persist_min_us, self.knobs.persist_max_us)
             self.world.events.after(delay, self._persisted, ready, self.incarnation)
@@ -258,7 +264,7 @@ class SimNode:
         assert self.raw is not None
         checker = self.world.checker
         checker.before_save(self.id, self.storage, ready.entries)
-        self.storage.save(ready.hard_state, ready.entries, ready.snapshot if _has_snapshot(ready) else None)
+        self.storage.flush()
         checker.after_save(self.id, self.storage, ready.entries)
         if _has_snapshot(ready):
             self._install_snapshot(ready.snapshot)
