@@ -45,13 +45,17 @@ async def drain_marker(conn: RemotingConn, broker: Broker) -> None:
 
 
 async def send_rounds(conn: RemotingConn, chunks: list[bytes], interval_s: float) -> None:
-    """Every `interval_s`, send all chunks spread evenly over the interval (1 heartbeat/s/broker)."""
+    """Every `interval_s`, send all chunks spread evenly over the interval (1 heartbeat/s/broker),
+    until the connection is closed (closing it is how a scenario makes these brokers vanish)."""
     if not chunks:
         return
     gap_s = interval_s / len(chunks)
     deadline = trio.current_time()
-    while True:
-        for chunk in chunks:
-            await conn.stream.send_all(chunk)
-            deadline += gap_s
-            await trio.sleep_until(deadline)
+    try:
+        while True:
+            for chunk in chunks:
+                await conn.stream.send_all(chunk)
+                deadline += gap_s
+                await trio.sleep_until(deadline)
+    except (trio.ClosedResourceError, trio.BrokenResourceError):
+        return

@@ -75,10 +75,10 @@ def chart_leader_kill(results: dict[str, Any], path: Path) -> bool:
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     left.hist(r["samples_ms"], bins=min(30, max(5, len(r["samples_ms"]))))
     left.set(xlabel="kill -> first write accepted (ms)", ylabel="kills", title="Controller leader SIGKILL")
-    colors = {"accepted": "green", "refused": "orange"}
     for t_ms, node, outcome in r["timeline_median_kill"]:
-        right.scatter(t_ms, node, s=10, color=colors.get(outcome, "red"))
-    right.set(xlabel="ms since kill", title="Median kill: write attempts (green ok, orange refused, red error)")
+        color = "green" if outcome == "accepted" else "orange" if outcome.startswith("code") else "red"
+        right.scatter(t_ms, node, s=10, color=color)
+    right.set(xlabel="ms since kill", title="Median kill: write attempts (green ok, orange refused, red no answer)")
     return _save(fig, None, path, True)
 
 

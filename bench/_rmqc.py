@@ -23,8 +23,10 @@ IDS_PER_GROUP = 100
 
 
 def write_ext(run: str, client: int, seq: int) -> dict[str, object]:
-    """1013 APPLY_BROKER_ID of a fresh id: one Raft entry, always accepted, same size every time.
-    Client `client` fills broker-set `w<run>-<client>-<n>` with ids 1..IDS_PER_GROUP in order."""
+    """1013 APPLY_BROKER_ID of a fresh id: one Raft entry, same size every time. Client `client`
+    fills broker-set `w<run>-<client>-<n>` with ids 1..IDS_PER_GROUP in order; `seq` must count
+    the client's accepted writes (id 1 creates the set, later ids need it), and repeating a `seq`
+    is an idempotent retry (same registerCheckCode), so a lost answer does no harm."""
     group, broker_id = divmod(seq, IDS_PER_GROUP)
     address = f"10.{client // 250}.{client % 250}.{broker_id % 250}:10911"
     return {"clusterName": CLUSTER, "brokerName": f"w{run}-{client}-{group}", "appliedBrokerId": broker_id + 1,
@@ -34,6 +36,21 @@ def write_ext(run: str, client: int, seq: int) -> dict[str, object]:
 async def durable_write(conn: RemotingConn, run: str, client: int, seq: int) -> bool:
     response = await conn.call(RequestCode.CONTROLLER_APPLY_BROKER_ID, write_ext(run, client, seq))
     return response.code == ResponseCode.SUCCESS
+
+
+class WriteSequence:
+    """Per-client count of accepted writes, the `seq` for the next write_ext of that client."""
+
+    def __init__(self, run: str) -> None:
+        self.run = run
+        self.accepted: dict[int, int] = {}
+
+    async def write(self, conn: RemotingConn, client: int) -> bool:
+        seq = self.accepted.get(client, 0)
+        if await durable_write(conn, self.run, client, seq):
+            self.accepted[client] = seq + 1
+            return True
+        return False
 
 
 class RmqcCluster:
@@ -137,6 +154,7 @@ class RmqcCluster:
             with trio.fail_after(1):
                 conn = await RemotingConn.open(self.address(node))
                 try:
+                    # id 1 of a fresh broker-set: valid whatever earlier attempts did
                     return await durable_write(conn, f"probe{int(time.time() * 1000)}", 0, seq * IDS_PER_GROUP)
                 finally:
                     await conn.aclose()

@@ -13,10 +13,11 @@ import trio
 
 from rmqc import fsm
 from rmqc.raft._types import ConfState, Entry, HardState
+from rmqc.remoting import RequestCode, ResponseCode
 from rmqc.storage import LmdbStorage
 
 from ._load import LoadError, RemotingConn
-from ._rmqc import RmqcCluster, durable_write
+from ._rmqc import IDS_PER_GROUP, RmqcCluster, write_ext
 from ._stats import fmt, summarise_ms
 from ._suite import Suite, say
 
@@ -40,8 +41,9 @@ async def first_write_after(cluster: RmqcCluster, survivors: list[str], t0: floa
                 if conn is None:
                     conn = await RemotingConn.open(cluster.address(node))
                 with trio.fail_after(WRITE_ATTEMPT_TIMEOUT_S):
-                    accepted = await durable_write(conn, run, index, seq)
-                outcome = "accepted" if accepted else "refused"
+                    ext = write_ext(run, index, seq * IDS_PER_GROUP)  # id 1 of a fresh set: valid whatever came before
+                    response = await conn.call(RequestCode.CONTROLLER_APPLY_BROKER_ID, ext)
+                outcome = "accepted" if response.code == ResponseCode.SUCCESS else f"code {response.code}"
             except (OSError, LoadError, trio.TooSlowError) as error:
                 outcome = type(error).__name__
                 conn = None

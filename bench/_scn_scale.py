@@ -13,7 +13,7 @@ from typing import Any
 
 import trio
 
-from rmqc.remoting import FrameDecoder, RequestCode, ResponseCode, dumps_fastjson
+from rmqc.remoting import FrameDecoder, RequestCode, ResponseCode, dumps_fastjson, loads_fastjson
 
 from ._heartbeats import Broker, heartbeat_chunks, send_rounds
 from ._load import RemotingConn
@@ -63,17 +63,23 @@ def group_brokers(group: int, sink_addresses: list[str] | None) -> list[Broker]:
     return [Broker(CLUSTER, name, i + 1, addresses[i]) for i in range(3)]
 
 
+class LeaderChanged(Exception):
+    """A setup request reached a node that is no longer the leader; the worker follows the leader."""
+
+
 async def call_ok(conn: RemotingConn, code: int, ext: dict[str, object], body: bytes | None = None) -> Any:
     for _ in range(SETUP_ATTEMPTS):
         response = await conn.call(code, ext, body)
         if response.code == ResponseCode.SUCCESS:
             return response
+        if response.code == ResponseCode.CONTROLLER_NOT_LEADER:
+            raise LeaderChanged(conn.address)
         await trio.sleep(0.05)
     raise RuntimeError(f"request {code} for {ext.get('brokerName')} answered {response.code} {response.remark}")
 
 
 async def register_group(conn: RemotingConn, brokers: list[Broker]) -> None:
-    """1013 for the 3 brokers, 1002 (broker 1 elects itself), 1001 growing the set to {1,2,3}."""
+    """1013 for the 3 brokers (a repeat with the same check code is an idempotent success)."""
     for b in brokers:
         await call_ok(conn, RequestCode.CONTROLLER_APPLY_BROKER_ID, {
             "clusterName": b.cluster, "brokerName": b.name, "appliedBrokerId": b.broker_id,
@@ -81,26 +87,40 @@ async def register_group(conn: RemotingConn, brokers: list[Broker]) -> None:
 
 
 async def elect_group(conn: RemotingConn, brokers: list[Broker]) -> None:
+    """Broker 1 elects itself (1002) and grows the set to {1,2,3} (1001); skips what is done already,
+    so a step repeated after a leader change does no harm."""
     master = brokers[0]
-    elected = await call_ok(conn, RequestCode.CONTROLLER_ELECT_MASTER, {
-        "clusterName": master.cluster, "brokerName": master.name, "brokerId": 1, "designateElect": False,
-        "invokeTime": int(time.time() * 1000)})
-    body = dumps_fastjson({"syncStateSet": [1, 2, 3], "syncStateSetEpoch": int(elected.ext("syncStateSetEpoch"))})
+    info = await call_ok(conn, RequestCode.CONTROLLER_GET_REPLICA_INFO, {"brokerName": master.name})
+    members = loads_fastjson(info.body or b"{}") or {}
+    if info.ext("masterBrokerId") != "1":
+        info = await call_ok(conn, RequestCode.CONTROLLER_ELECT_MASTER, {
+            "clusterName": master.cluster, "brokerName": master.name, "brokerId": 1, "designateElect": False,
+            "invokeTime": int(time.time() * 1000)})
+        members = {"syncStateSet": [1], "syncStateSetEpoch": int(info.ext("syncStateSetEpoch"))}
+    if sorted(members.get("syncStateSet", [])) == [1, 2, 3]:
+        return
+    body = dumps_fastjson({"syncStateSet": [1, 2, 3], "syncStateSetEpoch": int(members["syncStateSetEpoch"])})
     await call_ok(conn, RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET, {
-        "brokerName": master.name, "masterBrokerId": 1, "masterEpoch": int(elected.ext("masterEpoch")),
+        "brokerName": master.name, "masterBrokerId": 1, "masterEpoch": int(info.ext("masterEpoch")),
         "invokeTime": int(time.time() * 1000)}, body)
 
 
-async def for_each_group(cluster: RmqcCluster, leader: str, groups: list[list[Broker]], step: Any) -> None:
+async def for_each_group(cluster: RmqcCluster, groups: list[list[Broker]], step: Any) -> None:
     queue = list(reversed(groups))
 
     async def worker() -> None:
-        conn = await RemotingConn.open(cluster.address(leader))
-        try:
-            while queue:
-                await step(conn, queue.pop())
-        finally:
-            await conn.aclose()
+        while queue:
+            conn = await RemotingConn.open(cluster.address(await cluster.leader()))
+            try:
+                while queue:
+                    group = queue.pop()
+                    try:
+                        await step(conn, group)
+                    except LeaderChanged:
+                        queue.append(group)
+                        break
+            finally:
+                await conn.aclose()
 
     async with trio.open_nursery() as nursery:
         for _ in range(min(SETUP_CONCURRENCY, len(groups))):
@@ -121,14 +141,14 @@ async def scale(suite: Suite) -> dict[str, Any]:
     async with trio.open_nursery() as nursery:
         await sink.serve(nursery)
         started = time.perf_counter()
-        await for_each_group(cluster, leader, groups, register_group)
+        await for_each_group(cluster, groups, register_group)
         doomed_conn = await RemotingConn.open(cluster.address(leader))
         nursery.start_soon(send_rounds, doomed_conn, heartbeat_chunks(doomed), 1.0)
         conns = [await RemotingConn.open(cluster.address(n)) for n in cluster.ids for _ in range(HEARTBEAT_CONNECTIONS_PER_NODE)]
         for index, conn in enumerate(conns):
             nursery.start_soon(send_rounds, conn, heartbeat_chunks(others[index::len(conns)]), 1.0)
         await trio.sleep(1.5)  # one full heartbeat round reaches every node before elections
-        await for_each_group(cluster, leader, groups, elect_group)
+        await for_each_group(cluster, groups, elect_group)
         figures["setup_s"] = round(time.perf_counter() - started, 1)
         say(f"   {total:,} groups x 3 brokers registered and elected in {figures['setup_s']} s")
         figures["steady"] = await steady_state(cluster, suite.profile.scale_steady_s)

@@ -13,7 +13,7 @@ from rmqc.remoting import RequestCode, encode, make_request
 from . import _etcd, _pysyncobj
 from ._load import HttpConn, LineConn, RemotingConn, Workload
 from ._points import load_points
-from ._rmqc import RmqcCluster, durable_write, write_ext
+from ._rmqc import RmqcCluster, WriteSequence, write_ext
 from ._suite import Skipped, Suite
 
 REPO = Path(__file__).resolve().parent.parent
@@ -29,13 +29,13 @@ def anchor_value() -> str:
 
 
 def rmqc_write_workload(cluster: RmqcCluster, leader: str) -> Workload[RemotingConn]:
-    run = str(int(time.time() * 1000))
+    writes = WriteSequence(str(int(time.time() * 1000)))
 
     async def open_conn(_client: int) -> RemotingConn:
         return await RemotingConn.open(cluster.address(leader))
 
-    async def op(conn: RemotingConn, client: int, seq: int) -> bool:
-        return await durable_write(conn, run, client, seq)
+    async def op(conn: RemotingConn, client: int, _seq: int) -> bool:
+        return await writes.write(conn, client)
 
     return Workload(open_conn, op)
 
