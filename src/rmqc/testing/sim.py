@@ -82,33 +82,41 @@ def describe_failure(result: SeedResult) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m rmqc.testing.sim", description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=100, help="how many seeds to run")
     parser.add_argument("--start", type=int, default=0, help="first seed")
-    parser.add_argument("--nodes", type=int, choices=(3, 5), default=None, help="cluster size (default: 3 and 5 alternating)")
+    parser.add_argument("--nodes", type=int, choices=(3, 5), default=None,
+                        help="cluster size (default: 3 and 5 alternating by seed)")
     parser.add_argument("--seed", type=int, default=None, help="replay one seed and print its trace")
     parser.add_argument("--progress-every", type=int, default=0, metavar="K",
                         help="also print the running totals to stderr every K seeds")
-    args = parser.parse_args(argv)
-    from ._wallclock import wall_seconds
+    return parser.parse_args(argv)
+
+
+def _replay(seed: int, nodes: int | None) -> SimSummary:
+    result = run_seed(seed, replace(SimKnobs(), nodes=nodes_for_seed(seed, nodes)))
+    print(describe_failure(result) if not result.ok else "\n".join(result.trace))
+    return SimSummary(1, 0 if result.ok else 1, result.ops, result.sim_seconds, [], result.counts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    from ._wallclock import wall_seconds  # the only real clock, and only in the command line
 
     started = wall_seconds()
-    if args.seed is not None:
-        result = run_seed(args.seed, replace(SimKnobs(), nodes=nodes_for_seed(args.seed, args.nodes)))
-        print(describe_failure(result) if not result.ok else "\n".join(result.trace))
-        seeds: Iterable[int] = ()
-        summary = SimSummary(1, 0 if result.ok else 1, result.ops, result.sim_seconds)
-    else:
-        seeds = range(args.start, args.start + args.seeds)
-        def progress(running: SimSummary) -> None:
-            if args.progress_every and running.seeds % args.progress_every == 0:
-                print(running.as_json(wall_seconds() - started), file=sys.stderr, flush=True)
 
+    def progress(running: SimSummary) -> None:
+        if args.progress_every and running.seeds % args.progress_every == 0:
+            print(running.as_json(wall_seconds() - started), file=sys.stderr, flush=True)
+
+    if args.seed is not None:
+        summary = _replay(args.seed, args.nodes)
+    else:
         summary = run_seeds(
-            seeds,
+            range(args.start, args.start + args.seeds),
             args.nodes,
-            on_failure=lambda r: print(describe_failure(r), flush=True),
+            on_failure=lambda result: print(describe_failure(result), flush=True),
             on_progress=progress,
         )
     if summary.counts:
