@@ -67,8 +67,10 @@ class Notifier:
                     nursery.start_soon(self._worker, name=f"notifier-{number}")
                 task_status.started()
         finally:
-            for stream in self._connections.values():
-                await trio.aclose_forcefully(stream)
+            # shielded: we are usually here because of a cancellation, and every socket must close
+            with trio.CancelScope(shield=True):
+                for stream in self._connections.values():
+                    await trio.aclose_forcefully(stream)
             self._connections.clear()
 
     async def _worker(self) -> None:

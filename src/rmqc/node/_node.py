@@ -1,0 +1,618 @@
+"""One controller node: a Trio nursery around the pure parts.
+
+Tasks (all in the node's nursery, all cancelled together on shutdown):
+- driver: the only task that touches the RawNode. Each loop it takes every input that arrived
+  (ticks, peer messages, proposals from all connections: ONE propose_batch = group commit), then
+  handles Ready in the order Raft requires: send what may go early, persist (one LMDB transaction +
+  fsync in a worker thread), send what had to wait, apply committed entries, complete waiting
+  requests, snapshot every N entries, advance.
+- ticker: one tick every tick_ms.
+- peer links, the listening server, the notifier (1008 fan-out).
+- liveness: expiry by deadline; on the leader, dead masters become one batch of election commands.
+- digests: a follower forwards its coalesced heartbeat digest to the leader every digest_interval_ms.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from rmqc.controller import ControllerConfig, ControllerProcessor, NodeInfo, NoReply, Propose, Reply, RequestContext
+from rmqc.errors import ProposalDropped, RmqcError
+from rmqc.fsm import ApplyResult, Command, ControllerState, decode_commands, encode_commands
+from rmqc.liveness import BrokerKey, Digest, HeartbeatTable
+from rmqc.raft import Config as RaftConfig
+from rmqc.raft import RawNode, decode_conf_change
+from rmqc.raft._types import ConfState, Entry, EntryType, Message, MessageType
+from rmqc.remoting import (
+    LEADER_ONLY_REQUESTS,
+    FrameDecoder,
+    dumps_properties,
+    RemotingCommand,
+    ResponseCode,
+    encode,
+    make_response,
+)
+from rmqc.storage import LmdbStorage, acquire_node_lock
+
+from ._config import NodeConfig, java_properties_of
+from ._notifier import Notifier
+from ._peer_codec import FrameKind, PeerProtocolError, encode_tagged
+from ._peers import PeerLinks, Reply as PeerReply
+from ._server import Channel, Server
+
+log = logging.getLogger("rmqc.node")
+
+# Requests waiting to enter the log. Beyond this a request is answered SYSTEM_BUSY at once: the
+# group commit already batches everything waiting, so a longer queue only adds latency.
+MAX_PENDING_PROPOSALS = 65_536
+# Peer messages waiting for the driver; Raft tolerates loss, so beyond this they are dropped.
+MAX_INBOUND_MESSAGES = 65_536
+# Requests forwarded to the leader and not yet answered.
+MAX_FORWARDS_IN_FLIGHT = 16_384
+# Keep this many entries behind a snapshot so a briefly lagging follower catches up from the log.
+COMPACTION_LAG_ENTRIES = 1_000
+_UNREACHABLE = MessageType.UNREACHABLE
+_SNAP_STATUS = MessageType.SNAP_STATUS
+# The grace period of design.md: the scan for masters that are simply missing from this node's
+# liveness table waits until the node has collected heartbeats for one (default) heartbeat timeout,
+# so a controller restart or failover never causes mass broker failovers. Masters whose heartbeats
+# this node saw expire, or whose connection closed, are acted on at once.
+LIVENESS_GRACE_MS = 10_000
+NOT_LEADER_REMARK = "The controller is not in leader state"
+FORWARD_CHANNEL = Channel(0, "forwarded")
+
+
+def wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class RequestFailed(RmqcError):
+    """A request could not be completed (not committed in time, leadership lost, node stopping)."""
+
+    def __init__(self, code: int, remark: str) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+@dataclass(slots=True)
+class _Waiter:
+    """A request waiting for its entry to be applied."""
+
+    commands: list[Command]
+    done: trio.Event = field(default_factory=trio.Event)
+    results: list[ApplyResult] | None = None
+    error: RequestFailed | None = None
+    index: int = 0
+    term: int = 0
+
+    def finish(self, results: list[ApplyResult] | None, error: RequestFailed | None = None) -> None:
+        if not self.done.is_set():
+            self.results, self.error = results, error
+            self.done.set()
+
+
+class ControllerNode:
+    def __init__(self, config: NodeConfig, *, rng: random.Random | None = None) -> None:
+        self.config = config
+        self._rng = rng or random.Random()
+        self.state = ControllerState()
+        self.liveness = HeartbeatTable()
+        self.processor = ControllerProcessor(self._controller_config(), self.state, self.liveness)
+        self.links = PeerLinks(config, self, self._rng)
+        self.notifier = Notifier()
+        self.server = Server(config, self, self.links)
+        self.storage: LmdbStorage | None = None
+        self.raw: RawNode | None = None
+        self.leader_id: str | None = None
+        self.term = 0
+        self.applied_index = 0
+        self.serving_as_leader = False  # leader AND an entry of its own term is applied
+        self.became_leader_ms = 0
+        self.listen_address = config.listen_address
+        self._conf_state = ConfState()
+        self._snapshot_index = 0
+        self._wakeup = trio.Event()
+        self._ticks = 0
+        self._inbound: deque[Message] = deque()
+        self._inbound_dropped = 0
+        self._proposals: list[_Waiter] = []
+        self._waiting: dict[int, _Waiter] = {}
+        self._forwards: dict[int, _ForwardSlot] = {}
+        self._forward_tags = itertools.count(1)
+        self._closed_channels: list[BrokerKey] = []
+        self._stopping = False
+        self.started = trio.Event()
+        self._started_ms = wall_ms()
+        self._liveness_wakeup = trio.Event()
+
+    def _controller_config(self) -> ControllerConfig:
+        return ControllerConfig.from_properties(dumps_properties(java_properties_of(self.config)))
+
+    # ----- lifecycle -----
+
+    async def run(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
+        self._started_ms = wall_ms()
+        lock = acquire_node_lock(self.config.data_dir)
+        try:
+            self.storage = await trio.to_thread.run_sync(LmdbStorage, self.config.data_dir)
+            try:
+                self._open_raft()
+                await self._serve(task_status)
+            finally:
+                self._fail_everything("node stopping")
+                self.storage.close()
+        finally:
+            lock.release()
+
+    def _open_raft(self) -> None:
+        assert self.storage is not None
+        hard_state, conf_state = self.storage.initial_state()
+        snapshot = self.storage.snapshot()
+        if not snapshot.is_empty:
+            self.state.restore(snapshot.data)
+            self._snapshot_index = snapshot.meta.index
+        self.applied_index = snapshot.meta.index
+        self.term = hard_state.term
+        bootstrap = () if conf_state.voters else self.config.peer_ids
+        self._conf_state = conf_state if conf_state.voters else ConfState(voters=self.config.peer_ids)
+        raft_config = RaftConfig(
+            id=self.config.node_id,
+            election_tick=self.config.election_tick,
+            heartbeat_tick=self.config.heartbeat_tick,
+            pre_vote=True,
+            check_quorum=True,
+            lease_drift_ticks=self.config.lease_drift_ticks,
+            applied=snapshot.meta.index,
+        )
+        self.raw = RawNode(raft_config, self.storage, self._rng, peers=bootstrap)
+        log.info("%s: term %d, snapshot at %d, log %d..%d", self.config.node_id, hard_state.term,
+                 snapshot.meta.index, self.storage.first_index(), self.storage.last_index())
+
+    async def _serve(self, task_status: trio.TaskStatus[str]) -> None:
+        peer = self.config.self_peer
+        listeners = await trio.open_tcp_listeners(peer.port, host=peer.host)
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._driver, name="driver")
+            nursery.start_soon(self._ticker, name="ticker")
+            await nursery.start(self.links.run)
+            await nursery.start(self.notifier.run)
+            nursery.start_soon(self._liveness_loop, name="liveness")
+            nursery.start_soon(self._digest_loop, name="digests")
+            nursery.start_soon(self.server.serve, listeners, name="server")
+            self.started.set()
+            task_status.started(self.listen_address)
+
+    async def shutdown(self, grace_s: float) -> None:
+        """Stop taking work, fail what waits, and give the answers `grace_s` to be written."""
+        self._fail_everything("node stopping")
+        with trio.move_on_after(grace_s):
+            while self.server.requests_in_flight:
+                await trio.sleep(0.01)
+
+    def metrics(self) -> dict[str, float]:
+        return {
+            "is_leader": float(self.serving_as_leader),
+            "term": float(self.term),
+            "applied_index": float(self.applied_index),
+            "live_brokers": float(len(self.liveness)),
+            "broker_groups": float(len(self.state)),
+            "open_connections": float(self.server.open_connections),
+            "notifications_sent": float(self.notifier.sent),
+        }
+
+    def _fail_everything(self, why: str) -> None:
+        self._stopping = True
+        error = RequestFailed(ResponseCode.SYSTEM_ERROR, why)
+        for waiter in [*self._proposals, *self._waiting.values()]:
+            waiter.finish(None, error)
+        self._proposals.clear()
+        self._waiting.clear()
+
+    # ----- inputs -----
+
+    def _wake(self) -> None:
+        self._wakeup.set()
+
+    async def _ticker(self) -> None:
+        interval_s = self.config.tick_ms / 1000
+        deadline = trio.current_time()
+        while True:
+            deadline += interval_s
+            await trio.sleep_until(deadline)
+            if trio.current_time() - deadline > 10 * interval_s:
+                deadline = trio.current_time()  # we were stalled; don't fire a burst of ticks
+            self._ticks += 1
+            self._wake()
+
+    def on_raft_messages(self, sender: str, messages: list[Message]) -> None:
+        for message in messages:
+            if len(self._inbound) >= MAX_INBOUND_MESSAGES:
+                self._inbound.popleft()
+                self._inbound_dropped += 1
+            self._inbound.append(message)
+        self._wake()
+
+    def on_peer_unreachable(self, peer_id: str) -> None:
+        self._inbound.append(Message(type=_UNREACHABLE, to=self.config.node_id, frm=peer_id))
+        self._wake()
+
+    def on_snapshot_sent(self, peer_id: str, ok: bool) -> None:
+        self._inbound.append(Message(type=_SNAP_STATUS, to=self.config.node_id, frm=peer_id, reject=not ok))
+        self._wake()
+
+    async def propose(self, commands: list[Command]) -> list[ApplyResult]:
+        """Enter commands into the log as one entry; returns their apply results once committed."""
+        if len(self._proposals) >= MAX_PENDING_PROPOSALS:
+            raise RequestFailed(ResponseCode.SYSTEM_BUSY, "[OVERLOAD]system busy, start flow control for a while")
+        if self._stopping:
+            raise RequestFailed(ResponseCode.SYSTEM_ERROR, "node stopping")
+        waiter = _Waiter(commands)
+        self._proposals.append(waiter)
+        self._wake()
+        with trio.move_on_after(self.config.request_timeout_ms / 1000):
+            await waiter.done.wait()
+        if not waiter.done.is_set():
+            self._waiting.pop(waiter.index, None)
+            raise RequestFailed(ResponseCode.SYSTEM_ERROR, "java.util.concurrent.TimeoutException: commit wait")
+        if waiter.error is not None:
+            raise waiter.error
+        assert waiter.results is not None
+        return waiter.results
+
+    # ----- the driver -----
+
+    async def _driver(self) -> None:
+        raw = self.raw
+        assert raw is not None
+        while True:
+            await self._wakeup.wait()
+            self._wakeup = trio.Event()
+            self._feed(raw)
+            while raw.has_ready():
+                ready = raw.ready()
+                await self._handle_ready(raw, ready)
+                raw.advance(ready)
+                self._feed_proposals(raw)
+
+    def _feed(self, raw: RawNode) -> None:
+        ticks, self._ticks = self._ticks, 0
+        for _ in range(min(ticks, self.config.election_tick)):
+            raw.tick()
+        while self._inbound:
+            message = self._inbound.popleft()
+            self._step(raw, message)
+        self._feed_proposals(raw)
+
+    def _step(self, raw: RawNode, message: Message) -> None:
+        if message.type == _UNREACHABLE:
+            raw.report_unreachable(message.frm)
+        elif message.type == _SNAP_STATUS:
+            raw.report_snapshot(message.frm, ok=not message.reject)
+        else:
+            try:
+                raw.step(message)
+            except RmqcError as error:
+                log.debug("step %s from %s: %s", message.type.name, message.frm, error)
+
+    def _feed_proposals(self, raw: RawNode) -> None:
+        if not self._proposals:
+            return
+        batch, self._proposals = self._proposals, []
+        if not self.serving_as_leader:
+            for waiter in batch:
+                waiter.finish(None, RequestFailed(ResponseCode.CONTROLLER_NOT_LEADER, NOT_LEADER_REMARK))
+            return
+        try:
+            raw.propose_batch([encode_commands(waiter.commands) for waiter in batch])
+        except ProposalDropped as error:
+            for waiter in batch:
+                waiter.finish(None, RequestFailed(ResponseCode.SYSTEM_BUSY, f"proposal dropped: {error}"))
+            return
+        first_index = raw.status().last_index - len(batch) + 1
+        for offset, waiter in enumerate(batch):
+            waiter.index, waiter.term = first_index + offset, self.term
+            self._waiting[waiter.index] = waiter
+
+    async def _handle_ready(self, raw: RawNode, ready: Any) -> None:
+        if ready.soft_state is not None:
+            self._on_soft_state(ready.soft_state)
+        if ready.hard_state is not None:
+            self._on_term(ready.hard_state.term)
+        self.links.send_messages(list(ready.messages))
+        snapshot = ready.snapshot if ready.snapshot is not None and not ready.snapshot.is_empty else None
+        if ready.hard_state is not None or ready.entries or snapshot is not None:
+            assert self.storage is not None
+            await trio.to_thread.run_sync(self.storage.save, ready.hard_state, list(ready.entries), snapshot)
+        if snapshot is not None:
+            self._install_snapshot(snapshot)
+        self.links.send_messages(list(ready.persist_messages))
+        for entry in ready.committed_entries:
+            self._apply_entry(raw, entry)
+        if self.applied_index - self._snapshot_index >= self.config.snapshot_every_entries:
+            await self._take_snapshot()
+
+    def _on_soft_state(self, soft_state: Any) -> None:
+        leader = soft_state.leader or None
+        if leader != self.leader_id:
+            log.info("%s: leader is now %s", self.config.node_id, leader)
+        was_leader = self.leader_id == self.config.node_id
+        self.leader_id = leader
+        is_leader = leader == self.config.node_id
+        if is_leader and not was_leader:
+            self.became_leader_ms = wall_ms()
+            self.serving_as_leader = False
+        if not is_leader:
+            self._lose_leadership()
+
+    def _on_term(self, term: int) -> None:
+        if term != self.term:
+            self.term = term
+
+    def _lose_leadership(self) -> None:
+        self.serving_as_leader = False
+        if self._waiting:
+            # Entries proposed in our term may still commit under the next leader, but we can no
+            # longer tell the client: answer like Java does when the append is cancelled.
+            error = RequestFailed(ResponseCode.CONTROLLER_NOT_LEADER, NOT_LEADER_REMARK)
+            for waiter in self._waiting.values():
+                waiter.finish(None, error)
+            self._waiting.clear()
+
+    def _install_snapshot(self, snapshot: Any) -> None:
+        self.state.restore(snapshot.data)
+        self.applied_index = snapshot.meta.index
+        self._snapshot_index = snapshot.meta.index
+        self._conf_state = snapshot.meta.conf_state
+        log.info("%s: installed snapshot at %d", self.config.node_id, snapshot.meta.index)
+
+    def _apply_entry(self, raw: RawNode, entry: Entry) -> None:
+        if entry.index <= self.applied_index:
+            return
+        if entry.type == EntryType.CONF_CHANGE:
+            self._apply_conf_change(raw, entry)
+            results: list[ApplyResult] = []
+        else:
+            results = self._apply_commands(entry)
+        self.applied_index = entry.index
+        waiter = self._waiting.pop(entry.index, None)
+        if waiter is not None:
+            if waiter.term == entry.term:
+                waiter.finish(results)
+            else:
+                waiter.finish(None, RequestFailed(ResponseCode.CONTROLLER_NOT_LEADER, NOT_LEADER_REMARK))
+        if self.leader_id == self.config.node_id:
+            if entry.term == self.term and not self.serving_as_leader:
+                self.serving_as_leader = True
+                log.info("%s: serving as leader of term %d from index %d", self.config.node_id,
+                         self.term, entry.index)
+            self._after_apply_on_leader(results)
+
+    def _apply_commands(self, entry: Entry) -> list[ApplyResult]:
+        if not entry.data:
+            return []  # a leader's no-op
+        return self.state.apply_all(decode_commands(entry.data))
+
+    def _apply_conf_change(self, raw: RawNode, entry: Entry) -> None:
+        change = decode_conf_change(entry.data)
+        self._conf_state = raw.apply_conf_change(change)
+        assert self.storage is not None
+        self.storage.save_conf_state(self._conf_state)
+
+    def _after_apply_on_leader(self, results: list[ApplyResult]) -> None:
+        """Leader only: 1008 for successful elections, and Java's retries of failed ones."""
+        if not results:
+            return
+        now = wall_ms()
+        for result in results:
+            for address, command in self.processor.notifications_for(result, now):
+                self.notifier.submit(address, command)
+        retries = self.processor.election_retries(results, now)
+        if retries:
+            self._nursery.start_soon(self._propose_elections, retries)
+
+    async def _take_snapshot(self) -> None:
+        assert self.storage is not None and self.raw is not None
+        index = self.applied_index
+        data = self.state.snapshot()
+        storage = self.storage
+        conf_state = self._conf_state
+        compact_to = index - min(COMPACTION_LAG_ENTRIES, self.config.snapshot_every_entries // 2)
+
+        def write() -> None:
+            storage.create_snapshot(index, conf_state, data)
+            if compact_to > storage.first_index():
+                storage.compact(compact_to)
+
+        await trio.to_thread.run_sync(write)
+        self._snapshot_index = index
+        log.info("%s: snapshot at %d (%d bytes)", self.config.node_id, index, len(data))
+
+    # ----- requests -----
+
+    async def handle_request(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
+        """Answer one remoting request; never raises (a bug becomes SYSTEM_ERROR, as in Java)."""
+        try:
+            return await self._handle(request, channel, forwarded=False)
+        except RequestFailed as failure:
+            return make_response(request, failure.code, failure.remark)
+        except Exception as error:  # noqa: BLE001 - Java answers any handler exception with code 1
+            log.exception("request %s failed", request.code)
+            return make_response(request, ResponseCode.SYSTEM_ERROR, f"{error!r}")
+
+    async def _handle(self, request: RemotingCommand, channel: Channel, forwarded: bool) -> RemotingCommand | None:
+        if request.code in LEADER_ONLY_REQUESTS and not self.serving_as_leader:
+            if forwarded or not self.config.forward_writes or not self._leader_reachable():
+                return make_response(request, ResponseCode.CONTROLLER_NOT_LEADER, NOT_LEADER_REMARK)
+            return await self._forward(request)
+        outcome = self.processor.handle(request, self._context(channel))
+        if isinstance(outcome, Reply):
+            return outcome.response
+        if isinstance(outcome, NoReply):
+            return None
+        assert isinstance(outcome, Propose)
+        return outcome.finish(await self.propose(list(outcome.commands)))
+
+    def _context(self, channel: Channel) -> RequestContext:
+        leader = self.config.peer(self.leader_id) if self.leader_id else None
+        node = NodeInfo(
+            group=self.config.group,
+            self_id=self.config.node_id,
+            leader_id=leader.id if leader else None,
+            leader_address=leader.address if leader else None,
+            peers=tuple((peer.id, peer.address) for peer in self.config.peers),
+        )
+        return RequestContext(
+            now_ms=wall_ms(),
+            channel_id=channel.id if channel.id else None,
+            is_leader=self.leader_id == self.config.node_id,
+            leader_ready=self.serving_as_leader,
+            node=node,
+        )
+
+    def on_channel_closed(self, channel: Channel) -> None:
+        keys = self.liveness.on_channel_closed(channel.id)
+        if keys:
+            self._closed_channels.extend(keys)
+            self._liveness_wakeup.set()
+
+    # ----- forwarding (follower -> leader) -----
+
+    def _leader_reachable(self) -> bool:
+        return self.leader_id is not None and self.leader_id != self.config.node_id
+
+    async def _forward(self, request: RemotingCommand) -> RemotingCommand | None:
+        if len(self._forwards) >= MAX_FORWARDS_IN_FLIGHT:
+            raise RequestFailed(ResponseCode.SYSTEM_BUSY, "[OVERLOAD]system busy, start flow control for a while")
+        assert self.leader_id is not None
+        tag = next(self._forward_tags)
+        slot = _ForwardSlot()
+        if not request.is_oneway:
+            self._forwards[tag] = slot
+        try:
+            if not self.links.send_control(self.leader_id, FrameKind.FORWARD_REQUEST, encode_tagged(tag, encode(request))):
+                raise RequestFailed(ResponseCode.SYSTEM_BUSY, "[OVERLOAD]system busy, start flow control for a while")
+            if request.is_oneway:
+                return None
+            with trio.move_on_after(self.config.request_timeout_ms / 1000):
+                await slot.done.wait()
+        finally:
+            self._forwards.pop(tag, None)
+        if slot.response is None:
+            raise RequestFailed(ResponseCode.SYSTEM_ERROR, "java.util.concurrent.TimeoutException: forwarded to leader")
+        slot.response.opaque = request.opaque
+        return slot.response
+
+    def on_forward_request(self, sender: str, tag: int, frame: bytes, reply: PeerReply) -> None:
+        self._nursery.start_soon(self._serve_forwarded, tag, frame, reply)
+
+    async def _serve_forwarded(self, tag: int, frame: bytes, reply: PeerReply) -> None:
+        try:
+            (request,) = FrameDecoder(self.config.max_frame_bytes).feed(frame)
+        except (RmqcError, ValueError) as error:
+            log.warning("bad forwarded request: %s", error)
+            return
+        try:
+            response = await self._handle(request, FORWARD_CHANNEL, forwarded=True)
+        except RequestFailed as failure:
+            response = make_response(request, failure.code, failure.remark)
+        except Exception as error:  # noqa: BLE001 - same contract as handle_request
+            log.exception("forwarded request %s failed", request.code)
+            response = make_response(request, ResponseCode.SYSTEM_ERROR, f"{error!r}")
+        if response is not None and not request.is_oneway:
+            with trio.move_on_after(self.config.request_timeout_ms / 1000):
+                try:
+                    await reply(FrameKind.FORWARD_RESPONSE, encode_tagged(tag, encode(response)))
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    pass
+
+    def on_forward_response(self, sender: str, tag: int, frame: bytes) -> None:
+        slot = self._forwards.get(tag)
+        if slot is None:
+            return
+        try:
+            (slot.response,) = FrameDecoder(self.config.max_frame_bytes).feed(frame)
+        except (RmqcError, ValueError) as error:
+            raise PeerProtocolError(f"bad forwarded response: {error}") from error
+        slot.done.set()
+
+    # ----- liveness -----
+
+    def on_digest(self, sender: str, payload: bytes) -> None:
+        inactive = self.liveness.merge_digest(Digest.from_bytes(payload), wall_ms())
+        if inactive:
+            self._closed_channels.extend(inactive)
+            self._liveness_wakeup.set()
+
+    async def _digest_loop(self) -> None:
+        while True:
+            await trio.sleep(self.config.digest_interval_ms / 1000)
+            if self.leader_id is None or self.leader_id == self.config.node_id:
+                continue
+            digest = self.liveness.take_digest()
+            if digest:
+                self.links.send_control(self.leader_id, FrameKind.DIGEST, digest.to_bytes())
+
+    async def _liveness_loop(self) -> None:
+        """Expiry by deadline on every node; on the leader, dead masters become elections."""
+        self._liveness_wakeup = trio.Event()
+        next_scan_ms = wall_ms() + self.config.scan_inactive_master_interval_ms
+        while True:
+            with trio.move_on_after(self._next_liveness_check_s(next_scan_ms)):
+                await self._liveness_wakeup.wait()
+            self._liveness_wakeup = trio.Event()
+            now = wall_ms()
+            inactive = self.liveness.expire(now) + self._closed_channels
+            self._closed_channels = []
+            if not self.serving_as_leader:
+                continue
+            commands = self.processor.elections_due(now, inactive)
+            if now >= next_scan_ms:
+                next_scan_ms = now + self.config.scan_inactive_master_interval_ms
+                if now - self._started_ms >= LIVENESS_GRACE_MS:
+                    commands += self.processor.inactive_master_scan(now)
+            if commands:
+                # one entry for every election of this round; it waits for its commit in its own
+                # task so that expiry keeps its pace
+                self._nursery.start_soon(self._propose_elections, _one_per_group(commands))
+
+    def _next_liveness_check_s(self, next_scan_ms: int) -> float:
+        now = wall_ms()
+        soonest_ms = next_scan_ms
+        deadline = self.liveness.next_deadline_ms()
+        if deadline is not None:
+            soonest_ms = min(soonest_ms, deadline + 1)
+        return max(0.0, (soonest_ms - now) / 1000)
+
+    async def _propose_elections(self, commands: list[Command]) -> None:
+        try:
+            await self.propose(commands)
+        except RequestFailed as failure:
+            log.info("controller-triggered elections not committed: %s", failure.remark)
+
+
+def _one_per_group(commands: list[Command]) -> list[Command]:
+    seen: set[str] = set()
+    unique = []
+    for command in commands:
+        name = getattr(command, "broker_name", None)
+        if name in seen:
+            continue
+        seen.add(name)
+        unique.append(command)
+    return unique
+
+
+@dataclass(slots=True)
+class _ForwardSlot:
+    done: trio.Event = field(default_factory=trio.Event)
+    response: RemotingCommand | None = None

@@ -1,0 +1,148 @@
+"""One ControllerNode in-process over real TCP on 127.0.0.1: the spec 13.1 trace with a real client,
+1008 to a fake broker, restart from disk, snapshots, and graceful shutdown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import trio
+
+from rmqc.client import ControllerClient
+from rmqc.node import ControllerNode, NodeConfig, parse_peers
+from rmqc.remoting import FrameDecoder, RemotingCommand, loads_fastjson
+from rmqc.storage import LmdbStorage
+
+from node_helpers import free_ports, wait_until
+
+CLUSTER = "C"
+
+
+def single_config(tmp_path: Path, **changes: object) -> NodeConfig:
+    (port,) = free_ports(1)
+    return NodeConfig(peers=parse_peers(f"n0-127.0.0.1:{port}"), data_dir=str(tmp_path / "n0"), **changes)
+
+
+async def start(nursery: trio.Nursery, config: NodeConfig) -> ControllerNode:
+    node = ControllerNode(config)
+    await nursery.start(node.run)
+    await wait_until(lambda: node.serving_as_leader, what="single node serving as leader")
+    return node
+
+
+class FakeBroker:
+    """A broker's listen port: records every frame a controller sends it (1008 notifications)."""
+
+    def __init__(self) -> None:
+        self.received: list[RemotingCommand] = []
+        self.address = ""
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        self.address = "127.0.0.1:%d" % listeners[0].socket.getsockname()[1]
+        task_status.started()
+        await trio.serve_listeners(self._handle, listeners)
+
+    async def _handle(self, stream: trio.SocketStream) -> None:
+        decoder = FrameDecoder()
+        async with stream:
+            while data := await stream.receive_some(65536):
+                self.received.extend(decoder.feed(data))
+
+
+async def register(client: ControllerClient, name: str, address: str) -> int:
+    next_id = int((await client.get_next_broker_id(CLUSTER, name)).ext("nextBrokerId"))
+    applied = await client.apply_broker_id(CLUSTER, name, next_id, f"{address};1700000000000")
+    assert applied.code == 0, applied.remark
+    registered = await client.register_broker(CLUSTER, name, next_id, address)
+    assert registered.code == 0, registered.remark
+    return next_id
+
+
+async def test_happy_path_failover_and_1008_over_tcp(tmp_path: Path) -> None:
+    config = single_config(tmp_path)
+    async with trio.open_nursery() as nursery:
+        node = await start(nursery, config)
+        broker_a, broker_b = FakeBroker(), FakeBroker()
+        await nursery.start(broker_a.serve)
+        await nursery.start(broker_b.serve)
+        address = config.listen_address
+        async with ControllerClient([address]) as client_b:
+            async with ControllerClient([address]) as client_a:
+                metadata = await client_a.get_metadata()
+                assert metadata.ext("controllerLeaderAddress") == address
+                assert metadata.ext("isLeader") == "true"
+                assert metadata.ext("peers") == f"n0:{address};"
+                assert await register(client_a, "broker-a", broker_a.address) == 1
+                await client_a.heartbeat(CLUSTER, "broker-a", 1, broker_a.address)
+                elected = await client_a.elect_master(CLUSTER, "broker-a", 1)
+                assert (elected.code, elected.ext("masterBrokerId"), elected.ext("masterEpoch")) == (0, "1", "1")
+                assert await register(client_b, "broker-a", broker_b.address) == 2
+                await client_b.heartbeat(CLUSTER, "broker-a", 2, broker_b.address)
+                await wait_until(lambda: len(node.liveness) == 2, what="two live brokers")
+                altered = await client_a.alter_sync_state_set("broker-a", 1, 1, [1, 2], 1)
+                assert (altered.code, altered.ext("newSyncStateSetEpoch")) == (0, "2")
+            # client_a closed: broker 1's heartbeat connection is gone, so it is inactive at once
+            await wait_until(lambda: any(c.code == 1008 and c.ext("masterBrokerId") == "2"
+                                         for c in broker_b.received), what="1008 naming master 2 at broker b")
+            info = await client_b.get_replica_info("broker-a")
+            assert (info.ext("masterBrokerId"), info.ext("masterEpoch")) == ("2", "2")
+            assert loads_fastjson(info.body) == {"syncStateSet": [2], "syncStateSetEpoch": 3}
+            notification = next(c for c in broker_b.received if c.code == 1008)
+            assert notification.is_oneway
+            assert loads_fastjson(notification.body)["syncStateSet"] == [2]
+        nursery.cancel_scope.cancel()
+
+
+async def test_state_survives_restart_and_snapshots_compact_the_log(tmp_path: Path) -> None:
+    config = single_config(tmp_path, snapshot_every_entries=8)
+    async with trio.open_nursery() as nursery:
+        node = await start(nursery, config)
+        async with ControllerClient([config.listen_address]) as client:
+            for number in range(12):
+                await register(client, f"broker-{number}", f"10.0.0.{number}:30911")
+        assert node.applied_index > 12
+        nursery.cancel_scope.cancel()
+    with LmdbStorage(config.data_dir) as storage:
+        assert storage.snapshot().meta.index >= 8
+        assert storage.first_index() > 1  # compacted behind the snapshot
+    async with trio.open_nursery() as nursery:
+        node = await start(nursery, config)
+        async with ControllerClient([config.listen_address]) as client:
+            for number in range(12):
+                answer = await client.get_next_broker_id(CLUSTER, f"broker-{number}")
+                assert answer.ext("nextBrokerId") == "2"
+        assert len(node.state) == 12
+        nursery.cancel_scope.cancel()
+
+
+async def test_unknown_code_one_way_and_not_supported(tmp_path: Path) -> None:
+    config = single_config(tmp_path)
+    async with trio.open_nursery() as nursery:
+        await start(nursery, config)
+        async with ControllerClient([config.listen_address]) as client:
+            answer = await client.request(1007, address=config.listen_address)
+            assert answer is not None and answer.code == 3
+            assert await client.heartbeat(CLUSTER, "b", 1, "127.0.0.1:1") is None
+            two_way = await client.heartbeat(CLUSTER, "b", 1, "127.0.0.1:1", oneway=False)
+            assert two_way is not None and (two_way.code, two_way.remark) == (0, "Heart beat success")
+        nursery.cancel_scope.cancel()
+
+
+async def test_shutdown_fails_waiting_requests(tmp_path: Path) -> None:
+    config = single_config(tmp_path)
+    async with trio.open_nursery() as nursery:
+        node = await start(nursery, config)
+        node.serving_as_leader = False  # nothing will commit from now on: proposals must fail
+        results: list[object] = []
+
+        async def propose() -> None:
+            try:
+                await node.propose([])
+            except Exception as error:  # noqa: BLE001 - recorded for the assertion
+                results.append(error)
+
+        nursery.start_soon(propose)
+        await wait_until(lambda: bool(results), what="proposal refused")
+        assert "not in leader state" in str(results[0])
+        await node.shutdown(0.1)
+        nursery.cancel_scope.cancel()
