@@ -13,6 +13,7 @@ app = typer.Typer(
 )
 
 # Command groups register themselves below, one line each.
+from .serve import serve_command; app.command("serve")(serve_command)
 from .log import log_app; app.add_typer(log_app, name="log")
 from .analyze import analyze_command; app.command("analyze")(analyze_command)
 from .admin import admin_app; app.add_typer(admin_app, name="admin")
