@@ -133,6 +133,7 @@ class ControllerNode:
         self.started = trio.Event()
         self._started_ms = wall_ms()
         self._liveness_wakeup = trio.Event()
+        self._elections_in_flight = 0
 
     def _controller_config(self) -> ControllerConfig:
         return ControllerConfig.from_properties(dumps_properties(java_properties_of(self.config)))
@@ -198,6 +199,11 @@ class ControllerNode:
         with trio.move_on_after(grace_s):
             while self.server.requests_in_flight:
                 await trio.sleep(0.01)
+
+    def quiescent(self) -> bool:
+        """Nothing is waiting to be decided, proposed or committed (tests wait on this)."""
+        return not (self._closed_channels or self._proposals or self._waiting or self._elections_in_flight
+                    or self._wakeup.is_set() or self._liveness_wakeup.is_set())
 
     def metrics(self) -> dict[str, float]:
         return {
@@ -418,6 +424,7 @@ class ControllerNode:
                 self.notifier.submit(address, command)
         retries = self.processor.election_retries(results, now)
         if retries:
+            self._elections_in_flight += 1
             self._nursery.start_soon(self._propose_elections, retries)
 
     async def _take_snapshot(self) -> None:
@@ -564,7 +571,6 @@ class ControllerNode:
 
     async def _liveness_loop(self) -> None:
         """Expiry by deadline on every node; on the leader, dead masters become elections."""
-        self._liveness_wakeup = trio.Event()
         next_scan_ms = wall_ms() + self.config.scan_inactive_master_interval_ms
         while True:
             with trio.move_on_after(self._next_liveness_check_s(next_scan_ms)):
@@ -583,6 +589,7 @@ class ControllerNode:
             if commands:
                 # one entry for every election of this round; it waits for its commit in its own
                 # task so that expiry keeps its pace
+                self._elections_in_flight += 1
                 self._nursery.start_soon(self._propose_elections, _one_per_group(commands))
 
     def _next_liveness_check_s(self, next_scan_ms: int) -> float:
@@ -598,6 +605,8 @@ class ControllerNode:
             await self.propose(commands)
         except RequestFailed as failure:
             log.info("controller-triggered elections not committed: %s", failure.remark)
+        finally:
+            self._elections_in_flight -= 1
 
 
 def _one_per_group(commands: list[Command]) -> list[Command]:
