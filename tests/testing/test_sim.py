@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import rmqc.testing as testing_package
+import rmqc.raft._core as raft_core
 from rmqc.raft._core import RaftCore
 from rmqc.reads._lease import Lease
 from rmqc.raft import Config
@@ -33,6 +34,7 @@ from rmqc.testing.sim import SeedResult, SimKnobs, main, run_seed, run_seeds
 NEW_LEADER_READS = replace(
     SimKnobs(),
     faults=LinkFaults(drop_p=0.3, delay_min_us=2_000, delay_max_us=15_000),
+    node=replace(SimKnobs().node, persist_min_us=100, persist_max_us=3_000),
     clients=ClientKnobs(count=8, keys=("x",), kind_weights=(5, 5, 0), think_max_us=1_000,
                         timeout_us=60_000, follow_hint_p=0.5),
     nemesis=NemesisKnobs(interval_min_us=150_000, interval_max_us=300_000,
@@ -130,6 +132,13 @@ def test_ci_seeds_have_no_violations(nodes: int) -> None:
 
 def test_catches_vote_granted_without_up_to_date_check(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(RaftCore, "_candidate_log_up_to_date", lambda self, term, index: True)
+    assert_caught(SimKnobs(), seed_bound=40)
+
+
+def test_catches_acks_and_votes_sent_before_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every message leaves before the Ready is durable: a crash mid-fsync then forgets a vote or an
+    # append that a leader already counted.
+    monkeypatch.setattr(raft_core, "AFTER_PERSIST", frozenset())
     assert_caught(SimKnobs(), seed_bound=40)
 
 

@@ -34,6 +34,7 @@ class NemesisKnobs:
             "cut_one_way": 2,
             "crash": 2,
             "crash_leader": 1,
+            "crash_mid_fsync": 1,
             "pause": 2,
             "pause_leader": 1,
             "transfer": 2,
@@ -99,11 +100,23 @@ class Nemesis:
     def _crash(self) -> None:
         self._crash_node(self._pick_up_node())
 
+    def _crash_mid_fsync(self) -> None:
+        """Arm a node to crash between its next log write and that write's fsync."""
+        node = self._pick_up_node()
+        if node is not None:
+            node.crash_mid_next_write = True
+            self.world.trace(f"nemesis: {node.id} will crash during its next fsync")
+
     def _crash_leader(self) -> None:
         self._crash_node(self.world.leader())
 
     def _crash_node(self, node: SimNode | None) -> None:
-        if node is None:
+        if node is not None:
+            self.crash(node)
+
+    def crash(self, node: SimNode) -> None:
+        """Crash `node` now and restart it after a random downtime."""
+        if not node.up:
             return
         node.crash()
         down = self.rng.randint(self.knobs.down_min_us, self.knobs.down_max_us)

@@ -44,7 +44,7 @@ class NodeKnobs:
     heartbeat_tick: int = 1
     lease_drift_ticks: int = 2
     persist_min_us: int = 100
-    persist_max_us: int = 3_000
+    persist_max_us: int = 8_000
     snapshot_every_entries: int = 20
     snapshot_keep_entries: int = 2
 
@@ -66,6 +66,7 @@ class SimNode:
         self.paused = False
         self.owed_ticks = 0
         self.deferred: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
+        self.crash_mid_next_write = False  # armed by the nemesis
         self._reset_volatile()
 
     def set_drift(self, drift: float) -> None:
@@ -123,6 +124,10 @@ class SimNode:
             self.world.count("unsynced_writes_lost")
         self._reset_volatile()
         self.deferred.clear()
+
+    def _crash_if_same(self, incarnation: int) -> None:
+        if self.up and incarnation == self.incarnation and self.world.nemesis.active:
+            self.world.nemesis.crash(self)
 
     def pause(self) -> None:
         self.paused = True
@@ -252,6 +257,9 @@ class SimNode:
         if ready.entries or ready.hard_state is not None or _has_snapshot(ready):
             delay = self.world.rng.randint(self.knobs.persist_min_us, self.knobs.persist_max_us)
             self.world.events.after(delay, self._persisted, ready, self.incarnation)
+            if self.crash_mid_next_write and ready.entries:
+                self.crash_mid_next_write = False
+                self.world.events.after(delay // 2, self._crash_if_same, self.incarnation)
         else:
             self._persisted(ready, self.incarnation)
 

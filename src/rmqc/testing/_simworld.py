@@ -10,6 +10,7 @@ import random
 from collections import deque
 from dataclasses import dataclass, field
 
+from rmqc.errors import RmqcError
 from rmqc.raft._types import Message
 
 from ._simcheck import SafetyChecker
@@ -184,8 +185,13 @@ class World:
 
     def run_until(self, until_us: int) -> None:
         """Process events up to virtual time `until_us`, stopping at the first violation."""
-        while self.checker.ok and self.events.run_next(until_us):
-            pass
+        try:
+            while self.checker.ok and self.events.run_next(until_us):
+                pass
+        except RmqcError as exc:
+            # The core refusing to go on (an invariant check, a storage read that cannot be
+            # answered) is a finding, reported like a violation with the trace that led to it.
+            self.checker.fail(f"core raised {type(exc).__name__}: {exc}")
         self.events.now_us = max(self.events.now_us, until_us)
 
     def finish(self) -> SeedResult:

@@ -58,7 +58,7 @@ def run_seeds(
     base = knobs or SimKnobs()
     summary = SimSummary(failing=[], counts={})
     for seed in seeds:
-        result = run_seed(seed, replace(base, nodes=nodes_for_seed(seed, nodes)))
+        result = _run_one(seed, replace(base, nodes=nodes_for_seed(seed, nodes)))
         summary.seeds += 1
         summary.ops += result.ops
         summary.sim_seconds += result.sim_seconds
@@ -74,6 +74,14 @@ def run_seeds(
         if on_progress is not None:
             on_progress(summary)
     return summary
+
+
+def _run_one(seed: int, knobs: SimKnobs) -> SeedResult:
+    """One seed; an unexpected exception fails that seed (with its message) instead of the batch."""
+    try:
+        return run_seed(seed, knobs)
+    except Exception as exc:  # noqa: BLE001 - reported as this seed's failure, never swallowed
+        return SeedResult(seed, knobs.nodes, [f"crashed: {type(exc).__name__}: {exc}"], 0, 0, 0.0, [], [], {})
 
 
 def describe_failure(result: SeedResult) -> str:
