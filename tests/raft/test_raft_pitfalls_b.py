@@ -496,6 +496,21 @@ def test_35_leader_that_cannot_hear_is_replaced() -> None:
     assert net.nodes["n1"].raft.role is not Role.LEADER
 
 
+def test_35_bridge_topology_elects_a_quorum_leader() -> None:
+    ids = ["n1", "n2", "n3", "n4", "n5"]
+    for seed in range(5):
+        net = elected(ids, seed=seed)
+        net.isolate("n5")
+        for peer in ("n2", "n3"):
+            net.cut("n1", peer)  # the old leader n1 now reaches only the bridge n4
+        used = net.tick_until(
+            lambda: net.leader() in ("n2", "n3", "n4")
+            and net.nodes["n1"].raft.role is not Role.LEADER,
+            4 * ET,
+        )
+        assert used <= 4 * ET, f"seed {seed}"
+
+
 # ------------------------------------------------------------------ 36. paused streams resume
 def test_36_full_window_with_all_appends_lost_recovers_on_heartbeats() -> None:
     net = elected(["n1", "n2", "n3"], max_inflight_msgs=2, max_size_per_msg=50)
