@@ -1,4 +1,5 @@
-"""`python -m bench run --quick|--full|--tiny [--only a,b] [--no-anchors] [--out DIR]`.
+"""`python -m bench run --quick|--full|--tiny [--only a,b] [--no-anchors] [--out DIR]`;
+`python -m bench profile [writes] [heartbeats]` (py-spy on the leader under load).
 
 Runs the scenarios in order, prints each one's figures, and writes results.json, report.md and the
 PNG charts into bench-out/<UTC timestamp>/ (or --out). `python -m bench list` names the scenarios.
@@ -29,7 +30,24 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     run.add_argument("--no-anchors", action="store_true", help="skip etcd and PySyncObj")
     run.add_argument("--out", type=Path, default=None, help="output folder (default bench-out/<timestamp>)")
     commands.add_parser("list", help="name the scenarios")
+    spy = commands.add_parser("profile", help="py-spy on the leader under the heaviest loads")
+    spy.add_argument("loads", nargs="*", default=["writes", "heartbeats"], choices=["writes", "heartbeats"])
+    spy.add_argument("--out", type=Path, default=None)
     return parser.parse_args(argv)
+
+
+def run_profiles(loads: list[str], out: Path) -> int:
+    import trio
+
+    from ._procs import stop_all
+    from ._profile import profile
+
+    try:
+        for load in loads:
+            trio.run(profile, load, out)
+    finally:
+        stop_all()
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,9 +56,11 @@ def main(argv: list[str] | None = None) -> int:
         for name, title, _ in SCENARIOS:
             print(f"{name:<18} {title}")
         return 0
-    profile = PROFILES[args.profile or "quick"]
     out = args.out or REPO / "bench-out" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     out.mkdir(parents=True, exist_ok=True)
+    if args.command == "profile":
+        return run_profiles(args.loads, out)
+    profile = PROFILES[args.profile or "quick"]
     suite = Suite(profile, out, skip_anchors=args.no_anchors)
     print(f"rmqc bench ({profile.name}) -> {out}", flush=True)
     run_suite(suite, select(profile.name, args.only))

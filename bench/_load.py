@@ -8,6 +8,7 @@ the client-side cost per request is of the same kind for all of them.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -202,6 +203,8 @@ class Workload(Generic[C]):
 
     open: Callable[[int], Awaitable[C]]
     op: Callable[[C, int, int], Awaitable[bool]]
+    # why requests were refused (e.g. response code -> count); ops add to it, results report it
+    refusals: collections.Counter[str] = field(default_factory=collections.Counter)
 
 
 _LOAD_ERRORS = (LoadError, OSError, trio.BrokenResourceError, trio.ClosedResourceError, ValueError, KeyError)
@@ -209,7 +212,8 @@ _LOAD_ERRORS = (LoadError, OSError, trio.BrokenResourceError, trio.ClosedResourc
 
 async def closed_loop(workload: Workload[C], clients: int, duration_s: float, warmup_s: float = 0.5) -> LoadResult:
     """`clients` connections each sending one request after another for warmup + duration seconds;
-    counts and samples only the requests that complete inside the measured window."""
+    counts and samples the requests that complete inside the measured window (those sent during the
+    warm-up too: with hundreds of clients on a slow system one request can outlast the window)."""
     result = LoadResult(clients, duration_s)
     start = time.perf_counter()
     measure_from = start + warmup_s
@@ -232,7 +236,7 @@ async def closed_loop(workload: Workload[C], clients: int, duration_s: float, wa
                 await trio.sleep(0.01)  # a refused connection must not turn into a busy loop
                 continue
             seq += 1
-            if sent < measure_from or done > stop_at:
+            if done < measure_from or done > stop_at:
                 continue
             if not accepted:
                 result.errors += 1

@@ -3,6 +3,7 @@ the requests the scenarios make of them (a cheap repeatable durable write, reads
 
 from __future__ import annotations
 
+import collections
 import sys
 import time
 from collections.abc import Mapping
@@ -39,17 +40,21 @@ async def durable_write(conn: RemotingConn, run: str, client: int, seq: int) -> 
 
 
 class WriteSequence:
-    """Per-client count of accepted writes, the `seq` for the next write_ext of that client."""
+    """Per-client count of accepted writes, the `seq` for the next write_ext of that client;
+    refusals are counted by response code in `refusals`."""
 
-    def __init__(self, run: str) -> None:
+    def __init__(self, run: str, refusals: collections.Counter[str]) -> None:
         self.run = run
         self.accepted: dict[int, int] = {}
+        self.refusals = refusals
 
     async def write(self, conn: RemotingConn, client: int) -> bool:
         seq = self.accepted.get(client, 0)
-        if await durable_write(conn, self.run, client, seq):
+        response = await conn.call(RequestCode.CONTROLLER_APPLY_BROKER_ID, write_ext(self.run, client, seq))
+        if response.code == ResponseCode.SUCCESS:
             self.accepted[client] = seq + 1
             return True
+        self.refusals[f"{response.code} {(response.remark or '')[:40]}"] += 1
         return False
 
 

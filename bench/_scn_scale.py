@@ -22,7 +22,10 @@ from ._stats import fmt
 from ._suite import Suite, say
 
 SETUP_CONCURRENCY = 64
-SETUP_ATTEMPTS = 5  # per request; a refused setup request is retried, then the scenario fails
+# per request; a refused setup request (e.g. 1001 before a digest told the leader that a replica is
+# alive) is retried this often, SETUP_RETRY_S apart, then the scenario fails
+SETUP_ATTEMPTS = 50
+SETUP_RETRY_S = 0.1
 HEARTBEAT_CONNECTIONS_PER_NODE = 2
 FAILOVER_BOUND_S = 120.0
 
@@ -74,7 +77,7 @@ async def call_ok(conn: RemotingConn, code: int, ext: dict[str, object], body: b
             return response
         if response.code == ResponseCode.CONTROLLER_NOT_LEADER:
             raise LeaderChanged(conn.address)
-        await trio.sleep(0.05)
+        await trio.sleep(SETUP_RETRY_S)
     raise RuntimeError(f"request {code} for {ext.get('brokerName')} answered {response.code} {response.remark}")
 
 
@@ -147,7 +150,7 @@ async def scale(suite: Suite) -> dict[str, Any]:
         conns = [await RemotingConn.open(cluster.address(n)) for n in cluster.ids for _ in range(HEARTBEAT_CONNECTIONS_PER_NODE)]
         for index, conn in enumerate(conns):
             nursery.start_soon(send_rounds, conn, heartbeat_chunks(others[index::len(conns)]), 1.0)
-        await trio.sleep(1.5)  # one full heartbeat round reaches every node before elections
+        await trio.sleep(3)  # heartbeats (and followers' digests of them) reach the leader before elections
         await for_each_group(cluster, groups, elect_group)
         figures["setup_s"] = round(time.perf_counter() - started, 1)
         say(f"   {total:,} groups x 3 brokers registered and elected in {figures['setup_s']} s")

@@ -3,6 +3,7 @@ the single-queue design (one entry per append, one message in flight, one propos
 
 from __future__ import annotations
 
+import collections
 import sys
 import time
 from pathlib import Path
@@ -29,7 +30,8 @@ def anchor_value() -> str:
 
 
 def rmqc_write_workload(cluster: RmqcCluster, leader: str) -> Workload[RemotingConn]:
-    writes = WriteSequence(str(int(time.time() * 1000)))
+    refusals: collections.Counter[str] = collections.Counter()
+    writes = WriteSequence(str(int(time.time() * 1000)), refusals)
 
     async def open_conn(_client: int) -> RemotingConn:
         return await RemotingConn.open(cluster.address(leader))
@@ -37,7 +39,7 @@ def rmqc_write_workload(cluster: RmqcCluster, leader: str) -> Workload[RemotingC
     async def op(conn: RemotingConn, client: int, _seq: int) -> bool:
         return await writes.write(conn, client)
 
-    return Workload(open_conn, op)
+    return Workload(open_conn, op, refusals)
 
 
 async def writes_rmqc(suite: Suite) -> dict[str, Any]:
