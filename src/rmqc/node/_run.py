@@ -9,6 +9,8 @@ import sys
 import orjson
 import trio
 
+from rmqc.errors import RmqcError
+
 from ._config import NodeConfig
 from ._node import ControllerNode
 
@@ -41,13 +43,16 @@ def setup_logging(log_format: str, level: int = logging.INFO) -> None:
 
 
 def run_node(config: NodeConfig) -> int:
-    """Run until SIGINT/SIGTERM; returns the process exit code."""
+    """Run until SIGINT/SIGTERM; returns the process exit code (1 if the node could not start:
+    port taken, data directory locked by a live node, storage unreadable)."""
+    failures: list[BaseException] = []
     try:
         trio.run(serve_until_signalled, config)
-    except OSError as error:
-        log.error("cannot serve on %s: %s", config.listen_address, error)
-        return 1
-    return 0
+    except* (OSError, RmqcError) as group:
+        failures.extend(group.exceptions)
+    for failure in failures:
+        log.error("%s: cannot serve on %s: %s", config.node_id, config.listen_address, failure)
+    return 1 if failures else 0
 
 
 async def serve_until_signalled(config: NodeConfig) -> None:
