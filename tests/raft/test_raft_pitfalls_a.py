@@ -387,3 +387,12 @@ def test_16_lost_snapshot_report_does_not_strand_the_follower() -> None:
     assert pr.state is ProgressState.SNAPSHOT and "n3" not in net.snapshots_applied
     net.recover()  # the next snapshot will arrive, once the leader gives up on the lost one
     net.tick_until(lambda: net.snapshots_applied.get("n3") == applied, 2 * ET)
+
+
+def test_07_ack_beyond_the_leader_log_is_ignored() -> None:
+    net = elected(["n1", "n2", "n3"])
+    leader = net.nodes["n1"].raft
+    pr = leader.progress["n2"]
+    before = (pr.match, pr.next)
+    leader.step(msg(MT.APP_RESP, "n2", "n1", term=leader.term, index=leader.log.last_index() + 9))
+    assert (pr.match, pr.next) == before

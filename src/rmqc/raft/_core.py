@@ -576,8 +576,8 @@ class RaftCore:
 
     def _leader_on_append_resp(self, m: Message) -> None:
         pr = self.progress.get(m.frm)
-        if pr is None:
-            return
+        if pr is None or m.index > self.log.last_index():
+            return  # a stranger, or an ack of entries this leader never had (not from our term)
         pr.recent_active = True
         if m.reject:
             self._leader_on_append_reject(m, pr)
