@@ -370,3 +370,16 @@ def test_check_quorum_leader_steps_down_when_a_quorum_is_silent() -> None:
         if net.nodes["n1"].raft.role is not Role.LEADER:
             break
     assert net.nodes["n1"].raft.role is Role.FOLLOWER and tick <= 2 * ET
+
+
+def test_membership_learner_acks_never_count_toward_commit() -> None:
+    net = Network(["n1", "n2", "n3", "n4"], voters=["n1", "n2", "n3"])
+    net.elect("n1")
+    net.nodes["n1"].propose_conf_change(ConfChange(CC.ADD_LEARNER, "n4"))
+    net.stabilize()
+    net.cut("n1", "n2")
+    net.cut("n1", "n3")
+    net.propose("n1", b"x")
+    leader = net.nodes["n1"].raft
+    assert leader.progress["n4"].match == leader.log.last_index()
+    assert leader.log.committed < leader.log.last_index(), "leader + learner is no quorum"
