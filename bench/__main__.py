@@ -33,6 +33,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     spy = commands.add_parser("profile", help="py-spy on the leader under the heaviest loads")
     spy.add_argument("loads", nargs="*", default=["writes", "heartbeats"], choices=["writes", "heartbeats"])
     spy.add_argument("--out", type=Path, default=None)
+    again = commands.add_parser("report", help="write report.md again from a run's results.json")
+    again.add_argument("folder", type=Path)
     return parser.parse_args(argv)
 
 
@@ -50,12 +52,25 @@ def run_profiles(loads: list[str], out: Path) -> int:
     return 0
 
 
+def rewrite_report(folder: Path) -> int:
+    import json
+
+    document = json.loads((folder / "results.json").read_text())
+    profile = PROFILES[document["profile"]["name"]]
+    suite = Suite(profile, folder, machine=document["machine"], results=document["results"],
+                  started_s=document["started"])
+    print(f"wrote {write_report(suite)}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.command == "list":
         for name, title, _ in SCENARIOS:
             print(f"{name:<18} {title}")
         return 0
+    if args.command == "report":
+        return rewrite_report(args.folder)
     out = args.out or REPO / "bench-out" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     out.mkdir(parents=True, exist_ok=True)
     if args.command == "profile":
