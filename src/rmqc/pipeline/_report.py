@@ -128,10 +128,13 @@ def _chart_timeline(data: ReportData, out: Path) -> str | None:
     plt, fig, ax = _figure()
     times = [datetime.fromtimestamp(ts / 1000, UTC) for ts, _, _ in data.timeline]
     masters = [m if m is not None else 0 for _, m, _ in data.timeline]
+    from matplotlib.ticker import MaxNLocator
+
     ax.step(times, masters, where="post", color="#4477aa", label="master id (0 = none)")
-    ax.set_ylabel("master broker id")
+    ax.set_ylabel("master broker id (0 = none)")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     epochs = ax.twinx()
-    epochs.plot(times, [e for _, _, e in data.timeline], color="#ee7733", linewidth=1, label="masterEpoch")
+    epochs.step(times, [e for _, _, e in data.timeline], where="post", color="#ee7733", linewidth=1)
     epochs.set_ylabel("masterEpoch")
     ax.set_title(f"Masters and epochs of {data.timeline_group[0]}/{data.timeline_group[1]}")
     fig.autofmt_xdate()
