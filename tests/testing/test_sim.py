@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -77,6 +80,21 @@ def test_same_seed_replays_the_same_run() -> None:
     assert first.trace == second.trace and first.counts == second.counts
     assert first.ops > 20 and first.ops_ok > 10
     assert run_seed(12).history != first.history
+
+
+def history_digest_in_subprocess(hash_seed: str) -> str:
+    code = (
+        "import hashlib, json; from rmqc.testing.sim import run_seed; r = run_seed(13); "
+        "print(hashlib.sha256(json.dumps([r.trace, [repr(o) for o in r.history]]).encode()).hexdigest())"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def test_runs_do_not_depend_on_hash_randomisation() -> None:
+    # Different PYTHONHASHSEEDs change set and str-hash order; the run must not notice.
+    assert history_digest_in_subprocess("1") == history_digest_in_subprocess("2")
 
 
 def test_cli_runs_seeds_and_ends_with_one_json_line(capsys: pytest.CaptureFixture[str]) -> None:
