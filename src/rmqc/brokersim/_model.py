@@ -130,7 +130,7 @@ def convergence_problems(beliefs: Iterable[BrokerBelief], *, full_sync_state_set
     SLAVE). With `full_sync_state_sets`, the master must also hold every live broker in its set."""
     groups: dict[str, list[BrokerBelief]] = defaultdict(list)
     for belief in beliefs:
-        if belief.status is Status.RUNNING:
+        if belief.status in (Status.RUNNING, Status.STARTING):  # a starting broker has not converged yet
             groups[belief.broker_name].append(belief)
     problems: list[str] = []
     for name in sorted(groups):
@@ -141,7 +141,7 @@ def convergence_problems(beliefs: Iterable[BrokerBelief], *, full_sync_state_set
 
 
 def _group_problem(live: list[BrokerBelief], full_sync_state_sets: bool) -> str | None:
-    if any(b.phase is not Phase.RUNNING for b in live):
+    if any(b.phase is not Phase.RUNNING or b.status is not Status.RUNNING for b in live):
         return "not every live broker is RUNNING"
     views = {(b.master_id, b.master_epoch) for b in live}
     if len(views) != 1:
