@@ -1,12 +1,26 @@
 """Deterministic simulation of an rmqc Raft cluster, seed by seed.
 
-    python -m rmqc.testing.sim --seeds N [--start S] [--nodes 3|5]
+    python -m rmqc.testing.sim --seeds N [--start S] [--nodes 3|5] [--progress-every K]
+    python -m rmqc.testing.sim --seed S          # replay one seed and print its trace
 
-runs seeds S..S+N-1 with the real Raft core (see `_simworld` for what one run does), prints each
-failing seed with a short trace, and ends with one JSON line:
-{"seeds": N, "violations": V, "ops": ..., "sim_seconds": ..., "wall_seconds": ...}.
-`--nodes` defaults to alternating 3 and 5 by seed. `--seed S` replays one seed verbosely.
-The same seed always gives the same run.
+Each seed runs 3 or 5 nodes (alternating by seed unless --nodes) with the REAL `RawNode` for 1.3 s
+of virtual time: 1 s of client load and faults, then 0.3 s with the network healed and every node
+up. The same seed always gives the same run (virtual time, seeded `random.Random`s, sorted
+iteration; no clock, no global random).
+
+Faults (`_simnemesis`, `_simnet`, `_simnode`): message delay, loss, duplication and reordering;
+symmetric partitions, isolating the leader, one-way link cuts; crashes (also of the leader, and in
+the middle of an fsync) that lose every write not yet persisted; pauses with missed ticks replayed
+on resume; per-node clock rates (and a "leader slowest" skew); leadership transfers; single-server
+membership changes through learners; snapshots and log compaction.
+
+Clients (`_simclient`) write unique values and read through ReadIndex on any node and lease reads on
+the leader. Checked after every step (`_simcheck`): one leader per term, log matching, durability
+of committed entries, leader completeness, state-machine safety, commit never going down; at the end:
+committed entries durable on a majority, and the client history linearizable per key.
+
+Output: every failing seed with the last lines of its trace, a line of event counts, then one JSON
+line {"seeds": N, "violations": V, "ops": ..., "sim_seconds": ..., "wall_seconds": ...}.
 """
 
 from __future__ import annotations
