@@ -27,6 +27,7 @@ class Recorder:
         self.digests: list[bytes] = []
         self.unreachable: list[str] = []
         self.snapshots: list[tuple[str, bool]] = []
+        self.down: list[str] = []
         self.nursery: trio.Nursery | None = None
 
     def on_raft_messages(self, sender: str, messages: list[Message]) -> None:
@@ -49,6 +50,9 @@ class Recorder:
 
     def on_snapshot_sent(self, peer_id: str, ok: bool) -> None:
         self.snapshots.append((peer_id, ok))
+
+    def on_peer_down(self, peer_id: str) -> None:
+        self.down.append(peer_id)
 
 
 class SlowEcho:

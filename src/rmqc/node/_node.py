@@ -252,6 +252,25 @@ class ControllerNode:
         self._inbound.append(Message(type=_UNREACHABLE, to=self.config.node_id, frm=peer_id))
         self._wake()
 
+    def on_peer_down(self, peer_id: str) -> None:
+        """The leader's process is gone (its port refuses us). Waiting for the election timeout
+        would cost two timeouts: the first candidate's pre-vote is refused by the other follower,
+        which still counts the dead leader's lease. Instead ONE designated survivor (the first in
+        peer order) acts as if the dead leader had transferred leadership to it: a TimeoutNow
+        campaign, which skips the lease check but keeps every vote rule (up-to-date log, one
+        vote per term), so safety is unchanged; if it cannot win, the normal timeout still runs."""
+        if peer_id != self.leader_id:
+            return
+        self._abandon_forwards()
+        if self._successor_of(peer_id) != self.config.node_id:
+            return
+        log.info("%s: leader %s is down; campaigning at once as its successor", self.config.node_id, peer_id)
+        self._inbound.append(Message(type=MessageType.TIMEOUT_NOW, to=self.config.node_id, frm=peer_id))
+        self._wake()
+
+    def _successor_of(self, peer_id: str) -> str | None:
+        return next((node_id for node_id in self.config.peer_ids if node_id != peer_id), None)
+
     def on_snapshot_sent(self, peer_id: str, ok: bool) -> None:
         self._inbound.append(Message(type=_SNAP_STATUS, to=self.config.node_id, frm=peer_id, reject=not ok))
         self._wake()
@@ -304,6 +323,11 @@ class ControllerNode:
             raw.report_unreachable(message.frm)
         elif message.type == _SNAP_STATUS:
             raw.report_snapshot(message.frm, ok=not message.reject)
+        elif message.type == MessageType.TIMEOUT_NOW and message.term == 0:
+            if message.frm == self.leader_id:  # still the dead leader: take over (on_peer_down)
+                status = raw.status()
+                raw.step(Message(type=MessageType.TIMEOUT_NOW, to=self.config.node_id, frm=message.frm,
+                                 term=status.term, index=status.last_index))
         else:
             try:
                 raw.step(message)
@@ -353,6 +377,7 @@ class ControllerNode:
             log.info("%s: leader is now %s", self.config.node_id, leader)
         was_leader = self.leader_id == self.config.node_id
         self.leader_id = leader
+        self._abandon_forwards(except_to=leader)
         is_leader = leader == self.config.node_id
         if is_leader and not was_leader:
             self.became_leader_ms = wall_ms()
@@ -363,6 +388,13 @@ class ControllerNode:
     def _on_term(self, term: int) -> None:
         if term != self.term:
             self.term = term
+
+    def _abandon_forwards(self, except_to: str | None = None) -> None:
+        """Requests forwarded to a leader that is no longer ours will never be answered."""
+        for slot in self._forwards.values():
+            if slot.leader_id != except_to and not slot.done.is_set():
+                slot.abandoned = True
+                slot.done.set()
 
     def _lose_leadership(self) -> None:
         self.serving_as_leader = False
@@ -502,7 +534,7 @@ class ControllerNode:
             raise RequestFailed(ResponseCode.SYSTEM_BUSY, "[OVERLOAD]system busy, start flow control for a while")
         assert self.leader_id is not None
         tag = next(self._forward_tags)
-        slot = _ForwardSlot()
+        slot = _ForwardSlot(self.leader_id)
         if not request.is_oneway:
             self._forwards[tag] = slot
         try:
@@ -514,6 +546,9 @@ class ControllerNode:
                 await slot.done.wait()
         finally:
             self._forwards.pop(tag, None)
+        if slot.abandoned:
+            # the leader we forwarded to is gone; the client retries after finding the new one
+            raise RequestFailed(ResponseCode.CONTROLLER_NOT_LEADER, NOT_LEADER_REMARK)
         if slot.response is None:
             raise RequestFailed(ResponseCode.SYSTEM_ERROR, "java.util.concurrent.TimeoutException: forwarded to leader")
         slot.response.opaque = request.opaque
@@ -623,5 +658,7 @@ def _one_per_group(commands: list[Command]) -> list[Command]:
 
 @dataclass(slots=True)
 class _ForwardSlot:
+    leader_id: str | None
     done: trio.Event = field(default_factory=trio.Event)
     response: RemotingCommand | None = None
+    abandoned: bool = False

@@ -45,6 +45,9 @@ MAX_CONTROL_FRAMES = 8192
 RECONNECT_MIN_S = 0.010
 RECONNECT_MAX_S = 0.500
 CONNECT_TIMEOUT_S = 1.0
+# A connection that lived this long was healthy: reconnect at once and reset the backoff. One that
+# died sooner (e.g. refused at handshake) is retried with backoff so we never spin.
+STABLE_CONNECTION_S = 1.0
 
 Reply = Callable[[FrameKind, bytes], Awaitable[None]]
 
@@ -61,6 +64,11 @@ class PeerHandler(Protocol):
     def on_digest(self, sender: str, payload: bytes) -> None: ...
 
     def on_peer_unreachable(self, peer_id: str) -> None: ...
+
+    def on_peer_down(self, peer_id: str) -> None:
+        """The peer's connection was lost and its port now refuses connections: its process is
+        gone (not merely slow or partitioned)."""
+        ...
 
     def on_snapshot_sent(self, peer_id: str, ok: bool) -> None: ...
 
@@ -105,26 +113,40 @@ class PeerLinks:
 
     async def _link(self, peer: Peer) -> None:
         delay_s = RECONNECT_MIN_S
+        was_up = False
         while True:
-            stream = await self._connect(peer)
+            stream, refused = await self._connect(peer)
             if stream is not None:
-                delay_s = RECONNECT_MIN_S
+                started_s = trio.current_time()
                 await self._use_connection(peer, stream)
-            self.connected.discard(peer.id)
-            self._outboxes[peer.id].clear_raft()
-            self._handler.on_peer_unreachable(peer.id)
+                was_up = True
+                self._link_lost(peer)
+                if trio.current_time() - started_s >= STABLE_CONNECTION_S:
+                    delay_s = RECONNECT_MIN_S
+                    continue  # probe at once: a refusal now tells us the process is gone
+            else:
+                if refused and was_up:
+                    was_up = False
+                    self._handler.on_peer_down(peer.id)
+                self._link_lost(peer)
             await trio.sleep(delay_s * (0.5 + self._rng.random()))
             delay_s = min(RECONNECT_MAX_S, delay_s * 2)
 
-    async def _connect(self, peer: Peer) -> trio.SocketStream | None:
+    def _link_lost(self, peer: Peer) -> None:
+        self.connected.discard(peer.id)
+        self._outboxes[peer.id].clear_raft()
+        self._handler.on_peer_unreachable(peer.id)
+
+    async def _connect(self, peer: Peer) -> tuple[trio.SocketStream | None, bool]:
+        """A connected stream, or None and whether the peer's port actively refused us."""
         try:
             with trio.fail_after(CONNECT_TIMEOUT_S):
                 stream = await trio.open_tcp_stream(peer.host, peer.port)
         except (OSError, trio.TooSlowError) as error:
             log.debug("peer %s at %s unreachable: %s", peer.id, peer.address, error)
-            return None
+            return None, _is_refusal(error)
         stream.setsockopt(*_NODELAY)
-        return stream
+        return stream, False
 
     async def _use_connection(self, peer: Peer, stream: trio.SocketStream) -> None:
         try:
@@ -197,6 +219,14 @@ class PeerLinks:
 
     def _dispatch(self, frames: list[PeerFrame], sender: str, reply: Reply) -> None:
         dispatch_frames(frames, sender, self._handler, reply)
+
+
+def _is_refusal(error: BaseException) -> bool:
+    """open_tcp_stream wraps per-address failures; a refusal on every address means no listener."""
+    if isinstance(error, ConnectionRefusedError):
+        return True
+    causes = getattr(error.__cause__, "exceptions", None)
+    return bool(causes) and all(isinstance(cause, ConnectionRefusedError) for cause in causes)
 
 
 _NODELAY = (6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY, on: Raft messages are latency-bound, not bulk
