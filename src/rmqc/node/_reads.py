@@ -1,0 +1,313 @@
+"""The node's read path: metadata reads served by ANY node at a chosen consistency level.
+
+Levels (design.md "Read path"; extFields `consistency`, else `NodeConfig.default_consistency`):
+- linearizable: ReadIndex. Reads that arrive while the driver is busy form one batch with ONE
+  read-index context (`flush`, called by the driver once per loop). On the leader the Raft core
+  shares one heartbeat round among every batch queued meanwhile; on a follower the core forwards
+  the context to the leader (READ_INDEX) and the answer comes back as a ReadState. A batch is
+  served once the local applied index reaches its read index. No log entry per read; the core
+  holds reads until the leader has committed an entry of its own term.
+- lease: on the leader, while `RawNode.lease_read()` gives an index (and this shell's clock agrees
+  with the core's, see `_lease_index`), served once applied >= that index; otherwise, and always on
+  a follower, exactly like linearizable.
+- stale: served at once from the local state; the answer carries extFields `appliedIndex` and
+  `appliedAgeMs` (ms since this node last applied an entry or heard from a leader; 0 on a leader
+  whose lease holds).
+
+A read that cannot get a read index (no leader, leader unreachable) fails with SYSTEM_ERROR and
+the remark "read index not confirmed within N ms: no leader reachable" after the node's
+`request_timeout_ms`; it is never answered from unconfirmed state.
+
+1005 (controller metadata) keeps Java's behaviour (every node answers from its own view) unless
+the request names a level. The read part of 1003 needs nothing here: 1003 is decided on the
+leader against applied state and its effect travels as a command with preconditions.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import trio
+
+from rmqc.controller import NoReply, Propose, Reply
+from rmqc.errors import RmqcError
+from rmqc.raft import RawNode, ReadIndexDropped, ReadState
+from rmqc.reads import PendingReads, ReadQueueFull
+from rmqc.remoting import RemotingCommand, RequestCode, ResponseCode, make_response
+
+from ._config import CONSISTENCY_LEVELS
+
+if TYPE_CHECKING:
+    from ._node import ControllerNode
+    from ._server import Channel
+
+log = logging.getLogger("rmqc.node.reads")
+
+LINEARIZABLE, LEASE, STALE = CONSISTENCY_LEVELS
+CONSISTENCY_KEY = "consistency"
+APPLIED_INDEX_KEY = "appliedIndex"
+APPLIED_AGE_KEY = "appliedAgeMs"
+# Reads waiting for a read index (not yet sent, or sent and unanswered). Far above what one node
+# serves within a round trip; reaching it means confirmation is stuck, so refuse instead of growing.
+MAX_READS_AWAITING_INDEX = 65_536
+# Contexts sent to the leader and not yet answered. One per driver loop at most; a leader that is
+# gone never answers, and these are retried (see RESEND_AFTER_TICKS) rather than accumulated.
+MAX_BATCHES_IN_FLIGHT = 256
+# A READ_INDEX (or its answer) may be lost with a peer link; after this many ticks without an
+# answer the batch is sent again (a newer read index is just as good for reads queued earlier).
+RESEND_AFTER_TICKS = 10
+# Ticks the shell may have counted but not yet fed to the core before a lease read is refused:
+# the core's lease clock must not lag the wall clock by more than this.
+MAX_UNFED_TICKS = 1
+# A driver gap this many ticks long may have lost ticks (the ticker drops a stalled burst): lease
+# reads are refused for one election timeout after it, so every lease sent before it has expired.
+STALL_TICKS = 8
+# Levels for 1005 when the request names none: Java answers it on every node from its own view.
+DEFAULT_LEVEL_BY_CODE = {int(RequestCode.CONTROLLER_GET_METADATA_INFO): STALE}
+
+
+class ReadIndexTimeout(RmqcError):
+    """No read index arrived within the request timeout: no leader reachable from this node."""
+
+
+@dataclass(slots=True)
+class _Read:
+    done: trio.Event = field(default_factory=trio.Event)
+    failure: str | None = None
+
+
+@dataclass(slots=True)
+class _Batch:
+    reads: list[_Read]
+    sent_s: float
+
+
+def wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class ReadPath:
+    """Owned by one ControllerNode; `serve` runs in request tasks, the rest in the driver task."""
+
+    def __init__(self, node: ControllerNode, rng: random.Random) -> None:
+        self._node = node
+        # A restarted node must never take an answer meant for its previous life as its own.
+        self._nonce = rng.getrandbits(64).to_bytes(8, "big")
+        self._context_ids = itertools.count(1)
+        self._queued: list[_Read] = []
+        self._in_flight: dict[bytes, _Batch] = {}
+        self._awaiting_index = 0
+        self._pending = PendingReads()
+        self._last_flush_s = 0.0
+        self._lease_blocked_until_s = 0.0
+        self.last_progress_ms = wall_ms()
+        self.leader_contact_ms = 0
+        self.lease_reads = 0
+        self.index_reads = 0
+        self.stale_reads = 0
+        self.timeouts = 0
+
+    # ----- request side -----
+
+    async def serve(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
+        level = self.level_of(request)
+        if level is None:
+            return _response(request, ResponseCode.SYSTEM_ERROR,
+                             f"consistency {request.ext(CONSISTENCY_KEY)!r} is not one of "
+                             f"{', '.join(CONSISTENCY_LEVELS)}")
+        if level == STALE:
+            self.stale_reads += 1
+            return self._stamp(await self._answer(request, channel))
+        try:
+            await self._confirm(level)
+        except ReadQueueFull as error:
+            return _response(request, ResponseCode.SYSTEM_BUSY, f"[OVERLOAD]{error}")
+        except ReadIndexTimeout as error:
+            return _response(request, ResponseCode.SYSTEM_ERROR, str(error))
+        return await self._answer(request, channel)
+
+    def level_of(self, request: RemotingCommand) -> str | None:
+        asked = request.ext(CONSISTENCY_KEY)
+        if asked is None:
+            return DEFAULT_LEVEL_BY_CODE.get(request.code, self._node.config.default_consistency)
+        asked = str(asked).strip().lower()
+        return asked if asked in CONSISTENCY_LEVELS else None
+
+    async def _confirm(self, level: str) -> None:
+        """Return once serving from local state is safe at `level` (not stale)."""
+        if level == LEASE:
+            index = self._lease_index()
+            if index is not None:
+                self.lease_reads += 1
+                await self._wait(self._await_applied(index))
+                return
+        self.index_reads += 1
+        await self._wait(self._enqueue())
+
+    def _enqueue(self) -> _Read:
+        if self._awaiting_index >= MAX_READS_AWAITING_INDEX:
+            raise ReadQueueFull(f"{self._awaiting_index} reads await a read index (max {MAX_READS_AWAITING_INDEX})")
+        read = _Read()
+        self._queued.append(read)
+        self._awaiting_index += 1
+        self._node._wake()
+        return read
+
+    def _await_applied(self, index: int) -> _Read:
+        read = _Read()
+        if self._node.applied_index >= index:
+            read.done.set()
+        else:
+            self._pending.add(read, index)
+        return read
+
+    async def _wait(self, read: _Read) -> None:
+        timeout_ms = self._node.config.request_timeout_ms
+        with trio.move_on_after(timeout_ms / 1000):
+            await read.done.wait()
+        if not read.done.is_set():
+            read.failure = read.failure or f"read index not confirmed within {timeout_ms} ms: no leader reachable"
+            read.done.set()  # the driver skips it from now on
+            self.timeouts += 1
+            raise ReadIndexTimeout(read.failure)
+        if read.failure is not None:
+            raise ReadIndexTimeout(read.failure)
+
+    def _lease_index(self) -> int | None:
+        """The core's lease index, if the shell's clock also vouches for the lease: no ticks lost
+        in a stall, and at most MAX_UNFED_TICKS ticks counted but not yet given to the core."""
+        raw = self._node.raw
+        if raw is None or self._node.leader_id != self._node.config.node_id:
+            return None
+        if trio.current_time() < self._lease_blocked_until_s:
+            return None
+        unfed_ticks = self._node._ticks
+        lease = raw.raft.lease
+        if unfed_ticks > MAX_UNFED_TICKS or lease.remaining_ticks(raw.raft.ticks) <= unfed_ticks:
+            return None
+        return raw.lease_read()
+
+    async def _answer(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
+        node = self._node
+        outcome = node.processor.handle(request, node._context(channel)._replace(read_allowed=True))
+        if isinstance(outcome, Reply):
+            return outcome.response
+        if isinstance(outcome, NoReply):
+            return None
+        assert isinstance(outcome, Propose)  # Java's isProcessReadEvent: the read enters the log
+        return outcome.finish(await node.propose(list(outcome.commands)))
+
+    def _stamp(self, response: RemotingCommand | None) -> RemotingCommand | None:
+        if response is not None:
+            if response.ext_fields is None:
+                response.ext_fields = {}
+            response.ext_fields[APPLIED_INDEX_KEY] = str(self._node.applied_index)
+            response.ext_fields[APPLIED_AGE_KEY] = str(self.applied_age_ms())
+        return response
+
+    def applied_age_ms(self) -> int:
+        if self._lease_index() is not None:
+            return 0
+        return max(0, wall_ms() - max(self.last_progress_ms, self.leader_contact_ms))
+
+    # ----- driver side -----
+
+    def flush(self, raw: RawNode) -> None:
+        """Driver, once per loop: send this loop's reads as one batch, re-send lost ones."""
+        self._note_stall()
+        self._resend_lost(raw)
+        reads = [read for read in self._queued if not read.done.is_set()]
+        self._awaiting_index -= len(self._queued) - len(reads)
+        self._queued = []
+        if reads:
+            self._send_batch(raw, reads)
+
+    def _send_batch(self, raw: RawNode, reads: list[_Read]) -> None:
+        if len(self._in_flight) >= MAX_BATCHES_IN_FLIGHT:
+            self._queued.extend(reads)  # next loop; the reads' own timeouts bound the wait
+            return
+        context = b"R" + self._nonce + next(self._context_ids).to_bytes(8, "big")
+        try:
+            raw.read_index(context)
+        except ReadIndexDropped:
+            self._queued.extend(reads)  # no leader known yet: try again next loop (ticks wake us)
+            return
+        self._in_flight[context] = _Batch(reads, trio.current_time())
+
+    def _resend_lost(self, raw: RawNode) -> None:
+        sent_before_s = trio.current_time() - RESEND_AFTER_TICKS * self._node.config.tick_ms / 1000
+        lost = [context for context, batch in self._in_flight.items() if batch.sent_s <= sent_before_s]
+        for context in lost:
+            self._queued.extend(self._in_flight.pop(context).reads)
+
+    def _note_stall(self) -> None:
+        now_s = trio.current_time()
+        tick_s = self._node.config.tick_ms / 1000
+        if self._last_flush_s and now_s - self._last_flush_s > STALL_TICKS * tick_s:
+            self._lease_blocked_until_s = now_s + self._node.config.election_tick * tick_s
+        self._last_flush_s = now_s
+
+    def on_read_states(self, read_states: tuple[ReadState, ...]) -> None:
+        """Driver: read indexes arrived; each batch waits until applied reaches its index."""
+        for state in read_states:
+            batch = self._in_flight.pop(state.context, None)
+            if batch is None:
+                continue  # answer to a batch already re-sent and served, or from a previous life
+            self._awaiting_index -= len(batch.reads)
+            self.leader_contact_ms = wall_ms()
+            for read in batch.reads:
+                if not read.done.is_set():
+                    self._pending.add(read, state.index)
+        self.release()
+
+    def on_applied(self) -> None:
+        """Driver: the applied index moved (entries or a snapshot)."""
+        self.last_progress_ms = wall_ms()
+        self.release()
+
+    def release(self) -> None:
+        for read in self._pending.release(self._node.applied_index):
+            _finish(read)
+
+    def heard_from(self, sender: str) -> None:
+        if sender == self._node.leader_id:
+            self.leader_contact_ms = wall_ms()
+
+    def on_leader_change(self) -> None:
+        """Contexts sent to the old leader will not be answered: send them again to the new one."""
+        for batch in self._in_flight.values():
+            self._queued.extend(batch.reads)
+        self._in_flight.clear()
+
+    def fail_all(self, why: str) -> None:
+        for read in [*self._queued, *(r for b in self._in_flight.values() for r in b.reads),
+                     *self._pending.clear()]:
+            _finish(read, why)
+        self._queued.clear()
+        self._in_flight.clear()
+        self._awaiting_index = 0
+
+    def metrics(self) -> dict[str, float]:
+        return {
+            "reads_lease": float(self.lease_reads),
+            "reads_read_index": float(self.index_reads),
+            "reads_stale": float(self.stale_reads),
+            "reads_timed_out": float(self.timeouts),
+            "reads_waiting": float(self._awaiting_index + len(self._pending)),
+        }
+
+
+def _finish(read: object, failure: str | None = None) -> None:
+    assert isinstance(read, _Read)
+    if not read.done.is_set():
+        read.failure = failure
+        read.done.set()
+
+
+def _response(request: RemotingCommand, code: int, remark: str) -> RemotingCommand:
+    return make_response(request, code, remark)

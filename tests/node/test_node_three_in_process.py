@@ -1,0 +1,86 @@
+"""Three ControllerNodes in one Trio run over real TCP: writes through a follower are forwarded,
+reads on a follower are linearizable through ReadIndex (or stale on request), heartbeats sent only
+to a follower reach the leader as digests, and forward_writes=false answers 2007 like Java."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import trio
+
+from rmqc.client import ControllerClient
+from rmqc.liveness import BrokerKey
+from rmqc.node import ControllerNode, NodeConfig, parse_peers
+from rmqc.remoting import RequestCode
+
+from node_helpers import free_ports, wait_until
+
+CLUSTER = "C"
+
+
+def three_configs(tmp_path: Path, **changes: object) -> list[NodeConfig]:
+    ports = free_ports(3)
+    peers = parse_peers(";".join(f"n{i}-127.0.0.1:{port}" for i, port in enumerate(ports)))
+    return [NodeConfig(node_id=f"n{i}", peers=peers, data_dir=str(tmp_path / f"n{i}"), **changes)
+            for i in range(3)]
+
+
+async def start_three(nursery: trio.Nursery, configs: list[NodeConfig]) -> tuple[ControllerNode, list[ControllerNode]]:
+    nodes = [ControllerNode(config) for config in configs]
+    for node in nodes:
+        await nursery.start(node.run)
+    await wait_until(lambda: sum(node.serving_as_leader for node in nodes) == 1
+                     and all(node.leader_id for node in nodes), timeout_s=10, what="one leader")
+    leader = next(node for node in nodes if node.serving_as_leader)
+    return leader, [node for node in nodes if node is not leader]
+
+
+async def test_follower_forwards_writes_and_serves_linearizable_reads(tmp_path: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        leader, followers = await start_three(nursery, three_configs(tmp_path))
+        follower = followers[0].config.listen_address
+        async with ControllerClient([follower]) as client:
+            answer = await client.request(RequestCode.CONTROLLER_APPLY_BROKER_ID, {
+                "clusterName": CLUSTER, "brokerName": "broker-a", "appliedBrokerId": 1,
+                "registerCheckCode": "10.0.0.1:30911;1"}, address=follower)
+            assert answer is not None and answer.code == 0, answer.remark  # forwarded to the leader
+            assert leader.state.group("broker-a") is not None
+            # a linearizable read on the follower sees the write at once (ReadIndex, then apply)
+            read = await client.request(RequestCode.CONTROLLER_GET_NEXT_BROKER_ID,
+                                        {"clusterName": CLUSTER, "brokerName": "broker-a"}, address=follower)
+            assert read is not None and read.ext("nextBrokerId") == "2"
+            assert followers[0].state.group("broker-a") is not None  # served from its own state
+            stale = await client.request(RequestCode.CONTROLLER_GET_NEXT_BROKER_ID,
+                                         {"clusterName": CLUSTER, "brokerName": "nobody", "consistency": "stale"},
+                                         address=follower)
+            assert stale is not None and stale.ext("nextBrokerId") == "1"
+            metadata = await client.get_metadata(address=follower)
+            assert metadata.ext("controllerLeaderAddress") == leader.config.listen_address
+            assert metadata.ext("isLeader") == "false"
+        nursery.cancel_scope.cancel()
+
+
+async def test_heartbeats_to_a_follower_reach_the_leader(tmp_path: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        leader, followers = await start_three(nursery, three_configs(tmp_path))
+        follower = followers[1].config.listen_address
+        async with ControllerClient([follower]) as client:
+            await client.heartbeat(CLUSTER, "broker-z", 3, "10.0.0.9:30911", address=follower, epoch=4)
+            key = BrokerKey(CLUSTER, "broker-z", 3)
+            await wait_until(lambda: leader.liveness.live_info(key) is not None, what="digest at the leader")
+            info = leader.liveness.live_info(key)
+            assert info is not None and info.epoch == 4
+        nursery.cancel_scope.cancel()
+
+
+async def test_forward_writes_off_answers_2007_on_followers(tmp_path: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        _, followers = await start_three(nursery, three_configs(tmp_path, forward_writes=False))
+        follower = followers[0].config.listen_address
+        async with ControllerClient([follower], max_retries=0) as client:
+            answer = await client.request(RequestCode.CONTROLLER_ELECT_MASTER, {
+                "clusterName": CLUSTER, "brokerName": "broker-a", "brokerId": 1, "designateElect": False,
+                "invokeTime": 1}, address=follower)
+            assert answer is not None
+            assert (answer.code, answer.remark) == (2007, "The controller is not in leader state")
+        nursery.cancel_scope.cancel()
