@@ -1,0 +1,120 @@
+"""Node metrics: every metric the brief names is exposed, labels stay inside fixed tables, election
+outcomes are classified from apply results, and the HTTP exporter serves the text format."""
+
+from __future__ import annotations
+
+import urllib.request
+from types import SimpleNamespace
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from rmqc.fsm import ApplyResult, ApplyStatus, BrokerGroup, ElectMaster, Trigger
+from rmqc.liveness import HeartbeatTable
+from rmqc.node._metrics import (
+    ELECTION_RESULTS,
+    NodeMetrics,
+    election_result_of,
+    request_label,
+    response_label,
+    start_metrics_exporter,
+)
+
+
+def samples(metrics: NodeMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    found = {}
+    for family in text_string_to_metric_families(metrics.exposition().decode()):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+def elect(candidate: int | None) -> ElectMaster:
+    return ElectMaster(cluster_name="C", broker_name="b", trigger=Trigger.CONTROLLER, candidate=candidate,
+                       expected_master_epoch=1, expected_sync_state_set_epoch=1, leader_ts_ms=0)
+
+
+def test_labels_come_from_fixed_tables() -> None:
+    assert request_label(1002) == "CONTROLLER_ELECT_MASTER"
+    assert request_label(60001) == "RMQC_NODE_STATUS"
+    assert request_label(4242) == request_label(31337) == "other"  # no new series per random code
+    assert response_label(2011) == "CONTROLLER_MASTER_STILL_EXIST"
+    assert response_label(None) == "oneway" and response_label(9999) == "other"
+
+
+def test_requests_appends_fsyncs_and_reads_are_counted() -> None:
+    metrics = NodeMetrics()
+    metrics.observe_request(1004, 0, 0.0004)
+    metrics.observe_request(1004, 2008, 0.002)
+    metrics.observe_request(904, None, 0.00005)
+    metrics.observe_request(5555, 3, 0.0001)
+    metrics.observe_append(37)
+    metrics.observe_fsync(0.0015)
+    metrics.count_read_index_round(3)
+    found = samples(metrics)
+    get = "CONTROLLER_GET_REPLICA_INFO"
+    assert found[("rmqc_requests_total", (("request", get), ("result", "SUCCESS")))] == 1
+    assert found[("rmqc_requests_total", (("request", get), ("result", "CONTROLLER_BROKER_METADATA_NOT_EXIST")))] == 1
+    assert found[("rmqc_requests_total", (("request", "BROKER_HEARTBEAT"), ("result", "oneway")))] == 1
+    assert found[("rmqc_requests_total", (("request", "other"), ("result", "REQUEST_CODE_NOT_SUPPORTED")))] == 1
+    assert found[("rmqc_request_latency_seconds_count", (("request", get),))] == 2
+    assert found[("rmqc_request_latency_seconds_bucket", (("le", "0.0005"), ("request", get)))] == 1
+    assert found[("rmqc_proposals_per_append_sum", ())] == 37
+    assert found[("rmqc_proposals_per_append_bucket", (("le", "32.0"),))] == 0
+    assert found[("rmqc_proposals_per_append_bucket", (("le", "64.0"),))] == 1
+    assert found[("rmqc_fsync_seconds_count", ())] == 1
+    assert found[("rmqc_read_index_rounds_total", ())] == 3
+
+
+def test_elections_are_classified_like_the_java_controller_metrics() -> None:
+    group = BrokerGroup("C", "b", master_id=1, master_epoch=1)
+    elected = ApplyResult(elect(2), ApplyStatus.OK, group, group)
+    cleared = ApplyResult(elect(None), ApplyStatus.OK, group, group)
+    kept = ApplyResult(elect(2), ApplyStatus.STALE_MASTER_EPOCH, group, group)
+    assert [election_result_of(r) for r in (elected, kept, cleared)] == list(ELECTION_RESULTS)
+    orphan = ApplyResult(elect(2), ApplyStatus.UNKNOWN_GROUP, None, None)
+    assert election_result_of(orphan) == "no_master_elected"
+    metrics = NodeMetrics()
+    metrics.count_elections([elected, elected, cleared])
+    metrics.count_election("keep_current_master")
+    found = samples(metrics)
+    assert found[("rmqc_elections_total", (("result", "new_master_elected"),))] == 2
+    assert found[("rmqc_elections_total", (("result", "no_master_elected"),))] == 1
+    assert found[("rmqc_elections_total", (("result", "keep_current_master"),))] == 1
+    with pytest.raises(ValueError, match="not one of"):
+        metrics.count_election("won")
+
+
+def test_gauges_follow_the_node() -> None:
+    liveness = HeartbeatTable()
+    status = SimpleNamespace(term=7, commit=120)
+    node = SimpleNamespace(raw=SimpleNamespace(status=lambda: status), term=7, applied_index=118,
+                           serving_as_leader=True, liveness=liveness, state=[1, 2, 3])
+    metrics = NodeMetrics()
+    metrics.update_from_node(node)
+    found = samples(metrics)
+    assert found[("rmqc_raft_term", ())] == 7
+    assert found[("rmqc_raft_commit_index", ())] == 120
+    assert found[("rmqc_raft_applied_index", ())] == 118
+    assert found[("rmqc_is_leader", ())] == 1
+    assert found[("rmqc_broker_groups", ())] == 3
+    assert found[("rmqc_live_brokers", ())] == 0
+
+
+def test_two_nodes_in_one_process_keep_separate_registries() -> None:
+    first, second = NodeMetrics(), NodeMetrics()
+    first.observe_append(5)
+    assert samples(second)[("rmqc_proposals_per_append_count", ())] == 0
+
+
+def test_exporter_serves_the_text_format_over_http() -> None:
+    metrics = NodeMetrics()
+    metrics.observe_request(1005, 0, 0.001)
+    exporter = start_metrics_exporter(metrics, 0)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{exporter.port}/metrics", timeout=10) as answer:
+            text = answer.read().decode()
+    finally:
+        exporter.close()
+    assert 'rmqc_requests_total{request="CONTROLLER_GET_METADATA_INFO",result="SUCCESS"} 1.0' in text
+    assert "rmqc_fsync_seconds_bucket" in text and "rmqc_elections_total" in text
