@@ -321,7 +321,10 @@ class ControllerNode:
                 ready = raw.ready()
                 await self._handle_ready(raw, ready)
                 raw.advance(ready)
-                self._feed_proposals(raw)
+                # everything that arrived while we persisted (ticks and peer messages too, or a
+                # busy leader would starve its heartbeats) goes into the next Ready: group commit
+                self._wakeup = trio.Event()
+                self._feed(raw)
 
     def _feed(self, raw: RawNode) -> None:
         ticks, self._ticks = self._ticks, 0
