@@ -25,7 +25,7 @@ from rmqc.remoting import (
     make_response,
 )
 
-GOLDEN_PATH = Path("/work/shared/spec/golden-frames.json")
+GOLDEN_PATH = Path(__file__).resolve().parents[1] / "spec" / "golden-frames.json"
 GOLDEN = json.loads(GOLDEN_PATH.read_text())
 GOLDEN_FRAMES = [entry for entry in GOLDEN if entry["part"].startswith("frame")]
 GOLDEN_MARKS = [entry for entry in GOLDEN if entry["part"].startswith("header-mark")]

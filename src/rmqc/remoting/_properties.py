@@ -1,7 +1,7 @@
 """Java properties text, the body of UPDATE_CONTROLLER_CONFIG (1009) and GET_CONTROLLER_CONFIG (1010).
 
 Java reads 1009 bodies with `Properties.load(InputStream)` (ISO-8859-1, backslash escapes), so
-`dumps_properties` escapes separators, control characters and everything outside ASCII as `\\uXXXX`.
+`dumps_properties` escapes separators, control characters and everything outside ASCII as `\\u` followed by four hex digits.
 `loads_properties` follows `Properties.load` (comments, continuation lines, the three separators,
 escapes) but decodes the bytes as UTF-8, because Java writes 1010 bodies raw in UTF-8.
 """
@@ -133,5 +133,5 @@ def _unescape(text: str, line_start: int) -> str:
             raise RemotingProtocolError(f"malformed \\u escape {digits!r} in properties text", line_start)
         out.append(chr(int(digits, 16)))
         index += 4
-    # \uXXXX escapes are UTF-16 units: join surrogate pairs into the characters they encode.
+    # \u escapes (four hex digits) are UTF-16 units: join surrogate pairs into the characters they encode.
     return "".join(out).encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")

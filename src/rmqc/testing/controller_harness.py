@@ -33,9 +33,8 @@ from rmqc.liveness import BrokerKey, HeartbeatTable
 from rmqc.remoting import RemotingCommand, RemotingProtocolError, loads_fastjson, make_request
 
 # A copy of the shared spec's scenarios travels with the tests, so a checkout is self-contained.
-_REPO_COPY = Path(__file__).resolve().parents[3] / "tests" / "controller" / "java-scenarios.json"
-_SHARED_SPEC = Path("/work/shared/spec/java-scenarios.json")
-DEFAULT_SCENARIOS_PATH = _REPO_COPY if _REPO_COPY.exists() else _SHARED_SPEC
+# tests/test_spec_copies.py keeps it equal to the shared spec when that folder sits beside the repo.
+DEFAULT_SCENARIOS_PATH = Path(__file__).resolve().parents[3] / "tests" / "spec" / "java-scenarios.json"
 START_MS = 1_700_000_000_000
 
 # Why: a controller-triggered election is retried at most electMasterMaxRetryCount times; this
