@@ -1,0 +1,215 @@
+"""A fault-injecting TCP proxy for real-process tests: put one between two nodes and cut, delay or
+heal the link while the nodes run.
+
+One `TcpProxy` listens on its own loopback port and forwards every accepted connection to one
+target. "forward" is the direction client -> target (the dialling node's own traffic), "backward"
+target -> client (answers on that connection). Faults:
+- `cut(forward=..., backward=...)`: bytes in a cut direction are swallowed, as by a partition that
+  drops packets. New connections while forward is cut are accepted and black-holed (never reach the
+  target), like a SYN that is answered but whose data is lost; nothing is refused, so the nodes see
+  a silent network, not a dead process.
+- `delay(ms)`: every chunk is delivered `ms` after it arrived, in order.
+- `heal()`: stops swallowing; connections that lost bytes are closed (their byte streams have holes,
+  so continuing them would only produce framing errors), and the nodes reconnect through the proxy.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import trio
+
+from rmqc.errors import BoundExceeded
+
+log = logging.getLogger("rmqc.testing.proxy")
+
+CHUNK_BYTES = 64 * 1024
+# Chunks held per direction for delayed delivery: 1024 x 64 KiB bounds one direction to 64 MiB, far
+# above what a delayed Raft link carries in a test; past it the reader waits (TCP backpressure).
+MAX_CHUNKS_IN_FLIGHT = 1024
+# Connections through one proxy; the nodes open one or two each, tests never more than a few.
+MAX_CONNECTIONS = 256
+
+
+class TooManyProxyConnections(BoundExceeded):
+    """The proxy already carries MAX_CONNECTIONS connections; the new one is closed at once."""
+
+
+@dataclass(slots=True, eq=False)
+class _Connection:
+    client: trio.SocketStream
+    target: trio.SocketStream | None = None
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    lost_bytes: int = 0
+
+
+@dataclass(slots=True)
+class ProxyStats:
+    connections: int = 0
+    forwarded_bytes: int = 0
+    dropped_bytes: int = 0
+
+
+class TcpProxy:
+    def __init__(self, target_host: str, target_port: int, *, listen_host: str = "127.0.0.1",
+                 listen_port: int = 0, name: str = "proxy") -> None:
+        self.target = (target_host, target_port)
+        self.name = name
+        self._listen = (listen_host, listen_port)
+        self._cut = {"forward": False, "backward": False}
+        self._delay_s = 0.0
+        self._connections: set[_Connection] = set()
+        self._healed = trio.Event()
+        self.stats = ProxyStats()
+        self.port = 0
+
+    @property
+    def address(self) -> str:
+        return f"{self._listen[0]}:{self.port}"
+
+    # ----- faults -----
+
+    def cut(self, *, forward: bool = True, backward: bool = True) -> None:
+        self._cut["forward"] = self._cut["forward"] or forward
+        self._cut["backward"] = self._cut["backward"] or backward
+        if self._healed.is_set():
+            self._healed = trio.Event()
+        log.info("%s: cut forward=%s backward=%s", self.name, self._cut["forward"], self._cut["backward"])
+
+    def delay(self, delay_ms: float) -> None:
+        self._delay_s = max(0.0, delay_ms / 1000)
+
+    def heal(self) -> None:
+        self._cut = {"forward": False, "backward": False}
+        self._delay_s = 0.0
+        for connection in list(self._connections):
+            if connection.lost_bytes or connection.target is None:
+                connection.scope.cancel()
+        self._healed.set()
+        log.info("%s: healed", self.name)
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._connections)
+
+    @property
+    def is_cut(self) -> bool:
+        return self._cut["forward"] or self._cut["backward"]
+
+    # ----- serving -----
+
+    async def run(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
+        listeners = await trio.open_tcp_listeners(self._listen[1], host=self._listen[0])
+        self.port = listeners[0].socket.getsockname()[1]
+        async with trio.open_nursery() as nursery:
+            task_status.started(self.address)
+            await trio.serve_listeners(self._serve, listeners, handler_nursery=nursery)
+
+    async def _serve(self, client: trio.SocketStream) -> None:
+        if len(self._connections) >= MAX_CONNECTIONS:
+            log.warning("%s: %s", self.name, TooManyProxyConnections(f"{MAX_CONNECTIONS} connections open"))
+            await trio.aclose_forcefully(client)
+            return
+        connection = _Connection(client)
+        self._connections.add(connection)
+        self.stats.connections += 1
+        try:
+            with connection.scope:
+                if self._cut["forward"]:
+                    await self._black_hole(connection)
+                else:
+                    await self._relay(connection)
+        finally:
+            self._connections.discard(connection)
+            await trio.aclose_forcefully(client)
+            if connection.target is not None:
+                await trio.aclose_forcefully(connection.target)
+
+    async def _black_hole(self, connection: _Connection) -> None:
+        """Swallow what the client sends until healed; then the connection is closed (heal)."""
+        while True:
+            data = await connection.client.receive_some(CHUNK_BYTES)
+            if not data:
+                return
+            connection.lost_bytes += len(data)
+            self.stats.dropped_bytes += len(data)
+
+    async def _relay(self, connection: _Connection) -> None:
+        try:
+            connection.target = await trio.open_tcp_stream(*self.target)
+        except OSError:
+            return  # the target is down: the client sees its connection close, and retries
+        async with trio.open_nursery() as nursery:
+            for source, sink, direction in ((connection.client, connection.target, "forward"),
+                                            (connection.target, connection.client, "backward")):
+                nursery.start_soon(self._pump, connection, source, sink, direction, nursery.cancel_scope)
+
+    async def _pump(self, connection: _Connection, source: trio.SocketStream, sink: trio.SocketStream,
+                    direction: str, scope: trio.CancelScope) -> None:
+        send, receive = trio.open_memory_channel[tuple[float, bytes]](MAX_CHUNKS_IN_FLIGHT)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._deliver, receive, sink)
+                await self._read_into(connection, source, send, direction)
+                nursery.cancel_scope.cancel()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
+        finally:
+            scope.cancel()  # one side ended: close the whole connection, as TCP would
+
+    async def _read_into(self, connection: _Connection, source: trio.SocketStream,
+                         send: trio.MemorySendChannel[tuple[float, bytes]], direction: str) -> None:
+        while True:
+            data = await source.receive_some(CHUNK_BYTES)
+            if not data:
+                return
+            if self._cut[direction]:
+                connection.lost_bytes += len(data)
+                self.stats.dropped_bytes += len(data)
+                continue
+            await send.send((trio.current_time() + self._delay_s, data))
+
+    async def _deliver(self, receive: trio.MemoryReceiveChannel[tuple[float, bytes]],
+                       sink: trio.SocketStream) -> None:
+        async for deliver_at, data in receive:
+            await trio.sleep_until(deliver_at)
+            await sink.send_all(data)
+            self.stats.forwarded_bytes += len(data)
+
+
+class ProxyMesh:
+    """One proxy per ordered pair of nodes (i dials j through proxy (i, j)), so any link can be cut
+    in either direction and any node isolated. `peers_for(i)` is node i's peers list: its own real
+    listen address, the proxies for everyone else."""
+
+    def __init__(self, listen_ports: dict[str, int], host: str = "127.0.0.1") -> None:
+        self.listen_ports = dict(listen_ports)
+        self.host = host
+        self.proxies = {
+            (src, dst): TcpProxy(host, port, name=f"proxy {src}->{dst}")
+            for src in listen_ports for dst, port in listen_ports.items() if src != dst
+        }
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            for proxy in self.proxies.values():
+                await nursery.start(proxy.run)
+            task_status.started()
+
+    def peers_for(self, node_id: str) -> str:
+        parts = []
+        for other, port in self.listen_ports.items():
+            address = f"{self.host}:{port}" if other == node_id else self.proxies[(node_id, other)].address
+            parts.append(f"{other}-{address}")
+        return ";".join(parts)
+
+    def isolate(self, node_id: str) -> None:
+        """Cut every link to and from `node_id`, both directions."""
+        for (src, dst), proxy in self.proxies.items():
+            if node_id in (src, dst):
+                proxy.cut()
+
+    def heal_all(self) -> None:
+        for proxy in self.proxies.values():
+            proxy.heal()
