@@ -29,7 +29,7 @@ from rmqc.errors import ProposalDropped, RmqcError
 from rmqc.fsm import ApplyResult, Command, ControllerState, decode_commands, encode_commands
 from rmqc.liveness import BrokerKey, Digest, HeartbeatTable
 from rmqc.raft import Config as RaftConfig
-from rmqc.raft import RawNode, ReadIndexDropped, decode_conf_change
+from rmqc.raft import RawNode, decode_conf_change
 from rmqc.raft._types import ConfState, Entry, EntryType, Message, MessageType
 from rmqc.remoting import (
     LEADER_ONLY_REQUESTS,
@@ -47,6 +47,7 @@ from ._config import NodeConfig, java_properties_of
 from ._notifier import Notifier
 from ._peer_codec import FrameKind, PeerProtocolError, encode_tagged
 from ._peers import PeerLinks, Reply as PeerReply
+from ._reads import ReadPath
 from ._server import Channel, Server
 
 log = logging.getLogger("rmqc.node")
@@ -56,10 +57,6 @@ log = logging.getLogger("rmqc.node")
 MAX_PENDING_PROPOSALS = 65_536
 # Peer messages waiting for the driver; Raft tolerates loss, so beyond this they are dropped.
 MAX_INBOUND_MESSAGES = 65_536
-# Reads waiting for a read index (one heartbeat round confirms them all) or for apply to reach it.
-MAX_PENDING_READS = 65_536
-# Reads served from local state after ReadIndex / lease / stale (1005 needs no state).
-STATE_READS = frozenset(READ_REQUESTS) - {1005}
 # Requests forwarded to the leader and not yet answered.
 MAX_FORWARDS_IN_FLIGHT = 16_384
 # Keep this many entries behind a snapshot so a briefly lagging follower catches up from the log.
@@ -139,10 +136,7 @@ class ControllerNode:
         self._started_ms = wall_ms()
         self._liveness_wakeup = trio.Event()
         self._elections_in_flight = 0
-        self._reads_to_start: list[_ReadWaiter] = []
-        self._reads_by_context: dict[bytes, _ReadWaiter] = {}
-        self._reads_waiting_apply: list[_ReadWaiter] = []
-        self._read_ids = itertools.count(1)
+        self.reads = ReadPath(self, self._rng)  # reads at every node and level: _reads.py
 
     def _controller_config(self) -> ControllerConfig:
         return ControllerConfig.from_properties(dumps_properties(java_properties_of(self.config)))
@@ -232,11 +226,7 @@ class ControllerNode:
             waiter.finish(None, error)
         self._proposals.clear()
         self._waiting.clear()
-        for read in [*self._reads_to_start, *self._reads_by_context.values(), *self._reads_waiting_apply]:
-            read.finish(error)
-        self._reads_to_start.clear()
-        self._reads_by_context.clear()
-        self._reads_waiting_apply.clear()
+        self.reads.fail_all(why)
 
     # ----- inputs -----
 
@@ -260,6 +250,7 @@ class ControllerNode:
                 self._inbound.popleft()
                 self._inbound_dropped += 1
             self._inbound.append(message)
+        self.reads.heard_from(sender)
         self._wake()
 
     def on_peer_unreachable(self, peer_id: str) -> None:
@@ -333,33 +324,8 @@ class ControllerNode:
         while self._inbound:
             message = self._inbound.popleft()
             self._step(raw, message)
-        self._feed_reads(raw)
+        self.reads.flush(raw)
         self._feed_proposals(raw)
-
-    def _feed_reads(self, raw: RawNode) -> None:
-        reads, self._reads_to_start = self._reads_to_start, []
-        for read in reads:
-            try:
-                raw.read_index(read.context)
-            except ReadIndexDropped as error:
-                read.finish(RequestFailed(ResponseCode.CONTROLLER_NOT_LEADER, f"{NOT_LEADER_REMARK} ({error})"))
-                continue
-            self._reads_by_context[read.context] = read
-
-    def _release_reads(self, read_states: Any) -> None:
-        for read_state in read_states:
-            read = self._reads_by_context.pop(read_state.context, None)
-            if read is not None:
-                read.index = read_state.index
-                self._reads_waiting_apply.append(read)
-        if self._reads_waiting_apply:
-            still_waiting = []
-            for read in self._reads_waiting_apply:
-                if read.index <= self.applied_index:
-                    read.finish(None)
-                else:
-                    still_waiting.append(read)
-            self._reads_waiting_apply = still_waiting
 
     def _step(self, raw: RawNode, message: Message) -> None:
         if message.type == _UNREACHABLE:
@@ -397,6 +363,7 @@ class ControllerNode:
             self._waiting[waiter.index] = waiter
 
     async def _handle_ready(self, raw: RawNode, ready: Any) -> None:
+        applied_before = self.applied_index
         if ready.soft_state is not None:
             self._on_soft_state(ready.soft_state)
         if ready.hard_state is not None:
@@ -411,7 +378,9 @@ class ControllerNode:
         self.links.send_messages(list(ready.persist_messages))
         for entry in ready.committed_entries:
             self._apply_entry(raw, entry)
-        self._release_reads(ready.read_states)
+        if self.applied_index != applied_before:
+            self.reads.on_applied()
+        self.reads.on_read_states(ready.read_states)
         if self.applied_index - self._snapshot_index >= self.config.snapshot_every_entries:
             await self._take_snapshot()
 
@@ -420,6 +389,8 @@ class ControllerNode:
         if leader != self.leader_id:
             log.info("%s: leader is now %s", self.config.node_id, leader)
         was_leader = self.leader_id == self.config.node_id
+        if leader != self.leader_id:
+            self.reads.on_leader_change()
         self.leader_id = leader
         self._abandon_forwards(except_to=leader)
         is_leader = leader == self.config.node_id
@@ -533,60 +504,19 @@ class ControllerNode:
             return make_response(request, ResponseCode.SYSTEM_ERROR, f"{error!r}")
 
     async def _handle(self, request: RemotingCommand, channel: Channel, forwarded: bool) -> RemotingCommand | None:
-        read_allowed = False
-        if request.code in STATE_READS:
-            read_allowed = await self._make_read_safe(request.ext("consistency") or self.config.default_consistency)
-        if request.code in LEADER_ONLY_REQUESTS and not self.serving_as_leader and not read_allowed:
+        if request.code in READ_REQUESTS:
+            return await self.reads.serve(request, channel)
+        if request.code in LEADER_ONLY_REQUESTS and not self.serving_as_leader:
             if forwarded or not self.config.forward_writes or not self._leader_reachable():
                 return make_response(request, ResponseCode.CONTROLLER_NOT_LEADER, NOT_LEADER_REMARK)
             return await self._forward(request)
-        outcome = self.processor.handle(request, self._context(channel, read_allowed))
+        outcome = self.processor.handle(request, self._context(channel))
         if isinstance(outcome, Reply):
             return outcome.response
         if isinstance(outcome, NoReply):
             return None
         assert isinstance(outcome, Propose)
         return outcome.finish(await self.propose(list(outcome.commands)))
-
-    async def _make_read_safe(self, consistency: str) -> bool:
-        """Design.md read path. True when this node's applied state may answer the read:
-        `stale` at once; `lease` on a leader whose lease holds once applied reaches its commit;
-        `linearizable` (and an expired lease) through ReadIndex, on the leader or a follower.
-        False when no read index can be had (no leader): the caller then answers like Java."""
-        if consistency == "stale":
-            return True
-        if consistency == "lease" and self.raw is not None:
-            index = self.raw.lease_read()  # a pure query of the core; safe between driver steps
-            if index is not None:
-                return await self._wait_applied(_ReadWaiter(b"", index))
-        if self.leader_id is None:
-            return False
-        if len(self._reads_to_start) + len(self._reads_by_context) >= MAX_PENDING_READS:
-            raise RequestFailed(ResponseCode.SYSTEM_BUSY, "[OVERLOAD]system busy, start flow control for a while")
-        read = _ReadWaiter(next(self._read_ids).to_bytes(8, "big"))
-        self._reads_to_start.append(read)
-        self._wake()
-        try:
-            with trio.move_on_after(self.config.request_timeout_ms / 1000):
-                await read.done.wait()
-        finally:
-            self._reads_by_context.pop(read.context, None)
-        if not read.done.is_set():
-            raise RequestFailed(ResponseCode.SYSTEM_ERROR, "java.util.concurrent.TimeoutException: read index")
-        if read.error is not None:
-            if read.error.code == ResponseCode.CONTROLLER_NOT_LEADER:
-                return False
-            raise read.error
-        return True
-
-    async def _wait_applied(self, read: _ReadWaiter) -> bool:
-        if read.index > self.applied_index:
-            self._reads_waiting_apply.append(read)
-            with trio.move_on_after(self.config.request_timeout_ms / 1000):
-                await read.done.wait()
-            if not read.done.is_set():
-                raise RequestFailed(ResponseCode.SYSTEM_ERROR, "java.util.concurrent.TimeoutException: apply")
-        return True
 
     def _context(self, channel: Channel, read_allowed: bool = False) -> RequestContext:
         leader = self.config.peer(self.leader_id) if self.leader_id else None
@@ -742,21 +672,6 @@ def _one_per_group(commands: list[Command]) -> list[Command]:
         seen.add(name)
         unique.append(command)
     return unique
-
-
-@dataclass(slots=True)
-class _ReadWaiter:
-    """A read waiting for its read index, then for the applied index to reach it."""
-
-    context: bytes
-    index: int = 0
-    done: trio.Event = field(default_factory=trio.Event)
-    error: RequestFailed | None = None
-
-    def finish(self, error: RequestFailed | None) -> None:
-        if not self.done.is_set():
-            self.error = error
-            self.done.set()
 
 
 @dataclass(slots=True)

@@ -122,7 +122,10 @@ class ReadPath:
                              f"{', '.join(CONSISTENCY_LEVELS)}")
         if level == STALE:
             self.stale_reads += 1
-            return self._stamp(await self._answer(request, channel))
+            response = await self._answer(request, channel)
+            # 1005 without a level is Java's own answer, left as Java writes it
+            java_default = request.code in DEFAULT_LEVEL_BY_CODE and request.ext(CONSISTENCY_KEY) is None
+            return response if java_default else self._stamp(response)
         try:
             await self._confirm(level)
         except ReadQueueFull as error:
@@ -194,7 +197,7 @@ class ReadPath:
 
     async def _answer(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         node = self._node
-        outcome = node.processor.handle(request, node._context(channel)._replace(read_allowed=True))
+        outcome = node.processor.handle(request, node._context(channel, True))
         if isinstance(outcome, Reply):
             return outcome.response
         if isinstance(outcome, NoReply):
