@@ -22,7 +22,7 @@ import typer
 
 from rmqc.errors import RmqcError
 
-__all__ = ["LocalCluster", "NodeProcess", "NodeStartFailed", "dev_app", "rmqc_argv"]
+__all__ = ["LocalCluster", "NodeProcess", "NodeStartFailed", "dev_app", "end_with_parent", "free_ports", "rmqc_argv"]
 
 dev_app = typer.Typer(help="Local development helpers.", no_args_is_help=True)
 
@@ -30,11 +30,23 @@ START_TIMEOUT_S = 60.0  # a node imports trio, LMDB and the controller: seconds 
 STOP_GRACE_S = 10.0  # SIGINT -> exit; the node itself gives in-flight answers 0.5 s
 POLL_S = 0.05
 SERVING_MARK = " serving on "
+PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)
 MAX_NODES = 9  # a Raft group on one machine: more voters only slow commits down
 
 
 class NodeStartFailed(RmqcError):
     """A node exited, or did not print its "serving on" line within the bound."""
+
+
+def end_with_parent() -> None:
+    """In the child before exec (Linux): SIGTERM when the process that started it dies, so a killed
+    `rmqc dev cluster` or test never leaves nodes behind (they are in their own session)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass  # not Linux: stop() still ends them on every normal exit
 
 
 def rmqc_argv() -> list[str]:
@@ -138,7 +150,7 @@ class LocalCluster:
             argv += ["--set", setting]
         with open(node.out_path, "wb") as out, open(node.err_path, "ab") as err:
             node.process = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                            start_new_session=True)
+                                            start_new_session=True, preexec_fn=end_with_parent)
 
     def _wait_serving(self, node: NodeProcess, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s

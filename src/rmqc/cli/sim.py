@@ -149,7 +149,7 @@ async def _control_loop(stop: Any, execute: Any) -> None:
         line = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
         if not line:
             return  # EOF: keep running until --duration or Ctrl-C
-        if line.strip() == QUIT:
+        if line.split()[:1] == [QUIT]:
             await stop()
             return
         _print_json(await execute(line))
@@ -159,7 +159,7 @@ async def _run_children(controllers: str, processes: int, options: dict[str, Any
     """One `rmqc sim brokers` child per slice of groups; their lines are relayed, commands routed."""
     import trio
 
-    from rmqc.cli.dev import rmqc_argv
+    from rmqc.cli.dev import end_with_parent, rmqc_argv
 
     slices = split_groups(options["groups"], processes, options["first_group"])
     children: list[Any] = []
@@ -177,7 +177,8 @@ async def _run_children(controllers: str, processes: int, options: dict[str, Any
                 argv += ["--duration", str(options["duration_s"])]
             if options["beliefs_out"] is not None:
                 argv += ["--beliefs-out", f"{options['beliefs_out']}.{index}"]
-            child = await trio.lowlevel.open_process(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            child = await trio.lowlevel.open_process(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                     preexec_fn=end_with_parent)
             children.append(child)
             nursery.start_soon(_relay, index, child)
 
