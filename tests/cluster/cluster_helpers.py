@@ -180,6 +180,7 @@ class FakeBroker:
     broker_id: int = 0
     client: ControllerClient | None = None
     _scope: trio.CancelScope | None = None
+    _registered: trio.Event = field(default_factory=trio.Event)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
@@ -189,6 +190,7 @@ class FakeBroker:
                 self.client = client
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(trio.serve_listeners, self._handle, listeners)
+                    nursery.start_soon(self._heartbeat_forever)
                     task_status.started()
                     await trio.sleep_forever()
         self.client = None
@@ -204,14 +206,17 @@ class FakeBroker:
             while data := await stream.receive_some(65536):
                 self.received.extend(decoder.feed(data))
 
-    async def heartbeat_forever(self, interval_s: float = 0.5) -> None:
-        """One loop per controller, so a dead controller never delays heartbeats to the others."""
+    async def _heartbeat_forever(self, interval_s: float = 0.5) -> None:
+        """Once registered: one loop per controller, so a dead controller never delays heartbeats
+        to the others. Runs inside `run`, so `crash` stops it together with the connections."""
+        await self._registered.wait()
         async with trio.open_nursery() as nursery:
             for controller in self.controllers:
                 nursery.start_soon(self._heartbeat_loop, controller, interval_s)
 
     async def _heartbeat_loop(self, controller: str, interval_s: float) -> None:
-        while self.client is not None:
+        assert self.client is not None
+        while True:
             try:
                 await self.client.heartbeat(CLUSTER, self.broker_name, self.broker_id, self.address,
                                             address=controller, heartbeat_timeout_ms=HEARTBEAT_TIMEOUT_MS)
@@ -226,6 +231,7 @@ class FakeBroker:
         applied = await self.client.apply_broker_id(CLUSTER, self.broker_name, next_id, f"{self.address};1700000000000")
         assert applied.code == 0, applied.remark
         self.broker_id = next_id
+        self._registered.set()
         registered = await self.client.register_broker(CLUSTER, self.broker_name, next_id, self.address)
         assert registered.code == 0, registered.remark
 

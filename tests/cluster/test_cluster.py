@@ -28,8 +28,7 @@ async def start_group(nursery: trio.Nursery, cluster: Cluster, name: str) -> tup
     first, second = FakeBroker(name, cluster.addresses), FakeBroker(name, cluster.addresses)
     for broker in (first, second):
         await nursery.start(broker.run)
-        await broker.register()
-        nursery.start_soon(broker.heartbeat_forever)
+        await broker.register()  # heartbeats start once registered (spec 7.2 step 4)
     assert first.client is not None
     elected = await first.client.elect_master(CLUSTER, name, first.broker_id)
     assert elected.code == 0, elected.remark
