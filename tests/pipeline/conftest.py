@@ -9,7 +9,8 @@ import pytest
 def spark():
     from rmqc.pipeline import make_spark_session
 
-    session = make_spark_session("local[2]", app_name="rmqc-tests", driver_memory="1g")
+    # Two shuffle partitions: the test histories are tiny, and every task costs scheduling time.
+    session = make_spark_session("local[2]", app_name="rmqc-tests", driver_memory="1g", shuffle_partitions=2)
     try:
         yield session
     finally:

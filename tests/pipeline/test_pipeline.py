@@ -12,10 +12,16 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
+from rmqc import fsm
 from rmqc.cli.analyze import found_problems, render_summary
 from rmqc.cli.main import app
 from rmqc.pipeline import LOG_DIVERGENCE, TABLES, run_pipeline, synth
+from rmqc.raft._types import Entry, EntryType
 from rmqc.testing.linearizability import write_history as write_ops
+
+# A pipeline run over the module fixture takes a minute or two on an idle 2-core machine but several
+# times that when the machine is shared; the fixture's run counts against the first test's timeout.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 PLANTS = {kind: 1 for kind in synth.PLANTABLE_KINDS} | {"broker_id_reused": 2}
 SEED = 11
@@ -61,6 +67,42 @@ HAND_WRITTEN = [
 
 
 
+# ---- a history exported by the real state machine (rmqc.fsm.HistoryExporter) -----------------
+
+T0_MS = 1_767_225_600_000
+
+
+def _apply_id(broker_id: int, ts_ms: int) -> fsm.ApplyBrokerId:
+    address = f"10.1.0.{broker_id}:10911"
+    return fsm.ApplyBrokerId("C", "real-b", broker_id, address, f"{address};{ts_ms}", ts_ms)
+
+
+def _real_batches() -> list[list[fsm.Command]]:
+    """Registrations, a failover (liveness lost at +5000, new master at +5150), refused alters, an
+    address change, a replica replaced, the group removed and registered again."""
+    return [
+        [_apply_id(1, T0_MS), _apply_id(2, T0_MS + 1), _apply_id(3, T0_MS + 2)],
+        [fsm.ElectMaster("C", "real-b", fsm.Trigger.BROKER, 1, 0, 0, T0_MS + 10, requester_id=1)],
+        [fsm.AlterSyncStateSet("real-b", 1, 1, 1, (1, 2, 3), T0_MS + 20)],
+        [fsm.ElectMaster("C", "real-b", fsm.Trigger.CONTROLLER, 2, 1, 2, T0_MS + 5_150,
+                         liveness_lost_ms=T0_MS + 5_000)],
+        [fsm.AlterSyncStateSet("real-b", 2, 1, 3, (2, 3), T0_MS + 5_200)],  # stale epoch: refused
+        [fsm.UpdateBrokerAddress("C", "real-b", 3, "10.1.0.33:10911", T0_MS + 6_000)],
+        [fsm.CleanBrokerData("C", "real-b", (3,), T0_MS + 7_000), _apply_id(4, T0_MS + 7_001)],
+        [fsm.CleanBrokerData("C", "real-b", None, T0_MS + 8_000)],
+        [_apply_id(1, T0_MS + 9_000),
+         fsm.ElectMaster("C", "real-b", fsm.Trigger.BROKER, 1, 0, 0, T0_MS + 9_010, requester_id=1)],
+    ]  # fmt: skip
+
+
+def _write_real_export(path: Path) -> None:
+    exporter = fsm.HistoryExporter("real", "n0")
+    rows = exporter.rows_for_entry(Entry(1, 1, EntryType.NORMAL, b""))
+    for index, batch in enumerate(_real_batches(), start=2):
+        rows += exporter.rows_for_entry(Entry(index, 1, EntryType.NORMAL, fsm.encode_commands(batch)))
+    path.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+
+
 def _violations(out: Path) -> set[tuple[str, str, str, int, int]]:
     table = pq.read_table(out / "violations")
     return {
@@ -84,7 +126,8 @@ def _write_hand_written(work: Path) -> None:
 @pytest.fixture(scope="module")
 def planted_run(spark, tmp_path_factory):
     """One run over: a planted synthetic history in two JSON-lines files (two controller clusters),
-    the hand-written cluster "c" exported by two nodes (a directory), and client histories."""
+    the hand-written cluster "c" exported by two nodes (a directory), a history exported by the
+    real state machine (cluster "real"), and client histories."""
     work = tmp_path_factory.mktemp("planted")
     config = synth.SynthConfig(groups=30, rows_per_group=30, controller_clusters=2, seed=SEED, plant=PLANTS)
     table, planted = synth.generate_history(config)
@@ -95,7 +138,8 @@ def planted_run(spark, tmp_path_factory):
     _write_hand_written(work / "hand")
     ops, stale = synth.generate_client_history(keys=6, ops_per_key=40, seed=SEED, stale_reads=2)
     write_ops(work / "clients.jsonl", ops)
-    inputs = [work / "rmqc-0.jsonl", work / "rmqc-1.jsonl", work / "hand"]
+    _write_real_export(work / "real.jsonl")
+    inputs = [work / "rmqc-0.jsonl", work / "rmqc-1.jsonl", work / "hand", work / "real.jsonl"]
     summary = run_pipeline(spark, inputs, work / "out", histories=[work / "clients.jsonl"])
     return summary, planted, stale, work / "out", table
 
@@ -103,8 +147,10 @@ def planted_run(spark, tmp_path_factory):
 HAND_DIVERGENCE = (LOG_DIVERGENCE, "c", "b", 11, 0)
 
 
-def _hand(rows: list[dict]) -> list[dict]:
-    return sorted((r for r in rows if r["controller_cluster"] == "c"), key=lambda r: r.get("index", r.get("start_index")))
+def _hand(rows: list[dict], cluster: str = "c") -> list[dict]:
+    """The rows of one controller cluster, in log order."""
+    mine = (r for r in rows if r["controller_cluster"] == cluster)
+    return sorted(mine, key=lambda r: (r.get("index", r.get("start_index")), r.get("seq", r.get("start_seq"))))
 
 
 def test_exactly_the_planted_violations_are_reported(planted_run):
@@ -132,7 +178,8 @@ def test_planted_stale_reads_are_the_failing_keys(planted_run):
 
 def test_failover_durations_match_the_log(planted_run):
     _, _, _, out, table = planted_run
-    failovers = [f for f in pq.read_table(out / "failovers").to_pylist() if f["controller_cluster"] != "c"]
+    rows = pq.read_table(out / "failovers").to_pylist()
+    failovers = [f for f in rows if f["controller_cluster"].startswith("rmqc-")]
     assert failovers, "the synthetic history has controller-triggered failovers"
     by_entry = {(r["controller_cluster"], r["index"], r["seq"]): r for r in table.to_pylist()}
     for f in failovers:
@@ -149,7 +196,7 @@ def test_report_and_tables_are_written(planted_run):
         assert (out / chart).stat().st_size > 1000
         assert f"({chart})" in report
     assert set(summary.tables) == set(TABLES)
-    assert summary.groups == 31 and summary.controller_clusters == 3
+    assert summary.groups == 32 and summary.controller_clusters == 4
     assert [r.rank for r in summary.top_flapping] == list(range(1, len(summary.top_flapping) + 1))
 
 
@@ -211,3 +258,16 @@ def test_hand_written_audit(planted_run):
         (9, "group_cleaned", None, None, None),
         (10, "id_allocated", 1, "10.0.0.9:1", None),
     ]
+
+
+def test_real_state_machine_export(planted_run):
+    out = planted_run[3]
+    assert {v for v in _violations(out) if v[1] == "real"} == set()
+    (failover,) = _hand(pq.read_table(out / "failovers").to_pylist(), "real")
+    assert (failover["duration_ms"], failover["old_master_id"], failover["new_master_id"]) == (150, 1, 2)
+    audit = _hand(pq.read_table(out / "audit").to_pylist(), "real")
+    assert [(r["index"], r["event"], r["broker_id"], r["incarnation"]) for r in audit] == [
+        (2, "id_allocated", 1, 0), (2, "id_allocated", 2, 0), (2, "id_allocated", 3, 0),
+        (7, "address_changed", 3, 0), (8, "ids_cleaned", None, 0), (8, "id_allocated", 4, 0),
+        (9, "group_cleaned", None, 0), (10, "id_allocated", 1, 1),
+    ]  # fmt: skip

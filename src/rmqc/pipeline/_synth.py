@@ -129,8 +129,10 @@ def _validate(config: SynthConfig) -> list[tuple[str, int]]:
             raise SynthBoundExceeded(f"cannot plant {kind!r}; plantable: {PLANTABLE_KINDS}")
         plants.extend((kind, flavour) for flavour in range(count))
     scripted = config.groups if config.templates is None else min(config.groups, config.templates)
-    if len(plants) >= scripted and config.groups > scripted or len(plants) > config.groups:
-        raise SynthBoundExceeded(f"{len(plants)} plants need more scripted groups than {scripted}")
+    # Each plant takes a scripted group of its own, and clones need at least one unplanted script.
+    needed = len(plants) + (1 if config.groups > scripted else 0)
+    if needed > scripted:
+        raise SynthBoundExceeded(f"{len(plants)} plants need {needed} scripted groups, have {scripted}")
     return plants
 
 
