@@ -1,0 +1,133 @@
+"""`rmqc status` (and `rmqc admin sync-state-set --all`): against a node that answers the private
+status request 60001 (a ControllerNode whose handler serves it through rmqc.node._status, run in a
+thread with simulated brokers), and against a real 3-node cluster of `rmqc serve` processes, which
+shows each node from 60001 or, where a node does not answer 60001, from 1005."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import trio
+from typer.testing import CliRunner
+
+from rmqc.brokersim import BrokerFleet, SimTiming
+from rmqc.cli.dev import LocalCluster, free_ports
+from rmqc.cli.main import app
+from rmqc.node import ControllerNode, NodeConfig, parse_peers
+from rmqc.node._status import RMQC_NODE_STATUS, handle_status_request, node_status
+
+READY_TIMEOUT_S = 180.0
+GROUPS = 2
+
+
+class StatusNode(ControllerNode):
+    """A node whose request handler also answers RMQC_NODE_STATUS (the call site rmqc.node needs)."""
+
+    async def handle_request(self, request: Any, channel: Any) -> Any:
+        if request.code == RMQC_NODE_STATUS:
+            return handle_status_request(self, request)
+        return await super().handle_request(request, channel)
+
+
+class NodeWithBrokers:
+    """A StatusNode and a converged BrokerFleet, run by their own Trio loop in a thread."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        (port,) = free_ports(1)
+        self.config = NodeConfig(peers=parse_peers(f"n0-127.0.0.1:{port}"), data_dir=str(tmp_path / "n0"))
+        self.node = StatusNode(self.config)
+        self._tmp_path = tmp_path
+        self._ready = threading.Event()
+        self._stop: trio.Event | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> NodeWithBrokers:
+        self._thread.start()
+        assert self._ready.wait(READY_TIMEOUT_S), "node and brokers not ready in time"
+        if self.error is not None:
+            raise self.error
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._token is not None and self._stop is not None:
+            trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
+        self._thread.join(READY_TIMEOUT_S)
+
+    def _run(self) -> None:
+        try:
+            trio.run(self._main)
+        except BaseException as error:  # noqa: BLE001 - reported to the test thread
+            self.error = error
+            self._ready.set()
+
+    async def _main(self) -> None:
+        self._stop = trio.Event()
+        self._token = trio.lowlevel.current_trio_token()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.node.run)
+            async with BrokerFleet([self.config.listen_address], groups=GROUPS, replicas=3,
+                                   state_dir=self._tmp_path / "sim", timing=SimTiming.fast(), seed=2) as fleet:
+                await fleet.wait_converged(READY_TIMEOUT_S)
+                self._ready.set()
+                await self._stop.wait()
+            nursery.cancel_scope.cancel()
+
+
+@pytest.fixture
+def status_node(tmp_path: Path) -> Iterator[NodeWithBrokers]:
+    with NodeWithBrokers(tmp_path) as running:
+        yield running
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_status_reports_role_indexes_groups_and_live_brokers(status_node: NodeWithBrokers) -> None:
+    address = status_node.config.listen_address
+    code, out, err = run("status", "-c", address, "--json")
+    assert code == 0, err
+    (view,) = orjson.loads(out)
+    status = view["status"]
+    assert (status["nodeId"], status["role"], status["servingAsLeader"], status["leader"]) == ("n0", "leader", True, "n0")
+    assert status["brokerGroups"] == GROUPS and status["liveBrokers"] == GROUPS * 3
+    assert status["term"] >= 1 and status["commit"] >= status["applied"] > 0 and status["voters"] == ["n0"]
+    code, out, _ = run("status", "-c", address)
+    assert code == 0 and "leader" in out and "n0" in out
+    names = node_status(status_node.node, with_group_names=True)["groupNames"]
+    assert names == ["broker-0000", "broker-0001"]
+
+
+def test_sync_state_set_all_lists_every_group(status_node: NodeWithBrokers) -> None:
+    code, out, err = run("admin", "sync-state-set", "--all", "-c", status_node.config.listen_address, "--json")
+    assert code == 0, err
+    document = orjson.loads(out)
+    assert document["asked"] == ["broker-0000", "broker-0001"]
+    assert sorted(document["replicasInfoTable"]) == ["broker-0000", "broker-0001"]
+
+
+def test_status_of_a_real_cluster_and_of_a_missing_node(tmp_path: Path) -> None:
+    with LocalCluster(3, data_dir=tmp_path / "cluster") as cluster:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while True:  # until the nodes have elected a leader and all name it (bounded)
+            code, out, err = run("status", "-c", cluster.controllers, "--json")
+            assert code == 0, err
+            views = orjson.loads(out)
+            leaders = {view["status"]["leader"] for view in views}
+            if (len(leaders) == 1 and None not in leaders) or time.monotonic() > deadline:
+                break
+        assert [view["address"] for view in views] == cluster.addresses
+        assert len(leaders) == 1 and None not in leaders, views
+        assert sum(view["status"]["servingAsLeader"] for view in views) == 1
+        (missing,) = free_ports(1)
+        code, out, err = run("status", "-c", f"{cluster.controllers};127.0.0.1:{missing}")
+        assert code == 3 and f"127.0.0.1:{missing}" in err and "unreachable" in out
