@@ -99,21 +99,28 @@ def _fetch_once(addresses: list[str]) -> list[dict[str, Any]]:
 
 
 def _watch(addresses: list[str]) -> None:
+    import signal
+
     import trio
     from rich.live import Live
 
     from rmqc.cli._render import console, status_table
     from rmqc.client import ControllerClient
 
-    async def main() -> None:
-        async with ControllerClient(addresses, timeout_ms=STATUS_TIMEOUT_MS, max_retries=1) as client:
-            with Live(status_table(await fetch_node_views(client, addresses)), console=console(),
-                      auto_refresh=False) as live:
-                while True:
-                    await trio.sleep(WATCH_REFRESH_S)
-                    live.update(status_table(await fetch_node_views(client, addresses)), refresh=True)
+    async def refresh(live: Live, client: ControllerClient) -> None:
+        while True:
+            await trio.sleep(WATCH_REFRESH_S)
+            live.update(status_table(await fetch_node_views(client, addresses)), refresh=True)
 
-    try:
-        trio.run(main)
-    except KeyboardInterrupt:
-        pass
+    async def main() -> None:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async with ControllerClient(addresses, timeout_ms=STATUS_TIMEOUT_MS, max_retries=1) as client:
+                with Live(status_table(await fetch_node_views(client, addresses)), console=console(),
+                          auto_refresh=False) as live:
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(refresh, live, client)
+                        async for _signal in signals:
+                            break  # Ctrl-C ends the watch cleanly
+                        nursery.cancel_scope.cancel()
+
+    trio.run(main)

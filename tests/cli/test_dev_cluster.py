@@ -1,0 +1,73 @@
+"""`rmqc dev cluster`: starts N `rmqc serve` processes, shows them, and on Ctrl-C (SIGINT) stops every
+node and exits 0. Also LocalCluster's escalation to SIGKILL for a node that ignores SIGINT."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from rmqc.cli.dev import LocalCluster, end_with_parent, rmqc_argv
+from rmqc.cli.main import app
+
+START_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 60.0
+
+
+def accepts(address: str) -> bool:
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def test_dev_cluster_runs_three_nodes_and_stops_them_on_ctrl_c(tmp_path: Path) -> None:
+    argv = [*rmqc_argv(), "dev", "cluster", "--nodes", "3", "--data-dir", str(tmp_path / "dev")]
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               preexec_fn=end_with_parent)
+    lines: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in process.stdout or ()], daemon=True)
+    reader.start()
+    try:
+        controllers = ""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not controllers:
+            line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            if line.startswith("controllers:"):
+                controllers = line.split()[1]
+        addresses = controllers.split(";")
+        assert len(addresses) == 3 and all(accepts(address) for address in addresses)
+        status = CliRunner().invoke(app, ["status", "-c", controllers, "--json"])
+        assert status.exit_code == 0, status.stderr
+        for node in ("n0", "n1", "n2"):
+            assert (tmp_path / "dev" / node).is_dir() and "serving on" in (tmp_path / "dev" / f"{node}.out").read_text()
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=STOP_TIMEOUT_S) == 0
+        reader.join(STOP_TIMEOUT_S)
+        output = "".join(lines.queue)
+        assert "stopped: n0 exit 0, n1 exit 0, n2 exit 0" in output
+        assert not any(accepts(address) for address in addresses)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+def test_stop_kills_a_node_that_ignores_sigint(tmp_path: Path) -> None:
+    cluster = LocalCluster(1, data_dir=tmp_path)
+    with cluster:
+        pid = cluster.nodes[0].process.pid  # type: ignore[union-attr]
+        os.kill(pid, signal.SIGSTOP)  # a stopped process cannot act on SIGINT
+        codes = cluster.stop(grace_s=1.0)
+    assert codes == {"n0": -signal.SIGKILL}
