@@ -8,6 +8,7 @@ a logged reason and nothing else.
 
 from __future__ import annotations
 
+import errno
 import itertools
 import logging
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ RECEIVE_CHUNK_BYTES = 64 * 1024
 MAX_IN_FLIGHT_PER_CONNECTION = 1024
 # A client that does not read its answers may block our writes; give up on it after this long.
 SEND_TIMEOUT_S = 10.0
+ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+ACCEPT_RETRY_S = 0.1
 # Bytes that must arrive before we can tell a peer from a broker; a silent client is dropped after.
 FIRST_BYTES_TIMEOUT_S = 30.0
 
@@ -66,7 +69,16 @@ class Server:
     async def _accept_loop(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
         async with listener:
             while True:
-                stream = await listener.accept()
+                try:
+                    stream = await listener.accept()
+                except OSError as error:
+                    if error.errno not in ACCEPT_CAPACITY_ERRNOS:
+                        raise
+                    # out of file descriptors or memory: keep serving the open connections and
+                    # try again shortly, as trio.serve_listeners does
+                    log.error("accept failed (%s); retrying in %.1f s", error, ACCEPT_RETRY_S)
+                    await trio.sleep(ACCEPT_RETRY_S)
+                    continue
                 if self.open_connections >= self._config.max_connections:
                     self.refused_connections += 1
                     log.warning("refusing connection: %d open (max_connections)", self.open_connections)
