@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from rmqc.pipeline import Summary
 
 EXIT_FOUND_PROBLEMS = 1
+EXIT_BAD_INPUT = 2
 # Violations listed in the terminal; the report and the `violations` table have all of them.
 VIOLATIONS_SHOWN = 15
 
@@ -116,15 +117,18 @@ def analyze_command(
     shuffle_partitions: Annotated[int, typer.Option(help="spark.sql.shuffle.partitions", min=1)] = 4,
 ) -> None:
     """Analyse controller histories at fleet scale: failovers, flapping, audit, invariants."""
+    from pyspark.errors import PySparkException
+
     from rmqc.pipeline import PipelineError, run_pipeline, spark_session
 
     console = Console()
     try:
         with spark_session(master, driver_memory=driver_memory, shuffle_partitions=shuffle_partitions) as spark:
             summary = run_pipeline(spark, inputs, out, histories=histories or ())
-    except PipelineError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
+    except (PipelineError, PySparkException) as exc:
+        # Bad input (unreadable file, malformed JSON line): say what Spark said, without a traceback.
+        console.print(f"[red]error:[/red] {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+        raise typer.Exit(EXIT_BAD_INPUT) from None
     render_summary(console, summary)
     if found_problems(summary):
         raise typer.Exit(EXIT_FOUND_PROBLEMS)
