@@ -142,6 +142,39 @@ async def serve_time(suite: Suite, name: str, directory: Path) -> dict[str, floa
     return {"listening_s": round(listening_s, 3), "serving_s": round(serving_s, 3), "rss_mb": rss or 0.0}
 
 
+async def serve_time_in_process(directory: Path) -> dict[str, float]:
+    """The same, with the node started inside this process: what the history costs without the
+    interpreter start-up and imports that dominate a process start on a loaded machine."""
+    from rmqc.node import ControllerNode, NodeConfig, parse_peers
+
+    from ._procs import free_ports
+
+    (port,) = free_ports(1)
+    config = NodeConfig(node_id="n0", peers=parse_peers(f"n0-127.0.0.1:{port}"), data_dir=str(directory))
+    t0 = time.perf_counter()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(ControllerNode(config).run)
+        listening_s = time.perf_counter() - t0
+        with trio.fail_after(300):
+            while not await _accepts_write(f"127.0.0.1:{port}"):
+                await trio.sleep(0.005)
+        serving_s = time.perf_counter() - t0
+        nursery.cancel_scope.cancel()
+    return {"listening_s": round(listening_s, 3), "serving_s": round(serving_s, 3)}
+
+
+async def _accepts_write(address: str) -> bool:
+    try:
+        conn = await RemotingConn.open(address)
+        try:
+            ext = write_ext(f"r{time.time_ns()}", 0, 0)
+            return (await conn.call(RequestCode.CONTROLLER_APPLY_BROKER_ID, ext)).code == ResponseCode.SUCCESS
+        finally:
+            await conn.aclose()
+    except (OSError, LoadError):
+        return False
+
+
 async def restart_history(suite: Suite) -> dict[str, Any]:
     work = suite.work_dir("restart")
     entries = suite.profile.restart_entries
@@ -150,6 +183,8 @@ async def restart_history(suite: Suite) -> dict[str, Any]:
     empty = work / "empty"
     shutil.rmtree(empty, ignore_errors=True)
     figures["empty"] = await serve_time(suite, "empty", empty)
+    shutil.rmtree(empty, ignore_errors=True)
+    figures["empty"]["in_process"] = await serve_time_in_process(empty)
     say(f"   empty data dir: listening {figures['empty']['listening_s']:.2f} s, "
         f"serving {figures['empty']['serving_s']:.2f} s (interpreter start-up included)")
     for label, snapshot in (("snapshot + compacted log", True), ("full log, no snapshot", False)):
@@ -157,6 +192,10 @@ async def restart_history(suite: Suite) -> dict[str, Any]:
         built = await trio.to_thread.run_sync(build_history, directory, entries, groups, snapshot)
         timing = await serve_time(suite, "snap" if snapshot else "full", directory)
         figures[label] = {**built, **timing, "history_cost_s": round(timing["serving_s"] - figures["empty"]["serving_s"], 3)}
+        if snapshot:
+            figures[label]["in_process"] = await serve_time_in_process(directory)
+            say(f"   {label}, node started inside the harness process: serving after "
+                f"{figures[label]['in_process']['serving_s']:.3f} s")
         say(f"   {entries:,} entries, {label}: serving after {timing['serving_s']:.2f} s "
             f"({figures[label]['history_cost_s']:+.2f} s vs empty), built in {built['build_s']} s, "
             f"file {built['file_mb']} MB, RSS {fmt(timing['rss_mb'])} MB")
