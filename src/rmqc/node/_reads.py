@@ -55,18 +55,23 @@ APPLIED_AGE_KEY = "appliedAgeMs"
 # Reads waiting for a read index (not yet sent, or sent and unanswered). Far above what one node
 # serves within a round trip; reaching it means confirmation is stuck, so refuse instead of growing.
 MAX_READS_AWAITING_INDEX = 65_536
-# Contexts sent to the leader and not yet answered. One per driver loop at most; a leader that is
-# gone never answers, and these are retried (see RESEND_AFTER_TICKS) rather than accumulated.
-MAX_BATCHES_IN_FLIGHT = 256
-# A READ_INDEX (or its answer) may be lost with a peer link; after this many ticks without an
-# answer the batch is sent again (a newer read index is just as good for reads queued earlier).
-RESEND_AFTER_TICKS = 10
+# Contexts in flight. A follower keeps ONE out at a time: every read arriving meanwhile waits for
+# the next one, the same sharing the leader's heartbeat rounds give (a round trip per batch, not per
+# read). On the leader the core already shares rounds, so each driver loop's batch goes at once.
+FOLLOWER_BATCHES_IN_FLIGHT = 1
+LEADER_BATCHES_IN_FLIGHT = 256
+# A READ_INDEX (or its answer) may be lost with a peer link: after one election timeout without an
+# answer its reads go out again in a new batch (a newer read index is as good for reads queued
+# earlier). The old context still counts if its answer comes after all: a slow leader is not a
+# lost one, and dropping its answer would starve a loaded follower.
 # Ticks the shell may have counted but not yet fed to the core before a lease read is refused:
 # the core's lease clock must not lag the wall clock by more than this.
 MAX_UNFED_TICKS = 1
-# A driver gap this many ticks long may have lost ticks (the ticker drops a stalled burst): lease
-# reads are refused for one election timeout after it, so every lease sent before it has expired.
-STALL_TICKS = 8
+# The core's clock is its tick count; the shell drops ticks after a stall (the ticker skips a late
+# burst, the driver feeds at most election_tick at once). When the core has fallen this many ticks
+# further behind the wall clock, lease reads are refused for one election timeout, so that every
+# lease counted on the slow clock has expired in real time.
+LOST_TICKS_TOLERATED = 2
 # Levels for 1005 when the request names none: Java answers it on every node from its own view.
 DEFAULT_LEVEL_BY_CODE = {int(RequestCode.CONTROLLER_GET_METADATA_INFO): STALE}
 
@@ -75,16 +80,18 @@ class ReadIndexTimeout(RmqcError):
     """No read index arrived within the request timeout: no leader reachable from this node."""
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class _Read:
     done: trio.Event = field(default_factory=trio.Event)
     failure: str | None = None
+    awaiting_index: bool = True  # counted in ReadPath._awaiting_index until indexed or given up
 
 
 @dataclass(slots=True)
 class _Batch:
     reads: list[_Read]
     sent_s: float
+    resent: bool = False
 
 
 def wall_ms() -> int:
@@ -103,7 +110,7 @@ class ReadPath:
         self._in_flight: dict[bytes, _Batch] = {}
         self._awaiting_index = 0
         self._pending = PendingReads()
-        self._last_flush_s = 0.0
+        self._clock_origin: tuple[float, int] | None = None  # (wall s, core ticks) at the baseline
         self._lease_blocked_until_s = 0.0
         self.last_progress_ms = wall_ms()
         self.leader_contact_ms = 0
@@ -111,6 +118,7 @@ class ReadPath:
         self.index_reads = 0
         self.stale_reads = 0
         self.timeouts = 0
+        self.batches_sent = 0
 
     # ----- request side -----
 
@@ -176,6 +184,7 @@ class ReadPath:
         if not read.done.is_set():
             read.failure = read.failure or f"read index not confirmed within {timeout_ms} ms: no leader reachable"
             read.done.set()  # the driver skips it from now on
+            self._stop_awaiting(read)
             self.timeouts += 1
             raise ReadIndexTimeout(read.failure)
         if read.failure is not None:
@@ -222,16 +231,17 @@ class ReadPath:
 
     def flush(self, raw: RawNode) -> None:
         """Driver, once per loop: send this loop's reads as one batch, re-send lost ones."""
-        self._note_stall()
-        self._resend_lost(raw)
-        reads = [read for read in self._queued if not read.done.is_set()]
-        self._awaiting_index -= len(self._queued) - len(reads)
+        self._note_lost_ticks(raw)
+        self._resend_lost()
+        reads = [read for read in self._queued if read.awaiting_index and not read.done.is_set()]
         self._queued = []
         if reads:
             self._send_batch(raw, reads)
 
     def _send_batch(self, raw: RawNode, reads: list[_Read]) -> None:
-        if len(self._in_flight) >= MAX_BATCHES_IN_FLIGHT:
+        is_leader = self._node.leader_id == self._node.config.node_id
+        limit = LEADER_BATCHES_IN_FLIGHT if is_leader else FOLLOWER_BATCHES_IN_FLIGHT
+        if sum(not batch.resent for batch in self._in_flight.values()) >= limit:
             self._queued.extend(reads)  # next loop; the reads' own timeouts bound the wait
             return
         context = b"R" + self._nonce + next(self._context_ids).to_bytes(8, "big")
@@ -241,32 +251,51 @@ class ReadPath:
             self._queued.extend(reads)  # no leader known yet: try again next loop (ticks wake us)
             return
         self._in_flight[context] = _Batch(reads, trio.current_time())
+        self.batches_sent += 1
 
-    def _resend_lost(self, raw: RawNode) -> None:
-        sent_before_s = trio.current_time() - RESEND_AFTER_TICKS * self._node.config.tick_ms / 1000
-        lost = [context for context, batch in self._in_flight.items() if batch.sent_s <= sent_before_s]
-        for context in lost:
-            self._queued.extend(self._in_flight.pop(context).reads)
+    def _resend_lost(self) -> None:
+        now_s = trio.current_time()
+        election_timeout_s = self._node.config.election_tick * self._node.config.tick_ms / 1000
+        for context, batch in list(self._in_flight.items()):
+            age_s = now_s - batch.sent_s
+            if age_s > self._node.config.request_timeout_ms / 1000:
+                del self._in_flight[context]  # every read in it has timed out by now
+            elif not batch.resent and age_s > election_timeout_s:
+                batch.resent = True
+                self._queued.extend(batch.reads)
 
-    def _note_stall(self) -> None:
+    def _note_lost_ticks(self, raw: RawNode) -> None:
         now_s = trio.current_time()
         tick_s = self._node.config.tick_ms / 1000
-        if self._last_flush_s and now_s - self._last_flush_s > STALL_TICKS * tick_s:
+        counted = raw.raft.ticks + self._node._ticks
+        if self._clock_origin is None:
+            self._clock_origin = (now_s, counted)
+            return
+        origin_s, origin_ticks = self._clock_origin
+        lost_ticks = (now_s - origin_s) / tick_s - (counted - origin_ticks)
+        if lost_ticks > LOST_TICKS_TOLERATED:
             self._lease_blocked_until_s = now_s + self._node.config.election_tick * tick_s
-        self._last_flush_s = now_s
+            self._clock_origin = (now_s, counted)
+            log.info("%s: core clock %.0f ticks behind; no lease reads for one election timeout",
+                     self._node.config.node_id, lost_ticks)
 
     def on_read_states(self, read_states: tuple[ReadState, ...]) -> None:
-        """Driver: read indexes arrived; each batch waits until applied reaches its index."""
+        """Driver: read indexes arrived; each read waits until applied reaches its index."""
         for state in read_states:
             batch = self._in_flight.pop(state.context, None)
             if batch is None:
-                continue  # answer to a batch already re-sent and served, or from a previous life
-            self._awaiting_index -= len(batch.reads)
+                continue  # from a previous life of this node, or already expired
             self.leader_contact_ms = wall_ms()
             for read in batch.reads:
-                if not read.done.is_set():
+                if read.awaiting_index and not read.done.is_set():
+                    self._stop_awaiting(read)
                     self._pending.add(read, state.index)
         self.release()
+
+    def _stop_awaiting(self, read: _Read) -> None:
+        if read.awaiting_index:
+            read.awaiting_index = False
+            self._awaiting_index -= 1
 
     def on_applied(self) -> None:
         """Driver: the applied index moved (entries or a snapshot)."""
@@ -284,13 +313,15 @@ class ReadPath:
     def on_leader_change(self) -> None:
         """Contexts sent to the old leader will not be answered: send them again to the new one."""
         for batch in self._in_flight.values():
-            self._queued.extend(batch.reads)
+            if not batch.resent:
+                self._queued.extend(batch.reads)
         self._in_flight.clear()
 
     def fail_all(self, why: str) -> None:
         for read in [*self._queued, *(r for b in self._in_flight.values() for r in b.reads),
                      *self._pending.clear()]:
             _finish(read, why)
+            read.awaiting_index = False  # type: ignore[attr-defined]
         self._queued.clear()
         self._in_flight.clear()
         self._awaiting_index = 0
@@ -301,6 +332,7 @@ class ReadPath:
             "reads_read_index": float(self.index_reads),
             "reads_stale": float(self.stale_reads),
             "reads_timed_out": float(self.timeouts),
+            "read_index_batches": float(self.batches_sent),
             "reads_waiting": float(self._awaiting_index + len(self._pending)),
         }
 

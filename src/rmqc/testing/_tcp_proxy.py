@@ -122,9 +122,10 @@ class TcpProxy:
                     await self._relay(connection)
         finally:
             self._connections.discard(connection)
-            await trio.aclose_forcefully(client)
-            if connection.target is not None:
-                await trio.aclose_forcefully(connection.target)
+            # closed without awaiting: under cancellation an await here would skip the second close
+            for stream in (client, connection.target):
+                if stream is not None:
+                    stream.socket.close()
 
     async def _black_hole(self, connection: _Connection) -> None:
         """Swallow what the client sends until healed; then the connection is closed (heal)."""
