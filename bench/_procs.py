@@ -33,6 +33,8 @@ class Proc:
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(log_path, "ab")
+        # a restarted node appends to its old log: only what this process writes counts
+        self._log_offset = self._log.tell()
         self.popen = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT,
                                       env={**os.environ, **(env or {})}, cwd=cwd, start_new_session=True)
         self.pid = self.popen.pid
@@ -45,7 +47,9 @@ class Proc:
 
     def log_text(self) -> str:
         try:
-            return self.log_path.read_text(errors="replace")
+            with open(self.log_path, "rb") as handle:
+                handle.seek(self._log_offset)
+                return handle.read().decode(errors="replace")
         except OSError:
             return ""
 
