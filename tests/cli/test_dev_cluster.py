@@ -48,6 +48,7 @@ def test_dev_cluster_runs_three_nodes_and_stops_them_on_ctrl_c(tmp_path: Path) -
         assert len(addresses) == 3 and all(accepts(address) for address in addresses)
         status = CliRunner().invoke(app, ["status", "-c", controllers, "--json"])
         assert status.exit_code == 0, status.stderr
+        watch_status_until_ctrl_c(controllers, tmp_path / "watch.out")
         for node in ("n0", "n1", "n2"):
             assert (tmp_path / "dev" / node).is_dir() and "serving on" in (tmp_path / "dev" / f"{node}.out").read_text()
         process.send_signal(signal.SIGINT)
@@ -62,6 +63,25 @@ def test_dev_cluster_runs_three_nodes_and_stops_them_on_ctrl_c(tmp_path: Path) -
             process.wait()
         if process.stdout is not None:
             process.stdout.close()
+
+
+def watch_status_until_ctrl_c(controllers: str, out_path: Path) -> None:
+    """`rmqc status --watch` draws the table, then ends with exit 0 on SIGINT."""
+    with open(out_path, "w") as out:
+        watcher = subprocess.Popen([*rmqc_argv(), "status", "--watch", "-c", controllers], stdout=out,
+                                   stderr=subprocess.STDOUT, preexec_fn=end_with_parent)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while "rmqc controllers" not in out_path.read_text() and time.monotonic() < deadline:
+            assert watcher.poll() is None, out_path.read_text()
+            time.sleep(0.1)  # a child process's output file: nothing to wait on but polling it
+        assert "rmqc controllers" in out_path.read_text()
+        watcher.send_signal(signal.SIGINT)
+        assert watcher.wait(timeout=STOP_TIMEOUT_S) == 0
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+            watcher.wait()
 
 
 def test_stop_kills_a_node_that_ignores_sigint(tmp_path: Path) -> None:

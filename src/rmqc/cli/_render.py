@@ -17,6 +17,7 @@ from rmqc.remoting import RemotingCommand, ResponseCode
 
 __all__ = [
     "ExitCode",
+    "LiveView",
     "answer_json",
     "console",
     "controller_refused",
@@ -108,6 +109,34 @@ def emit_json(document: Any) -> None:
 
 def answer_json(answer: RemotingCommand, body: Any = None) -> dict[str, Any]:
     return {"code": answer.code, "remark": answer.remark, "extFields": answer.ext_fields or {}, "body": body}
+
+
+class LiveView:
+    """A view redrawn in place on a terminal (rich.live); elsewhere (a pipe, a log file) every
+    update is printed below the previous one, so `--watch | tee file` records each refresh."""
+
+    def __init__(self, renderable: Any) -> None:
+        from rich.live import Live
+
+        self._console = console()
+        self._live = Live(renderable, console=self._console, auto_refresh=False) if self._console.is_terminal else None
+        if self._live is None:
+            self._console.print(renderable)
+
+    def __enter__(self) -> LiveView:
+        if self._live is not None:
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        if self._live is not None:
+            self._live.__exit__(*exc_info)
+
+    def update(self, renderable: Any) -> None:
+        if self._live is not None:
+            self._live.update(renderable, refresh=True)
+        else:
+            self._console.print(renderable)
 
 
 # ---- admin ---------------------------------------------------------------------------------------

@@ -234,24 +234,22 @@ def cluster_command(
 def _live_view(cluster: LocalCluster, run_for_s: float | None) -> None:
     """Redraw the nodes every second until SIGINT/SIGTERM or `run_for_s`."""
     import trio
-    from rich.live import Live
 
-    from rmqc.cli._render import console, render_cluster_processes
+    from rmqc.cli._render import LiveView, render_cluster_processes
     from rmqc.cli.status import STATUS_TIMEOUT_MS, WATCH_REFRESH_S, fetch_node_views
     from rmqc.client import ControllerClient
 
-    async def refresh(live: Live, client: ControllerClient) -> None:
+    async def refresh(live: LiveView, client: ControllerClient) -> None:
         while True:
             await trio.sleep(WATCH_REFRESH_S)
             views = await fetch_node_views(client, cluster.addresses)
-            live.update(render_cluster_processes(cluster.describe(), views), refresh=True)
+            live.update(render_cluster_processes(cluster.describe(), views))
 
     async def main() -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with ControllerClient(cluster.addresses, timeout_ms=STATUS_TIMEOUT_MS, max_retries=1) as client:
                 views = await fetch_node_views(client, cluster.addresses)
-                with Live(render_cluster_processes(cluster.describe(), views), console=console(),
-                          auto_refresh=False) as live:
+                with LiveView(render_cluster_processes(cluster.describe(), views)) as live:
                     async with trio.open_nursery() as nursery:
                         nursery.start_soon(refresh, live, client)
                         with trio.move_on_after(run_for_s if run_for_s is not None else float("inf")):

@@ -102,21 +102,19 @@ def _watch(addresses: list[str]) -> None:
     import signal
 
     import trio
-    from rich.live import Live
 
-    from rmqc.cli._render import console, status_table
+    from rmqc.cli._render import LiveView, status_table
     from rmqc.client import ControllerClient
 
-    async def refresh(live: Live, client: ControllerClient) -> None:
+    async def refresh(live: LiveView, client: ControllerClient) -> None:
         while True:
             await trio.sleep(WATCH_REFRESH_S)
-            live.update(status_table(await fetch_node_views(client, addresses)), refresh=True)
+            live.update(status_table(await fetch_node_views(client, addresses)))
 
     async def main() -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with ControllerClient(addresses, timeout_ms=STATUS_TIMEOUT_MS, max_retries=1) as client:
-                with Live(status_table(await fetch_node_views(client, addresses)), console=console(),
-                          auto_refresh=False) as live:
+                with LiveView(status_table(await fetch_node_views(client, addresses))) as live:
                     async with trio.open_nursery() as nursery:
                         nursery.start_soon(refresh, live, client)
                         async for _signal in signals:
