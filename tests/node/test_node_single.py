@@ -146,3 +146,23 @@ async def test_shutdown_fails_waiting_requests(tmp_path: Path) -> None:
         assert "not in leader state" in str(results[0])
         await node.shutdown(0.1)
         nursery.cancel_scope.cancel()
+
+
+async def test_status_request_and_metrics_are_wired(tmp_path: Path) -> None:
+    import orjson
+
+    config = single_config(tmp_path)
+    async with trio.open_nursery() as nursery:
+        node = await start(nursery, config)
+        async with ControllerClient([config.listen_address]) as client:
+            await register(client, "broker-s", "10.0.0.7:30911")
+            answer = await client.request(60001, {"groupNames": "true"}, address=config.listen_address)
+            assert answer is not None and answer.code == 0
+            status = orjson.loads(answer.body)
+            assert (status["nodeId"], status["servingAsLeader"], status["groupNames"]) == ("n0", True, ["broker-s"])
+            assert status["applied"] == node.applied_index
+        exposition = node.node_metrics.exposition().decode()
+        assert 'request="CONTROLLER_APPLY_BROKER_ID"' in exposition
+        fsyncs = next(line for line in exposition.splitlines() if line.startswith("rmqc_fsync_seconds_count"))
+        assert float(fsyncs.split()[-1]) >= 2  # the leader's no-op and the registration
+        nursery.cancel_scope.cancel()

@@ -47,8 +47,10 @@ from ._config import NodeConfig, java_properties_of
 from ._notifier import Notifier
 from ._peer_codec import FrameKind, PeerProtocolError, encode_tagged
 from ._peers import PeerLinks, Reply as PeerReply
+from ._metrics import NodeMetrics
 from ._reads import ReadPath
 from ._server import Channel, Server
+from ._status import RMQC_NODE_STATUS, handle_status_request
 
 log = logging.getLogger("rmqc.node")
 
@@ -112,6 +114,7 @@ class ControllerNode:
         self.links = PeerLinks(config, self, self._rng)
         self.notifier = Notifier()
         self.server = Server(config, self, self.links)
+        self.node_metrics = NodeMetrics()  # Prometheus series of this node (own registry)
         self.storage: LmdbStorage | None = None
         self.raw: RawNode | None = None
         self.leader_id: str | None = None
@@ -357,6 +360,7 @@ class ControllerNode:
             for waiter in batch:
                 waiter.finish(None, RequestFailed(ResponseCode.SYSTEM_BUSY, f"proposal dropped: {error}"))
             return
+        self.node_metrics.observe_append(len(batch))
         first_index = raw.status().last_index - len(batch) + 1
         for offset, waiter in enumerate(batch):
             waiter.index, waiter.term = first_index + offset, self.term
@@ -372,7 +376,9 @@ class ControllerNode:
         snapshot = ready.snapshot if ready.snapshot is not None and not ready.snapshot.is_empty else None
         if ready.hard_state is not None or ready.entries or snapshot is not None:
             assert self.storage is not None
+            persist_started_s = trio.current_time()
             await trio.to_thread.run_sync(self.storage.save, ready.hard_state, list(ready.entries), snapshot)
+            self.node_metrics.observe_fsync(trio.current_time() - persist_started_s)
         if snapshot is not None:
             self._install_snapshot(snapshot)
         self.links.send_messages(list(ready.persist_messages))
@@ -466,6 +472,7 @@ class ControllerNode:
         if not results:
             return
         now = wall_ms()
+        self.node_metrics.count_elections(results)
         for result in results:
             for address, command in self.processor.notifications_for(result, now):
                 self.notifier.submit(address, command)
@@ -495,15 +502,21 @@ class ControllerNode:
 
     async def handle_request(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         """Answer one remoting request; never raises (a bug becomes SYSTEM_ERROR, as in Java)."""
+        started_s = trio.current_time()
         try:
-            return await self._handle(request, channel, forwarded=False)
+            response = await self._handle(request, channel, forwarded=False)
         except RequestFailed as failure:
-            return make_response(request, failure.code, failure.remark)
+            response = make_response(request, failure.code, failure.remark)
         except Exception as error:  # noqa: BLE001 - Java answers any handler exception with code 1
             log.exception("request %s failed", request.code)
-            return make_response(request, ResponseCode.SYSTEM_ERROR, f"{error!r}")
+            response = make_response(request, ResponseCode.SYSTEM_ERROR, f"{error!r}")
+        self.node_metrics.observe_request(request.code, None if response is None else response.code,
+                                          trio.current_time() - started_s)
+        return response
 
     async def _handle(self, request: RemotingCommand, channel: Channel, forwarded: bool) -> RemotingCommand | None:
+        if request.code == RMQC_NODE_STATUS:
+            return handle_status_request(self, request)  # rmqc's private diagnostic (rmqc status)
         if request.code in READ_REQUESTS:
             return await self.reads.serve(request, channel)
         if request.code in LEADER_ONLY_REQUESTS and not self.serving_as_leader:

@@ -12,6 +12,7 @@ import trio
 from rmqc.errors import RmqcError
 
 from ._config import NodeConfig
+from ._metrics import start_metrics_exporter
 from ._node import ControllerNode
 
 log = logging.getLogger("rmqc.node")
@@ -71,20 +72,12 @@ async def serve_until_signalled(config: NodeConfig) -> None:
 
 
 async def _export_metrics(node: ControllerNode, port: int) -> None:
-    from prometheus_client import Gauge, start_http_server
-
-    start_http_server(port, addr="127.0.0.1")
-    gauges = {name: Gauge(f"rmqc_{name}", help_text) for name, help_text in (
-        ("is_leader", "1 when this node serves as leader"),
-        ("term", "current Raft term"),
-        ("applied_index", "last applied log index"),
-        ("live_brokers", "brokers in this node's heartbeat table"),
-        ("broker_groups", "broker groups in the controller state"),
-        ("open_connections", "open connections on the shared port"),
-        ("notifications_sent", "1008 notifications sent"),
-    )}
-    while True:
-        for name, value in node.metrics().items():
-            if name in gauges:
-                gauges[name].set(value)
-        await trio.sleep(METRICS_INTERVAL_S)
+    """Serve the node's Prometheus metrics on 127.0.0.1:port; gauges refreshed every second."""
+    exporter = start_metrics_exporter(node.node_metrics, port)
+    log.info("%s: metrics on http://127.0.0.1:%d/metrics", node.config.node_id, exporter.port)
+    try:
+        while True:
+            node.node_metrics.update_from_node(node)
+            await trio.sleep(METRICS_INTERVAL_S)
+    finally:
+        exporter.close()
