@@ -16,6 +16,7 @@ target -> client (answers on that connection). Faults:
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 
 import trio
@@ -151,11 +152,8 @@ class TcpProxy:
         send, receive = trio.open_memory_channel[tuple[float, bytes]](MAX_CHUNKS_IN_FLIGHT)
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._deliver, receive, sink)
-                await self._read_into(connection, source, send, direction)
-                nursery.cancel_scope.cancel()
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-            pass
+                nursery.start_soon(_until_broken, self._deliver(receive, sink), nursery.cancel_scope)
+                await _until_broken(self._read_into(connection, source, send, direction), nursery.cancel_scope)
         finally:
             scope.cancel()  # one side ended: close the whole connection, as TCP would
 
@@ -177,6 +175,16 @@ class TcpProxy:
             await trio.sleep_until(deliver_at)
             await sink.send_all(data)
             self.stats.forwarded_bytes += len(data)
+
+
+async def _until_broken(work: Awaitable[None], scope: trio.CancelScope) -> None:
+    """Run one half of a pump; a closed or reset socket ends it quietly, and ends the other half."""
+    try:
+        await work
+    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        pass
+    finally:
+        scope.cancel()
 
 
 class ProxyMesh:
