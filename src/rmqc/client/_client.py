@@ -205,7 +205,8 @@ class ControllerClient:
     async def _connection(self, address: str) -> Connection:
         connection = self._connections.get(address)
         if connection is None or connection.closed:
-            assert self._nursery is not None
+            if self._nursery is None:  # closed while this request was retrying
+                raise ClientClosed("the ControllerClient was closed while a request was in progress")
             self._make_room_for_a_connection(address)
             connection = Connection(address, outbox_frames=self._max_in_flight, max_frame_bytes=self._max_frame_bytes)
             self._connections[address] = connection
