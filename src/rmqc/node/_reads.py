@@ -276,7 +276,7 @@ class ReadPath:
         if lost_ticks > LOST_TICKS_TOLERATED:
             self._lease_blocked_until_s = now_s + self._node.config.election_tick * tick_s
             self._clock_origin = (now_s, counted)
-            log.info("%s: core clock %.0f ticks behind; no lease reads for one election timeout",
+            log.debug("%s: core clock %.0f ticks behind; no lease reads for one election timeout",
                      self._node.config.node_id, lost_ticks)
 
     def on_read_states(self, read_states: tuple[ReadState, ...]) -> None:
