@@ -149,6 +149,9 @@ class SimBroker:
     async def run(self, controllers: Sequence[str], *, port: int = 0,
                   task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Start (spec 7.2), then run the periodic tasks (7.3) until killed or cancelled."""
+        if self.status is Status.KILLED:
+            task_status.started()
+            return  # killed before it ever started
         self._scope = trio.CancelScope()
         self._controllers = list(controllers)
         self._reset_volatile()
