@@ -78,7 +78,7 @@ def chart_leader_kill(results: dict[str, Any], path: Path) -> bool:
     for t_ms, node, outcome in r["timeline_median_kill"]:
         color = "green" if outcome == "accepted" else "orange" if outcome.startswith("code") else "red"
         right.scatter(t_ms, node, s=10, color=color)
-    right.set(xlabel="ms since kill", title="Median kill: write attempts (green ok, orange refused, red no answer)")
+    right.set(xlabel="ms since kill", title="Median kill: attempts (green ok, orange refused, red none)")
     return _save(fig, None, path, True)
 
 
