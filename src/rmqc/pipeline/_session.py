@@ -18,10 +18,17 @@ DEFAULT_SHUFFLE_PARTITIONS = 4
 DEFAULT_DRIVER_MEMORY = "4g"
 
 
-def _prepare_environment() -> None:
-    """Workers must run this interpreter (it has rmqc and pandas) and bind loopback only."""
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+def _prepare_environment(master: str) -> None:
+    """Local workers must run this interpreter (it has rmqc and pandas) and bind loopback only.
+
+    On a real cluster an explicit PYSPARK_PYTHON (the executors' interpreter) is respected.
+    """
+    local = master.startswith("local")
+    if local:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+    else:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 
 
@@ -34,7 +41,7 @@ def make_spark_session(
     extra_conf: dict[str, str] | None = None,
 ) -> SparkSession:
     """Start (or reuse) a Spark session; the UI stays off and logs are quiet."""
-    _prepare_environment()
+    _prepare_environment(master)
     from pyspark.sql import SparkSession
 
     builder = (
@@ -58,7 +65,7 @@ def make_spark_session(
 def spark_session(master: str = DEFAULT_MASTER, **options) -> Iterator[SparkSession]:
     """A session for one run; stopped afterwards only if this call started it (a caller's or a test
     run's session is reused and left running)."""
-    _prepare_environment()
+    _prepare_environment(master)
     from pyspark.sql import SparkSession
 
     already_running = SparkSession.getActiveSession() is not None
