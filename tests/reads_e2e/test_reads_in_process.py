@@ -141,3 +141,48 @@ async def test_checker_catches_follower_that_skips_the_read_index(tmp_path: Path
         assert not result.ok, f"the checker missed a stale linearizable read (seed {seed})"
         assert "10.0.0.1:1" in result.witness or result.witness
         nursery.cancel_scope.cancel()
+
+
+async def test_reads_beyond_the_bound_are_refused_busy(tmp_path: Path, seed: int,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("rmqc.node._reads.MAX_READS_AWAITING_INDEX", 2)
+    async with trio.open_nursery() as nursery:
+        mesh, nodes = await start_cluster(nursery, tmp_path, seed)
+        leader, (follower, _) = split(nodes)
+        history = History()
+        answers: list[tuple[int, dict[str, str]] | None] = []
+        async with ControllerClient([leader.listen_address], timeout_ms=5000) as client:
+            await make_group(client, "g", "10.0.0.1:1")
+            mesh.isolate(follower.config.node_id)  # nothing is confirmed: the reads pile up
+
+            async def read() -> None:
+                answers.append(await history.read(client, "r", "g", follower.listen_address, "linearizable"))
+
+            async with trio.open_nursery() as readers:
+                for _ in range(3):
+                    readers.start_soon(read)
+        codes = sorted(answer[0] for answer in answers if answer is not None)
+        assert codes == [1, 1, 2], answers  # two time out waiting, the third is refused at once
+        busy = next(answer for answer in answers if answer is not None and answer[0] == 2)
+        assert "reads await a read index (max 2)" in busy[1]["remark"]
+        nursery.cancel_scope.cancel()
+
+
+async def test_lease_is_not_used_when_the_core_clock_lost_ticks(tmp_path: Path, seed: int) -> None:
+    async with trio.open_nursery() as nursery:
+        _, nodes = await start_cluster(nursery, tmp_path, seed)
+        leader, _ = split(nodes)
+        history = History()
+        async with ControllerClient([leader.listen_address], timeout_ms=5000) as client:
+            await make_group(client, "g", "10.0.0.1:1")
+            assert leader.raw is not None
+            # as if the process had stalled for a second and the ticker had dropped those ticks
+            counted = leader.raw.raft.ticks + leader._ticks
+            leader.reads._clock_origin = (trio.current_time() - 1.0, counted)
+            leader._wake()
+            await wait_until(lambda: leader.reads._lease_index() is None, what="lease refused after lost ticks")
+            lease_before, index_before = leader.reads.lease_reads, leader.reads.index_reads
+            answer = await history.read(client, "r", "g", leader.listen_address, "lease")
+            assert answer is not None and answer[0] == 0
+            assert (leader.reads.lease_reads, leader.reads.index_reads) == (lease_before, index_before + 1)
+        nursery.cancel_scope.cancel()
