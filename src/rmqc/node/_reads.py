@@ -60,10 +60,6 @@ MAX_READS_AWAITING_INDEX = 65_536
 # read). On the leader the core already shares rounds, so each driver loop's batch goes at once.
 FOLLOWER_BATCHES_IN_FLIGHT = 1
 LEADER_BATCHES_IN_FLIGHT = 256
-# A READ_INDEX (or its answer) may be lost with a peer link: after one election timeout without an
-# answer its reads go out again in a new batch (a newer read index is as good for reads queued
-# earlier). The old context still counts if its answer comes after all: a slow leader is not a
-# lost one, and dropping its answer would starve a loaded follower.
 # Ticks the shell may have counted but not yet fed to the core before a lease read is refused:
 # the core's lease clock must not lag the wall clock by more than this.
 MAX_UNFED_TICKS = 1
@@ -254,6 +250,10 @@ class ReadPath:
         self.batches_sent += 1
 
     def _resend_lost(self) -> None:
+        """A READ_INDEX (or its answer) may be lost with a peer link: after one election timeout
+        without an answer its reads go out again in a new batch (a newer read index is as good for
+        reads queued earlier). The old context still counts if its answer comes after all: a slow
+        leader is not a lost one, and dropping its answer would starve a loaded follower."""
         now_s = trio.current_time()
         election_timeout_s = self._node.config.election_tick * self._node.config.tick_ms / 1000
         for context, batch in list(self._in_flight.items()):
