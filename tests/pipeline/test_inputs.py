@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 
 from rmqc.pipeline import InputNotFound, UnknownInputFormat
@@ -38,3 +41,14 @@ def test_unknown_extension_is_named(tmp_path):
     (tmp_path / "history.csv").write_text("a,b\n")
     with pytest.raises(UnknownInputFormat, match="history.csv"):
         split_by_format([tmp_path / "history.csv"])
+
+
+def test_local_runs_use_this_interpreter_cluster_runs_respect_the_setting(monkeypatch):
+    from rmqc.pipeline._session import _prepare_environment
+
+    monkeypatch.setenv("PYSPARK_PYTHON", "/opt/executors/python")
+    _prepare_environment("spark://spark-master:7077")
+    assert sys.executable != "/opt/executors/python"
+    assert os.environ["PYSPARK_PYTHON"] == "/opt/executors/python"
+    _prepare_environment("local[2]")
+    assert os.environ["PYSPARK_PYTHON"] == sys.executable
