@@ -205,7 +205,8 @@ async def notifier_drained(cluster: RmqcCluster, leader: str, expected: int) -> 
         drained_s = round(time.perf_counter() - started, 1)
         say(f"   the setup's {expected:,} notifications left the leader within {drained_s} s more")
         return drained_s
-    say(f"   fewer than {expected:,} notification attempts logged after {NOTIFIER_DRAIN_BOUND_S} s (some replicas are not notified or were superseded)")
+    say(f"   fewer than {expected:,} notification attempts logged after {NOTIFIER_DRAIN_BOUND_S} s "
+        "(some replicas are not notified or were superseded)")
     return None
 
 
