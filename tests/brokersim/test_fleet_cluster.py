@@ -22,7 +22,7 @@ from rmqc.cli.dev import LocalCluster
 
 GROUPS = 200
 KILLED_MASTERS = 20
-STARTUP_BOUND_S = 600.0  # measured 405 s with load average ~16 on 2 cores; seconds when the machine is quiet
+STARTUP_BOUND_S = 600.0  # measured: 405 s with a load average of ~16 on the 2 cores
 FAILOVER_BOUND_S = 60.0
 POLL_MS = 2000
 # Java's heartbeat interval; polling and shrinking faster than Java so the test ends sooner; RPC
