@@ -16,6 +16,7 @@ RUN_TIMEOUT_S = 120.0
 
 def test_the_asyncio_example_registers_and_elects_a_broker(tmp_path: Path) -> None:
     with LocalCluster(1, data_dir=tmp_path) as cluster:
+        cluster.wait_for_leader()
         done = subprocess.run([sys.executable, str(SCRIPT), "--controllers", cluster.controllers,
                                "--broker-name", "from-asyncio"], capture_output=True, text=True,
                               timeout=RUN_TIMEOUT_S)

@@ -3,7 +3,6 @@ output and exit codes (0 ok, 1 the controller said no, 2 usage, 3 unreachable)."
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,27 +17,11 @@ from test_sim_process import SimProcess, converged_summary, SIM_CONVERGE_S
 GROUP = "broker-0000"
 
 
-LEADER_TIMEOUT_S = 120.0
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     with LocalCluster(3, data_dir=tmp_path_factory.mktemp("cluster")) as running:
-        wait_for_one_leader(running)
+        running.wait_for_leader()
         yield running
-
-
-def wait_for_one_leader(cluster: LocalCluster) -> None:
-    """Until every node names the same leader in its 1005 answer (bounded; each ask is a real request)."""
-    deadline = time.monotonic() + LEADER_TIMEOUT_S
-    while time.monotonic() < deadline:
-        named = set()
-        for address in cluster.addresses:
-            code, out, _ = admin("metadata", "-c", cluster.controllers, "--node", address, "--json")
-            named.add(orjson.loads(out)["extFields"].get("controllerLeaderAddress") if code == 0 else None)
-        if len(named) == 1 and None not in named:
-            return
-    raise AssertionError(f"no single leader within {LEADER_TIMEOUT_S} s: {named}")
 
 
 @pytest.fixture(scope="module")

@@ -110,6 +110,7 @@ def converged_summary(line: dict[str, Any], running: int) -> bool:
 @pytest.fixture(scope="module")
 def one_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     with LocalCluster(1, data_dir=tmp_path_factory.mktemp("node")) as cluster:
+        cluster.wait_for_leader()
         yield cluster
 
 

@@ -171,6 +171,31 @@ class LocalCluster:
         except FileNotFoundError:
             return "(no log)"
 
+    def wait_for_leader(self, timeout_s: float = START_TIMEOUT_S) -> str:
+        """The leader's address once every node names the same one in its 1005 answer (bounded)."""
+        import trio
+
+        from rmqc.client import ClientError, ControllerClient
+
+        async def leaders_named() -> set[str | None]:
+            async with ControllerClient(self.addresses, timeout_ms=2000, max_retries=0) as client:
+                named: set[str | None] = set()
+                for address in self.addresses:
+                    try:
+                        named.add((await client.get_metadata(address)).ext("controllerLeaderAddress"))
+                    except ClientError:
+                        named.add(None)
+                return named
+
+        deadline = time.monotonic() + timeout_s
+        named: set[str | None] = set()
+        while time.monotonic() < deadline:
+            named = trio.run(leaders_named)
+            if len(named) == 1 and None not in named:
+                return str(next(iter(named)))
+            time.sleep(POLL_S)  # the nodes are other processes: ask again shortly
+        raise NodeStartFailed(f"no leader every node agrees on within {timeout_s:.0f} s (named: {named})")
+
     def kill(self, node_id: str) -> None:
         """SIGKILL one node (a crash)."""
         process = self.node(node_id).process
