@@ -32,8 +32,9 @@ async def test_suite(suite: Suite) -> dict[str, Any]:
     summary = next((line for line in reversed(completed.stdout.splitlines())
                     if re.search(r"\d+ (passed|failed)", line)), "no pytest summary line")
     say(f"   pytest: {summary.strip('= ')} in {minutes:.1f} min")
+    failed = [line for line in completed.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
     return {"conditions": suite.base_conditions(command=" ".join(argv[1:])), "minutes": round(minutes, 2),
-            "summary": summary.strip("= "), "returncode": completed.returncode}
+            "summary": summary.strip("= "), "returncode": completed.returncode, "failed": failed[:50]}
 
 
 SCENARIOS: list[tuple[str, str, Scenario]] = [
