@@ -248,6 +248,7 @@ class ReadPath:
             return
         self._in_flight[context] = _Batch(reads, trio.current_time())
         self.batches_sent += 1
+        self._node.node_metrics.count_read_index_round()
 
     def _resend_lost(self) -> None:
         """A READ_INDEX (or its answer) may be lost with a peer link: after one election timeout
