@@ -37,6 +37,7 @@ from rmqc.remoting import (
     FrameDecoder,
     dumps_properties,
     RemotingCommand,
+    RequestCode,
     ResponseCode,
     encode,
     make_response,
@@ -71,6 +72,9 @@ _SNAP_STATUS = MessageType.SNAP_STATUS
 # this node saw expire, or whose connection closed, are acted on at once.
 LIVENESS_GRACE_MS = 10_000
 NOT_LEADER_REMARK = "The controller is not in leader state"
+# One-way requests the reader of a connection serves inline (no task each): their handling never
+# awaits. 904 is the hot path: about one per broker per second per node.
+INLINE_ONEWAY_REQUESTS = frozenset({RequestCode.BROKER_HEARTBEAT})
 FORWARD_CHANNEL = Channel(0, "forwarded")
 
 
@@ -513,6 +517,28 @@ class ControllerNode:
         self.node_metrics.observe_request(request.code, None if response is None else response.code,
                                           trio.current_time() - started_s)
         return response
+
+    def handle_oneway_now(self, request: RemotingCommand, channel: Channel) -> bool:
+        """Serve a one-way request of INLINE_ONEWAY_REQUESTS synchronously; False: not one of them
+        (the server then gives it a task). A one-way request is never answered (spec 1.3)."""
+        if request.code not in INLINE_ONEWAY_REQUESTS:
+            return False
+        started_s = trio.current_time()
+        try:
+            outcome = self.processor.handle(request, self._context(channel))
+        except Exception:  # noqa: BLE001 - same contract as handle_request: a bug never kills the reader
+            log.exception("request %s failed", request.code)
+        else:
+            if isinstance(outcome, Propose):
+                self._nursery.start_soon(self._propose_oneway, outcome)
+        self.node_metrics.observe_request(request.code, None, trio.current_time() - started_s)
+        return True
+
+    async def _propose_oneway(self, outcome: Propose) -> None:
+        try:
+            await self.propose(list(outcome.commands))
+        except RequestFailed as failure:
+            log.info("one-way request not committed: %s", failure.remark)
 
     async def _handle(self, request: RemotingCommand, channel: Channel, forwarded: bool) -> RemotingCommand | None:
         if request.code == RMQC_NODE_STATUS:

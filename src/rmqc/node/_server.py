@@ -50,10 +50,17 @@ class RequestHandler(Protocol):
     def on_channel_closed(self, channel: Channel) -> None: ...
 
 
+def _never_inline(_request: RemotingCommand, _channel: Channel) -> bool:
+    return False
+
+
 class Server:
     def __init__(self, config: NodeConfig, handler: RequestHandler, peers: PeerLinks) -> None:
         self._config = config
         self._handler = handler
+        # Optional fast path of a handler: `handle_oneway_now(request, channel) -> bool` serves a
+        # one-way request synchronously (True) so the reader needs no task for it (heartbeats).
+        self.handle_oneway_now = getattr(handler, "handle_oneway_now", _never_inline)
         self._peers = peers
         self._channel_ids = itertools.count(1)
         self.open_connections = 0
@@ -145,6 +152,8 @@ class _RemotingConnection:
             for command in self._decoder.feed(data):
                 if command.is_response:
                     log.debug("ignoring response opaque=%s on server connection", command.opaque)
+                    continue
+                if command.is_oneway and self._server.handle_oneway_now(command, self._channel):
                     continue
                 await self._in_flight.acquire()
                 nursery.start_soon(self._answer, command)
