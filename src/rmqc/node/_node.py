@@ -371,13 +371,18 @@ class ControllerNode:
             self._waiting[waiter.index] = waiter
 
     async def _handle_ready(self, raw: RawNode, ready: Any) -> None:
-        applied_before = self.applied_index
         if ready.soft_state is not None:
             self._on_soft_state(ready.soft_state)
         if ready.hard_state is not None:
             self._on_term(ready.hard_state.term)
         self.links.send_messages(list(ready.messages))
         snapshot = ready.snapshot if ready.snapshot is not None and not ready.snapshot.is_empty else None
+        # A Ready that only moves the commit index (no entries, term or vote: must_sync is False)
+        # carries entries already durable on a quorum: apply them, and so answer the waiting
+        # requests, before writing the new commit index instead of after its fsync.
+        apply_first = not ready.must_sync and not ready.entries and snapshot is None
+        if apply_first:
+            self._apply_committed(raw, ready)
         if ready.hard_state is not None or ready.entries or snapshot is not None:
             assert self.storage is not None
             persist_started_s = trio.current_time()
@@ -386,13 +391,18 @@ class ControllerNode:
         if snapshot is not None:
             self._install_snapshot(snapshot)
         self.links.send_messages(list(ready.persist_messages))
+        if not apply_first:
+            self._apply_committed(raw, ready)
+        if self.applied_index - self._snapshot_index >= self.config.snapshot_every_entries:
+            await self._take_snapshot()
+
+    def _apply_committed(self, raw: RawNode, ready: Any) -> None:
+        applied_before = self.applied_index
         for entry in ready.committed_entries:
             self._apply_entry(raw, entry)
         if self.applied_index != applied_before:
             self.reads.on_applied()
         self.reads.on_read_states(ready.read_states)
-        if self.applied_index - self._snapshot_index >= self.config.snapshot_every_entries:
-            await self._take_snapshot()
 
     def _on_soft_state(self, soft_state: Any) -> None:
         leader = soft_state.leader or None
