@@ -49,6 +49,9 @@ FSYNC_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.0
 PROPOSAL_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096, 16384, 65536)
 
 RMQC_PRIVATE_REQUESTS = {60001: "RMQC_NODE_STATUS"}
+# (request code, response code) pairs whose metric children observe_request keeps at hand. Clients
+# choose request codes, so the cache is bounded; pairs beyond it are still counted, just slower.
+MAX_REQUEST_SERIES = 1024
 
 
 def request_label(code: int) -> str:
@@ -89,6 +92,7 @@ class NodeMetrics:
                                 ("request", "result"), registry=r)
         self.request_latency = Histogram("rmqc_request_latency_seconds", "time from request decoded to answer ready",
                                          ("request",), buckets=LATENCY_BUCKETS_S, registry=r)
+        self._request_children: dict[tuple[int, int | None], tuple[Any, Any]] = {}
         self.term = Gauge("rmqc_raft_term", "current Raft term", registry=r)
         self.commit_index = Gauge("rmqc_raft_commit_index", "highest log index known committed", registry=r)
         self.applied_index = Gauge("rmqc_raft_applied_index", "highest log index applied to the state", registry=r)
@@ -105,9 +109,17 @@ class NodeMetrics:
             self.elections.labels(result)  # present at 0, so rate() works from the first election
 
     def observe_request(self, code: int, response_code: int | None, latency_s: float) -> None:
-        request = request_label(code)
-        self.requests.labels(request, response_label(response_code)).inc()
-        self.request_latency.labels(request).observe(latency_s)
+        # labels() costs a lock and label-string work per call; heartbeats make this the hottest
+        # metric, so each (code, response code) pair keeps its two children.
+        children = self._request_children.get((code, response_code))
+        if children is None:
+            request = request_label(code)
+            children = (self.requests.labels(request, response_label(response_code)),
+                        self.request_latency.labels(request))
+            if len(self._request_children) < MAX_REQUEST_SERIES:
+                self._request_children[(code, response_code)] = children
+        children[0].inc()
+        children[1].observe(latency_s)
 
     def observe_append(self, proposals: int) -> None:
         self.proposals_per_append.observe(proposals)

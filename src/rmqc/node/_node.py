@@ -144,6 +144,7 @@ class ControllerNode:
         self._liveness_wakeup = trio.Event()
         self._elections_in_flight = 0
         self.reads = ReadPath(self, self._rng)  # reads at every node and level: _reads.py
+        self._node_info_cache: tuple[str | None, NodeInfo] | None = None  # (leader_id, info)
 
     def _controller_config(self) -> ControllerConfig:
         return ControllerConfig.from_properties(dumps_properties(java_properties_of(self.config)))
@@ -568,6 +569,21 @@ class ControllerNode:
         return outcome.finish(await self.propose(list(outcome.commands)))
 
     def _context(self, channel: Channel, read_allowed: bool = False) -> RequestContext:
+        return RequestContext(
+            now_ms=wall_ms(),
+            channel_id=channel.id if channel.id else None,
+            is_leader=self.leader_id == self.config.node_id,
+            leader_ready=self.serving_as_leader,
+            node=self._node_info(),
+            read_allowed=read_allowed,
+        )
+
+    def _node_info(self) -> NodeInfo:
+        """This node as requests see it; rebuilt only when the leader changes (the peers come from
+        the static configuration), not for every request."""
+        cached = self._node_info_cache
+        if cached is not None and cached[0] == self.leader_id:
+            return cached[1]
         leader = self.config.peer(self.leader_id) if self.leader_id else None
         node = NodeInfo(
             group=self.config.group,
@@ -576,14 +592,8 @@ class ControllerNode:
             leader_address=leader.address if leader else None,
             peers=tuple((peer.id, peer.address) for peer in self.config.peers),
         )
-        return RequestContext(
-            now_ms=wall_ms(),
-            channel_id=channel.id if channel.id else None,
-            is_leader=self.leader_id == self.config.node_id,
-            leader_ready=self.serving_as_leader,
-            node=node,
-            read_allowed=read_allowed,
-        )
+        self._node_info_cache = (self.leader_id, node)
+        return node
 
     def on_channel_closed(self, channel: Channel) -> None:
         keys = self.liveness.on_channel_closed(channel.id)
