@@ -17,7 +17,7 @@ from rmqc.raft import EntryType
 from rmqc.remoting import loads_fastjson
 from rmqc.storage import LmdbStorage
 
-from cluster_helpers import CLUSTER, Cluster, FakeBroker, wait_until
+from rmqc.testing.cluster import CLUSTER, Cluster, FakeBroker, wait_until
 
 pytestmark = pytest.mark.slow
 GROUPS = ("broker-a", "broker-b", "broker-c")

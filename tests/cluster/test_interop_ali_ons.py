@@ -14,7 +14,7 @@ import trio
 
 from rmqc.node import ControllerNode, NodeConfig, parse_peers
 
-from cluster_helpers import free_ports
+from rmqc.testing.cluster import free_ports
 
 pytestmark = pytest.mark.slow
 PROBE = Path(__file__).parent / "interop" / "ali_ons_probe.js"

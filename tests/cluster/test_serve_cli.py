@@ -12,7 +12,7 @@ import trio
 
 from rmqc.client import ControllerClient
 
-from cluster_helpers import RMQC, NodeProcess, free_ports, wait_until
+from rmqc.testing.cluster import RMQC, NodeProcess, free_ports, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -19,8 +19,7 @@ from rmqc.client import ClientError, ControllerClient
 from rmqc.testing import check_history, write_history
 from rmqc.testing._tcp_proxy import ProxyMesh
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "cluster"))
-from cluster_helpers import Cluster, NodeProcess, free_ports, wait_until  # noqa: E402
+from rmqc.testing.cluster import Cluster, NodeProcess, free_ports, wait_until
 from reads_helpers import History, make_group  # noqa: E402
 
 pytestmark = pytest.mark.slow
