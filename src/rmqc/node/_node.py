@@ -145,6 +145,7 @@ class ControllerNode:
         self._elections_in_flight = 0
         self.reads = ReadPath(self, self._rng)  # reads at every node and level: _reads.py
         self._node_info_cache: tuple[str | None, NodeInfo] | None = None  # (leader_id, info)
+        self._unsaved_hard_state: Any = None  # a commit-only HardState waiting for the next write
 
     def _controller_config(self) -> ControllerConfig:
         return ControllerConfig.from_properties(dumps_properties(java_properties_of(self.config)))
@@ -384,11 +385,13 @@ class ControllerNode:
         apply_first = not ready.must_sync and not ready.entries and snapshot is None
         if apply_first:
             self._apply_committed(raw, ready)
-        if ready.hard_state is not None or ready.entries or snapshot is not None:
-            assert self.storage is not None
-            persist_started_s = trio.current_time()
-            await trio.to_thread.run_sync(self.storage.save, ready.hard_state, list(ready.entries), snapshot)
-            self.node_metrics.observe_fsync(trio.current_time() - persist_started_s)
+            # Nor does the new commit index need an fsync of its own (etcd's MustSync): it rides
+            # with the next write. A restart may then find a lower commit index, which Raft learns
+            # again; _take_snapshot writes it first so it never lags a snapshot.
+            if ready.hard_state is not None:
+                self._unsaved_hard_state = ready.hard_state
+        else:
+            await self._persist(ready.hard_state, list(ready.entries), snapshot)
         if snapshot is not None:
             self._install_snapshot(snapshot)
         self.links.send_messages(list(ready.persist_messages))
@@ -396,6 +399,17 @@ class ControllerNode:
             self._apply_committed(raw, ready)
         if self.applied_index - self._snapshot_index >= self.config.snapshot_every_entries:
             await self._take_snapshot()
+
+    async def _persist(self, hard_state: Any, entries: list[Entry], snapshot: Any) -> None:
+        """One LMDB transaction + fsync in a worker thread; carries a commit index not yet saved."""
+        hard_state = hard_state or self._unsaved_hard_state
+        if hard_state is None and not entries and snapshot is None:
+            return
+        assert self.storage is not None
+        persist_started_s = trio.current_time()
+        await trio.to_thread.run_sync(self.storage.save, hard_state, entries, snapshot)
+        self._unsaved_hard_state = None
+        self.node_metrics.observe_fsync(trio.current_time() - persist_started_s)
 
     def _apply_committed(self, raw: RawNode, ready: Any) -> None:
         applied_before = self.applied_index
@@ -498,6 +512,7 @@ class ControllerNode:
 
     async def _take_snapshot(self) -> None:
         assert self.storage is not None and self.raw is not None
+        await self._persist(None, [], None)  # the commit index first: it must not lag the snapshot
         index = self.applied_index
         data = self.state.snapshot()
         storage = self.storage
