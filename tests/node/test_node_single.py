@@ -166,3 +166,21 @@ async def test_status_request_and_metrics_are_wired(tmp_path: Path) -> None:
         fsyncs = next(line for line in exposition.splitlines() if line.startswith("rmqc_fsync_seconds_count"))
         assert float(fsyncs.split()[-1]) >= 2  # the leader's no-op and the registration
         nursery.cancel_scope.cancel()
+
+
+async def test_elections_are_counted_by_result_including_a_kept_master(tmp_path: Path) -> None:
+    """A 1002 that finds the live master kept (2011) is decided without a proposal; it still
+    counts as `keep_current_master` next to the `new_master_elected` of the first election."""
+    config = single_config(tmp_path)
+    async with trio.open_nursery() as nursery:
+        node = await start(nursery, config)
+        async with ControllerClient([config.listen_address]) as client:
+            assert await register(client, "broker-k", "10.0.0.1:30911") == 1
+            await client.heartbeat(CLUSTER, "broker-k", 1, "10.0.0.1:30911")
+            await wait_until(lambda: len(node.liveness) == 1, what="one live broker")
+            assert (await client.elect_master(CLUSTER, "broker-k", 1)).code == 0
+            assert (await client.elect_master(CLUSTER, "broker-k", 1)).code == 2011
+        registry = node.node_metrics.registry
+        for result in ("new_master_elected", "keep_current_master"):
+            assert registry.get_sample_value("rmqc_elections_total", {"result": result}) == 1, result
+        nursery.cancel_scope.cancel()

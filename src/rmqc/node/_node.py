@@ -48,7 +48,7 @@ from ._config import NodeConfig, java_properties_of
 from ._notifier import Notifier
 from ._peer_codec import FrameKind, PeerProtocolError, encode_tagged
 from ._peers import PeerLinks, Reply as PeerReply
-from ._metrics import NodeMetrics
+from ._metrics import KEEP_CURRENT_MASTER, NodeMetrics
 from ._reads import ReadPath
 from ._server import Channel, Server
 from ._status import RMQC_NODE_STATUS, handle_status_request
@@ -577,6 +577,9 @@ class ControllerNode:
             return await self._forward(request)
         outcome = self.processor.handle(request, self._context(channel))
         if isinstance(outcome, Reply):
+            if outcome.response.code == ResponseCode.CONTROLLER_MASTER_STILL_EXIST:
+                # decided without a proposal; elections that reach the log are counted at apply
+                self.node_metrics.count_election(KEEP_CURRENT_MASTER)
             return outcome.response
         if isinstance(outcome, NoReply):
             return None
