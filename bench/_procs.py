@@ -6,13 +6,14 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import trio
+
+from rmqc.testing.cluster import free_ports as free_ports
 
 # How long a process gets between SIGTERM and SIGKILL when a scenario stops it.
 STOP_GRACE_S = 3.0
@@ -121,15 +122,3 @@ def stop_all() -> None:
             pass
 
 
-def free_ports(count: int) -> list[int]:
-    """`count` distinct loopback ports that were free a moment ago."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()

@@ -1,24 +1,13 @@
-"""Helpers for node tests: free loopback ports and bounded waits on conditions."""
+"""Helpers for node tests: free loopback ports (shared with the process tests) and bounded waits on
+synchronous conditions."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable
 
 import trio
 
-
-def free_ports(count: int) -> list[int]:
-    """Ports the kernel just handed out and we released; good enough on a loopback-only machine."""
-    sockets = []
-    for _ in range(count):
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        sockets.append(sock)
-    ports = [sock.getsockname()[1] for sock in sockets]
-    for sock in sockets:
-        sock.close()
-    return ports
+from rmqc.testing.cluster import free_ports as free_ports
 
 
 async def wait_until(condition: Callable[[], bool], timeout_s: float = 5.0, what: str = "condition") -> None:

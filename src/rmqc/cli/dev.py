@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from rmqc.errors import RmqcError
+from rmqc.testing.cluster import free_ports
 
 __all__ = ["LocalCluster", "NodeProcess", "NodeStartFailed", "dev_app", "end_with_parent", "free_ports", "rmqc_argv"]
 
@@ -52,19 +52,6 @@ def end_with_parent() -> None:
 def rmqc_argv() -> list[str]:
     """How to run the `rmqc` command of this very installation as a child process."""
     return [sys.executable, "-c", "import sys; from rmqc.cli.main import app; sys.argv[0] = 'rmqc'; app()"]
-
-
-def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """Ports the kernel hands out now (released at once; fine on a loopback-only machine)."""
-    sockets = []
-    for _ in range(count):
-        sock = socket.socket()
-        sock.bind((host, 0))
-        sockets.append(sock)
-    ports = [sock.getsockname()[1] for sock in sockets]
-    for sock in sockets:
-        sock.close()
-    return ports
 
 
 @dataclass(slots=True)

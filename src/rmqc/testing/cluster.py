@@ -25,16 +25,19 @@ START_TIMEOUT_S = 30.0
 HEARTBEAT_TIMEOUT_MS = 3000
 
 
-def free_ports(count: int) -> list[int]:
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """`count` distinct ports the kernel handed out a moment ago (released at once; fine on a
+    loopback-only machine where nothing else races for them)."""
     sockets = []
-    for _ in range(count):
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        sockets.append(sock)
-    ports = [sock.getsockname()[1] for sock in sockets]
-    for sock in sockets:
-        sock.close()
-    return ports
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind((host, 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 async def wait_until(condition: Callable[[], Awaitable[bool]], timeout_s: float, what: str,
