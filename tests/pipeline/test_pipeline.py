@@ -271,3 +271,14 @@ def test_real_state_machine_export(planted_run):
         (7, "address_changed", 3, 0), (8, "ids_cleaned", None, 0), (8, "id_allocated", 4, 0),
         (9, "group_cleaned", None, 0), (10, "id_allocated", 1, 1),
     ]  # fmt: skip
+
+
+def test_cli_says_what_is_wrong_with_a_malformed_input(spark, tmp_path):
+    """A history file that is not JSON lines: exit status 2 and one line naming the problem, no
+    traceback (Spark's refusal arrives as rmqc.pipeline.SparkJobFailed)."""
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"index": 1, "term": \n not json at all\n')
+    result = CliRunner().invoke(app, ["analyze", str(broken), "--out", str(tmp_path / "out"), "--master", "local[2]"])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error:")
+    assert "Traceback" not in result.output

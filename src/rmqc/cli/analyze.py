@@ -1,6 +1,6 @@
 """`rmqc analyze`: the fleet history pipeline on Spark (exported logs + client histories).
 
-pyspark is imported inside the command (through rmqc.pipeline), so `rmqc --help` stays fast.
+rmqc.pipeline (and with it pyspark) is imported inside the command, so `rmqc --help` stays fast.
 Layout: the render section (all Rich output of this command), then the command, which parses,
 calls `run_pipeline` once and renders.
 
@@ -117,17 +117,15 @@ def analyze_command(
     shuffle_partitions: Annotated[int, typer.Option(help="spark.sql.shuffle.partitions", min=1)] = 4,
 ) -> None:
     """Analyse controller histories at fleet scale: failovers, flapping, audit, invariants."""
-    from pyspark.errors import PySparkException
-
-    from rmqc.pipeline import PipelineError, run_pipeline, spark_session
+    from rmqc.pipeline import PipelineError, analyze
 
     console = Console()
     try:
-        with spark_session(master, driver_memory=driver_memory, shuffle_partitions=shuffle_partitions) as spark:
-            summary = run_pipeline(spark, inputs, out, histories=histories or ())
-    except (PipelineError, PySparkException) as exc:
-        # Bad input (unreadable file, malformed JSON line): say what Spark said, without a traceback.
-        console.print(f"[red]error:[/red] {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+        summary = analyze(master, inputs, out, histories=histories or (),
+                          driver_memory=driver_memory, shuffle_partitions=shuffle_partitions)
+    except PipelineError as exc:
+        # Bad input (unreadable file, malformed JSON line): say what went wrong, without a traceback.
+        console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(EXIT_BAD_INPUT) from None
     render_summary(console, summary)
     if found_problems(summary):

@@ -7,6 +7,7 @@ Only this package imports pyspark. Entry points:
 
 from ._errors import InputNotFound as InputNotFound
 from ._errors import PipelineError as PipelineError
+from ._errors import SparkJobFailed as SparkJobFailed
 from ._errors import SynthBoundExceeded as SynthBoundExceeded
 from ._errors import UnknownInputFormat as UnknownInputFormat
 from ._invariants import BROKER_ID_REUSED as BROKER_ID_REUSED
@@ -22,6 +23,7 @@ from ._run import FlappingRecord as FlappingRecord
 from ._run import LinearizabilityStats as LinearizabilityStats
 from ._run import Summary as Summary
 from ._run import ViolationRecord as ViolationRecord
+from ._run import analyze as analyze
 from ._run import run_pipeline as run_pipeline
 from ._session import DEFAULT_MASTER as DEFAULT_MASTER
 from ._session import make_spark_session as make_spark_session

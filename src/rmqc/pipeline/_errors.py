@@ -27,3 +27,8 @@ class UnknownInputFormat(PipelineError, ConfigError):
 
 class SynthBoundExceeded(PipelineError, BoundExceeded):
     """A synthetic-history parameter is beyond what the generator supports."""
+
+
+class SparkJobFailed(PipelineError):
+    """Spark refused the job (typically an unreadable file or a malformed line); the message is
+    Spark's first line, so the CLI can say it without a Java traceback."""

@@ -13,15 +13,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ._audit import audit_table
+from ._errors import SparkJobFailed
 from ._group_log import build_group_log, refused_rows
 from ._invariants import VIOLATION_KINDS, broker_id_events, find_violations
 from ._linearizability import check_client_histories
 from ._load import load_entries
 from ._report import ReportData, collect_report_data, write_report
+from ._session import spark_session
 from ._timeline import failovers, flapping, master_timeline
 
 TABLES = ("violations", "master_timeline", "failovers", "flapping", "audit", "linearizability")
@@ -215,3 +219,41 @@ def run_pipeline(
     summary = replace(summary, elapsed_s=time.monotonic() - started)
     write_report(out, summary, data)
     return summary
+
+
+def analyze(
+    master: str,
+    inputs: Sequence[str | os.PathLike[str]],
+    out_dir: str | os.PathLike[str],
+    histories: Sequence[str | os.PathLike[str]] = (),
+    **session_options: object,
+) -> Summary:
+    """`run_pipeline` in a Spark session of its own (what `rmqc analyze` runs); Spark's refusals
+    become SparkJobFailed so callers outside this package never handle pyspark's exceptions."""
+    try:
+        with spark_session(master, **session_options) as spark:
+            return run_pipeline(spark, inputs, out_dir, histories=histories)
+    except PySparkException as exc:
+        raise SparkJobFailed(_first_line(str(exc)) or type(exc).__name__) from exc
+    except Py4JJavaError as exc:  # a failed Spark job that pyspark did not translate
+        raise SparkJobFailed(_root_cause(exc)) from exc
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+# Why a bound: a Java cause chain is finite, but walking it crosses into the JVM per step.
+MAX_CAUSE_DEPTH = 16
+
+
+def _root_cause(exc: Py4JJavaError) -> str:
+    """The innermost Java cause says what was wrong (e.g. a malformed record); the outer ones
+    only say that a stage or a job failed."""
+    cause = exc.java_exception
+    for _ in range(MAX_CAUSE_DEPTH):
+        inner = cause.getCause()
+        if inner is None:
+            break
+        cause = inner
+    return _first_line(str(cause.toString())) or "Spark job failed"
