@@ -184,3 +184,18 @@ async def test_elections_are_counted_by_result_including_a_kept_master(tmp_path:
         for result in ("new_master_elected", "keep_current_master"):
             assert registry.get_sample_value("rmqc_elections_total", {"result": result}) == 1, result
         nursery.cancel_scope.cancel()
+
+
+async def test_a_stopped_node_has_saved_the_commit_index_of_everything_it_answered(tmp_path: Path) -> None:
+    """Commit-only Readies skip their fsync (the commit index rides with the next write); stopping
+    the node must still leave the last answered write inside the saved commit index."""
+    config = single_config(tmp_path)
+    async with trio.open_nursery() as nursery:
+        node = await start(nursery, config)
+        async with ControllerClient([config.listen_address]) as client:
+            await register(client, "broker-s", "10.0.0.9:30911")
+        answered_through = node.applied_index
+        nursery.cancel_scope.cancel()
+    with LmdbStorage(config.data_dir) as storage:
+        hard_state, _ = storage.initial_state()
+        assert hard_state.commit >= answered_through

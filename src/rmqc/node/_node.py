@@ -162,9 +162,19 @@ class ControllerNode:
                 await self._serve(task_status)
             finally:
                 self._fail_everything("node stopping")
+                self._save_unsaved_commit()
                 self.storage.close()
         finally:
             lock.release()
+
+    def _save_unsaved_commit(self) -> None:
+        """On the way out, the commit index still waiting to ride with the next write is saved, so a
+        stopped node's log (and `rmqc log export`) covers everything it saw committed. Synchronous:
+        this runs under cancellation, and no other save is in flight once the driver has ended."""
+        assert self.storage is not None
+        if self._unsaved_hard_state is not None:
+            self.storage.save(self._unsaved_hard_state, [], None)
+            self._unsaved_hard_state = None
 
     def _open_raft(self) -> None:
         assert self.storage is not None
