@@ -1,0 +1,163 @@
+"""CPU cost of one one-way BROKER_HEARTBEAT (904) inside a node (issue 8), without sockets or Raft.
+
+The frames are built exactly as the load generator builds them (bench/_heartbeats.py) for `--brokers`
+brokers, 500 frames per chunk (one chunk per connection, as one receive). The table is filled with
+one round first, so every figure is the steady state: each heartbeat refreshes a known broker.
+
+Stages, each timed alone (CPU time, median of `--runs` runs, one round over all brokers per run):
+  feed      FrameDecoder.feed over the chunks (bytes -> RemotingCommand)
+  decode    HEARTBEAT.decode (extFields -> typed header fields) over the decoded commands
+  update    HeartbeatTable.update with prebuilt Heartbeat tuples
+  handle    ControllerProcessor.handle over the decoded commands (decode + Heartbeat + update)
+  path      feed -> handle, what the node's reader runs per 904 (RequestContext built per request,
+            as the node builds one)
+  fast      feed -> processor.handle_heartbeat, the node's inline entry point for one-way 904s
+            (only when the processor has one)
+
+Run: .venv/bin/python bench/bench_heartbeat_path.py [--brokers N] [--runs R] [--only path,fast]
+Prints heartbeats per CPU-second per stage; "path" is the figure issue 8 is about.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._heartbeats import Broker, heartbeat_chunks  # noqa: E402
+from rmqc.controller import ControllerConfig, ControllerProcessor, RequestContext  # noqa: E402
+from rmqc.controller._processor import HEARTBEAT  # noqa: E402
+from rmqc.fsm import ControllerState  # noqa: E402
+from rmqc.liveness import BrokerKey, Heartbeat, HeartbeatTable  # noqa: E402
+from rmqc.remoting import FrameDecoder, RemotingCommand  # noqa: E402
+
+CLUSTER = "rmqc-bench"
+START_MS = 1_700_000_000_000
+ROUND_MS = 1_000  # brokers heartbeat once a second
+
+
+def brokers_like_the_load(count: int) -> list[Broker]:
+    """Names and addresses as bench/_scn_brokers.py makes them: three replicas per group."""
+    return [Broker(CLUSTER, f"hb-{i // 3:05d}", i % 3 + 1, f"10.1.{i // 250 % 250}.{i % 250}:10911")
+            for i in range(count)]
+
+
+class Fixture:
+    """A processor with a table already holding every broker (one round served)."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+        self.table = HeartbeatTable()
+        self.processor = ControllerProcessor(ControllerConfig(), ControllerState(), self.table)
+        self.commands = [decode_chunk(chunk) for chunk in chunks]
+        self.now_ms = START_MS
+        self.handle_commands()
+
+    def next_round_ms(self) -> int:
+        self.now_ms += ROUND_MS
+        return self.now_ms
+
+    def handle_commands(self) -> None:
+        handle, now_ms = self.processor.handle, self.next_round_ms()
+        for channel_id, commands in enumerate(self.commands, start=1):
+            for command in commands:
+                handle(command, RequestContext(now_ms, channel_id))
+
+
+def decode_chunk(chunk: bytes) -> list[RemotingCommand]:
+    return FrameDecoder().feed(chunk)
+
+
+def stage_feed(fx: Fixture) -> Callable[[], None]:
+    def run() -> None:
+        for chunk in fx.chunks:
+            FrameDecoder().feed(chunk)
+    return run
+
+
+def stage_decode(fx: Fixture) -> Callable[[], None]:
+    def run() -> None:
+        decode = HEARTBEAT.decode
+        for commands in fx.commands:
+            for command in commands:
+                decode(command)
+    return run
+
+
+def stage_update(fx: Fixture) -> Callable[[], None]:
+    heartbeats = []
+    for channel_id, commands in enumerate(fx.commands, start=1):
+        for command in commands:
+            h = HEARTBEAT.decode(command)
+            key = BrokerKey(h["clusterName"], h["brokerName"], h["brokerId"])
+            heartbeats.append((Heartbeat(key, h["brokerAddr"], h["heartbeatTimeoutMills"], h["epoch"],
+                                         h["maxOffset"], h["confirmOffset"], h["electionPriority"]), channel_id))
+
+    def run() -> None:
+        update, now_ms = fx.table.update, fx.next_round_ms()
+        for heartbeat, channel_id in heartbeats:
+            update(heartbeat, now_ms, channel_id)
+    return run
+
+
+def stage_handle(fx: Fixture) -> Callable[[], None]:
+    return fx.handle_commands
+
+
+def stage_path(fx: Fixture) -> Callable[[], None]:
+    def run() -> None:
+        handle, now_ms = fx.processor.handle, fx.next_round_ms()
+        for channel_id, chunk in enumerate(fx.chunks, start=1):
+            for command in FrameDecoder().feed(chunk):
+                handle(command, RequestContext(now_ms, channel_id))
+    return run
+
+
+def stage_fast(fx: Fixture) -> Callable[[], None]:
+    def run() -> None:
+        handle_heartbeat, now_ms = fx.processor.handle_heartbeat, fx.next_round_ms()
+        for channel_id, chunk in enumerate(fx.chunks, start=1):
+            for command in FrameDecoder().feed(chunk):
+                handle_heartbeat(command, now_ms, channel_id)
+    return run
+
+
+STAGES: dict[str, Callable[[Fixture], Callable[[], None]]] = {
+    "feed": stage_feed, "decode": stage_decode, "update": stage_update,
+    "handle": stage_handle, "path": stage_path, "fast": stage_fast,
+}
+
+
+def median_cpu_s(run: Callable[[], None], runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.process_time()
+        run()
+        times.append(time.process_time() - start)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="CPU cost of the in-process 904 path")
+    parser.add_argument("--brokers", type=int, default=30_000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--only", default=",".join(STAGES), help="comma-separated stages")
+    args = parser.parse_args()
+    fx = Fixture(heartbeat_chunks(brokers_like_the_load(args.brokers)))
+    assert len(fx.table) == args.brokers, "every frame must reach the table"
+    for name in args.only.split(","):
+        if name == "fast" and not hasattr(fx.processor, "handle_heartbeat"):
+            continue
+        seconds = median_cpu_s(STAGES[name](fx), args.runs)
+        print(f"{name:7s} {args.brokers / seconds:>11,.0f} heartbeats/CPU-s  "
+              f"{seconds / args.brokers * 1e6:6.2f} us each  (median of {args.runs} runs, {args.brokers} brokers)")
+    assert len(fx.table) == args.brokers
+
+
+if __name__ == "__main__":
+    main()
