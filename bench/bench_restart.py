@@ -1,0 +1,250 @@
+"""Restart of a node on a 1,000,000-entry history (issue 8: "serving again in <= 1 s").
+
+The data directory is built once, the way the `full-restart` scenario builds it
+(bench/_scn_cluster.py `build_history`: 1013 for each broker of --groups groups, then 1003 address
+changes, with LmdbStorage and fsm commands; a snapshot at the last entry and the log compacted to
+the last 1,000 entries), and kept in --dir for later runs. Then, each printed as a median of --runs:
+
+1. import: wall time of a fresh interpreter doing what `rmqc serve` imports before it starts the
+   node (`rmqc.cli.main` + `rmqc.node`), beside a bare interpreter, and which heavy packages that
+   import pulls in (none of typer, rich, cattrs, prometheus_client, pyspark, pandas should be there).
+2. storage: `LmdbStorage` open + initial_state() + snapshot() (data read and checksummed).
+3. restore: `ControllerState.restore` of the snapshot (10,000 groups).
+4. process: a real `rmqc serve` process on the directory, from spawn until its port accepts a
+   connection, until it answers a 60001 status request, and until it accepts a write (1013; this
+   one includes the node's own election).
+
+Run: .venv/bin/python bench/bench_restart.py [--dir DIR] [--runs N] [--entries N] [--groups N]
+      [--only import,storage,restore,process]
+The directory should be on the disk being measured (default: bench-out/restart under the repo).
+A/B against another source tree (e.g. `git archive <commit> src | tar -x -C /tmp/base`): run with
+PYTHONPATH=/tmp/base/src; the subprocesses (and the `rmqc` script) inherit it.
+Each process run adds an entry or two to the directory's log; that does not change the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._rmqc import write_ext  # noqa: E402
+from bench._scn_cluster import build_history  # noqa: E402
+import rmqc  # noqa: E402
+from rmqc import fsm  # noqa: E402
+from rmqc.remoting import FrameDecoder, RequestCode, ResponseCode, encode, make_request  # noqa: E402
+from rmqc.storage import LmdbStorage  # noqa: E402
+from rmqc.testing.cluster import free_ports  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+RMQC_BIN = str(Path(sys.executable).parent / "rmqc")
+RMQC_NODE_STATUS = 60001  # rmqc.node._status: answered by any node from local state
+HEAVY_PACKAGES = ("typer", "click", "rich", "cattrs", "attrs", "prometheus_client", "pyspark", "pandas", "pyarrow")
+SERVE_IMPORTS = "import rmqc.cli.main, rmqc.node"
+START_BOUND_S = 60.0  # a start slower than this is a failure, not a figure
+POLL_PAUSE_S = 0.002
+STOP_BOUND_S = 10.0
+
+
+def ensure_history(directory: Path, entries: int, groups: int) -> dict:
+    """The cached data directory, built unless a previous run left one of the same shape."""
+    marker = directory / "bench_restart.json"
+    if marker.exists():
+        built = json.loads(marker.read_text())
+        if built.get("entries") == entries and built.get("groups") == groups:
+            return built
+    print(f"building {entries:,} entries over {groups:,} groups in {directory} (once) ...", flush=True)
+    built = build_history(directory, entries, groups, snapshot=True)
+    marker.write_text(json.dumps(built))
+    return built
+
+
+def median_of(runs: int, measure: Callable[[], float]) -> tuple[float, list[float]]:
+    samples = [measure() for _ in range(runs)]
+    return statistics.median(samples), samples
+
+
+def fmt_ms(samples: list[float]) -> str:
+    return " ".join(f"{s * 1000:.0f}" for s in samples)
+
+
+# ----- 1. imports --------------------------------------------------------------------------------
+
+
+def interpreter_s(statement: str) -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", statement], check=True)
+    return time.perf_counter() - started
+
+
+def heavy_imports(statement: str) -> list[str]:
+    probe = f"{statement}\nimport sys\nprint(' '.join(sorted(sys.modules)))"
+    loaded = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True).stdout.split()
+    return [name for name in HEAVY_PACKAGES if name in loaded]
+
+
+def top_self_imports(statement: str, count: int = 12) -> list[tuple[str, float]]:
+    """Packages with the most own import time (-X importtime, summed per top-level package)."""
+    err = subprocess.run([sys.executable, "-X", "importtime", "-c", statement], check=True,
+                         capture_output=True, text=True).stderr
+    totals: dict[str, float] = {}
+    for line in err.splitlines():
+        if not line.startswith("import time:") or "self [us]" in line:
+            continue
+        own_us, _cumulative, name = line[len("import time:"):].split("|")
+        name = name.strip()
+        package = ".".join(name.split(".")[:2]) if name.startswith("rmqc.") else name.split(".")[0]
+        totals[package] = totals.get(package, 0.0) + int(own_us) / 1000
+    return sorted(totals.items(), key=lambda item: -item[1])[:count]
+
+
+def bench_imports(runs: int) -> None:
+    bare, bare_samples = median_of(runs, lambda: interpreter_s("pass"))
+    serve, serve_samples = median_of(runs, lambda: interpreter_s(SERVE_IMPORTS))
+    print(f"import: bare interpreter {bare * 1000:.0f} ms ({fmt_ms(bare_samples)}); "
+          f"serve path `{SERVE_IMPORTS}` {serve * 1000:.0f} ms ({fmt_ms(serve_samples)}), "
+          f"imports alone {max(0.0, serve - bare) * 1000:.0f} ms")
+    print(f"import: heavy packages on the serve path: {', '.join(heavy_imports(SERVE_IMPORTS)) or 'none'}")
+    top = ", ".join(f"{name} {ms:.1f}" for name, ms in top_self_imports(SERVE_IMPORTS))
+    print(f"import: own time per package (ms, one -X importtime run): {top}")
+
+
+# ----- 2. storage and 3. restore -----------------------------------------------------------------
+
+
+def storage_read_s(directory: Path) -> float:
+    started = time.perf_counter()
+    with LmdbStorage(directory) as storage:
+        storage.initial_state()
+        storage.snapshot()
+    return time.perf_counter() - started
+
+
+def bench_storage(directory: Path, runs: int) -> None:
+    median, samples = median_of(runs, lambda: storage_read_s(directory))
+    print(f"storage: LmdbStorage open + initial_state + snapshot: median {median * 1000:.1f} ms ({fmt_ms(samples)})")
+
+
+def restore_s(data: bytes) -> float:
+    state = fsm.ControllerState()
+    started = time.perf_counter()
+    state.restore(data)
+    return time.perf_counter() - started
+
+
+def bench_restore(directory: Path, runs: int) -> None:
+    with LmdbStorage(directory, readonly=True) as storage:
+        data = storage.snapshot().data
+    median, samples = median_of(runs, lambda: restore_s(data))
+    groups = fsm.ControllerState()
+    groups.restore(data)
+    print(f"restore: ControllerState.restore of {len(groups):,} groups ({len(data) / 1e6:.1f} MB): "
+          f"median {median * 1000:.1f} ms ({' '.join(f'{s * 1000:.1f}' for s in samples)})")
+
+
+# ----- 4. a real `rmqc serve` process -------------------------------------------------------------
+
+
+def call(address: tuple[str, int], code: int, ext: dict[str, object] | None, timeout_s: float) -> int | None:
+    """One request on a fresh connection: the response code, or None if the node is not there yet."""
+    try:
+        with socket.create_connection(address, timeout=timeout_s) as sock:
+            sock.sendall(encode(make_request(code, 1, ext)))
+            decoder = FrameDecoder()
+            while True:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    return None
+                for response in decoder.feed(chunk):
+                    return response.code
+    except OSError:
+        return None
+
+
+def wait_for(condition: Callable[[], bool], started: float, proc: subprocess.Popen) -> float:
+    while not condition():
+        if proc.poll() is not None:
+            raise RuntimeError(f"rmqc serve exited with {proc.returncode} before serving")
+        if time.perf_counter() - started > START_BOUND_S:
+            raise RuntimeError(f"rmqc serve not serving after {START_BOUND_S} s")
+        time.sleep(POLL_PAUSE_S)
+    return time.perf_counter() - started
+
+
+def connects(address: tuple[str, int]) -> bool:
+    try:
+        socket.create_connection(address, timeout=0.5).close()
+        return True
+    except OSError:
+        return False
+
+
+def serve_once(directory: Path, log_path: Path, run: int) -> tuple[float, float, float]:
+    """Seconds from spawn until (connect, 60001 answered, 1013 accepted)."""
+    (port,) = free_ports(1)
+    address = ("127.0.0.1", port)
+    argv = [RMQC_BIN, "serve", "--id", "n0", "--peers", f"n0-127.0.0.1:{port}", "--data-dir", str(directory)]
+    with log_path.open("ab") as log:
+        started = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            listening = wait_for(lambda: connects(address), started, proc)
+            status = wait_for(lambda: call(address, RMQC_NODE_STATUS, None, 1.0) == ResponseCode.SUCCESS, started, proc)
+            ext = write_ext(f"restart{os.getpid()}x{run}", 0, 0)
+            write = wait_for(lambda: call(address, RequestCode.CONTROLLER_APPLY_BROKER_ID, ext, 1.0)
+                             == ResponseCode.SUCCESS, started, proc)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(STOP_BOUND_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    return listening, status, write
+
+
+def bench_process(directory: Path, runs: int) -> None:
+    log_path = directory.parent / "bench_restart-serve.log"
+    samples = [serve_once(directory, log_path, run) for run in range(runs)]
+    for label, column in (("port accepts", 0), ("60001 answered", 1), ("1013 accepted", 2)):
+        values = [sample[column] for sample in samples]
+        print(f"process: `rmqc serve` spawn -> {label}: median {statistics.median(values) * 1000:.0f} ms "
+              f"({fmt_ms(values)})")
+
+
+STEPS: dict[str, Callable[[Path, int], None]] = {
+    "import": lambda _directory, runs: bench_imports(runs),
+    "storage": bench_storage,
+    "restore": bench_restore,
+    "process": bench_process,
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dir", type=Path, default=REPO / "bench-out" / "restart" / "history")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--entries", type=int, default=1_000_000)
+    parser.add_argument("--groups", type=int, default=10_000)
+    parser.add_argument("--only", default=",".join(STEPS))
+    args = parser.parse_args()
+    built = ensure_history(args.dir, args.entries, args.groups)
+    print(f"rmqc from {Path(rmqc.__file__).parent}")
+    print(f"history: {built['entries']:,} entries, {built['groups']:,} groups, snapshot + log compacted to the last "
+          f"1,000 entries, file {built['file_mb']} MB (built in {built['build_s']} s); load {os.getloadavg()[0]:.2f}")
+    for step in args.only.split(","):
+        STEPS[step](args.dir, args.runs)
+
+
+if __name__ == "__main__":
+    main()
