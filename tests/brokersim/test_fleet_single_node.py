@@ -7,6 +7,7 @@ poll every 0.5 s, expire heartbeats after 3 s and shrink slaves after 2 s behind
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import trio
@@ -98,3 +99,26 @@ async def test_a_lagging_slave_leaves_the_sync_state_set_and_returns_when_caught
             fleet.lag(name, slave, False)
             await fleet.wait_converged(CONVERGE_S, full_sync_state_sets=True)
             assert slave in node.state.group(name).sync_state_set
+
+
+async def test_a_restarted_broker_learns_the_next_failover_from_1008(tmp_path: Path) -> None:
+    """Kill the master, restart it on its port, kill the next master: the restarted broker must hear
+    of the new master from the controller's 1008 (its 1004 poll is set beyond this test's bounds).
+    The controller's connection cached from before the kill must not swallow that 1008."""
+    timing = dataclasses.replace(SimTiming.fast(), poll_interval_ms=600_000)
+    async with single_node(tmp_path) as node:
+        async with BrokerFleet([node.config.listen_address], groups=1, replicas=3, state_dir=tmp_path / "sim",
+                               timing=timing, seed=13) as fleet:
+            name = fleet.group_names[0]
+            await fleet.wait_converged(CONVERGE_S, full_sync_state_sets=True)
+            first = fleet.master_of(name)
+            fleet.kill(name, first)
+            await fleet.wait_converged(CONVERGE_S)
+            await fleet.restart(name, first)
+            await fleet.wait_converged(CONVERGE_S, full_sync_state_sets=True)
+            restarted = fleet.broker(name, first)
+            heard, epoch = restarted.notifications, restarted.master_epoch
+            fleet.kill(name, fleet.master_of(name))
+            await fleet.wait_converged(CONVERGE_S)
+            assert restarted.master_epoch > epoch, f"seed {fleet.seed}"
+            assert restarted.notifications > heard, f"seed {fleet.seed}: no 1008 reached the restarted broker"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import trio
 
+from rmqc.node import _notifier
 from rmqc.node._notifier import Notifier
 from rmqc.remoting import FrameDecoder, RemotingCommand, make_request
 
@@ -46,3 +47,134 @@ async def test_notifications_reach_a_listening_broker_and_failures_are_counted()
         assert received[0].code == 1008 and received[0].is_oneway and received[0].ext("masterEpoch") == "5"
         assert notifier.sent == 1
         nursery.cancel_scope.cancel()
+
+
+class Receiver:
+    """A broker's listening port on loopback that records the 1008s it reads."""
+
+    def __init__(self) -> None:
+        self.received: list[RemotingCommand] = []
+        self.port = 0
+        self._scope = trio.CancelScope()
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    async def serve(self, port: int = 0, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Listen until `kill()`: then the listener and every accepted connection close, as when the
+        broker process dies."""
+        self._scope = trio.CancelScope()
+        with self._scope:
+            listeners = await trio.open_tcp_listeners(port, host="127.0.0.1")
+            self.port = listeners[0].socket.getsockname()[1]
+            task_status.started()
+            await trio.serve_listeners(self._read, listeners)
+
+    async def _read(self, stream: trio.SocketStream) -> None:
+        decoder = FrameDecoder()
+        async with stream:
+            while data := await stream.receive_some(4096):
+                self.received.extend(decoder.feed(data))
+
+    def kill(self) -> None:
+        self._scope.cancel()
+
+    def epochs(self) -> list[int]:
+        return [int(command.ext("masterEpoch")) for command in self.received]
+
+
+async def hanging_address() -> tuple[str, trio.socket.SocketType, trio.SocketStream]:
+    """An address whose connects hang: a listener that never accepts, its backlog already full, so the
+    kernel drops further SYNs (as from a broker host that is down or unreachable)."""
+    listener = trio.socket.socket()
+    await listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    filler = await trio.open_tcp_stream("127.0.0.1", port)
+    return f"127.0.0.1:{port}", listener, filler
+
+
+async def test_a_broker_restarted_on_its_port_gets_the_next_notification() -> None:
+    """The connection cached from before the broker died is not written into (that write would vanish
+    without an error: the old process's socket is closed); a new connection carries the 1008."""
+    broker = Receiver()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(broker.serve)
+        notifier = Notifier()
+        await nursery.start(notifier.run)
+        notifier.submit(broker.address, notify(1))
+        await wait_until(lambda: broker.epochs() == [1], what="the first 1008")
+        broker.kill()
+        restarted = Receiver()
+        await nursery.start(restarted.serve, broker.port)
+        notifier.submit(restarted.address, notify(2))
+        await wait_until(lambda: restarted.epochs() == [2], what="the 1008 after the restart")
+        assert notifier.sent == 2 and notifier.failed == 0 and notifier.reconnected == 1
+        nursery.cancel_scope.cancel()
+
+
+async def test_cached_connections_are_reused_while_the_broker_lives() -> None:
+    broker = Receiver()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(broker.serve)
+        notifier = Notifier()
+        await nursery.start(notifier.run)
+        for epoch in (1, 2, 3):
+            notifier.submit(broker.address, notify(epoch))
+            await wait_until(lambda: len(broker.received) == epoch, what=f"1008 of epoch {epoch}")
+        assert broker.epochs() == [1, 2, 3] and notifier.reconnected == 0 and len(notifier._connections) == 1
+        nursery.cancel_scope.cancel()
+
+
+async def test_brokers_that_hang_do_not_hold_back_a_live_one(monkeypatch) -> None:
+    """Every address gets its own sender at once: the live broker's 1008 goes out while the connects
+    to the hanging ones are still waiting (the old four workers made it wait behind them)."""
+    monkeypatch.setattr(_notifier, "CONNECT_TIMEOUT_S", 30.0)  # longer than this test may run
+    hanging = [await hanging_address() for _ in range(8)]
+    broker = Receiver()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(broker.serve)
+        notifier = Notifier()
+        await nursery.start(notifier.run)
+        for address, _listener, _filler in hanging:
+            notifier.submit(address, notify(1))
+        notifier.submit(broker.address, notify(1))
+        await wait_until(lambda: broker.epochs() == [1], what="the live broker's 1008")
+        assert notifier.sent == 1 and notifier.failed == 0 and len(notifier._sending) == len(hanging)
+        nursery.cancel_scope.cancel()
+    for _address, listener, filler in hanging:
+        listener.close()
+        await filler.aclose()
+
+
+async def test_senders_are_bounded_and_a_hanging_connect_gives_up(monkeypatch) -> None:
+    """Past MAX_SENDERS an address waits its turn; a connect that hangs fails after CONNECT_TIMEOUT_S."""
+    monkeypatch.setattr(_notifier, "MAX_SENDERS", 2)
+    monkeypatch.setattr(_notifier, "CONNECT_TIMEOUT_S", 0.05)
+    hanging = [await hanging_address() for _ in range(2)]
+    broker = Receiver()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(broker.serve)
+        notifier = Notifier()
+        await nursery.start(notifier.run)
+        for address, _listener, _filler in hanging:
+            notifier.submit(address, notify(1))
+        notifier.submit(broker.address, notify(1))
+        assert list(notifier._queued) == [broker.address]  # both senders busy: it waits
+        await wait_until(lambda: broker.epochs() == [1], what="the queued broker's 1008")
+        assert notifier.failed == 2 and notifier.sent == 1 and not notifier._sending
+        nursery.cancel_scope.cancel()
+    for _address, listener, filler in hanging:
+        listener.close()
+        await filler.aclose()
+
+
+async def test_addresses_past_the_pending_bound_are_dropped_and_counted(monkeypatch) -> None:
+    monkeypatch.setattr(_notifier, "MAX_PENDING_ADDRESSES", 2)
+    notifier = Notifier()  # not running: everything submitted stays pending
+    for host in range(3):
+        notifier.submit(f"10.0.0.{host}:30911", notify(1))
+    notifier.submit("10.0.0.0:30911", notify(2))  # a waiting address still takes a newer epoch
+    assert notifier.dropped == 1 and notifier.superseded == 1
+    assert sorted(notifier._pending) == ["10.0.0.0:30911", "10.0.0.1:30911"]

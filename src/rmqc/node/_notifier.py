@@ -2,8 +2,13 @@
 
 The leader submits (address, command) pairs after elections. Per address at most one notification
 waits; a newer masterEpoch replaces an older one still waiting, an older one never replaces a newer.
-A few worker tasks send them over cached connections to the brokers' listen addresses. A failure
-drops the connection and the notification: brokers also converge by polling 1004 every 5 s.
+
+Each address with a notification waiting gets a sender of its own (up to MAX_SENDERS at once; more
+addresses wait their turn in submission order), so a broker that refuses, hangs or is slow to
+connect delays only its own notifications, never another broker's. Senders keep their connections
+for reuse. A cached connection the broker closed (it was killed, perhaps restarted on the same port)
+is noticed before use and replaced, not written into: a write on it would vanish without an error.
+A failure drops the connection and the notification: brokers also converge by polling 1004 every 5 s.
 """
 
 from __future__ import annotations
@@ -17,14 +22,24 @@ from rmqc.remoting import RemotingCommand, encode
 
 log = logging.getLogger("rmqc.node.notifier")
 
-# Java sends notifications from a pool of 3 threads with a 3 s send timeout.
-WORKERS = 4
+# Loopback and LAN connects finish in microseconds to milliseconds, and an unanswered SYN is only
+# retried after 1 s: a broker that has not accepted within this is down or unreachable, and it learns
+# the new master from its 1004 poll. Short, so a dead address holds its sender only briefly.
+CONNECT_TIMEOUT_S = 0.5
+# Java gives a one-way send 3 s; a send blocks only when the broker stopped reading (a full buffer).
 SEND_TIMEOUT_S = 3.0
+# Senders at once. Each holds at most one socket while it connects, so this bounds the descriptors
+# and the connects in flight; a hanging broker holds one sender for CONNECT_TIMEOUT_S, so it takes
+# MAX_SENDERS hanging brokers before live ones wait at all.
+MAX_SENDERS = 1024
 # Addresses with a notification waiting; past this the new notification is dropped and counted
 # (each broker address has at most one waiting, so this is far above any real cluster's size).
 MAX_PENDING_ADDRESSES = 100_000
-# Open connections to brokers kept for reuse; the least recently used is closed beyond this.
-MAX_CACHED_CONNECTIONS = 1024
+# Open connections to brokers kept for reuse; the least recently used is closed beyond this. Above
+# the broker count of a large cluster (1,000 groups of 3), so a mass failover reconnects nobody.
+MAX_CACHED_CONNECTIONS = 4096
+# What a failed connect or send raises (ValueError: an address without a numeric port).
+SEND_ERRORS = (OSError, ValueError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError)
 
 
 def master_epoch_of(command: RemotingCommand) -> int:
@@ -36,15 +51,16 @@ def master_epoch_of(command: RemotingCommand) -> int:
 
 class Notifier:
     def __init__(self) -> None:
-        self._pending: dict[str, RemotingCommand] = {}
-        self._order: deque[str] = deque()
-        self._work = trio.Semaphore(0, max_value=MAX_PENDING_ADDRESSES)
-        self._connections: OrderedDict[str, trio.SocketStream] = OrderedDict()
-        self._connecting: dict[str, trio.Lock] = {}
+        self._pending: dict[str, RemotingCommand] = {}  # address -> the newest notification waiting
+        self._queued: deque[str] = deque()  # pending addresses without a sender, oldest first
+        self._sending: set[str] = set()  # addresses a sender serves right now
+        self._connections: OrderedDict[str, trio.SocketStream] = OrderedDict()  # least recently used first
+        self._nursery: trio.Nursery | None = None
         self.sent = 0
         self.failed = 0
         self.superseded = 0
         self.dropped = 0
+        self.reconnected = 0  # cached connections found closed by the broker and replaced
 
     def submit(self, address: str, command: RemotingCommand) -> None:
         waiting = self._pending.get(address)
@@ -57,52 +73,87 @@ class Notifier:
             self.dropped += 1
             return
         self._pending[address] = command
-        self._order.append(address)
-        self._work.release()
+        if address not in self._sending:  # a busy sender takes it after its current send
+            self._queued.append(address)
+            self._start_senders()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         try:
             async with trio.open_nursery() as nursery:
-                for number in range(WORKERS):
-                    nursery.start_soon(self._worker, name=f"notifier-{number}")
+                self._nursery = nursery
+                self._start_senders()  # what was submitted before the notifier ran
                 task_status.started()
+                await trio.sleep_forever()
         finally:
+            self._nursery = None
             # shielded: we are usually here because of a cancellation, and every socket must close
             with trio.CancelScope(shield=True):
                 for stream in self._connections.values():
                     await trio.aclose_forcefully(stream)
             self._connections.clear()
 
-    async def _worker(self) -> None:
+    def _start_senders(self) -> None:
+        while self._queued and self._nursery is not None and len(self._sending) < MAX_SENDERS:
+            address = self._take_queued()
+            self._nursery.start_soon(self._sender, address, name="notifier-sender")
+
+    def _take_queued(self) -> str:
+        address = self._queued.popleft()
+        self._sending.add(address)
+        return address
+
+    async def _sender(self, address: str) -> None:
+        """Send what waits for `address` until nothing does, then serve the next queued address."""
         while True:
-            await self._work.acquire()
-            address = self._order.popleft()
-            command = self._pending.pop(address)
-            await self._send(address, command)
+            while (command := self._pending.pop(address, None)) is not None:
+                await self._send(address, command)
+            self._sending.discard(address)
+            if not self._queued:
+                return
+            address = self._take_queued()
 
     async def _send(self, address: str, command: RemotingCommand) -> None:
-        lock = self._connecting.setdefault(address, trio.Lock())
-        async with lock:
-            try:
+        frame = encode(command)
+        try:
+            if not await self._sent_on_cached(address, frame):
+                stream = await self._connect(address)
                 with trio.fail_after(SEND_TIMEOUT_S):
-                    stream = await self._connection(address)
-                    await stream.send_all(encode(command))
-                self.sent += 1
-                log.info("sent 1008 to %s (masterEpoch %s)", address, command.ext("masterEpoch"))
-            except (OSError, ValueError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError) as error:
-                self.failed += 1
-                log.info("1008 to %s failed: %s", address, error)
-                await self._drop(address)
-        if not lock.locked() and not lock.statistics().tasks_waiting:
-            self._connecting.pop(address, None)
+                    await stream.send_all(frame)
+        except SEND_ERRORS as error:
+            self.failed += 1
+            log.info("1008 to %s failed: %s", address, error)
+            await self._drop(address)
+            return
+        self.sent += 1
+        log.info("sent 1008 to %s (masterEpoch %s)", address, command.ext("masterEpoch"))
 
-    async def _connection(self, address: str) -> trio.SocketStream:
+    async def _sent_on_cached(self, address: str, frame: bytes) -> bool:
+        """True once `frame` went out on the cached connection to `address`; False when there is no
+        usable one (a connection the broker closed is dropped, for a new one to replace it)."""
         stream = self._connections.get(address)
-        if stream is not None:
-            self._connections.move_to_end(address)
-            return stream
+        if stream is None:
+            return False
+        if stream.socket.is_readable():
+            # Brokers never write on a one-way connection, so readable means end of stream or a
+            # reset: the broker process that accepted it is gone, maybe restarted on the same port.
+            return await self._replace(address)
+        self._connections.move_to_end(address)
+        try:
+            with trio.fail_after(SEND_TIMEOUT_S):
+                await stream.send_all(frame)
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+            return await self._replace(address)  # reset under the send: one try on a new connection
+        return True
+
+    async def _replace(self, address: str) -> bool:
+        self.reconnected += 1
+        await self._drop(address)
+        return False
+
+    async def _connect(self, address: str) -> trio.SocketStream:
         host, _, port = address.rpartition(":")
-        stream = await trio.open_tcp_stream(host, int(port))
+        with trio.fail_after(CONNECT_TIMEOUT_S):
+            stream = await trio.open_tcp_stream(host, int(port))
         self._connections[address] = stream
         while len(self._connections) > MAX_CACHED_CONNECTIONS:
             _, oldest = self._connections.popitem(last=False)
