@@ -79,20 +79,48 @@ class FrameDecoder:
     def feed(self, data: bytes) -> list[RemotingCommand]:
         if self._error is not None:
             raise RemotingProtocolError(f"decoder closed after an earlier error: {self._error}", self._error.offset)
-        self._buffer += data
+        # Frames usually arrive whole within one read: decode them straight from `data`, and copy
+        # only an incomplete tail into the buffer (a buffered frame is completed in place).
+        if self._buffer:
+            self._buffer += data
+            data = self._buffer
         commands: list[RemotingCommand] = []
+        append, unpack_prefix = commands.append, _PREFIX.unpack_from
+        pos, size, max_length = 0, len(data), self.max_frame_bytes - _LENGTH_BYTES
         try:
-            pos = 0
-            while (frame_end := self._complete_frame_end(pos)) is not None:
-                commands.append(self._decode_frame(pos, frame_end))
+            while size - pos >= _LENGTH_BYTES:
+                if size - pos >= _PREFIX.size:
+                    # The common frame (complete, JSON header, lengths in bounds) decoded inline;
+                    # every other case goes through the checks below, which name the problem.
+                    length, mark = unpack_prefix(data, pos)
+                    end, header_end = pos + _LENGTH_BYTES + length, pos + _PREFIX.size + (mark & _MAX_HEADER_BYTES)
+                    if end <= size and 4 <= length <= max_length and mark >> 24 == 0 and header_end <= end:
+                        cmd = decode_json_header(data[pos + _PREFIX.size : header_end],
+                                                 self._buffer_offset + pos + _PREFIX.size)
+                        if end > header_end:
+                            cmd.body = bytes(data[header_end:end])
+                        append(cmd)
+                        pos = end
+                        continue
+                frame_end = self._complete_frame_end(data, pos)
+                if frame_end is None:
+                    break
+                append(self._decode_frame(data, pos, frame_end))
                 pos = frame_end
         except RemotingProtocolError as exc:
             self._error = exc
             raise
         finally:
-            del self._buffer[:pos]
-            self._buffer_offset += pos
+            self._keep_rest(data, pos)
         return commands
+
+    def _keep_rest(self, data: bytes | bytearray, pos: int) -> None:
+        """Drop the `pos` bytes decoded; keep what follows (the start of the next frame)."""
+        if data is self._buffer:
+            del self._buffer[:pos]
+        elif pos < len(data):
+            self._buffer += data[pos:]
+        self._buffer_offset += pos
 
     def eof(self) -> None:
         """The peer closed the stream: raises RemotingProtocolError if it stopped inside a frame."""
@@ -102,11 +130,11 @@ class FrameDecoder:
             )
             raise self._error
 
-    def _complete_frame_end(self, pos: int) -> int | None:
-        """End of the frame starting at `pos` if it is all buffered; checks the length field first."""
-        if len(self._buffer) - pos < _LENGTH_BYTES:
+    def _complete_frame_end(self, data: bytes | bytearray, pos: int) -> int | None:
+        """End of the frame starting at `pos` if it is all in `data`; checks the length field first."""
+        if len(data) - pos < _LENGTH_BYTES:
             return None
-        (length,) = struct.unpack_from(">I", self._buffer, pos)
+        (length,) = struct.unpack_from(">I", data, pos)
         where = self._buffer_offset + pos
         if length < 4:
             raise RemotingProtocolError(f"frame length {length} is below 4 (no room for the header mark)", where)
@@ -115,10 +143,10 @@ class FrameDecoder:
                 f"frame of {length + _LENGTH_BYTES} bytes exceeds the limit of {self.max_frame_bytes}", where
             )
         end = pos + _LENGTH_BYTES + length
-        return end if end <= len(self._buffer) else None
+        return end if end <= len(data) else None
 
-    def _decode_frame(self, pos: int, end: int) -> RemotingCommand:
-        length, mark = _PREFIX.unpack_from(self._buffer, pos)
+    def _decode_frame(self, data: bytes | bytearray, pos: int, end: int) -> RemotingCommand:
+        length, mark = _PREFIX.unpack_from(data, pos)
         where = self._buffer_offset + pos
         serialize_type, header_length = mark >> 24, mark & _MAX_HEADER_BYTES
         if header_length > length - 4:
@@ -131,6 +159,6 @@ class FrameDecoder:
             raise RemotingProtocolError(f"unknown serialize type {serialize_type}", where + 4)
         header_start = pos + _PREFIX.size
         body_start = header_start + header_length
-        cmd = decode_header(bytes(self._buffer[header_start:body_start]), self._buffer_offset + header_start)
-        cmd.body = bytes(self._buffer[body_start:end]) if end > body_start else None
+        cmd = decode_header(bytes(data[header_start:body_start]), self._buffer_offset + header_start)
+        cmd.body = bytes(data[body_start:end]) if end > body_start else None
         return cmd
