@@ -84,3 +84,19 @@ async def test_forward_writes_off_answers_2007_on_followers(tmp_path: Path) -> N
             assert answer is not None
             assert (answer.code, answer.remark) == (2007, "The controller is not in leader state")
         nursery.cancel_scope.cancel()
+
+
+async def test_idle_followers_wake_only_for_scans_and_deadlines(tmp_path: Path) -> None:
+    """A follower once kept its first inactive-master scan time forever and, after that time, its
+    liveness loop woke again at once, every round: an idle follower burned a third of a CPU."""
+    scan_ms = 50
+    async with trio.open_nursery() as nursery:
+        _leader, followers = await start_three(nursery, three_configs(tmp_path, scan_inactive_master_interval_ms=scan_ms))
+        await wait_until(lambda: all(f.liveness_rounds >= 2 for f in followers), what="scans on followers")
+        before = [f.liveness_rounds for f in followers]
+        window_s = 0.5
+        await trio.sleep(window_s)  # the measured window itself: rounds counted over a fixed time
+        rounds = [f.liveness_rounds - b for f, b in zip(followers, before)]
+        # one scan per interval (plus slack for a late wake-up), never a busy loop
+        assert all(r <= window_s * 1000 / scan_ms + 3 for r in rounds), rounds
+        nursery.cancel_scope.cancel()

@@ -19,6 +19,7 @@ import logging
 import random
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +59,9 @@ log = logging.getLogger("rmqc.node")
 # Requests waiting to enter the log. Beyond this a request is answered SYSTEM_BUSY at once: the
 # group commit already batches everything waiting, so a longer queue only adds latency.
 MAX_PENDING_PROPOSALS = 65_536
+# Requests proposed and not yet answered (each also holds a connection's in-flight slot).
+MAX_WAITERS = 262_144
+COMMIT_TIMEOUT_REMARK = "java.util.concurrent.TimeoutException: commit wait"
 # Peer messages waiting for the driver; Raft tolerates loss, so beyond this they are dropped.
 MAX_INBOUND_MESSAGES = 65_536
 # Requests forwarded to the leader and not yet answered.
@@ -91,21 +95,28 @@ class RequestFailed(RmqcError):
         self.remark = remark
 
 
+OnApplied = Callable[[list[ApplyResult] | None, "RequestFailed | None"], None]
+
+
 @dataclass(slots=True)
 class _Waiter:
-    """A request waiting for its entry to be applied."""
+    """A request waiting for its entry to be applied; `on_done` runs exactly once, in the driver
+    (results) or wherever it fails (error), and never awaits: no task per waiting request."""
 
     commands: list[Command]
-    done: trio.Event = field(default_factory=trio.Event)
+    deadline_s: float
+    on_done: OnApplied
     results: list[ApplyResult] | None = None
     error: RequestFailed | None = None
+    finished: bool = False
     index: int = 0
     term: int = 0
 
     def finish(self, results: list[ApplyResult] | None, error: RequestFailed | None = None) -> None:
-        if not self.done.is_set():
+        if not self.finished:
+            self.finished = True
             self.results, self.error = results, error
-            self.done.set()
+            self.on_done(results, error)
 
 
 class ControllerNode:
@@ -135,6 +146,7 @@ class ControllerNode:
         self._inbound_dropped = 0
         self._proposals: list[_Waiter] = []
         self._waiting: dict[int, _Waiter] = {}
+        self._by_deadline: deque[_Waiter] = deque()  # every waiter, oldest first (one timeout for all)
         self._forwards: dict[int, _ForwardSlot] = {}
         self._forward_tags = itertools.count(1)
         self._closed_channels: list[BrokerKey] = []
@@ -142,6 +154,7 @@ class ControllerNode:
         self.started = trio.Event()
         self._started_ms = wall_ms()
         self._liveness_wakeup = trio.Event()
+        self.liveness_rounds = 0  # wake-ups of the liveness loop: deadlines, closes, scans
         self._elections_in_flight = 0
         self.reads = ReadPath(self, self._rng)  # reads at every node and level: _reads.py
         self._node_info_cache: tuple[str | None, NodeInfo] | None = None  # (leader_id, info)
@@ -301,22 +314,39 @@ class ControllerNode:
 
     async def propose(self, commands: list[Command]) -> list[ApplyResult]:
         """Enter commands into the log as one entry; returns their apply results once committed."""
-        if len(self._proposals) >= MAX_PENDING_PROPOSALS:
-            raise RequestFailed(ResponseCode.SYSTEM_BUSY, "[OVERLOAD]system busy, start flow control for a while")
-        if self._stopping:
-            raise RequestFailed(ResponseCode.SYSTEM_ERROR, "node stopping")
-        waiter = _Waiter(commands)
-        self._proposals.append(waiter)
-        self._wake()
-        with trio.move_on_after(self.config.request_timeout_ms / 1000):
-            await waiter.done.wait()
-        if not waiter.done.is_set():
-            self._waiting.pop(waiter.index, None)
-            raise RequestFailed(ResponseCode.SYSTEM_ERROR, "java.util.concurrent.TimeoutException: commit wait")
+        done = trio.Event()
+        waiter = self._enqueue(commands, lambda _results, _error: done.set())
+        await done.wait()
         if waiter.error is not None:
             raise waiter.error
         assert waiter.results is not None
         return waiter.results
+
+    def _enqueue(self, commands: list[Command], on_done: OnApplied) -> _Waiter:
+        """Queue commands for the next append; `on_done` runs once applied, failed or timed out."""
+        if len(self._proposals) >= MAX_PENDING_PROPOSALS or len(self._by_deadline) >= MAX_WAITERS:
+            raise RequestFailed(ResponseCode.SYSTEM_BUSY, "[OVERLOAD]system busy, start flow control for a while")
+        if self._stopping:
+            raise RequestFailed(ResponseCode.SYSTEM_ERROR, "node stopping")
+        deadline_s = trio.current_time() + self.config.request_timeout_ms / 1000
+        waiter = _Waiter(commands, deadline_s, on_done)
+        self._proposals.append(waiter)
+        self._by_deadline.append(waiter)
+        self._wake()
+        return waiter
+
+    def _expire_waiters(self) -> None:
+        """Fail the requests whose commit did not come within the request timeout (the driver calls
+        this every loop; its ticks wake it at least every tick_ms)."""
+        queue = self._by_deadline
+        if not queue:
+            return
+        now_s = trio.current_time()
+        while queue and (queue[0].finished or queue[0].deadline_s <= now_s):
+            waiter = queue.popleft()
+            if not waiter.finished:
+                self._waiting.pop(waiter.index, None)
+                waiter.finish(None, RequestFailed(ResponseCode.SYSTEM_ERROR, COMMIT_TIMEOUT_REMARK))
 
     # ----- the driver -----
 
@@ -344,6 +374,7 @@ class ControllerNode:
             message = self._inbound.popleft()
             self._step(raw, message)
         self.reads.flush(raw)
+        self._expire_waiters()
         self._feed_proposals(raw)
 
     def _step(self, raw: RawNode, message: Message) -> None:
@@ -365,7 +396,9 @@ class ControllerNode:
     def _feed_proposals(self, raw: RawNode) -> None:
         if not self._proposals:
             return
-        batch, self._proposals = self._proposals, []
+        batch, self._proposals = [waiter for waiter in self._proposals if not waiter.finished], []
+        if not batch:
+            return
         if not self.serving_as_leader:
             for waiter in batch:
                 waiter.finish(None, RequestFailed(ResponseCode.CONTROLLER_NOT_LEADER, NOT_LEADER_REMARK))
@@ -570,6 +603,36 @@ class ControllerNode:
         self.node_metrics.observe_request(request.code, None, trio.current_time() - started_s)
         return True
 
+    def serve_now(self, request: RemotingCommand, channel: Channel,
+                  respond: Callable[[RemotingCommand | None], None]) -> bool:
+        """Take a request without a task when it needs no await: the processor answers it at once,
+        or it waits only for its entry to be applied (then `respond` runs from the driver). False:
+        reads, forwarding and the status request need a task (`handle_request`)."""
+        if request.code in READ_REQUESTS or request.code == RMQC_NODE_STATUS:
+            return False
+        if request.code in LEADER_ONLY_REQUESTS and not self.serving_as_leader:
+            return False
+        started_s = trio.current_time()
+
+        def answer(response: RemotingCommand | None) -> None:
+            code = None if response is None else response.code
+            self.node_metrics.observe_request(request.code, code, trio.current_time() - started_s)
+            respond(response)
+
+        try:
+            outcome = self.processor.handle(request, self._context(channel))
+            if not isinstance(outcome, Propose):
+                answer(self._reply_of(outcome))
+                return True
+            self._enqueue(list(outcome.commands),
+                          lambda results, error: answer(_finish_proposal(request, outcome, results, error)))
+        except RequestFailed as failure:
+            answer(make_response(request, failure.code, failure.remark))
+        except Exception as error:  # noqa: BLE001 - same contract as handle_request
+            log.exception("request %s failed", request.code)
+            answer(make_response(request, ResponseCode.SYSTEM_ERROR, f"{error!r}"))
+        return True
+
     async def _propose_oneway(self, outcome: Propose) -> None:
         try:
             await self.propose(list(outcome.commands))
@@ -586,15 +649,17 @@ class ControllerNode:
                 return make_response(request, ResponseCode.CONTROLLER_NOT_LEADER, NOT_LEADER_REMARK)
             return await self._forward(request)
         outcome = self.processor.handle(request, self._context(channel))
-        if isinstance(outcome, Reply):
-            if outcome.response.code == ResponseCode.CONTROLLER_MASTER_STILL_EXIST:
-                # decided without a proposal; elections that reach the log are counted at apply
-                self.node_metrics.count_election(KEEP_CURRENT_MASTER)
-            return outcome.response
+        if isinstance(outcome, Propose):
+            return outcome.finish(await self.propose(list(outcome.commands)))
+        return self._reply_of(outcome)
+
+    def _reply_of(self, outcome: Reply | NoReply) -> RemotingCommand | None:
         if isinstance(outcome, NoReply):
             return None
-        assert isinstance(outcome, Propose)
-        return outcome.finish(await self.propose(list(outcome.commands)))
+        if outcome.response.code == ResponseCode.CONTROLLER_MASTER_STILL_EXIST:
+            # decided without a proposal; elections that reach the log are counted at apply
+            self.node_metrics.count_election(KEEP_CURRENT_MASTER)
+        return outcome.response
 
     def _context(self, channel: Channel, read_allowed: bool = False) -> RequestContext:
         return RequestContext(
@@ -716,16 +781,18 @@ class ControllerNode:
             with trio.move_on_after(self._next_liveness_check_s(next_scan_ms)):
                 await self._liveness_wakeup.wait()
             self._liveness_wakeup = trio.Event()
+            self.liveness_rounds += 1
             now = wall_ms()
             inactive = self.liveness.expire(now) + self._closed_channels
             self._closed_channels = []
+            scan_due = now >= next_scan_ms
+            if scan_due:  # on every node: a follower that kept an old scan time would spin here
+                next_scan_ms = now + self.config.scan_inactive_master_interval_ms
             if not self.serving_as_leader:
                 continue
             commands = self.processor.elections_due(now, inactive)
-            if now >= next_scan_ms:
-                next_scan_ms = now + self.config.scan_inactive_master_interval_ms
-                if now - self._started_ms >= LIVENESS_GRACE_MS:
-                    commands += self.processor.inactive_master_scan(now)
+            if scan_due and now - self._started_ms >= LIVENESS_GRACE_MS:
+                commands += self.processor.inactive_master_scan(now)
             if commands:
                 # one entry for every election of this round; it waits for its commit in its own
                 # task so that expiry keeps its pace
@@ -747,6 +814,18 @@ class ControllerNode:
             log.info("controller-triggered elections not committed: %s", failure.remark)
         finally:
             self._elections_in_flight -= 1
+
+
+def _finish_proposal(request: RemotingCommand, outcome: Propose, results: list[ApplyResult] | None,
+                     error: RequestFailed | None) -> RemotingCommand:
+    if error is not None:
+        return make_response(request, error.code, error.remark)
+    assert results is not None
+    try:
+        return outcome.finish(results)
+    except Exception as failure:  # noqa: BLE001 - same contract as handle_request
+        log.exception("request %s failed after apply", request.code)
+        return make_response(request, ResponseCode.SYSTEM_ERROR, f"{failure!r}")
 
 
 def _one_per_group(commands: list[Command]) -> list[Command]:

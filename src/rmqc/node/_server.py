@@ -11,6 +11,9 @@ from __future__ import annotations
 import errno
 import itertools
 import logging
+import os
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -30,6 +33,9 @@ RECEIVE_CHUNK_BYTES = 64 * 1024
 MAX_IN_FLIGHT_PER_CONNECTION = 1024
 # A client that does not read its answers may block our writes; give up on it after this long.
 SEND_TIMEOUT_S = 10.0
+# Answers written but not yet taken by the socket; beyond this we stop reading that connection's
+# requests until the client reads (back-pressure through TCP instead of an unbounded queue).
+MAX_UNSENT_BYTES_PER_CONNECTION = 4 * 1024 * 1024
 ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 ACCEPT_RETRY_S = 0.1
 # Bytes that must arrive before we can tell a peer from a broker; a silent client is dropped after.
@@ -50,7 +56,14 @@ class RequestHandler(Protocol):
     def on_channel_closed(self, channel: Channel) -> None: ...
 
 
+Respond = Callable[[RemotingCommand | None], None]
+
+
 def _never_inline(_request: RemotingCommand, _channel: Channel) -> bool:
+    return False
+
+
+def _never_now(_request: RemotingCommand, _channel: Channel, _respond: Respond) -> bool:
     return False
 
 
@@ -61,6 +74,9 @@ class Server:
         # Optional fast path of a handler: `handle_oneway_now(request, channel) -> bool` serves a
         # one-way request synchronously (True) so the reader needs no task for it (heartbeats).
         self.handle_oneway_now = getattr(handler, "handle_oneway_now", _never_inline)
+        # Optional fast path: `serve_now(request, channel, respond) -> bool` takes a request without
+        # a task (True) and calls `respond(answer)` exactly once, now or when its entry is applied.
+        self.serve_now = getattr(handler, "serve_now", _never_now)
         self._peers = peers
         self._channel_ids = itertools.count(1)
         self.open_connections = 0
@@ -122,20 +138,29 @@ class Server:
 
 
 class _RemotingConnection:
+    """One broker connection. Answers are written straight to the non-blocking socket when nothing
+    is queued before them (no task, lock or scheduler round trip per answer: the hot path of every
+    request); what the socket cannot take at once is queued and sent, in order, by one drain task."""
+
     def __init__(self, stream: trio.SocketStream, channel: Channel, handler: RequestHandler,
                  max_frame_bytes: int, server: Server) -> None:
         self._server = server
         self._stream = stream
+        self._fd = stream.socket.fileno()
         self._channel = channel
         self._handler = handler
         self._decoder = FrameDecoder(max_frame_bytes)
-        self._send_lock = trio.Lock()
         self._in_flight = trio.Semaphore(MAX_IN_FLIGHT_PER_CONNECTION)
+        self._unsent: deque[bytes] = deque()  # answers the socket has not taken yet, in order
+        self._unsent_bytes = 0
+        self._drained = trio.Event()
         self._broken = False
+        self._nursery: trio.Nursery | None = None
 
     async def run(self, first: bytes) -> RmqcError | None:
         """Serve until the client closes; returns the protocol error that made us close, if any."""
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             try:
                 await self._read_loop(first, nursery)
             except (ProtocolError, BoundExceeded) as error:
@@ -144,42 +169,93 @@ class _RemotingConnection:
                 return None
             finally:
                 # the client is gone (or sent garbage): answers still being computed have no reader
+                self._broken = True
                 nursery.cancel_scope.cancel()
         return None
 
     async def _read_loop(self, data: bytes, nursery: trio.Nursery) -> None:
+        server = self._server
         while data and not self._broken:
             for command in self._decoder.feed(data):
                 if command.is_response:
                     log.debug("ignoring response opaque=%s on server connection", command.opaque)
                     continue
-                if command.is_oneway and self._server.handle_oneway_now(command, self._channel):
+                if command.is_oneway and server.handle_oneway_now(command, self._channel):
                     continue
                 await self._in_flight.acquire()
-                nursery.start_soon(self._answer, command)
+                server.requests_in_flight += 1
+                if not server.serve_now(command, self._channel, self._respond_callback(command)):
+                    nursery.start_soon(self._answer, command)
+            if self._unsent_bytes > MAX_UNSENT_BYTES_PER_CONNECTION:
+                await self._wait_for_reader()
             data = await self._stream.receive_some(RECEIVE_CHUNK_BYTES)
         if not self._broken:
             self._decoder.eof()
 
+    def _respond_callback(self, request: RemotingCommand) -> Respond:
+        def respond(response: RemotingCommand | None) -> None:
+            self._done()
+            if response is not None and not request.is_oneway:
+                self._write(encode(response))
+        return respond
+
+    def _done(self) -> None:
+        self._server.requests_in_flight -= 1
+        self._in_flight.release()
+
     async def _answer(self, request: RemotingCommand) -> None:
-        self._server.requests_in_flight += 1
         try:
             response = await self._handler.handle_request(request, self._channel)
-            if response is not None and not request.is_oneway:
-                await self._send(encode(response))
         finally:
-            self._server.requests_in_flight -= 1
-            self._in_flight.release()
+            self._done()
+        if response is not None and not request.is_oneway:
+            self._write(encode(response))
 
-    async def _send(self, frame: bytes) -> None:
+    def _write(self, frame: bytes) -> None:
+        """Write now if the socket takes it and nothing is queued before it; else queue it, in order,
+        for the drain task."""
+        if self._broken:
+            return
+        if not self._unsent:
+            try:
+                written = os.write(self._fd, frame)
+            except BlockingIOError:
+                written = 0
+            except OSError as error:
+                self._fail(error)
+                return
+            if written == len(frame):
+                return
+            frame = frame[written:]
+        self._unsent.append(frame)
+        self._unsent_bytes += len(frame)
+        if len(self._unsent) == 1:
+            assert self._nursery is not None
+            self._nursery.start_soon(self._drain)
+
+    async def _drain(self) -> None:
         try:
-            async with self._send_lock:
+            while self._unsent:
                 with trio.fail_after(SEND_TIMEOUT_S):
-                    await self._stream.send_all(frame)
+                    await self._stream.send_all(self._unsent[0])
+                self._unsent_bytes -= len(self._unsent.popleft())
         except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, OSError) as error:
-            log.info("cannot answer on connection %s: %s", self._channel.id, error)
-            self._broken = True
-            await trio.aclose_forcefully(self._stream)
+            self._fail(error)
+        finally:
+            self._drained.set()
+
+    async def _wait_for_reader(self) -> None:
+        """Back-pressure: a client that does not read its answers gets no more requests read."""
+        while self._unsent_bytes > MAX_UNSENT_BYTES_PER_CONNECTION and not self._broken:
+            self._drained = trio.Event()
+            await self._drained.wait()
+
+    def _fail(self, error: BaseException) -> None:
+        log.info("cannot answer on connection %s: %s", self._channel.id, error)
+        self._broken = True
+        self._unsent.clear()
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
 
 
 async def _receive_at_least(stream: trio.SocketStream, count: int) -> bytes | None:
