@@ -1,14 +1,10 @@
-"""Real `rmqc serve` processes on 127.0.0.1 for cluster tests: started by PID, killed with real
-signals, waited on with bounded timeouts. Also fake brokers (a remoting listener that records the
-1008 notifications it receives) and helpers that follow the broker side of spec section 7."""
+"""Real `rmqc serve` processes on 127.0.0.1 for cluster tests (started, signalled by PID and
+stopped by rmqc.testing.launcher), fake brokers (a remoting listener that records the 1008
+notifications it receives) and helpers that follow the broker side of spec section 7."""
 
 from __future__ import annotations
 
-import os
 import signal
-import socket
-import subprocess
-import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,26 +14,18 @@ import trio
 from rmqc.client import ClientError, ControllerClient
 from rmqc.remoting import FrameDecoder, RemotingCommand
 
-RMQC = str(Path(sys.executable).parent / "rmqc")
+from .launcher import RMQC as RMQC
+from .launcher import START_TIMEOUT_S as START_TIMEOUT_S
+from .launcher import ServeCluster, serve_nodes
+from .launcher import ServeNode as NodeProcess
+from .launcher import free_ports as free_ports
+
+__all__ = ["CLUSTER", "HEARTBEAT_TIMEOUT_MS", "RMQC", "START_TIMEOUT_S", "Cluster", "FakeBroker", "NodeProcess",
+           "free_ports", "wait_until"]
+
 CLUSTER = "C"
-START_TIMEOUT_S = 30.0
 # Shorter than a real broker's 10 s so that a silent broker expires within a test's patience.
 HEARTBEAT_TIMEOUT_MS = 3000
-
-
-def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """`count` distinct ports the kernel handed out a moment ago (released at once; fine on a
-    loopback-only machine where nothing else races for them)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind((host, 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 async def wait_until(condition: Callable[[], Awaitable[bool]], timeout_s: float, what: str,
@@ -50,125 +38,19 @@ async def wait_until(condition: Callable[[], Awaitable[bool]], timeout_s: float,
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
-@dataclass
-class NodeProcess:
-    node_id: str
-    address: str
-    peers: str
-    data_dir: Path
-    log_path: Path
-    settings: tuple[str, ...] = ()
-    process: subprocess.Popen[bytes] | None = None
-
-    def command(self) -> list[str]:
-        args = [RMQC, "serve", "--id", self.node_id, "--peers", self.peers, "--data-dir", str(self.data_dir)]
-        for setting in self.settings:
-            args += ["--set", setting]
-        return args
-
-    async def start(self) -> None:
-        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child, closed below
-        try:
-            self.process = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=log)
-        finally:
-            log.close()
-        line = await trio.to_thread.run_sync(self._read_ready_line, abandon_on_cancel=True)
-        assert f"rmqc {self.node_id} serving on {self.address}" in line, (line, self.log_tail())
-
-    def _read_ready_line(self) -> str:
-        assert self.process is not None and self.process.stdout is not None
-        return self.process.stdout.readline().decode()
-
-    def kill(self, signum: int = signal.SIGKILL) -> None:
-        assert self.process is not None
-        os.kill(self.process.pid, signum)
-
-    async def wait_exit(self, timeout_s: float = 10.0) -> int:
-        assert self.process is not None
-        process = self.process
-        with trio.fail_after(timeout_s):
-            while process.poll() is None:
-                await trio.sleep(0.02)
-        if process.stdout is not None:
-            process.stdout.close()
-        self.process = None
-        return process.returncode
-
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-
-@dataclass
-class Cluster:
-    nodes: list[NodeProcess]
+class Cluster(ServeCluster):
+    """`Cluster.create(tmp_path, 3)`, then `await cluster.start()` ... `await cluster.stop()`."""
 
     @classmethod
     def create(cls, tmp_path: Path, size: int, settings: tuple[str, ...] = ()) -> Cluster:
-        ports = free_ports(size)
-        peers = ";".join(f"n{i}-127.0.0.1:{port}" for i, port in enumerate(ports))
-        return cls([NodeProcess(f"n{i}", f"127.0.0.1:{port}", peers, tmp_path / f"n{i}",
-                                tmp_path / f"n{i}.log", settings) for i, port in enumerate(ports)])
-
-    @property
-    def addresses(self) -> list[str]:
-        return [node.address for node in self.nodes]
-
-    def node(self, address: str) -> NodeProcess:
-        return next(node for node in self.nodes if node.address == address)
+        return cls(serve_nodes(tmp_path, free_ports(size), settings=settings))
 
     async def start(self) -> None:
-        async with trio.open_nursery() as nursery:
-            for node in self.nodes:
-                nursery.start_soon(node.start)
+        await self.start_async()
 
     async def stop(self) -> None:
-        for node in self.nodes:
-            if node.running:
-                node.kill(signal.SIGTERM)
-        for node in self.nodes:
-            if node.process is not None:
-                await node.wait_exit()
-
-    async def leader(self, client: ControllerClient, among: list[NodeProcess] | None = None) -> str | None:
-        """The leader address if every running node asked agrees on it and it says isLeader."""
-        seen = set()
-        for node in among or [n for n in self.nodes if n.running]:
-            try:
-                answer = await client.get_metadata(address=node.address)
-            except ClientError:
-                return None
-            seen.add(answer.ext("controllerLeaderAddress"))
-        if len(seen) != 1 or None in seen:
-            return None
-        (leader,) = seen
-        try:
-            answer = await client.get_metadata(address=leader)
-        except ClientError:
-            return None
-        return leader if answer.ext("isLeader") == "true" else None
-
-    async def wait_leader(self, client: ControllerClient, timeout_s: float = 15.0,
-                          among: list[NodeProcess] | None = None) -> str:
-        found: list[str] = []
-
-        async def agreed() -> bool:
-            leader = await self.leader(client, among)
-            if leader is not None:
-                found.append(leader)
-            return leader is not None
-
-        await wait_until(agreed, timeout_s, "the nodes to agree on a leader")
-        return found[-1]
-
-    def logs(self) -> str:
-        return "\n".join(f"--- {node.node_id} ---\n{node.log_tail()}" for node in self.nodes)
+        """SIGTERM to every node (SIGKILL after the grace period)."""
+        await self.stop_async(signal.SIGTERM)
 
 
 @dataclass
