@@ -1,22 +1,70 @@
-"""Entry point of the `rmqc` command: one Typer app, command groups added from their modules.
+"""Entry point of the `rmqc` command (pyproject: `rmqc = "rmqc.cli.main:app"`).
 
-Heavy imports (pyspark, trio) stay inside the command functions so `rmqc --help` is fast.
+`rmqc serve` is on a restart's critical path (design target: serving again within 1 s), so the
+console script reaches it without importing Typer, Click or Rich (together about a third of the
+serve path's imports): `app` is a small dispatcher that hands `serve ARGS...` straight to
+`rmqc.cli.serve.serve_main` and builds the Typer app (every command group) only for the other
+commands. Everything else about `app` (what `typer.testing.CliRunner` and `typer.main.get_command`
+read from it) is the Typer app's. Heavy imports (pyspark, trio) stay inside the command functions so
+`rmqc --help` is fast.
 """
 
-import typer
+import sys
+from collections.abc import Sequence
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-app = typer.Typer(
-    name="rmqc",
-    help="rmqc: a high-availability controller for Apache RocketMQ 5.",
-    no_args_is_help=True,
-    add_completion=False,
-)
+if TYPE_CHECKING:
+    import typer
 
-# Command groups register themselves below, one line each.
-from .serve import serve_command; app.command("serve")(serve_command)
-from .log import log_app; app.add_typer(log_app, name="log")
-from .analyze import analyze_command; app.command("analyze")(analyze_command)
-from .admin import admin_app; app.add_typer(admin_app, name="admin")
-from .status import status_command; app.command("status")(status_command)
-from .dev import dev_app; app.add_typer(dev_app, name="dev")
-from .sim import sim_app; app.add_typer(sim_app, name="sim")
+SERVE = "serve"
+
+
+@cache
+def typer_app() -> "typer.Typer":
+    """The Typer app of every command (built once, on first use)."""
+    import typer
+
+    from .serve import SUMMARY, serve_main
+
+    app = typer.Typer(
+        name="rmqc",
+        help="rmqc: a high-availability controller for Apache RocketMQ 5.",
+        no_args_is_help=True,
+        add_completion=False,
+    )
+
+    # `serve` parses its own options (rmqc.cli.serve): Typer passes every argument through, --help
+    # too. (No `from __future__ import annotations` here: Typer reads `ctx: typer.Context` at runtime.)
+    @app.command(SERVE, help=SUMMARY, add_help_option=False,
+                 context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+    def serve_command(ctx: typer.Context) -> None:
+        raise typer.Exit(serve_main(ctx.args))
+
+    # Command groups register themselves below, one line each.
+    from .log import log_app; app.add_typer(log_app, name="log")
+    from .analyze import analyze_command; app.command("analyze")(analyze_command)
+    from .admin import admin_app; app.add_typer(admin_app, name="admin")
+    from .status import status_command; app.command("status")(status_command)
+    from .dev import dev_app; app.add_typer(dev_app, name="dev")
+    from .sim import sim_app; app.add_typer(sim_app, name="sim")
+    return app
+
+
+class RmqcApp:
+    """What the console script calls: `serve` without Typer, anything else through Typer."""
+
+    def __call__(self, args: Sequence[str] | None = None, **kwargs: Any) -> Any:
+        argv = list(sys.argv[1:] if args is None else args)
+        if argv[:1] == [SERVE] and not kwargs:
+            from .serve import serve_main
+
+            # As a Typer app in standalone mode: the call ends the process with the command's code.
+            raise SystemExit(serve_main(argv[1:]))
+        return typer_app()(args=args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(typer_app(), name)
+
+
+app = RmqcApp()

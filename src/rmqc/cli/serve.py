@@ -2,45 +2,58 @@
 
 Parses flags, loads the configuration (docs/configuration.md), calls `rmqc.node.run_node`, and
 prints one line "rmqc <id> serving on <host:port>" on stdout when the node listens.
+
+This is the command on a restart's critical path (design target: serving again within 1 s of a
+restart), so it is parsed with argparse and reached from the console script without Typer, Click or
+Rich (see `rmqc.cli.main`); it imports nothing but the node. The options are written once, here:
+`rmqc serve --help` is this parser's help whichever way the command is reached.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+import argparse
+import sys
+from collections.abc import Sequence
 
-import typer
-
+SUMMARY = "Run one rmqc controller node (no arguments: n0 on 127.0.0.1:9878, data in ./rmqc-data)."
 SET_HELP = "OPTION=VALUE for any option of docs/configuration.md (repeatable)"
+USAGE_ERROR_EXIT = 2  # as argparse (and Click) exit on a bad command line
 
 
-def serve_command(
-    node_id: Annotated[Optional[str], typer.Option("--id", help="this node's id (default n0)")] = None,
-    peers: Annotated[Optional[str], typer.Option("--peers", help='voters, e.g. "n0-127.0.0.1:9878;n1-127.0.0.1:9868"')] = None,
-    data_dir: Annotated[Optional[str], typer.Option("--data-dir", help="data directory (default ./rmqc-data)")] = None,
-    group: Annotated[Optional[str], typer.Option("--group", help="Raft group name (default rmqc)")] = None,
-    config_file: Annotated[Optional[str], typer.Option("--config", help="TOML configuration file")] = None,
-    controller_conf: Annotated[Optional[str], typer.Option("-c", "--controller-conf",
-                                                            help="Java controller.conf properties file")] = None,
-    metrics_port: Annotated[Optional[int], typer.Option("--metrics-port", help="Prometheus port")] = None,
-    log_format: Annotated[Optional[str], typer.Option("--log-format", help="text or json")] = None,
-    settings: Annotated[Optional[list[str]], typer.Option("--set", help=SET_HELP)] = None,
-) -> None:
-    """Run one rmqc controller node (no arguments: n0 on 127.0.0.1:9878, data in ./rmqc-data)."""
+def build_parser() -> argparse.ArgumentParser:
+    # allow_abbrev=False: an abbreviated option is refused, as the other (Click) commands refuse it.
+    parser = argparse.ArgumentParser(prog="rmqc serve", description=SUMMARY, allow_abbrev=False)
+    parser.add_argument("--id", dest="node_id", help="this node's id (default n0)")
+    parser.add_argument("--peers", help='voters, e.g. "n0-127.0.0.1:9878;n1-127.0.0.1:9868"')
+    parser.add_argument("--data-dir", help="data directory (default ./rmqc-data)")
+    parser.add_argument("--group", help="Raft group name (default rmqc)")
+    parser.add_argument("--config", dest="config_file", help="TOML configuration file")
+    parser.add_argument("-c", "--controller-conf", help="Java controller.conf properties file")
+    parser.add_argument("--metrics-port", type=int, help="Prometheus port")
+    parser.add_argument("--log-format", help="text or json")
+    parser.add_argument("--set", dest="settings", action="append", default=[], metavar="OPTION=VALUE",
+                        help=SET_HELP)
+    return parser
+
+
+def serve_main(argv: Sequence[str]) -> int:
+    """`rmqc serve ARGV...`: the process exit code (argparse exits 2 itself on a bad command line)."""
+    args = build_parser().parse_args(list(argv))
     from rmqc.errors import ConfigError
     from rmqc.node import load_config, run_node, setup_logging
 
-    flags = {"node_id": node_id, "peers": peers, "data_dir": data_dir, "group": group,
-             "metrics_port": metrics_port, "log_format": log_format}
+    flags = {"node_id": args.node_id, "peers": args.peers, "data_dir": args.data_dir, "group": args.group,
+             "metrics_port": args.metrics_port, "log_format": args.log_format}
     try:
-        flags.update(_parse_settings(settings or []))
-        loaded = load_config(toml_path=config_file, java_properties_path=controller_conf, flags=flags)
+        flags.update(_parse_settings(args.settings))
+        loaded = load_config(toml_path=args.config_file, java_properties_path=args.controller_conf, flags=flags)
     except ConfigError as error:
-        typer.echo(f"rmqc serve: {error}", err=True)
-        raise typer.Exit(2) from None
+        print(f"rmqc serve: {error}", file=sys.stderr)
+        return USAGE_ERROR_EXIT
     setup_logging(loaded.config.log_format)
     for warning in loaded.warnings:
-        typer.echo(f"rmqc serve: warning: {warning}", err=True)
-    raise typer.Exit(run_node(loaded.config))
+        print(f"rmqc serve: warning: {warning}", file=sys.stderr)
+    return run_node(loaded.config)
 
 
 def _parse_settings(settings: list[str]) -> dict[str, str]:
