@@ -4,7 +4,6 @@ the requests the scenarios make of them (a cheap repeatable durable write, reads
 from __future__ import annotations
 
 import collections
-import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -12,11 +11,12 @@ from pathlib import Path
 import trio
 
 from rmqc.remoting import RemotingCommand, RequestCode, ResponseCode
+from rmqc.testing.launcher import RMQC as RMQC_BIN
+from rmqc.testing.launcher import serve_argv, serving_pattern, stop_processes
 
 from ._load import LoadError, RemotingConn
 from ._procs import Proc, ProcessFailed, free_ports
 
-RMQC_BIN = str(Path(sys.executable).parent / "rmqc")
 SERVE_TIMEOUT_S = 60.0
 CLUSTER = "BenchCluster"
 # Ids a benchmark client gives one broker-set before moving to the next (1013 of fresh ids).
@@ -59,7 +59,10 @@ class WriteSequence:
 
 
 class RmqcCluster:
-    """`nodes` rmqc serve processes; `settings` are --set OPTION=VALUE for every node."""
+    """`nodes` rmqc serve processes; `settings` are --set OPTION=VALUE for every node. Started,
+    signalled and stopped by rmqc.testing.launcher; stdout and stderr of node n in
+    root/logs/<name>-n.log. Subclasses may change `argv` (its first item is the program) and
+    `spawn`."""
 
     def __init__(self, root: Path, nodes: int = 3, settings: Mapping[str, object] | None = None,
                  name: str = "rmqc") -> None:
@@ -85,10 +88,8 @@ class RmqcCluster:
         return self.root / self.name / node
 
     def argv(self, node: str) -> list[str]:
-        argv = [RMQC_BIN, "serve", "--id", node, "--peers", self.peers, "--data-dir", str(self.data_dir(node))]
-        for option, value in self.settings.items():
-            argv += ["--set", f"{option}={value}"]
-        return argv
+        settings = [f"{option}={value}" for option, value in self.settings.items()]
+        return serve_argv(node, self.peers, self.data_dir(node), settings, program=[RMQC_BIN])
 
     def spawn(self, node: str) -> Proc:
         log_path = self.root / "logs" / f"{self.name}-{node}.log"
@@ -103,8 +104,7 @@ class RmqcCluster:
         await self.wait_writable(SERVE_TIMEOUT_S)
 
     async def wait_listening(self, node: str, timeout_s: float = SERVE_TIMEOUT_S) -> None:
-        proc = self.procs[node]
-        await proc.wait_for_output(rf"rmqc {node} serving on", timeout_s)
+        await self.procs[node].wait_for_output(serving_pattern(node, self.address(node)), timeout_s)
 
     async def restart(self, node: str) -> Proc:
         proc = self.spawn(node)
@@ -112,8 +112,8 @@ class RmqcCluster:
         return proc
 
     def stop(self) -> None:
-        for proc in self.procs.values():
-            proc.stop()
+        """SIGTERM to every node at once (SIGCONT too, should one be paused), SIGKILL after the grace."""
+        stop_processes(self.procs.values())
 
     async def metadata(self, node: str) -> RemotingCommand:
         conn = await RemotingConn.open(self.address(node))

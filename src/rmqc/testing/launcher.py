@@ -36,7 +36,7 @@ from rmqc.errors import RmqcError
 __all__ = [
     "RMQC", "START_TIMEOUT_S", "STOP_GRACE_S", "NodeStartFailed", "Process", "ProcessFailed", "ServeCluster",
     "ServeNode", "end_with_parent", "free_ports", "poll", "poll_blocking", "rmqc_argv", "serve_argv",
-    "serve_nodes", "stop_all", "stop_processes",
+    "serve_nodes", "serving_pattern", "stop_all", "stop_processes",
 ]
 
 T = TypeVar("T")
