@@ -4,7 +4,7 @@ Tasks (all in the node's nursery, all cancelled together on shutdown):
 - driver: the only task that touches the RawNode. Each loop it takes every input that arrived
   (ticks, peer messages, proposals from all connections: ONE propose_batch = group commit), then
   handles Ready in the order Raft requires: send what may go early, persist (one LMDB transaction +
-  fsync in a worker thread), send what had to wait, apply committed entries, complete waiting
+  fsync, in the driver: no thread hop), send what had to wait, apply committed entries, complete waiting
   requests, snapshot every N entries, advance.
 - ticker: one tick every tick_ms.
 - peer links, the listening server, the notifier (1008 fan-out).
@@ -434,7 +434,7 @@ class ControllerNode:
             if ready.hard_state is not None:
                 self._unsaved_hard_state = ready.hard_state
         else:
-            await self._persist(ready.hard_state, list(ready.entries), snapshot)
+            self._persist(ready.hard_state, list(ready.entries), snapshot)
         if snapshot is not None:
             self._install_snapshot(snapshot)
         self.links.send_messages(list(ready.persist_messages))
@@ -443,14 +443,17 @@ class ControllerNode:
         if self.applied_index - self._snapshot_index >= self.config.snapshot_every_entries:
             await self._take_snapshot()
 
-    async def _persist(self, hard_state: Any, entries: list[Entry], snapshot: Any) -> None:
-        """One LMDB transaction + fsync in a worker thread; carries a commit index not yet saved."""
+    def _persist(self, hard_state: Any, entries: list[Entry], snapshot: Any) -> None:
+        """One LMDB transaction + fsync; carries a commit index not yet saved."""
         hard_state = hard_state or self._unsaved_hard_state
         if hard_state is None and not entries and snapshot is None:
             return
         assert self.storage is not None
         persist_started_s = trio.current_time()
-        await trio.to_thread.run_sync(self.storage.save, hard_state, entries, snapshot)
+        # In the driver itself, not a worker thread: the leader sent its appends before this save,
+        # so followers persist meanwhile, and a thread hand-off costs two cross-thread wake-ups per
+        # write (on two busy cores, each may wait for a time slice) for no overlap worth having.
+        self.storage.save(hard_state, entries, snapshot)
         self._unsaved_hard_state = None
         self.node_metrics.observe_fsync(trio.current_time() - persist_started_s)
 
@@ -555,7 +558,7 @@ class ControllerNode:
 
     async def _take_snapshot(self) -> None:
         assert self.storage is not None and self.raw is not None
-        await self._persist(None, [], None)  # the commit index first: it must not lag the snapshot
+        self._persist(None, [], None)  # the commit index first: it must not lag the snapshot
         index = self.applied_index
         data = self.state.snapshot()
         storage = self.storage
