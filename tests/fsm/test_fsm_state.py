@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -9,6 +10,7 @@ from hypothesis import strategies as st
 from fsm_strategies import commands
 
 from rmqc.fsm import (
+    COMMAND_TAGS,
     AlterSyncStateSet,
     ApplyBrokerId,
     ApplyStatus,
@@ -200,6 +202,101 @@ def test_empty_payload_is_a_no_op() -> None:
 def test_bad_payloads_raise_a_named_error(payload: bytes, message: str) -> None:
     with pytest.raises(CommandDecodeError, match=message):
         decode_commands(payload)
+
+
+# Written by the codec before this one (cattrs): logs already on disk must keep decoding, and the
+# same commands must keep encoding to the same bytes.
+GOLDEN_PAYLOAD = (
+    b'[["apply_broker_id",{"cluster_name":"C","broker_name":"b","broker_id":1,"broker_address":"10.0.0.1:10911",'
+    b'"register_check_code":"10.0.0.1:10911;1","leader_ts_ms":1700000000001}],'
+    b'["update_broker_address",{"cluster_name":"C","broker_name":"b","broker_id":1,"broker_address":"10.0.0.1:10912",'
+    b'"leader_ts_ms":1700000000002}],'
+    b'["elect_master",{"cluster_name":"C","broker_name":"b","trigger":"controller","candidate":2,'
+    b'"expected_master_epoch":3,"expected_sync_state_set_epoch":4,"leader_ts_ms":1700000000003,"requester_id":null,'
+    b'"unclean":true,"liveness_lost_ms":1700000000000,"attempt":2}],'
+    b'["alter_sync_state_set",{"broker_name":"b","master_id":2,"expected_master_epoch":4,'
+    b'"expected_sync_state_set_epoch":5,"new_sync_state_set":[1,2],"leader_ts_ms":1700000000004}],'
+    b'["clean_broker_data",{"cluster_name":null,"broker_name":"b","broker_ids":[3],"leader_ts_ms":1700000000005}],'
+    b'["clean_broker_data",{"cluster_name":"C","broker_name":"b","broker_ids":null,"leader_ts_ms":1700000000006}]]'
+)
+GOLDEN_COMMANDS = [
+    ApplyBrokerId("C", "b", 1, "10.0.0.1:10911", "10.0.0.1:10911;1", 1700000000001),
+    UpdateBrokerAddress("C", "b", 1, "10.0.0.1:10912", 1700000000002),
+    ElectMaster("C", "b", Trigger.CONTROLLER, 2, 3, 4, 1700000000003, None, True, 1700000000000, 2),
+    AlterSyncStateSet("b", 2, 4, 5, (1, 2), 1700000000004),
+    CleanBrokerData(None, "b", (3,), 1700000000005),
+    CleanBrokerData("C", "b", None, 1700000000006),
+]
+
+
+def test_payloads_of_the_previous_codec_decode_and_encode_byte_for_byte() -> None:
+    decoded = decode_commands(GOLDEN_PAYLOAD)
+    assert decoded == GOLDEN_COMMANDS
+    assert type(decoded[2].trigger) is Trigger and type(decoded[3].new_sync_state_set) is tuple
+    assert encode_commands(GOLDEN_COMMANDS) == GOLDEN_PAYLOAD
+
+
+def test_defaulted_fields_may_be_absent_and_unknown_fields_are_ignored() -> None:
+    payload = (b'[["elect_master",{"cluster_name":"C","broker_name":"b","trigger":"admin","candidate":null,'
+               b'"expected_master_epoch":0,"expected_sync_state_set_epoch":0,"leader_ts_ms":5,"from_the_future":1}]]')
+    assert decode_commands(payload) == [ElectMaster("C", "b", Trigger.ADMIN, None, 0, 0, 5)]
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        (b'"broker_id":true', "field 'broker_id': expected int, got True"),
+        (b'"broker_id":1.0', "field 'broker_id': expected int"),
+        (b'"broker_id":"1"', "field 'broker_id': expected int"),
+        (b'"broker_id":null', "field 'broker_id': expected int"),
+        (b'"broker_address":7', "field 'broker_address': expected str"),
+    ],
+)
+def test_a_field_of_the_wrong_json_type_is_named(fields: bytes, message: str) -> None:
+    good = {b"broker_id": b'"broker_id":1', b"broker_address": b'"broker_address":"h:1"'}
+    key = fields.split(b":")[0].strip(b'"')
+    good[key] = fields
+    payload = (b'[["update_broker_address",{"cluster_name":"C","broker_name":"b",' + good[b"broker_id"] + b","
+               + good[b"broker_address"] + b',"leader_ts_ms":1}]]')
+    with pytest.raises(CommandDecodeError, match=f"command 0 .update_broker_address. has bad fields: {message}"):
+        decode_commands(payload)
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        (b'[["update_broker_address",{"cluster_name":"C","broker_name":"b","broker_id":1,"leader_ts_ms":1}]]',
+         "field 'broker_address' is missing"),
+        (b'[["alter_sync_state_set",{"broker_name":"b","master_id":1,"expected_master_epoch":1,'
+         b'"expected_sync_state_set_epoch":1,"new_sync_state_set":[1,"2"],"leader_ts_ms":1}]]',
+         "field 'new_sync_state_set': expected a list of integers"),
+        (b'[["elect_master",{"cluster_name":"C","broker_name":"b","trigger":"nobody","candidate":null,'
+         b'"expected_master_epoch":0,"expected_sync_state_set_epoch":0,"leader_ts_ms":5}]]',
+         "field 'trigger': 'nobody' is not a valid Trigger"),
+    ],
+)
+def test_missing_and_malformed_fields_are_named(payload: bytes, message: str) -> None:
+    with pytest.raises(CommandDecodeError, match=message):
+        decode_commands(payload)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.floats(allow_nan=False) | st.text(max_size=3)
+    | st.sampled_from(["broker", "admin"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@given(st.sampled_from(sorted(COMMAND_TAGS.values())),
+       st.dictionaries(st.sampled_from(["cluster_name", "broker_name", "broker_id", "trigger", "candidate",
+                                        "new_sync_state_set", "broker_ids", "leader_ts_ms", "unclean"]),
+                       json_values))
+def test_any_json_fields_decode_or_raise_the_named_error(tag: str, fields: dict) -> None:
+    try:
+        decode_commands(orjson.dumps([[tag, fields]]))
+    except CommandDecodeError:
+        pass
 
 
 @given(st.binary(max_size=64))
