@@ -6,7 +6,8 @@ one round first, so every figure is the steady state: each heartbeat refreshes a
 
 Stages, each timed alone (CPU time, median of `--runs` runs, one round over all brokers per run):
   feed      FrameDecoder.feed over the chunks (bytes -> RemotingCommand)
-  decode    HEARTBEAT.decode (extFields -> typed header fields) over the decoded commands
+  decode    heartbeat_of (extFields -> Heartbeat) over the decoded commands; before it existed this
+            stage timed HEARTBEAT.decode alone (extFields -> dict of typed fields)
   update    HeartbeatTable.update with prebuilt Heartbeat tuples
   handle    ControllerProcessor.handle over the decoded commands (decode + Heartbeat + update)
   path      feed -> handle, what the node's reader runs per 904 (RequestContext built per request,
@@ -15,14 +16,21 @@ Stages, each timed alone (CPU time, median of `--runs` runs, one round over all 
             (only when the processor has one)
 
 Run: .venv/bin/python bench/bench_heartbeat_path.py [--brokers N] [--runs R] [--only path,fast]
-Prints heartbeats per CPU-second per stage; "path" is the figure issue 8 is about.
+         [--baseline REV]
+Prints heartbeats per CPU-second per stage; "path" is the figure issue 8 is about. `--baseline REV`
+(e.g. d1d5697, the commit before the 904 work) runs the same stages against `src/` of that commit
+and against this tree, alternately twice, so a loaded machine skews both sides alike.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,9 +39,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._heartbeats import Broker, heartbeat_chunks  # noqa: E402
 from rmqc.controller import ControllerConfig, ControllerProcessor, RequestContext  # noqa: E402
-from rmqc.controller._processor import HEARTBEAT  # noqa: E402
+try:
+    from rmqc.controller._heartbeat import heartbeat_of  # noqa: E402
+except ImportError:  # a --baseline tree from before the specialised decoder
+    from rmqc.controller._processor import HEARTBEAT  # noqa: E402
+    from rmqc.liveness import BrokerKey, Heartbeat  # noqa: E402
+
+    def heartbeat_of(request: RemotingCommand) -> Heartbeat | None:
+        h = HEARTBEAT.decode(request)
+        return Heartbeat(BrokerKey(h["clusterName"], h["brokerName"], h["brokerId"]), h["brokerAddr"],
+                         h["heartbeatTimeoutMills"], h["epoch"], h["maxOffset"], h["confirmOffset"],
+                         h["electionPriority"])
 from rmqc.fsm import ControllerState  # noqa: E402
-from rmqc.liveness import BrokerKey, Heartbeat, HeartbeatTable  # noqa: E402
+from rmqc.liveness import HeartbeatTable  # noqa: E402
 from rmqc.remoting import FrameDecoder, RemotingCommand  # noqa: E402
 
 CLUSTER = "rmqc-bench"
@@ -82,10 +100,9 @@ def stage_feed(fx: Fixture) -> Callable[[], None]:
 
 def stage_decode(fx: Fixture) -> Callable[[], None]:
     def run() -> None:
-        decode = HEARTBEAT.decode
         for commands in fx.commands:
             for command in commands:
-                decode(command)
+                heartbeat_of(command)
     return run
 
 
@@ -93,10 +110,7 @@ def stage_update(fx: Fixture) -> Callable[[], None]:
     heartbeats = []
     for channel_id, commands in enumerate(fx.commands, start=1):
         for command in commands:
-            h = HEARTBEAT.decode(command)
-            key = BrokerKey(h["clusterName"], h["brokerName"], h["brokerId"])
-            heartbeats.append((Heartbeat(key, h["brokerAddr"], h["heartbeatTimeoutMills"], h["epoch"],
-                                         h["maxOffset"], h["confirmOffset"], h["electionPriority"]), channel_id))
+            heartbeats.append((heartbeat_of(command), channel_id))
 
     def run() -> None:
         update, now_ms = fx.table.update, fx.next_round_ms()
@@ -142,12 +156,30 @@ def median_cpu_s(run: Callable[[], None], runs: int) -> float:
     return statistics.median(times)
 
 
+def compare_with(revision: str, argv: list[str]) -> None:
+    """Run this bench on `src/` of `revision` and on this tree, alternately, in fresh processes."""
+    repo = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(["git", "-C", str(repo), "archive", revision, "src"], check=True,
+                                 capture_output=True).stdout
+        with tarfile.open(fileobj=__import__("io").BytesIO(archive)) as tar:
+            tar.extractall(tmp, filter="data")
+        for label, src in [(f"baseline {revision}", Path(tmp) / "src"), ("this tree", repo / "src")] * 2:
+            print(f"-- {label}", flush=True)
+            env = {**os.environ, "PYTHONPATH": str(src)}
+            subprocess.run([sys.executable, __file__, *argv], check=True, env=env)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="CPU cost of the in-process 904 path")
     parser.add_argument("--brokers", type=int, default=30_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--only", default=",".join(STAGES), help="comma-separated stages")
+    parser.add_argument("--baseline", metavar="REV", help="also run src/ of this git revision, for A/B")
     args = parser.parse_args()
+    if args.baseline:
+        compare_with(args.baseline, ["--brokers", str(args.brokers), "--runs", str(args.runs), "--only", args.only])
+        return
     fx = Fixture(heartbeat_chunks(brokers_like_the_load(args.brokers)))
     assert len(fx.table) == args.brokers, "every frame must reach the table"
     for name in args.only.split(","):

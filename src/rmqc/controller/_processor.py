@@ -20,7 +20,7 @@ election refuses (2010) a requester id that is not registered.
 from __future__ import annotations
 
 import re
-from typing import Callable
+from typing import Callable, Hashable
 
 from rmqc.errors import BoundExceeded, ConfigError, ProtocolError
 from rmqc.fsm import (
@@ -38,9 +38,10 @@ from rmqc.fsm import (
     check_alter_sync_state_set,
     check_apply_broker_id,
 )
-from rmqc.liveness import BrokerKey, Heartbeat, HeartbeatTable
+from rmqc.liveness import BrokerKey, HeartbeatTable
 from rmqc.remoting import (
     LEADER_ONLY_REQUESTS,
+    ONEWAY_FLAG,
     READ_REQUESTS,
     RemotingCommand,
     RequestCode,
@@ -53,22 +54,19 @@ from rmqc.remoting import (
 from . import _bodies
 from ._config import ConfigBlackListed, ControllerConfig, PropertiesSyntaxError
 from ._headers import BadRequestBody, HeaderField, HeaderSpec
+from ._heartbeat import HEARTBEAT as HEARTBEAT, heartbeat_of
 from ._outcome import NodeInfo, NoReply, Outcome, Propose, Reply, RequestContext
 from ._policy import choose_master
 
 C = ResponseCode
 NOT_LEADER_REMARK = "The controller is not in leader state"
 _JAVA_LONG = re.compile(r"[+-]?\d{1,19}")  # Long.valueOf syntax (range checked apart)
+_HEARTBEAT_CODE = int(RequestCode.BROKER_HEARTBEAT)  # a plain int compares faster than the enum
+_NO_REPLY = NoReply()  # immutable: one instance serves every one-way request
 
 # ---- header tables (spec 3.x), Java field names exactly --------------------------------------
 
 F = HeaderField
-HEARTBEAT = HeaderSpec(
-    F("clusterName", required="cf"), F("brokerAddr", required="cf"), F("brokerName", required="cf"),
-    F("brokerId", "long"), F("epoch", "int", -1), F("maxOffset", "long", -1),
-    F("confirmOffset", "long", -1), F("heartbeatTimeoutMills", "long", 10_000),
-    F("electionPriority", "int", 2_147_483_647),
-)
 NEXT_BROKER_ID = HeaderSpec(F("clusterName"), F("brokerName", required="needed"))
 APPLY_BROKER_ID = HeaderSpec(
     F("clusterName", required="needed"), F("brokerName", required="needed"),
@@ -141,8 +139,8 @@ class ControllerProcessor:
         self.config = config
         self.state = state
         self.liveness = liveness
+        # 904 is not in the table: `handle` sends it to `handle_heartbeat` before any lookup.
         self._handlers: dict[int, Callable[[RemotingCommand, RequestContext], Outcome]] = {
-            RequestCode.BROKER_HEARTBEAT: self._heartbeat,
             RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET: self._alter_sync_state_set,
             RequestCode.CONTROLLER_ELECT_MASTER: self._elect_master,
             RequestCode.CONTROLLER_REGISTER_BROKER: self._register_broker,
@@ -159,10 +157,22 @@ class ControllerProcessor:
     # ---- dispatch ----------------------------------------------------------------------------
 
     def handle(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+        if request.code == _HEARTBEAT_CODE:
+            return self.handle_heartbeat(request, ctx.now_ms, ctx.channel_id)
         outcome = self._dispatch(request, ctx)
         if request.is_oneway and isinstance(outcome, Reply):
-            return NoReply()  # spec 1.3: never answer a one-way request
+            return _NO_REPLY  # spec 1.3: never answer a one-way request
         return outcome
+
+    def handle_heartbeat(self, request: RemotingCommand, now_ms: int, channel_id: Hashable | None = None) -> Outcome:
+        """`handle(request, RequestContext(now_ms, channel_id))` for a 904 (BROKER_HEARTBEAT): the
+        same outcome, without building a context. A 904 needs nothing else of the context (any
+        node serves it, leader or not), so a server may call this for every 904 it reads."""
+        try:
+            outcome = self._heartbeat(request, now_ms, channel_id)
+        except (ProtocolError, BoundExceeded) as exc:
+            outcome = _reply(request, C.SYSTEM_ERROR, str(exc))
+        return _NO_REPLY if request.flag & ONEWAY_FLAG else outcome  # spec 1.3
 
     def _dispatch(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
         handler = self._handlers.get(request.code)
@@ -192,18 +202,15 @@ class ControllerProcessor:
 
     # ---- 904 BROKER_HEARTBEAT -----------------------------------------------------------------
 
-    def _heartbeat(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+    def _heartbeat(self, request: RemotingCommand, now_ms: int, channel_id: Hashable | None) -> Outcome:
         if request.ext_fields is None:  # Java skips decoding: brokerId stays null
             return _reply(request, C.CONTROLLER_INVALID_REQUEST, "Heart beat with empty brokerId")
-        h = HEARTBEAT.decode(request)
-        if h["brokerId"] is None:
+        heartbeat = heartbeat_of(request)
+        if heartbeat is None:
             return _reply(request, C.CONTROLLER_INVALID_REQUEST, "Heart beat with empty brokerId")
-        key = BrokerKey(h["clusterName"], h["brokerName"], h["brokerId"])
-        heartbeat = Heartbeat(key, h["brokerAddr"], h["heartbeatTimeoutMills"], h["epoch"],
-                              h["maxOffset"], h["confirmOffset"], h["electionPriority"])
-        self.liveness.update(heartbeat, ctx.now_ms, ctx.channel_id)
-        if request.is_oneway:
-            return NoReply()  # the hot path: about one per broker per second per node
+        self.liveness.update(heartbeat, now_ms, channel_id)
+        if request.flag & ONEWAY_FLAG:
+            return _NO_REPLY  # the hot path: about one per broker per second per node
         return _reply(request, C.SUCCESS, "Heart beat success")
 
     # ---- 1005 GET_METADATA_INFO ---------------------------------------------------------------

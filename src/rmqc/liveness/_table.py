@@ -78,12 +78,10 @@ class LiveInfo:
 
     def absorb(self, hb: Heartbeat, now_ms: int) -> None:
         """Spec 6.1: time, timeout and priority always; (epoch, offsets) only if they move forward."""
+        _key, self.broker_addr, self.timeout_ms, epoch, max_offset, confirm_offset, self.election_priority = hb
         self.last_update_ms = now_ms
-        self.timeout_ms = hb.timeout_ms
-        self.election_priority = hb.election_priority
-        self.broker_addr = hb.broker_addr
-        if (hb.epoch, hb.max_offset) > (self.epoch, self.max_offset):
-            self.epoch, self.max_offset, self.confirm_offset = hb.epoch, hb.max_offset, hb.confirm_offset
+        if epoch > self.epoch or (epoch == self.epoch and max_offset > self.max_offset):  # (epoch, offset) order
+            self.epoch, self.max_offset, self.confirm_offset = epoch, max_offset, confirm_offset
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,22 +149,26 @@ class HeartbeatTable:
 
     def update(self, hb: Heartbeat, now_ms: int, channel_id: Hashable | None = None) -> None:
         """Record a heartbeat received at `now_ms` (on connection `channel_id`, if direct)."""
-        info = self._live.get(hb.key)
+        key = hb.key
+        info = self._live.get(key)
         if info is None:
-            if len(self._live) >= self.max_brokers:
-                raise LivenessTableFull(
-                    f"liveness table holds {self.max_brokers} brokers; refusing {hb.key}"
-                )
-            info = LiveInfo(hb.broker_addr, now_ms, hb.timeout_ms, hb.epoch, hb.max_offset,
-                            hb.confirm_offset, hb.election_priority)
-            self._live[hb.key] = info
+            info = self._insert(hb, now_ms)
         else:
             info.absorb(hb, now_ms)
         if channel_id is not None and channel_id != info.channel_id:
-            self._move_channel(hb.key, info, channel_id)
-        self._schedule(hb.key, info)
-        self._dirty.add(hb.key)
-        self._closed.discard(hb.key)
+            self._move_channel(key, info, channel_id)
+        self._schedule(key, info)
+        self._dirty.add(key)
+        if self._closed:  # empty but for brokers whose connection closed since the last digest
+            self._closed.discard(key)
+
+    def _insert(self, hb: Heartbeat, now_ms: int) -> LiveInfo:
+        if len(self._live) >= self.max_brokers:
+            raise LivenessTableFull(f"liveness table holds {self.max_brokers} brokers; refusing {hb.key}")
+        info = LiveInfo(hb.broker_addr, now_ms, hb.timeout_ms, hb.epoch, hb.max_offset, hb.confirm_offset,
+                        hb.election_priority)
+        self._live[hb.key] = info
+        return info
 
     def expire(self, now_ms: int) -> list[BrokerKey]:
         """Remove and return the brokers whose deadline passed (`last + timeout < now_ms`)."""
@@ -261,8 +263,8 @@ class HeartbeatTable:
         self._dirty.discard(hb.key)  # the leader does not echo digests back
 
     def _schedule(self, key: BrokerKey, info: LiveInfo) -> None:
-        deadline = info.deadline_ms
-        if info.scheduled_deadline_ms is None or deadline < info.scheduled_deadline_ms:
+        deadline, scheduled = info.last_update_ms + info.timeout_ms, info.scheduled_deadline_ms  # deadline_ms
+        if scheduled is None or deadline < scheduled:
             info.scheduled_deadline_ms = deadline
             self._seq += 1
             heapq.heappush(self._heap, (deadline, self._seq, key))
