@@ -136,3 +136,13 @@ def test_a_node_that_dies_before_serving_fails_to_start_with_its_log(tmp_path: P
         node.start_blocking(WAIT_S)
     never_started = ServeNode("n1", "127.0.0.1:7002", "", tmp_path / "n1", tmp_path / "n1.log")
     assert ServeCluster([node, never_started]).stop_blocking() == {"n0": 1, "n1": None}
+
+
+async def test_a_cluster_that_fails_to_start_leaves_no_process_behind(tmp_path: Path) -> None:
+    serving = fake_node(tmp_path, "import time\nprint('rmqc n0 serving on 127.0.0.1:7001', flush=True)\n"
+                                  "while True: time.sleep(1)")
+    failing = fake_node(tmp_path / "b", "import sys; sys.exit(2)")
+    with pytest.raises(NodeStartFailed, match="exited with 2"):
+        await ServeCluster([serving, failing]).start_async(WAIT_S)
+    assert serving.process is not None and serving.process.returncode == -signal.SIGTERM
+    assert not serving.running and not failing.running

@@ -24,13 +24,14 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import trio
 
+from rmqc.client import ClientError, ControllerClient
 from rmqc.errors import RmqcError
 
 __all__ = [
@@ -148,7 +149,7 @@ class Process:
         """None while running; negative for the signal that ended it."""
         code = self.popen.poll()
         if code is not None:
-            _started.pop(self.pid, None)
+            _started.pop(self.pid, None)  # reaped: its PID may now be reused, never signal it again
         return code
 
     @property
@@ -234,7 +235,7 @@ class Process:
         return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
 
 
-def _append(path: Path) -> Any:
+def _append(path: Path) -> BinaryIO:
     path.parent.mkdir(parents=True, exist_ok=True)
     return open(path, "ab")  # noqa: SIM115 - closed by the caller's ExitStack once the child has it
 
@@ -404,17 +405,28 @@ class ServeCluster:
         return next(node for node in self.nodes if id_or_address in (node.node_id, node.address))
 
     def start_blocking(self, timeout_s: float = START_TIMEOUT_S) -> None:
-        """Spawn every node, then wait (bounded) until each listens."""
-        for node in self.nodes:
-            node.spawn()
-        for node in self.nodes:
-            node.wait_serving_blocking(timeout_s)
+        """Spawn every node, then wait (bounded) until each listens. If one fails, the others are
+        stopped too: a cluster that did not start leaves no process behind."""
+        with self._stopped_unless_started():
+            for node in self.nodes:
+                node.spawn()
+            for node in self.nodes:
+                node.wait_serving_blocking(timeout_s)
 
     async def start_async(self, timeout_s: float = START_TIMEOUT_S) -> None:
-        for node in self.nodes:
-            node.spawn()
-        for node in self.nodes:
-            await node.wait_serving(timeout_s)
+        with self._stopped_unless_started():
+            for node in self.nodes:
+                node.spawn()
+            for node in self.nodes:
+                await node.wait_serving(timeout_s)
+
+    @contextlib.contextmanager
+    def _stopped_unless_started(self) -> Iterator[None]:
+        try:
+            yield
+        except BaseException:
+            self.stop_blocking()  # blocking even in Trio: a cancelled task could not await it
+            raise
 
     def stop_blocking(self, signum: int = SIGTERM, grace_s: float = STOP_GRACE_S,
                       resume: bool = True) -> dict[str, int | None]:
@@ -429,11 +441,9 @@ class ServeCluster:
         """stop_blocking in a worker thread (it only signals and reaps; it spawns nothing)."""
         return await trio.to_thread.run_sync(self.stop_blocking, signum, grace_s, resume)
 
-    async def leader(self, client: Any, among: list[ServeNode] | None = None) -> str | None:
+    async def leader(self, client: ControllerClient, among: list[ServeNode] | None = None) -> str | None:
         """The leader's address if every running node asked (or every one of `among`) names the
-        same one in its 1005 answer and that one says isLeader; `client` is a ControllerClient."""
-        from rmqc.client import ClientError
-
+        same one in its 1005 answer and that one says isLeader."""
         seen = set()
         for node in among or [node for node in self.nodes if node.running]:
             try:
@@ -449,13 +459,11 @@ class ServeCluster:
             return None
         return str(leader) if answer.ext("isLeader") == "true" else None
 
-    async def wait_leader(self, client: Any = None, timeout_s: float = 15.0,
+    async def wait_leader(self, client: ControllerClient | None = None, timeout_s: float = 15.0,
                           among: list[ServeNode] | None = None) -> str:
         """The agreed leader's address (see leader), waiting up to `timeout_s`; NodeStartFailed
         after that. Without `client`, one of our own for the wait."""
         if client is None:
-            from rmqc.client import ControllerClient
-
             async with ControllerClient(self.addresses, timeout_ms=2000, max_retries=0) as own:
                 return await self.wait_leader(own, timeout_s, among)
         no_leader = NodeStartFailed(f"no leader every node agrees on within {timeout_s:g} s")
