@@ -12,7 +12,7 @@ import trio
 
 from rmqc.remoting import RemotingCommand, RequestCode, ResponseCode
 from rmqc.testing.launcher import RMQC as RMQC_BIN
-from rmqc.testing.launcher import serve_argv, serving_pattern, stop_processes
+from rmqc.testing.launcher import join_peers, serve_argv, serving_pattern, stop_processes
 
 from ._load import LoadError, RemotingConn
 from ._procs import Proc, ProcessFailed, free_ports
@@ -75,7 +75,7 @@ class RmqcCluster:
 
     @property
     def peers(self) -> str:
-        return ";".join(f"{node}-127.0.0.1:{port}" for node, port in self.ports.items())
+        return join_peers((node, self.address(node)) for node in self.ids)
 
     def address(self, node: str) -> str:
         return f"127.0.0.1:{self.ports[node]}"

@@ -36,7 +36,7 @@ from rmqc.errors import RmqcError
 
 __all__ = [
     "RMQC", "START_TIMEOUT_S", "STOP_GRACE_S", "NodeStartFailed", "Process", "ProcessFailed", "ServeCluster",
-    "ServeNode", "end_with_parent", "free_ports", "poll", "poll_blocking", "rmqc_argv", "serve_argv",
+    "ServeNode", "end_with_parent", "free_ports", "join_peers", "poll", "poll_blocking", "rmqc_argv", "serve_argv",
     "serve_nodes", "serving_pattern", "stop_all", "stop_processes",
 ]
 
@@ -274,6 +274,11 @@ def stop_all() -> None:
     stop_processes(list(_started.values()))
 
 
+def join_peers(addresses: Iterable[tuple[str, str]]) -> str:
+    """`--peers` of `rmqc serve` from (node id, host:port) pairs: "n0-h:p;n1-h:p"."""
+    return ";".join(f"{node_id}-{address}" for node_id, address in addresses)
+
+
 def serve_argv(node_id: str, peers: str, data_dir: Path, settings: Iterable[str] = (),
                metrics_port: int | None = None, program: Sequence[str] | None = None) -> list[str]:
     """`rmqc serve` for one node; `settings` are OPTION=VALUE for --set, `program` what runs rmqc."""
@@ -376,7 +381,7 @@ def serve_nodes(root: Path, ports: Sequence[int], host: str = "127.0.0.1", setti
                 metrics_base_port: int | None = None) -> list[ServeNode]:
     """Nodes n0, n1, ... of one cluster: data in root/nI, stderr in root/nI.log, stdout in root/nI.out;
     node I exports metrics on metrics_base_port + I."""
-    peers = ";".join(f"n{i}-{host}:{port}" for i, port in enumerate(ports))
+    peers = join_peers((f"n{i}", f"{host}:{port}") for i, port in enumerate(ports))
     return [ServeNode(f"n{i}", f"{host}:{port}", peers, root / f"n{i}", root / f"n{i}.log", tuple(settings),
                       None if metrics_base_port is None else metrics_base_port + i)
             for i, port in enumerate(ports)]
@@ -390,7 +395,7 @@ class ServeCluster:
 
     @property
     def peers(self) -> str:
-        return ";".join(f"{node.node_id}-{node.address}" for node in self.nodes)
+        return join_peers((node.node_id, node.address) for node in self.nodes)
 
     @property
     def addresses(self) -> list[str]:
