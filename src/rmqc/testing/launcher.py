@@ -189,7 +189,8 @@ class Process:
     def signal(self, signum: int) -> None:
         """Send `signum` by PID, if the process still runs."""
         if self.alive:
-            os.kill(self.pid, signum)
+            with contextlib.suppress(ProcessLookupError):  # reaped meanwhile by a stop in another thread
+                os.kill(self.pid, signum)
 
     def pause(self) -> None:
         self.signal(signal.SIGSTOP)
