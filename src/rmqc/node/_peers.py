@@ -9,8 +9,10 @@ node's traffic to us, and we write answers to its forwarded requests back on it.
 from __future__ import annotations
 
 import logging
+import os
 import random
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import trio
@@ -73,6 +75,17 @@ class PeerHandler(Protocol):
     def on_snapshot_sent(self, peer_id: str, ok: bool) -> None: ...
 
 
+@dataclass(slots=True)
+class _LiveLink:
+    """The writing side of a connected link. `rest` is what the socket did not take from a direct
+    write; it goes out first, from the link's task, before anything else of this peer."""
+
+    fd: int
+    sending: bool = False  # the link's task is inside send_all: nothing may be written around it
+    rest: bytes = b""
+    rest_snapshots: list[str] = field(default_factory=list)
+
+
 class PeerLinks:
     def __init__(self, config: NodeConfig, handler: PeerHandler, rng: random.Random) -> None:
         self._config = config
@@ -84,19 +97,42 @@ class PeerLinks:
             for peer in self._peers
         }
         self._wakeups = {peer.id: trio.Event() for peer in self._peers}
+        self._live: dict[str, _LiveLink] = {}
         self.connected: set[str] = set()
 
     def outbox(self, peer_id: str) -> PeerOutbox:
         return self._outboxes[peer_id]
 
     def send_messages(self, messages: list[Message]) -> None:
+        """Queue messages and write them at once where the link's socket takes them: the driver
+        may save to disk right after this, and appends must be on their way during that save."""
+        targets = set()
         for message in messages:
             outbox = self._outboxes.get(message.to)
             if outbox is None:
                 log.warning("dropping raft message to unknown peer %s", message.to)
                 continue
             outbox.put_message(message)
-            self._wakeups[message.to].set()
+            targets.add(message.to)
+        for peer_id in targets:
+            self._write_now(peer_id)
+
+    def _write_now(self, peer_id: str) -> None:
+        link = self._live.get(peer_id)
+        if link is None or link.sending or link.rest:
+            self._wakeups[peer_id].set()  # not connected, or bytes ahead of these: the task sends
+            return
+        data, snapshots = self._outboxes[peer_id].take_batch()
+        try:
+            written = os.write(link.fd, data)
+        except OSError:
+            written = 0  # full or broken: the link's task sends it, or meets the error and reconnects
+        if written == len(data):
+            for target in snapshots:
+                self._handler.on_snapshot_sent(target, True)
+            return
+        link.rest, link.rest_snapshots = data[written:], snapshots
+        self._wakeups[peer_id].set()
 
     def send_control(self, peer_id: str, kind: FrameKind, payload: bytes) -> bool:
         outbox = self._outboxes.get(peer_id)
@@ -171,20 +207,36 @@ class PeerLinks:
         await stream.send_all(encode_handshake(Handshake(self._config.node_id, self._config.group)))
         self.connected.add(peer.id)
         log.info("peer link to %s (%s) up", peer.id, peer.address)
+        link = self._live[peer.id] = _LiveLink(stream.socket.fileno())
+        try:
+            await self._write_outbox(peer, stream, link)
+        finally:
+            del self._live[peer.id]
+            for target in link.rest_snapshots:
+                self._handler.on_snapshot_sent(target, False)
+
+    async def _write_outbox(self, peer: Peer, stream: trio.SocketStream, link: _LiveLink) -> None:
         outbox = self._outboxes[peer.id]
         while True:
-            if not len(outbox):
+            if not link.rest and not len(outbox):
                 await self._wakeups[peer.id].wait()
             self._wakeups[peer.id] = trio.Event()
-            data, snapshot_targets = outbox.take_batch()
+            if link.rest:
+                data, snapshot_targets = link.rest, link.rest_snapshots
+                link.rest, link.rest_snapshots = b"", []
+            else:
+                data, snapshot_targets = outbox.take_batch()
             if not data:
                 continue
+            link.sending = True
             try:
                 await stream.send_all(data)
             except BaseException:
                 for target in snapshot_targets:
                     self._handler.on_snapshot_sent(target, False)
                 raise
+            finally:
+                link.sending = False
             for target in snapshot_targets:
                 self._handler.on_snapshot_sent(target, True)
 
