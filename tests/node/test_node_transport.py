@@ -213,3 +213,45 @@ async def test_connections_beyond_the_bound_are_refused() -> None:
         for stream in (*kept, third):
             await stream.aclose()
         nursery.cancel_scope.cancel()
+
+
+class BigAnswers(SlowEcho):
+    """Answers at once through the server's no-task path, each with a 256 KiB body."""
+
+    BODY_BYTES = 256 * 1024
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.served = 0
+
+    def serve_now(self, request: RemotingCommand, channel: Channel, respond) -> bool:  # type: ignore[no-untyped-def]
+        self.served += 1
+        answer = make_response(request, 0, remark=str(request.opaque))
+        answer.body = bytes([request.opaque % 251]) * self.BODY_BYTES
+        respond(answer)
+        return True
+
+
+async def test_a_client_that_does_not_read_stops_being_read_and_loses_nothing() -> None:
+    """Answers the socket cannot take queue in order up to a bound; past it the server reads no
+    more requests from that client (TCP pushes back) until the client reads its answers."""
+    config, _ = two_node_configs()
+    handler = BigAnswers()
+    count = 120  # 30 MiB of answers: far beyond the unsent bound plus loopback socket buffers
+    async with trio.open_nursery() as nursery:
+        server = Server(config, handler, PeerLinks(config, Recorder(), random.Random(1)))
+        listeners = await trio.open_tcp_listeners(config.self_peer.port, host="127.0.0.1")
+        nursery.start_soon(server.serve, listeners)
+        stream = await trio.open_tcp_stream("127.0.0.1", config.self_peer.port)
+        await stream.send_all(b"".join(encode(make_request(1005, opaque=i)) for i in range(count)))
+        await wait_until(lambda: handler.served > 0, what="first request served")
+        served_while_not_reading = -1
+        while served_while_not_reading != handler.served:  # until the server stops reading
+            served_while_not_reading = handler.served
+            await trio.sleep(0.1)
+        assert served_while_not_reading < count
+        answers = await rpc(stream, FrameDecoder(config.max_frame_bytes), count)
+        assert [answer.opaque for answer in answers] == list(range(count))
+        assert all(answer.body == bytes([answer.opaque % 251]) * BigAnswers.BODY_BYTES for answer in answers)
+        await stream.aclose()
+        nursery.cancel_scope.cancel()

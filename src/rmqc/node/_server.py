@@ -182,12 +182,12 @@ class _RemotingConnection:
                     continue
                 if command.is_oneway and server.handle_oneway_now(command, self._channel):
                     continue
+                if self._unsent_bytes > MAX_UNSENT_BYTES_PER_CONNECTION:
+                    await self._wait_for_reader()
                 await self._in_flight.acquire()
                 server.requests_in_flight += 1
                 if not server.serve_now(command, self._channel, self._respond_callback(command)):
                     nursery.start_soon(self._answer, command)
-            if self._unsent_bytes > MAX_UNSENT_BYTES_PER_CONNECTION:
-                await self._wait_for_reader()
             data = await self._stream.receive_some(RECEIVE_CHUNK_BYTES)
         if not self._broken:
             self._decoder.eof()
