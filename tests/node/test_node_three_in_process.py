@@ -100,3 +100,37 @@ async def test_idle_followers_wake_only_for_scans_and_deadlines(tmp_path: Path) 
         # one scan per interval (plus slack for a late wake-up), never a busy loop
         assert all(r <= window_s * 1000 / scan_ms + 3 for r in rounds), rounds
         nursery.cancel_scope.cancel()
+
+
+async def test_a_write_that_cannot_commit_times_out_and_the_leader_forgets_it(tmp_path: Path) -> None:
+    """With both followers gone the entry can never commit: the request is answered with Java's
+    commit-wait timeout after request_timeout_ms (before check-quorum ends the leadership), and
+    the leader keeps nothing of it."""
+    configs = three_configs(tmp_path, request_timeout_ms=300)
+    nodes = [ControllerNode(config) for config in configs]
+    scopes = [trio.CancelScope() for _ in nodes]
+
+    async def run(node: ControllerNode, scope: trio.CancelScope,
+                  task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
+        with scope:
+            await node.run(task_status=task_status)
+
+    async with trio.open_nursery() as nursery:
+        for node, scope in zip(nodes, scopes):
+            await nursery.start(run, node, scope)
+        await wait_until(lambda: sum(node.serving_as_leader for node in nodes) == 1, timeout_s=10, what="a leader")
+        leader = next(node for node in nodes if node.serving_as_leader)
+        for node, scope in zip(nodes, scopes):
+            if node is not leader:
+                scope.cancel()
+        async with ControllerClient([leader.config.listen_address], max_retries=0) as client:
+            started_s = trio.current_time()
+            answer = await client.request(RequestCode.CONTROLLER_APPLY_BROKER_ID, {
+                "clusterName": CLUSTER, "brokerName": "broker-x", "appliedBrokerId": 1,
+                "registerCheckCode": "10.0.0.9:30911;1"})
+            waited_s = trio.current_time() - started_s
+        assert answer is not None and answer.code == 1 and "TimeoutException" in (answer.remark or ""), answer
+        assert waited_s >= 0.3
+        assert not leader._waiting and not leader._proposals
+        assert leader.state.group("broker-x") is None
+        nursery.cancel_scope.cancel()
