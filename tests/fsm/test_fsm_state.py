@@ -343,7 +343,12 @@ def test_snapshot_round_trip_of_10000_groups() -> None:
 @pytest.mark.parametrize(
     "data",
     [b"nope", b"[]", b'{"version":2,"groups":[]}', b'{"version":1}',
-     b'{"version":1,"groups":[["C","b",2,[[1,"a"]],null,0,[],0]]}'],
+     b'{"version":1,"groups":[["C","b",2,[[1,"a"]],null,0,[],0]]}',
+     b'{"version":1,"groups":[["C","b",2,[[1,"a","c"]],null,0,["1"],0]]}',
+     b'{"version":1,"groups":[["C","b",2,[[1,"a","c"]],true,0,[1],0]]}',
+     b'{"version":1,"groups":[["C","b",2,[[1,"a","c"]],null,0,[1]]]}',
+     b'{"version":1,"groups":[["C","b",2,[[1,"a","c"]],null,0,7,0]]}',
+     b'{"version":1,"groups":[["C","b",2,[[1,"a","c"]],null,0,[],0],["C","c",2,[["1","a","c"]],null,0,[],0]]}'],
 )
 def test_a_bad_snapshot_is_refused_and_leaves_the_state_alone(data: bytes) -> None:
     state = three_replicas_with_master()
@@ -351,6 +356,21 @@ def test_a_bad_snapshot_is_refused_and_leaves_the_state_alone(data: bytes) -> No
     with pytest.raises(CommandDecodeError):
         state.restore(data)
     assert state.snapshot() == before
+
+
+def test_a_bad_snapshot_row_is_named() -> None:
+    good = '["C","b",2,[[1,"a","c"]],null,0,[],0]'
+    with pytest.raises(CommandDecodeError, match="snapshot group 2 is malformed"):
+        ControllerState().restore(f'{{"version":1,"groups":[{good},{good},["C","b",2,[],null,"0",[],0]]}}'.encode())
+
+
+def test_restored_groups_equal_the_applied_ones_field_for_field() -> None:
+    state = three_replicas_with_master()
+    assert state.apply(alter((1, 2), 1, 1, 2)).ok
+    restored = ControllerState()
+    restored.restore(state.snapshot())
+    assert list(restored.groups()) == list(state.groups())
+    assert type(restored.group(N).sync_state_set) is frozenset
 
 
 def test_entry_size_bound() -> None:
