@@ -76,8 +76,8 @@ _SNAP_STATUS = MessageType.SNAP_STATUS
 # this node saw expire, or whose connection closed, are acted on at once.
 LIVENESS_GRACE_MS = 10_000
 NOT_LEADER_REMARK = "The controller is not in leader state"
-# One-way requests the reader of a connection serves inline (no task each): their handling never
-# awaits. 904 is the hot path: about one per broker per second per node.
+# One-way requests the reader of a connection serves inline (no task, no request context): their
+# handling never awaits. 904 is the hot path: about one per broker per second per node.
 INLINE_ONEWAY_REQUESTS = frozenset({RequestCode.BROKER_HEARTBEAT})
 FORWARD_CHANNEL = Channel(0, "forwarded")
 
@@ -597,7 +597,7 @@ class ControllerNode:
             return False
         started_s = trio.current_time()
         try:
-            outcome = self.processor.handle(request, self._context(channel))
+            outcome = self.processor.handle_heartbeat(request, wall_ms(), channel.id or None)
         except Exception:  # noqa: BLE001 - same contract as handle_request: a bug never kills the reader
             log.exception("request %s failed", request.code)
         else:
