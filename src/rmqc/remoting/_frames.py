@@ -23,6 +23,7 @@ __all__ = ["DEFAULT_MAX_FRAME_BYTES", "FrameDecoder", "encode"]
 # more, and a peer announcing more is either broken or hostile, so we refuse rather than buffer it.
 DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024
 _PREFIX = struct.Struct(">II")  # length, header mark
+_PREFIX_BYTES = _PREFIX.size
 _LENGTH_BYTES = 4
 _MAX_HEADER_BYTES = 0xFFFFFF  # the header length has 24 bits in the mark
 
@@ -87,16 +88,16 @@ class FrameDecoder:
         commands: list[RemotingCommand] = []
         append, unpack_prefix = commands.append, _PREFIX.unpack_from
         pos, size, max_length = 0, len(data), self.max_frame_bytes - _LENGTH_BYTES
+        header_offset = self._buffer_offset + _PREFIX_BYTES  # stream offset of a header, less `pos`
         try:
             while size - pos >= _LENGTH_BYTES:
-                if size - pos >= _PREFIX.size:
+                if size - pos >= _PREFIX_BYTES:
                     # The common frame (complete, JSON header, lengths in bounds) decoded inline;
                     # every other case goes through the checks below, which name the problem.
                     length, mark = unpack_prefix(data, pos)
-                    end, header_end = pos + _LENGTH_BYTES + length, pos + _PREFIX.size + (mark & _MAX_HEADER_BYTES)
+                    end, header_end = pos + _LENGTH_BYTES + length, pos + _PREFIX_BYTES + (mark & _MAX_HEADER_BYTES)
                     if end <= size and 4 <= length <= max_length and mark >> 24 == 0 and header_end <= end:
-                        cmd = decode_json_header(data[pos + _PREFIX.size : header_end],
-                                                 self._buffer_offset + pos + _PREFIX.size)
+                        cmd = decode_json_header(data[pos + _PREFIX_BYTES : header_end], header_offset + pos)
                         if end > header_end:
                             cmd.body = bytes(data[header_end:end])
                         append(cmd)

@@ -23,6 +23,7 @@ INT32_MAX = 2**31 - 1
 _DEFAULT_LANGUAGE = "JAVA"  # Java's RemotingCommand default when the property is missing
 _INT_KEYS = (("code", "code"), ("flag", "flag"), ("opaque", "opaque"), ("version", "version"))
 _ONLY_STR = frozenset({str})  # the types extFields values have when Java sent them
+_JSON = SerializeType.JSON  # a module constant: reading an enum member costs more on every frame
 
 
 def encode_json_header(cmd: RemotingCommand) -> bytes:
@@ -64,7 +65,7 @@ def decode_json_header(data: bytes | bytearray, offset: int) -> RemotingCommand:
             and type(language) is str and (remark is None or type(remark) is str)
             and (ext is None or (type(ext) is dict and _ONLY_STR.issuperset(map(type, ext.values()))))
         ):
-            return RemotingCommand(code, opaque, flag, language, version, remark, ext, None, SerializeType.JSON)
+            return RemotingCommand(code, opaque, flag, language, version, remark, ext, None, _JSON)
     return _checked_command(header, offset)
 
 
