@@ -118,3 +118,19 @@ def test_exporter_serves_the_text_format_over_http() -> None:
         exporter.close()
     assert 'rmqc_requests_total{request="CONTROLLER_GET_METADATA_INFO",result="SUCCESS"} 1.0' in text
     assert "rmqc_fsync_seconds_bucket" in text and "rmqc_elections_total" in text
+
+
+def test_inline_heartbeats_are_counted_in_bulk_and_one_in_n_is_timed() -> None:
+    from rmqc.node._metrics import ONEWAY_TIMING_EVERY
+
+    metrics = NodeMetrics()
+    count = 3 * ONEWAY_TIMING_EVERY + 5
+    for _ in range(count):
+        if metrics.oneway_timing_due(904):
+            metrics.observe_oneway(904, 0.00002)
+    found = samples(metrics)
+    key = ("request", "BROKER_HEARTBEAT")
+    assert found[("rmqc_requests_total", (key, ("result", "oneway")))] == 3 * ONEWAY_TIMING_EVERY
+    assert found[("rmqc_request_latency_seconds_count", (key,))] == 3
+    metrics.update_gauges(term=1, commit=0, applied=0, is_leader=False, live_brokers=0, broker_groups=0)
+    assert samples(metrics)[("rmqc_requests_total", (key, ("result", "oneway")))] == count  # the rest flushed

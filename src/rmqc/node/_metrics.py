@@ -6,6 +6,8 @@ election outcomes), never from client input: a client sending random request cod
 able to grow the number of time series without bound.
 
 Call sites (the node's driver and server): `observe_request` once per answered request,
+`oneway_timing_due` + `observe_oneway` per one-way request served inline (heartbeats: counted in
+bulk, one in ONEWAY_TIMING_EVERY timed; the rest flushed by `update_gauges`),
 `observe_append` once per Raft append (proposals in it), `observe_fsync` per persisted Ready,
 `count_read_index_round` per ReadIndex heartbeat round, `count_elections` with the apply results of
 each committed entry on the leader, `update_gauges` (or `update_from_node`) about once a second.
@@ -49,6 +51,8 @@ FSYNC_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.0
 PROPOSAL_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096, 16384, 65536)
 
 RMQC_PRIVATE_REQUESTS = {60001: "RMQC_NODE_STATUS"}
+# Inline one-way requests (heartbeats) are counted in bulk and one in this many is timed.
+ONEWAY_TIMING_EVERY = 32
 # (request code, response code) pairs whose metric children observe_request keeps at hand. Clients
 # choose request codes, so the cache is bounded; pairs beyond it are still counted, just slower.
 MAX_REQUEST_SERIES = 1024
@@ -93,6 +97,7 @@ class NodeMetrics:
         self.request_latency = Histogram("rmqc_request_latency_seconds", "time from request decoded to answer ready",
                                          ("request",), buckets=LATENCY_BUCKETS_S, registry=r)
         self._request_children: dict[tuple[int, int | None], tuple[Any, Any]] = {}
+        self._oneway_unflushed: dict[int, int] = {}  # inline one-way requests not yet counted
         self.term = Gauge("rmqc_raft_term", "current Raft term", registry=r)
         self.commit_index = Gauge("rmqc_raft_commit_index", "highest log index known committed", registry=r)
         self.applied_index = Gauge("rmqc_raft_applied_index", "highest log index applied to the state", registry=r)
@@ -109,6 +114,11 @@ class NodeMetrics:
             self.elections.labels(result)  # present at 0, so rate() works from the first election
 
     def observe_request(self, code: int, response_code: int | None, latency_s: float) -> None:
+        counter, latency = self._children(code, response_code)
+        counter.inc()
+        latency.observe(latency_s)
+
+    def _children(self, code: int, response_code: int | None) -> tuple[Any, Any]:
         # labels() costs a lock and label-string work per call; heartbeats make this the hottest
         # metric, so each (code, response code) pair keeps its two children.
         children = self._request_children.get((code, response_code))
@@ -118,8 +128,25 @@ class NodeMetrics:
                         self.request_latency.labels(request))
             if len(self._request_children) < MAX_REQUEST_SERIES:
                 self._request_children[(code, response_code)] = children
-        children[0].inc()
-        children[1].observe(latency_s)
+        return children
+
+    def oneway_timing_due(self, code: int) -> bool:
+        """Count one inline one-way request; True when this one should be timed (and the count so
+        far flushed by `observe_oneway`). Timing and counting every heartbeat in Prometheus cost
+        more than handling it."""
+        seen = self._oneway_unflushed.get(code, 0) + 1
+        self._oneway_unflushed[code] = seen
+        return seen >= ONEWAY_TIMING_EVERY
+
+    def observe_oneway(self, code: int, latency_s: float) -> None:
+        counter, latency = self._children(code, None)
+        counter.inc(self._oneway_unflushed.pop(code, 0))
+        latency.observe(latency_s)
+
+    def _flush_oneway(self) -> None:
+        for code, seen in list(self._oneway_unflushed.items()):
+            self._children(code, None)[0].inc(seen)
+        self._oneway_unflushed.clear()
 
     def observe_append(self, proposals: int) -> None:
         self.proposals_per_append.observe(proposals)
@@ -149,6 +176,7 @@ class NodeMetrics:
         self.is_leader.set(1 if is_leader else 0)
         self.live_brokers.set(live_brokers)
         self.broker_groups.set(broker_groups)
+        self._flush_oneway()
 
     def update_from_node(self, node: Any) -> None:
         """Refresh the gauges from a ControllerNode (duck-typed: raw, serving_as_leader, liveness, state)."""

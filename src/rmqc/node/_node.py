@@ -595,7 +595,8 @@ class ControllerNode:
         (the server then gives it a task). A one-way request is never answered (spec 1.3)."""
         if request.code not in INLINE_ONEWAY_REQUESTS:
             return False
-        started_s = trio.current_time()
+        timed = self.node_metrics.oneway_timing_due(request.code)
+        started_s = trio.current_time() if timed else 0.0
         try:
             outcome = self.processor.handle_heartbeat(request, wall_ms(), channel.id or None)
         except Exception:  # noqa: BLE001 - same contract as handle_request: a bug never kills the reader
@@ -603,7 +604,8 @@ class ControllerNode:
         else:
             if isinstance(outcome, Propose):
                 self._nursery.start_soon(self._propose_oneway, outcome)
-        self.node_metrics.observe_request(request.code, None, trio.current_time() - started_s)
+        if timed:
+            self.node_metrics.observe_oneway(request.code, trio.current_time() - started_s)
         return True
 
     def serve_now(self, request: RemotingCommand, channel: Channel,
