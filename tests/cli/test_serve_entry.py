@@ -75,3 +75,20 @@ def test_the_typer_app_still_lists_every_command() -> None:
     assert result.exit_code == 0
     for command in ("serve", "log", "analyze", "admin", "status", "dev", "sim"):
         assert command in result.output
+
+
+def test_serve_leaves_the_garbage_collector_as_it_found_it(capsys: pytest.CaptureFixture[str]) -> None:
+    import gc
+
+    from rmqc.cli.serve import serve_main
+
+    assert gc.isenabled()
+    assert serve_main(["--set", "no-equals-sign"]) == 2
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        assert serve_main(["--set", "no-equals-sign"]) == 2
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    assert "expected OPTION=VALUE" in capsys.readouterr().err
