@@ -373,6 +373,21 @@ def test_restored_groups_equal_the_applied_ones_field_for_field() -> None:
     assert type(restored.group(N).sync_state_set) is frozenset
 
 
+def test_restores_constructors_name_every_field_of_the_model() -> None:
+    from dataclasses import fields
+
+    from rmqc.fsm._model import GROUP_FIELDS, REPLICA_FIELDS, BrokerGroup, Replica, restored_group, restored_replica
+
+    assert tuple(f.name for f in fields(Replica)) == REPLICA_FIELDS
+    assert tuple(f.name for f in fields(BrokerGroup)) == GROUP_FIELDS
+    replica = restored_replica("h:1", "h:1;0")
+    assert replica == Replica("h:1", "h:1;0") and hash(replica) == hash(Replica("h:1", "h:1;0"))
+    values = ("C", "b", 4, {1: replica}, 1, 2, frozenset({1}), 3)
+    assert restored_group(*values) == BrokerGroup(*values)
+    with pytest.raises(AttributeError):
+        restored_group(*values).master_id = 2  # type: ignore[misc]  # still frozen
+
+
 def test_entry_size_bound() -> None:
     from rmqc.fsm import MAX_COMMANDS_PER_ENTRY, TooManyCommands
 

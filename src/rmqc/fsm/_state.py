@@ -25,7 +25,7 @@ from ._commands import (
     UpdateBrokerAddress,
 )
 from ._errors import CommandDecodeError
-from ._model import BrokerGroup, Replica, evolve
+from ._model import BrokerGroup, Replica, evolve, restored_group, restored_replica
 
 # Why these bounds: they are far above a real fleet (the target is 10,000 groups of 3) but keep a
 # misbehaving client from growing the replicated state, and every snapshot, without limit. They
@@ -304,7 +304,8 @@ def _gc_paused() -> Iterator[None]:
 # A group is written as a flat list: compact, and cheap both ways. Restore is on the restart path
 # (design target: serving again within 1 s), so each row is checked once, by hand, while its objects
 # are built (cattrs cost about 0.1 ms per group here, and a checking pass before the building pass
-# re-walked every row); a damaged snapshot still names its bad row.
+# re-walked every row), with the model's slot-storing constructors; a damaged snapshot still names
+# its bad row.
 
 _NO_IDS: frozenset[int] = frozenset()  # shared by every group with an empty sync state set
 
@@ -333,9 +334,9 @@ def _build_group(row: object) -> BrokerGroup:
     for broker_id, address, code in replica_rows:
         if not (type(broker_id) is int and type(address) is str and type(code) is str):
             raise ValueError("a replica field has the wrong type")
-        replicas[broker_id] = Replica(address, code)
+        replicas[broker_id] = restored_replica(address, code)
     for broker_id in sss:
         if type(broker_id) is not int:
             raise ValueError("a sync state set id is not an integer")
     sync_state_set = frozenset(sss) if sss else _NO_IDS
-    return BrokerGroup(cluster, name, next_id, replicas, master, epoch, sync_state_set, sss_epoch)
+    return restored_group(cluster, name, next_id, replicas, master, epoch, sync_state_set, sss_epoch)
