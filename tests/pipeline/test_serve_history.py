@@ -20,7 +20,8 @@ GROUP = "broker-x"
 
 
 async def make_history(cluster: Cluster) -> None:
-    """Two replicas, the first elected and both in sync; then the master crashes."""
+    """Two replicas, the first elected and both in sync; then the master crashes. The node stops
+    while the new master still runs: its brokers' later disconnects would be further elections."""
     async with trio.open_nursery() as nursery, ControllerClient(cluster.addresses) as admin:
         master, replica = FakeBroker(GROUP, cluster.addresses), FakeBroker(GROUP, cluster.addresses)
         for broker in (master, replica):
@@ -45,6 +46,7 @@ async def make_history(cluster: Cluster) -> None:
             return answer.ext("masterBrokerId") == str(replica.broker_id)
 
         await wait_until(replica_promoted, 15, "the replica elected after the master crashed")
+        await cluster.stop()
         nursery.cancel_scope.cancel()
 
 
