@@ -19,12 +19,14 @@ Run: .venv/bin/python bench/bench_heartbeat_path.py [--brokers N] [--runs R] [--
          [--baseline REV]
 Prints heartbeats per CPU-second per stage; "path" is the figure issue 8 is about. `--baseline REV`
 (e.g. d1d5697, the commit before the 904 work) runs the same stages against `src/` of that commit
-and against this tree, alternately twice, so a loaded machine skews both sides alike.
+and against this tree, one run per process, alternately, so a loaded machine skews both alike.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
+import json
 import os
 import statistics
 import subprocess
@@ -156,18 +158,46 @@ def median_cpu_s(run: Callable[[], None], runs: int) -> float:
     return statistics.median(times)
 
 
-def compare_with(revision: str, argv: list[str]) -> None:
-    """Run this bench on `src/` of `revision` and on this tree, alternately, in fresh processes."""
+def measure(brokers: int, runs: int, stages: list[str]) -> dict[str, float]:
+    """CPU seconds per heartbeat of each stage (median of `runs`), in this process's rmqc."""
+    fx = Fixture(heartbeat_chunks(brokers_like_the_load(brokers)))
+    assert len(fx.table) == brokers, "every frame must reach the table"
+    figures = {}
+    for name in stages:
+        if name == "fast" and not hasattr(fx.processor, "handle_heartbeat"):
+            continue  # a baseline from before the entry point existed
+        figures[name] = median_cpu_s(STAGES[name](fx), runs) / brokers
+    assert len(fx.table) == brokers
+    return figures
+
+
+def compare_with(revision: str, brokers: int, runs: int, stages: list[str]) -> None:
+    """Run `src/` of `revision` and this tree alternately, one run per fresh process, `runs` times
+    each, so load from elsewhere on the machine falls on both sides alike; print the medians."""
     repo = Path(__file__).resolve().parent.parent
     with tempfile.TemporaryDirectory() as tmp:
         archive = subprocess.run(["git", "-C", str(repo), "archive", revision, "src"], check=True,
                                  capture_output=True).stdout
-        with tarfile.open(fileobj=__import__("io").BytesIO(archive)) as tar:
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(tmp, filter="data")
-        for label, src in [(f"baseline {revision}", Path(tmp) / "src"), ("this tree", repo / "src")] * 2:
-            print(f"-- {label}", flush=True)
-            env = {**os.environ, "PYTHONPATH": str(src)}
-            subprocess.run([sys.executable, __file__, *argv], check=True, env=env)
+        sides = {f"baseline {revision}": Path(tmp) / "src", "this tree": repo / "src"}
+        samples: dict[str, dict[str, list[float]]] = {label: {} for label in sides}
+        for _ in range(runs):
+            for label, src in sides.items():
+                argv = [sys.executable, __file__, "--brokers", str(brokers), "--runs", "1",
+                        "--only", ",".join(stages), "--json"]
+                env = {**os.environ, "PYTHONPATH": str(src)}
+                out = subprocess.run(argv, check=True, env=env, capture_output=True, text=True).stdout
+                for name, seconds in json.loads(out).items():
+                    samples[label].setdefault(name, []).append(seconds)
+    (base_label, base), (_, this) = samples.items()
+    print(f"{'stage':7s} {base_label + ' us':>22s} {'this tree us':>14s} {'speed-up':>9s}   "
+          f"(median of {runs} alternating runs, {brokers} brokers)")
+    for name in stages:
+        before = statistics.median(base[name]) * 1e6 if name in base else None
+        after = statistics.median(this[name]) * 1e6 if name in this else None
+        ratio = f"{before / after:8.2f}x" if before and after else ""
+        print(f"{name:7s} {before or 0:22.2f} {after or 0:14.2f} {ratio:>9s}")
 
 
 def main() -> None:
@@ -175,20 +205,20 @@ def main() -> None:
     parser.add_argument("--brokers", type=int, default=30_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--only", default=",".join(STAGES), help="comma-separated stages")
-    parser.add_argument("--baseline", metavar="REV", help="also run src/ of this git revision, for A/B")
+    parser.add_argument("--baseline", metavar="REV", help="A/B against src/ of this git revision")
+    parser.add_argument("--json", action="store_true", help="print {stage: CPU s per heartbeat} only")
     args = parser.parse_args()
+    stages = args.only.split(",")
     if args.baseline:
-        compare_with(args.baseline, ["--brokers", str(args.brokers), "--runs", str(args.runs), "--only", args.only])
+        compare_with(args.baseline, args.brokers, args.runs, stages)
         return
-    fx = Fixture(heartbeat_chunks(brokers_like_the_load(args.brokers)))
-    assert len(fx.table) == args.brokers, "every frame must reach the table"
-    for name in args.only.split(","):
-        if name == "fast" and not hasattr(fx.processor, "handle_heartbeat"):
-            continue
-        seconds = median_cpu_s(STAGES[name](fx), args.runs)
-        print(f"{name:7s} {args.brokers / seconds:>11,.0f} heartbeats/CPU-s  "
-              f"{seconds / args.brokers * 1e6:6.2f} us each  (median of {args.runs} runs, {args.brokers} brokers)")
-    assert len(fx.table) == args.brokers
+    figures = measure(args.brokers, args.runs, stages)
+    if args.json:
+        print(json.dumps(figures))
+        return
+    for name, seconds in figures.items():
+        print(f"{name:7s} {1 / seconds:>11,.0f} heartbeats/CPU-s  {seconds * 1e6:6.2f} us each  "
+              f"(median of {args.runs} runs, {args.brokers} brokers)")
 
 
 if __name__ == "__main__":

@@ -130,6 +130,7 @@ _ALTER_FAILURES: dict[ApplyStatus, tuple[int, str]] = {
 ELECT_FAILED_REMARK = "Failed to elect a new master"
 MASTER_NOT_AVAILABLE_REMARK = "Old master has down and failed to elect a new broker master"
 GROUP_NOT_REGISTERED_REMARK = "Broker hasn't been registered"
+EMPTY_BROKER_ID_REMARK = "Heart beat with empty brokerId"
 
 
 class ControllerProcessor:
@@ -168,11 +169,17 @@ class ControllerProcessor:
         """`handle(request, RequestContext(now_ms, channel_id))` for a 904 (BROKER_HEARTBEAT): the
         same outcome, without building a context. A 904 needs nothing else of the context (any
         node serves it, leader or not), so a server may call this for every 904 it reads."""
+        oneway = request.flag & ONEWAY_FLAG
+        if request.ext_fields is None:  # Java skips decoding: brokerId stays null
+            return _NO_REPLY if oneway else _reply(request, C.CONTROLLER_INVALID_REQUEST, EMPTY_BROKER_ID_REMARK)
         try:
-            outcome = self._heartbeat(request, now_ms, channel_id)
-        except (ProtocolError, BoundExceeded) as exc:
-            outcome = _reply(request, C.SYSTEM_ERROR, str(exc))
-        return _NO_REPLY if request.flag & ONEWAY_FLAG else outcome  # spec 1.3
+            heartbeat = heartbeat_of(request)
+            if heartbeat is None:
+                return _NO_REPLY if oneway else _reply(request, C.CONTROLLER_INVALID_REQUEST, EMPTY_BROKER_ID_REMARK)
+            self.liveness.update(heartbeat, now_ms, channel_id)
+        except (ProtocolError, BoundExceeded) as exc:  # a missing field, a full table: code 1
+            return _NO_REPLY if oneway else _reply(request, C.SYSTEM_ERROR, str(exc))
+        return _NO_REPLY if oneway else _reply(request, C.SUCCESS, "Heart beat success")  # spec 1.3
 
     def _dispatch(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
         handler = self._handlers.get(request.code)
@@ -199,19 +206,6 @@ class ControllerProcessor:
             is_alive=lambda broker_id: self.liveness.is_alive(key(broker_id), now_ms),
             live_info=lambda broker_id: self.liveness.live_info(key(broker_id)),
         )
-
-    # ---- 904 BROKER_HEARTBEAT -----------------------------------------------------------------
-
-    def _heartbeat(self, request: RemotingCommand, now_ms: int, channel_id: Hashable | None) -> Outcome:
-        if request.ext_fields is None:  # Java skips decoding: brokerId stays null
-            return _reply(request, C.CONTROLLER_INVALID_REQUEST, "Heart beat with empty brokerId")
-        heartbeat = heartbeat_of(request)
-        if heartbeat is None:
-            return _reply(request, C.CONTROLLER_INVALID_REQUEST, "Heart beat with empty brokerId")
-        self.liveness.update(heartbeat, now_ms, channel_id)
-        if request.flag & ONEWAY_FLAG:
-            return _NO_REPLY  # the hot path: about one per broker per second per node
-        return _reply(request, C.SUCCESS, "Heart beat success")
 
     # ---- 1005 GET_METADATA_INFO ---------------------------------------------------------------
 
