@@ -50,7 +50,7 @@ from ._notifier import Notifier
 from ._peer_codec import FrameKind, PeerProtocolError, encode_tagged
 from ._peers import PeerLinks, Reply as PeerReply
 from ._metrics import KEEP_CURRENT_MASTER, NodeMetrics
-from ._reads import ReadPath
+from ._reads import NOT_NOW, ReadPath
 from ._server import Channel, Server
 from ._status import RMQC_NODE_STATUS, handle_status_request
 
@@ -613,7 +613,7 @@ class ControllerNode:
         """Take a request without a task when it needs no await: the processor answers it at once,
         or it waits only for its entry to be applied (then `respond` runs from the driver). False:
         reads, forwarding and the status request need a task (`handle_request`)."""
-        if request.code in READ_REQUESTS or request.code == RMQC_NODE_STATUS:
+        if request.code == RMQC_NODE_STATUS:
             return False
         if request.code in LEADER_ONLY_REQUESTS and not self.serving_as_leader:
             return False
@@ -625,6 +625,12 @@ class ControllerNode:
             respond(response)
 
         try:
+            if request.code in READ_REQUESTS:
+                read = self.reads.serve_now(request, channel)
+                if read is NOT_NOW:
+                    return False
+                answer(read)
+                return True
             outcome = self.processor.handle(request, self._context(channel))
             if not isinstance(outcome, Propose):
                 answer(self._reply_of(outcome))

@@ -25,6 +25,7 @@ leader against applied state and its effect travels as a command with preconditi
 
 from __future__ import annotations
 
+import enum
 import itertools
 import logging
 import random
@@ -70,6 +71,13 @@ MAX_UNFED_TICKS = 1
 LOST_TICKS_TOLERATED = 2
 # Levels for 1005 when the request names none: Java answers it on every node from its own view.
 DEFAULT_LEVEL_BY_CODE = {int(RequestCode.CONTROLLER_GET_METADATA_INFO): STALE}
+
+
+class NotNow(enum.Enum):
+    NOT_NOW = "not now"
+
+
+NOT_NOW = NotNow.NOT_NOW  # ReadPath.serve_now: this read must wait (serve it in a task)
 
 
 class ReadIndexTimeout(RmqcError):
@@ -118,18 +126,36 @@ class ReadPath:
 
     # ----- request side -----
 
+    def serve_now(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None | NotNow:
+        """The answer without awaiting, when nothing needs waiting for: a bad level, a stale read, a
+        lease read on a leader whose lease holds and whose state is applied far enough. NOT_NOW:
+        `serve` (in a task) must wait for a read index, an apply, or a proposal."""
+        level = self.level_of(request)
+        if level is None:
+            return _bad_level(request)
+        if level == LEASE:
+            index = self._lease_index()
+            if index is None or self._node.applied_index < index:
+                return NOT_NOW
+        elif level != STALE:
+            return NOT_NOW
+        outcome = self._node.processor.handle(request, self._node._context(channel, True))
+        if isinstance(outcome, Propose):
+            return NOT_NOW  # Java's isProcessReadEvent: the read enters the log, in a task
+        response = outcome.response if isinstance(outcome, Reply) else None
+        if level == LEASE:
+            self.lease_reads += 1
+            return response
+        self.stale_reads += 1
+        return self._stamped_stale(request, response)
+
     async def serve(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         level = self.level_of(request)
         if level is None:
-            return _response(request, ResponseCode.SYSTEM_ERROR,
-                             f"consistency {request.ext(CONSISTENCY_KEY)!r} is not one of "
-                             f"{', '.join(CONSISTENCY_LEVELS)}")
+            return _bad_level(request)
         if level == STALE:
             self.stale_reads += 1
-            response = await self._answer(request, channel)
-            # 1005 without a level is Java's own answer, left as Java writes it
-            java_default = request.code in DEFAULT_LEVEL_BY_CODE and request.ext(CONSISTENCY_KEY) is None
-            return response if java_default else self._stamp(response)
+            return self._stamped_stale(request, await self._answer(request, channel))
         try:
             await self._confirm(level)
         except ReadQueueFull as error:
@@ -209,6 +235,11 @@ class ReadPath:
             return None
         assert isinstance(outcome, Propose)  # Java's isProcessReadEvent: the read enters the log
         return outcome.finish(await node.propose(list(outcome.commands)))
+
+    def _stamped_stale(self, request: RemotingCommand, response: RemotingCommand | None) -> RemotingCommand | None:
+        # 1005 without a level is Java's own answer, left as Java writes it
+        java_default = request.code in DEFAULT_LEVEL_BY_CODE and request.ext(CONSISTENCY_KEY) is None
+        return response if java_default else self._stamp(response)
 
     def _stamp(self, response: RemotingCommand | None) -> RemotingCommand | None:
         if response is not None:
@@ -343,6 +374,11 @@ def _finish(read: object, failure: str | None = None) -> None:
     if not read.done.is_set():
         read.failure = failure
         read.done.set()
+
+
+def _bad_level(request: RemotingCommand) -> RemotingCommand:
+    return _response(request, ResponseCode.SYSTEM_ERROR,
+                     f"consistency {request.ext(CONSISTENCY_KEY)!r} is not one of {', '.join(CONSISTENCY_LEVELS)}")
 
 
 def _response(request: RemotingCommand, code: int, remark: str) -> RemotingCommand:
