@@ -10,6 +10,7 @@ defaults and errors. Both give the same result for every header (tests compare t
 from __future__ import annotations
 
 import re
+from operator import itemgetter
 
 from rmqc.liveness import BrokerKey, Heartbeat
 from rmqc.remoting import RemotingCommand
@@ -28,6 +29,8 @@ HEARTBEAT = HeaderSpec(
 # The six numbers of a broker's 904 as one text, each plain ASCII digits: up to 18 always fit a
 # Java long (19 may not), so only the two int fields need a range check after int().
 _PLAIN_NUMBERS = re.compile(r"\d{1,18}(?:,\d{1,18}){5}", re.ASCII).fullmatch
+# Every field a broker sends, in one C call (KeyError if any is missing).
+_HEARTBEAT_FIELDS = itemgetter(*(field.name for field in HEARTBEAT.fields))
 # The same tuples BrokerKey(...) and Heartbeat(...) build, without NamedTuple's Python-level __new__.
 _new_tuple = tuple.__new__
 
@@ -36,13 +39,12 @@ def heartbeat_of(request: RemotingCommand) -> Heartbeat | None:
     """The heartbeat a 904 with extFields carries, or None when it has no usable brokerId (Java
     answers 2005). Raises MissingHeaderField for a missing cluster, address or broker name.
     A 904 without extFields is the caller's to refuse (Java does not decode it at all)."""
-    get = request.ext_fields.get  # type: ignore[union-attr]
-    cluster, address, name = get("clusterName"), get("brokerAddr"), get("brokerName")
-    broker_id, epoch, max_offset = get("brokerId"), get("epoch"), get("maxOffset")
-    confirm_offset, timeout_ms, priority = get("confirmOffset"), get("heartbeatTimeoutMills"), get("electionPriority")
-    # A missing number reads "None" here, which is not digits: the checked path gives its default.
-    numbers = f"{broker_id},{epoch},{max_offset},{confirm_offset},{timeout_ms},{priority}"
-    if cluster is not None and address is not None and name is not None and _PLAIN_NUMBERS(numbers):
+    try:
+        cluster, address, name, broker_id, epoch, max_offset, confirm_offset, timeout_ms, priority = (
+            _HEARTBEAT_FIELDS(request.ext_fields))
+    except KeyError:  # a field is missing: its default, or MissingHeaderField, as the checked path says
+        return heartbeat_checked(request)
+    if _PLAIN_NUMBERS(f"{broker_id},{epoch},{max_offset},{confirm_offset},{timeout_ms},{priority}"):
         epoch, priority = int(epoch), int(priority)
         if epoch <= INT_MAX and priority <= INT_MAX:
             key = _new_tuple(BrokerKey, (cluster, name, int(broker_id)))
