@@ -187,6 +187,14 @@ def bench_restore(directory: Path, runs: int) -> None:
     cpu = [cpu_s for _wall_s, cpu_s in samples]
     groups = fsm.ControllerState()
     groups.restore(data)
+    snapshot_cpu = []
+    for _ in range(max(runs, RESTORE_MIN_RUNS)):
+        started_cpu = time.process_time()
+        groups.snapshot()
+        snapshot_cpu.append(time.process_time() - started_cpu)
+    print(f"snapshot: ControllerState.snapshot of the same state (a node takes one every N entries), "
+          f"{len(snapshot_cpu)} runs: CPU median {statistics.median(snapshot_cpu) * 1000:.1f} ms, "
+          f"min {min(snapshot_cpu) * 1000:.1f} ms")
     print(f"restore: ControllerState.restore of {len(groups):,} groups ({len(data) / 1e6:.1f} MB), repeated in one process, "
           f"{len(samples)} runs: "
           f"wall median {statistics.median(wall) * 1000:.1f} ms, CPU median {statistics.median(cpu) * 1000:.1f} ms, "

@@ -398,7 +398,7 @@ def test_entry_size_bound() -> None:
         decode_commands(b"[" + b",".join([b"1"] * (MAX_COMMANDS_PER_ENTRY + 1)) + b"]")
 
 
-def test_restore_leaves_the_garbage_collector_as_it_found_it() -> None:
+def test_restore_and_snapshot_leave_the_garbage_collector_as_they_found_it() -> None:
     import gc
 
     state = three_replicas_with_master()
@@ -410,6 +410,6 @@ def test_restore_leaves_the_garbage_collector_as_it_found_it() -> None:
     gc.disable()
     try:
         ControllerState().restore(state.snapshot())
-        assert not gc.isenabled()
+        assert state.snapshot() and not gc.isenabled()
     finally:
         gc.enable()
