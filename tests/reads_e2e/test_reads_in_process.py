@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -122,8 +123,8 @@ async def test_cut_off_follower_refuses_linearizable_reads(tmp_path: Path, seed:
 
 async def test_checker_catches_follower_that_skips_the_read_index(tmp_path: Path, seed: int,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    async def serve_without_read_index(self: ReadPath, level: str) -> None:
-        return None  # the bug: local state is served as if it were confirmed
+    def serve_without_read_index(self: ReadPath, level: str, then: Callable[[str | None], None]) -> None:
+        then(None)  # the bug: local state is served as if it were confirmed
 
     async with trio.open_nursery() as nursery:
         mesh, nodes = await start_cluster(nursery, tmp_path, seed)

@@ -50,7 +50,7 @@ from ._notifier import Notifier
 from ._peer_codec import FrameKind, PeerProtocolError, encode_tagged
 from ._peers import PeerLinks, Reply as PeerReply
 from ._metrics import KEEP_CURRENT_MASTER, NodeMetrics
-from ._reads import NOT_NOW, ReadPath
+from ._reads import ReadPath
 from ._server import Channel, Server
 from ._status import RMQC_NODE_STATUS, handle_status_request
 
@@ -626,23 +626,26 @@ class ControllerNode:
 
         try:
             if request.code in READ_REQUESTS:
-                read = self.reads.serve_now(request, channel)
-                if read is NOT_NOW:
-                    return False
-                answer(read)
+                self.reads.serve_with(request, channel, answer)
                 return True
             outcome = self.processor.handle(request, self._context(channel))
             if not isinstance(outcome, Propose):
                 answer(self._reply_of(outcome))
                 return True
-            self._enqueue(list(outcome.commands),
-                          lambda results, error: answer(_finish_proposal(request, outcome, results, error)))
-        except RequestFailed as failure:
-            answer(make_response(request, failure.code, failure.remark))
+            self.propose_and_answer(request, outcome, answer)
         except Exception as error:  # noqa: BLE001 - same contract as handle_request
             log.exception("request %s failed", request.code)
             answer(make_response(request, ResponseCode.SYSTEM_ERROR, f"{error!r}"))
         return True
+
+    def propose_and_answer(self, request: RemotingCommand, outcome: Propose,
+                           answer: Callable[[RemotingCommand | None], None]) -> None:
+        """Propose the outcome's commands; `answer` gets its response once applied (or the failure)."""
+        try:
+            self._enqueue(list(outcome.commands),
+                          lambda results, error: answer(_finish_proposal(request, outcome, results, error)))
+        except RequestFailed as failure:
+            answer(make_response(request, failure.code, failure.remark))
 
     async def _propose_oneway(self, outcome: Propose) -> None:
         try:

@@ -25,18 +25,18 @@ leader against applied state and its effect travels as a command with preconditi
 
 from __future__ import annotations
 
-import enum
 import itertools
 import logging
 import random
 import time
-from dataclasses import dataclass, field
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import trio
 
-from rmqc.controller import NoReply, Propose, Reply
-from rmqc.errors import RmqcError
+from rmqc.controller import NoReply, Reply
 from rmqc.raft import RawNode, ReadIndexDropped, ReadState
 from rmqc.reads import PendingReads, ReadQueueFull
 from rmqc.remoting import RemotingCommand, RequestCode, ResponseCode, make_response
@@ -73,21 +73,16 @@ LOST_TICKS_TOLERATED = 2
 DEFAULT_LEVEL_BY_CODE = {int(RequestCode.CONTROLLER_GET_METADATA_INFO): STALE}
 
 
-class NotNow(enum.Enum):
-    NOT_NOW = "not now"
-
-
-NOT_NOW = NotNow.NOT_NOW  # ReadPath.serve_now: this read must wait (serve it in a task)
-
-
-class ReadIndexTimeout(RmqcError):
-    """No read index arrived within the request timeout: no leader reachable from this node."""
+Respond = Callable[[RemotingCommand | None], None]
 
 
 @dataclass(slots=True, eq=False)
 class _Read:
-    done: trio.Event = field(default_factory=trio.Event)
-    failure: str | None = None
+    """One read waiting for confirmation; `on_done(failure or None)` runs exactly once."""
+
+    on_done: Callable[[str | None], None]
+    deadline_s: float
+    finished: bool = False
     awaiting_index: bool = True  # counted in ReadPath._awaiting_index until indexed or given up
 
 
@@ -114,6 +109,7 @@ class ReadPath:
         self._in_flight: dict[bytes, _Batch] = {}
         self._awaiting_index = 0
         self._pending = PendingReads()
+        self._by_deadline: deque[_Read] = deque()  # every waiting read, oldest first (one timeout)
         self._clock_origin: tuple[float, int] | None = None  # (wall s, core ticks) at the baseline
         self._lease_blocked_until_s = 0.0
         self.last_progress_ms = wall_ms()
@@ -126,43 +122,42 @@ class ReadPath:
 
     # ----- request side -----
 
-    def serve_now(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None | NotNow:
-        """The answer without awaiting, when nothing needs waiting for: a bad level, a stale read, a
-        lease read on a leader whose lease holds and whose state is applied far enough. NOT_NOW:
-        `serve` (in a task) must wait for a read index, an apply, or a proposal."""
+    def serve_with(self, request: RemotingCommand, channel: Channel, respond: Respond) -> None:
+        """Serve a read; `respond(answer)` runs exactly once: at once when nothing needs waiting for
+        (a bad level, a stale read, a lease read already applied), else from the driver when the
+        read index is confirmed and applied (or from the timeout sweep). No task per read."""
         level = self.level_of(request)
         if level is None:
-            return _bad_level(request)
-        if level == LEASE:
-            index = self._lease_index()
-            if index is None or self._node.applied_index < index:
-                return NOT_NOW
-        elif level != STALE:
-            return NOT_NOW
-        outcome = self._node.processor.handle(request, self._node._context(channel, True))
-        if isinstance(outcome, Propose):
-            return NOT_NOW  # Java's isProcessReadEvent: the read enters the log, in a task
-        response = outcome.response if isinstance(outcome, Reply) else None
-        if level == LEASE:
-            self.lease_reads += 1
-            return response
-        self.stale_reads += 1
-        return self._stamped_stale(request, response)
-
-    async def serve(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
-        level = self.level_of(request)
-        if level is None:
-            return _bad_level(request)
+            respond(_bad_level(request))
+            return
         if level == STALE:
             self.stale_reads += 1
-            return self._stamped_stale(request, await self._answer(request, channel))
+            self._answer(request, channel, lambda response: respond(self._stamped_stale(request, response)))
+            return
+
+        def confirmed(failure: str | None) -> None:
+            if failure is not None:
+                respond(_response(request, ResponseCode.SYSTEM_ERROR, failure))
+            else:
+                self._answer(request, channel, respond)
+
         try:
-            await self._confirm(level)
+            self._confirm(level, confirmed)
         except ReadQueueFull as error:
-            return _response(request, ResponseCode.SYSTEM_BUSY, f"[OVERLOAD]{error}")
-        except ReadIndexTimeout as error:
-            return _response(request, ResponseCode.SYSTEM_ERROR, str(error))
-        return await self._answer(request, channel)
+            respond(_response(request, ResponseCode.SYSTEM_BUSY, f"[OVERLOAD]{error}"))
+
+    async def serve(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
+        """`serve_with` for a caller that awaits the answer (forwarded requests)."""
+        done = trio.Event()
+        answers: list[RemotingCommand | None] = []
+
+        def respond(response: RemotingCommand | None) -> None:
+            answers.append(response)
+            done.set()
+
+        self.serve_with(request, channel, respond)
+        await done.wait()
+        return answers[0]
 
     def level_of(self, request: RemotingCommand) -> str | None:
         asked = request.ext(CONSISTENCY_KEY)
@@ -171,46 +166,47 @@ class ReadPath:
         asked = str(asked).strip().lower()
         return asked if asked in CONSISTENCY_LEVELS else None
 
-    async def _confirm(self, level: str) -> None:
-        """Return once serving from local state is safe at `level` (not stale)."""
+    def _confirm(self, level: str, then: Callable[[str | None], None]) -> None:
+        """Call `then(None)` once serving from local state is safe at `level` (not stale), or
+        `then(why)` when it cannot be confirmed within the request timeout."""
         if level == LEASE:
             index = self._lease_index()
             if index is not None:
                 self.lease_reads += 1
-                await self._wait(self._await_applied(index))
+                self._await_applied(index, _Read(then, self._deadline_s(), awaiting_index=False))
                 return
         self.index_reads += 1
-        await self._wait(self._enqueue())
+        self._enqueue(_Read(then, self._deadline_s()))
 
-    def _enqueue(self) -> _Read:
+    def _deadline_s(self) -> float:
+        return trio.current_time() + self._node.config.request_timeout_ms / 1000
+
+    def _enqueue(self, read: _Read) -> None:
         if self._awaiting_index >= MAX_READS_AWAITING_INDEX:
             raise ReadQueueFull(f"{self._awaiting_index} reads await a read index (max {MAX_READS_AWAITING_INDEX})")
-        read = _Read()
         self._queued.append(read)
+        self._by_deadline.append(read)
         self._awaiting_index += 1
         self._node._wake()
-        return read
 
-    def _await_applied(self, index: int) -> _Read:
-        read = _Read()
+    def _await_applied(self, index: int, read: _Read) -> None:
         if self._node.applied_index >= index:
-            read.done.set()
+            _finish(read)
         else:
             self._pending.add(read, index)
-        return read
+            self._by_deadline.append(read)
 
-    async def _wait(self, read: _Read) -> None:
-        timeout_ms = self._node.config.request_timeout_ms
-        with trio.move_on_after(timeout_ms / 1000):
-            await read.done.wait()
-        if not read.done.is_set():
-            read.failure = read.failure or f"read index not confirmed within {timeout_ms} ms: no leader reachable"
-            read.done.set()  # the driver skips it from now on
-            self._stop_awaiting(read)
-            self.timeouts += 1
-            raise ReadIndexTimeout(read.failure)
-        if read.failure is not None:
-            raise ReadIndexTimeout(read.failure)
+    def _expire(self) -> None:
+        """Driver: fail the reads whose confirmation did not come within the request timeout."""
+        queue = self._by_deadline
+        now_s = trio.current_time()
+        while queue and (queue[0].finished or queue[0].deadline_s <= now_s):
+            read = queue.popleft()
+            if not read.finished:
+                self._stop_awaiting(read)  # the driver skips it from now on
+                self.timeouts += 1
+                timeout_ms = self._node.config.request_timeout_ms
+                _finish(read, f"read index not confirmed within {timeout_ms} ms: no leader reachable")
 
     def _lease_index(self) -> int | None:
         """The core's lease index, if the shell's clock also vouches for the lease: no ticks lost
@@ -226,15 +222,15 @@ class ReadPath:
             return None
         return raw.lease_read()
 
-    async def _answer(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
+    def _answer(self, request: RemotingCommand, channel: Channel, respond: Respond) -> None:
         node = self._node
         outcome = node.processor.handle(request, node._context(channel, True))
         if isinstance(outcome, Reply):
-            return outcome.response
-        if isinstance(outcome, NoReply):
-            return None
-        assert isinstance(outcome, Propose)  # Java's isProcessReadEvent: the read enters the log
-        return outcome.finish(await node.propose(list(outcome.commands)))
+            respond(outcome.response)
+        elif isinstance(outcome, NoReply):
+            respond(None)
+        else:  # Java's isProcessReadEvent: the read enters the log
+            node.propose_and_answer(request, outcome, respond)
 
     def _stamped_stale(self, request: RemotingCommand, response: RemotingCommand | None) -> RemotingCommand | None:
         # 1005 without a level is Java's own answer, left as Java writes it
@@ -260,7 +256,8 @@ class ReadPath:
         """Driver, once per loop: send this loop's reads as one batch, re-send lost ones."""
         self._note_lost_ticks(raw)
         self._resend_lost()
-        reads = [read for read in self._queued if read.awaiting_index and not read.done.is_set()]
+        self._expire()
+        reads = [read for read in self._queued if read.awaiting_index and not read.finished]
         self._queued = []
         if reads:
             self._send_batch(raw, reads)
@@ -319,7 +316,7 @@ class ReadPath:
                 continue  # from a previous life of this node, or already expired
             self.leader_contact_ms = wall_ms()
             for read in batch.reads:
-                if read.awaiting_index and not read.done.is_set():
+                if read.awaiting_index and not read.finished:
                     self._stop_awaiting(read)
                     self._pending.add(read, state.index)
         self.release()
@@ -356,6 +353,7 @@ class ReadPath:
             read.awaiting_index = False  # type: ignore[attr-defined]
         self._queued.clear()
         self._in_flight.clear()
+        self._by_deadline.clear()
         self._awaiting_index = 0
 
     def metrics(self) -> dict[str, float]:
@@ -371,9 +369,9 @@ class ReadPath:
 
 def _finish(read: object, failure: str | None = None) -> None:
     assert isinstance(read, _Read)
-    if not read.done.is_set():
-        read.failure = failure
-        read.done.set()
+    if not read.finished:
+        read.finished = True
+        read.on_done(failure)
 
 
 def _bad_level(request: RemotingCommand) -> RemotingCommand:
