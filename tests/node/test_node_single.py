@@ -199,3 +199,17 @@ async def test_a_stopped_node_has_saved_the_commit_index_of_everything_it_answer
     with LmdbStorage(config.data_dir) as storage:
         hard_state, _ = storage.initial_state()
         assert hard_state.commit >= answered_through
+
+
+async def test_a_single_node_serves_without_waiting_an_election_timeout(tmp_path: Path) -> None:
+    """The only voter campaigns as it starts, first start and restart alike: with a 5-10 s
+    election timeout it still serves at once."""
+    config = single_config(tmp_path, election_tick=500)
+    for _life in range(2):
+        async with trio.open_nursery() as nursery:
+            started_s = trio.current_time()
+            node = ControllerNode(config)
+            await nursery.start(node.run)
+            await wait_until(lambda: node.serving_as_leader, timeout_s=10, what="serving")
+            assert trio.current_time() - started_s < 2.0  # far below the 5 s election timeout
+            nursery.cancel_scope.cancel()

@@ -159,6 +159,7 @@ class ControllerNode:
         self.reads = ReadPath(self, self._rng)  # reads at every node and level: _reads.py
         self._node_info_cache: tuple[str | None, NodeInfo] | None = None  # (leader_id, info)
         self._unsaved_hard_state: Any = None  # a commit-only HardState waiting for the next write
+        self._sole_voter = False  # the only voter of the group: campaigns without a timeout
 
     def _controller_config(self) -> ControllerConfig:
         return ControllerConfig.from_properties(dumps_properties(java_properties_of(self.config)))
@@ -210,6 +211,7 @@ class ControllerNode:
             applied=snapshot.meta.index,
         )
         self.raw = RawNode(raft_config, self.storage, self._rng, peers=bootstrap)
+        self._sole_voter = set(self._conf_state.voters) == {self.config.node_id}
         log.info("%s: term %d, snapshot at %d, log %d..%d", self.config.node_id, hard_state.term,
                  snapshot.meta.index, self.storage.first_index(), self.storage.last_index())
 
@@ -373,6 +375,10 @@ class ControllerNode:
         while self._inbound:
             message = self._inbound.popleft()
             self._step(raw, message)
+        if self._sole_voter and self.leader_id is None:
+            # no one to wait for, so no election timeout before serving: a restarted single-node
+            # controller serves once its log is applied (the core refuses before, pitfall 3)
+            raw.campaign()
         self.reads.flush(raw)
         self._expire_waiters()
         self._feed_proposals(raw)
@@ -507,6 +513,7 @@ class ControllerNode:
         self.applied_index = snapshot.meta.index
         self._snapshot_index = snapshot.meta.index
         self._conf_state = snapshot.meta.conf_state
+        self._sole_voter = set(self._conf_state.voters) == {self.config.node_id}
         log.info("%s: installed snapshot at %d", self.config.node_id, snapshot.meta.index)
 
     def _apply_entry(self, raw: RawNode, entry: Entry) -> None:
@@ -539,6 +546,7 @@ class ControllerNode:
     def _apply_conf_change(self, raw: RawNode, entry: Entry) -> None:
         change = decode_conf_change(entry.data)
         self._conf_state = raw.apply_conf_change(change)
+        self._sole_voter = set(self._conf_state.voters) == {self.config.node_id}
         assert self.storage is not None
         self.storage.save_conf_state(self._conf_state)
 
