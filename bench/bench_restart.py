@@ -13,7 +13,8 @@ the last 1,000 entries), and kept in --dir for later runs. Then, each printed as
    process (as on a restart), and repeated in this process.
 4. process: a real `rmqc serve` process on the directory, from spawn until its port accepts a
    connection, until it answers a 60001 status request, and until it accepts a write (1013; this
-   one includes the node's own election).
+   one includes the node's own election); the same on an empty data directory (runs interleaved),
+   so the difference is what the history costs.
 
 Run: .venv/bin/python bench/bench_restart.py [--dir DIR] [--runs N] [--entries N] [--groups N]
       [--only import,storage,restore,process]
@@ -29,6 +30,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import signal
 import socket
 import statistics
@@ -269,12 +271,20 @@ def serve_once(directory: Path, log_path: Path, run: int) -> tuple[float, float,
 
 
 def bench_process(directory: Path, runs: int) -> None:
+    """The history's data directory against an empty one, runs interleaved so both see the same load."""
     log_path = directory.parent / "bench_restart-serve.log"
-    samples = [serve_once(directory, log_path, run) for run in range(runs)]
-    for label, column in (("port accepts", 0), ("60001 answered", 1), ("1013 accepted", 2)):
-        values = [sample[column] for sample in samples]
-        print(f"process: `rmqc serve` spawn -> {label}: median {statistics.median(values) * 1000:.0f} ms "
-              f"({fmt_ms(values)})")
+    empty = directory.parent / "empty"
+    samples: dict[str, list[tuple[float, float, float]]] = {"1M-entry history": [], "empty data dir": []}
+    for run in range(runs):
+        shutil.rmtree(empty, ignore_errors=True)
+        samples["empty data dir"].append(serve_once(empty, log_path, run))
+        samples["1M-entry history"].append(serve_once(directory, log_path, run))
+    shutil.rmtree(empty, ignore_errors=True)
+    for name, runs_of_dir in samples.items():
+        for label, column in (("port accepts", 0), ("60001 answered", 1), ("1013 accepted", 2)):
+            values = [sample[column] for sample in runs_of_dir]
+            print(f"process ({name}): `rmqc serve` spawn -> {label}: median {statistics.median(values) * 1000:.0f} ms "
+                  f"({fmt_ms(values)})")
 
 
 STEPS: dict[str, Callable[[Path, int], None]] = {
