@@ -407,6 +407,8 @@ class SimBroker:
         async with stream:
             try:
                 while data := await stream.receive_some(RECEIVE_BYTES):
+                    # a stopped process reads nothing: what arrives waits (in the kernel) for its resume
+                    await self._while_hung()
                     for command in decoder.feed(data):
                         await self._answer_frame(stream, command)
             except (RmqcError, trio.BrokenResourceError, trio.ClosedResourceError, OSError) as error:

@@ -80,6 +80,7 @@ class Notifier:
         self.superseded = 0
         self.dropped = 0
         self.reconnected = 0  # cached connections found closed by the broker and replaced
+        self.evicted = 0  # cached connections closed for MAX_CACHED_CONNECTIONS
 
     def submit(self, address: str, command: RemotingCommand) -> None:
         waiting = self._pending.get(address)
@@ -175,6 +176,7 @@ class Notifier:
         self._connections[address] = stream
         while len(self._connections) > MAX_CACHED_CONNECTIONS:
             _, oldest = self._connections.popitem(last=False)
+            self.evicted += 1
             await trio.aclose_forcefully(oldest)
         return stream
 
