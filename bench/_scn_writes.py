@@ -4,9 +4,7 @@ the single-queue design (one entry per append, one message in flight, one propos
 from __future__ import annotations
 
 import collections
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from rmqc.remoting import RequestCode, encode, make_request
@@ -16,9 +14,6 @@ from ._load import HttpConn, LineConn, RemotingConn, Workload
 from ._points import load_points
 from ._rmqc import RmqcCluster, WriteSequence, write_ext
 from ._suite import Skipped, Suite
-
-REPO = Path(__file__).resolve().parent.parent
-
 
 def write_request_bytes() -> int:
     """Size of one 1013 frame of the write load; the anchors write values of this size."""
@@ -105,29 +100,20 @@ async def writes_pysyncobj(suite: Suite) -> dict[str, Any]:
             "points": points}
 
 
-class SingleQueueCluster(RmqcCluster):
-    """rmqc nodes started through bench/_single_queue_node.py (see there)."""
-
-    def argv(self, node: str) -> list[str]:
-        return [sys.executable, "-m", "bench._single_queue_node", *super().argv(node)[1:]]
-
-    def spawn(self, node: str):  # noqa: ANN201 - same as the parent's
-        from ._procs import Proc
-
-        log_path = self.root / "logs" / f"{self.name}-{node}.log"
-        self.procs[node] = Proc(f"{self.name}-{node}", self.argv(node), log_path, cwd=REPO)
-        return self.procs[node]
+# The Java controller's single queue, as rmqc options (docs/configuration.md): one request at a time
+# through the log, one entry per append, one append in flight per peer.
+SINGLE_QUEUE_SETTINGS = {"group_commit": "false", "max_entries_per_append": 1, "max_appends_in_flight": 1}
 
 
 async def single_queue(suite: Suite) -> dict[str, Any]:
     clients = (1, max(suite.profile.write_clients))
-    cluster = SingleQueueCluster(suite.work_dir("single_queue"), 3, name="single")
+    cluster = RmqcCluster(suite.work_dir("single_queue"), 3, settings=SINGLE_QUEUE_SETTINGS, name="single")
     await cluster.start()
     leader = await cluster.leader()
     points = await load_points(suite, "rmqc single-queue 1013", rmqc_write_workload(cluster, leader), clients)
     cluster.stop()
     return {"conditions": suite.base_conditions(system="rmqc, single-queue shape", nodes=3, target="leader",
                                                 fsync=suite.fsync, payload_bytes=write_request_bytes(),
-                                                shape="1 entry per append, 1 message in flight per peer, "
-                                                      "next proposal only after the previous one applied"),
+                                                shape="group_commit=false, max_entries_per_append=1, "
+                                                      "max_appends_in_flight=1: one request at a time through the log"),
             "points": points}

@@ -213,3 +213,32 @@ async def test_a_single_node_serves_without_waiting_an_election_timeout(tmp_path
             await wait_until(lambda: node.serving_as_leader, timeout_s=10, what="serving")
             assert trio.current_time() - started_s < 2.0  # far below the 5 s election timeout
             nursery.cancel_scope.cancel()
+
+
+async def test_without_group_commit_one_request_at_a_time_enters_the_log(tmp_path: Path) -> None:
+    """group_commit=false (with one entry per append and one append in flight): the single-queue
+    shape of the Java controller, which the benchmarks compare against. Concurrent writes all
+    succeed, each appended alone; with group commit the same burst shares appends."""
+    for group_commit in (False, True):
+        config = single_config(tmp_path / str(group_commit), group_commit=group_commit,
+                               max_entries_per_append=1, max_appends_in_flight=1)
+        async with trio.open_nursery() as nursery:
+            node = await start(nursery, config)
+            answers: list[int] = []
+            async with ControllerClient([config.listen_address], max_in_flight=64) as client:
+
+                async def write(i: int) -> None:
+                    answer = await client.request(1013, {"clusterName": "C", "brokerName": f"b{i}",
+                                                         "appliedBrokerId": 1, "registerCheckCode": f"10.0.0.{i}:1;1"})
+                    answers.append(answer.code)
+
+                async with trio.open_nursery() as writers:
+                    for i in range(40):
+                        writers.start_soon(write, i)
+            registry = node.node_metrics.registry
+            appends = registry.get_sample_value("rmqc_proposals_per_append_count")
+            proposals = registry.get_sample_value("rmqc_proposals_per_append_sum")
+            assert answers == [0] * 40
+            assert proposals == 40
+            assert (appends == proposals) is (not group_commit), (group_commit, appends, proposals)
+            nursery.cancel_scope.cancel()

@@ -160,6 +160,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("max_frame_bytes", _positive_int, "bound on one remoting frame"),
     Option("max_peer_frame_bytes", _positive_int, "bound on one peer frame (snapshots travel in one)"),
     Option("peer_outbox_messages", _positive_int, "bound on queued Raft messages per peer (oldest dropped)"),
+    Option("max_entries_per_append", _positive_int, "bound on entries in one Raft append message"),
+    Option("max_appends_in_flight", _positive_int, "Raft append messages sent to a peer and not yet acknowledged"),
+    Option("group_commit", _parse_bool,
+           "batch every waiting request into one append (false: one request in the log at a time)"),
     Option("digest_interval_ms", _positive_int, "how often followers forward liveness digests"),
     Option("request_timeout_ms", _positive_int, "wait for commit before answering SYSTEM_ERROR"),
     Option("metrics_port", _optional_port, "Prometheus port; none = no metrics endpoint"),
@@ -215,6 +219,11 @@ class NodeConfig:
     max_frame_bytes: int = 16 * 1024 * 1024  # the Java frameMaxLength default
     max_peer_frame_bytes: int = 256 * 1024 * 1024  # a whole snapshot travels in one frame
     peer_outbox_messages: int = 4096
+    # Batching and pipelining. group_commit=false with 1 entry per append and 1 append in flight is
+    # the single-queue design of the Java controller (one request through the log at a time).
+    max_entries_per_append: int = 1024
+    max_appends_in_flight: int = 256
+    group_commit: bool = True
     digest_interval_ms: int = 30
     request_timeout_ms: int = 5000  # Java waits 5 s for a commit before answering SYSTEM_ERROR
     metrics_port: int | None = None

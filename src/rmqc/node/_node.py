@@ -208,6 +208,8 @@ class ControllerNode:
             pre_vote=True,
             check_quorum=True,
             lease_drift_ticks=self.config.lease_drift_ticks,
+            max_entries_per_msg=self.config.max_entries_per_append,
+            max_inflight_msgs=self.config.max_appends_in_flight,
             applied=snapshot.meta.index,
         )
         self.raw = RawNode(raft_config, self.storage, self._rng, peers=bootstrap)
@@ -402,7 +404,14 @@ class ControllerNode:
     def _feed_proposals(self, raw: RawNode) -> None:
         if not self._proposals:
             return
-        batch, self._proposals = [waiter for waiter in self._proposals if not waiter.finished], []
+        waiting = [waiter for waiter in self._proposals if not waiter.finished]
+        if self.config.group_commit or not self.serving_as_leader:
+            batch, self._proposals = waiting, []
+        elif self._waiting:
+            self._proposals = waiting  # single queue: the next request waits for this one's apply
+            return
+        else:
+            batch, self._proposals = waiting[:1], waiting[1:]
         if not batch:
             return
         if not self.serving_as_leader:
