@@ -99,6 +99,16 @@ def watch_heartbeats(broker: Any) -> list[float]:
     return stamps
 
 
+def stuck_brokers(fleet: BrokerFleet) -> str:
+    """What the brokers of the first group that did not converge believe, and their last errors."""
+    problems = fleet.problems(full_sync_state_sets=True)
+    if not problems:
+        return "converged since"
+    name = problems[0].split(":", 1)[0]
+    return "; ".join(f"{b.broker_id} {b.status}/{b.phase}/{b.role} master {b.master_id}@{b.master_epoch} "
+                     f"errors {list(b.errors)[-3:]}" for b in fleet.group(name))
+
+
 async def broker_failover(suite: Suite) -> dict[str, Any]:
     cluster = RmqcCluster(suite.work_dir("broker_failover"), 3)
     await cluster.start()
@@ -137,7 +147,8 @@ async def broker_failover(suite: Suite) -> dict[str, Any]:
             try:
                 await fleet.wait_converged(CONVERGE_BOUND_S, full_sync_state_sets=True)
             except NotConverged as error:
-                stopped = f"stopped after round {round_ + 1}: the fleet did not converge again ({str(error)[:300]})"
+                stopped = (f"stopped after round {round_ + 1}: the fleet did not converge again ({str(error)[:300]}); "
+                           f"{stuck_brokers(fleet)}")
                 say(f"   {stopped}")
                 break
     cluster.stop()
