@@ -6,7 +6,7 @@ changes, with LmdbStorage and fsm commands; a snapshot at the last entry and the
 the last 1,000 entries), and kept in --dir for later runs. Then, each printed as a median of --runs:
 
 1. import: wall time of a fresh interpreter doing what `rmqc serve` imports before it starts the
-   node (`rmqc.cli.main` + `rmqc.node`), beside a bare interpreter, and which heavy packages that
+   node (`rmqc.cli.main`, `rmqc.cli.serve`, `rmqc.node`), beside a bare interpreter, and which heavy packages that
    import pulls in (none of typer, rich, cattrs, prometheus_client, pyspark, pandas should be there).
 2. storage: `LmdbStorage` open + initial_state() + snapshot() (data read and checksummed).
 3. restore: `ControllerState.restore` of the snapshot (10,000 groups): the first one in a fresh
@@ -52,7 +52,7 @@ REPO = Path(__file__).resolve().parent.parent
 RMQC_BIN = str(Path(sys.executable).parent / "rmqc")
 RMQC_NODE_STATUS = 60001  # rmqc.node._status: answered by any node from local state
 HEAVY_PACKAGES = ("typer", "click", "rich", "cattrs", "attrs", "prometheus_client", "pyspark", "pandas", "pyarrow")
-SERVE_IMPORTS = "import rmqc.cli.main, rmqc.node"
+SERVE_IMPORTS = "import rmqc.cli.main, rmqc.cli.serve, rmqc.node"
 START_BOUND_S = 60.0  # a start slower than this is a failure, not a figure
 POLL_PAUSE_S = 0.002
 STOP_BOUND_S = 10.0
