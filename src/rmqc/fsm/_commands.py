@@ -113,7 +113,6 @@ _TYPES_BY_TAG: dict[str, type] = {tag: cls for cls, tag in COMMAND_TAGS.items()}
 MAX_COMMANDS_PER_ENTRY = 100_000
 
 
-
 def command_tag(command: Command) -> str:
     return COMMAND_TAGS[type(command)]
 
