@@ -26,7 +26,9 @@ ANY_JSON_SCALAR = (
 # Mostly what Java sends, sometimes a wrong type or an out-of-range int32.
 INT_PROPERTY = st.integers(-(2**31), 2**31 - 1) | st.sampled_from([2**31, -(2**31) - 1]) | ANY_JSON_SCALAR
 EXT_VALUE = st.text(max_size=8) | ANY_JSON_SCALAR | st.lists(st.integers(), max_size=2)
-EXT_FIELDS = st.dictionaries(st.text(max_size=8), EXT_VALUE, max_size=5) | ANY_JSON_SCALAR | st.lists(st.text(), max_size=2)
+EXT_FIELDS = (
+    st.dictionaries(st.text(max_size=8), EXT_VALUE, max_size=5) | ANY_JSON_SCALAR | st.lists(st.text(), max_size=2)
+)
 OPTIONAL_KEYS = {
     "code": INT_PROPERTY, "flag": INT_PROPERTY, "opaque": INT_PROPERTY, "version": INT_PROPERTY,
     "language": st.text(max_size=8) | ANY_JSON_SCALAR, "remark": st.none() | st.text(max_size=8) | ANY_JSON_SCALAR,

@@ -54,7 +54,7 @@ from rmqc.remoting import (
 from . import _bodies
 from ._config import ConfigBlackListed, ControllerConfig, PropertiesSyntaxError
 from ._headers import BadRequestBody, HeaderField, HeaderSpec
-from ._heartbeat import HEARTBEAT as HEARTBEAT, heartbeat_of
+from ._heartbeat import heartbeat_of
 from ._outcome import NodeInfo, NoReply, Outcome, Propose, Reply, RequestContext
 from ._policy import choose_master
 
@@ -131,6 +131,11 @@ ELECT_FAILED_REMARK = "Failed to elect a new master"
 MASTER_NOT_AVAILABLE_REMARK = "Old master has down and failed to elect a new broker master"
 GROUP_NOT_REGISTERED_REMARK = "Broker hasn't been registered"
 EMPTY_BROKER_ID_REMARK = "Heart beat with empty brokerId"
+# A two-way 904's (code, remark), by whether it had a usable brokerId.
+_HEARTBEAT_ANSWERS = {
+    True: (C.SUCCESS, "Heart beat success"),
+    False: (C.CONTROLLER_INVALID_REQUEST, EMPTY_BROKER_ID_REMARK),
+}
 
 
 class ControllerProcessor:
@@ -169,17 +174,16 @@ class ControllerProcessor:
         """`handle(request, RequestContext(now_ms, channel_id))` for a 904 (BROKER_HEARTBEAT): the
         same outcome, without building a context. A 904 needs nothing else of the context (any
         node serves it, leader or not), so a server may call this for every 904 it reads."""
-        oneway = request.flag & ONEWAY_FLAG
-        if request.ext_fields is None:  # Java skips decoding: brokerId stays null
-            return _NO_REPLY if oneway else _reply(request, C.CONTROLLER_INVALID_REQUEST, EMPTY_BROKER_ID_REMARK)
         try:
-            heartbeat = heartbeat_of(request)
-            if heartbeat is None:
-                return _NO_REPLY if oneway else _reply(request, C.CONTROLLER_INVALID_REQUEST, EMPTY_BROKER_ID_REMARK)
-            self.liveness.update(heartbeat, now_ms, channel_id)
+            # Without extFields Java skips decoding, so brokerId stays null (2005).
+            heartbeat = None if request.ext_fields is None else heartbeat_of(request)
+            if heartbeat is not None:
+                self.liveness.update(heartbeat, now_ms, channel_id)
         except (ProtocolError, BoundExceeded) as exc:  # a missing field, a full table: code 1
-            return _NO_REPLY if oneway else _reply(request, C.SYSTEM_ERROR, str(exc))
-        return _NO_REPLY if oneway else _reply(request, C.SUCCESS, "Heart beat success")  # spec 1.3
+            return _NO_REPLY if request.flag & ONEWAY_FLAG else _reply(request, C.SYSTEM_ERROR, str(exc))
+        if request.flag & ONEWAY_FLAG:
+            return _NO_REPLY  # spec 1.3; the hot path: about one per broker per second per node
+        return _reply(request, *_HEARTBEAT_ANSWERS[heartbeat is not None])
 
     def _dispatch(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
         handler = self._handlers.get(request.code)
