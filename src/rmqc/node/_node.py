@@ -96,6 +96,7 @@ class RequestFailed(RmqcError):
 
 
 OnApplied = Callable[[list[ApplyResult] | None, "RequestFailed | None"], None]
+Respond = Callable[[RemotingCommand | None], None]
 
 
 @dataclass(slots=True)
@@ -625,14 +626,11 @@ class ControllerNode:
             self.node_metrics.observe_oneway(request.code, trio.current_time() - started_s)
         return True
 
-    def serve_now(self, request: RemotingCommand, channel: Channel,
-                  respond: Callable[[RemotingCommand | None], None]) -> bool:
-        """Take a request without a task when it needs no await: the processor answers it at once,
-        or it waits only for its entry to be applied (then `respond` runs from the driver). False:
-        reads, forwarding and the status request need a task (`handle_request`)."""
-        if request.code == RMQC_NODE_STATUS:
-            return False
-        if request.code in LEADER_ONLY_REQUESTS and not self.serving_as_leader:
+    def serve_now(self, request: RemotingCommand, channel: Channel, respond: Respond) -> bool:
+        """Take a request without a task (True): `respond` runs once, at once or from the driver
+        when the read is confirmed or the entry applied. False: the status request and a write that
+        only the leader may decide, on a follower (forwarded), need a task (`handle_request`)."""
+        if request.code == RMQC_NODE_STATUS or self._forwarded_from_here(request):
             return False
         started_s = trio.current_time()
 
@@ -641,22 +639,39 @@ class ControllerNode:
             self.node_metrics.observe_request(request.code, code, trio.current_time() - started_s)
             respond(response)
 
-        try:
-            if request.code in READ_REQUESTS:
-                self.reads.serve_with(request, channel, answer)
-                return True
-            outcome = self.processor.handle(request, self._context(channel))
-            if not isinstance(outcome, Propose):
-                answer(self._reply_of(outcome))
-                return True
-            self.propose_and_answer(request, outcome, answer)
-        except Exception as error:  # noqa: BLE001 - same contract as handle_request
-            log.exception("request %s failed", request.code)
-            answer(make_response(request, ResponseCode.SYSTEM_ERROR, f"{error!r}"))
+        self._decide(request, channel, answer)
         return True
 
-    def propose_and_answer(self, request: RemotingCommand, outcome: Propose,
-                           answer: Callable[[RemotingCommand | None], None]) -> None:
+    def _decide(self, request: RemotingCommand, channel: Channel, respond: Respond) -> None:
+        """The one path of every request this node decides itself: reads through the read path,
+        the rest through the processor, proposals answered once applied. Never raises."""
+        try:
+            if request.code in READ_REQUESTS:
+                self.reads.serve_with(request, channel, respond)
+                return
+            outcome = self.processor.handle(request, self._context(channel))
+            if isinstance(outcome, Propose):
+                self.propose_and_answer(request, outcome, respond)
+            else:
+                respond(self._reply_of(outcome))
+        except Exception as error:  # noqa: BLE001 - Java answers any handler exception with code 1
+            log.exception("request %s failed", request.code)
+            respond(make_response(request, ResponseCode.SYSTEM_ERROR, f"{error!r}"))
+
+    async def _decided(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
+        """`_decide`, awaited (forwarded requests and the task path)."""
+        done = trio.Event()
+        answers: list[RemotingCommand | None] = []
+
+        def respond(response: RemotingCommand | None) -> None:
+            answers.append(response)
+            done.set()
+
+        self._decide(request, channel, respond)
+        await done.wait()
+        return answers[0]
+
+    def propose_and_answer(self, request: RemotingCommand, outcome: Propose, answer: Respond) -> None:
         """Propose the outcome's commands; `answer` gets its response once applied (or the failure)."""
         try:
             self._enqueue(list(outcome.commands),
@@ -673,16 +688,17 @@ class ControllerNode:
     async def _handle(self, request: RemotingCommand, channel: Channel, forwarded: bool) -> RemotingCommand | None:
         if request.code == RMQC_NODE_STATUS:
             return handle_status_request(self, request)  # rmqc's private diagnostic (rmqc status)
-        if request.code in READ_REQUESTS:
-            return await self.reads.serve(request, channel)
-        if request.code in LEADER_ONLY_REQUESTS and not self.serving_as_leader:
+        if self._forwarded_from_here(request):
             if forwarded or not self.config.forward_writes or not self._leader_reachable():
                 return make_response(request, ResponseCode.CONTROLLER_NOT_LEADER, NOT_LEADER_REMARK)
             return await self._forward(request)
-        outcome = self.processor.handle(request, self._context(channel))
-        if isinstance(outcome, Propose):
-            return outcome.finish(await self.propose(list(outcome.commands)))
-        return self._reply_of(outcome)
+        return await self._decided(request, channel)
+
+    def _forwarded_from_here(self, request: RemotingCommand) -> bool:
+        """Java's leader-only requests that only the leader can decide. Reads among them (1004,
+        1006, 1012) are served by every node through the read path instead (design.md "Read path")."""
+        return (request.code in LEADER_ONLY_REQUESTS and request.code not in READ_REQUESTS
+                and not self.serving_as_leader)
 
     def _reply_of(self, outcome: Reply | NoReply) -> RemotingCommand | None:
         if isinstance(outcome, NoReply):

@@ -146,19 +146,6 @@ class ReadPath:
         except ReadQueueFull as error:
             respond(_response(request, ResponseCode.SYSTEM_BUSY, f"[OVERLOAD]{error}"))
 
-    async def serve(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
-        """`serve_with` for a caller that awaits the answer (forwarded requests)."""
-        done = trio.Event()
-        answers: list[RemotingCommand | None] = []
-
-        def respond(response: RemotingCommand | None) -> None:
-            answers.append(response)
-            done.set()
-
-        self.serve_with(request, channel, respond)
-        await done.wait()
-        return answers[0]
-
     def level_of(self, request: RemotingCommand) -> str | None:
         asked = request.ext(CONSISTENCY_KEY)
         if asked is None:
