@@ -263,6 +263,23 @@ def test_a_field_of_the_wrong_json_type_is_named(fields: bytes, message: str) ->
 
 
 @pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        (ApplyBrokerId(None, "b", 1, "h:1", "h:1;0", 1),  # type: ignore[arg-type]
+         "apply_broker_id command: field 'cluster_name': expected str"),
+        (UpdateBrokerAddress("C", "b", True, "h:1", 1), "field 'broker_id': expected int, got True"),
+        (AlterSyncStateSet("b", 1, 1, 1, frozenset({1}), 1),  # type: ignore[arg-type]
+         "field 'new_sync_state_set': expected a list"),
+        (ElectMaster("C", "b", "someone", None, 0, 0, 1),  # type: ignore[arg-type]
+         "field 'trigger': 'someone' is not a valid Trigger"),
+    ],
+)
+def test_a_command_that_would_not_decode_is_refused_when_encoded(command, message: str) -> None:
+    with pytest.raises(TypeError, match=message):
+        encode_commands([apply_id(1), command])
+
+
+@pytest.mark.parametrize(
     ("payload", "message"),
     [
         (b'[["update_broker_address",{"cluster_name":"C","broker_name":"b","broker_id":1,"leader_ts_ms":1}]]',

@@ -155,7 +155,7 @@ def _decode_one(position: int, item: object) -> Command:
 
 # ---- the fields of a command in the log ----------------------------------------------------------
 # A command is written as a JSON object of all its fields in declaration order (enums as their
-# values, tuples as arrays). Decoding checks each field's JSON type against the field's annotation
+# values, tuples as arrays). Encoding and decoding check each field's type against its annotation
 # (a table, written by hand rather than through cattrs: the codec is on the apply path and its import
 # on every node start); unknown keys are ignored, so a newer leader's optional fields can be read.
 
@@ -163,7 +163,17 @@ _MISSING_FIELD = object()
 
 
 def _fields_of(command: Command) -> dict[str, object]:
-    return {name: getattr(command, name) for name, _check, _default in _FIELD_SPECS[type(command)]}
+    """The fields to write, each checked as decoding will check it: a command of the wrong shape
+    fails the one proposal that carries it here, not the apply of a committed entry on every node."""
+    values: dict[str, object] = {}
+    for name, check, _default in _FIELD_SPECS[type(command)]:
+        value = getattr(command, name)
+        try:
+            check(value)
+        except (ValueError, TypeError) as exc:
+            raise TypeError(f"{command_tag(command)} command: field {name!r}: {exc}") from None
+        values[name] = value
+    return values
 
 
 def _field_value(raw_fields: dict, spec: tuple[str, Callable[[object], object], object]) -> object:
@@ -189,9 +199,10 @@ def _exactly(kind: type) -> Callable[[object], object]:
 
 
 def _int_tuple(raw: object) -> tuple[int, ...]:
-    if type(raw) is not list or any(type(i) is not int for i in raw):
+    # A JSON array when decoding, the command's tuple when encoding.
+    if type(raw) not in (list, tuple) or any(type(i) is not int for i in raw):  # type: ignore[union-attr]
         raise TypeError(f"expected a list of integers, got {raw!r}")
-    return tuple(raw)
+    return tuple(raw)  # type: ignore[arg-type]
 
 
 def _optional(check: Callable[[object], object]) -> Callable[[object], object]:
