@@ -118,7 +118,10 @@ def command_tag(command: Command) -> str:
 
 
 def encode_commands(commands: list[Command]) -> bytes:
-    """The NORMAL entry payload for `commands` (an empty list gives the no-op payload b"")."""
+    """The NORMAL entry payload for `commands` (an empty list gives the no-op payload b"").
+
+    Raises TooManyCommands past the bound, and TypeError for a command whose field does not have
+    its annotated type (which decoding would refuse)."""
     if not commands:
         return b""
     if len(commands) > MAX_COMMANDS_PER_ENTRY:
@@ -164,7 +167,8 @@ _MISSING_FIELD = object()
 
 def _fields_of(command: Command) -> dict[str, object]:
     """The fields to write, each checked as decoding will check it: a command of the wrong shape
-    fails the one proposal that carries it here, not the apply of a committed entry on every node."""
+    (a bug) fails here, on the leader before it is proposed, instead of failing the apply of a
+    committed entry on every node, forever."""
     values: dict[str, object] = {}
     for name, check, _default in _FIELD_SPECS[type(command)]:
         value = getattr(command, name)
