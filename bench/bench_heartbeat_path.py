@@ -14,6 +14,8 @@ Stages, each timed alone (CPU time, median of `--runs` runs, one round over all 
             as the node builds one)
   fast      feed -> processor.handle_heartbeat, the node's inline entry point for one-way 904s
             (only when the processor has one)
+  stream    iter_feed -> handle_heartbeat: each command handled right after its frame is decoded,
+            while still in the CPU cache (only when the decoder has iter_feed)
 
 Run: .venv/bin/python bench/bench_heartbeat_path.py [--brokers N] [--runs R] [--only path,fast]
          [--baseline REV]
@@ -143,10 +145,21 @@ def stage_fast(fx: Fixture) -> Callable[[], None]:
     return run
 
 
+def stage_stream(fx: Fixture) -> Callable[[], None]:
+    def run() -> None:
+        handle_heartbeat, now_ms = fx.processor.handle_heartbeat, fx.next_round_ms()
+        for channel_id, chunk in enumerate(fx.chunks, start=1):
+            for command in FrameDecoder().iter_feed(chunk):
+                handle_heartbeat(command, now_ms, channel_id)
+    return run
+
+
 STAGES: dict[str, Callable[[Fixture], Callable[[], None]]] = {
     "feed": stage_feed, "decode": stage_decode, "update": stage_update,
-    "handle": stage_handle, "path": stage_path, "fast": stage_fast,
+    "handle": stage_handle, "path": stage_path, "fast": stage_fast, "stream": stage_stream,
 }
+# What each stage needs beyond the baseline's API (a --baseline tree may not have it).
+_NEEDS = {"fast": ("processor", "handle_heartbeat"), "stream": ("decoder", "iter_feed")}
 
 
 def median_cpu_s(run: Callable[[], None], runs: int) -> float:
@@ -164,7 +177,8 @@ def measure(brokers: int, runs: int, stages: list[str]) -> dict[str, float]:
     assert len(fx.table) == brokers, "every frame must reach the table"
     figures = {}
     for name in stages:
-        if name == "fast" and not hasattr(fx.processor, "handle_heartbeat"):
+        owner, attribute = _NEEDS.get(name, ("", ""))
+        if owner and not hasattr(fx.processor if owner == "processor" else FrameDecoder, attribute):
             continue  # a baseline from before the entry point existed
         figures[name] = median_cpu_s(STAGES[name](fx), runs) / brokers
     assert len(fx.table) == brokers

@@ -1,8 +1,8 @@
 """The heartbeat-speed paths of the decoder give exactly what the key-by-key checks give.
 
 `decode_json_header` accepts the common header in one expression and sends everything else to
-`_checked_command`; `FrameDecoder.feed` decodes complete JSON frames inline and everything else
-through `_complete_frame_end`/`_decode_frame`. For random valid and invalid input, both paths must
+`_checked_command`; `FrameDecoder.feed` and `iter_feed` decode complete JSON frames inline and
+everything else through `_complete_frame_end`/`_decode_frame`. For random valid and invalid input, both paths must
 agree: same command, or the same error with the same offset. Examples are derandomized.
 """
 
@@ -70,8 +70,9 @@ def frame_of(header: bytes, body: bytes = b"", serialize_type: int = 0) -> bytes
     return struct.pack(">II", 4 + len(header) + len(body), (serialize_type << 24) | len(header)) + header + body
 
 
-def general_path(data: bytes, max_frame_bytes: int) -> list[RemotingCommand] | tuple[str, int | None]:
-    """Reference: every frame through the checking helpers only, no inline decoding."""
+def general_path(data: bytes, max_frame_bytes: int) -> tuple[list[RemotingCommand], tuple[str, int | None] | None]:
+    """Reference: every frame through the checking helpers only, no inline decoding. The commands
+    before the first bad frame, and that frame's error (None if there is none)."""
     decoder = FrameDecoder(max_frame_bytes)
     commands: list[RemotingCommand] = []
     pos = 0
@@ -80,8 +81,8 @@ def general_path(data: bytes, max_frame_bytes: int) -> list[RemotingCommand] | t
             commands.append(decoder._decode_frame(data, pos, end))
             pos = end
     except RemotingProtocolError as exc:
-        return (exc.what, exc.offset)
-    return commands
+        return commands, (exc.what, exc.offset)
+    return commands, None
 
 
 def fed(data: bytes, max_frame_bytes: int, chunk_bytes: int) -> list[RemotingCommand] | tuple[str, int | None]:
@@ -93,6 +94,19 @@ def fed(data: bytes, max_frame_bytes: int, chunk_bytes: int) -> list[RemotingCom
     except RemotingProtocolError as exc:
         return (exc.what, exc.offset)
     return commands
+
+
+def streamed(data: bytes, max_frame_bytes: int, chunk_bytes: int) -> tuple[list[RemotingCommand], object]:
+    """Commands as `iter_feed` hands them out, and the error it ends with (None if none)."""
+    decoder = FrameDecoder(max_frame_bytes)
+    commands: list[RemotingCommand] = []
+    try:
+        for start in range(0, len(data), chunk_bytes):
+            for command in decoder.iter_feed(data[start : start + chunk_bytes]):
+                commands.append(command)
+    except RemotingProtocolError as exc:
+        return commands, (exc.what, exc.offset)
+    return commands, None
 
 
 @st.composite
@@ -113,13 +127,23 @@ def frames(draw: st.DrawFn) -> bytes:
 @given(st.lists(frames(), min_size=1, max_size=4), st.integers(1, 64), st.sampled_from([64, 300, 4096]))
 def test_feeding_agrees_with_the_general_frame_path(parts: list[bytes], chunk_bytes: int, limit: int) -> None:
     stream = b"".join(parts)
-    whole = general_path(stream, limit)
-    assert fed(stream, limit, len(stream)) == whole
-    pieces = fed(stream, limit, chunk_bytes)
-    if isinstance(whole, list):
-        assert pieces == whole
-    else:  # fed in pieces, frames before the bad one may already have been returned
-        assert isinstance(pieces, tuple) and pieces == whole
+    commands, error = general_path(stream, limit)
+    assert fed(stream, limit, len(stream)) == (commands if error is None else error)
+    assert fed(stream, limit, chunk_bytes) == (commands if error is None else error)
+    # iter_feed hands out every command before the bad frame, then raises the same error
+    assert streamed(stream, limit, len(stream)) == (commands, error)
+    assert streamed(stream, limit, chunk_bytes) == (commands, error)
+
+
+def test_frames_not_asked_for_stay_buffered_when_the_iterator_is_closed() -> None:
+    frames = [encode(make_request(904, opaque, {"brokerId": str(opaque)}, oneway=True)) for opaque in (1, 2, 3)]
+    decoder = FrameDecoder()
+    commands = decoder.iter_feed(b"".join(frames) + frames[0][:7])
+    assert next(commands).opaque == 1
+    commands.close()
+    assert decoder.buffered_bytes == len(frames[1]) + len(frames[2]) + 7
+    assert [c.opaque for c in decoder.feed(frames[0][7:])] == [2, 3, 1]
+    assert decoder.buffered_bytes == 0
 
 
 def test_a_frame_too_large_is_refused_as_soon_as_its_length_arrives() -> None:
