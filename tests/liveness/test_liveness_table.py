@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -100,35 +101,50 @@ def test_digest_coalesces_latest_values_and_reports_closes() -> None:
     follower.update(hb(K1, 2000, epoch=1, offset=20), 5, channel_id="x")
     follower.update(hb(K2, 1000), 5, channel_id="y")
     follower.on_channel_closed("y")
-    digest = follower.take_digest()
+    digest = follower.take_digest(now_ms=7)
     assert [(h.key, h.timeout_ms, h.max_offset) for h in digest.heartbeats] == [(K1, 2000, 20)]
     assert digest.closed == (K2,)
-    assert not follower.take_digest()  # nothing new since
+    assert not follower.take_digest(now_ms=8)  # nothing new since
 
     leader = HeartbeatTable()
     leader.update(hb(K2, 1000), 0)  # known only through digests: no channel here
     decoded = Digest.from_bytes(digest.to_bytes())
     assert decoded == digest
     assert leader.merge_digest(decoded, now_ms=100) == [K2]
-    assert leader.is_alive(K1, 2100) and not leader.is_alive(K1, 2101)
-    assert not leader.take_digest()  # the leader does not echo merged values
+    # heard 2 ms before the digest was taken (age 2): the leader dates it 100 - 2, whatever the
+    # forwarding delay, so the relay never extends (or shortens) the broker's deadline
+    assert leader.is_alive(K1, 2098) and not leader.is_alive(K1, 2099)
+    assert not leader.take_digest(now_ms=101)  # the leader does not echo merged values
 
 
 def test_a_follower_close_does_not_kill_a_broker_connected_to_the_leader() -> None:
     leader = HeartbeatTable()
     leader.update(hb(K1, 60_000), 0, channel_id="direct")
-    assert leader.merge_digest(Digest((), (K1,)), now_ms=1) == []
+    assert leader.merge_digest(Digest.of((), (K1,)), now_ms=1) == []
     assert leader.is_alive(K1, 1)
 
 
 def test_merged_digest_never_moves_values_backwards() -> None:
     leader = HeartbeatTable()
     leader.update(hb(K1, 1000, epoch=3, offset=300), 0)
-    leader.merge_digest(Digest((hb(K1, 1000, epoch=2, offset=900),)), 10)
+    leader.merge_digest(Digest.of((hb(K1, 1000, epoch=2, offset=900),)), 10)
     assert (leader.live_info(K1).epoch, leader.live_info(K1).max_offset) == (3, 300)
+    leader.update(hb(K1, 1000, epoch=3, offset=300), 50)  # direct, at 50
+    leader.merge_digest(Digest.of((hb(K1, 1000, epoch=3, offset=300),), heard_ms_ago=30), 60)  # heard at 30
+    assert leader.live_info(K1).last_update_ms == 50  # an older relayed heartbeat does not move time back
+
+
+def test_a_digest_from_a_peer_without_ages_counts_as_heard_on_arrival() -> None:
+    row = ["C", "b", 1, "10.0.0.1:10911", 1000, 1, 5, 5, 0]  # nine fields: an older peer's digest
+    digest = Digest.from_bytes(orjson.dumps({"heartbeats": [row], "closed": []}))
+    leader = HeartbeatTable()
+    leader.merge_digest(digest, now_ms=40)
+    assert leader.live_info(BrokerKey("C", "b", 1)).last_update_ms == 40
 
 
 @pytest.mark.parametrize("data", [b"x", b"{}", b'{"heartbeats":[[1,2]],"closed":[]}',
+                                  b'{"heartbeats":[["C","b",1,"a",1,1,1,1,1,-5]],"closed":[]}',
+                                  b'{"heartbeats":[["C","b",1,"a",1,1,true,1,1,0]],"closed":[]}',
                                   b'{"heartbeats":[],"closed":[["C","b","1"]]}'])
 def test_bad_digest_raises_the_named_error(data: bytes) -> None:
     with pytest.raises(DigestDecodeError):

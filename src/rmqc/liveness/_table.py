@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from typing import Hashable, Iterator, NamedTuple
+from typing import Hashable, Iterable, Iterator, NamedTuple
 
 import orjson
 
@@ -77,38 +77,49 @@ class LiveInfo:
         return self.last_update_ms + self.timeout_ms
 
     def absorb(self, hb: Heartbeat, now_ms: int) -> None:
-        """Spec 6.1: time, timeout and priority always; (epoch, offsets) only if they move forward."""
+        """Spec 6.1: time, timeout and priority always; (epoch, offsets) only if they move forward.
+        The time never moves back either (a digest may report a heartbeat older than a direct one)."""
         _key, self.broker_addr, self.timeout_ms, epoch, max_offset, confirm_offset, self.election_priority = hb
-        self.last_update_ms = now_ms
+        if now_ms > self.last_update_ms:
+            self.last_update_ms = now_ms
         if epoch > self.epoch or (epoch == self.epoch and max_offset > self.max_offset):  # (epoch, offset) order
             self.epoch, self.max_offset, self.confirm_offset = epoch, max_offset, confirm_offset
 
 
 @dataclass(frozen=True, slots=True)
 class Digest:
-    """What a follower forwards to the leader: the latest heartbeat per broker since the last
-    digest (coalesced), and the brokers whose connection to the follower closed."""
+    """What a follower forwards to the leader: the latest values of each broker heard since the last
+    digest (coalesced) with how long ago it was heard, and the brokers whose connection to the
+    follower closed. A row: [cluster, broker name, broker id, address, timeout ms, epoch, max
+    offset, confirm offset, election priority, heard ms ago]; rows travel and merge as they are
+    (no object per row: the leader merges every follower's heartbeats)."""
 
-    heartbeats: tuple[Heartbeat, ...] = ()
+    rows: tuple[list, ...] = ()
     closed: tuple[BrokerKey, ...] = ()
 
+    @classmethod
+    def of(cls, heartbeats: Iterable[Heartbeat] = (), closed: Iterable[BrokerKey] = (), heard_ms_ago: int = 0) -> Digest:
+        return cls(tuple([*hb.key, *hb[1:], heard_ms_ago] for hb in heartbeats), tuple(closed))
+
+    @property
+    def heartbeats(self) -> tuple[Heartbeat, ...]:
+        return tuple(Heartbeat(BrokerKey(*row[:3]), *row[3:9]) for row in self.rows)
+
     def __bool__(self) -> bool:
-        return bool(self.heartbeats or self.closed)
+        return bool(self.rows or self.closed)
 
     def to_bytes(self) -> bytes:
-        rows = [[*h.key, h.broker_addr, h.timeout_ms, h.epoch, h.max_offset, h.confirm_offset,
-                 h.election_priority] for h in self.heartbeats]
-        return orjson.dumps({"heartbeats": rows, "closed": [list(k) for k in self.closed]})
+        return orjson.dumps({"heartbeats": self.rows, "closed": [list(key) for key in self.closed]})
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Digest:
         try:
             document = orjson.loads(data)
-            heartbeats = tuple(_heartbeat_from_row(row) for row in document["heartbeats"])
+            rows = tuple(_checked_row(row) for row in document["heartbeats"])
             closed = tuple(_key_from_row(row) for row in document["closed"])
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise DigestDecodeError(f"bad liveness digest: {exc!r}") from None
-        return cls(heartbeats, closed)
+        return cls(rows, closed)
 
 
 def _key_from_row(row: list) -> BrokerKey:
@@ -118,13 +129,19 @@ def _key_from_row(row: list) -> BrokerKey:
     return BrokerKey(cluster, name, broker_id)
 
 
-def _heartbeat_from_row(row: list) -> Heartbeat:
-    if not isinstance(row, list) or len(row) != 9:
+def _checked_row(row: list) -> list:
+    """A digest row as sent; a row of 9 (a peer that sends no age) counts as heard just now."""
+    if type(row) is not list or len(row) not in (9, 10):
         raise ValueError(f"bad digest row {row!r}")
-    numbers = row[4:]
-    if not isinstance(row[3], str) or not all(isinstance(n, int) for n in numbers):
+    if len(row) == 9:
+        row.append(0)
+    cluster, name, broker_id, address, timeout, epoch, max_offset, confirm_offset, priority, age = row
+    if (type(cluster) is not str or type(name) is not str or type(broker_id) is not int
+            or type(address) is not str or type(timeout) is not int or type(epoch) is not int
+            or type(max_offset) is not int or type(confirm_offset) is not int or type(priority) is not int
+            or type(age) is not int or age < 0):
         raise ValueError(f"bad digest row {row!r}")
-    return Heartbeat(_key_from_row(row[:3]), row[3], *numbers)
+    return row
 
 
 class HeartbeatTable:
@@ -223,26 +240,28 @@ class HeartbeatTable:
 
     # ---- follower -> leader digests --------------------------------------------------------
 
-    def take_digest(self) -> Digest:
-        """The latest values of every broker heard from since the last digest, and closes."""
-        heartbeats = []
-        for key in sorted(self._dirty):
-            info = self._live.get(key)
+    def take_digest(self, now_ms: int) -> Digest:
+        """The latest values of every broker heard from since the last digest (with how long ago),
+        and closes."""
+        live = self._live
+        rows = []
+        for key in self._dirty:
+            info = live.get(key)
             if info is not None:
-                heartbeats.append(Heartbeat(key, info.broker_addr, info.timeout_ms, info.epoch,
-                                            info.max_offset, info.confirm_offset,
-                                            info.election_priority))
-        closed = tuple(sorted(self._closed))
+                rows.append([*key, info.broker_addr, info.timeout_ms, info.epoch, info.max_offset,
+                             info.confirm_offset, info.election_priority, max(0, now_ms - info.last_update_ms)])
+        closed = tuple(self._closed)
         self._dirty.clear()
         self._closed.clear()
-        return Digest(tuple(heartbeats), closed)
+        return Digest(tuple(rows), closed)
 
     def merge_digest(self, digest: Digest, now_ms: int) -> list[BrokerKey]:
-        """Leader side: a digest counts as heartbeats received now (forwarding delay is a few tens
-        of ms, well inside any timeout). A close reported by a follower removes a broker only if
-        this node has no direct connection from it. Returns the brokers that became inactive."""
-        for hb in digest.heartbeats:
-            self._merge_one(hb, now_ms)
+        """Leader side: a row counts as a heartbeat received when the follower heard it (`now_ms`
+        minus its age), so forwarding delays neither extend nor shorten a deadline. A close
+        reported by a follower removes a broker only if this node has no direct connection from
+        it. Returns the brokers that became inactive."""
+        for row in digest.rows:
+            self._merge_one(Heartbeat(BrokerKey(row[0], row[1], row[2]), *row[3:9]), now_ms - row[9])
         inactive = []
         for key in digest.closed:
             info = self._live.get(key)

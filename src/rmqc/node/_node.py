@@ -817,7 +817,7 @@ class ControllerNode:
             await trio.sleep(self.config.digest_interval_ms / 1000)
             if self.leader_id is None or self.leader_id == self.config.node_id:
                 continue
-            digest = self.liveness.take_digest()
+            digest = self.liveness.take_digest(wall_ms())
             if digest:
                 self.links.send_control(self.leader_id, FrameKind.DIGEST, digest.to_bytes())
 
