@@ -261,7 +261,7 @@ class HeartbeatTable:
         reported by a follower removes a broker only if this node has no direct connection from
         it. Returns the brokers that became inactive."""
         for row in digest.rows:
-            self._merge_one(Heartbeat(BrokerKey(row[0], row[1], row[2]), *row[3:9]), now_ms - row[9])
+            self._merge_row(row, now_ms - row[9])
         inactive = []
         for key in digest.closed:
             info = self._live.get(key)
@@ -272,14 +272,20 @@ class HeartbeatTable:
 
     # ---- internals -------------------------------------------------------------------------
 
-    def _merge_one(self, hb: Heartbeat, now_ms: int) -> None:
-        info = self._live.get(hb.key)
+    def _merge_row(self, row: list, heard_ms: int) -> None:
+        # The leader merges every follower's heartbeats, so a known broker costs no object: a plain
+        # (cluster, name, id) tuple finds its BrokerKey, and row[2:9] lines up with a Heartbeat's
+        # fields for absorb (which ignores the key slot).
+        key = (row[0], row[1], row[2])
+        info = self._live.get(key)
         if info is None:
-            self.update(hb, now_ms)
+            self.update(Heartbeat(BrokerKey(*key), *row[3:9]), heard_ms)
         else:
-            info.absorb(hb, now_ms)
-            self._schedule(hb.key, info)
-        self._dirty.discard(hb.key)  # the leader does not echo digests back
+            info.absorb(row[2:9], heard_ms)  # type: ignore[arg-type]
+            scheduled = info.scheduled_deadline_ms
+            if scheduled is None or info.deadline_ms < scheduled:
+                self._schedule(BrokerKey(*key), info)
+        self._dirty.discard(key)  # the leader does not echo digests back
 
     def _schedule(self, key: BrokerKey, info: LiveInfo) -> None:
         deadline, scheduled = info.last_update_ms + info.timeout_ms, info.scheduled_deadline_ms  # deadline_ms
