@@ -14,8 +14,9 @@ from __future__ import annotations
 import argparse
 import gc
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+
+from rmqc._gc import collector_paused
 
 SUMMARY = "Run one rmqc controller node (no arguments: n0 on 127.0.0.1:9878, data in ./rmqc-data)."
 SET_HELP = "OPTION=VALUE for any option of docs/configuration.md (repeatable)"
@@ -41,7 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
 def serve_main(argv: Sequence[str]) -> int:
     """`rmqc serve ARGV...`: the process exit code (argparse exits 2 itself on a bad command line)."""
     args = build_parser().parse_args(list(argv))
-    with _collector_paused():
+    # the imports build ~30,000 long-lived objects and no garbage: the collector would run ~80
+    # times over them meanwhile (3-5 % of the import time)
+    with collector_paused():
         from rmqc.errors import ConfigError
         from rmqc.node import load_config, run_node, setup_logging
     flags = {"node_id": args.node_id, "peers": args.peers, "data_dir": args.data_dir, "group": args.group,
@@ -59,17 +62,6 @@ def serve_main(argv: Sequence[str]) -> int:
     return run_node(loaded.config)
 
 
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The node's imports create some 30,000 long-lived objects and no garbage worth collecting; the
-    cyclic collector would run about 80 times over them meanwhile (3-5 % of the import time)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _parse_settings(settings: list[str]) -> dict[str, str]:

@@ -8,13 +8,13 @@ without a log entry when a request cannot succeed) and apply runs them again on 
 
 from __future__ import annotations
 
-import gc
-from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Callable, Iterator
 
 import orjson
+
+from rmqc._gc import collector_paused
 
 from ._commands import (
     AlterSyncStateSet,
@@ -159,14 +159,19 @@ class ControllerState:
 
     # -- snapshot --
 
+    # Restore and snapshot allocate a few objects per group and nothing cyclic; letting the cyclic
+    # collector run meanwhile re-traverses the growing heap over and over (it doubled restore time
+    # for 10,000 groups, and nearly tripled the median snapshot time). Both are synchronous, so
+    # nothing else allocates while the collector is paused.
+
     def snapshot(self) -> bytes:
-        with _gc_paused():
+        with collector_paused():
             groups = [_group_to_row(g) for g in self._groups.values()]
             return orjson.dumps({"version": SNAPSHOT_FORMAT_VERSION, "groups": groups})
 
     def restore(self, data: bytes) -> None:
         """Replace the whole state by a snapshot; on a bad snapshot the state is left unchanged."""
-        with _gc_paused():
+        with collector_paused():
             self._restore(data)
 
     def _restore(self, data: bytes) -> None:
@@ -287,20 +292,6 @@ _APPLIERS: dict[type, Callable[[ControllerState, Command], ApplyResult]] = {
 }
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Restore and snapshot allocate a few objects per group and nothing cyclic; letting the cyclic
-    collector run meanwhile re-traverses the growing heap over and over (it doubled restore time
-    for 10,000 groups, and nearly tripled the median snapshot time: the rows of a snapshot are
-    garbage once it is encoded, and a collection after that no longer sees them). Both are
-    synchronous, so nothing else allocates while the collector is paused."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 # ---- snapshot rows -------------------------------------------------------------------------------
