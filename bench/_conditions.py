@@ -18,6 +18,7 @@ def machine() -> dict[str, Any]:
         "implementation": platform.python_implementation(),
         "kernel": platform.release(),
         "cpu_model": _cpu_model(),
+        "rmqc_program": os.environ.get("RMQC_BENCH_PROGRAM", "the venv's rmqc"),
     }
 
 

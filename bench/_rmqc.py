@@ -4,6 +4,7 @@ the requests the scenarios make of them (a cheap repeatable durable write, reads
 from __future__ import annotations
 
 import collections
+import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,6 +19,10 @@ from ._load import LoadError, RemotingConn
 from ._procs import Proc, ProcessFailed, free_ports
 
 SERVE_TIMEOUT_S = 60.0
+# The program that runs `rmqc serve` (its first argument is "serve"): the venv's by default. A
+# before/after comparison points it at a wrapper that runs another tree's rmqc, e.g.
+# `PYTHONPATH=/tmp/old/src exec .venv/bin/rmqc "$@"`, with the same harness and load.
+RMQC_PROGRAM = os.environ.get("RMQC_BENCH_PROGRAM", RMQC_BIN)
 CLUSTER = "BenchCluster"
 # Ids a benchmark client gives one broker-set before moving to the next (1013 of fresh ids).
 IDS_PER_GROUP = 100
@@ -89,7 +94,7 @@ class RmqcCluster:
 
     def argv(self, node: str) -> list[str]:
         settings = [f"{option}={value}" for option, value in self.settings.items()]
-        return serve_argv(node, self.peers, self.data_dir(node), settings, program=[RMQC_BIN])
+        return serve_argv(node, self.peers, self.data_dir(node), settings, program=[RMQC_PROGRAM])
 
     def spawn(self, node: str) -> Proc:
         log_path = self.root / "logs" / f"{self.name}-{node}.log"
