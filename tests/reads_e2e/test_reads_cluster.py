@@ -91,7 +91,8 @@ class Workload:
                                              node.address, level)
             if answer is not None and answer[0] != 0:
                 self.errors[(node.node_id, level)].append(answer[1]["remark"])
-            elif answer is not None and level == "stale":
+            elif answer is not None and level == "stale" and self.incarnation[node.node_id] == incarnation:
+                # (a read that spanned a restart may have been retried against the new life)
                 self.stale_indexes[(node.node_id, incarnation)].append(int(answer[1]["appliedIndex"]))
             await trio.sleep(0.002)
 
