@@ -176,7 +176,7 @@ class _RemotingConnection:
     async def _read_loop(self, data: bytes, nursery: trio.Nursery) -> None:
         server = self._server
         while data and not self._broken:
-            for command in self._decoder.feed(data):
+            for command in self._decoder.iter_feed(data):  # each served as decoded, as Java does
                 if command.is_response:
                     log.debug("ignoring response opaque=%s on server connection", command.opaque)
                     continue
