@@ -28,6 +28,8 @@ from ._peers import PeerLinks
 log = logging.getLogger("rmqc.node.server")
 
 RECEIVE_CHUNK_BYTES = 64 * 1024
+# Reads that found data waiting before the reader yields anyway (fairness between connections).
+YIELD_EVERY_READS = 8
 # Requests of one connection handled at once; at the bound we stop reading that connection, which
 # pushes back on the client through TCP instead of queueing without limit.
 MAX_IN_FLIGHT_PER_CONNECTION = 1024
@@ -156,6 +158,7 @@ class _RemotingConnection:
         self._drained = trio.Event()
         self._broken = False
         self._nursery: trio.Nursery | None = None
+        self._reads_without_yield = 0
 
     async def run(self, first: bytes) -> RmqcError | None:
         """Serve until the client closes; returns the protocol error that made us close, if any."""
@@ -188,9 +191,27 @@ class _RemotingConnection:
                 server.requests_in_flight += 1
                 if not server.serve_now(command, self._channel, self._respond_callback(command)):
                     nursery.start_soon(self._answer, command)
-            data = await self._stream.receive_some(RECEIVE_CHUNK_BYTES)
+            data = await self._receive()
         if not self._broken:
             self._decoder.eof()
+
+    async def _receive(self) -> bytes:
+        """The next bytes from the client (b"" at its end), read straight from the non-blocking
+        socket: Trio's receive_some costs two scheduler passes per read, the largest share of a
+        small request's cost. We still yield to the other tasks every YIELD_EVERY_READS reads
+        that found data waiting, so a client that never pauses cannot starve the rest."""
+        while True:
+            try:
+                data = os.read(self._fd, RECEIVE_CHUNK_BYTES)
+            except BlockingIOError:
+                self._reads_without_yield = 0
+                await trio.lowlevel.wait_readable(self._fd)
+                continue
+            self._reads_without_yield += 1
+            if self._reads_without_yield >= YIELD_EVERY_READS:
+                self._reads_without_yield = 0
+                await trio.lowlevel.checkpoint()
+            return data
 
     def _respond_callback(self, request: RemotingCommand) -> Respond:
         def respond(response: RemotingCommand | None) -> None:
