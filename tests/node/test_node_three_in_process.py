@@ -134,3 +134,40 @@ async def test_a_write_that_cannot_commit_times_out_and_the_leader_forgets_it(tm
         assert not leader._waiting and not leader._proposals
         assert leader.state.group("broker-x") is None
         nursery.cancel_scope.cancel()
+
+
+async def test_when_the_successor_cannot_win_another_survivor_takes_over_quickly(tmp_path: Path) -> None:
+    """A killed leader's designated successor (first in peer order) campaigns at once; here it was
+    restarted from an older log and must lose. The other survivor then campaigns after a short
+    grace period instead of an election timeout (2-4 s here)."""
+    configs = three_configs(tmp_path, election_tick=200)
+    by_id = {config.node_id: config for config in configs}
+    scopes: dict[str, trio.CancelScope] = {}
+    nodes: dict[str, ControllerNode] = {}
+
+    async def run(node_id: str, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
+        with trio.CancelScope() as scope:
+            scopes[node_id] = scope
+            nodes[node_id] = ControllerNode(by_id[node_id])
+            await nodes[node_id].run(task_status=task_status)
+
+    async with trio.open_nursery() as nursery:
+        for node_id in by_id:
+            await nursery.start(run, node_id)
+        await wait_until(lambda: sum(n.serving_as_leader for n in nodes.values()) == 1, timeout_s=20, what="a leader")
+        leader = next(n for n in nodes.values() if n.serving_as_leader)
+        successor = next(node_id for node_id in by_id if node_id != leader.config.node_id)
+        other = next(node_id for node_id in by_id if node_id not in (leader.config.node_id, successor))
+        scopes[successor].cancel()
+        async with ControllerClient([leader.config.listen_address], max_retries=0) as client:
+            answer = await client.request(RequestCode.CONTROLLER_APPLY_BROKER_ID, {
+                "clusterName": CLUSTER, "brokerName": "broker-y", "appliedBrokerId": 1,
+                "registerCheckCode": "10.0.0.7:30911;1"})
+        assert answer is not None and answer.code == 0  # committed by the leader and `other` alone
+        await nursery.start(run, successor)  # back, with the shorter log
+        await wait_until(lambda: nodes[other].leader_id == leader.config.node_id, what="other follows the leader")
+        scopes[leader.config.node_id].cancel()
+        killed_s = trio.current_time()
+        await wait_until(lambda: nodes[other].serving_as_leader, timeout_s=10, what="a new leader")
+        assert trio.current_time() - killed_s < 1.5, "waited for an election timeout"
+        nursery.cancel_scope.cancel()

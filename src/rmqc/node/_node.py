@@ -80,6 +80,9 @@ NOT_LEADER_REMARK = "The controller is not in leader state"
 # handling never awaits. 904 is the hot path: about one per broker per second per node.
 INLINE_ONEWAY_REQUESTS = frozenset({RequestCode.BROKER_HEARTBEAT})
 FORWARD_CHANNEL = Channel(0, "forwarded")
+# After a leader's process is gone, how long the other survivors give its designated successor to
+# win before campaigning themselves (far below an election timeout, far above a vote round trip).
+SUCCESSOR_GRACE_MS = 150
 
 
 def wall_ms() -> int:
@@ -304,11 +307,24 @@ class ControllerNode:
         if peer_id != self.leader_id:
             return
         self._abandon_forwards()
-        if self._successor_of(peer_id) != self.config.node_id:
-            return
-        log.info("%s: leader %s is down; campaigning at once as its successor", self.config.node_id, peer_id)
-        self._inbound.append(Message(type=MessageType.TIMEOUT_NOW, to=self.config.node_id, frm=peer_id))
+        if self._successor_of(peer_id) == self.config.node_id:
+            log.info("%s: leader %s is down; campaigning at once as its successor", self.config.node_id, peer_id)
+            self._take_over_from(peer_id)
+        else:
+            # the successor may be unable to win (e.g. restarted with a shorter log): if no leader
+            # has appeared after a grace period, the others try too, instead of an election timeout
+            self._nursery.start_soon(self._take_over_if_still_leaderless, peer_id)
+
+    def _take_over_from(self, dead_leader: str) -> None:
+        self._inbound.append(Message(type=MessageType.TIMEOUT_NOW, to=self.config.node_id, frm=dead_leader))
         self._wake()
+
+    async def _take_over_if_still_leaderless(self, dead_leader: str) -> None:
+        await trio.sleep(SUCCESSOR_GRACE_MS / 1000)
+        if self.leader_id in (None, dead_leader):
+            log.info("%s: no leader %d ms after %s went down; campaigning", self.config.node_id,
+                     SUCCESSOR_GRACE_MS, dead_leader)
+            self._take_over_from(dead_leader)
 
     def _successor_of(self, peer_id: str) -> str | None:
         return next((node_id for node_id in self.config.peer_ids if node_id != peer_id), None)
@@ -392,7 +408,7 @@ class ControllerNode:
         elif message.type == _SNAP_STATUS:
             raw.report_snapshot(message.frm, ok=not message.reject)
         elif message.type == MessageType.TIMEOUT_NOW and message.term == 0:
-            if message.frm == self.leader_id:  # still the dead leader: take over (on_peer_down)
+            if self.leader_id in (None, message.frm):  # still no other leader: take over (on_peer_down)
                 status = raw.status()
                 raw.step(Message(type=MessageType.TIMEOUT_NOW, to=self.config.node_id, frm=message.frm,
                                  term=status.term, index=status.last_index))
