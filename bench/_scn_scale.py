@@ -62,8 +62,7 @@ class NotificationSink:
 def group_brokers(group: int, sink_addresses: list[str] | None) -> list[Broker]:
     name = f"scale-{group:05d}"
     # Brokers that need no 1008 get an address where a connection is refused at once (127.x.y.z:9,
-    # nothing listens there): an unreachable address would hold a notifier worker for its whole send
-    # timeout and delay every 1008 queued behind it, which would measure our fake brokers instead.
+    # nothing listens there), so the notifier's work for them is one refused connect each.
     addresses = [f"127.{3 + i}.{group // 250 % 250}.{group % 250 + 1}:9" for i in range(3)]
     if sink_addresses:
         addresses[1:] = sink_addresses
