@@ -204,7 +204,7 @@ async def test_a_stopped_node_has_saved_the_commit_index_of_everything_it_answer
 async def test_a_single_node_serves_without_waiting_an_election_timeout(tmp_path: Path) -> None:
     """The only voter campaigns as it starts, first start and restart alike: with a 5-10 s
     election timeout it still serves at once."""
-    config = single_config(tmp_path, election_tick=500)
+    config = single_config(tmp_path, tick_ms=10, election_tick=500)
     for _life in range(2):
         async with trio.open_nursery() as nursery:
             started_s = trio.current_time()

@@ -140,7 +140,7 @@ async def test_when_the_successor_cannot_win_another_survivor_takes_over_quickly
     """A killed leader's designated successor (first in peer order) campaigns at once; here it was
     restarted from an older log and must lose. The other survivor then campaigns after a short
     grace period instead of an election timeout (2-4 s here)."""
-    configs = three_configs(tmp_path, election_tick=200)
+    configs = three_configs(tmp_path, tick_ms=10, election_tick=200)
     by_id = {config.node_id: config for config in configs}
     scopes: dict[str, trio.CancelScope] = {}
     nodes: dict[str, ControllerNode] = {}
