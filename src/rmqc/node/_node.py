@@ -158,6 +158,7 @@ class ControllerNode:
         self.started = trio.Event()
         self._started_ms = wall_ms()
         self._liveness_wakeup = trio.Event()
+        self._digest_due = trio.Event()  # set when the heartbeat table changed since the last digest
         self.liveness_rounds = 0  # wake-ups of the liveness loop: deadlines, closes, scans
         self._elections_in_flight = 0
         self.reads = ReadPath(self, self._rng)  # reads at every node and level: _reads.py
@@ -631,6 +632,7 @@ class ControllerNode:
             return False
         timed = self.node_metrics.oneway_timing_due(request.code)
         started_s = trio.current_time() if timed else 0.0
+        self._liveness_changed()
         try:
             outcome = self.processor.handle_heartbeat(request, wall_ms(), channel.id or None)
         except Exception:  # noqa: BLE001 - same contract as handle_request: a bug never kills the reader
@@ -665,6 +667,8 @@ class ControllerNode:
             if request.code in READ_REQUESTS:
                 self.reads.serve_with(request, channel, respond)
                 return
+            if request.code == RequestCode.BROKER_HEARTBEAT:
+                self._liveness_changed()  # a two-way 904
             outcome = self.processor.handle(request, self._context(channel))
             if isinstance(outcome, Propose):
                 self.propose_and_answer(request, outcome, respond)
@@ -756,6 +760,7 @@ class ControllerNode:
         if keys:
             self._closed_channels.extend(keys)
             self._liveness_wakeup.set()
+            self._liveness_changed()
 
     # ----- forwarding (follower -> leader) -----
 
@@ -828,9 +833,16 @@ class ControllerNode:
             self._closed_channels.extend(inactive)
             self._liveness_wakeup.set()
 
+    def _liveness_changed(self) -> None:
+        """A heartbeat or a close changed this node's table: a digest is due (no polling while idle)."""
+        if not self._digest_due.is_set():
+            self._digest_due.set()
+
     async def _digest_loop(self) -> None:
         while True:
-            await trio.sleep(self.config.digest_interval_ms / 1000)
+            await self._digest_due.wait()
+            await trio.sleep(self.config.digest_interval_ms / 1000)  # coalesce for one interval
+            self._digest_due = trio.Event()  # before taking: later changes make the next digest
             if self.leader_id is None or self.leader_id == self.config.node_id:
                 continue
             digest = self.liveness.take_digest(wall_ms())
