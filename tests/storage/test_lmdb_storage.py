@@ -295,6 +295,7 @@ def test_readers_in_other_threads_while_the_map_grows(tmp_path: Path) -> None:
     """The Trio server saves from a worker thread while the Raft core reads: a map resize must
     wait for open read transactions instead of remapping under them."""
     import threading
+    import time
 
     storage = LmdbStorage(tmp_path, map_size_bytes=64 << 10, sync=False)
     storage.save(None, [Entry(1, 1, data=known_payload(1))])
@@ -309,6 +310,7 @@ def test_readers_in_other_threads_while_the_map_grows(tmp_path: Path) -> None:
                 entries = storage.entries(max(1, last - 20), last + 1)
                 assert [e.index for e in entries] == list(range(entries[0].index, last + 1))
                 reads[0] += 1
+                time.sleep(0)  # hand the GIL over: two spinning readers could starve the writer for minutes
         except BaseException as exc:  # reported to the test thread below
             failures.append(exc)
 
