@@ -122,3 +122,18 @@ async def test_a_restarted_broker_learns_the_next_failover_from_1008(tmp_path: P
             await fleet.wait_converged(CONVERGE_S)
             assert restarted.master_epoch > epoch, f"seed {fleet.seed}"
             assert restarted.notifications > heard, f"seed {fleet.seed}: no 1008 reached the restarted broker"
+
+
+async def test_a_broker_restarted_at_once_after_a_kill_registers_again(tmp_path: Path) -> None:
+    """The killed run may still be unwinding when the restarted one begins: it must not clear the
+    new run's controller client (the restarted broker then stayed INITIAL, "is not running")."""
+    async with single_node(tmp_path) as node:
+        async with BrokerFleet([node.config.listen_address], groups=1, replicas=3, state_dir=tmp_path / "sim",
+                               timing=SimTiming.fast(), seed=5) as fleet:
+            await fleet.wait_converged(CONVERGE_S, full_sync_state_sets=True)
+            name = fleet.group_names[0]
+            slave = next(b.broker_id for b in fleet.group(name) if b.broker_id != fleet.master_of(name))
+            fleet.kill(name, slave)
+            await fleet.restart(name, slave)  # no checkpoint between: the old run has not unwound yet
+            await fleet.wait_converged(CONVERGE_S, full_sync_state_sets=True)
+            assert all(b.serving for b in fleet.group(name)), f"seed {fleet.seed}: {fleet.problems()}"

@@ -152,12 +152,12 @@ class SimBroker:
         if self.status is Status.KILLED:
             task_status.started()
             return  # killed before it ever started
-        self._scope = trio.CancelScope()
+        scope = self._scope = trio.CancelScope()
         self._controllers = list(controllers)
         self._reset_volatile()
         self.status, self.phase = Status.STARTING, Phase.INITIAL
         started = False
-        with self._scope:
+        with scope:
             async with ControllerClient(list(controllers), timeout_ms=self.timing.rpc_timeout_ms,
                                         rng=self._rng) as client:
                 self._client = client
@@ -170,7 +170,8 @@ class SimBroker:
                     nursery.start_soon(self._heartbeat_loop)
                     nursery.start_soon(self._poll_loop)
                     nursery.start_soon(self._shrink_loop)
-        self._nursery = self._client = None
+        if self._scope is scope:  # a killed run may end after its restart began: leave the new one be
+            self._nursery = self._client = None
         if not started:
             task_status.started()
 
