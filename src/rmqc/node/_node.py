@@ -159,6 +159,7 @@ class ControllerNode:
         self._started_ms = wall_ms()
         self._liveness_wakeup = trio.Event()
         self._digest_due = trio.Event()  # set when the heartbeat table changed since the last digest
+        self._digest_now = trio.Event()  # set when the next digest carries a close: no coalescing
         self.liveness_rounds = 0  # wake-ups of the liveness loop: deadlines, closes, scans
         self._elections_in_flight = 0
         self.reads = ReadPath(self, self._rng)  # reads at every node and level: _reads.py
@@ -761,6 +762,7 @@ class ControllerNode:
             self._closed_channels.extend(keys)
             self._liveness_wakeup.set()
             self._liveness_changed()
+            self._digest_now.set()
 
     # ----- forwarding (follower -> leader) -----
 
@@ -841,8 +843,10 @@ class ControllerNode:
     async def _digest_loop(self) -> None:
         while True:
             await self._digest_due.wait()
-            await trio.sleep(self.config.digest_interval_ms / 1000)  # coalesce for one interval
-            self._digest_due = trio.Event()  # before taking: later changes make the next digest
+            with trio.move_on_after(self.config.digest_interval_ms / 1000):  # coalesce heartbeats...
+                await self._digest_now.wait()  # ...but a closed connection (a failover) goes at once
+            # reset before taking: later changes make the next digest
+            self._digest_due, self._digest_now = trio.Event(), trio.Event()
             if self.leader_id is None or self.leader_id == self.config.node_id:
                 continue
             digest = self.liveness.take_digest(wall_ms())
