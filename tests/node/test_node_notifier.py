@@ -3,6 +3,9 @@ and notifications reach a listening broker one-way."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import trio
 
 from rmqc.node import _notifier
@@ -127,47 +130,45 @@ async def test_cached_connections_are_reused_while_the_broker_lives() -> None:
         nursery.cancel_scope.cancel()
 
 
+@asynccontextmanager
+async def live_behind_hanging(hanging_count: int) -> AsyncIterator[tuple[Notifier, Receiver, list[str]]]:
+    """A running notifier, one live broker, and `hanging_count` addresses whose connects hang;
+    a 1008 of epoch 1 is submitted to each hanging address and then to the live one."""
+    hanging = [await hanging_address() for _ in range(hanging_count)]
+    broker = Receiver()
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(broker.serve)
+            notifier = Notifier()
+            await nursery.start(notifier.run)
+            for address, _listener, _filler in hanging:
+                notifier.submit(address, notify(1))
+            notifier.submit(broker.address, notify(1))
+            yield notifier, broker, [address for address, _, _ in hanging]
+            nursery.cancel_scope.cancel()
+    finally:
+        for _address, listener, filler in hanging:
+            listener.close()
+            await filler.aclose()
+
+
 async def test_brokers_that_hang_do_not_hold_back_a_live_one(monkeypatch) -> None:
     """Every address gets its own sender at once: the live broker's 1008 goes out while the connects
     to the hanging ones are still waiting (the old four workers made it wait behind them)."""
     monkeypatch.setattr(_notifier, "CONNECT_TIMEOUT_S", 30.0)  # longer than this test may run
-    hanging = [await hanging_address() for _ in range(8)]
-    broker = Receiver()
-    async with trio.open_nursery() as nursery:
-        await nursery.start(broker.serve)
-        notifier = Notifier()
-        await nursery.start(notifier.run)
-        for address, _listener, _filler in hanging:
-            notifier.submit(address, notify(1))
-        notifier.submit(broker.address, notify(1))
+    async with live_behind_hanging(8) as (notifier, broker, hanging):
         await wait_until(lambda: broker.epochs() == [1], what="the live broker's 1008")
         assert notifier.sent == 1 and notifier.failed == 0 and len(notifier._sending) == len(hanging)
-        nursery.cancel_scope.cancel()
-    for _address, listener, filler in hanging:
-        listener.close()
-        await filler.aclose()
 
 
 async def test_senders_are_bounded_and_a_hanging_connect_gives_up(monkeypatch) -> None:
     """Past MAX_SENDERS an address waits its turn; a connect that hangs fails after CONNECT_TIMEOUT_S."""
     monkeypatch.setattr(_notifier, "MAX_SENDERS", 2)
     monkeypatch.setattr(_notifier, "CONNECT_TIMEOUT_S", 0.05)
-    hanging = [await hanging_address() for _ in range(2)]
-    broker = Receiver()
-    async with trio.open_nursery() as nursery:
-        await nursery.start(broker.serve)
-        notifier = Notifier()
-        await nursery.start(notifier.run)
-        for address, _listener, _filler in hanging:
-            notifier.submit(address, notify(1))
-        notifier.submit(broker.address, notify(1))
+    async with live_behind_hanging(2) as (notifier, broker, _hanging):
         assert list(notifier._queued) == [broker.address]  # both senders busy: it waits
         await wait_until(lambda: broker.epochs() == [1], what="the queued broker's 1008")
         assert notifier.failed == 2 and notifier.sent == 1 and not notifier._sending
-        nursery.cancel_scope.cancel()
-    for _address, listener, filler in hanging:
-        listener.close()
-        await filler.aclose()
 
 
 async def test_addresses_past_the_pending_bound_are_dropped_and_counted(monkeypatch) -> None:
