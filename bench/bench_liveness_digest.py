@@ -19,7 +19,8 @@ def heartbeats(count: int) -> list[Heartbeat]:
                       10_000, 1, 100, 100, 1) for i in range(count)]
 
 
-def one_round(follower: HeartbeatTable, leader: HeartbeatTable, beats: list[Heartbeat], now_ms: int) -> tuple[float, float]:
+def one_round(follower: HeartbeatTable, leader: HeartbeatTable, beats: list[Heartbeat],
+              now_ms: int) -> tuple[float, float]:
     for beat in beats:
         follower.update(beat, now_ms, channel_id=1)
     started = time.process_time()

@@ -98,7 +98,8 @@ class Digest:
     closed: tuple[BrokerKey, ...] = ()
 
     @classmethod
-    def of(cls, heartbeats: Iterable[Heartbeat] = (), closed: Iterable[BrokerKey] = (), heard_ms_ago: int = 0) -> Digest:
+    def of(cls, heartbeats: Iterable[Heartbeat] = (), closed: Iterable[BrokerKey] = (),
+           heard_ms_ago: int = 0) -> Digest:
         return cls(tuple([*hb.key, *hb[1:], heard_ms_ago] for hb in heartbeats), tuple(closed))
 
     @property

@@ -3,9 +3,9 @@
 Tasks (all in the node's nursery, all cancelled together on shutdown):
 - driver: the only task that touches the RawNode. Each loop it takes every input that arrived
   (ticks, peer messages, proposals from all connections: ONE propose_batch = group commit), then
-  handles Ready in the order Raft requires: send what may go early, persist (one LMDB transaction +
-  fsync, in the driver: no thread hop), send what had to wait, apply committed entries, complete waiting
-  requests, snapshot every N entries, advance.
+  handles Ready in the order Raft requires: send what may go early, persist (one LMDB transaction
+  + fsync, in the driver: no thread hop), send what had to wait, apply committed entries, complete
+  waiting requests (callbacks, no task each), snapshot every N entries, advance.
 - ticker: one tick every tick_ms.
 - peer links, the listening server, the notifier (1008 fan-out).
 - liveness: expiry by deadline; on the leader, dead masters become one batch of election commands.
@@ -51,7 +51,7 @@ from ._peer_codec import FrameKind, PeerProtocolError, encode_tagged
 from ._peers import PeerLinks, Reply as PeerReply
 from ._metrics import KEEP_CURRENT_MASTER, NodeMetrics
 from ._reads import ReadPath
-from ._server import Channel, Server
+from ._server import Channel, Respond, Server
 from ._status import RMQC_NODE_STATUS, handle_status_request
 
 log = logging.getLogger("rmqc.node")
@@ -99,7 +99,6 @@ class RequestFailed(RmqcError):
 
 
 OnApplied = Callable[[list[ApplyResult] | None, "RequestFailed | None"], None]
-Respond = Callable[[RemotingCommand | None], None]
 
 
 @dataclass(slots=True)
@@ -206,7 +205,7 @@ class ControllerNode:
         self.applied_index = snapshot.meta.index
         self.term = hard_state.term
         bootstrap = () if conf_state.voters else self.config.peer_ids
-        self._conf_state = conf_state if conf_state.voters else ConfState(voters=self.config.peer_ids)
+        self._set_conf_state(conf_state if conf_state.voters else ConfState(voters=self.config.peer_ids))
         raft_config = RaftConfig(
             id=self.config.node_id,
             election_tick=self.config.election_tick,
@@ -219,7 +218,6 @@ class ControllerNode:
             applied=snapshot.meta.index,
         )
         self.raw = RawNode(raft_config, self.storage, self._rng, peers=bootstrap)
-        self._sole_voter = set(self._conf_state.voters) == {self.config.node_id}
         log.info("%s: term %d, snapshot at %d, log %d..%d", self.config.node_id, hard_state.term,
                  snapshot.meta.index, self.storage.first_index(), self.storage.last_index())
 
@@ -540,8 +538,7 @@ class ControllerNode:
         self.state.restore(snapshot.data)
         self.applied_index = snapshot.meta.index
         self._snapshot_index = snapshot.meta.index
-        self._conf_state = snapshot.meta.conf_state
-        self._sole_voter = set(self._conf_state.voters) == {self.config.node_id}
+        self._set_conf_state(snapshot.meta.conf_state)
         log.info("%s: installed snapshot at %d", self.config.node_id, snapshot.meta.index)
 
     def _apply_entry(self, raw: RawNode, entry: Entry) -> None:
@@ -571,10 +568,13 @@ class ControllerNode:
             return []  # a leader's no-op
         return self.state.apply_all(decode_commands(entry.data))
 
+    def _set_conf_state(self, conf_state: ConfState) -> None:
+        self._conf_state = conf_state
+        self._sole_voter = set(conf_state.voters) == {self.config.node_id}
+
     def _apply_conf_change(self, raw: RawNode, entry: Entry) -> None:
         change = decode_conf_change(entry.data)
-        self._conf_state = raw.apply_conf_change(change)
-        self._sole_voter = set(self._conf_state.voters) == {self.config.node_id}
+        self._set_conf_state(raw.apply_conf_change(change))
         assert self.storage is not None
         self.storage.save_conf_state(self._conf_state)
 

@@ -45,7 +45,7 @@ from ._config import CONSISTENCY_LEVELS
 
 if TYPE_CHECKING:
     from ._node import ControllerNode
-    from ._server import Channel
+    from ._server import Channel, Respond
 
 log = logging.getLogger("rmqc.node.reads")
 
@@ -73,9 +73,6 @@ LOST_TICKS_TOLERATED = 2
 DEFAULT_LEVEL_BY_CODE = {int(RequestCode.CONTROLLER_GET_METADATA_INFO): STALE}
 
 
-Respond = Callable[[RemotingCommand | None], None]
-
-
 @dataclass(slots=True, eq=False)
 class _Read:
     """One read waiting for confirmation; `on_done(failure or None)` runs exactly once."""
@@ -98,7 +95,8 @@ def wall_ms() -> int:
 
 
 class ReadPath:
-    """Owned by one ControllerNode; `serve` runs in request tasks, the rest in the driver task."""
+    """Owned by one ControllerNode; `serve_with` runs in the connection reader (or a forwarded
+    request's task), the rest in the driver task. Nothing here awaits."""
 
     def __init__(self, node: ControllerNode, rng: random.Random) -> None:
         self._node = node
