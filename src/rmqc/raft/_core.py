@@ -82,6 +82,9 @@ MEMBERSHIP_AFTER = {
 # log never materialises at once.
 SCAN_PAGE_BYTES = 1024 * 1024
 
+# Entries a probe carries at most (see _entries_for).
+PROBE_ENTRIES = 16
+
 # The transport reports every snapshot send (report_snapshot); if that report is lost, a follower
 # would stay in SNAPSHOT forever. After this many election timeouts without news we assume the send
 # failed and probe again (a retry bound, not a transfer-time limit: a slow install still succeeds
@@ -555,13 +558,17 @@ class RaftCore:
             Message(MT.APP, to, self.id, term=self.term, index=pr.next - 1, log_term=prev_term,
                     entries=tuple(entries), commit=self.log.committed)
         )
-        pr.sent_append(entries[-1].index if entries else None, size)
+        pr.sent_append(entries[-1].index if entries else None, size, self.ticks)
         return True
 
     def _entries_for(self, pr: Progress) -> list[Entry]:
         if not pr.can_send_entries():
             return []
-        hi = min(pr.next + self.config.max_entries_per_msg, self.log.last_index() + 1)
+        # A probe may well be rejected (the follower's log diverges or is shorter): it carries only
+        # the few entries that spare a new leader's no-op a round trip. The bulk of a catch-up
+        # goes in REPLICATE, paced by the in-flight window.
+        count = PROBE_ENTRIES if pr.state is ProgressState.PROBE else self.config.max_entries_per_msg
+        hi = min(pr.next + count, self.log.last_index() + 1)
         return self.log.entries(pr.next, hi, self.config.max_size_per_msg)
 
     def _maybe_send_snapshot(self, to: str, pr: Progress) -> bool:
@@ -667,7 +674,7 @@ class RaftCore:
         if pr is None:
             return
         pr.recent_active = True
-        pr.flow_paused = False  # a paused stream must always be able to resume (pitfall 36)
+        pr.may_resume(self.ticks, self.config.probe_retry_ticks)
         if pr.match < self.log.last_index() or pr.state is ProgressState.PROBE:
             self._maybe_send_append(m.frm, send_if_empty=True)
         round_id = decode_round_id(m.context)

@@ -63,9 +63,11 @@ class Progress:
         self.match = 0
         self.next = next_index
         self.state = ProgressState.PROBE
-        # PROBE: one message is out, wait for a reply or a heartbeat. REPLICATE: the window is full;
-        # a heartbeat reply clears it so one (maybe empty) append can resume a stalled stream.
+        # PROBE: one message is out, wait for its reply (or retry it, see may_resume). REPLICATE: the
+        # window is full; a heartbeat reply clears it so one (maybe empty) append can resume a
+        # stalled stream.
         self.flow_paused = False
+        self.probe_sent_tick = 0  # when the outstanding probe left (the leader's tick count)
         self.pending_snapshot = 0
         self.snapshot_timeouts = 0  # election timeouts spent in SNAPSHOT without a report
         self.recent_active = False
@@ -110,8 +112,8 @@ class Progress:
         """False when only an empty append may go (REPLICATE with a full window)."""
         return not (self.state is ProgressState.REPLICATE and self.inflights.full())
 
-    def sent_append(self, last_index: int | None, size_bytes: int) -> None:
-        """An append left for this peer; last_index is None for an empty one."""
+    def sent_append(self, last_index: int | None, size_bytes: int, tick: int) -> None:
+        """An append left for this peer at `tick`; last_index is None for an empty one."""
         if self.state is ProgressState.REPLICATE:
             if last_index is not None:
                 self.next = last_index + 1  # optimistic: pipeline the next batch at once
@@ -119,6 +121,17 @@ class Progress:
             self.flow_paused = self.inflights.full()
         elif self.state is ProgressState.PROBE:
             self.flow_paused = True
+            self.probe_sent_tick = tick
+
+    def may_resume(self, tick: int, probe_retry_ticks: int) -> None:
+        """A heartbeat reply: the follower is alive, so a paused stream may go on (pitfall 36). A
+        probe still outstanding is sent again only once it is `probe_retry_ticks` old: a follower
+        that is busy with a backlog answers every queued heartbeat at once, and resending the probe
+        for each would flood it with copies of the range it is still working through (issue 13)."""
+        if self.state is ProgressState.PROBE and self.flow_paused:
+            if tick - self.probe_sent_tick < probe_retry_ticks:
+                return
+        self.flow_paused = False
 
     def acked_replicate(self, index: int) -> None:
         self.inflights.free_le(index)

@@ -1,0 +1,105 @@
+"""Pacing of a lagging follower's catch-up (issue 13): one small probe at a time, no resend of a
+range that is still in flight, and a window bounded in messages and bytes."""
+
+from __future__ import annotations
+
+from rmqc.raft import Config
+from rmqc.raft._core import PROBE_ENTRIES
+from rmqc.raft._progress import Progress, ProgressState
+from rmqc.raft._types import MessageType as MT
+
+from .raftnet import elected, msg
+
+ET = Config(id="x").election_tick
+
+
+def lagging_leader(entries: int, **config: object):  # type: ignore[no-untyped-def]
+    """n1 leads n1..n3; n3 missed `entries` appends and is back in PROBE (as after a pause)."""
+    net = elected(["n1", "n2", "n3"], **config)
+    net.isolate("n3")
+    for i in range(entries):
+        net.propose("n1", b"%0100d" % i)
+    net.recover()
+    leader = net.nodes["n1"]
+    leader.report_unreachable("n3")
+    return net, leader
+
+
+def appends_to(messages: list, peer: str) -> list:  # type: ignore[type-arg]
+    return [m for m in messages if m.type is MT.APP and m.to == peer]
+
+
+def test_probe_carries_few_entries() -> None:
+    net, leader = lagging_leader(200)
+    pr = leader.raft.progress["n3"]
+    assert pr.state is ProgressState.PROBE
+    net.tick(["n1"])  # a heartbeat round; n3 answers it
+    sent = appends_to(net.delivered, "n3")
+    assert len(sent[0].entries) <= PROBE_ENTRIES  # the probe; once accepted, full batches follow
+    assert net.nodes["n3"].raft.log.last_index() == leader.raft.log.last_index()
+
+
+def test_heartbeat_replies_do_not_resend_an_outstanding_probe() -> None:
+    """A resumed follower answers every heartbeat queued while it slept at once: the leader must
+    not answer each of them with another copy of the probe."""
+    net, leader = lagging_leader(50)
+    raft = leader.raft
+    pr = raft.progress["n3"]
+    term = raft.term
+    leader.step(msg(MT.HEARTBEAT_RESP, "n3", "n1", term=term))
+    first = appends_to(net.process_ready("n1"), "n3")
+    assert len(first) == 1 and pr.flow_paused
+    for _ in range(20):  # the backlog of heartbeat replies, all within one tick
+        leader.step(msg(MT.HEARTBEAT_RESP, "n3", "n1", term=term))
+    assert appends_to(net.process_ready("n1"), "n3") == []
+
+
+def test_a_lost_probe_is_sent_again_after_probe_retry_ticks() -> None:
+    net, leader = lagging_leader(50)
+    raft = leader.raft
+    pr = raft.progress["n3"]
+    leader.step(msg(MT.HEARTBEAT_RESP, "n3", "n1", term=raft.term))
+    assert len(appends_to(net.process_ready("n1"), "n3")) == 1  # ...and lost
+    for _ in range(raft.config.probe_retry_ticks):
+        leader.tick()
+    net.process_ready("n1")
+    leader.step(msg(MT.HEARTBEAT_RESP, "n3", "n1", term=raft.term))
+    again = appends_to(net.process_ready("n1"), "n3")
+    assert len(again) == 1 and again[0].index == pr.next - 1
+
+
+def test_catch_up_stays_within_the_window_until_acks_return() -> None:
+    net, leader = lagging_leader(3000, max_entries_per_msg=100, max_inflight_msgs=4)
+    raft = leader.raft
+    pr = raft.progress["n3"]
+    net.hook = lambda m: None if (m.type is MT.APP_RESP and m.frm == "n3" and not m.reject
+                                  and m.index > 200) else m
+    net.tick(["n1"], ticks=3)  # the probe is accepted, then the window fills and acks stop
+    assert pr.state is ProgressState.REPLICATE
+    assert len(pr.inflights) <= 4 and pr.next - 1 - pr.match <= 4 * 100
+    net.hook = None
+    net.tick_until(lambda: net.nodes["n3"].raft.log.last_index() == raft.log.last_index(), 20 * ET)
+
+
+def test_window_bytes_bound_the_catch_up() -> None:
+    net, leader = lagging_leader(3000, max_inflight_bytes=8 * 1024, max_size_per_msg=2 * 1024)
+    pr = leader.raft.progress["n3"]
+    net.hook = lambda m: None if (m.type is MT.APP_RESP and m.frm == "n3" and m.index > 200) else m
+    net.tick(["n1"], ticks=3)
+    assert pr.inflights.bytes <= 8 * 1024 + 2 * 1024  # the last message may overshoot by itself
+    net.hook = None
+
+
+def test_may_resume_keeps_replicate_resumable_on_every_heartbeat() -> None:
+    pr = Progress(next_index=1, max_inflight=1, max_inflight_bytes=1000)
+    pr.become_replicate()
+    pr.sent_append(1, 10, tick=5)
+    assert pr.is_paused()
+    pr.may_resume(tick=5, probe_retry_ticks=2)  # pitfall 36: a full window resumes at once
+    assert not pr.is_paused()
+    pr.become_probe()
+    pr.sent_append(None, 0, tick=7)
+    pr.may_resume(tick=8, probe_retry_ticks=2)
+    assert pr.is_paused()
+    pr.may_resume(tick=9, probe_retry_ticks=2)
+    assert not pr.is_paused()
