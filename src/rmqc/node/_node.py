@@ -66,6 +66,11 @@ COMMIT_TIMEOUT_REMARK = "java.util.concurrent.TimeoutException: commit wait"
 MAX_INBOUND_MESSAGES = 65_536
 # Requests forwarded to the leader and not yet answered.
 MAX_FORWARDS_IN_FLIGHT = 16_384
+# One pass of the driver steps at most this many peer messages, or messages carrying this many
+# entries, before it persists, sends and lets the node's other tasks run: a peer's backlog (a
+# resumed node's, a catch-up) is worked off in slices, never in one stall (issue 13).
+FEED_MESSAGES = 512
+FEED_ENTRIES = 4096
 # Keep this many entries behind a snapshot so a briefly lagging follower catches up from the log.
 COMPACTION_LAG_ENTRIES = 1_000
 _UNREACHABLE = MessageType.UNREACHABLE
@@ -382,6 +387,9 @@ class ControllerNode:
                 ready = raw.ready()
                 await self._handle_ready(raw, ready)
                 raw.advance(ready)
+                # the peer readers, the server and the ticker run between two Readies, or a long
+                # run of them (a catch-up, a backlog) would starve them (issue 13)
+                await trio.lowlevel.checkpoint()
                 # everything that arrived while we persisted (ticks and peer messages too, or a
                 # busy leader would starve its heartbeats) goes into the next Ready: group commit
                 self._wakeup = trio.Event()
@@ -391,9 +399,7 @@ class ControllerNode:
         ticks, self._ticks = self._ticks, 0
         for _ in range(min(ticks, self.config.election_tick)):
             raw.tick()
-        while self._inbound:
-            message = self._inbound.popleft()
-            self._step(raw, message)
+        self._step_inbound(raw)
         if self._sole_voter and self.leader_id is None:
             # no one to wait for, so no election timeout before serving: a restarted single-node
             # controller serves once its log is applied (the core refuses before, pitfall 3)
@@ -401,6 +407,21 @@ class ControllerNode:
         self.reads.flush(raw)
         self._expire_waiters()
         self._feed_proposals(raw)
+
+    def _step_inbound(self, raw: RawNode) -> None:
+        """Step one slice of the waiting peer messages (FEED_MESSAGES, FEED_ENTRIES); the rest
+        wait for the next pass, which is due at once."""
+        messages = entries = 0
+        while self._inbound and messages < FEED_MESSAGES and entries < FEED_ENTRIES:
+            message = self._inbound.popleft()
+            self._step(raw, message)
+            messages += 1
+            entries += len(message.entries)
+        if self._inbound:
+            self._wake()
+
+    def raft_term(self) -> int:
+        return self.term
 
     def _step(self, raw: RawNode, message: Message) -> None:
         if message.type == _UNREACHABLE:
