@@ -103,3 +103,31 @@ def test_may_resume_keeps_replicate_resumable_on_every_heartbeat() -> None:
     assert pr.is_paused()
     pr.may_resume(tick=9, probe_retry_ticks=2)
     assert not pr.is_paused()
+
+
+def test_a_joining_learner_catches_up_within_the_window() -> None:
+    """A learner added to a long log is caught up like a lagging follower: never more than the
+    window's messages and bytes in flight to it (issue 13)."""
+    from rmqc.raft import ConfChange, ConfChangeType
+
+    net = elected(["n1", "n2", "n3"], max_entries_per_msg=100, max_inflight_msgs=4)
+    for i in range(2000):
+        net.nodes["n1"].propose(b"%0100d" % i)
+    net.stabilize()
+    net.add_node("n4")
+    leader = net.nodes["n1"]
+    in_flight: list[tuple[int, int]] = []
+
+    def watch(m):  # type: ignore[no-untyped-def]
+        pr = leader.raft.progress.get("n4")
+        if pr is not None:
+            in_flight.append((len(pr.inflights), pr.inflights.bytes))
+        return m
+
+    net.hook = watch
+    leader.propose_conf_change(ConfChange(ConfChangeType.ADD_LEARNER, "n4"))
+    net.stabilize()
+    net.tick_until(lambda: net.nodes["n4"].raft.log.last_index() == leader.raft.log.last_index(), 20 * ET)
+    assert net.nodes["n4"].status().is_learner
+    assert max(count for count, _ in in_flight) <= 4
+    assert max(size for _, size in in_flight) <= leader.raft.config.max_inflight_bytes + leader.raft.config.max_size_per_msg
