@@ -61,9 +61,9 @@ class PeerOutbox:
 
     def take_batch(self) -> tuple[bytes, list[str]]:
         """Bytes for one write: control frames first, then Raft messages batched into frames of at
-        most max_batch_bytes and max_batch_entries (a single larger message still goes alone). Also
-        returns a note per
-        snapshot message included, so the caller can report the snapshot's fate to Raft."""
+        most max_batch_bytes and max_batch_entries (a single larger message still goes alone).
+        Also returns a note per snapshot message included, so the caller can report the snapshot's
+        fate to Raft."""
         chunks = list(self._control)
         self._control.clear()
         snapshots: list[str] = []
