@@ -52,6 +52,13 @@ def test_heartbeat_replies_do_not_resend_an_outstanding_probe() -> None:
     for _ in range(20):  # the backlog of heartbeat replies, all within one tick
         leader.step(msg(MT.HEARTBEAT_RESP, "n3", "n1", term=term))
     assert appends_to(net.process_ready("n1"), "n3") == []
+    probe_round = pr.probe_round
+    for _ in range(5):  # ticks pass; the follower works through rounds sent before the probe
+        leader.tick()
+    net.process_ready("n1")
+    for round_id in range(1, probe_round + 1):
+        leader.step(msg(MT.HEARTBEAT_RESP, "n3", "n1", term=term, context=round_id.to_bytes(8, "big")))
+    assert appends_to(net.process_ready("n1"), "n3") == []
 
 
 def test_a_lost_probe_is_sent_again_after_probe_retry_ticks() -> None:
@@ -61,9 +68,10 @@ def test_a_lost_probe_is_sent_again_after_probe_retry_ticks() -> None:
     leader.step(msg(MT.HEARTBEAT_RESP, "n3", "n1", term=raft.term))
     assert len(appends_to(net.process_ready("n1"), "n3")) == 1  # ...and lost
     for _ in range(raft.config.probe_retry_ticks):
-        leader.tick()
+        leader.tick()  # heartbeat rounds sent after the probe
     net.process_ready("n1")
-    leader.step(msg(MT.HEARTBEAT_RESP, "n3", "n1", term=raft.term))
+    later_round = (raft.heartbeat_round).to_bytes(8, "big")
+    leader.step(msg(MT.HEARTBEAT_RESP, "n3", "n1", term=raft.term, context=later_round))
     again = appends_to(net.process_ready("n1"), "n3")
     assert len(again) == 1 and again[0].index == pr.next - 1
 
@@ -93,15 +101,20 @@ def test_window_bytes_bound_the_catch_up() -> None:
 def test_may_resume_keeps_replicate_resumable_on_every_heartbeat() -> None:
     pr = Progress(next_index=1, max_inflight=1, max_inflight_bytes=1000)
     pr.become_replicate()
-    pr.sent_append(1, 10, tick=5)
+    pr.sent_append(1, 10, tick=5, heartbeat_round=3)
     assert pr.is_paused()
-    pr.may_resume(tick=5, probe_retry_ticks=2)  # pitfall 36: a full window resumes at once
+    pr.may_resume(tick=5, heartbeat_round=3, probe_retry_ticks=2)  # pitfall 36: a full window resumes
     assert not pr.is_paused()
-    pr.become_probe()
-    pr.sent_append(None, 0, tick=7)
-    pr.may_resume(tick=8, probe_retry_ticks=2)
+
+
+def test_a_probe_is_resent_only_once_the_follower_has_read_past_it() -> None:
+    pr = Progress(next_index=1, max_inflight=1, max_inflight_bytes=1000)
+    pr.sent_append(None, 0, tick=7, heartbeat_round=40)  # PROBE: sent after round 40
+    pr.may_resume(tick=50, heartbeat_round=40, probe_retry_ticks=2)  # a backlog: still before it
     assert pr.is_paused()
-    pr.may_resume(tick=9, probe_retry_ticks=2)
+    pr.may_resume(tick=8, heartbeat_round=41, probe_retry_ticks=2)  # past it, but its answer may
+    assert pr.is_paused()                                           # still wait for an fsync
+    pr.may_resume(tick=9, heartbeat_round=41, probe_retry_ticks=2)  # lost: send it again
     assert not pr.is_paused()
 
 

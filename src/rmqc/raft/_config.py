@@ -40,7 +40,8 @@ class Config:
     max_inflight_msgs: int = 256
     max_inflight_bytes: int = 2 * MIB
     # A probe (one append to a follower whose log position is unknown) is the only one outstanding;
-    # it is sent again if no answer came within this many ticks (it or its answer may be lost).
+    # it is sent again only if lost: the follower answered a later heartbeat round and no answer
+    # came within this many ticks (see Progress.may_resume).
     probe_retry_ticks: int = 2
     max_uncommitted_size: int = 64 * MIB
     lease_drift_ticks: int = 2

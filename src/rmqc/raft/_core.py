@@ -125,6 +125,7 @@ class RaftCore:
         self.msgs_after_persist: list[Message] = []
         self.read_states: list[ReadState] = []
         self.ticks = 0  # monotonic tick counter: the core's only clock
+        self.heartbeat_round = 0  # the id of the last heartbeat round sent (ids only grow)
         # A restarted node may have acked a leader's lease round before crashing: stay sticky for
         # one election timeout so that lease cannot be broken by our vote (thesis 6.4.1).
         self.leader_contact_elapsed = 0 if restarted else config.election_tick
@@ -558,7 +559,7 @@ class RaftCore:
             Message(MT.APP, to, self.id, term=self.term, index=pr.next - 1, log_term=prev_term,
                     entries=tuple(entries), commit=self.log.committed)
         )
-        pr.sent_append(entries[-1].index if entries else None, size, self.ticks)
+        pr.sent_append(entries[-1].index if entries else None, size, self.ticks, self.heartbeat_round)
         return True
 
     def _entries_for(self, pr: Progress) -> list[Entry]:
@@ -661,6 +662,7 @@ class RaftCore:
     # ================================================================ leader: heartbeats and reads
     def _bcast_heartbeat(self) -> None:
         round_id = self.reads.begin_round(self.ticks)
+        self.heartbeat_round = round_id
         context = encode_round_id(round_id)
         for peer in self.peer_order:
             if peer != self.id:
@@ -674,10 +676,10 @@ class RaftCore:
         if pr is None:
             return
         pr.recent_active = True
-        pr.may_resume(self.ticks, self.config.probe_retry_ticks)
+        round_id = decode_round_id(m.context)
+        pr.may_resume(self.ticks, round_id, self.config.probe_retry_ticks)
         if pr.match < self.log.last_index() or pr.state is ProgressState.PROBE:
             self._maybe_send_append(m.frm, send_if_empty=True)
-        round_id = decode_round_id(m.context)
         if round_id is not None:
             self._ack_round(round_id, m.frm)
 
