@@ -49,6 +49,8 @@ CLUSTER_NAME = "PauseCluster"
 HEALTHY_TIMEOUT_S = 30.0  # a cluster that does not come back within this is a failure, not a wait
 SETTLE_S = 1.0  # observed after the cluster is healthy again following SIGCONT
 RECEIVE_BYTES = 65536
+LAG_PROBE_S = 0.005
+LAG_RECORDED_S = 0.010
 
 
 class PauseRunFailed(RuntimeError):
@@ -74,6 +76,9 @@ class PauseResult:
     recovery_ms: float = 0.0
     silence_ms: dict[str, float] = field(default_factory=dict)
     stale_reads: int = 0
+    # The longest this harness's own loop was late in the window: a silence this long on every node
+    # at once is the harness (or the machine) stalling, not the nodes.
+    harness_lag_ms: float = 0.0
 
     @property
     def worst_silence_ms(self) -> float:
@@ -82,7 +87,8 @@ class PauseResult:
     def as_dict(self) -> dict[str, Any]:
         return {"index": self.index, "kind": self.kind, "node": self.node, "recovery_ms": round(self.recovery_ms, 1),
                 "silence_ms": {k: round(v, 1) for k, v in self.silence_ms.items()},
-                "worst_silence_ms": round(self.worst_silence_ms, 1), "stale_reads": self.stale_reads}
+                "worst_silence_ms": round(self.worst_silence_ms, 1), "stale_reads": self.stale_reads,
+                "harness_lag_ms": round(self.harness_lag_ms, 1)}
 
 
 class _Conn:
@@ -184,6 +190,7 @@ class PauseRun:
         self.timeline: list[tuple[Any, ...]] = []  # (s since start, node, role, term, leader, commit, last)
         self.events: list[tuple[float, str]] = []  # (s since start, what the pauser did)
         self._last_seen: dict[str, tuple[Any, ...]] = {}
+        self.harness_lags: list[tuple[float, float]] = []  # (monotonic, seconds late)
 
     def address(self, node_id: str) -> str:
         return self.cluster.node(node_id).address
@@ -207,6 +214,18 @@ class PauseRun:
                 probe.status, probe.answered_at = orjson.loads(answer.body), now
                 self._note_change(node_id, now, probe.status)
             await trio.sleep_until(trio.current_time() + max(0.0, sent + PROBE_INTERVAL_S - time.monotonic()))
+
+    async def _watch_own_lag(self) -> None:
+        """Record when this process's loop woke up later than asked (CPU starvation of the harness)."""
+        while True:
+            asked = time.monotonic()
+            await trio.sleep(LAG_PROBE_S)
+            late = time.monotonic() - asked - LAG_PROBE_S
+            if late > LAG_RECORDED_S:
+                self.harness_lags.append((asked, late))
+
+    def _harness_lag_s(self, start: float, end: float) -> float:
+        return max((late for at, late in self.harness_lags if start <= at <= end), default=0.0)
 
     def _note_change(self, node_id: str, now: float, status: dict[str, Any]) -> None:
         """Role, term and leader changes of every node, with the log position: the timeline that
@@ -358,6 +377,7 @@ class PauseRun:
             result.recovery_ms = self._write_gap_s(start, end) * 1000
         result.silence_ms = {n: self.probes[n].silence_s(start, end) * 1000 for n in survivors}
         result.stale_reads = len(self.stale_reads) - stale_before
+        result.harness_lag_ms = self._harness_lag_s(start, end) * 1000
         return result
 
     async def _check_lost(self) -> None:
@@ -378,6 +398,7 @@ class PauseRun:
         await self.cluster.start_async()
         try:
             async with trio.open_nursery() as probes:
+                probes.start_soon(self._watch_own_lag)
                 for node_id in self.ids:
                     probes.start_soon(self._probe, node_id)
                 async with trio.open_nursery() as load:
@@ -410,6 +431,7 @@ class PauseRun:
                 "worst_follower_write_gap_ms": round(max(follower, default=0.0), 1),
                 "worst_silence_ms": round(max((r.worst_silence_ms for r in self.results), default=0.0), 1),
                 "stale_reads": len(self.stale_reads), "lost": len(self.lost),
+                "worst_harness_lag_ms": round(max((r.harness_lag_ms for r in self.results), default=0.0), 1),
                 "acked_writes": sum(w.acked_total for w in self.writers)}
 
 
