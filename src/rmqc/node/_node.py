@@ -71,6 +71,8 @@ MAX_FORWARDS_IN_FLIGHT = 16_384
 # resumed node's, a catch-up) is worked off in slices, never in one stall (issue 13).
 FEED_MESSAGES = 512
 FEED_ENTRIES = 4096
+# A save (one LMDB transaction + fsync) slower than this is logged: the node answers nothing meanwhile.
+SLOW_PERSIST_S = 0.1
 # Keep this many entries behind a snapshot so a briefly lagging follower catches up from the log.
 COMPACTION_LAG_ENTRIES = 1_000
 _UNREACHABLE = MessageType.UNREACHABLE
@@ -508,7 +510,12 @@ class ControllerNode:
         # write (on two busy cores, each may wait for a time slice) for no overlap worth having.
         self.storage.save(hard_state, entries, snapshot)
         self._unsaved_hard_state = None
-        self.node_metrics.observe_fsync(trio.current_time() - persist_started_s)
+        persist_s = trio.current_time() - persist_started_s
+        self.node_metrics.observe_fsync(persist_s)
+        if persist_s >= SLOW_PERSIST_S:
+            # the whole node waits for this save (it runs in the driver): say so, or a silent node
+            # under disk contention looks like a bug in the node
+            log.warning("%s: saving %d entries took %.0f ms", self.config.node_id, len(entries), persist_s * 1000)
 
     def _apply_committed(self, raw: RawNode, ready: Any) -> None:
         applied_before = self.applied_index

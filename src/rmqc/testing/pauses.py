@@ -23,6 +23,7 @@ tests/cluster/test_pauses.py runs a short version, bench/_scn_pauses.py the long
 from __future__ import annotations
 
 import itertools
+import os
 import signal
 import time
 from collections.abc import Mapping
@@ -62,7 +63,7 @@ class PauseConfig:
     pauses: int = 4  # alternating leader, follower, leader, ...
     pause_s: float = 3.0
     writes_per_s: float = 300.0
-    writers: int = 3
+    writers: int = 8  # each does 1012 + 1013 in turn, so a few are needed for a few hundred a second
     between_s: float = 1.0  # healthy time between two pauses
     settings: tuple[str, ...] = ()  # --set OPTION=VALUE for every node
     program: tuple[str, ...] = ()  # what runs `rmqc` (another tree's, for a before/after); default: ours
@@ -79,6 +80,7 @@ class PauseResult:
     # The longest this harness's own loop was late in the window: a silence this long on every node
     # at once is the harness (or the machine) stalling, not the nodes.
     harness_lag_ms: float = 0.0
+    loadavg_1m: float = 0.0  # of the machine at the end of the window (other work shows here)
 
     @property
     def worst_silence_ms(self) -> float:
@@ -88,7 +90,7 @@ class PauseResult:
         return {"index": self.index, "kind": self.kind, "node": self.node, "recovery_ms": round(self.recovery_ms, 1),
                 "silence_ms": {k: round(v, 1) for k, v in self.silence_ms.items()},
                 "worst_silence_ms": round(self.worst_silence_ms, 1), "stale_reads": self.stale_reads,
-                "harness_lag_ms": round(self.harness_lag_ms, 1)}
+                "harness_lag_ms": round(self.harness_lag_ms, 1), "loadavg_1m": round(self.loadavg_1m, 2)}
 
 
 class _Conn:
@@ -378,6 +380,7 @@ class PauseRun:
         result.silence_ms = {n: self.probes[n].silence_s(start, end) * 1000 for n in survivors}
         result.stale_reads = len(self.stale_reads) - stale_before
         result.harness_lag_ms = self._harness_lag_s(start, end) * 1000
+        result.loadavg_1m = os.getloadavg()[0]
         return result
 
     async def _check_lost(self) -> None:
