@@ -389,13 +389,14 @@ class ControllerNode:
                 ready = raw.ready()
                 await self._handle_ready(raw, ready)
                 raw.advance(ready)
-                # the peer readers, the server and the ticker run between two Readies, or a long
-                # run of them (a catch-up, a backlog) would starve them (issue 13)
-                await trio.lowlevel.checkpoint()
                 # everything that arrived while we persisted (ticks and peer messages too, or a
                 # busy leader would starve its heartbeats) goes into the next Ready: group commit
                 self._wakeup = trio.Event()
                 self._feed(raw)
+                if raw.has_ready():
+                    # a run of Readies (a backlog, a catch-up): the peer readers, the server and the
+                    # ticker run between two of them, or they would starve (issue 13)
+                    await trio.lowlevel.checkpoint()
 
     def _feed(self, raw: RawNode) -> None:
         ticks, self._ticks = self._ticks, 0

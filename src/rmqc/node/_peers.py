@@ -44,6 +44,8 @@ MAX_HANDSHAKE_BYTES = 4 + 2 + 2 * 256
 # stay a few milliseconds of work whatever the sender has queued.
 RAFT_FRAME_BYTES = 512 * 1024
 RAFT_FRAME_ENTRIES = 4096
+# The reader lets the node's other tasks run after decoding this many bytes of frames in a row.
+YIELD_AFTER_BYTES = 256 * 1024
 # Control frames per peer: forwarded requests are additionally bounded by the node's pending-request
 # bound; this only stops a stalled link from growing without limit.
 MAX_CONTROL_FRAMES = 8192
@@ -316,11 +318,15 @@ async def read_peer_frames(
         chunk = await stream.receive_some(RECEIVE_CHUNK_BYTES)
         if not chunk:
             return
+        since_yield = 0
         for frame in decoder.feed(chunk):
             dispatch_frame(frame, sender, handler, reply)
-            # A chunk may hold many frames (a peer's backlog after a pause): the node's other
-            # tasks (the driver, heartbeats, client answers) run between two of them.
-            await trio.lowlevel.checkpoint()
+            since_yield += len(frame.payload)
+            if since_yield >= YIELD_AFTER_BYTES:
+                # a chunk of many frames (a peer's backlog after a pause): the node's other tasks
+                # (the driver, heartbeats, client answers) run in between
+                await trio.lowlevel.checkpoint()
+                since_yield = 0
 
 
 def dispatch_frames(frames: list[PeerFrame], sender: str, handler: PeerHandler, reply: Reply) -> None:
