@@ -144,3 +144,22 @@ def test_a_joining_learner_catches_up_within_the_window() -> None:
     assert net.nodes["n4"].status().is_learner
     assert max(count for count, _ in in_flight) <= 4
     assert max(size for _, size in in_flight) <= leader.raft.config.max_inflight_bytes + leader.raft.config.max_size_per_msg
+
+
+def test_simultaneous_pre_candidates_do_not_split_the_vote() -> None:
+    """After a paused leader, both followers may time out on the same tick: the lower of the two
+    pre-candidates steps back when it grants the other's pre-vote, so one election round does."""
+    from rmqc.raft import Role
+
+    for first, second in (("n2", "n3"), ("n3", "n2")):
+        net = elected(["n1", "n2", "n3"])
+        net.isolate("n1")
+        a, b = net.nodes[first], net.nodes[second]
+        for node in (a, b):
+            node.raft.leader_contact_elapsed = ET  # both stopped hearing n1 long ago
+            node.campaign()  # both pre-campaign before either hears the other
+        net.stabilize()
+        roles = sorted(node.raft.role.value for node in (a, b))
+        assert roles == ["follower", "leader"], roles
+        assert net.nodes["n3"].raft.role is Role.LEADER  # equal logs: the higher id goes on
+        assert a.raft.term == b.raft.term == 3

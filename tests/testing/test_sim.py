@@ -157,7 +157,9 @@ def test_catches_acks_and_votes_sent_before_fsync(monkeypatch: pytest.MonkeyPatc
     # Every message leaves before the Ready is durable: a crash mid-fsync then forgets a vote or an
     # append that a leader already counted.
     monkeypatch.setattr(raft_core, "AFTER_PERSIST", frozenset())
-    assert_caught(SimKnobs(), seed_bound=40)
+    # Contested elections expose it most; since simultaneous pre-candidates no longer split the
+    # vote (issue 13) they are rarer, and the first seed that catches it is 52.
+    assert_caught(SimKnobs(), seed_bound=80)
 
 
 def test_catches_read_index_before_own_term_commit(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -335,8 +335,19 @@ class RaftCore:
             if m.type is MT.VOTE:
                 self.election_elapsed = 0
                 self.vote = m.frm
+            elif self._yields_to(m):
+                self.become_follower(self.term, None)
         else:
             self._send(Message(response, m.frm, self.id, term=self.term, reject=True))
+
+    def _yields_to(self, m: Message) -> bool:
+        """Two pre-candidates that timed out together (the same randomised tick after the same
+        lost leader) both win their pre-votes and split the real vote, costing another election
+        timeout. The one whose (last term, last index, id) is lower steps back when it grants the
+        other's pre-vote for the same term; pre-votes change no term or vote, so this is safe."""
+        if self.role is not Role.PRE_CANDIDATE or m.term != self.term + 1 or m.frm not in self.voters:
+            return False  # a stranger (e.g. a removed node) could never win: keep campaigning
+        return (m.log_term, m.index, m.frm) > (self.log.last_term(), self.log.last_index(), self.id)
 
     def _candidate_on_vote_response(self, m: Message) -> None:
         mine = MT.PRE_VOTE_RESP if self.role is Role.PRE_CANDIDATE else MT.VOTE_RESP
