@@ -47,7 +47,7 @@ SCENARIOS: list[tuple[str, str, Scenario]] = [
     ("reads_etcd", "reads (linearizable, serializable) per node role, etcd anchor", reads_etcd),
     ("heartbeats", "heartbeats ingested by a 3-node cluster", heartbeats),
     ("leader_kill", "controller leader SIGKILL -> first write accepted", leader_kill),
-    ("pauses", "leader and follower SIGSTOP 3 s, SIGCONT, under ~300 writes/s", pauses),
+    ("pauses", "leader and follower SIGSTOP 3 s, SIGCONT, under broker registrations (1012 + 1013)", pauses),
     ("catch_up", "a follower restarted far behind: write latency while it catches up", catch_up),
     ("broker_failover", "broker master lost (closed / hung) -> others notified", broker_failover),
     ("scale", "broker groups at scale, then masters lost at once", scale),

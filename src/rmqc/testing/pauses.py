@@ -430,12 +430,14 @@ class PauseRun:
     def summary(self) -> dict[str, Any]:
         leader = [r.recovery_ms for r in self.results if r.kind == "leader"]
         follower = [r.recovery_ms for r in self.results if r.kind == "follower"]
+        acked = sum(w.acked_total for w in self.writers)
+        elapsed_s = time.monotonic() - self.started
         return {"pauses": len(self.results), "worst_leader_recovery_ms": round(max(leader, default=0.0), 1),
                 "worst_follower_write_gap_ms": round(max(follower, default=0.0), 1),
                 "worst_silence_ms": round(max((r.worst_silence_ms for r in self.results), default=0.0), 1),
                 "stale_reads": len(self.stale_reads), "lost": len(self.lost),
                 "worst_harness_lag_ms": round(max((r.harness_lag_ms for r in self.results), default=0.0), 1),
-                "acked_writes": sum(w.acked_total for w in self.writers)}
+                "acked_writes": acked, "acked_writes_per_s": round(acked / max(1e-9, elapsed_s), 1)}
 
 
 def _command_with(node: ServeNode, program: tuple[str, ...]) -> Any:
