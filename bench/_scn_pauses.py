@@ -44,7 +44,8 @@ async def pauses(suite: Suite) -> dict[str, Any]:
     def show(result: PauseResult) -> None:
         what = "write accepted elsewhere after" if result.kind == "leader" else "longest write gap"
         say(f"   pause {result.index + 1:>2} ({result.kind} {result.node}): {what} {result.recovery_ms:.0f} ms, "
-            f"longest silence of the others {result.worst_silence_ms:.0f} ms (harness late by up to "
+            f"longest silence of the others {result.worst_silence_ms:.0f} ms (as seen "
+            f"{max(result.raw_silence_ms.values(), default=0.0):.0f} ms, the harness late by up to "
             f"{result.harness_lag_ms:.0f} ms), stale reads {result.stale_reads}")
 
     await run.run(show)

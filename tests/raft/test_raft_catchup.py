@@ -143,7 +143,8 @@ def test_a_joining_learner_catches_up_within_the_window() -> None:
     net.tick_until(lambda: net.nodes["n4"].raft.log.last_index() == leader.raft.log.last_index(), 20 * ET)
     assert net.nodes["n4"].status().is_learner
     assert max(count for count, _ in in_flight) <= 4
-    assert max(size for _, size in in_flight) <= leader.raft.config.max_inflight_bytes + leader.raft.config.max_size_per_msg
+    config = leader.raft.config
+    assert max(size for _, size in in_flight) <= config.max_inflight_bytes + config.max_size_per_msg
 
 
 def test_simultaneous_pre_candidates_do_not_split_the_vote() -> None:

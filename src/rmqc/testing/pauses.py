@@ -26,7 +26,7 @@ import itertools
 import os
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,7 +75,8 @@ class PauseResult:
     kind: str  # "leader" or "follower"
     node: str
     recovery_ms: float = 0.0
-    silence_ms: dict[str, float] = field(default_factory=dict)
+    silence_ms: dict[str, float] = field(default_factory=dict)  # less the harness's own lateness
+    raw_silence_ms: dict[str, float] = field(default_factory=dict)  # as the harness saw it
     stale_reads: int = 0
     # The longest this harness's own loop was late in the window: a silence this long on every node
     # at once is the harness (or the machine) stalling, not the nodes.
@@ -89,7 +90,9 @@ class PauseResult:
     def as_dict(self) -> dict[str, Any]:
         return {"index": self.index, "kind": self.kind, "node": self.node, "recovery_ms": round(self.recovery_ms, 1),
                 "silence_ms": {k: round(v, 1) for k, v in self.silence_ms.items()},
-                "worst_silence_ms": round(self.worst_silence_ms, 1), "stale_reads": self.stale_reads,
+                "worst_silence_ms": round(self.worst_silence_ms, 1),
+                "worst_raw_silence_ms": round(max(self.raw_silence_ms.values(), default=0.0), 1),
+                "stale_reads": self.stale_reads,
                 "harness_lag_ms": round(self.harness_lag_ms, 1), "loadavg_1m": round(self.loadavg_1m, 2)}
 
 
@@ -146,15 +149,20 @@ class _Probe:
     status: dict[str, Any] = field(default_factory=dict)
     answered_at: float = 0.0
 
-    def silence_s(self, start: float, end: float) -> float:
-        """The longest wait for an answer among requests outstanding at some time in [start, end]."""
-        worst = 0.0
+    def silence_s(self, start: float, end: float,
+                  harness_late: Callable[[float, float], float]) -> tuple[float, float]:
+        """The longest wait for an answer among requests outstanding at some time in [start, end]:
+        as seen (raw), and less the longest time this harness itself was late meanwhile (it could
+        not have seen an answer sooner: that part of the wait is the harness's, not the node's)."""
+        raw = net = 0.0
         for sent, answered in reversed(self.samples):
             if answered is not None and answered < start:
                 break
             if sent <= end:
-                worst = max(worst, min(answered if answered is not None else end, end) - max(sent, start))
-        return worst
+                since, until = max(sent, start), min(answered if answered is not None else end, end)
+                raw = max(raw, until - since)
+                net = max(net, until - since - harness_late(since, until))
+        return raw, max(0.0, net)
 
 
 @dataclass
@@ -227,7 +235,10 @@ class PauseRun:
                 self.harness_lags.append((asked, late))
 
     def _harness_lag_s(self, start: float, end: float) -> float:
-        return max((late for at, late in self.harness_lags if start <= at <= end), default=0.0)
+        """The longest stretch of [start, end] during which this harness's loop was late."""
+        stalls = ((at + LAG_PROBE_S, at + LAG_PROBE_S + late) for at, late in self.harness_lags)
+        return max((min(until, end) - max(since, start) for since, until in stalls
+                    if since < end and until > start), default=0.0)
 
     def _note_change(self, node_id: str, now: float, status: dict[str, Any]) -> None:
         """Role, term and leader changes of every node, with the log position: the timeline that
@@ -377,7 +388,9 @@ class PauseRun:
         self.paused = None
         if kind == "follower":
             result.recovery_ms = self._write_gap_s(start, end) * 1000
-        result.silence_ms = {n: self.probes[n].silence_s(start, end) * 1000 for n in survivors}
+        silences = {n: self.probes[n].silence_s(start, end, self._harness_lag_s) for n in survivors}
+        result.silence_ms = {n: net * 1000 for n, (_, net) in silences.items()}
+        result.raw_silence_ms = {n: raw * 1000 for n, (raw, _) in silences.items()}
         result.stale_reads = len(self.stale_reads) - stale_before
         result.harness_lag_ms = self._harness_lag_s(start, end) * 1000
         result.loadavg_1m = os.getloadavg()[0]
@@ -435,6 +448,8 @@ class PauseRun:
         return {"pauses": len(self.results), "worst_leader_recovery_ms": round(max(leader, default=0.0), 1),
                 "worst_follower_write_gap_ms": round(max(follower, default=0.0), 1),
                 "worst_silence_ms": round(max((r.worst_silence_ms for r in self.results), default=0.0), 1),
+                "worst_raw_silence_ms": round(max((max(r.raw_silence_ms.values(), default=0.0)
+                                                   for r in self.results), default=0.0), 1),
                 "stale_reads": len(self.stale_reads), "lost": len(self.lost),
                 "worst_harness_lag_ms": round(max((r.harness_lag_ms for r in self.results), default=0.0), 1),
                 "acked_writes": acked, "acked_writes_per_s": round(acked / max(1e-9, elapsed_s), 1)}
