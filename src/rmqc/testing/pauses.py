@@ -195,7 +195,6 @@ class PauseRun:
         self.results: list[PauseResult] = []
         self.stale_reads: list[str] = []
         self.lost: list[str] = []
-        self.paused: str | None = None
         self.started = time.monotonic()
         self.timeline: list[tuple[Any, ...]] = []  # (s since start, node, role, term, leader, commit, last)
         self.events: list[tuple[float, str]] = []  # (s since start, what the pauser did)
@@ -372,7 +371,6 @@ class PauseRun:
         stale_before = len(self.stale_reads)
         start = time.monotonic()
         process.signal(signal.SIGSTOP)
-        self.paused = target
         self.events.append((round(start - self.started, 3), f"SIGSTOP {target} ({kind})"))
         result = PauseResult(index, kind, target)
         survivors = [n for n in self.ids if n != target]
@@ -385,7 +383,6 @@ class PauseRun:
         await self._healthy(resumed)
         await trio.sleep(SETTLE_S)
         end = time.monotonic()
-        self.paused = None
         if kind == "follower":
             result.recovery_ms = self._write_gap_s(start, end) * 1000
         silences = {n: self.probes[n].silence_s(start, end, self._harness_lag_s) for n in survivors}
