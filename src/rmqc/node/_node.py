@@ -17,7 +17,6 @@ from __future__ import annotations
 import itertools
 import logging
 import random
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,6 +44,7 @@ from rmqc.remoting import (
 )
 from rmqc.storage import LmdbStorage, acquire_node_lock
 
+from ._clock import monotonic_ms, wall_ms
 from ._config import NodeConfig, java_properties_of
 from ._notifier import Notifier
 from ._peer_codec import FrameKind, PeerProtocolError, encode_tagged
@@ -83,10 +83,6 @@ FORWARD_CHANNEL = Channel(0, "forwarded")
 # After a leader's process is gone, how long the other survivors give its designated successor to
 # win before campaigning themselves (far below an election timeout, far above a vote round trip).
 SUCCESSOR_GRACE_MS = 150
-
-
-def wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class RequestFailed(RmqcError):
@@ -155,7 +151,7 @@ class ControllerNode:
         self._closed_channels: list[BrokerKey] = []
         self._stopping = False
         self.started = trio.Event()
-        self._started_ms = wall_ms()
+        self._started_ms = monotonic_ms()
         self._liveness_wakeup = trio.Event()
         self._digest_due = trio.Event()  # set when the heartbeat table changed since the last digest
         self._digest_now = trio.Event()  # set when the next digest carries a close: no coalescing
@@ -172,7 +168,7 @@ class ControllerNode:
     # ----- lifecycle -----
 
     async def run(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
-        self._started_ms = wall_ms()
+        self._started_ms = monotonic_ms()
         lock = acquire_node_lock(self.config.data_dir)
         try:
             self.storage = await trio.to_thread.run_sync(LmdbStorage, self.config.data_dir)
@@ -508,7 +504,7 @@ class ControllerNode:
         self._abandon_forwards(except_to=leader)
         is_leader = leader == self.config.node_id
         if is_leader and not was_leader:
-            self.became_leader_ms = wall_ms()
+            self.became_leader_ms = monotonic_ms()
             self.serving_as_leader = False
         if not is_leader:
             self._lose_leadership()
@@ -582,12 +578,12 @@ class ControllerNode:
         """Leader only: 1008 for successful elections, and Java's retries of failed ones."""
         if not results:
             return
-        now = wall_ms()
+        now = monotonic_ms()
         self.node_metrics.count_elections(results)
         for result in results:
             for address, command in self.processor.notifications_for(result, now):
                 self.notifier.submit(address, command)
-        retries = self.processor.election_retries(results, now)
+        retries = self.processor.election_retries(results, now, wall_ms())
         if retries:
             self._elections_in_flight += 1
             self._nursery.start_soon(self._propose_elections, retries)
@@ -635,7 +631,7 @@ class ControllerNode:
         started_s = trio.current_time() if timed else 0.0
         self._liveness_changed()
         try:
-            outcome = self.processor.handle_heartbeat(request, wall_ms(), channel.id or None)
+            outcome = self.processor.handle_heartbeat(request, monotonic_ms(), channel.id or None)
         except Exception:  # noqa: BLE001 - same contract as handle_request: a bug never kills the reader
             log.exception("request %s failed", request.code)
         else:
@@ -731,12 +727,13 @@ class ControllerNode:
 
     def _context(self, channel: Channel, read_allowed: bool = False) -> RequestContext:
         return RequestContext(
-            now_ms=wall_ms(),
+            now_ms=monotonic_ms(),
             channel_id=channel.id if channel.id else None,
             is_leader=self.leader_id == self.config.node_id,
             leader_ready=self.serving_as_leader,
             node=self._node_info(),
             read_allowed=read_allowed,
+            wall_ms=wall_ms(),
         )
 
     def _node_info(self) -> NodeInfo:
@@ -830,7 +827,7 @@ class ControllerNode:
     # ----- liveness -----
 
     def on_digest(self, sender: str, payload: bytes) -> None:
-        inactive = self.liveness.merge_digest(Digest.from_bytes(payload), wall_ms())
+        inactive = self.liveness.merge_digest(Digest.from_bytes(payload), monotonic_ms())
         if inactive:
             self._closed_channels.extend(inactive)
             self._liveness_wakeup.set()
@@ -849,19 +846,20 @@ class ControllerNode:
             self._digest_due, self._digest_now = trio.Event(), trio.Event()
             if self.leader_id is None or self.leader_id == self.config.node_id:
                 continue
-            digest = self.liveness.take_digest(wall_ms())
+            digest = self.liveness.take_digest(monotonic_ms())
             if digest:
                 self.links.send_control(self.leader_id, FrameKind.DIGEST, digest.to_bytes())
 
     async def _liveness_loop(self) -> None:
-        """Expiry by deadline on every node; on the leader, dead masters become elections."""
-        next_scan_ms = wall_ms() + self.config.scan_inactive_master_interval_ms
+        """Expiry by deadline on every node; on the leader, dead masters become elections. Every
+        time here is monotonic (the heartbeat table's too); the wall clock only stamps commands."""
+        next_scan_ms = monotonic_ms() + self.config.scan_inactive_master_interval_ms
         while True:
             with trio.move_on_after(self._next_liveness_check_s(next_scan_ms)):
                 await self._liveness_wakeup.wait()
             self._liveness_wakeup = trio.Event()
             self.liveness_rounds += 1
-            now = wall_ms()
+            now = monotonic_ms()
             inactive = self.liveness.expire(now) + self._closed_channels
             self._closed_channels = []
             scan_due = now >= next_scan_ms
@@ -869,9 +867,10 @@ class ControllerNode:
                 next_scan_ms = now + self.config.scan_inactive_master_interval_ms
             if not self.serving_as_leader:
                 continue
-            commands = self.processor.elections_due(now, inactive)
+            stamp_ms = wall_ms()
+            commands = self.processor.elections_due(now, inactive, stamp_ms)
             if scan_due and now - self._started_ms >= LIVENESS_GRACE_MS:
-                commands += self.processor.inactive_master_scan(now)
+                commands += self.processor.inactive_master_scan(now, stamp_ms)
             if commands:
                 # one entry for every election of this round; it waits for its commit in its own
                 # task so that expiry keeps its pace
@@ -879,7 +878,7 @@ class ControllerNode:
                 self._nursery.start_soon(self._propose_elections, _one_per_group(commands))
 
     def _next_liveness_check_s(self, next_scan_ms: int) -> float:
-        now = wall_ms()
+        now = monotonic_ms()
         soonest_ms = next_scan_ms
         deadline = self.liveness.next_deadline_ms()
         if deadline is not None:
