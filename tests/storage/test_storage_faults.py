@@ -38,9 +38,12 @@ def test_a_full_disk_refuses_the_write_keeps_what_was_stored_and_takes_it_once_s
                     index += 1
             stored = storage.last_index()
             assert stored == index - 1 and storage.entries(stored, stored + 1)[0].data == PAYLOAD
-            with pytest.raises(StorageFullError):
+            with pytest.raises(StorageFullError) as full:
                 save_one(storage, index)  # still full: refused again, nothing half-written
+            with pytest.raises(StorageFullError):
+                storage.ensure_space(full.value.needed_bytes or 0)
             disk.free()
+            storage.ensure_space(full.value.needed_bytes or 0)  # how a node finds out space is back
             save_one(storage, index)  # the same write, once space is back
             assert storage.last_index() == index
             assert storage.verify().ok

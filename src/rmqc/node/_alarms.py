@@ -31,6 +31,7 @@ class DiskFullAlarm:
     raised_mono_ms: int
     raised_wall_ms: int
     next_retry_mono_ms: int
+    needed_bytes: int | None = None  # the room the failed write asked for (None: unknown)
     refused_writes: int = 0
 
     @property

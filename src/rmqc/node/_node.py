@@ -431,6 +431,7 @@ class ControllerNode:
             raw.campaign()
         self.reads.flush(raw)
         self._expire_waiters()
+        self._look_for_space()
         self._feed_proposals(raw)
 
     def _step(self, raw: RawNode, message: Message) -> None:
@@ -514,13 +515,13 @@ class ControllerNode:
 
     def _persist(self, hard_state: Any, entries: list[Entry], snapshot: Any) -> bool:
         """One LMDB transaction + fsync; carries a commit index not yet saved. False: the disk is
-        full (nothing was written; tried again every DISK_FULL_RETRY_MS). A write that fails for
-        another reason stops the process."""
+        full (nothing was written; tried again once _look_for_space finds room). A write that
+        fails for another reason stops the process."""
         hard_state = hard_state or self._unsaved_hard_state
         if hard_state is None and not entries and snapshot is None:
             return True
         assert self.storage is not None
-        if self.disk_full is not None and not self.disk_full.retry_due(monotonic_ms()):
+        if self.disk_full is not None:  # until _look_for_space finds room again
             return False
         persist_started_s = trio.current_time()
         # In the driver itself, not a worker thread: the leader sent its appends before this save,
@@ -535,9 +536,27 @@ class ControllerNode:
             self._storage_failed(error)
         self._unsaved_hard_state = None
         self.node_metrics.observe_fsync(trio.current_time() - persist_started_s)
-        if self.disk_full is not None:
-            self._clear_disk_full()
         return True
+
+    def _look_for_space(self) -> None:
+        """While the disk-full alarm is raised, every DISK_FULL_RETRY_MS: is there room for a write
+        again? Needed because a refused write never reaches the disk, so when the write that
+        failed is not offered again (a snapshot), nothing else would ever find out."""
+        alarm = self.disk_full
+        if alarm is None or not alarm.retry_due(monotonic_ms()):
+            return
+        assert self.storage is not None
+        try:
+            if alarm.needed_bytes is None:
+                self.storage.ensure_space()
+            else:
+                self.storage.ensure_space(alarm.needed_bytes)
+        except StorageFullError as error:
+            self._raise_disk_full(error)
+            return
+        except StorageWriteFailed as error:
+            self._storage_failed(error)
+        self._clear_disk_full()
 
     def _raise_disk_full(self, error: StorageFullError) -> None:
         now_ms = monotonic_ms()
@@ -548,7 +567,9 @@ class ControllerNode:
                       "heartbeats are served, the write is tried again every %d ms and writes resume by "
                       "themselves once space is freed", self.config.node_id, error, DISK_FULL_RETRY_MS)
             self.node_metrics.set_alarm(DISK_FULL, True)
-            self._refuse_queued_proposals(self.disk_full.remark)
+            self._refuse_queued_proposals(self.disk_full)
+        if error.needed_bytes is not None:  # the largest write that found no room: look for that much
+            self.disk_full.needed_bytes = max(self.disk_full.needed_bytes or 0, error.needed_bytes)
         self.disk_full.next_retry_mono_ms = now_ms + DISK_FULL_RETRY_MS
 
     def _clear_disk_full(self) -> None:
@@ -558,10 +579,11 @@ class ControllerNode:
                     self.config.node_id, monotonic_ms() - alarm.raised_mono_ms, alarm.refused_writes)
         self.node_metrics.set_alarm(DISK_FULL, False)
 
-    def _refuse_queued_proposals(self, remark: str) -> None:
+    def _refuse_queued_proposals(self, alarm: DiskFullAlarm) -> None:
         """Requests queued but not yet in the log can never be persisted now: refuse them at once
         (those already in the log wait for their commit: space may come back in time)."""
-        error = RequestFailed(ResponseCode.SYSTEM_ERROR, remark)
+        error = RequestFailed(ResponseCode.SYSTEM_ERROR, alarm.remark)
+        alarm.refused_writes += len(self._proposals)
         for waiter in self._proposals:
             waiter.finish(None, error)
         self._proposals.clear()

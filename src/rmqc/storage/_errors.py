@@ -17,7 +17,11 @@ class StorageFullError(StorageError, BoundExceeded):
     """No room to write: the filesystem is full (ENOSPC), or the LMDB map reached its maximum size
     even after growing. The failed transaction was aborted before its commit, so nothing of it is
     stored and everything committed before is intact: the same write may be tried again, and
-    succeeds once space returns."""
+    succeeds once space returns. `needed_bytes`: the room the write asked for, when known."""
+
+    def __init__(self, message: str, needed_bytes: int | None = None) -> None:
+        super().__init__(message)
+        self.needed_bytes = needed_bytes
 
 
 class StorageWriteFailed(StorageError):

@@ -170,19 +170,21 @@ class LmdbStorage:
             with self._gate, self._env.begin(buffers=False) as txn:
                 return fn(txn)
 
-    def _write(self, fn: Callable[[lmdb.Transaction], _T], payload_bytes: int = 0) -> _T:
+    def _write(self, fn: Callable[[lmdb.Transaction], _T], payload_bytes: int = 0, *,
+               reserve_bytes: int | None = None) -> _T:
         """Run fn in one write transaction (one fsync on commit), growing the map when it is full.
 
         fn must not touch the in-memory caches: on "map full" the transaction is aborted and fn
         runs again from scratch in a bigger map, so the write is never lost. A full filesystem
         raises StorageFullError before anything is written (the space the transaction may need,
-        twice `payload_bytes` plus overhead, is reserved first; may be tried again later); any
+        `reserve_bytes` or else twice `payload_bytes` plus overhead, is reserved first; may be
+        tried again later); any
         other failure of the write or its fsync raises StorageWriteFailed (never to be retried).
         """
         if self.readonly:
             raise StorageError(f"storage at {self.path} was opened read-only")
         with self._writer:
-            self._reserve(2 * payload_bytes + TXN_OVERHEAD_BYTES)
+            self._reserve(2 * payload_bytes + TXN_OVERHEAD_BYTES if reserve_bytes is None else reserve_bytes)
             while True:
                 try:
                     with self._gate, self._env.begin(write=True) as txn:
@@ -196,6 +198,12 @@ class LmdbStorage:
                     raise StorageFullError(f"no space left on the device of {self.path}: {exc}") from exc
                 except lmdb.Error as exc:
                     raise StorageWriteFailed(f"write to {self.path} failed: {exc}") from exc
+
+    def ensure_space(self, needed_bytes: int = TXN_OVERHEAD_BYTES) -> None:
+        """Reserve `needed_bytes` and commit an empty transaction (LMDB writes nothing for it):
+        StorageFullError while the filesystem has no room (how a node whose disk was full finds
+        out that there is room again for the write that failed, `StorageFullError.needed_bytes`)."""
+        self._write(lambda _txn: None, reserve_bytes=needed_bytes)
 
     def _reserve(self, needed_bytes: int) -> None:
         """Make sure the data file has `needed_bytes` allocated beyond LMDB's last page (plus
@@ -216,8 +224,8 @@ class LmdbStorage:
                 os.posix_fallocate(self._reserve_fd, size, used + needed_bytes - size)  # just this write
         except OSError as exc:
             if exc.errno == errno.ENOSPC:
-                raise StorageFullError(
-                    f"no space left on the device of {self.path}: {needed_bytes} bytes needed") from exc
+                raise StorageFullError(f"no space left on the device of {self.path}: {needed_bytes} bytes needed",
+                                       needed_bytes) from exc
             raise StorageWriteFailed(f"reserving space in {self.path} failed: {exc}") from exc
 
     def _grow_map(self) -> None:
