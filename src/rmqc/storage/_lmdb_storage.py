@@ -129,6 +129,10 @@ class LmdbStorage:
             self._env.close()
             raise
         self._reserve_fd = None if readonly else os.open(self.path / DATA_FILE_NAME, os.O_RDWR | os.O_CLOEXEC)
+        # The data file's size as of our last reservation: LMDB only grows it by writing past it,
+        # and then a stale (smaller) value merely costs one needless posix_fallocate.
+        self._file_bytes = 0 if readonly else os.fstat(self._reserve_fd).st_size
+        self._page_bytes = int(self._env.stat()["psize"])
         if not readonly and self._has_leftovers():
             self._sweep_compacted()
 
@@ -210,9 +214,8 @@ class LmdbStorage:
         RESERVE_AHEAD_BYTES when the filesystem has them), so the next transaction writes only
         into space the filesystem already gave."""
         assert self._reserve_fd is not None
-        info = self._env.info()
-        used = (info["last_pgno"] + 1) * self._env.stat()["psize"]
-        size = os.fstat(self._reserve_fd).st_size
+        used = (self._env.info()["last_pgno"] + 1) * self._page_bytes
+        size = self._file_bytes
         if size - used >= needed_bytes:
             return
         try:
@@ -222,6 +225,7 @@ class LmdbStorage:
                 if exc.errno != errno.ENOSPC:
                     raise
                 os.posix_fallocate(self._reserve_fd, size, used + needed_bytes - size)  # just this write
+            self._file_bytes = os.fstat(self._reserve_fd).st_size
         except OSError as exc:
             if exc.errno == errno.ENOSPC:
                 raise StorageFullError(f"no space left on the device of {self.path}: {needed_bytes} bytes needed",
