@@ -90,7 +90,7 @@ SUCCESSOR_GRACE_MS = 150
 EXIT_STORAGE_FAILED = 74
 
 
-def stop_process_now(message: str) -> None:
+def stop_process_now(message: str) -> NoReturn:
     """A write or fsync failed (not for lack of space): end the process at once, before anything
     else can run. No retry (the kernel may have dropped the pages it had accepted: PostgreSQL's
     fsyncgate), no acknowledgement, no `finally` that writes: a restart recovers from what is
