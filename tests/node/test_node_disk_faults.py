@@ -38,6 +38,8 @@ WRITES_PER_ROUND = 32
 # Writes sent after the disk filled before one must be refused: LMDB first reuses the free pages
 # its file already has, which a 4 MiB filesystem bounds far below this.
 MAX_WRITES_UNTIL_REFUSED = 20_000
+# How long a leader with a full disk is watched keeping its role: three election timeouts or more.
+HELD_FULL_MS = 3000
 
 
 @contextlib.contextmanager
@@ -194,6 +196,52 @@ async def test_a_follower_with_a_full_disk_stops_acknowledging_and_the_others_ca
             await cluster.stop()
             for node in cluster.nodes:
                 assert acked <= applied_ids_in_log(node.data_dir), node.node_id
+        except BaseException:
+            print(cluster.logs())
+            raise
+        finally:
+            await cluster.stop()
+
+
+async def test_a_leader_with_a_full_disk_keeps_its_role_and_refuses_writes_until_space_returns(
+        tmp_path: Path) -> None:
+    with cluster_on_small_disks(tmp_path, 3) as (cluster, disks):
+        await cluster.start()
+        try:
+            async with ControllerClient(cluster.addresses, timeout_ms=10_000, max_retries=3) as client:
+                leader = await cluster.wait_leader(client)
+                node = cluster.node(leader)
+                disk = disks[cluster.nodes.index(node)]
+                acked = acknowledged(await write_round(client, [f"before-{i:03d}" for i in range(20)]))
+                term = (await status_of(client, leader))["term"]
+                remark = await fill_until_refused(client, disk, acked)
+                assert f"node {node.node_id} cannot write its log" in remark
+                # a write sent to a follower is forwarded to the leader, and refused there too
+                follower = next(other for other in cluster.nodes if other is not node)
+                answer = await client.request(1013, {"clusterName": CLUSTER, "brokerName": "via-follower",
+                                                     "appliedBrokerId": 1, "registerCheckCode": "x;1"},
+                                              address=follower.address)
+                assert answer.code == 1 and DISK_FULL_REMARK in (answer.remark or "")
+                async def full_for_a_while() -> bool:  # several election timeouts (0.5-1 s each)
+                    return (await status_of(client, leader))["alarms"][0]["forMs"] >= HELD_FULL_MS
+
+                await wait_until(full_for_a_while, 10, f"the alarm raised for {HELD_FULL_MS} ms")
+                for other in cluster.nodes:  # the role held: heartbeats need no write
+                    status = await status_of(client, other.address)
+                    assert (status["leader"], status["term"]) == (node.node_id, term), other.node_id
+                    assert bool(status["alarms"]) == (other is node), other.node_id
+
+                disk.free()
+
+                async def writes_resumed() -> bool:
+                    answers = await write_round(client, [f"after-{trio.current_time():.3f}"])
+                    acked.update(acknowledged(answers))
+                    return bool(acknowledged(answers))
+
+                await wait_until(writes_resumed, 10, "a write accepted once space was freed")
+            await cluster.stop()
+            for each in cluster.nodes:
+                assert acked <= applied_ids_in_log(each.data_dir), each.node_id
         except BaseException:
             print(cluster.logs())
             raise
