@@ -1,8 +1,8 @@
 """A full disk and a failing write on real `rmqc serve` processes.
 
-The disks are small tmpfs mounts the test makes when it may (root: CI), else the storage layer's
-test-only fault hook (rmqc.testing.disk); EIO and a filesystem turned read-only always come from
-the hook. Checked: a full disk refuses writes with a clear remark and raises an alarm (status,
+The disks are small tmpfs (full disk) and ext4 (turned read-only by the kernel under the running
+node) filesystems the test mounts when it may (root: CI), else the storage layer's test-only fault
+hook (rmqc.testing.disk); EIO always comes from the hook. Checked: a full disk refuses writes with a clear remark and raises an alarm (status,
 metrics, log) while reads and heartbeats are served; no acknowledged write is lost; writes resume
 by themselves once space is freed; a follower with a full disk stops acknowledging and the others
 carry on; a failed write stops the process at once with a message naming the data directory, and
@@ -27,7 +27,7 @@ from rmqc.raft import EntryType
 from rmqc.remoting import RemotingCommand
 from rmqc.storage import LmdbStorage
 from rmqc.testing.cluster import CLUSTER, Cluster, free_ports, wait_until
-from rmqc.testing.disk import SmallDisk, small_disk
+from rmqc.testing.disk import EXT4, TMPFS, SmallDisk, small_disk
 from rmqc.testing.launcher import serve_nodes
 
 pytestmark = pytest.mark.slow
@@ -43,11 +43,12 @@ HELD_FULL_MS = 3000
 
 
 @contextlib.contextmanager
-def cluster_on_small_disks(tmp_path: Path, size: int, *, hook: bool = False,
+def cluster_on_small_disks(tmp_path: Path, size: int, *, hook: bool = False, fs: str = TMPFS,
                            metrics: bool = False) -> Iterator[tuple[Cluster, list[SmallDisk]]]:
     """`size` nodes, each with its data directory on a small disk of its own."""
     with contextlib.ExitStack() as stack:
-        disks = [stack.enter_context(small_disk(tmp_path / f"disk{i}", size_mb=4, hook=hook)) for i in range(size)]
+        disks = [stack.enter_context(small_disk(tmp_path / f"disk{i}", size_mb=4, fs=fs, hook=hook))
+                 for i in range(size)]
         ports = free_ports(size + 1)  # one more: the metrics port of a single node
         nodes = serve_nodes(tmp_path, ports[:size], metrics_base_port=ports[size] if metrics else None)
         for node, disk in zip(nodes, disks):
@@ -251,7 +252,8 @@ async def test_a_leader_with_a_full_disk_keeps_its_role_and_refuses_writes_until
 
 @pytest.mark.parametrize("fault", ["eio", "erofs"])
 async def test_a_failing_write_stops_the_node_at_once_and_a_restart_recovers(tmp_path: Path, fault: str) -> None:
-    with cluster_on_small_disks(tmp_path, 1, hook=True) as (cluster, (disk,)):
+    # EIO from the fault hook; read-only from the kernel itself where an ext4 disk can be mounted
+    with cluster_on_small_disks(tmp_path, 1, hook=fault == "eio", fs=EXT4) as (cluster, (disk,)):
         await cluster.start()
         node = cluster.nodes[0]
         try:
@@ -267,7 +269,7 @@ async def test_a_failing_write_stops_the_node_at_once_and_a_restart_recovers(tmp
             assert "STOPPING" in log_text and f"data directory {node.data_dir}" in log_text
             assert {"eio": "Input/output error", "erofs": "Read-only file system"}[fault] in log_text
 
-            disk.free()  # the disk is fixed; the restart recovers from what is durable
+            disk.repair()  # the disk is fixed; the restart recovers from what is durable
             await node.start()
             async with ControllerClient(cluster.addresses, timeout_ms=5000, max_retries=3) as client:
                 await cluster.wait_leader(client)

@@ -592,10 +592,10 @@ class ControllerNode:
         """Stop at once (`stop_process_now`); should an injected `stop_now` return, the error still
         ends the driver: nothing after the failed write runs."""
         self._stop_now(
-            f"{self.config.node_id}: STOPPING: a write to the data directory {self.config.data_dir} failed: "
-            f"{error}. It is never retried (the kernel may have dropped what it had accepted) and nothing "
-            f"after it is acknowledged. Fix the disk, then restart: the node recovers from what is durable, "
-            f"or refuses to start; `rmqc log verify {self.config.data_dir}` names what is wrong")
+            f"{self.config.node_id}: STOPPING: {error}. It is never retried (the kernel may have dropped what "
+            f"it had accepted) and nothing after it is acknowledged. Fix the disk, then restart: the node "
+            f"recovers from what is durable, or refuses to start; `rmqc log verify {self.config.data_dir}` "
+            f"names what is wrong")
         raise error
 
     def _apply_committed(self, raw: RawNode, ready: Any) -> None:
@@ -689,7 +689,7 @@ class ControllerNode:
             self.storage.save_conf_state(self._conf_state)
         except (StorageFullError, StorageWriteFailed) as error:
             # mid-apply there is no going back; a restart applies the entry again from the log
-            self._storage_failed(StorageWriteFailed(f"saving the membership: {error}"))
+            self._storage_failed(StorageWriteFailed(f"saving the membership in {self.config.data_dir}: {error}"))
 
     def _after_apply_on_leader(self, results: list[ApplyResult]) -> None:
         """Leader only: 1008 for successful elections, and Java's retries of failed ones."""

@@ -201,7 +201,7 @@ class LmdbStorage:
                 except lmdb.DiskError as exc:  # ENOSPC: LMDB aborted the transaction, nothing was written over
                     raise StorageFullError(f"no space left on the device of {self.path}: {exc}") from exc
                 except lmdb.Error as exc:
-                    raise StorageWriteFailed(f"write to {self.path} failed: {exc}") from exc
+                    raise StorageWriteFailed(f"write to the data directory {self.path} failed: {exc}") from exc
 
     def ensure_space(self, needed_bytes: int = TXN_OVERHEAD_BYTES) -> None:
         """Reserve `needed_bytes` and commit an empty transaction (LMDB writes nothing for it):
@@ -230,7 +230,7 @@ class LmdbStorage:
             if exc.errno == errno.ENOSPC:
                 raise StorageFullError(f"no space left on the device of {self.path}: {needed_bytes} bytes needed",
                                        needed_bytes) from exc
-            raise StorageWriteFailed(f"reserving space in {self.path} failed: {exc}") from exc
+            raise StorageWriteFailed(f"reserving space in the data directory {self.path} failed: {exc}") from exc
 
     def _grow_map(self) -> None:
         current = self._env.info()["map_size"]

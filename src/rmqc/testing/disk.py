@@ -1,10 +1,14 @@
-"""A data directory whose disk a test can fill and free again.
+"""A data directory whose disk a test can fill, free, turn read-only and repair.
 
-Where the test may mount (root), the directory is on a small tmpfs of its own: `fill()` writes a
-filler file until the kernel answers ENOSPC, `free()` deletes it, and the node sees the real
-errors of a full filesystem. Elsewhere it uses the storage layer's test-only fault hook
-(rmqc.storage._faults): `fill()` makes every commit fail with ENOSPC, `free()` stops that. Either
-way the test runs; `mode` says which (CI runs as root, so it gets the real filesystem).
+Where the test may mount (root), the directory is on a small filesystem of its own and the node
+meets the kernel's real errors:
+- `tmpfs`: `fill()` writes a filler file until the kernel answers ENOSPC, `free()` deletes it;
+- `ext4` on a loop device, mounted `errors=remount-ro`: the same, and `fail_writes("erofs")` makes
+  the kernel turn it read-only under the running node (ext4's `trigger_fs_error`, what a disk error
+  does), `repair()` checks it (e2fsck) and mounts it again.
+Elsewhere, or for a fault no filesystem makes on demand (EIO), it uses the storage layer's
+test-only fault hook (rmqc.storage._faults). Either way the test runs; `mode` says which (CI runs
+as root, so it gets the real filesystems).
 """
 
 from __future__ import annotations
@@ -18,12 +22,13 @@ from pathlib import Path
 
 from rmqc.storage import FAULT_FILE_ENV
 
-__all__ = ["SmallDisk", "small_disk"]
+__all__ = ["EXT4", "FAULT_HOOK", "TMPFS", "SmallDisk", "small_disk"]
 
 TMPFS = "tmpfs"
+EXT4 = "ext4"
 FAULT_HOOK = "fault-hook"
 FILLER_CHUNK_BYTES = 64 << 10
-MOUNT_TIMEOUT_S = 10.0
+COMMAND_TIMEOUT_S = 30.0  # mount, mkfs, e2fsck of a few MiB
 
 
 class SmallDisk:
@@ -31,6 +36,7 @@ class SmallDisk:
         self.root = root  # data directories go under it
         self.mode = mode
         self._control = root.parent / f"{root.name}.faults"
+        self._image = root.parent / f"{root.name}.img"
         self._filler = root / "filler"
 
     @property
@@ -61,33 +67,57 @@ class SmallDisk:
             self._filler.unlink(missing_ok=True)
 
     def fail_writes(self, fault: str) -> None:
-        """Make the next commits fail with `fault` (`eio`, `erofs`): always the fault hook, as no
-        test can make a real disk do that on demand."""
-        if self.mode != FAULT_HOOK:
-            raise RuntimeError("fail_writes needs the fault hook: use small_disk(..., hook=True)")
-        self._control.write_text(fault)
+        """Make the next writes fail with `fault`: `erofs` (the kernel turns an ext4 disk
+        read-only) or, through the fault hook, `eio` and `erofs`."""
+        if self.mode == EXT4 and fault == "erofs":
+            device = _run("findmnt", "--noheadings", "--output", "SOURCE", str(self.root)).strip()
+            Path(f"/sys/fs/ext4/{Path(device).name}/trigger_fs_error").write_text("rmqc test: disk error")
+        elif self.mode == FAULT_HOOK:
+            self._control.write_text(fault)
+        else:
+            raise RuntimeError(f"{fault} needs the fault hook (small_disk(..., hook=True)) or, for erofs, ext4")
+
+    def repair(self) -> None:
+        """The disk is fixed: writes succeed again (an ext4 disk is checked and mounted again)."""
+        if self.mode == EXT4:
+            _run("umount", str(self.root))
+            subprocess.run(["e2fsck", "-f", "-y", str(self._image)], capture_output=True, timeout=COMMAND_TIMEOUT_S)
+            _run("mount", "-o", "loop,errors=remount-ro", str(self._image), str(self.root))
+        self.free()
 
 
 @contextlib.contextmanager
-def small_disk(root: Path, size_mb: int = 8, *, hook: bool = False) -> Iterator[SmallDisk]:
-    """A SmallDisk at `root` (created): a tmpfs of `size_mb` when it can be mounted and `hook` is
-    False, else the fault hook. Unmounted on the way out."""
+def small_disk(root: Path, size_mb: int = 8, *, fs: str = TMPFS, hook: bool = False) -> Iterator[SmallDisk]:
+    """A SmallDisk at `root` (created): a filesystem `fs` (TMPFS or EXT4) of `size_mb` when it can be
+    mounted and `hook` is False, else the fault hook. Unmounted on the way out."""
     root.mkdir(parents=True, exist_ok=True)
-    if hook or not _mount_tmpfs(root, size_mb):
+    disk = SmallDisk(root, fs)
+    if hook or not _mount(disk, size_mb):
         yield SmallDisk(root, FAULT_HOOK)
         return
     try:
-        yield SmallDisk(root, TMPFS)
+        yield disk
     finally:
-        subprocess.run(["umount", "--lazy", str(root)], check=False, capture_output=True, timeout=MOUNT_TIMEOUT_S)
+        subprocess.run(["umount", "--lazy", str(root)], check=False, capture_output=True, timeout=COMMAND_TIMEOUT_S)
+        disk._image.unlink(missing_ok=True)
 
 
-def _mount_tmpfs(root: Path, size_mb: int) -> bool:
+def _mount(disk: SmallDisk, size_mb: int) -> bool:
     if os.geteuid() != 0:
         return False
     try:
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(root)],
-                              capture_output=True, timeout=MOUNT_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired):
+        if disk.mode == TMPFS:
+            _run("mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(disk.root))
+        else:
+            with open(disk._image, "wb") as image:
+                image.truncate(size_mb << 20)
+            _run("mkfs.ext4", "-q", "-F", str(disk._image))
+            _run("mount", "-o", "loop,errors=remount-ro", str(disk._image), str(disk.root))
+    except (OSError, subprocess.SubprocessError):
+        disk._image.unlink(missing_ok=True)
         return False
-    return done.returncode == 0
+    return True
+
+
+def _run(*argv: str) -> str:
+    return subprocess.run(argv, capture_output=True, text=True, check=True, timeout=COMMAND_TIMEOUT_S).stdout
