@@ -31,7 +31,8 @@ DRIFT_STEP_S = 0.1  # how often the drifting clocks' offsets are rewritten
 
 def libfaketime() -> str:
     """The multi-threaded libfaketime of Debian's `faketime` package (.ci/run installs it)."""
-    found = sorted(glob.glob("/usr/lib/*/faketime/libfaketimeMT.so.1") + glob.glob("/usr/lib/faketime/libfaketimeMT.so.1"))
+    found = sorted(glob.glob("/usr/lib/*/faketime/libfaketimeMT.so.1")
+                   + glob.glob("/usr/lib/faketime/libfaketimeMT.so.1"))
     assert found, "libfaketime not found: install Debian's faketime package (apt-get install faketime)"
     return found[0]
 

@@ -2,11 +2,12 @@
 
 The disks are small tmpfs (full disk) and ext4 (turned read-only by the kernel under the running
 node) filesystems the test mounts when it may (root: CI), else the storage layer's test-only fault
-hook (rmqc.testing.disk); EIO always comes from the hook. Checked: a full disk refuses writes with a clear remark and raises an alarm (status,
-metrics, log) while reads and heartbeats are served; no acknowledged write is lost; writes resume
-by themselves once space is freed; a follower with a full disk stops acknowledging and the others
-carry on; a failed write stops the process at once with a message naming the data directory, and
-a restart recovers.
+hook (rmqc.testing.disk); EIO always comes from the hook. Checked: a full disk refuses writes with a
+clear remark and raises an alarm (status, metrics, log) while reads and heartbeats are served; no
+acknowledged write is lost; writes resume by themselves once space is freed; a leader keeps its
+role; a follower with a full disk stops acknowledging and the others carry on; a failed write
+stops the process at once with a message naming the data directory, and a restart recovers or
+refuses with `rmqc log verify`'s finding.
 """
 
 from __future__ import annotations
@@ -110,7 +111,8 @@ async def fill_until_refused(client: ControllerClient, disk: SmallDisk, acked: s
         sent += len(names)
         answers = await write_round(client, names)
         acked |= acknowledged(answers)
-        refused = [a for a in answers.values() if a is not None and a.code == 1 and DISK_FULL_REMARK in (a.remark or "")]
+        refused = [a for a in answers.values()
+                   if a is not None and a.code == 1 and DISK_FULL_REMARK in (a.remark or "")]
         if refused:
             return refused[0].remark or ""
     raise AssertionError(f"{sent} writes after the disk filled, none refused")

@@ -62,7 +62,8 @@ def test_a_failing_write_is_a_write_failure_not_a_full_disk_and_stores_nothing(
         with LmdbStorage(disk.root / "data") as storage:
             save_one(storage, 1)
             disk.fail_writes(fault)
-            with pytest.raises(StorageWriteFailed, match=f"write to the data directory {disk.root / 'data'} failed") as failure:
+            expected = f"write to the data directory {disk.root / 'data'} failed"
+            with pytest.raises(StorageWriteFailed, match=expected) as failure:
                 save_one(storage, 2)
             assert not isinstance(failure.value, StorageFullError)
         with LmdbStorage(disk.root / "data", readonly=True) as reopened:
