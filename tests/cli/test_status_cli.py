@@ -101,6 +101,7 @@ def test_status_reports_role_indexes_groups_and_live_brokers(status_node: NodeWi
     assert (status["nodeId"], status["role"], status["servingAsLeader"], status["leader"]) == ("n0", "leader", True, "n0")
     assert status["brokerGroups"] == GROUPS and status["liveBrokers"] == GROUPS * 3
     assert status["term"] >= 1 and status["commit"] >= status["applied"] > 0 and status["voters"] == ["n0"]
+    assert status["alarms"] == []
     code, out, _ = run("status", "-c", address)
     assert code == 0 and "leader" in out and "n0" in out
     names = node_status(status_node.node, with_group_names=True)["groupNames"]
@@ -132,3 +133,18 @@ def test_status_of_a_real_cluster_and_of_a_missing_node(tmp_path: Path) -> None:
         (missing,) = free_ports(1)
         code, out, err = run("status", "-c", f"{cluster.controllers};127.0.0.1:{missing}")
         assert code == 3 and f"127.0.0.1:{missing}" in err and "unreachable" in out
+
+
+def test_an_alarm_shows_in_the_status_table() -> None:
+    from rich.console import Console
+
+    from rmqc.cli._render import status_table
+
+    alarm = {"alarm": "disk_full", "sinceMs": 1, "forMs": 12_400, "dataDir": "/d", "detail": "full", "refusedWrites": 3}
+    views = [{"address": "127.0.0.1:1", "status": {"nodeId": "n0", "role": "leader", "alarms": [alarm]}},
+             {"address": "127.0.0.1:2", "status": {"nodeId": "n1", "role": "follower", "alarms": []}}]
+    console = Console(width=200, record=True)
+    console.print(status_table(views))
+    rows = console.export_text().splitlines()
+    assert "DISK FULL 12s (3 writes refused)" in next(row for row in rows if "n0" in row)
+    assert "DISK FULL" not in next(row for row in rows if "n1" in row)

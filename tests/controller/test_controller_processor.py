@@ -487,3 +487,27 @@ def test_harness_scan_reelects_a_master_that_vanished_without_an_event(h: Contro
     assert h.state.group("g0").master_id == 1
     h.advance(1)  # scanInactiveMasterInterval (5000 ms) reached
     assert h.state.group("g0").master_id == 2
+
+
+# ---- two clocks: liveness on the monotonic one, stamps from the wall one --------------------
+
+HOUR_MS = 3_600_000
+
+
+@pytest.mark.parametrize("wall_step_ms", [-HOUR_MS, HOUR_MS])
+def test_a_stepped_wall_clock_only_changes_stamps_never_who_is_alive(h: ControllerHarness, wall_step_ms: int) -> None:
+    make_groups(h, 2)
+    h.liveness.remove(BrokerKey(C, "g1", 1))  # g0's master is alive on the monotonic clock, g1's gone
+    wall = h.now_ms + wall_step_ms
+    commands = h.processor.elections_due(h.now_ms, [BrokerKey(C, "g1", 1)], wall)
+    commands += h.processor.inactive_master_scan(h.now_ms, wall)
+    assert [(c.broker_name, c.leader_ts_ms, c.liveness_lost_ms) for c in commands] == [
+        ("g1", wall, wall), ("g1", wall, wall)]  # only the dead master; the stamps are the wall's
+    ext = {"clusterName": C, "brokerName": "g0", "brokerControllerIdsToClean": "1"}
+    refused = h.processor.handle(make_request(1011, 9, ext), RequestContext(h.now_ms, wall_ms=wall))
+    assert isinstance(refused, Reply) and "still alive" in (refused.response.remark or "")
+    ext = {"brokerName": "g0", "masterBrokerId": 1, "masterEpoch": 1}
+    outcome = h.processor.handle(make_request(1001, 10, ext, dumps_fastjson({"syncStateSet": [1],
+                                                                            "syncStateSetEpoch": 2})),
+                                 RequestContext(h.now_ms, wall_ms=wall))
+    assert isinstance(outcome, Propose) and outcome.commands[0].leader_ts_ms == wall

@@ -209,18 +209,20 @@ def render_config(per_node: Mapping[str, Mapping[str, str] | str], key: str | No
 
 def status_table(views: Sequence[Mapping[str, Any]]) -> Table:
     table = Table(title="rmqc controllers")
-    for column in ("node", "address", "role", "term", "commit", "applied", "leader", "lag", "groups", "live brokers"):
+    for column in ("node", "address", "role", "term", "commit", "applied", "leader", "lag", "groups", "live brokers",
+                   "alarms"):
         table.add_column(column)
     for view in views:
         status = view.get("status")
         if status is None:
-            table.add_row("?", view["address"], f"[red]{view.get('error')}[/]", *["-"] * 7)
+            table.add_row("?", view["address"], f"[red]{view.get('error')}[/]", *["-"] * 8)
             continue
         role = status.get("role", "?")
         role_text = f"[bold green]{role}[/]" if status.get("servingAsLeader") else role
         table.add_row(str(status.get("nodeId")), view["address"], role_text, _num(status.get("term")),
                       _num(status.get("commit")), _num(status.get("applied")), str(status.get("leader") or "-"),
-                      _lag_text(status), _num(status.get("brokerGroups")), _num(status.get("liveBrokers")))
+                      _lag_text(status), _num(status.get("brokerGroups")), _num(status.get("liveBrokers")),
+                      _alarms_text(status))
     return table
 
 
@@ -244,6 +246,14 @@ def _lag_text(status: Mapping[str, Any]) -> str:
         return " ".join(f"{peer}:{info.get('lag')}" for peer, info in sorted(peers.items()))
     behind = int(status.get("commit") or 0) - int(status.get("applied") or 0)
     return f"apply {behind}"
+
+
+def _alarms_text(status: Mapping[str, Any]) -> str:
+    """e.g. "DISK FULL 12s (3 writes refused)"; docs/operations.md says what to do."""
+    alarms = status.get("alarms") or []
+    return " ".join(f"[bold red]{str(alarm.get('alarm', '?')).replace('_', ' ').upper()}[/] "
+                    f"{int(alarm.get('forMs') or 0) // 1000}s ({alarm.get('refusedWrites', 0)} writes refused)"
+                    for alarm in alarms) or "-"
 
 
 def _num(value: Any) -> str:

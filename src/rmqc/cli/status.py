@@ -1,5 +1,6 @@
 """`rmqc status`: every node's role, term, commit/applied index, leader, replication lag, broker
-groups and live brokers, from the private RMQC_NODE_STATUS request (60001) each node answers.
+groups, live brokers and alarms (a full disk), from the private RMQC_NODE_STATUS request (60001)
+each node answers.
 
 A node that does not know 60001 (a Java controller) is shown from its 1005 answer instead (role and
 leader only). `--watch` redraws the table live. Exit codes: 0 every node answered, 3 some did not.
@@ -66,7 +67,7 @@ def status_command(
     watch: Annotated[bool, typer.Option("--watch", "-w", help="refresh live until Ctrl-C")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the views as JSON")] = False,
 ) -> None:
-    """Role, term, commit/applied, leader, lag, broker groups and live brokers of every node."""
+    """Role, term, commit/applied, leader, lag, broker groups, live brokers and alarms of every node."""
     addresses = parse_controllers(controllers)
     if watch:
         _watch(addresses)

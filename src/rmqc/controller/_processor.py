@@ -3,7 +3,10 @@
 Handlers decide on the leader against the applied state and either answer at once (reads, and
 requests that cannot succeed) or return `Propose(commands, finish)`: the commands carry their
 preconditions, and `finish` builds the answer from the apply results, so responses carry exactly
-the post-apply epochs. Time comes from `RequestContext.now_ms`; nothing here does I/O.
+the post-apply epochs. Time comes from the caller; nothing here does I/O. Two clocks: `now_ms`
+(monotonic) is only compared with liveness deadlines; the wall clock (`RequestContext.stamp_ms`,
+the `wall_ms` arguments) is only stamped into commands, so a stepped wall clock never decides who
+is alive.
 
 Java quirks kept on purpose (brokers and mqadmin rely on the observable behaviour): the first
 election of a never-elected group takes the requester without a liveness check; a controller
@@ -244,7 +247,7 @@ class ControllerProcessor:
         if group is not None and group.is_registered(broker_id):
             return _reply(request, C.SUCCESS, ext=ext)  # idempotent retry (same check code)
         address = check_code.split(";", 1)[0]  # spec 3.4: the address is before the first ';'
-        command = ApplyBrokerId(h["clusterName"], name, broker_id, address, check_code, ctx.now_ms)
+        command = ApplyBrokerId(h["clusterName"], name, broker_id, address, check_code, ctx.stamp_ms)
         return Propose([command], lambda results: _apply_id_answer(request, results[0].status, ext, broker_id))
 
     # ---- 1003 REGISTER_BROKER -----------------------------------------------------------------
@@ -260,7 +263,7 @@ class ControllerProcessor:
         assert group is not None
         if group.address_of(broker_id) == address:
             return Reply(self._register_answer(request, group, ext, ctx.now_ms))
-        command = UpdateBrokerAddress(h["clusterName"], name, broker_id, address, ctx.now_ms)
+        command = UpdateBrokerAddress(h["clusterName"], name, broker_id, address, ctx.stamp_ms)
 
         def finish(results: list[ApplyResult]) -> RemotingCommand:
             after = results[0].after
@@ -328,16 +331,16 @@ class ControllerProcessor:
             # Java would bump masterEpoch of a never-elected group here, after which the first
             # broker can no longer take it (spec 3.7 step 2 needs epoch 0): answer without a change.
             return _reply(request, C.CONTROLLER_MASTER_NOT_AVAILABLE, MASTER_NOT_AVAILABLE_REMARK)
-        command = self._election_command(group, trigger, candidate, ctx.now_ms, requester=requester)
+        command = self._election_command(group, trigger, candidate, ctx.stamp_ms, requester=requester)
         return Propose([command], lambda results: _elect_answer(request, results[0]))
 
-    def _election_command(self, group: BrokerGroup, trigger: Trigger, candidate: int | None, now_ms: int,
+    def _election_command(self, group: BrokerGroup, trigger: Trigger, candidate: int | None, wall_ms: int,
                           *, requester: int | None = None, liveness_lost_ms: int | None = None,
                           attempt: int = 1) -> ElectMaster:
         return ElectMaster(
             cluster_name=group.cluster_name, broker_name=group.broker_name, trigger=trigger,
             candidate=candidate, expected_master_epoch=group.master_epoch,
-            expected_sync_state_set_epoch=group.sync_state_set_epoch, leader_ts_ms=now_ms,
+            expected_sync_state_set_epoch=group.sync_state_set_epoch, leader_ts_ms=wall_ms,
             requester_id=requester, unclean=self.config.enable_elect_unclean_master,
             liveness_lost_ms=liveness_lost_ms, attempt=attempt,
         )
@@ -354,7 +357,7 @@ class ControllerProcessor:
         facts = {"req_master": master, "req_epoch": epoch, "req_sss_epoch": body_epoch}
         if status is not ApplyStatus.OK:
             return Reply(_alter_failure(request, status, group, detail, facts))
-        command = AlterSyncStateSet(name, master, epoch, body_epoch, tuple(sorted(new_set)), ctx.now_ms)
+        command = AlterSyncStateSet(name, master, epoch, body_epoch, tuple(sorted(new_set)), ctx.stamp_ms)
 
         def finish(results: list[ApplyResult]) -> RemotingCommand:
             result = results[0]
@@ -379,7 +382,7 @@ class ControllerProcessor:
             ids = ids_or_refusal
         if group is None:
             return _reply(request, C.CONTROLLER_INVALID_CLEAN_BROKER_METADATA, _not_existed(name))
-        command = CleanBrokerData(h["clusterName"], name, ids, ctx.now_ms)
+        command = CleanBrokerData(h["clusterName"], name, ids, ctx.stamp_ms)
 
         def finish(results: list[ApplyResult]) -> RemotingCommand:
             if results[0].ok:
@@ -429,9 +432,11 @@ class ControllerProcessor:
 
     # ---- controller-triggered elections (spec 5.2) -------------------------------------------
 
-    def elections_due(self, now_ms: int, inactive: list[BrokerKey]) -> list[Command]:
+    def elections_due(self, now_ms: int, inactive: list[BrokerKey], wall_ms: int | None = None) -> list[Command]:
         """Elections for every group whose master is among `inactive` (expired or disconnected),
-        one command per group, to be proposed together in one entry."""
+        one command per group, to be proposed together in one entry. `now_ms` is the liveness
+        clock, `wall_ms` (default: `now_ms`) the stamp of the commands."""
+        wall_ms = now_ms if wall_ms is None else wall_ms
         if self.config.elect_master_max_retry_count <= 0:
             return []  # spec 15: 0 = the controller makes no election attempt of its own
         commands: list[Command] = []
@@ -441,29 +446,31 @@ class ControllerProcessor:
             if group is None or group.master_id != key.broker_id or key.broker_name in seen:
                 continue
             seen.add(key.broker_name)
-            command = self._controller_election(group, now_ms, liveness_lost_ms=now_ms, attempt=1)
+            command = self._controller_election(group, now_ms, wall_ms, liveness_lost_ms=wall_ms, attempt=1)
             if command is not None:
                 commands.append(command)
         return commands
 
-    def inactive_master_scan(self, now_ms: int) -> list[Command]:
+    def inactive_master_scan(self, now_ms: int, wall_ms: int | None = None) -> list[Command]:
         """Spec 5.2 safety net (Java's scanInactiveMasterInterval): groups whose master is not
         live while some replica is, e.g. because the inactive event fired before this node led."""
         if self.config.elect_master_max_retry_count <= 0:
             return []
+        wall_ms = now_ms if wall_ms is None else wall_ms
         commands: list[Command] = []
         for group in self.state.groups():
             if group.master_id is None or self._is_alive(group, group.master_id, now_ms):
                 continue
             if any(self._is_alive(group, broker_id, now_ms) for broker_id in group.replicas):
-                command = self._controller_election(group, now_ms, liveness_lost_ms=now_ms, attempt=1)
+                command = self._controller_election(group, now_ms, wall_ms, liveness_lost_ms=wall_ms, attempt=1)
                 if command is not None:
                     commands.append(command)
         return commands
 
-    def election_retries(self, results: list[ApplyResult], now_ms: int) -> list[Command]:
+    def election_retries(self, results: list[ApplyResult], now_ms: int, wall_ms: int | None = None) -> list[Command]:
         """Java retries a controller election that found no candidate, up to
         electMasterMaxRetryCount attempts in all (each attempt bumps masterEpoch: a kept quirk)."""
+        wall_ms = now_ms if wall_ms is None else wall_ms
         commands: list[Command] = []
         for result in results:
             command = result.command
@@ -472,17 +479,18 @@ class ControllerProcessor:
                 continue
             if command.attempt >= self.config.elect_master_max_retry_count:
                 continue
-            retry = self._controller_election(result.after, now_ms, command.liveness_lost_ms, command.attempt + 1)
+            retry = self._controller_election(result.after, now_ms, wall_ms, command.liveness_lost_ms,
+                                              command.attempt + 1)
             if retry is not None:
                 commands.append(retry)
         return commands
 
-    def _controller_election(self, group: BrokerGroup, now_ms: int, liveness_lost_ms: int | None,
+    def _controller_election(self, group: BrokerGroup, now_ms: int, wall_ms: int, liveness_lost_ms: int | None,
                              attempt: int) -> ElectMaster | None:
         candidate = self._choose(group, None, now_ms)
         if candidate is not None and candidate == group.master_id:
             return None  # the master is live again: nothing to do (Java: 2011)
-        return self._election_command(group, Trigger.CONTROLLER, candidate, now_ms,
+        return self._election_command(group, Trigger.CONTROLLER, candidate, wall_ms,
                                       liveness_lost_ms=liveness_lost_ms, attempt=attempt)
 
     # ---- 1008 NOTIFY_BROKER_ROLE_CHANGED (spec 5.4) -------------------------------------------

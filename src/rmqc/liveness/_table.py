@@ -146,7 +146,9 @@ def _checked_row(row: list) -> list:
 
 
 class HeartbeatTable:
-    """Liveness of every broker this node hears from. All times are `now_ms` arguments."""
+    """Liveness of every broker this node hears from. All times are `now_ms` arguments, all on one
+    monotonic clock (the node's): deadlines are compared with it, so it must never step. Nothing
+    here leaves the node as a time: digests carry ages ("heard N ms ago")."""
 
     def __init__(self, max_brokers: int = DEFAULT_MAX_BROKERS) -> None:
         self.max_brokers = max_brokers

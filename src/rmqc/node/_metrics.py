@@ -26,6 +26,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from rmqc.fsm import ApplyResult, ElectMaster
 from rmqc.remoting import RequestCode, ResponseCode
 
+from ._alarms import DISK_FULL
+
 __all__ = [
     "ELECTION_RESULTS",
     "MetricsExporter",
@@ -41,6 +43,7 @@ NEW_MASTER_ELECTED = "new_master_elected"
 KEEP_CURRENT_MASTER = "keep_current_master"
 NO_MASTER_ELECTED = "no_master_elected"
 ELECTION_RESULTS = (NEW_MASTER_ELECTED, KEEP_CURRENT_MASTER, NO_MASTER_ELECTED)
+ALARMS = (DISK_FULL,)
 OTHER_LABEL = "other"
 ONEWAY_LABEL = "oneway"
 
@@ -112,6 +115,9 @@ class NodeMetrics:
         self.elections = Counter("rmqc_elections", "elections applied, by outcome", ("result",), registry=r)
         for result in ELECTION_RESULTS:
             self.elections.labels(result)  # present at 0, so rate() works from the first election
+        self.alarms = Gauge("rmqc_alarm", "1 while the alarm is raised (docs/operations.md)", ("alarm",), registry=r)
+        for alarm in ALARMS:
+            self.alarms.labels(alarm).set(0)  # present at 0, so an alert rule sees the series
 
     def observe_request(self, code: int, response_code: int | None, latency_s: float) -> None:
         counter, latency = self._children(code, response_code)
@@ -167,6 +173,11 @@ class NodeMetrics:
             label = election_result_of(result)
             if label is not None:
                 self.elections.labels(label).inc()
+
+    def set_alarm(self, alarm: str, raised: bool) -> None:
+        if alarm not in ALARMS:
+            raise ValueError(f"alarm {alarm!r} is not one of {ALARMS}")
+        self.alarms.labels(alarm).set(1 if raised else 0)
 
     def update_gauges(self, *, term: int, commit: int, applied: int, is_leader: bool,
                       live_brokers: int, broker_groups: int) -> None:

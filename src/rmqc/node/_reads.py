@@ -28,7 +28,6 @@ from __future__ import annotations
 import itertools
 import logging
 import random
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ from rmqc.raft import RawNode, ReadIndexDropped, ReadState
 from rmqc.reads import PendingReads, ReadQueueFull
 from rmqc.remoting import RemotingCommand, RequestCode, ResponseCode, make_response
 
+from ._clock import monotonic_ms
 from ._config import CONSISTENCY_LEVELS
 
 if TYPE_CHECKING:
@@ -90,10 +90,6 @@ class _Batch:
     resent: bool = False
 
 
-def wall_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class ReadPath:
     """Owned by one ControllerNode; `serve_with` runs in the connection reader (or a forwarded
     request's task), the rest in the driver task. Nothing here awaits."""
@@ -108,9 +104,9 @@ class ReadPath:
         self._awaiting_index = 0
         self._pending = PendingReads()
         self._by_deadline: deque[_Read] = deque()  # every waiting read, oldest first (one timeout)
-        self._clock_origin: tuple[float, int] | None = None  # (wall s, core ticks) at the baseline
+        self._clock_origin: tuple[float, int] | None = None  # (monotonic s, core ticks) at the baseline
         self._lease_blocked_until_s = 0.0
-        self.last_progress_ms = wall_ms()
+        self.last_progress_ms = monotonic_ms()
         self.leader_contact_ms = 0
         self.lease_reads = 0
         self.index_reads = 0
@@ -233,7 +229,7 @@ class ReadPath:
     def applied_age_ms(self) -> int:
         if self._lease_index() is not None:
             return 0
-        return max(0, wall_ms() - max(self.last_progress_ms, self.leader_contact_ms))
+        return max(0, monotonic_ms() - max(self.last_progress_ms, self.leader_contact_ms))
 
     # ----- driver side -----
 
@@ -299,7 +295,7 @@ class ReadPath:
             batch = self._in_flight.pop(state.context, None)
             if batch is None:
                 continue  # from a previous life of this node, or already expired
-            self.leader_contact_ms = wall_ms()
+            self.leader_contact_ms = monotonic_ms()
             for read in batch.reads:
                 if read.awaiting_index and not read.finished:
                     self._stop_awaiting(read)
@@ -313,7 +309,7 @@ class ReadPath:
 
     def on_applied(self) -> None:
         """Driver: the applied index moved (entries or a snapshot)."""
-        self.last_progress_ms = wall_ms()
+        self.last_progress_ms = monotonic_ms()
         self.release()
 
     def release(self) -> None:
@@ -322,7 +318,7 @@ class ReadPath:
 
     def heard_from(self, sender: str) -> None:
         if sender == self._node.leader_id:
-            self.leader_contact_ms = wall_ms()
+            self.leader_contact_ms = monotonic_ms()
 
     def on_leader_change(self) -> None:
         """Contexts sent to the old leader will not be answered: send them again to the new one."""

@@ -10,7 +10,10 @@ body JSON:
      "servingAsLeader": true, "term": 2, "commit": 120, "applied": 120, "lastIndex": 120,
      "leader": "n0", "leaderAddress": "127.0.0.1:9878", "voters": ["n0", "n1", "n2"],
      "peers": {"n1": {"match": 120, "next": 121, "lag": 0, "state": "replicate", "active": true}},
-     "brokerGroups": 200, "liveBrokers": 600, "groupNames": [...]}
+     "brokerGroups": 200, "liveBrokers": 600, "alarms": [], "groupNames": [...]}
+
+`alarms` lists what an operator must act on, e.g. `{"alarm": "disk_full", "sinceMs": <wall ms>,
+"forMs": 1200, "dataDir": "...", "detail": "...", "refusedWrites": 3}` (docs/operations.md).
 
 `peers` (replication progress, lag = leader's last index - peer's match) is filled on the leader
 only: a follower does not know how far the others are.
@@ -24,6 +27,8 @@ import orjson
 
 from rmqc.errors import BoundExceeded
 from rmqc.remoting import RemotingCommand, ResponseCode, make_response
+
+from ._clock import monotonic_ms
 
 __all__ = ["RMQC_NODE_STATUS", "STATUS_VERSION", "handle_status_request", "node_status"]
 
@@ -55,10 +60,16 @@ def node_status(node: Any, *, with_group_names: bool = False) -> dict[str, Any]:
         "peers": _peer_progress(status),
         "brokerGroups": len(node.state),
         "liveBrokers": len(node.liveness),
+        "alarms": _alarms(node),
     }
     if with_group_names:
         document["groupNames"] = _group_names(node.state)
     return document
+
+
+def _alarms(node: Any) -> list[dict[str, Any]]:
+    alarm = getattr(node, "disk_full", None)
+    return [] if alarm is None else [alarm.status(monotonic_ms())]
 
 
 def handle_status_request(node: Any, request: RemotingCommand) -> RemotingCommand:

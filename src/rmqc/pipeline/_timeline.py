@@ -42,7 +42,8 @@ def failovers(timeline: DataFrame) -> DataFrame:
     A failover starts at a controller-triggered election (the leader saw the master go inactive at
     `liveness_lost_ms`) and ends at the first election after it that chose a master, usually the same
     entry; elections that found no candidate in between count as attempts. Unresolved failovers (no
-    master chosen yet when the history ends) have a null duration.
+    master chosen yet when the history ends) have a null duration; one whose end is stamped before
+    its start (a wall clock stepped back in between) is `clock_stepped`.
     """
     ordered = Window.partitionBy(*GROUP_KEY, "incarnation").orderBy("index", "seq")
     chosen_before = F.sum(F.col("elected").cast("int")).over(
@@ -74,6 +75,8 @@ def failovers(timeline: DataFrame) -> DataFrame:
         "attempts",
         (F.col("end.leader_ts_ms") - F.col("start.liveness_lost_ms")).alias("duration_ms"),
         F.col("end").isNotNull().alias("resolved"),
+        # measured across a wall-clock step back (rmqc.pipeline._clock_steps): not a duration
+        (F.col("end.leader_ts_ms") < F.col("start.liveness_lost_ms")).alias("clock_stepped"),
     )
 
 

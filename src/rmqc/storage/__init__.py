@@ -15,7 +15,9 @@ from ._errors import (
     NotCoveredBySnapshotError,
     StorageBusyError,
     StorageFullError,
+    StorageWriteFailed,
 )
+from ._faults import FAULT_FILE_ENV
 from ._inspect import StorageStats, VerifyReport
 from ._lmdb_storage import DATA_FILE_NAME, DEFAULT_MAP_SIZE_BYTES, LmdbStorage, rewrite_compactly
 from ._lock import NodeLock, acquire_node_lock, is_locked_by_live_node, live_lock_holder
@@ -23,6 +25,7 @@ from ._lock import NodeLock, acquire_node_lock, is_locked_by_live_node, live_loc
 __all__ = [
     "DATA_FILE_NAME",
     "DEFAULT_MAP_SIZE_BYTES",
+    "FAULT_FILE_ENV",
     "LmdbStorage",
     "LogGapError",
     "NodeLock",
@@ -31,6 +34,7 @@ __all__ = [
     "NotCoveredBySnapshotError",
     "StorageBusyError",
     "StorageFullError",
+    "StorageWriteFailed",
     "StorageStats",
     "VerifyReport",
     "acquire_node_lock",

@@ -65,6 +65,7 @@ class FakeBroker:
     broker_id: int = 0
     client: ControllerClient | None = None
     _scope: trio.CancelScope | None = None
+    _heartbeats: trio.CancelScope = field(default_factory=trio.CancelScope)
     _registered: trio.Event = field(default_factory=trio.Event)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -79,6 +80,11 @@ class FakeBroker:
                     task_status.started()
                     await trio.sleep_forever()
         self.client = None
+
+    def hang(self) -> None:
+        """The broker stops heartbeating with its connections open (a hung process): only the
+        heartbeat deadline can tell the controller."""
+        self._heartbeats.cancel()
 
     def crash(self) -> None:
         """The broker process dies: its connections close and its heartbeats stop."""
@@ -95,9 +101,10 @@ class FakeBroker:
         """Once registered: one loop per controller, so a dead controller never delays heartbeats
         to the others. Runs inside `run`, so `crash` stops it together with the connections."""
         await self._registered.wait()
-        async with trio.open_nursery() as nursery:
-            for controller in self.controllers:
-                nursery.start_soon(self._heartbeat_loop, controller, interval_s)
+        with self._heartbeats:
+            async with trio.open_nursery() as nursery:
+                for controller in self.controllers:
+                    nursery.start_soon(self._heartbeat_loop, controller, interval_s)
 
     async def _heartbeat_loop(self, controller: str, interval_s: float) -> None:
         assert self.client is not None
