@@ -425,6 +425,8 @@ class ControllerNode:
         ticks, self._ticks = self._ticks, 0
         for _ in range(min(ticks, self.config.election_tick)):
             raw.tick()
+        if ticks:
+            self.reads.on_ticks_fed(raw.raft.ticks)
         while self._inbound:
             message = self._inbound.popleft()
             self._step(raw, message)
