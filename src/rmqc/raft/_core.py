@@ -345,9 +345,9 @@ class RaftCore:
     def _takeover_wait_ticks(self) -> int:
         """Ticks to wait before committing: the longest lease an earlier leader may still hold,
         from the lease ages our voters granted with (rmqc.reads._lease). None after a transfer
-        (that leader gave its lease up first), none without CheckQuorum, and none for a sole voter
-        (no one else can hold a lease over a group of one). In a normal election the voters' stickiness makes it 0 unless
-        lease_ticks is close to election_tick."""
+        (that leader gave its lease up first), none without CheckQuorum, none for a sole voter
+        (no one else can hold a lease over a group of one). In a normal election the voters'
+        stickiness makes it 0 unless lease_ticks is close to election_tick."""
         if not self.config.check_quorum or self.campaign_type is CampaignType.TRANSFER:
             return 0  # without CheckQuorum there are no leases (Lease.valid)
         if self.voters == {self.id}:
