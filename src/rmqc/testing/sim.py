@@ -13,9 +13,9 @@ Faults (`_simnemesis`, `_simnet`, `_simnode`): message delay, loss, duplication 
 symmetric partitions, isolating the leader, one-way link cuts, a leader cut off REJECT-style (links
 reset and refused, so the others take over at once while it lives on); crashes (also of the leader,
 and in the middle of an fsync) that lose every write not yet persisted, after which the others
-find its port refusing them; pauses with missed ticks replayed
-on resume; per-node clock rates (and a "leader slowest" skew); leadership transfers; single-server
-membership changes through learners; snapshots and log compaction.
+find its port refusing them; pauses with missed ticks replayed on resume; per-node clock rates
+(and a "leader slowest" skew); leadership transfers; single-server membership changes through
+learners; snapshots and log compaction.
 
 Clients (`_simclient`) write unique values and read through ReadIndex on any node and lease reads on
 the leader. Checked after every step (`_simcheck`): one leader per term, log matching, durability
@@ -43,7 +43,6 @@ from rmqc.raft._core import RaftCore
 
 from ._simclient import ClientKnobs
 from ._simnemesis import NemesisKnobs
-
 from ._simworld import SeedResult, SimKnobs, run_seed
 
 __all__ = ["MUTANTS", "PROFILES", "SeedResult", "SimKnobs", "SimSummary", "mutant", "run_seed", "run_seeds",
