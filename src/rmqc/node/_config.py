@@ -207,7 +207,7 @@ class NodeConfig:
     # 50 ms ticks, a heartbeat every tick, elections after 0.5-1 s of silence. A leader whose
     # process dies is replaced much faster than that: its port refuses reconnection and a
     # designated survivor takes over at once (node/_node.py on_peer_down) and commits after the
-    # old leader's lease (lease_ticks below), measured at 0.24-0.26 s (median) to the first
+    # old leader's lease (lease_ticks below), measured at 0.19 s (p50 and p99) to the first
     # committed write (docs/benchmarks.md). The election timeout only matters for hung or partitioned
     # leaders, and is kept long enough that a leader stalled by a slow fsync on a busy machine is
     # not deposed (0.15 s flapped under load in our measurements). Ticks of 10 ms (5 per
