@@ -222,15 +222,20 @@ class ReadPath:
         that took over counts the old lease out in real time (rmqc.reads._lease)."""
         if start_tick is None:
             return False
-        previous: int | None = None
-        for tick, fed_s in self._tick_times:
-            if tick >= start_tick:
-                # an entry stands for the burst of ticks after the previous one; an entry whose
-                # burst may not include the start tick tells nothing (the lease is refused)
-                covered = tick == start_tick or (previous is not None and previous < start_tick)
-                return covered and trio.current_time() - fed_s < duration_ticks * self._node.config.tick_ms / 1000
-            previous = tick
-        return False
+        # An entry stands for the burst of ticks fed after the previous entry: find the one whose
+        # burst holds the start tick, newest first (the lease is at most a few ticks old).
+        holder: tuple[int, float] | None = None
+        covered = False
+        for tick, fed_s in reversed(self._tick_times):
+            if tick < start_tick:
+                covered = holder is not None  # the burst after this entry holds the start tick
+                break
+            holder = (tick, fed_s)
+        else:
+            covered = holder is not None and holder[0] == start_tick  # nothing older remembered
+        if not covered or holder is None:
+            return False
+        return trio.current_time() - holder[1] < duration_ticks * self._node.config.tick_ms / 1000
 
     def _answer(self, request: RemotingCommand, channel: Channel, respond: Respond) -> None:
         node = self._node
