@@ -52,6 +52,12 @@ def test_heartbeat_must_be_below_election() -> None:
         NodeConfig(heartbeat_tick=20, election_tick=10)
 
 
+@pytest.mark.parametrize("lease_ticks", [1, 11])
+def test_lease_must_fit_between_drift_and_election_timeout(lease_ticks: int) -> None:
+    with pytest.raises(ConfigError, match="lease_ticks"):
+        NodeConfig(lease_ticks=lease_ticks, lease_drift_ticks=1, election_tick=10)
+
+
 def test_frame_bound_must_stay_below_peer_magic() -> None:
     with pytest.raises(ConfigError, match="max_frame_bytes"):
         NodeConfig(max_frame_bytes=0x524D5150)

@@ -153,6 +153,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("election_tick", _positive_int, "election timeout in ticks (randomised up to twice this)"),
     Option("heartbeat_tick", _positive_int, "leader heartbeat interval in ticks"),
     Option("lease_drift_ticks", _non_negative_int, "clock drift bound subtracted from the leader lease"),
+    Option("lease_ticks", _positive_int,
+           "longest leader lease in ticks; a leader that takes over from a dead-looking one waits it out"),
     Option("snapshot_every_entries", _positive_int, "snapshot the state and compact the log every N entries"),
     Option("forward_writes", _parse_bool, "forward leader-only requests from followers (false: answer 2007)"),
     Option("default_consistency", _choice(CONSISTENCY_LEVELS), "read consistency when a request names none"),
@@ -204,8 +206,9 @@ class NodeConfig:
     group: str = "rmqc"
     # 50 ms ticks, a heartbeat every tick, elections after 0.5-1 s of silence. A leader whose
     # process dies is replaced much faster than that: its port refuses reconnection and a
-    # designated survivor campaigns at once (node/_node.py on_peer_down), measured at ~0.05 s to
-    # the first committed write. The election timeout only matters for hung or partitioned
+    # designated survivor takes over at once (node/_node.py on_peer_down) and commits after the
+    # old leader's lease (lease_ticks below), measured at 0.19 s (p50 and p99) to the first
+    # committed write (docs/benchmarks.md). The election timeout only matters for hung or partitioned
     # leaders, and is kept long enough that a leader stalled by a slow fsync on a busy machine is
     # not deposed (0.15 s flapped under load in our measurements). Ticks of 10 ms (5 per
     # heartbeat) woke every idle node 100 times a second, ~6 % CPU each, and that contention on
@@ -214,6 +217,12 @@ class NodeConfig:
     election_tick: int = 10
     heartbeat_tick: int = 1
     lease_drift_ticks: int = 1
+    # The leader serves lease reads for lease_ticks - lease_drift_ticks ticks (100 ms) after a
+    # heartbeat round it sent was acked; a survivor that takes over from a leader whose port
+    # refuses it waits up to lease_ticks + 1 ticks (150-200 ms) before committing, because the old
+    # leader may be alive behind a REJECT rule (rmqc.reads._lease). Longer leases slow that
+    # failover down; shorter ones make lease reads fall back to ReadIndex when acks are late.
+    lease_ticks: int = 3
     snapshot_every_entries: int = 10_000
     forward_writes: bool = True
     default_consistency: str = "linearizable"
@@ -272,6 +281,11 @@ def check_config(config: NodeConfig) -> None:
     if config.lease_drift_ticks >= config.election_tick:
         raise ConfigError(
             f"lease_drift_ticks: {config.lease_drift_ticks} must be below election_tick {config.election_tick}"
+        )
+    if not config.lease_drift_ticks < config.lease_ticks <= config.election_tick:
+        raise ConfigError(
+            f"lease_ticks: {config.lease_ticks} must be above lease_drift_ticks {config.lease_drift_ticks} "
+            f"and at most election_tick {config.election_tick}"
         )
     for name in ("max_frame_bytes", "max_peer_frame_bytes"):
         if getattr(config, name) >= PEER_MAGIC_AS_LENGTH:
