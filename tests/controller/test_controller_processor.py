@@ -365,10 +365,30 @@ def test_elections_due_ignores_slaves_and_respects_retry_count_zero(h: Controlle
 def test_controller_trigger_without_candidate_retries_and_bumps_the_epoch(h: ControllerHarness) -> None:
     make_groups(h, 1)
     assert alter_named(h, "g0", [1], 2).code == 0
+    h.advance(700)
     h.close_connection("g0#1")
     group = h.state.group("g0")
     assert (group.master_id, group.master_epoch) == (None, 4)  # 3 attempts, each a 2004
     assert [c.attempt for entry in h.log[-3:] for c in entry] == [1, 2, 3]
+    # every attempt dates the failover from the close, the last moment the master was known alive
+    assert {c.master_last_alive_ms for entry in h.log[-3:] for c in entry} == {h.now_ms}
+
+
+def test_a_closed_connection_dates_the_failover_from_the_close(h: ControllerHarness) -> None:
+    make_groups(h, 1)
+    h.advance(400)
+    closed_at = h.now_ms
+    h.close_connection("g0#1")
+    [election] = h.log[-1]
+    assert isinstance(election, ElectMaster) and election.candidate == 2
+    assert election.master_last_alive_ms == election.liveness_lost_ms == closed_at
+
+
+def test_a_master_never_heard_by_this_leader_has_no_known_last_moment(h: ControllerHarness) -> None:
+    make_groups(h, 1)
+    h.liveness.remove(BrokerKey(C, "g0", 1))  # as on a node that led only after the master died
+    [election] = h.processor.inactive_master_scan(h.now_ms)
+    assert election.master_last_alive_ms is None and election.liveness_lost_ms == h.now_ms
 
 
 def alter_named(h: ControllerHarness, name: str, ids: list[int], sss_epoch: int) -> RemotingCommand:
@@ -385,14 +405,18 @@ def test_inactive_master_scan_reelects_when_the_event_was_missed(h: ControllerHa
 
 def test_expiry_by_deadline_triggers_failover(h: ControllerHarness) -> None:
     make_groups(h, 1)
-    h.heartbeat(C, "g0", 1, A, timeout_ms=3000)
     h.heartbeat(C, "g0", 2, B, timeout_ms=60_000)
+    h.advance(500)
+    last_heartbeat_ms = h.now_ms
+    h.heartbeat(C, "g0", 1, A, timeout_ms=3000)
     h.advance(2999)
     assert h.state.group("g0").master_id == 1
     h.advance(10)
     assert h.state.group("g0").master_id == 2
     [entry] = [e for e in h.log if isinstance(e[0], ElectMaster) and e[0].trigger is Trigger.CONTROLLER]
-    assert entry[0].liveness_lost_ms is not None
+    # noticed at the deadline, but the master was last known alive at its last heartbeat
+    assert entry[0].liveness_lost_ms == last_heartbeat_ms + 3001
+    assert entry[0].master_last_alive_ms == last_heartbeat_ms
 
 
 def test_notifications_off_sends_nothing(h: ControllerHarness) -> None:

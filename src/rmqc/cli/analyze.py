@@ -39,7 +39,7 @@ def _overview(summary: Summary) -> Table:
     table.add_row("broker groups", f"{summary.groups:,}")
     table.add_row("elections", f"{summary.elections:,}")
     f = summary.failovers
-    table.add_row("failovers", f"{f.count:,} ({f.resolved:,} resolved)")
+    table.add_row("failovers", f"{f.count:,} ({f.resolved:,} resolved, {f.timed:,} with a known start)")
     table.add_row("failover ms p50 / p90 / p99 / max",
                   f"{_ms(f.p50_ms)} / {_ms(f.p90_ms)} / {_ms(f.p99_ms)} / {_ms(f.max_ms)}")
     table.add_row("analysis time", f"{summary.elapsed_s:.1f} s")

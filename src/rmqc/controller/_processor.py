@@ -336,13 +336,13 @@ class ControllerProcessor:
 
     def _election_command(self, group: BrokerGroup, trigger: Trigger, candidate: int | None, wall_ms: int,
                           *, requester: int | None = None, liveness_lost_ms: int | None = None,
-                          attempt: int = 1) -> ElectMaster:
+                          master_last_alive_ms: int | None = None, attempt: int = 1) -> ElectMaster:
         return ElectMaster(
             cluster_name=group.cluster_name, broker_name=group.broker_name, trigger=trigger,
             candidate=candidate, expected_master_epoch=group.master_epoch,
             expected_sync_state_set_epoch=group.sync_state_set_epoch, leader_ts_ms=wall_ms,
             requester_id=requester, unclean=self.config.enable_elect_unclean_master,
-            liveness_lost_ms=liveness_lost_ms, attempt=attempt,
+            liveness_lost_ms=liveness_lost_ms, master_last_alive_ms=master_last_alive_ms, attempt=attempt,
         )
 
     # ---- 1001 ALTER_SYNC_STATE_SET ------------------------------------------------------------
@@ -446,7 +446,7 @@ class ControllerProcessor:
             if group is None or group.master_id != key.broker_id or key.broker_name in seen:
                 continue
             seen.add(key.broker_name)
-            command = self._controller_election(group, now_ms, wall_ms, liveness_lost_ms=wall_ms, attempt=1)
+            command = self._first_controller_election(group, now_ms, wall_ms)
             if command is not None:
                 commands.append(command)
         return commands
@@ -462,7 +462,7 @@ class ControllerProcessor:
             if group.master_id is None or self._is_alive(group, group.master_id, now_ms):
                 continue
             if any(self._is_alive(group, broker_id, now_ms) for broker_id in group.replicas):
-                command = self._controller_election(group, now_ms, wall_ms, liveness_lost_ms=wall_ms, attempt=1)
+                command = self._first_controller_election(group, now_ms, wall_ms)
                 if command is not None:
                     commands.append(command)
         return commands
@@ -480,18 +480,29 @@ class ControllerProcessor:
             if command.attempt >= self.config.elect_master_max_retry_count:
                 continue
             retry = self._controller_election(result.after, now_ms, wall_ms, command.liveness_lost_ms,
-                                              command.attempt + 1)
+                                              command.master_last_alive_ms, command.attempt + 1)
             if retry is not None:
                 commands.append(retry)
         return commands
 
+    def _first_controller_election(self, group: BrokerGroup, now_ms: int, wall_ms: int) -> ElectMaster | None:
+        # The failover is dated from when the master was last known alive (its last heartbeat or
+        # its connection's close), not from when this node noticed: that can be a timeout later.
+        # The liveness table keeps monotonic times, the command wall-clock stamps: the same
+        # distance before this moment.
+        assert group.master_id is not None
+        last_alive = self.liveness.last_alive_ms(BrokerKey(group.cluster_name, group.broker_name, group.master_id))
+        last_alive_wall = None if last_alive is None else wall_ms - (now_ms - last_alive)
+        return self._controller_election(group, now_ms, wall_ms, wall_ms, last_alive_wall, 1)
+
     def _controller_election(self, group: BrokerGroup, now_ms: int, wall_ms: int, liveness_lost_ms: int | None,
-                             attempt: int) -> ElectMaster | None:
+                             master_last_alive_ms: int | None, attempt: int) -> ElectMaster | None:
         candidate = self._choose(group, None, now_ms)
         if candidate is not None and candidate == group.master_id:
             return None  # the master is live again: nothing to do (Java: 2011)
         return self._election_command(group, Trigger.CONTROLLER, candidate, wall_ms,
-                                      liveness_lost_ms=liveness_lost_ms, attempt=attempt)
+                                      liveness_lost_ms=liveness_lost_ms,
+                                      master_last_alive_ms=master_last_alive_ms, attempt=attempt)
 
     # ---- 1008 NOTIFY_BROKER_ROLE_CHANGED (spec 5.4) -------------------------------------------
 

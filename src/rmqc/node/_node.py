@@ -878,7 +878,7 @@ class ControllerNode:
         return node
 
     def on_channel_closed(self, channel: Channel) -> None:
-        keys = self.liveness.on_channel_closed(channel.id)
+        keys = self.liveness.on_channel_closed(channel.id, wall_ms())
         if keys:
             self._closed_channels.extend(keys)
             self._liveness_wakeup.set()
