@@ -80,10 +80,12 @@ async def test_history_exported_from_a_real_node_is_analysed(spark, tmp_path: Pa
     finally:
         await cluster.stop()
     export = tmp_path / "history.jsonl"
-    done = subprocess.run([RMQC, "log", "export", str(cluster.nodes[0].data_dir), "--out", str(export),
-                           "--cluster", "real"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([RMQC, "log", "export", str(cluster.nodes[0].data_dir), "--out", str(export)],
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     rows = [orjson.loads(line) for line in export.read_text().splitlines()]
+    # labelled as the node recorded itself, whatever its directory is called
+    assert {(row["controller_cluster"], row["node_id"]) for row in rows} == {("rmqc", "n0")}
     elections = [row for row in rows if row["command"] == "elect_master" and row["result"] == "ok"]
     assert [row["trigger"] for row in elections] == ["broker", "controller"], elections
     failover = elections[1]

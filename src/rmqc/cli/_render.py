@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from enum import IntEnum
 from typing import Any, NoReturn
 
 import orjson
@@ -14,6 +13,8 @@ from rich.console import Console, Group
 from rich.table import Table
 
 from rmqc.remoting import RemotingCommand, ResponseCode
+
+from ._exit import ExitCode
 
 __all__ = [
     "ExitCode",
@@ -34,15 +35,6 @@ __all__ = [
 ]
 
 WIDE_CONSOLE = 160  # when not on a terminal (pipes, tests): wide enough that addresses never wrap
-
-
-class ExitCode(IntEnum):
-    """What the exit status of an rmqc operator command means."""
-
-    OK = 0
-    REFUSED = 1  # a controller answered with an error code
-    USAGE = 2  # bad options (Typer/Click use 2 for their own usage errors too)
-    UNREACHABLE = 3  # no controller answered (connection refused, timeout, no leader)
 
 
 # What an operator can do about each answer (the spec's remark says what happened, this says what next).

@@ -17,11 +17,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ._exit import ExitCode
+
 if TYPE_CHECKING:
     from rmqc.pipeline import Summary
 
-EXIT_FOUND_PROBLEMS = 1
-EXIT_BAD_INPUT = 2
 # Violations listed in the terminal; the report and the `violations` table have all of them.
 VIOLATIONS_SHOWN = 15
 
@@ -126,7 +126,7 @@ def analyze_command(
     except PipelineError as exc:
         # Bad input (unreadable file, malformed JSON line): say what went wrong, without a traceback.
         console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(EXIT_BAD_INPUT) from None
+        raise typer.Exit(ExitCode.USAGE) from None
     render_summary(console, summary)
     if found_problems(summary):
-        raise typer.Exit(EXIT_FOUND_PROBLEMS)
+        raise typer.Exit(ExitCode.PROBLEMS_FOUND)

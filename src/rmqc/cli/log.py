@@ -10,10 +10,9 @@ commands, which parse, call one operation and render.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from enum import IntEnum, StrEnum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,14 +26,19 @@ from rmqc import fsm, raft
 from rmqc.errors import RmqcError
 from rmqc.raft._types import ConfChangeType, ConfState, Entry, EntryType, Snapshot
 from rmqc.storage import (
+    IDENTITY_FILE_NAME,
     LmdbStorage,
+    NodeIdentity,
     NodeLockedError,
     NotAStorageError,
     StorageStats,
     VerifyReport,
     acquire_node_lock,
+    read_identity,
     rewrite_compactly,
 )
+
+from ._exit import ExitCode
 
 log_app = typer.Typer(
     name="log",
@@ -42,17 +46,13 @@ log_app = typer.Typer(
     no_args_is_help=True,
 )
 
-DEFAULT_CONTROLLER_CLUSTER = "rmqc"
 DEFAULT_KEEP_ENTRIES = 1_000
 # Rows per Parquet row group: bounds the export's memory whatever the log's length.
 PARQUET_BATCH_ROWS = 10_000
 
 
-class ExitCode(IntEnum):
-    OK = 0
-    CORRUPT = 1  # verify found a bad entry, or a read hit one
-    NO_DATA = 3  # the directory holds no rmqc log
-    NODE_RUNNING = 4  # a write command refused to touch a live node's directory
+class MissingIdentity(RmqcError):
+    """An export needs labels the data directory does not record."""
 
 
 class ExportFormat(StrEnum):
@@ -232,6 +232,17 @@ _WRITERS: dict[ExportFormat, Callable[[Iterator[dict[str, Any]], Path], int]] = 
 }
 
 
+def export_identity(data_dir: Path, cluster: str | None, node_id: str | None) -> NodeIdentity:
+    """The labels of the export: the directory's recorded identity, unless options replace it."""
+    recorded = read_identity(data_dir) if data_dir.is_dir() else None
+    if recorded is None and (cluster is None or node_id is None):
+        raise MissingIdentity(
+            f"{data_dir} does not record its node id and controller group (no {IDENTITY_FILE_NAME}: "
+            "it was written by an rmqc older than this one, or is not a data directory); start the "
+            "node on it once, or give --node-id and --cluster")
+    return NodeIdentity(node_id or recorded.node_id, cluster or recorded.group)  # type: ignore[union-attr]
+
+
 def export_data_dir(
     data_dir: Path, out: Path, fmt: ExportFormat, cluster: str, node_id: str
 ) -> ExportOutcome:
@@ -376,7 +387,9 @@ def _guarded(run: Callable[[], None]) -> None:
     try:
         run()
     except NotAStorageError as exc:
-        raise _fail(str(exc), ExitCode.NO_DATA) from None
+        raise _fail(str(exc), ExitCode.NOT_A_DATA_DIR) from None
+    except MissingIdentity as exc:
+        raise _fail(str(exc), ExitCode.USAGE) from None
     except NodeLockedError as exc:
         raise _fail(f"refusing to write: {exc}; stop the node first", ExitCode.NODE_RUNNING) from None
     except RmqcError as exc:
@@ -416,7 +429,14 @@ def stats(
 
 @log_app.command()
 def verify(data_dir: DataDir) -> None:
-    """Check every checksum, index continuity and term order; exit 1 at the first bad index."""
+    """Check what the node reads: exit 1 naming the first bad index.
+
+    Checked: the hard state and membership records, the snapshot (its data against its checksum),
+    and every log entry (its CRC32, consecutive indexes, terms that never fall, the commit index
+    within the log). Not checked: LMDB's own pages outside those records (free or unused pages,
+    B-tree internals): a flipped byte there passes until LMDB itself reads it. A directory that is
+    not an rmqc data directory exits 4.
+    """
 
     def run() -> None:
         with open_for_reading(data_dir) as storage:
@@ -450,13 +470,18 @@ def export(
     data_dir: DataDir,
     out: Annotated[Path, typer.Option("--out", help="file to write", dir_okay=False)],
     fmt: Annotated[ExportFormat, typer.Option("--format")] = ExportFormat.JSONL,
-    cluster: Annotated[str, typer.Option("--cluster", help="controller cluster name")] = DEFAULT_CONTROLLER_CLUSTER,
-    node_id: Annotated[str | None, typer.Option("--node-id", help="default: the directory's name")] = None,
+    cluster: Annotated[str | None, typer.Option(
+        "--cluster", help="controller group to write in the rows; default: the one recorded in the directory")] = None,
+    node_id: Annotated[str | None, typer.Option(
+        "--node-id", help="node id to write in the rows; default: the one recorded in the directory")] = None,
 ) -> None:
-    """Every committed entry's commands as flat rows (docs/export-schema.md), JSON lines or Parquet."""
+    """Every committed entry's commands as flat rows (docs/export-schema.md), JSON lines or Parquet.
+
+    Rows are labelled with the node id and controller group the node recorded in its data directory
+    (node.json, written when it first started)."""
 
     def run() -> None:
-        node = node_id or os.path.basename(os.path.abspath(data_dir))
-        render_export(export_data_dir(data_dir, out, fmt, cluster, node), out)
+        identity = export_identity(data_dir, cluster, node_id)
+        render_export(export_data_dir(data_dir, out, fmt, identity.group, identity.node_id), out)
 
     _guarded(run)

@@ -18,9 +18,10 @@ from collections.abc import Sequence
 
 from rmqc._gc import collector_paused
 
+from ._exit import ExitCode
+
 SUMMARY = "Run one rmqc controller node (no arguments: n0 on 127.0.0.1:9878, data in ./rmqc-data)."
 SET_HELP = "OPTION=VALUE for any option of docs/configuration.md (repeatable)"
-USAGE_ERROR_EXIT = 2  # as argparse (and Click) exit on a bad command line
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,7 +55,7 @@ def serve_main(argv: Sequence[str]) -> int:
         loaded = load_config(toml_path=args.config_file, java_properties_path=args.controller_conf, flags=flags)
     except ConfigError as error:
         print(f"rmqc serve: {error}", file=sys.stderr)
-        return USAGE_ERROR_EXIT
+        return ExitCode.USAGE
     setup_logging(loaded.config.log_format)
     for warning in loaded.warnings:
         print(f"rmqc serve: warning: {warning}", file=sys.stderr)
