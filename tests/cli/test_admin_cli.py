@@ -107,6 +107,35 @@ def test_config_get_and_set_on_every_node(cluster: LocalCluster) -> None:
     assert "configStorePath : " not in out
 
 
+@pytest.mark.parametrize(("setting", "remark"), [
+    ("noSuchKey=1", "unknown key 'noSuchKey'"),
+    ("enableElectUnclenMaster=true", "did you mean 'enableElectUncleanMaster'?"),
+    ("enableElectUncleanMaster=maybe", "bad value for enableElectUncleanMaster: 'maybe'"),
+])
+def test_config_set_refuses_unknown_keys_and_bad_values(cluster: LocalCluster, setting: str, remark: str) -> None:
+    code, out, err = admin("config", "set", "-c", cluster.controllers, setting)
+    assert code == 1 and "updated" not in out
+    assert "INVALID_PARAMETER (29)" in err and remark in err
+    assert "rmqc admin config get` lists every key" in err  # not "the controller failed internally"
+    key = setting.partition("=")[0]
+    code, out, _ = admin("config", "get", "-c", cluster.controllers, "--json")
+    assert code == 0 and all(values.get("enableElectUncleanMaster") == "false" and key not in values
+                             for values in orjson.loads(out).values() if key != "enableElectUncleanMaster")
+
+
+def test_metadata_reads_at_a_named_consistency(cluster: LocalCluster) -> None:
+    code, out, err = admin("metadata", "-c", cluster.controllers, "--node", cluster.addresses[1],
+                           "--consistency", "stale", "--json")
+    assert code == 0, err
+    assert "appliedIndex" in orjson.loads(out)["extFields"]  # what a stale read carries
+
+
+def test_clean_broker_of_an_unknown_group_says_so(cluster: LocalCluster) -> None:
+    code, _, err = admin("clean-broker", "-c", cluster.controllers, "-n", "nosuch")
+    assert code == 1 and "is not existed" in err
+    assert "the broker group is unknown" in err and "stop the broker" not in err
+
+
 def test_exit_codes_for_usage_and_unreachable_controllers(tmp_path: Path) -> None:
     assert admin("metadata", "-c", "127.0.0.1:1", "--timeout-ms", "500")[0] == 3
     code, _, err = admin("config", "get", "-c", "127.0.0.1:1;127.0.0.1:2", "--timeout-ms", "500")
@@ -116,3 +145,5 @@ def test_exit_codes_for_usage_and_unreachable_controllers(tmp_path: Path) -> Non
     assert admin("sync-state-set", "-c", "127.0.0.1:1", "--all", "x")[0] == 2  # both
     assert admin("sync-state-set", "-c", "127.0.0.1:1", "--consistency", "eventual", "x")[0] == 2
     assert admin("config", "set", "-c", "127.0.0.1:1", "novalue")[0] == 2
+    code, _, err = admin("metadata", "--node", "127.0.0.1:2", "--timeout-ms", "500")
+    assert code == 3 and "no answer from 127.0.0.1:2:" in err and "9878" not in err  # the node asked

@@ -7,7 +7,7 @@ import pytest
 from rmqc.controller import NoReply, Propose, Reply, RequestContext
 from rmqc.fsm import ElectMaster, Trigger
 from rmqc.liveness import BrokerKey
-from rmqc.remoting import RemotingCommand, dumps_fastjson, loads_fastjson, make_request
+from rmqc.remoting import RemotingCommand, ResponseCode, dumps_fastjson, loads_fastjson, make_request
 from rmqc.testing.controller_harness import ControllerHarness
 
 C, N = "C", "broker-a"
@@ -307,9 +307,24 @@ def test_1009_and_1010(h: ControllerHarness) -> None:
     assert ask(h, 1009, None, b"rocketmqHome=/x\n").code == 16
     broken = ask(h, 1009, None, b"key=\\u12\n")
     assert (broken.code, broken.remark) == (1, "string2Properties error")
-    wrong_type = ask(h, 1009, None, b"electMasterMaxRetryCount=many\n")
-    assert wrong_type.code == 1 and "electMasterMaxRetryCount" in wrong_type.remark
     assert ask(h, 1009).code == 0  # an empty body is a success
+
+
+@pytest.mark.parametrize(("update", "remark"), [
+    (b"electMasterMaxRetryCount=many\n", "bad value for electMasterMaxRetryCount: 'many'"),
+    (b"enableElectUncleanMaster=maybe\n", "bad value for enableElectUncleanMaster: 'maybe'"),
+    (b"noSuchKey=1\n", "unknown key 'noSuchKey'"),
+    (b"enableElectUnclenMaster=true\n",
+     "unknown key 'enableElectUnclenMaster' (did you mean 'enableElectUncleanMaster'?)"),
+    (b"notifyBrokerRoleChanged=false\nenableElectUnclenMaster=true\n", "(did you mean 'enableElectUncleanMaster'?)"),
+])
+def test_1009_refuses_unknown_keys_and_bad_values_as_bad_requests(h: ControllerHarness, update: bytes,
+                                                                   remark: str) -> None:
+    before = ask(h, 1010).body
+    answer = ask(h, 1009, None, update)
+    assert (answer.code, ResponseCode(answer.code).name) == (29, "INVALID_PARAMETER")
+    assert remark in answer.remark
+    assert ask(h, 1010).body == before  # nothing applied, not even the good key beside the typo
 
 
 def test_1006_sync_state_data(h: ControllerHarness) -> None:
@@ -323,8 +338,8 @@ def test_1006_sync_state_data(h: ControllerHarness) -> None:
         1, A, 1, 2)
     assert [(r["brokerId"], r["alive"]) for r in entry["inSyncReplicas"]] == [(1, True), (2, True)]
     assert [(r["brokerId"], r["alive"], r["brokerAddress"]) for r in entry["notInSyncReplicas"]] == [(3, False, D)]
-    empty = ask(h, 1006)
-    assert (empty.code, empty.remark) == (1, "not set any response code")
+    for empty in (ask(h, 1006), ask(h, 1006, None, [])):  # as Java (spec 13 item 10)
+        assert (empty.code, empty.remark) == (1, "not set any response code")
     assert ask(h, 1006, None, b"{not json").code == 1
 
 

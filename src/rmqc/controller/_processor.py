@@ -12,12 +12,13 @@ Java quirks kept on purpose (brokers and mqadmin rely on the observable behaviou
 election of a never-elected group takes the requester without a liveness check; a controller
 election that finds no candidate still bumps masterEpoch (and is retried, bumping it again);
 1011 with isCleanLivingBroker=true removes the whole group even when ids are listed; 1011 without
-ids refuses while the group has a master, alive or not; an empty 1006 body answers code 1.
-Fixed on purpose: offsets are compared as 64-bit values and ties go to the smallest id; 1001
+ids refuses while the group has a master, alive or not; a 1006 without body or with an empty list
+(`[]`) answers code 1. Fixed on purpose: offsets are compared as 64-bit values and ties go to the smallest id; 1001
 checks registration of all proposed ids before liveness (spec 15); a racing election that lost
 its precondition answers 2011 with the winner instead of failing; a controller-triggered 1002
 (brokerId -1) on a never-elected group answers 2004 without bumping masterEpoch; the first
-election refuses (2010) a requester id that is not registered.
+election refuses (2010) a requester id that is not registered; 1009 refuses an unknown key or a
+bad value with 29 INVALID_PARAMETER (Java ignores the key, or keeps the old value).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Hashable
 
-from rmqc.errors import BoundExceeded, ConfigError, ProtocolError
+from rmqc.errors import BoundExceeded, ProtocolError
 from rmqc.fsm import (
     AlterSyncStateSet,
     ApplyBrokerId,
@@ -55,7 +56,7 @@ from rmqc.remoting import (
 )
 
 from . import _bodies
-from ._config import ConfigBlackListed, ControllerConfig, PropertiesSyntaxError
+from ._config import ConfigBlackListed, ConfigInvalid, ControllerConfig, PropertiesSyntaxError
 from ._headers import BadRequestBody, HeaderField, HeaderSpec
 from ._heartbeat import heartbeat_of
 from ._outcome import NodeInfo, NoReply, Outcome, Propose, Reply, RequestContext
@@ -297,11 +298,11 @@ class ControllerProcessor:
     # ---- 1006 GET_SYNC_STATE_DATA -------------------------------------------------------------
 
     def _get_sync_state_data(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
-        if not request.body:
-            return _reply(request, C.SYSTEM_ERROR, "not set any response code")  # Java quirk
-        names = loads_fastjson(request.body)
+        names = loads_fastjson(request.body) if request.body else []
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise BadRequestBody("1006 body must be a JSON array of broker names")
+        if not names:  # Java quirk (spec 13 item 10): no body, or an empty list, is a default answer
+            return _reply(request, C.SYSTEM_ERROR, "not set any response code")
         groups = [g for g in (self.state.group(n) for n in dict.fromkeys(names)) if g is not None]
         body = _bodies.replicas_info_body(groups, lambda g, i: self._is_alive(g, i, ctx.now_ms))
         return _reply(request, C.SUCCESS, body=body)
@@ -423,8 +424,8 @@ class ControllerProcessor:
             return _reply(request, C.NO_PERMISSION, "Can not update config in black list.")
         except PropertiesSyntaxError:
             return _reply(request, C.SYSTEM_ERROR, "string2Properties error")
-        except ConfigError as exc:  # a value of the wrong type: nothing was changed
-            return _reply(request, C.SYSTEM_ERROR, str(exc))
+        except ConfigInvalid as exc:  # an unknown key or a value of the wrong type: nothing changed
+            return _reply(request, C.INVALID_PARAMETER, str(exc))
         return _reply(request, C.SUCCESS)
 
     def _get_config(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
