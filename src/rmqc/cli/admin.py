@@ -1,10 +1,13 @@
 """`rmqc admin`: the controller commands RocketMQ operators know from mqadmin (spec section 9).
 
-    rmqc admin metadata          -c "a;b;c"            1005 (getControllerMetaData)
-    rmqc admin sync-state-set    -c ... NAME... | --all 1006 (getSyncStateSet)
-    rmqc admin elect-master      -c ... -n NAME -b ID  1002 designated (electMaster)
-    rmqc admin clean-broker      -c ... -n NAME        1011 (cleanBrokerMetadata)
-    rmqc admin config get|set    -c ...                1010/1009 on every node given
+    rmqc admin metadata          -a "a;b;c"            1005 (getControllerMetaData)
+    rmqc admin sync-state-set    -a ... NAME... | --all 1006 (getSyncStateSet)
+    rmqc admin elect-master      -a ... -n NAME -b ID  1002 designated (electMaster)
+    rmqc admin clean-broker      -a ... -n NAME        1011 (cleanBrokerMetadata)
+    rmqc admin config get|set    -a ...                1010/1009 on every node given
+
+`-a` names the controllers as mqadmin's `-a` does (and as RMQC_CONTROLLERS); `-c` is only `rmqc
+serve -c controller.conf`, the Java controller's file.
 
 Rich tables by default, `--json` for scripts. Exit codes: 0 ok, 1 a controller said no (its remark
 and what to do are printed), 2 usage, 3 no controller reachable.
@@ -27,7 +30,7 @@ admin_app = typer.Typer(help="Controller administration (mqadmin's controller co
 config_app = typer.Typer(help="Read or change controller configuration on every node given.", no_args_is_help=True)
 admin_app.add_typer(config_app, name="config")
 
-ControllersOption = Annotated[str, typer.Option("--controllers", "-c", envvar="RMQC_CONTROLLERS",
+ControllersOption = Annotated[str, typer.Option("--controllers", "-a", envvar="RMQC_CONTROLLERS",
                                                 help='controllers, "host:port;host:port;..."')]
 NodeOption = Annotated[Optional[str], typer.Option("--node", help="ask this node (host:port) instead of any/the leader")]
 ConsistencyOption = Annotated[Optional[str], typer.Option("--consistency",

@@ -34,6 +34,18 @@ def typer_app() -> "typer.Typer":
         add_completion=False,
     )
 
+    def print_version(asked: bool) -> None:
+        if asked:
+            from rmqc import __version__
+
+            typer.echo(f"rmqc {__version__}")
+            raise typer.Exit()
+
+    @app.callback()
+    def main(version: bool = typer.Option(False, "--version", is_eager=True, callback=print_version,
+                                          expose_value=False, help="print the version and exit")) -> None:
+        """rmqc: a high-availability controller for Apache RocketMQ 5."""
+
     # `serve` parses its own options (rmqc.cli.serve): Typer passes every argument through, --help
     # too. (No `from __future__ import annotations` here: Typer reads `ctx: typer.Context` at runtime.)
     @app.command(SERVE, help=SUMMARY, add_help_option=False,

@@ -1,0 +1,41 @@
+"""What every rmqc command has in common: one meaning per short option, --version, help that
+lists what a command accepts."""
+
+from __future__ import annotations
+
+import typer
+from typer.testing import CliRunner
+
+from rmqc import __version__
+from rmqc.brokersim._control import _COMMANDS
+from rmqc.cli.main import app, typer_app
+
+
+def _commands(command: object, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], object]]:
+    found = [(path, command)]
+    for name, sub in getattr(command, "commands", {}).items():
+        found += _commands(sub, (*path, name))
+    return found
+
+
+def test_short_options_mean_one_thing() -> None:
+    """-c is only `serve -c controller.conf` (as the Java controller's); the controllers are -a
+    (as mqadmin's) on every command that takes them."""
+    for path, command in _commands(typer.main.get_command(typer_app())):
+        for param in getattr(command, "params", []):
+            if "--controllers" in param.opts:
+                assert "-a" in param.opts, path
+            assert "-c" not in param.opts, (path, param.opts)  # serve parses its own options
+
+
+def test_version() -> None:
+    result = CliRunner().invoke(app, ["--version"])
+    assert (result.exit_code, result.stdout) == (0, f"rmqc {__version__}\n")
+
+
+def test_sim_brokers_help_lists_its_interactive_commands() -> None:
+    result = CliRunner().invoke(app, ["sim", "brokers", "--help"], terminal_width=200)
+    assert result.exit_code == 0
+    text = " ".join(result.stdout.split())
+    for command in [*_COMMANDS, "quit"]:
+        assert f" {command}" in text, command
