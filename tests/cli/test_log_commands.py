@@ -95,6 +95,24 @@ def test_dump_prints_entries_in_words(data_dir: Path) -> None:
     assert lines[2].split()[:3] == ["3", "1", "normal"]
     assert lines[2].endswith("elect master broker-0 -> 1 (masterEpoch 1)")
     assert lines[3].endswith("alter sync state set broker-0 -> [1, 2] (syncStateSetEpoch 2)")
+    # in the log, but apply refused it: it changed nothing
+    assert lines[4].endswith("elect master broker-0 -> 2 (masterEpoch 1) REFUSED (stale_master_epoch)")
+    assert sum("REFUSED" in line for line in lines) == 3  # one per group
+
+
+def test_dump_marks_refused_commands_after_a_compaction_too(data_dir: Path) -> None:
+    """Compacted at 13 (kept: 12 and 13, already in the snapshot), then a fourth group's life:
+    replayed from the snapshot's state."""
+    assert invoke("compact", data_dir, "--keep", "2").exit_code == 0
+    later = [Entry(index, 2, data=fsm.encode_commands(commands))
+             for index, commands in enumerate(group_commands("broker-3", LEADER_TS_MS + 3), start=14)]
+    with LmdbStorage(data_dir, sync=False) as storage:
+        storage.save(HardState(term=2, vote="n1", commit=17), later)
+    lines = invoke("dump", data_dir).stdout.splitlines()
+    assert [line.split()[0] for line in lines] == ["12", "13", "14", "15", "16", "17"]
+    assert not any("REFUSED" in line for line in lines[:2])  # behind the snapshot: no verdict
+    assert lines[-1].endswith("REFUSED (stale_master_epoch)")
+    assert not any("REFUSED" in line for line in lines[2:5])
 
 
 def test_dump_range_and_json(data_dir: Path) -> None:

@@ -86,16 +86,29 @@ def _describe_conf_change(data: bytes) -> str:
 
 
 def dump_records(storage: LmdbStorage, first: int | None, last: int | None) -> Iterator[dict[str, Any]]:
-    """One record per entry in [first, last] (inclusive), clamped to what the log holds."""
+    """One record per entry in [first, last] (inclusive), clamped to what the log holds.
+
+    Committed entries are replayed (from the snapshot when the log was compacted), so a command
+    that apply refused says so and why (e.g. `REFUSED (stale_master_epoch)`): it is in the log,
+    but changed nothing. Entries the replay cannot reach (behind the snapshot, not yet committed)
+    are described without a verdict."""
     lo = max(first or storage.first_index(), storage.first_index())
     hi = min(last if last is not None else storage.last_index(), storage.last_index()) + 1
-    for entry in storage.iter_entries(lo, max(lo, hi)):
-        yield {
-            "index": entry.index,
-            "term": entry.term,
-            "type": entry.type.name.lower(),
-            "commands": describe_entry(entry),
-        }
+    exporter, replay_from = replaying_exporter(storage, "", "")
+    commit = committed_range(storage)[1] - 1
+    for entry in storage.iter_entries(min(lo, replay_from), max(lo, hi)):
+        replayed = replay_from <= entry.index <= commit
+        commands = _replayed(exporter, entry) if replayed else describe_entry(entry)
+        if entry.index >= lo:
+            yield {"index": entry.index, "term": entry.term, "type": entry.type.name.lower(), "commands": commands}
+
+
+def _replayed(exporter: fsm.HistoryExporter, entry: Entry) -> list[str]:
+    try:
+        rows = exporter.rows_for_entry(entry)
+    except RmqcError:
+        return describe_entry(entry)  # says why it cannot be decoded
+    return [row["description"] + ("" if row["result"] == "ok" else f" REFUSED ({row['result']})") for row in rows]
 
 
 def open_for_reading(data_dir: Path) -> LmdbStorage:
@@ -251,17 +264,23 @@ def export_data_dir(
     When the log was compacted, the exporter starts from the snapshot's state and exports what
     follows it (entries kept behind the snapshot are in that state already, so not replayed).
     """
-    exporter = fsm.HistoryExporter(cluster, node_id)
     with open_for_reading(data_dir) as storage:
-        lo, hi = committed_range(storage)
-        snapshot_index = 0
-        if lo > 1:
-            snapshot = storage.snapshot()
-            exporter.restore(snapshot.data)
-            snapshot_index = snapshot.meta.index
-            lo = snapshot_index + 1
+        exporter, lo = replaying_exporter(storage, cluster, node_id)
+        hi = committed_range(storage)[1]
         count = _WRITERS[fmt](export_rows(storage, exporter, lo, hi), out)
-    return ExportOutcome(count, lo, max(lo, hi) - 1, snapshot_index)
+    return ExportOutcome(count, lo, max(lo, hi) - 1, lo - 1 if lo > 1 else 0)
+
+
+def replaying_exporter(storage: LmdbStorage, cluster: str, node_id: str) -> tuple[fsm.HistoryExporter, int]:
+    """An exporter holding the state the log continues from, and the first index to feed it: the
+    snapshot's state when the log was compacted (entries kept behind the snapshot are in that
+    state already), else the empty state and index 1."""
+    exporter = fsm.HistoryExporter(cluster, node_id)
+    if storage.first_index() == 1:
+        return exporter, 1
+    snapshot = storage.snapshot()
+    exporter.restore(snapshot.data)
+    return exporter, snapshot.meta.index + 1
 
 
 # ========================================================================================= render
