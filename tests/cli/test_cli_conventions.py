@@ -3,11 +3,14 @@ lists what a command accepts."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 from typer.testing import CliRunner
 
 from rmqc import __version__
 from rmqc.brokersim._control import _COMMANDS
+from rmqc.cli._exit import ExitCode
 from rmqc.cli.main import app, typer_app
 
 
@@ -39,3 +42,15 @@ def test_sim_brokers_help_lists_its_interactive_commands() -> None:
     text = " ".join(result.stdout.split())
     for command in [*_COMMANDS, "quit"]:
         assert f" {command}" in text, command
+
+
+def test_the_readme_exit_code_table_is_the_codes() -> None:
+    """One table in the README; every code in it is an ExitCode, and every ExitCode is in it."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    table = readme.split("### Exit codes", 1)[1].split("\n\n", 2)[2].split("\n\n", 1)[0]
+    rows = [line.split("|")[1:-1] for line in table.splitlines()[2:]]
+    assert [int(code) for code, _meaning, _commands in rows] == sorted({int(code) for code in ExitCode})
+    meanings = {int(code): meaning for code, meaning, _ in rows}
+    assert "no controller answered" in meanings[ExitCode.UNREACHABLE]
+    assert "not an rmqc data directory" in meanings[ExitCode.NOT_A_DATA_DIR]
+    assert "in use by a running node" in meanings[ExitCode.NODE_RUNNING]
