@@ -54,3 +54,14 @@ def test_the_readme_exit_code_table_is_the_codes() -> None:
     assert "no controller answered" in meanings[ExitCode.UNREACHABLE]
     assert "not an rmqc data directory" in meanings[ExitCode.NOT_A_DATA_DIR]
     assert "in use by a running node" in meanings[ExitCode.NODE_RUNNING]
+
+
+def test_help_shows_what_to_type_not_python_types() -> None:
+    """Every command's help (serve's is argparse's, tested in test_serve_entry)."""
+    for path, _command in _commands(typer.main.get_command(typer_app())):
+        if path[:1] == ("serve",):
+            continue
+        result = CliRunner().invoke(app, [*path, "--help"], terminal_width=160)
+        assert result.exit_code == 0, path
+        for python_label in ("<bool>", "<str>", "<int>", "<float>", "<path>", "<list[", "{"):
+            assert python_label not in result.stdout, (path, python_label, result.stdout)

@@ -25,7 +25,10 @@ def typer_app() -> "typer.Typer":
     """The Typer app of every command (built once, on first use)."""
     import typer
 
+    from ._help import use_plain_labels
     from .serve import SUMMARY, serve_main
+
+    use_plain_labels()
 
     app = typer.Typer(
         name="rmqc",
