@@ -399,6 +399,18 @@ def test_a_closed_connection_dates_the_failover_from_the_close(h: ControllerHarn
     assert election.master_last_alive_ms == election.liveness_lost_ms == closed_at
 
 
+def test_the_last_moment_alive_is_stamped_on_the_wall_clock_as_the_other_stamps(h: ControllerHarness) -> None:
+    """The liveness table runs on the monotonic clock; the command carries wall stamps: the master's
+    last moment is the same distance before the decision as the table saw it."""
+    make_groups(h, 1)
+    closed_mono = h.now_ms + 100
+    h.liveness.on_channel_closed(h._channels.pop("g0#1"), closed_mono)
+    wall = 1_767_225_600_000
+    [election] = h.processor.elections_due(closed_mono + 250, [BrokerKey(C, "g0", 1)], wall)
+    assert (election.leader_ts_ms, election.liveness_lost_ms, election.master_last_alive_ms) == (
+        wall, wall, wall - 250)
+
+
 def test_a_master_never_heard_by_this_leader_has_no_known_last_moment(h: ControllerHarness) -> None:
     make_groups(h, 1)
     h.liveness.remove(BrokerKey(C, "g0", 1))  # as on a node that led only after the master died

@@ -888,7 +888,7 @@ class ControllerNode:
         return node
 
     def on_channel_closed(self, channel: Channel) -> None:
-        keys = self.liveness.on_channel_closed(channel.id, wall_ms())
+        keys = self.liveness.on_channel_closed(channel.id, monotonic_ms())
         if keys:
             self._closed_channels.extend(keys)
             self._liveness_wakeup.set()
