@@ -12,6 +12,7 @@ from rmqc import __version__
 from rmqc.brokersim._control import _COMMANDS
 from rmqc.cli._exit import ExitCode
 from rmqc.cli.main import app, typer_app
+from rmqc.node._node import EXIT_STORAGE_FAILED
 
 
 def _commands(command: object, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], object]]:
@@ -54,6 +55,7 @@ def test_the_readme_exit_code_table_is_the_codes() -> None:
     assert "no controller answered" in meanings[ExitCode.UNREACHABLE]
     assert "not an rmqc data directory" in meanings[ExitCode.NOT_A_DATA_DIR]
     assert "in use by a running node" in meanings[ExitCode.NODE_RUNNING]
+    assert ExitCode.STORAGE_FAILED == EXIT_STORAGE_FAILED  # the node's own constant (no CLI import there)
 
 
 def test_help_shows_what_to_type_not_python_types() -> None:

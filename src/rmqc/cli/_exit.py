@@ -19,3 +19,4 @@ class ExitCode(IntEnum):
     UNREACHABLE = 3  # no controller answered (connection refused, timeout, no leader)
     NOT_A_DATA_DIR = 4  # the directory holds no rmqc log
     NODE_RUNNING = 5  # the data directory is in use by a running node
+    STORAGE_FAILED = 74  # serve: a write or fsync failed (sysexits EX_IOERR; rmqc.node's EXIT_STORAGE_FAILED)
