@@ -44,7 +44,16 @@ from rmqc.remoting import (
     encode,
     make_response,
 )
-from rmqc.storage import FAULT_FILE_ENV, LmdbStorage, StorageFullError, StorageWriteFailed, acquire_node_lock
+from rmqc.storage import (
+    FAULT_FILE_ENV,
+    LmdbStorage,
+    NodeIdentity,
+    StorageFullError,
+    StorageWriteFailed,
+    acquire_node_lock,
+    claim_identity,
+    open_verified,
+)
 
 from ._alarms import DISK_FULL, DISK_FULL_RETRY_MS, DiskFullAlarm
 from ._clock import monotonic_ms, wall_ms
@@ -191,7 +200,8 @@ class ControllerNode:
         self._started_ms = monotonic_ms()
         lock = acquire_node_lock(self.config.data_dir)
         try:
-            self.storage = await trio.to_thread.run_sync(LmdbStorage, self.config.data_dir)
+            claim_identity(self.config.data_dir, NodeIdentity(self.config.node_id, self.config.group))
+            self.storage = await trio.to_thread.run_sync(open_verified, self.config.data_dir)
             if self.storage.fault_hook is not None:
                 log.warning("%s: the TEST-ONLY storage fault hook is on (%s=%s): never in production",
                             self.config.node_id, FAULT_FILE_ENV, self.storage.fault_hook.control)
@@ -880,7 +890,7 @@ class ControllerNode:
         return node
 
     def on_channel_closed(self, channel: Channel) -> None:
-        keys = self.liveness.on_channel_closed(channel.id)
+        keys = self.liveness.on_channel_closed(channel.id, monotonic_ms())
         if keys:
             self._closed_channels.extend(keys)
             self._liveness_wakeup.set()
