@@ -7,9 +7,10 @@ other node answers CONTROLLER_NOT_LEADER naming the leader (extFields `leaderId`
 forward as soon as it sees the leader change, which a successful transfer always does). The
 leader answers 0 once the target leads and has applied an entry of its own term (it serves
 writes), with body JSON {"from", "to", "term", "tookMs"}; else code 1 with what went wrong: an
-unknown id, a learner, no other voter, a transfer already running, a leader still waiting out an
-older leader's lease (issue 19: it refuses to transfer until then), or the target not taking over
-within the timeout (the core gives up after one election timeout and the leader stays).
+unknown id, a learner, no other voter, a transfer already running, a leader that does not serve
+yet (above all one still waiting out an older leader's lease after a takeover: issue 19, it refuses
+to transfer until then), or the target not taking over within the timeout (the core gives up
+after one election timeout and the leader stays).
 
 RMQC_SNAPSHOT_SAVE (60003): the node's applied state at one index, with that index's term and the
 membership applied with it, as a snapshot file (rmqc.storage._snapshot_file) in the body. Taken
@@ -74,8 +75,10 @@ class Operations:
 
     async def _transfer_leader(self, request: RemotingCommand) -> RemotingCommand:
         node = self._node
-        if not node.serving_as_leader:
+        if node.leader_id != node.config.node_id:
             return self._not_leader(request)
+        if not node.serving_as_leader:
+            return make_response(request, ResponseCode.SYSTEM_ERROR, self._not_serving_yet())
         target, refusal = self._choose_target(request.ext("to") or None)
         if refusal is not None:
             return make_response(request, ResponseCode.SYSTEM_ERROR, refusal)
@@ -109,18 +112,24 @@ class Operations:
                              f"not the leader; the leader is {leader.id} at {leader.address}",
                              {"leaderId": leader.id, "leaderAddress": leader.address})
 
+    def _not_serving_yet(self) -> str:
+        """Why a leader that has not committed an entry of its term yet refuses."""
+        node = self._node
+        raft = node.raw.raft
+        if raft.commit_blocked_until_tick:
+            # issue 19: its target would skip the wait for the older leader's lease
+            wait_ms = max(1, raft.commit_blocked_until_tick - raft.ticks) * node.config.tick_ms
+            return (f"{node.config.node_id} took over from a leader that may still hold its lease and refuses to "
+                    f"transfer until that lease has run out (about {wait_ms} ms more); retry then")
+        return f"{node.config.node_id} was just elected and serves once an entry of its term commits; retry then"
+
     def _choose_target(self, wanted: str | None) -> tuple[str | None, str | None]:
         """(target, None) or (None, why not)."""
         node = self._node
-        raft = node.raw.raft
         status = node.raw.status()
         if self._transfer is not None or status.lead_transferee is not None:
             busy = self._transfer.target if self._transfer is not None else status.lead_transferee
             return None, f"a transfer to {busy} is already in progress; wait for its answer"
-        if raft.commit_blocked_until_tick:
-            wait_ms = (raft.commit_blocked_until_tick - raft.ticks) * node.config.tick_ms
-            return None, (f"this leader took over from a leader that may still hold its lease and refuses to "
-                          f"transfer for about {max(wait_ms, node.config.tick_ms)} ms more; retry then")
         if wanted is not None:
             return _checked_target(wanted, status)
         others = [voter for voter in status.voters if voter != status.id]
