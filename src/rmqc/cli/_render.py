@@ -214,7 +214,8 @@ def render_config(per_node: Mapping[str, Mapping[str, str] | str], key: str | No
 
 
 def status_table(views: Sequence[Mapping[str, Any]]) -> Table:
-    table = Table(title="rmqc controllers")
+    leader = _leader_status(views)
+    table = Table(title="rmqc controllers", caption=_membership_caption(leader))
     for column in ("node", "address", "role", "term", "commit", "applied", "leader", "lag", "groups", "live brokers",
                    "alarms"):
         table.add_column(column)
@@ -227,7 +228,7 @@ def status_table(views: Sequence[Mapping[str, Any]]) -> Table:
         role_text = f"[bold green]{role}[/]" if status.get("servingAsLeader") else role
         table.add_row(str(status.get("nodeId")), view["address"], role_text, _num(status.get("term")),
                       _num(status.get("commit")), _num(status.get("applied")), str(status.get("leader") or "-"),
-                      _lag_text(status), _num(status.get("brokerGroups")), _num(status.get("liveBrokers")),
+                      _lag_text(status, leader), _num(status.get("brokerGroups")), _num(status.get("liveBrokers")),
                       _alarms_text(status))
     return table
 
@@ -246,12 +247,36 @@ def render_cluster_processes(processes: Iterable[Mapping[str, Any]], views: Sequ
     return Group(table, status_table(views))
 
 
-def _lag_text(status: Mapping[str, Any]) -> str:
-    peers = status.get("peers") or {}
-    if peers:
-        return " ".join(f"{peer}:{info.get('lag')}" for peer, info in sorted(peers.items()))
+def _leader_status(views: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    return next((view["status"] for view in views
+                 if view.get("status") and view["status"].get("servingAsLeader")), None)
+
+
+def _lag_text(status: Mapping[str, Any], leader: Mapping[str, Any] | None) -> str:
+    """Entries this node lacks, as the leader measures it (its last index - the node's match),
+    and entries it holds but has not applied yet."""
     behind = int(status.get("commit") or 0) - int(status.get("applied") or 0)
-    return f"apply {behind}"
+    apply = f" (apply {behind})" if behind else ""
+    if status is leader:
+        return "leader" + apply
+    progress = ((leader or {}).get("peers") or {}).get(status.get("nodeId"))
+    return ("?" if progress is None else str(progress.get("lag"))) + apply
+
+
+def _membership_caption(leader: Mapping[str, Any] | None) -> str | None:
+    """Learners, a pending membership change and a transfer under way, as the leader knows them."""
+    if leader is None:
+        return None
+    parts = []
+    if leader.get("learners"):
+        parts.append("learners: " + ", ".join(leader["learners"]))
+    change = leader.get("pendingConfChange")
+    if change:
+        parts.append(f"pending membership change: {change['type'].replace('_', ' ')} {change['node']} "
+                     f"(index {change['index']})")
+    if leader.get("transferringTo"):
+        parts.append(f"transferring leadership to {leader['transferringTo']}")
+    return "; ".join(parts) or None
 
 
 def _alarms_text(status: Mapping[str, Any]) -> str:
