@@ -95,3 +95,4 @@ async def check_refusals(admin: ControllerClient, cluster: Cluster) -> None:
     assert orjson.loads(done.stdout)["body"]["from"] == leader
     refused = await cli("admin", "transfer-leader", "-a", cluster.controllers, "--to", "n9")
     assert refused.returncode == 1 and b"unknown node id" in refused.stderr, refused.stderr
+    assert b"name one of the voters" in refused.stderr  # what to do, not "failed internally"
