@@ -145,6 +145,10 @@ class Operations:
         if transfer is None or transfer.sent:
             return
         transfer.sent = True
+        if self._node.leader_id != self._node.config.node_id:
+            # a follower's core would pass the request on to whoever leads now: not what was asked
+            transfer.finish(f"{self._node.config.node_id} lost the leadership before the transfer started")
+            return
         try:
             raw.transfer_leader(transfer.target)
         except RmqcError as error:
