@@ -12,10 +12,11 @@ yet (above all one still waiting out an older leader's lease after a takeover: i
 to transfer until then), or the target not taking over within the timeout (the core gives up
 after one election timeout and the leader stays).
 
-RMQC_SNAPSHOT_SAVE (60003): the node's applied state at one index, with that index's term and the
+RMQC_SNAPSHOT_SAVE (60003): any node's applied state at one index, with that index's term and the
 membership applied with it, as a snapshot file (rmqc.storage._snapshot_file) in the body. Taken
-in one synchronous step of the node's only thread, so the state, index and membership belong
-together; the leader's applied state holds every write it acknowledged.
+once a ReadIndex round confirmed that the node has applied every write acknowledged before the
+request (as a linearizable read), in one synchronous step of the node's only thread, so the state,
+index and membership belong together.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import trio
 
 from rmqc.errors import RmqcError
 from rmqc.raft._types import SnapshotMeta
+from rmqc.reads import ReadQueueFull
 from rmqc.remoting import RemotingCommand, ResponseCode, make_response
 from rmqc.storage import encode_snapshot_file
 
@@ -68,7 +70,7 @@ class Operations:
 
     async def handle(self, request: RemotingCommand) -> RemotingCommand:
         if request.code == RMQC_SNAPSHOT_SAVE:
-            return self._snapshot(request)
+            return await self._snapshot(request)
         return await self._transfer_leader(request)
 
     # ----- transfer -----
@@ -170,7 +172,25 @@ class Operations:
 
     # ----- snapshot -----
 
-    def _snapshot(self, request: RemotingCommand) -> RemotingCommand:
+    async def _snapshot(self, request: RemotingCommand) -> RemotingCommand:
+        """After a ReadIndex round (bounded by request_timeout_ms), so that the state holds every
+        write acknowledged before the request, on a follower too."""
+        done, failures = trio.Event(), list[str | None]()
+
+        def confirmed(failure: str | None) -> None:
+            failures.append(failure)
+            done.set()
+
+        try:
+            self._node.reads.confirm_linearizable(confirmed)
+        except ReadQueueFull as error:
+            return make_response(request, ResponseCode.SYSTEM_BUSY, f"[OVERLOAD]{error}")
+        await done.wait()
+        if failures[0] is not None:
+            return make_response(request, ResponseCode.SYSTEM_ERROR, f"snapshot not taken: {failures[0]}")
+        return self._snapshot_now(request)
+
+    def _snapshot_now(self, request: RemotingCommand) -> RemotingCommand:
         node = self._node
         index = node.applied_index
         meta = SnapshotMeta(index=index, term=node.storage.term(index), conf_state=node._conf_state)
