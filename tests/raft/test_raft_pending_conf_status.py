@@ -4,7 +4,7 @@ hold one."""
 
 from __future__ import annotations
 
-from rmqc.node._status import _pending_conf_change
+from rmqc.node._status import pending_conf_change
 from rmqc.raft._types import ConfChange, ConfChangeType
 
 from .raftnet import Network
@@ -14,14 +14,14 @@ def test_pending_conf_change_is_shown_until_applied() -> None:
     net = Network(["n1", "n2", "n3"])
     net.elect("n1")
     leader = net.nodes["n1"]
-    assert _pending_conf_change(leader, leader.raft.log.applied) is None  # the election's no-op only
+    assert pending_conf_change(leader, leader.raft.log.applied) is None  # the election's no-op only
     net.cut("n1", "n2")
     net.cut("n1", "n3")  # the change cannot commit
     leader.propose_conf_change(ConfChange(ConfChangeType.ADD_LEARNER, "n4"))
     index = leader.raft.log.last_index()
-    assert _pending_conf_change(leader, leader.raft.log.applied) == {"index": index, "type": "add_learner",
+    assert pending_conf_change(leader, leader.raft.log.applied) == {"index": index, "type": "add_learner",
                                                                      "node": "n4"}
-    assert _pending_conf_change(net.nodes["n2"], 0) is None  # followers do not know
+    assert pending_conf_change(net.nodes["n2"], 0) is None  # followers do not know
     net.recover()
     net.stabilize()
-    assert _pending_conf_change(leader, leader.raft.log.applied) is None
+    assert pending_conf_change(leader, leader.raft.log.applied) is None

@@ -36,7 +36,8 @@ from rmqc.remoting import RemotingCommand, ResponseCode, make_response
 
 from ._clock import monotonic_ms
 
-__all__ = ["RMQC_NODE_STATUS", "STATUS_VERSION", "handle_status_request", "node_status"]
+__all__ = ["RMQC_NODE_STATUS", "STATUS_VERSION", "handle_status_request", "node_status", "peer_progress",
+           "pending_conf_change"]
 
 RMQC_NODE_STATUS = 60001  # private range: far above every RocketMQ request code (spec 2.1)
 STATUS_VERSION = 1
@@ -64,9 +65,9 @@ def node_status(node: Any, *, with_group_names: bool = False) -> dict[str, Any]:
         "leaderAddress": leader.address if leader is not None else None,
         "voters": list(status.voters) if status is not None else [],
         "learners": list(status.learners) if status is not None else [],
-        "pendingConfChange": _pending_conf_change(raw, node.applied_index),
+        "pendingConfChange": pending_conf_change(raw, node.applied_index),
         "transferringTo": status.lead_transferee if status is not None else None,
-        "peers": _peer_progress(status),
+        "peers": peer_progress(status),
         "brokerGroups": len(node.state),
         "liveBrokers": len(node.liveness),
         "alarms": _alarms(node),
@@ -76,7 +77,7 @@ def node_status(node: Any, *, with_group_names: bool = False) -> dict[str, Any]:
     return document
 
 
-def _pending_conf_change(raw: Any, applied: int) -> dict[str, Any] | None:
+def pending_conf_change(raw: Any, applied: int) -> dict[str, Any] | None:
     """The membership change in the log and not applied yet, if any (leader only: the core
     tracks the last one it appended; on other nodes, and when none is pending, None)."""
     if raw is None or raw.raft.role is not Role.LEADER:
@@ -103,7 +104,7 @@ def handle_status_request(node: Any, request: RemotingCommand) -> RemotingComman
     return make_response(request, ResponseCode.SUCCESS, None, None, body)
 
 
-def _peer_progress(status: Any) -> dict[str, dict[str, Any]]:
+def peer_progress(status: Any) -> dict[str, dict[str, Any]]:
     if status is None:
         return {}
     return {
