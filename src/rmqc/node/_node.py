@@ -783,8 +783,9 @@ class ControllerNode:
 
     def serve_now(self, request: RemotingCommand, channel: Channel, respond: Respond) -> bool:
         """Take a request without a task (True): `respond` runs once, at once or from the driver
-        when the read is confirmed or the entry applied. False: the status request and a write that
-        only the leader may decide, on a follower (forwarded), need a task (`handle_request`)."""
+        when the read is confirmed or the entry applied. False: the status and operator requests
+        (_operations.py) and a write that only the leader may decide, on a follower (forwarded),
+        need a task (`handle_request`)."""
         if request.code == RMQC_NODE_STATUS or request.code in OPERATION_REQUESTS or self._forwarded_from_here(request):
             return False
         started_s = trio.current_time()
