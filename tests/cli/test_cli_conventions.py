@@ -32,6 +32,17 @@ def test_short_options_mean_one_thing() -> None:
             assert "-c" not in param.opts, (path, param.opts)  # serve parses its own options
 
 
+def test_every_admin_command_takes_the_controllers_and_json() -> None:
+    """Issue 16: `-a`/`--controllers` (or RMQC_CONTROLLERS) and `--json` on every `rmqc admin` leaf."""
+    leaves = [(path, command) for path, command in _commands(typer.main.get_command(typer_app()))
+              if path[:1] == ("admin",) and not getattr(command, "commands", None)]
+    assert {path for path, _ in leaves} >= {("admin", "transfer-leader"), ("admin", "snapshot", "save")}
+    for path, command in leaves:
+        options = {opt: param for param in command.params for opt in param.opts}
+        assert "-a" in options and "--json" in options, path
+        assert options["-a"].envvar == "RMQC_CONTROLLERS", path
+
+
 def test_version() -> None:
     result = CliRunner().invoke(app, ["--version"])
     assert (result.exit_code, result.stdout) == (0, f"rmqc {__version__}\n")

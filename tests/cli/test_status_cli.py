@@ -160,3 +160,25 @@ def test_an_alarm_shows_in_the_status_table() -> None:
     rows = console.export_text().splitlines()
     assert "DISK FULL 12s (3 writes refused)" in next(row for row in rows if "n0" in row)
     assert "DISK FULL" not in next(row for row in rows if "n1" in row)
+
+
+def test_status_table_shows_each_nodes_lag_and_the_membership_under_way() -> None:
+    from rich.console import Console
+
+    from rmqc.cli._render import status_table
+
+    leader = {"nodeId": "n0", "role": "leader", "servingAsLeader": True, "commit": 90, "applied": 90,
+              "peers": {"n1": {"lag": 0}, "n2": {"lag": 57}}, "learners": ["n3"],
+              "pendingConfChange": {"index": 88, "type": "add_learner", "node": "n3"}, "transferringTo": "n1"}
+    views = [{"address": "127.0.0.1:1", "status": leader},
+             {"address": "127.0.0.1:2", "status": {"nodeId": "n1", "role": "follower", "commit": 90, "applied": 90}},
+             {"address": "127.0.0.1:3", "status": {"nodeId": "n2", "role": "follower", "commit": 33, "applied": 30}}]
+    console = Console(width=200, record=True)
+    console.print(status_table(views))
+    text = console.export_text()
+    rows = text.splitlines()
+    assert next(row for row in rows if "127.0.0.1:1" in row).count("leader") == 2  # its role and its lag
+    assert " 0 " in next(row for row in rows if "127.0.0.1:2" in row)
+    assert "57 (apply 3)" in next(row for row in rows if "127.0.0.1:3" in row)
+    caption = " ".join(text.split())
+    assert "learners: n3; pending membership change: add learner n3 (index 88); transferring leadership to n1" in caption

@@ -72,6 +72,16 @@ REMARK_HINTS: tuple[tuple[int, str, str], ...] = (
      "stop the broker(s) first, or pass --clean-living to remove them anyway"),
     (ResponseCode.CONTROLLER_INVALID_CLEAN_BROKER_METADATA, "NumberFormatException",
      'give the ids as numbers, like -b "1;2"'),
+    # rmqc's own operations (rmqc.node._operations) refuse with code 1 and say why
+    (ResponseCode.SYSTEM_ERROR, "unknown node id", "name one of the voters (`rmqc status` lists them)"),
+    (ResponseCode.SYSTEM_ERROR, "is a learner", "only a voter can lead: name a voter"),
+    (ResponseCode.SYSTEM_ERROR, "is the only voter", "a group of one node has no one to hand the leadership to"),
+    (ResponseCode.SYSTEM_ERROR, "already in progress", "wait for that transfer's answer, then retry"),
+    (ResponseCode.SYSTEM_ERROR, "refuses to transfer until", "retry in a moment (docs/operations.md)"),
+    (ResponseCode.SYSTEM_ERROR, "was just elected", "retry in a moment"),
+    (ResponseCode.SYSTEM_ERROR, "leadership not transferred",
+     "look at the target in `rmqc status` (lag, alarms, unreachable) and retry, or name another voter"),
+    (ResponseCode.SYSTEM_ERROR, "more than one frame carries", "see the remark; docs/operations.md, Backup"),
 )
 
 
@@ -214,7 +224,8 @@ def render_config(per_node: Mapping[str, Mapping[str, str] | str], key: str | No
 
 
 def status_table(views: Sequence[Mapping[str, Any]]) -> Table:
-    table = Table(title="rmqc controllers")
+    leader = _leader_status(views)
+    table = Table(title="rmqc controllers", caption=_membership_caption(leader))
     for column in ("node", "address", "role", "term", "commit", "applied", "leader", "lag", "groups", "live brokers",
                    "alarms"):
         table.add_column(column)
@@ -227,7 +238,7 @@ def status_table(views: Sequence[Mapping[str, Any]]) -> Table:
         role_text = f"[bold green]{role}[/]" if status.get("servingAsLeader") else role
         table.add_row(str(status.get("nodeId")), view["address"], role_text, _num(status.get("term")),
                       _num(status.get("commit")), _num(status.get("applied")), str(status.get("leader") or "-"),
-                      _lag_text(status), _num(status.get("brokerGroups")), _num(status.get("liveBrokers")),
+                      _lag_text(status, leader), _num(status.get("brokerGroups")), _num(status.get("liveBrokers")),
                       _alarms_text(status))
     return table
 
@@ -246,12 +257,36 @@ def render_cluster_processes(processes: Iterable[Mapping[str, Any]], views: Sequ
     return Group(table, status_table(views))
 
 
-def _lag_text(status: Mapping[str, Any]) -> str:
-    peers = status.get("peers") or {}
-    if peers:
-        return " ".join(f"{peer}:{info.get('lag')}" for peer, info in sorted(peers.items()))
+def _leader_status(views: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    return next((view["status"] for view in views
+                 if view.get("status") and view["status"].get("servingAsLeader")), None)
+
+
+def _lag_text(status: Mapping[str, Any], leader: Mapping[str, Any] | None) -> str:
+    """Entries this node lacks, as the leader measures it (its last index - the node's match),
+    and entries it holds but has not applied yet."""
     behind = int(status.get("commit") or 0) - int(status.get("applied") or 0)
-    return f"apply {behind}"
+    apply = f" (apply {behind})" if behind else ""
+    if status is leader:
+        return "leader" + apply
+    progress = ((leader or {}).get("peers") or {}).get(status.get("nodeId"))
+    return ("?" if progress is None else str(progress.get("lag"))) + apply
+
+
+def _membership_caption(leader: Mapping[str, Any] | None) -> str | None:
+    """Learners, a pending membership change and a transfer under way, as the leader knows them."""
+    if leader is None:
+        return None
+    parts = []
+    if leader.get("learners"):
+        parts.append("learners: " + ", ".join(leader["learners"]))
+    change = leader.get("pendingConfChange")
+    if change:
+        parts.append(f"pending membership change: {change['type'].replace('_', ' ')} {change['node']} "
+                     f"(index {change['index']})")
+    if leader.get("transferringTo"):
+        parts.append(f"transferring leadership to {leader['transferringTo']}")
+    return "; ".join(parts) or None
 
 
 def _alarms_text(status: Mapping[str, Any]) -> str:

@@ -23,18 +23,23 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from rmqc import fsm, raft
-from rmqc.errors import RmqcError
+from rmqc.errors import ConfigError, CorruptionError, RmqcError
 from rmqc.raft._types import ConfChangeType, ConfState, Entry, EntryType, Snapshot
 from rmqc.storage import (
     IDENTITY_FILE_NAME,
     LmdbStorage,
     NodeIdentity,
     NodeLockedError,
+    NotASnapshotFile,
     NotAStorageError,
+    RestoreRefused,
+    SnapshotFile,
     StorageStats,
     VerifyReport,
     acquire_node_lock,
     read_identity,
+    read_snapshot_file,
+    restore_data_dir,
     rewrite_compactly,
 )
 
@@ -47,6 +52,7 @@ log_app = typer.Typer(
 )
 
 DEFAULT_KEEP_ENTRIES = 1_000
+DEFAULT_GROUP = "rmqc"  # `rmqc serve`'s default controller group (rmqc.node NodeConfig.group)
 # Rows per Parquet row group: bounds the export's memory whatever the log's length.
 PARQUET_BATCH_ROWS = 10_000
 
@@ -283,6 +289,32 @@ def replaying_exporter(storage: LmdbStorage, cluster: str, node_id: str) -> tupl
     return exporter, snapshot.meta.index + 1
 
 
+def checked_snapshot_file(path: Path) -> tuple[SnapshotFile, fsm.ControllerState]:
+    """A snapshot file after every check: its checksums, and a state that decodes."""
+    snapshot = read_snapshot_file(path)
+    state = fsm.ControllerState()
+    try:
+        state.restore(snapshot.data)
+    except RmqcError as exc:
+        raise CorruptionError(snapshot.meta.index, f"snapshot state undecodable: {exc}") from None
+    return snapshot, state
+
+
+def restore_from_file(path: Path, data_dir: Path, node_id: str, peers: str,
+                      group: str | None) -> tuple[SnapshotFile, fsm.ControllerState, NodeIdentity]:
+    """A new data directory for `node_id` of the group `peers` names, starting from the file."""
+    from rmqc.node import parse_peers
+
+    try:
+        voters = tuple(peer.id for peer in parse_peers(peers))
+    except ValueError as exc:
+        raise ConfigError(f"--peers: {exc}") from None
+    snapshot, state = checked_snapshot_file(path)
+    identity = NodeIdentity(node_id, group or snapshot.group or DEFAULT_GROUP)
+    restore_data_dir(snapshot, data_dir, identity, voters)
+    return snapshot, state, identity
+
+
 # ========================================================================================= render
 
 _out = Console(highlight=False, soft_wrap=True)
@@ -360,6 +392,23 @@ def render_export(outcome: ExportOutcome, out: Path) -> None:
         _out.print(f"history up to index {outcome.snapshot_index} is only in the snapshot (compacted)")
 
 
+def render_snapshot_file(snapshot: SnapshotFile, state: fsm.ControllerState) -> None:
+    meta = snapshot.meta
+    learners = f", learners {', '.join(meta.conf_state.learners)}" if meta.conf_state.learners else ""
+    _out.print(f"ok: snapshot at index {meta.index}, term {meta.term}: {len(state)} broker groups, "
+               f"{len(snapshot.data)} bytes of state; voters {', '.join(meta.conf_state.voters)}{learners}; "
+               f"saved from {snapshot.origin.get('nodeId', '?')} of group {snapshot.group or '?'}", markup=False)
+
+
+def render_restore(snapshot: SnapshotFile, state: fsm.ControllerState, identity: NodeIdentity,
+                   data_dir: Path, peers: str) -> None:
+    _out.print(f"restored index {snapshot.meta.index} (term {snapshot.meta.term}, {len(state)} broker groups) "
+               f"into {data_dir} as node {identity.node_id} of group {identity.group}", markup=False)
+    group = "" if identity.group == DEFAULT_GROUP else f" --group {identity.group}"
+    _out.print(f"start it with: rmqc serve --id {identity.node_id} --peers '{peers}' --data-dir {data_dir}{group}",
+               markup=False)
+
+
 def render_error(message: str) -> None:
     _err.print(f"error: {message}", markup=False)
 
@@ -407,7 +456,7 @@ def _guarded(run: Callable[[], None]) -> None:
         run()
     except NotAStorageError as exc:
         raise _fail(str(exc), ExitCode.NOT_A_DATA_DIR) from None
-    except MissingIdentity as exc:
+    except (MissingIdentity, NotASnapshotFile, RestoreRefused, ConfigError) as exc:
         raise _fail(str(exc), ExitCode.USAGE) from None
     except NodeLockedError as exc:
         raise _fail(f"refusing to write: {exc}; stop the node first", ExitCode.NODE_RUNNING) from None
@@ -447,8 +496,9 @@ def stats(
 
 
 @log_app.command()
-def verify(data_dir: DataDir) -> None:
-    """Check what the node reads: exit 1 naming the first bad index.
+def verify(data_dir: Annotated[Path, typer.Argument(help="a node's data directory, or a snapshot file")]) -> None:
+    """Check what the node reads: exit 1 naming the first bad index. Given a snapshot file
+    (`rmqc admin snapshot save`), check its header, checksums and state instead.
 
     Checked: the hard state and membership records, the snapshot (its data against its checksum),
     and every log entry (its CRC32, consecutive indexes, terms that never fall, the commit index
@@ -458,6 +508,9 @@ def verify(data_dir: DataDir) -> None:
     """
 
     def run() -> None:
+        if data_dir.is_file():
+            render_snapshot_file(*checked_snapshot_file(data_dir))
+            return
         with open_for_reading(data_dir) as storage:
             report = storage.verify()
         render_verify(report)
@@ -502,5 +555,26 @@ def export(
     def run() -> None:
         identity = export_identity(data_dir, cluster, node_id)
         render_export(export_data_dir(data_dir, out, fmt, identity.group, identity.node_id), out)
+
+    _guarded(run)
+
+
+@log_app.command()
+def restore(
+    file: Annotated[Path, typer.Argument(help="a snapshot file (rmqc admin snapshot save)", dir_okay=False)],
+    data_dir: Annotated[Path, typer.Option("--data-dir", help="the new data directory (absent or empty)",
+                                           file_okay=False)],
+    node_id: Annotated[str, typer.Option("--id", help="the node that will serve from it")],
+    peers: Annotated[str, typer.Option("--peers", help='the new group\'s voters, "n0-host:port;n1-host:port"')],
+    group: Annotated[str | None, typer.Option(
+        "--group", help="controller group; default: the one the snapshot was saved from")] = None,
+) -> None:
+    """A new data directory that starts a NEW controller group from a snapshot file (as `etcdutl
+    snapshot restore`): the state at the snapshot's index, an empty log after it, `--peers` as the
+    membership. Restore the same file for every node of the new group, then start them."""
+
+    def run() -> None:
+        snapshot, state, identity = restore_from_file(file, data_dir, node_id, peers, group)
+        render_restore(snapshot, state, identity, data_dir, peers)
 
     _guarded(run)

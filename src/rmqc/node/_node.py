@@ -59,6 +59,7 @@ from ._alarms import DISK_FULL, DISK_FULL_RETRY_MS, DiskFullAlarm
 from ._clock import monotonic_ms, wall_ms
 from ._config import NodeConfig, java_properties_of
 from ._notifier import Notifier
+from ._operations import OPERATION_REQUESTS, Operations
 from ._peer_codec import FrameKind, PeerProtocolError, encode_tagged
 from ._peers import PeerLinks, Reply as PeerReply
 from ._metrics import KEEP_CURRENT_MASTER, NodeMetrics
@@ -186,6 +187,7 @@ class ControllerNode:
         self.liveness_rounds = 0  # wake-ups of the liveness loop: deadlines, closes, scans
         self._elections_in_flight = 0
         self.reads = ReadPath(self, self._rng)  # reads at every node and level: _reads.py
+        self.operations = Operations(self)  # transfer-leader, snapshot save: _operations.py
         self._node_info_cache: tuple[str | None, NodeInfo] | None = None  # (leader_id, info)
         self._unsaved_hard_state: Any = None  # a commit-only HardState waiting for the next write
         self._sole_voter = False  # the only voter of the group: campaigns without a timeout
@@ -445,6 +447,7 @@ class ControllerNode:
             # controller serves once its log is applied (the core refuses before, pitfall 3)
             raw.campaign()
         self.reads.flush(raw)
+        self.operations.feed(raw)
         self._expire_waiters()
         self._look_for_space()
         self._feed_proposals(raw)
@@ -616,6 +619,7 @@ class ControllerNode:
             self._apply_entry(raw, entry)
         if self.applied_index != applied_before:
             self.reads.on_applied()
+            self.operations.on_applied(ready.committed_entries[-1].term)
         self.reads.on_read_states(ready.read_states)
 
     def _on_soft_state(self, soft_state: Any) -> None:
@@ -779,9 +783,10 @@ class ControllerNode:
 
     def serve_now(self, request: RemotingCommand, channel: Channel, respond: Respond) -> bool:
         """Take a request without a task (True): `respond` runs once, at once or from the driver
-        when the read is confirmed or the entry applied. False: the status request and a write that
-        only the leader may decide, on a follower (forwarded), need a task (`handle_request`)."""
-        if request.code == RMQC_NODE_STATUS or self._forwarded_from_here(request):
+        when the read is confirmed or the entry applied. False: the status and operator requests
+        (_operations.py) and a write that only the leader may decide, on a follower (forwarded),
+        need a task (`handle_request`)."""
+        if request.code == RMQC_NODE_STATUS or request.code in OPERATION_REQUESTS or self._forwarded_from_here(request):
             return False
         started_s = trio.current_time()
 
@@ -841,6 +846,8 @@ class ControllerNode:
     async def _handle(self, request: RemotingCommand, channel: Channel, forwarded: bool) -> RemotingCommand | None:
         if request.code == RMQC_NODE_STATUS:
             return handle_status_request(self, request)  # rmqc's private diagnostic (rmqc status)
+        if request.code in OPERATION_REQUESTS:
+            return await self.operations.handle(request)
         if self._forwarded_from_here(request):
             if forwarded or not self.config.forward_writes or not self._leader_reachable():
                 return make_response(request, ResponseCode.CONTROLLER_NOT_LEADER, NOT_LEADER_REMARK)

@@ -152,6 +152,12 @@ class ReadPath:
         asked = str(asked).strip().lower()
         return asked if asked in CONSISTENCY_LEVELS else None
 
+    def confirm_linearizable(self, then: Callable[[str | None], None]) -> None:
+        """`then(None)` once this node has applied every write acknowledged before the call (as
+        for a linearizable read), or `then(why)`; for requests that read more than one key (an
+        operator's snapshot). Raises ReadQueueFull when too many reads wait."""
+        self._confirm(LINEARIZABLE, then)
+
     def _confirm(self, level: str, then: Callable[[str | None], None]) -> None:
         """Call `then(None)` once serving from local state is safe at `level` (not stale), or
         `then(why)` when it cannot be confirmed within the request timeout."""

@@ -6,7 +6,8 @@ databases `log` (big-endian u64 index -> term | type | payload | crc32), `hard_s
 compaction boundary) and `snapshot_data`; `node.lock`, the flock'd file naming the PID of the
 node using the directory; and `node.json`, the id and controller group of the node that wrote it.
 `LmdbStorage` implements rmqc.raft's Storage protocol (synchronous: the Trio server calls it from a
-worker thread); `rmqc log` (rmqc.cli.log) is its operator tool.
+worker thread); `rmqc log` (rmqc.cli.log) is its operator tool. Snapshot files (`_snapshot_file`) carry one
+committed state out of a cluster (`rmqc admin snapshot save`) and into a new one (`rmqc log restore`).
 """
 
 from ._errors import (
@@ -24,6 +25,16 @@ from ._identity import IDENTITY_FILE_NAME, NodeIdentity, claim_identity, read_id
 from ._inspect import StorageStats, VerifyReport, open_verified
 from ._lmdb_storage import DATA_FILE_NAME, DEFAULT_MAP_SIZE_BYTES, LmdbStorage, rewrite_compactly
 from ._lock import NodeLock, acquire_node_lock, is_locked_by_live_node, live_lock_holder
+from ._snapshot_file import (
+    NotASnapshotFile,
+    RestoreRefused,
+    SnapshotFile,
+    decode_snapshot_file,
+    encode_snapshot_file,
+    read_snapshot_file,
+    restore_data_dir,
+    write_snapshot_file,
+)
 
 __all__ = [
     "DATA_FILE_NAME",
@@ -37,7 +48,10 @@ __all__ = [
     "NodeIdentity",
     "NodeLockedError",
     "NotAStorageError",
+    "NotASnapshotFile",
     "NotCoveredBySnapshotError",
+    "RestoreRefused",
+    "SnapshotFile",
     "StorageBusyError",
     "StorageFullError",
     "StorageWriteFailed",
@@ -45,9 +59,14 @@ __all__ = [
     "VerifyReport",
     "acquire_node_lock",
     "claim_identity",
+    "decode_snapshot_file",
+    "encode_snapshot_file",
     "is_locked_by_live_node",
     "live_lock_holder",
     "open_verified",
     "read_identity",
+    "read_snapshot_file",
+    "restore_data_dir",
     "rewrite_compactly",
+    "write_snapshot_file",
 ]
