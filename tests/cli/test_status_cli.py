@@ -94,21 +94,34 @@ def run(*args: str) -> tuple[int, str, str]:
 
 def test_status_reports_role_indexes_groups_and_live_brokers(status_node: NodeWithBrokers) -> None:
     address = status_node.config.listen_address
-    code, out, err = run("status", "-c", address, "--json")
+    code, out, err = run("status", "-a", address, "--json")
     assert code == 0, err
     (view,) = orjson.loads(out)
     status = view["status"]
     assert (status["nodeId"], status["role"], status["servingAsLeader"], status["leader"]) == ("n0", "leader", True, "n0")
     assert status["brokerGroups"] == GROUPS and status["liveBrokers"] == GROUPS * 3
     assert status["term"] >= 1 and status["commit"] >= status["applied"] > 0 and status["voters"] == ["n0"]
-    code, out, _ = run("status", "-c", address)
+    assert status["alarms"] == []
+    code, out, _ = run("status", "-a", address)
     assert code == 0 and "leader" in out and "n0" in out
     names = node_status(status_node.node, with_group_names=True)["groupNames"]
     assert names == ["broker-0000", "broker-0001"]
 
 
+def test_status_peers_take_serves_format_and_plain_addresses(status_node: NodeWithBrokers) -> None:
+    """`--peers` as `rmqc serve --peers` writes it: the node answers (before, the id was read as part
+    of the host name and the row said "unreachable")."""
+    address = status_node.config.listen_address
+    for peers in (f"n0-{address}", address):
+        code, out, err = run("status", "--peers", peers, "--json")
+        assert code == 0, err
+        assert [view["address"] for view in orjson.loads(out)] == [address]
+    code, _, err = run("status", "--peers", f"n0-{address},n1-{address}")
+    assert code == 2 and "separated by ';', not ','" in err
+
+
 def test_sync_state_set_all_lists_every_group(status_node: NodeWithBrokers) -> None:
-    code, out, err = run("admin", "sync-state-set", "--all", "-c", status_node.config.listen_address, "--json")
+    code, out, err = run("admin", "sync-state-set", "--all", "-a", status_node.config.listen_address, "--json")
     assert code == 0, err
     document = orjson.loads(out)
     assert document["asked"] == ["broker-0000", "broker-0001"]
@@ -120,7 +133,7 @@ def test_status_of_a_real_cluster_and_of_a_missing_node(tmp_path: Path) -> None:
         cluster.wait_for_leader()
         deadline = time.monotonic() + READY_TIMEOUT_S
         while True:  # until every node answered in time and all name the leader (bounded)
-            code, out, err = run("status", "-c", cluster.controllers, "--json")
+            code, out, err = run("status", "-a", cluster.controllers, "--json")
             views = orjson.loads(out)
             leaders = {view.get("status", {}).get("leader") for view in views}
             if (code == 0 and len(leaders) == 1 and None not in leaders) or time.monotonic() > deadline:
@@ -130,5 +143,42 @@ def test_status_of_a_real_cluster_and_of_a_missing_node(tmp_path: Path) -> None:
         assert len(leaders) == 1 and None not in leaders, views
         assert sum(view["status"]["servingAsLeader"] for view in views) == 1
         (missing,) = free_ports(1)
-        code, out, err = run("status", "-c", f"{cluster.controllers};127.0.0.1:{missing}")
+        code, out, err = run("status", "-a", f"{cluster.controllers};127.0.0.1:{missing}")
         assert code == 3 and f"127.0.0.1:{missing}" in err and "unreachable" in out
+
+
+def test_an_alarm_shows_in_the_status_table() -> None:
+    from rich.console import Console
+
+    from rmqc.cli._render import status_table
+
+    alarm = {"alarm": "disk_full", "sinceMs": 1, "forMs": 12_400, "dataDir": "/d", "detail": "full", "refusedWrites": 3}
+    views = [{"address": "127.0.0.1:1", "status": {"nodeId": "n0", "role": "leader", "alarms": [alarm]}},
+             {"address": "127.0.0.1:2", "status": {"nodeId": "n1", "role": "follower", "alarms": []}}]
+    console = Console(width=200, record=True)
+    console.print(status_table(views))
+    rows = console.export_text().splitlines()
+    assert "DISK FULL 12s (3 writes refused)" in next(row for row in rows if "n0" in row)
+    assert "DISK FULL" not in next(row for row in rows if "n1" in row)
+
+
+def test_status_table_shows_each_nodes_lag_and_the_membership_under_way() -> None:
+    from rich.console import Console
+
+    from rmqc.cli._render import status_table
+
+    leader = {"nodeId": "n0", "role": "leader", "servingAsLeader": True, "commit": 90, "applied": 90,
+              "peers": {"n1": {"lag": 0}, "n2": {"lag": 57}}, "learners": ["n3"],
+              "pendingConfChange": {"index": 88, "type": "add_learner", "node": "n3"}, "transferringTo": "n1"}
+    views = [{"address": "127.0.0.1:1", "status": leader},
+             {"address": "127.0.0.1:2", "status": {"nodeId": "n1", "role": "follower", "commit": 90, "applied": 90}},
+             {"address": "127.0.0.1:3", "status": {"nodeId": "n2", "role": "follower", "commit": 33, "applied": 30}}]
+    console = Console(width=200, record=True)
+    console.print(status_table(views))
+    text = console.export_text()
+    rows = text.splitlines()
+    assert next(row for row in rows if "127.0.0.1:1" in row).count("leader") == 2  # its role and its lag
+    assert " 0 " in next(row for row in rows if "127.0.0.1:2" in row)
+    assert "57 (apply 3)" in next(row for row in rows if "127.0.0.1:3" in row)
+    caption = " ".join(text.split())
+    assert "learners: n3; pending membership change: add learner n3 (index 88); transferring leadership to n1" in caption

@@ -11,6 +11,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from rmqc.fsm import ApplyResult, ApplyStatus, BrokerGroup, ElectMaster, Trigger
 from rmqc.liveness import HeartbeatTable
+from rmqc.raft._config import Role
+from rmqc.raft._progress import ProgressState
 from rmqc.node._metrics import (
     ELECTION_RESULTS,
     NodeMetrics,
@@ -87,8 +89,11 @@ def test_elections_are_classified_like_the_java_controller_metrics() -> None:
 
 def test_gauges_follow_the_node() -> None:
     liveness = HeartbeatTable()
-    status = SimpleNamespace(term=7, commit=120)
-    node = SimpleNamespace(raw=SimpleNamespace(status=lambda: status), term=7, applied_index=118,
+    progress = SimpleNamespace(match=100, next=101, state=ProgressState.REPLICATE, recent_active=True)
+    status = SimpleNamespace(id="n0", term=7, commit=120, last_index=120, learners=("n3",),
+                             progress={"n0": progress, "n1": progress})
+    raft = SimpleNamespace(role=Role.FOLLOWER)  # no membership change pending: see test_raft_pending_conf_status
+    node = SimpleNamespace(raw=SimpleNamespace(status=lambda: status, raft=raft), term=7, applied_index=118,
                            serving_as_leader=True, liveness=liveness, state=[1, 2, 3])
     metrics = NodeMetrics()
     metrics.update_from_node(node)
@@ -99,6 +104,13 @@ def test_gauges_follow_the_node() -> None:
     assert found[("rmqc_is_leader", ())] == 1
     assert found[("rmqc_broker_groups", ())] == 3
     assert found[("rmqc_live_brokers", ())] == 0
+    assert found[("rmqc_raft_learners", ())] == 1
+    assert found[("rmqc_raft_pending_conf_change", ())] == 0
+    assert found[("rmqc_raft_peer_lag_entries", (("peer", "n1"),))] == 20
+    assert ("rmqc_raft_peer_lag_entries", (("peer", "n0"),)) not in found  # not itself
+    status.progress = {}  # no longer the leader: no peer series
+    metrics.update_from_node(node)
+    assert not any(name == "rmqc_raft_peer_lag_entries" for name, _ in samples(metrics))
 
 
 def test_two_nodes_in_one_process_keep_separate_registries() -> None:

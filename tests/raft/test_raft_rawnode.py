@@ -166,3 +166,28 @@ def test_follower_forwards_a_transfer_request_to_the_leader() -> None:
     net.nodes["n2"].transfer_leader("n2")
     net.stabilize()
     assert net.leader() == "n2"
+
+
+def test_a_ready_not_persisted_comes_again_and_acknowledges_nothing() -> None:
+    """A follower whose disk is full: its ack must wait for the write; the leader commits without it."""
+    net = Network(["n1", "n2", "n3"])
+    net.elect("n1")
+    leader, n2 = net.nodes["n1"], net.nodes["n2"]
+    leader.propose(b"x")
+    rd = leader.ready()
+    net.storages["n1"].save(rd.hard_state, rd.entries, rd.snapshot)
+    leader.advance(rd)
+    for m in rd.messages:
+        if m.to == "n2":
+            n2.step(m)
+    failed = n2.ready()
+    assert [e.data for e in failed.entries] == [b"x"] and [m.type for m in failed.persist_messages] == [MT.APP_RESP]
+    n2.not_persisted(failed)  # the disk was full: nothing stored, no ack sent
+    with pytest.raises(ReadyMisuse):
+        n2.not_persisted(failed)
+    again = n2.ready()
+    assert again.entries == failed.entries and again.persist_messages == ()
+    assert n2.status().applied < n2.status().last_index
+    net.storages["n2"].save(again.hard_state, again.entries, again.snapshot)  # space is back
+    n2.advance(again)
+    assert net.storages["n2"].last_index() == n2.status().last_index

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from enum import IntEnum
 from typing import Any, NoReturn
 
 import orjson
@@ -14,6 +13,8 @@ from rich.console import Console, Group
 from rich.table import Table
 
 from rmqc.remoting import RemotingCommand, ResponseCode
+
+from ._exit import ExitCode
 
 __all__ = [
     "ExitCode",
@@ -36,15 +37,6 @@ __all__ = [
 WIDE_CONSOLE = 160  # when not on a terminal (pipes, tests): wide enough that addresses never wrap
 
 
-class ExitCode(IntEnum):
-    """What the exit status of an rmqc operator command means."""
-
-    OK = 0
-    REFUSED = 1  # a controller answered with an error code
-    USAGE = 2  # bad options (Typer/Click use 2 for their own usage errors too)
-    UNREACHABLE = 3  # no controller answered (connection refused, timeout, no leader)
-
-
 # What an operator can do about each answer (the spec's remark says what happened, this says what next).
 HINTS: dict[int, str] = {
     ResponseCode.SYSTEM_ERROR: "the controller failed internally; see its log, then retry",
@@ -55,7 +47,7 @@ HINTS: dict[int, str] = {
     ResponseCode.CONTROLLER_MASTER_NOT_AVAILABLE: "no replica of the group is alive and in sync; start a broker of the group",
     ResponseCode.CONTROLLER_BROKER_NOT_ALIVE: "a named broker is not heartbeating; check that it runs and reaches the controllers",
     ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST: "the broker group is unknown; check the name with `rmqc admin sync-state-set --all`",
-    ResponseCode.CONTROLLER_INVALID_CLEAN_BROKER_METADATA: "stop the broker(s) first, or pass --clean-living to remove them anyway",
+    ResponseCode.INVALID_PARAMETER: "check the key's spelling and the value's type; `rmqc admin config get` lists every key with its value",
     ResponseCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED: "the group or broker id is not registered; brokers register themselves when they start",
     ResponseCode.CONTROLLER_MASTER_STILL_EXIST: "that broker is already the master; nothing to do",
     ResponseCode.CONTROLLER_ELECT_MASTER_FAILED: "the broker must be alive and in the SyncStateSet (or set enableElectUncleanMaster=true)",
@@ -72,7 +64,31 @@ def error_console() -> Console:
     return Console(file=sys.stderr, width=None if sys.stderr.isatty() else WIDE_CONSOLE, highlight=False)
 
 
-def hint_for(code: int) -> str:
+# Answers whose one code covers several causes: the remark (Java's fixed text) says which.
+REMARK_HINTS: tuple[tuple[int, str, str], ...] = (
+    (ResponseCode.CONTROLLER_INVALID_CLEAN_BROKER_METADATA, "is not existed",
+     "the broker group is unknown; check the name with `rmqc admin sync-state-set --all`"),
+    (ResponseCode.CONTROLLER_INVALID_CLEAN_BROKER_METADATA, "still alive",
+     "stop the broker(s) first, or pass --clean-living to remove them anyway"),
+    (ResponseCode.CONTROLLER_INVALID_CLEAN_BROKER_METADATA, "NumberFormatException",
+     'give the ids as numbers, like -b "1;2"'),
+    # rmqc's own operations (rmqc.node._operations) refuse with code 1 and say why
+    (ResponseCode.SYSTEM_ERROR, "unknown node id", "name one of the voters (`rmqc status` lists them)"),
+    (ResponseCode.SYSTEM_ERROR, "is a learner", "only a voter can lead: name a voter"),
+    (ResponseCode.SYSTEM_ERROR, "is the only voter", "a group of one node has no one to hand the leadership to"),
+    (ResponseCode.SYSTEM_ERROR, "already in progress", "wait for that transfer's answer, then retry"),
+    (ResponseCode.SYSTEM_ERROR, "refuses to transfer until", "retry in a moment (docs/operations.md)"),
+    (ResponseCode.SYSTEM_ERROR, "was just elected", "retry in a moment"),
+    (ResponseCode.SYSTEM_ERROR, "leadership not transferred",
+     "look at the target in `rmqc status` (lag, alarms, unreachable) and retry, or name another voter"),
+    (ResponseCode.SYSTEM_ERROR, "more than one frame carries", "see the remark; docs/operations.md, Backup"),
+)
+
+
+def hint_for(code: int, remark: str | None = None) -> str:
+    for hinted_code, marker, hint in REMARK_HINTS:
+        if code == hinted_code and marker in (remark or ""):
+            return hint
     return HINTS.get(code, "see the controller's remark")
 
 
@@ -99,7 +115,7 @@ def controller_refused(answer: RemotingCommand, what: str, *, as_json: bool = Fa
         raise typer.Exit(int(ExitCode.REFUSED))
     remark = (answer.remark or "").strip() or "no remark"
     fail(ExitCode.REFUSED, f"{what}: the controller answered {code_name(answer.code)}: {remark}",
-         hint=hint_for(answer.code))
+         hint=hint_for(answer.code, answer.remark))
 
 
 def emit_json(document: Any) -> None:
@@ -208,19 +224,22 @@ def render_config(per_node: Mapping[str, Mapping[str, str] | str], key: str | No
 
 
 def status_table(views: Sequence[Mapping[str, Any]]) -> Table:
-    table = Table(title="rmqc controllers")
-    for column in ("node", "address", "role", "term", "commit", "applied", "leader", "lag", "groups", "live brokers"):
+    leader = _leader_status(views)
+    table = Table(title="rmqc controllers", caption=_membership_caption(leader))
+    for column in ("node", "address", "role", "term", "commit", "applied", "leader", "lag", "groups", "live brokers",
+                   "alarms"):
         table.add_column(column)
     for view in views:
         status = view.get("status")
         if status is None:
-            table.add_row("?", view["address"], f"[red]{view.get('error')}[/]", *["-"] * 7)
+            table.add_row("?", view["address"], f"[red]{view.get('error')}[/]", *["-"] * 8)
             continue
         role = status.get("role", "?")
         role_text = f"[bold green]{role}[/]" if status.get("servingAsLeader") else role
         table.add_row(str(status.get("nodeId")), view["address"], role_text, _num(status.get("term")),
                       _num(status.get("commit")), _num(status.get("applied")), str(status.get("leader") or "-"),
-                      _lag_text(status), _num(status.get("brokerGroups")), _num(status.get("liveBrokers")))
+                      _lag_text(status, leader), _num(status.get("brokerGroups")), _num(status.get("liveBrokers")),
+                      _alarms_text(status))
     return table
 
 
@@ -238,12 +257,44 @@ def render_cluster_processes(processes: Iterable[Mapping[str, Any]], views: Sequ
     return Group(table, status_table(views))
 
 
-def _lag_text(status: Mapping[str, Any]) -> str:
-    peers = status.get("peers") or {}
-    if peers:
-        return " ".join(f"{peer}:{info.get('lag')}" for peer, info in sorted(peers.items()))
+def _leader_status(views: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    return next((view["status"] for view in views
+                 if view.get("status") and view["status"].get("servingAsLeader")), None)
+
+
+def _lag_text(status: Mapping[str, Any], leader: Mapping[str, Any] | None) -> str:
+    """Entries this node lacks, as the leader measures it (its last index - the node's match),
+    and entries it holds but has not applied yet."""
     behind = int(status.get("commit") or 0) - int(status.get("applied") or 0)
-    return f"apply {behind}"
+    apply = f" (apply {behind})" if behind else ""
+    if status is leader:
+        return "leader" + apply
+    progress = ((leader or {}).get("peers") or {}).get(status.get("nodeId"))
+    return ("?" if progress is None else str(progress.get("lag"))) + apply
+
+
+def _membership_caption(leader: Mapping[str, Any] | None) -> str | None:
+    """Learners, a pending membership change and a transfer under way, as the leader knows them."""
+    if leader is None:
+        return None
+    parts = []
+    if leader.get("learners"):
+        parts.append("learners: " + ", ".join(leader["learners"]))
+    change = leader.get("pendingConfChange")
+    if change:
+        parts.append(f"pending membership change: {change['type'].replace('_', ' ')} {change['node']} "
+                     f"(index {change['index']})")
+    if leader.get("transferringTo"):
+        parts.append(f"transferring leadership to {leader['transferringTo']}")
+    return "; ".join(parts) or None
+
+
+def _alarms_text(status: Mapping[str, Any]) -> str:
+    """e.g. "DISK FULL 12s (3 writes refused)"; docs/operations.md says what to do."""
+    alarms = status.get("alarms") or []
+    return " ".join(f"[bold red]{str(alarm.get('alarm', '?')).replace('_', ' ').upper()}[/] "
+                    f"{int(alarm.get('forMs') or 0) // 1000}s ({alarm.get('refusedWrites', 0)} writes refused)"
+                    for alarm in alarms) or "-"
 
 
 def _num(value: Any) -> str:

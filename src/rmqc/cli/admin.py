@@ -1,10 +1,15 @@
 """`rmqc admin`: the controller commands RocketMQ operators know from mqadmin (spec section 9).
 
-    rmqc admin metadata          -c "a;b;c"            1005 (getControllerMetaData)
-    rmqc admin sync-state-set    -c ... NAME... | --all 1006 (getSyncStateSet)
-    rmqc admin elect-master      -c ... -n NAME -b ID  1002 designated (electMaster)
-    rmqc admin clean-broker      -c ... -n NAME        1011 (cleanBrokerMetadata)
-    rmqc admin config get|set    -c ...                1010/1009 on every node given
+    rmqc admin metadata          -a "a;b;c"            1005 (getControllerMetaData)
+    rmqc admin sync-state-set    -a ... NAME... | --all 1006 (getSyncStateSet)
+    rmqc admin elect-master      -a ... -n NAME -b ID  1002 designated (electMaster)
+    rmqc admin clean-broker      -a ... -n NAME        1011 (cleanBrokerMetadata)
+    rmqc admin config get|set    -a ...                1010/1009 on every node given
+    rmqc admin transfer-leader   -a ... [--to ID]      60002 (rmqc only): move the Raft leadership
+    rmqc admin snapshot save     -a ... FILE           60003 (rmqc only): back up the committed state
+
+`-a` names the controllers as mqadmin's `-a` does (and as RMQC_CONTROLLERS); `-c` is only `rmqc
+serve -c controller.conf`, the Java controller's file.
 
 Rich tables by default, `--json` for scripts. Exit codes: 0 ok, 1 a controller said no (its remark
 and what to do are printed), 2 usage, 3 no controller reachable.
@@ -13,6 +18,7 @@ and what to do are printed), 2 usage, 3 no controller reachable.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Annotated, Any, Optional, TypeVar
 
 import typer
@@ -26,8 +32,11 @@ T = TypeVar("T")
 admin_app = typer.Typer(help="Controller administration (mqadmin's controller commands).", no_args_is_help=True)
 config_app = typer.Typer(help="Read or change controller configuration on every node given.", no_args_is_help=True)
 admin_app.add_typer(config_app, name="config")
+snapshot_app = typer.Typer(help="Back up the committed state (`rmqc log restore` starts a new group from it).",
+                           no_args_is_help=True)
+admin_app.add_typer(snapshot_app, name="snapshot")
 
-ControllersOption = Annotated[str, typer.Option("--controllers", "-c", envvar="RMQC_CONTROLLERS",
+ControllersOption = Annotated[str, typer.Option("--controllers", "-a", envvar="RMQC_CONTROLLERS",
                                                 help='controllers, "host:port;host:port;..."')]
 NodeOption = Annotated[Optional[str], typer.Option("--node", help="ask this node (host:port) instead of any/the leader")]
 ConsistencyOption = Annotated[Optional[str], typer.Option("--consistency",
@@ -36,6 +45,10 @@ JsonOption = Annotated[bool, typer.Option("--json", help="print the answer as JS
 TimeoutOption = Annotated[int, typer.Option("--timeout-ms", help="bound on each call, retries included")]
 DEFAULT_CONTROLLERS = "127.0.0.1:9878"
 RMQC_NODE_STATUS = 60001  # rmqc.node._status: the private status request (also lists group names)
+RMQC_TRANSFER_LEADER = 60002  # rmqc.node._operations
+RMQC_SNAPSHOT_SAVE = 60003  # rmqc.node._operations
+# A transfer is answered within the node's request_timeout_ms (5 s by default): wait a little longer.
+TRANSFER_TIMEOUT_MS = 8000
 
 
 def parse_controllers(text: str) -> list[str]:
@@ -55,8 +68,9 @@ def parse_controllers(text: str) -> list[str]:
 
 
 def run_with_client(controllers: list[str], call: Callable[[Any], Awaitable[T]], *, timeout_ms: int = 3000,
-                    consistency: str | None = None) -> T:
-    """Run `call(client)` on a fresh ControllerClient; unreachable controllers exit 3."""
+                    consistency: str | None = None, node: str | None = None) -> T:
+    """Run `call(client)` on a fresh ControllerClient; unreachable controllers exit 3, naming the
+    `node` the call asked (`--node`) when there is one, else the controllers."""
     import trio
 
     from rmqc.client import CONSISTENCY_LEVELS, ClientError, ControllerClient
@@ -72,8 +86,9 @@ def run_with_client(controllers: list[str], call: Callable[[Any], Awaitable[T]],
         return trio.run(main)
     except (ClientError, BaseExceptionGroup) as raised:
         error = _client_error_in(raised, ClientError)
-        fail(ExitCode.UNREACHABLE, f"no answer from {';'.join(controllers)}: {error}",
-             hint="check that the controllers run (rmqc status) and that the addresses are right")
+        asked = node or ";".join(controllers)
+        fail(ExitCode.UNREACHABLE, f"no answer from {asked}: {error}",
+             hint="check that it runs (rmqc status) and that the address is right")
 
 
 def _client_error_in(raised: BaseException, kind: type[BaseException]) -> BaseException:
@@ -95,12 +110,15 @@ def _body(answer: Any) -> Any:
 
 @admin_app.command("metadata")
 def metadata_command(controllers: ControllersOption = DEFAULT_CONTROLLERS, node: NodeOption = None,
-                     as_json: JsonOption = False, timeout_ms: TimeoutOption = 3000) -> None:
-    """Controller group, leader and peers (1005), as one node sees them."""
+                     consistency: ConsistencyOption = None, as_json: JsonOption = False,
+                     timeout_ms: TimeoutOption = 3000) -> None:
+    """Controller group, leader and peers (1005), as one node sees them (without --consistency, as
+    Java answers: from that node's own view)."""
     from rmqc.cli._render import answer_json, controller_refused, emit_json, render_metadata
 
     addresses = parse_controllers(controllers)
-    answer = run_with_client(addresses, lambda client: client.get_metadata(node), timeout_ms=timeout_ms)
+    answer = run_with_client(addresses, lambda client: client.get_metadata(node), timeout_ms=timeout_ms,
+                             consistency=consistency, node=node)
     if answer.code != 0:
         controller_refused(answer, "metadata", as_json=as_json)
     if as_json:
@@ -133,7 +151,7 @@ def sync_state_set_command(names: Annotated[Optional[list[str]], typer.Argument(
                 return None, []
         return await client.get_sync_state_data(chosen, address=node), chosen
 
-    answer, chosen = run_with_client(addresses, call, timeout_ms=timeout_ms, consistency=consistency)
+    answer, chosen = run_with_client(addresses, call, timeout_ms=timeout_ms, consistency=consistency, node=node)
     if answer is None:
         table: dict[str, Any] = {}
     elif answer.code != 0:
@@ -202,6 +220,65 @@ def _parse_ids(text: str) -> list[int]:
     if not parts or not all(part.isdigit() for part in parts):
         fail(ExitCode.USAGE, f"--broker-ids {text!r} is not a list of ids like 1;2")
     return [int(part) for part in parts]
+
+
+@admin_app.command("transfer-leader")
+def transfer_leader_command(to: Annotated[Optional[str], typer.Option(
+                                "--to", help="the voter to lead (default: the most up-to-date one)")] = None,
+                            controllers: ControllersOption = DEFAULT_CONTROLLERS, as_json: JsonOption = False,
+                            timeout_ms: TimeoutOption = TRANSFER_TIMEOUT_MS) -> None:
+    """Move the Raft leadership to another voter; answered once the new leader serves writes."""
+    import orjson
+
+    from rmqc.cli._render import answer_json, console, controller_refused, emit_json
+
+    addresses = parse_controllers(controllers)
+    answer = run_with_client(addresses, lambda client: client.request(RMQC_TRANSFER_LEADER, {"to": to} if to else None),
+                             timeout_ms=timeout_ms)
+    if answer.code != 0:
+        controller_refused(answer, f"transfer-leader{' --to ' + to if to else ''}", as_json=as_json)
+    moved = orjson.loads(answer.body)
+    if as_json:
+        emit_json(answer_json(answer, moved))
+    elif moved["from"] == moved["to"]:
+        console().print(f"{moved['to']} is already the leader (term {moved['term']}); nothing to do")
+    else:
+        console().print(f"leadership moved from {moved['from']} to {moved['to']} (term {moved['term']}) "
+                        f"in {moved['tookMs']} ms")
+
+
+@snapshot_app.command("save")
+def snapshot_save_command(file: Annotated[Path, typer.Argument(help="the file to write (replaced atomically)",
+                                                               dir_okay=False)],
+                          controllers: ControllersOption = DEFAULT_CONTROLLERS, node: NodeOption = None,
+                          as_json: JsonOption = False, timeout_ms: TimeoutOption = 10_000) -> None:
+    """Save the committed state at one index, with its membership, to a checksummed file (the
+    leader's, or --node's, applied state; online: the node keeps serving)."""
+    from rmqc.cli._render import controller_refused, emit_json, console
+    from rmqc.errors import RmqcError
+    from rmqc.storage import decode_snapshot_file, write_snapshot_file
+
+    addresses = parse_controllers(controllers)
+    answer = run_with_client(addresses, lambda client: client.request(RMQC_SNAPSHOT_SAVE, None, address=node,
+                                                                      leader=node is None),
+                             timeout_ms=timeout_ms, node=node)
+    if answer.code != 0:
+        controller_refused(answer, "snapshot save", as_json=as_json)
+    try:
+        write_snapshot_file(file, answer.body or b"")
+    except (RmqcError, OSError) as error:
+        fail(ExitCode.REFUSED, f"snapshot not written to {file}: {error}",
+             hint="retry; check the directory's space and permissions")
+    saved = decode_snapshot_file(answer.body or b"")
+    summary = {"file": str(file), "index": saved.meta.index, "term": saved.meta.term,
+               "voters": list(saved.meta.conf_state.voters), "learners": list(saved.meta.conf_state.learners),
+               "bytes": len(answer.body or b""), **saved.origin}
+    if as_json:
+        emit_json(summary)
+    else:
+        console().print(f"saved index {saved.meta.index} (term {saved.meta.term}, voters "
+                        f"{', '.join(saved.meta.conf_state.voters)}) from {saved.origin.get('nodeId')} to {file} "
+                        f"({summary['bytes']} bytes)", markup=False)
 
 
 @config_app.command("get")
@@ -300,4 +377,4 @@ def _exit_for_failures(per_node: dict[str, Any], failed: dict[str, str]) -> None
     if refused:
         address, answer = next(iter(refused.items()))
         fail(ExitCode.REFUSED, f"{address} answered {code_name(answer.code)}: {answer.remark}",
-             hint=hint_for(answer.code))
+             hint=hint_for(answer.code, answer.remark))

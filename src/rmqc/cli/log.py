@@ -10,10 +10,9 @@ commands, which parse, call one operation and render.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from enum import IntEnum, StrEnum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,17 +23,27 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from rmqc import fsm, raft
-from rmqc.errors import RmqcError
+from rmqc.errors import ConfigError, CorruptionError, RmqcError
 from rmqc.raft._types import ConfChangeType, ConfState, Entry, EntryType, Snapshot
 from rmqc.storage import (
+    IDENTITY_FILE_NAME,
     LmdbStorage,
+    NodeIdentity,
     NodeLockedError,
+    NotASnapshotFile,
     NotAStorageError,
+    RestoreRefused,
+    SnapshotFile,
     StorageStats,
     VerifyReport,
     acquire_node_lock,
+    read_identity,
+    read_snapshot_file,
+    restore_data_dir,
     rewrite_compactly,
 )
+
+from ._exit import ExitCode
 
 log_app = typer.Typer(
     name="log",
@@ -42,17 +51,14 @@ log_app = typer.Typer(
     no_args_is_help=True,
 )
 
-DEFAULT_CONTROLLER_CLUSTER = "rmqc"
 DEFAULT_KEEP_ENTRIES = 1_000
+DEFAULT_GROUP = "rmqc"  # `rmqc serve`'s default controller group (rmqc.node NodeConfig.group)
 # Rows per Parquet row group: bounds the export's memory whatever the log's length.
 PARQUET_BATCH_ROWS = 10_000
 
 
-class ExitCode(IntEnum):
-    OK = 0
-    CORRUPT = 1  # verify found a bad entry, or a read hit one
-    NO_DATA = 3  # the directory holds no rmqc log
-    NODE_RUNNING = 4  # a write command refused to touch a live node's directory
+class MissingIdentity(RmqcError):
+    """An export needs labels the data directory does not record."""
 
 
 class ExportFormat(StrEnum):
@@ -86,16 +92,29 @@ def _describe_conf_change(data: bytes) -> str:
 
 
 def dump_records(storage: LmdbStorage, first: int | None, last: int | None) -> Iterator[dict[str, Any]]:
-    """One record per entry in [first, last] (inclusive), clamped to what the log holds."""
+    """One record per entry in [first, last] (inclusive), clamped to what the log holds.
+
+    Committed entries are replayed (from the snapshot when the log was compacted), so a command
+    that apply refused says so and why (e.g. `REFUSED (stale_master_epoch)`): it is in the log,
+    but changed nothing. Entries the replay cannot reach (behind the snapshot, not yet committed)
+    are described without a verdict."""
     lo = max(first or storage.first_index(), storage.first_index())
     hi = min(last if last is not None else storage.last_index(), storage.last_index()) + 1
-    for entry in storage.iter_entries(lo, max(lo, hi)):
-        yield {
-            "index": entry.index,
-            "term": entry.term,
-            "type": entry.type.name.lower(),
-            "commands": describe_entry(entry),
-        }
+    exporter, replay_from = replaying_exporter(storage, "", "")
+    commit = committed_range(storage)[1] - 1
+    for entry in storage.iter_entries(min(lo, replay_from), max(lo, hi)):
+        replayed = replay_from <= entry.index <= commit
+        commands = _replayed(exporter, entry) if replayed else describe_entry(entry)
+        if entry.index >= lo:
+            yield {"index": entry.index, "term": entry.term, "type": entry.type.name.lower(), "commands": commands}
+
+
+def _replayed(exporter: fsm.HistoryExporter, entry: Entry) -> list[str]:
+    try:
+        rows = exporter.rows_for_entry(entry)
+    except RmqcError:
+        return describe_entry(entry)  # says why it cannot be decoded
+    return [row["description"] + ("" if row["result"] == "ok" else f" REFUSED ({row['result']})") for row in rows]
 
 
 def open_for_reading(data_dir: Path) -> LmdbStorage:
@@ -232,6 +251,17 @@ _WRITERS: dict[ExportFormat, Callable[[Iterator[dict[str, Any]], Path], int]] = 
 }
 
 
+def export_identity(data_dir: Path, cluster: str | None, node_id: str | None) -> NodeIdentity:
+    """The labels of the export: the directory's recorded identity, unless options replace it."""
+    recorded = read_identity(data_dir) if data_dir.is_dir() else None
+    if recorded is None and (cluster is None or node_id is None):
+        raise MissingIdentity(
+            f"{data_dir} does not record its node id and controller group (no {IDENTITY_FILE_NAME}: "
+            "it was written by an rmqc older than this one, or is not a data directory); start the "
+            "node on it once, or give --node-id and --cluster")
+    return NodeIdentity(node_id or recorded.node_id, cluster or recorded.group)  # type: ignore[union-attr]
+
+
 def export_data_dir(
     data_dir: Path, out: Path, fmt: ExportFormat, cluster: str, node_id: str
 ) -> ExportOutcome:
@@ -240,17 +270,49 @@ def export_data_dir(
     When the log was compacted, the exporter starts from the snapshot's state and exports what
     follows it (entries kept behind the snapshot are in that state already, so not replayed).
     """
-    exporter = fsm.HistoryExporter(cluster, node_id)
     with open_for_reading(data_dir) as storage:
-        lo, hi = committed_range(storage)
-        snapshot_index = 0
-        if lo > 1:
-            snapshot = storage.snapshot()
-            exporter.restore(snapshot.data)
-            snapshot_index = snapshot.meta.index
-            lo = snapshot_index + 1
+        exporter, lo = replaying_exporter(storage, cluster, node_id)
+        hi = committed_range(storage)[1]
         count = _WRITERS[fmt](export_rows(storage, exporter, lo, hi), out)
-    return ExportOutcome(count, lo, max(lo, hi) - 1, snapshot_index)
+    return ExportOutcome(count, lo, max(lo, hi) - 1, lo - 1 if lo > 1 else 0)
+
+
+def replaying_exporter(storage: LmdbStorage, cluster: str, node_id: str) -> tuple[fsm.HistoryExporter, int]:
+    """An exporter holding the state the log continues from, and the first index to feed it: the
+    snapshot's state when the log was compacted (entries kept behind the snapshot are in that
+    state already), else the empty state and index 1."""
+    exporter = fsm.HistoryExporter(cluster, node_id)
+    if storage.first_index() == 1:
+        return exporter, 1
+    snapshot = storage.snapshot()
+    exporter.restore(snapshot.data)
+    return exporter, snapshot.meta.index + 1
+
+
+def checked_snapshot_file(path: Path) -> tuple[SnapshotFile, fsm.ControllerState]:
+    """A snapshot file after every check: its checksums, and a state that decodes."""
+    snapshot = read_snapshot_file(path)
+    state = fsm.ControllerState()
+    try:
+        state.restore(snapshot.data)
+    except RmqcError as exc:
+        raise CorruptionError(snapshot.meta.index, f"snapshot state undecodable: {exc}") from None
+    return snapshot, state
+
+
+def restore_from_file(path: Path, data_dir: Path, node_id: str, peers: str,
+                      group: str | None) -> tuple[SnapshotFile, fsm.ControllerState, NodeIdentity]:
+    """A new data directory for `node_id` of the group `peers` names, starting from the file."""
+    from rmqc.node import parse_peers
+
+    try:
+        voters = tuple(peer.id for peer in parse_peers(peers))
+    except ValueError as exc:
+        raise ConfigError(f"--peers: {exc}") from None
+    snapshot, state = checked_snapshot_file(path)
+    identity = NodeIdentity(node_id, group or snapshot.group or DEFAULT_GROUP)
+    restore_data_dir(snapshot, data_dir, identity, voters)
+    return snapshot, state, identity
 
 
 # ========================================================================================= render
@@ -330,6 +392,23 @@ def render_export(outcome: ExportOutcome, out: Path) -> None:
         _out.print(f"history up to index {outcome.snapshot_index} is only in the snapshot (compacted)")
 
 
+def render_snapshot_file(snapshot: SnapshotFile, state: fsm.ControllerState) -> None:
+    meta = snapshot.meta
+    learners = f", learners {', '.join(meta.conf_state.learners)}" if meta.conf_state.learners else ""
+    _out.print(f"ok: snapshot at index {meta.index}, term {meta.term}: {len(state)} broker groups, "
+               f"{len(snapshot.data)} bytes of state; voters {', '.join(meta.conf_state.voters)}{learners}; "
+               f"saved from {snapshot.origin.get('nodeId', '?')} of group {snapshot.group or '?'}", markup=False)
+
+
+def render_restore(snapshot: SnapshotFile, state: fsm.ControllerState, identity: NodeIdentity,
+                   data_dir: Path, peers: str) -> None:
+    _out.print(f"restored index {snapshot.meta.index} (term {snapshot.meta.term}, {len(state)} broker groups) "
+               f"into {data_dir} as node {identity.node_id} of group {identity.group}", markup=False)
+    group = "" if identity.group == DEFAULT_GROUP else f" --group {identity.group}"
+    _out.print(f"start it with: rmqc serve --id {identity.node_id} --peers '{peers}' --data-dir {data_dir}{group}",
+               markup=False)
+
+
 def render_error(message: str) -> None:
     _err.print(f"error: {message}", markup=False)
 
@@ -376,7 +455,9 @@ def _guarded(run: Callable[[], None]) -> None:
     try:
         run()
     except NotAStorageError as exc:
-        raise _fail(str(exc), ExitCode.NO_DATA) from None
+        raise _fail(str(exc), ExitCode.NOT_A_DATA_DIR) from None
+    except (MissingIdentity, NotASnapshotFile, RestoreRefused, ConfigError) as exc:
+        raise _fail(str(exc), ExitCode.USAGE) from None
     except NodeLockedError as exc:
         raise _fail(f"refusing to write: {exc}; stop the node first", ExitCode.NODE_RUNNING) from None
     except RmqcError as exc:
@@ -415,10 +496,21 @@ def stats(
 
 
 @log_app.command()
-def verify(data_dir: DataDir) -> None:
-    """Check every checksum, index continuity and term order; exit 1 at the first bad index."""
+def verify(data_dir: Annotated[Path, typer.Argument(help="a node's data directory, or a snapshot file")]) -> None:
+    """Check what the node reads: exit 1 naming the first bad index. Given a snapshot file
+    (`rmqc admin snapshot save`), check its header, checksums and state instead.
+
+    Checked: the hard state and membership records, the snapshot (its data against its checksum),
+    and every log entry (its CRC32, consecutive indexes, terms that never fall, the commit index
+    within the log). Not checked: LMDB's own pages outside those records (free or unused pages,
+    B-tree internals): a flipped byte there passes until LMDB itself reads it. A directory that is
+    not an rmqc data directory exits 4.
+    """
 
     def run() -> None:
+        if data_dir.is_file():
+            render_snapshot_file(*checked_snapshot_file(data_dir))
+            return
         with open_for_reading(data_dir) as storage:
             report = storage.verify()
         render_verify(report)
@@ -450,13 +542,39 @@ def export(
     data_dir: DataDir,
     out: Annotated[Path, typer.Option("--out", help="file to write", dir_okay=False)],
     fmt: Annotated[ExportFormat, typer.Option("--format")] = ExportFormat.JSONL,
-    cluster: Annotated[str, typer.Option("--cluster", help="controller cluster name")] = DEFAULT_CONTROLLER_CLUSTER,
-    node_id: Annotated[str | None, typer.Option("--node-id", help="default: the directory's name")] = None,
+    cluster: Annotated[str | None, typer.Option(
+        "--cluster", help="controller group to write in the rows; default: the one recorded in the directory")] = None,
+    node_id: Annotated[str | None, typer.Option(
+        "--node-id", help="node id to write in the rows; default: the one recorded in the directory")] = None,
 ) -> None:
-    """Every committed entry's commands as flat rows (docs/export-schema.md), JSON lines or Parquet."""
+    """Every committed entry's commands as flat rows (docs/export-schema.md), JSON lines or Parquet.
+
+    Rows are labelled with the node id and controller group the node recorded in its data directory
+    (node.json, written when it first started)."""
 
     def run() -> None:
-        node = node_id or os.path.basename(os.path.abspath(data_dir))
-        render_export(export_data_dir(data_dir, out, fmt, cluster, node), out)
+        identity = export_identity(data_dir, cluster, node_id)
+        render_export(export_data_dir(data_dir, out, fmt, identity.group, identity.node_id), out)
+
+    _guarded(run)
+
+
+@log_app.command()
+def restore(
+    file: Annotated[Path, typer.Argument(help="a snapshot file (rmqc admin snapshot save)", dir_okay=False)],
+    data_dir: Annotated[Path, typer.Option("--data-dir", help="the new data directory (absent or empty)",
+                                           file_okay=False)],
+    node_id: Annotated[str, typer.Option("--id", help="the node that will serve from it")],
+    peers: Annotated[str, typer.Option("--peers", help='the new group\'s voters, "n0-host:port;n1-host:port"')],
+    group: Annotated[str | None, typer.Option(
+        "--group", help="controller group; default: the one the snapshot was saved from")] = None,
+) -> None:
+    """A new data directory that starts a NEW controller group from a snapshot file (as `etcdutl
+    snapshot restore`): the state at the snapshot's index, an empty log after it, `--peers` as the
+    membership. Restore the same file for every node of the new group, then start them."""
+
+    def run() -> None:
+        snapshot, state, identity = restore_from_file(file, data_dir, node_id, peers, group)
+        render_restore(snapshot, state, identity, data_dir, peers)
 
     _guarded(run)

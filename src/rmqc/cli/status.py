@@ -1,5 +1,6 @@
 """`rmqc status`: every node's role, term, commit/applied index, leader, replication lag, broker
-groups and live brokers, from the private RMQC_NODE_STATUS request (60001) each node answers.
+groups, live brokers and alarms (a full disk), from the private RMQC_NODE_STATUS request (60001)
+each node answers.
 
 A node that does not know 60001 (a Java controller) is shown from its 1005 answer instead (role and
 leader only). `--watch` redraws the table live. Exit codes: 0 every node answered, 3 some did not.
@@ -61,13 +62,16 @@ async def _status_from_metadata(client: Any, address: str) -> dict[str, Any]:
 
 
 def status_command(
-    controllers: Annotated[str, typer.Option("--controllers", "-c", "--peers", envvar="RMQC_CONTROLLERS",
+    controllers: Annotated[str, typer.Option("--controllers", "-a", envvar="RMQC_CONTROLLERS",
                                              help='nodes to ask, "host:port;host:port" (or one node)')] = DEFAULT_CONTROLLERS,
+    peers: Annotated[str | None, typer.Option(
+        "--peers", help='instead of --controllers: the nodes as `rmqc serve --peers` names them, '
+                        '"n0-host:port;n1-host:port" (plain host:port items too)')] = None,
     watch: Annotated[bool, typer.Option("--watch", "-w", help="refresh live until Ctrl-C")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the views as JSON")] = False,
 ) -> None:
-    """Role, term, commit/applied, leader, lag, broker groups and live brokers of every node."""
-    addresses = parse_controllers(controllers)
+    """Role, term, commit/applied, leader, lag, broker groups, live brokers and alarms of every node."""
+    addresses = parse_controllers(controllers if peers is None else _addresses_of_peers(peers))
     if watch:
         _watch(addresses)
         return
@@ -84,6 +88,17 @@ def status_command(
     if silent:
         fail(ExitCode.UNREACHABLE, f"no status from {', '.join(silent)}",
              hint="check that these nodes run; `rmqc dev cluster` starts a local cluster")
+
+
+def _addresses_of_peers(text: str) -> str:
+    """serve's `id-host:port` items as `host:port`; an item without an id is taken as it is."""
+    from rmqc.node import parse_peers
+
+    items = [item.strip() for item in text.split(";") if item.strip()]
+    try:
+        return ";".join(parse_peers(item)[0].address if "-" in item else item for item in items)
+    except ValueError as error:
+        fail(ExitCode.USAGE, f"--peers: {error}")
 
 
 def _fetch_once(addresses: list[str]) -> list[dict[str, Any]]:

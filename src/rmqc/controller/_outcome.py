@@ -25,7 +25,11 @@ class NodeInfo:
 
 class RequestContext(NamedTuple):
     """Everything about the moment and the node a handler may need; the server fills it in.
-    (A NamedTuple: the server builds one per request, heartbeats included.)"""
+    (A NamedTuple: the server builds one per request, heartbeats included.)
+
+    Two clocks: `now_ms` is the node's monotonic clock, the one liveness deadlines are kept on;
+    `wall_ms` is the wall clock, only stamped into commands (and so into the history). A caller
+    with one clock (tests, the simulator) leaves `wall_ms` None and both read `now_ms`."""
 
     now_ms: int
     channel_id: Hashable | None = None  # the broker connection (for close detection)
@@ -35,6 +39,12 @@ class RequestContext(NamedTuple):
     # The server has already made a local read safe on this node (ReadIndex, lease or an explicit
     # stale read): read requests (1004, 1006, 1012) are then served here even on a follower.
     read_allowed: bool = False
+    wall_ms: int | None = None
+
+    @property
+    def stamp_ms(self) -> int:
+        """The time stamped into a command built for this request."""
+        return self.now_ms if self.wall_ms is None else self.wall_ms
 
 
 @dataclass(frozen=True, slots=True)

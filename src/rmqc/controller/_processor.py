@@ -3,18 +3,22 @@
 Handlers decide on the leader against the applied state and either answer at once (reads, and
 requests that cannot succeed) or return `Propose(commands, finish)`: the commands carry their
 preconditions, and `finish` builds the answer from the apply results, so responses carry exactly
-the post-apply epochs. Time comes from `RequestContext.now_ms`; nothing here does I/O.
+the post-apply epochs. Time comes from the caller; nothing here does I/O. Two clocks: `now_ms`
+(monotonic) is only compared with liveness deadlines; the wall clock (`RequestContext.stamp_ms`,
+the `wall_ms` arguments) is only stamped into commands, so a stepped wall clock never decides who
+is alive.
 
 Java quirks kept on purpose (brokers and mqadmin rely on the observable behaviour): the first
 election of a never-elected group takes the requester without a liveness check; a controller
 election that finds no candidate still bumps masterEpoch (and is retried, bumping it again);
 1011 with isCleanLivingBroker=true removes the whole group even when ids are listed; 1011 without
-ids refuses while the group has a master, alive or not; an empty 1006 body answers code 1.
-Fixed on purpose: offsets are compared as 64-bit values and ties go to the smallest id; 1001
+ids refuses while the group has a master, alive or not; a 1006 without body or with an empty list
+(`[]`) answers code 1. Fixed on purpose: offsets are compared as 64-bit values and ties go to the smallest id; 1001
 checks registration of all proposed ids before liveness (spec 15); a racing election that lost
 its precondition answers 2011 with the winner instead of failing; a controller-triggered 1002
 (brokerId -1) on a never-elected group answers 2004 without bumping masterEpoch; the first
-election refuses (2010) a requester id that is not registered.
+election refuses (2010) a requester id that is not registered; 1009 refuses an unknown key or a
+bad value with 29 INVALID_PARAMETER (Java ignores the key, or keeps the old value).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Hashable
 
-from rmqc.errors import BoundExceeded, ConfigError, ProtocolError
+from rmqc.errors import BoundExceeded, ProtocolError
 from rmqc.fsm import (
     AlterSyncStateSet,
     ApplyBrokerId,
@@ -52,7 +56,7 @@ from rmqc.remoting import (
 )
 
 from . import _bodies
-from ._config import ConfigBlackListed, ControllerConfig, PropertiesSyntaxError
+from ._config import ConfigBlackListed, ConfigInvalid, ControllerConfig, PropertiesSyntaxError
 from ._headers import BadRequestBody, HeaderField, HeaderSpec
 from ._heartbeat import heartbeat_of
 from ._outcome import NodeInfo, NoReply, Outcome, Propose, Reply, RequestContext
@@ -244,7 +248,7 @@ class ControllerProcessor:
         if group is not None and group.is_registered(broker_id):
             return _reply(request, C.SUCCESS, ext=ext)  # idempotent retry (same check code)
         address = check_code.split(";", 1)[0]  # spec 3.4: the address is before the first ';'
-        command = ApplyBrokerId(h["clusterName"], name, broker_id, address, check_code, ctx.now_ms)
+        command = ApplyBrokerId(h["clusterName"], name, broker_id, address, check_code, ctx.stamp_ms)
         return Propose([command], lambda results: _apply_id_answer(request, results[0].status, ext, broker_id))
 
     # ---- 1003 REGISTER_BROKER -----------------------------------------------------------------
@@ -260,7 +264,7 @@ class ControllerProcessor:
         assert group is not None
         if group.address_of(broker_id) == address:
             return Reply(self._register_answer(request, group, ext, ctx.now_ms))
-        command = UpdateBrokerAddress(h["clusterName"], name, broker_id, address, ctx.now_ms)
+        command = UpdateBrokerAddress(h["clusterName"], name, broker_id, address, ctx.stamp_ms)
 
         def finish(results: list[ApplyResult]) -> RemotingCommand:
             after = results[0].after
@@ -294,11 +298,11 @@ class ControllerProcessor:
     # ---- 1006 GET_SYNC_STATE_DATA -------------------------------------------------------------
 
     def _get_sync_state_data(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
-        if not request.body:
-            return _reply(request, C.SYSTEM_ERROR, "not set any response code")  # Java quirk
-        names = loads_fastjson(request.body)
+        names = loads_fastjson(request.body) if request.body else []
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise BadRequestBody("1006 body must be a JSON array of broker names")
+        if not names:  # Java quirk (spec 13 item 10): no body, or an empty list, is a default answer
+            return _reply(request, C.SYSTEM_ERROR, "not set any response code")
         groups = [g for g in (self.state.group(n) for n in dict.fromkeys(names)) if g is not None]
         body = _bodies.replicas_info_body(groups, lambda g, i: self._is_alive(g, i, ctx.now_ms))
         return _reply(request, C.SUCCESS, body=body)
@@ -328,18 +332,18 @@ class ControllerProcessor:
             # Java would bump masterEpoch of a never-elected group here, after which the first
             # broker can no longer take it (spec 3.7 step 2 needs epoch 0): answer without a change.
             return _reply(request, C.CONTROLLER_MASTER_NOT_AVAILABLE, MASTER_NOT_AVAILABLE_REMARK)
-        command = self._election_command(group, trigger, candidate, ctx.now_ms, requester=requester)
+        command = self._election_command(group, trigger, candidate, ctx.stamp_ms, requester=requester)
         return Propose([command], lambda results: _elect_answer(request, results[0]))
 
-    def _election_command(self, group: BrokerGroup, trigger: Trigger, candidate: int | None, now_ms: int,
+    def _election_command(self, group: BrokerGroup, trigger: Trigger, candidate: int | None, wall_ms: int,
                           *, requester: int | None = None, liveness_lost_ms: int | None = None,
-                          attempt: int = 1) -> ElectMaster:
+                          master_last_alive_ms: int | None = None, attempt: int = 1) -> ElectMaster:
         return ElectMaster(
             cluster_name=group.cluster_name, broker_name=group.broker_name, trigger=trigger,
             candidate=candidate, expected_master_epoch=group.master_epoch,
-            expected_sync_state_set_epoch=group.sync_state_set_epoch, leader_ts_ms=now_ms,
+            expected_sync_state_set_epoch=group.sync_state_set_epoch, leader_ts_ms=wall_ms,
             requester_id=requester, unclean=self.config.enable_elect_unclean_master,
-            liveness_lost_ms=liveness_lost_ms, attempt=attempt,
+            liveness_lost_ms=liveness_lost_ms, master_last_alive_ms=master_last_alive_ms, attempt=attempt,
         )
 
     # ---- 1001 ALTER_SYNC_STATE_SET ------------------------------------------------------------
@@ -354,7 +358,7 @@ class ControllerProcessor:
         facts = {"req_master": master, "req_epoch": epoch, "req_sss_epoch": body_epoch}
         if status is not ApplyStatus.OK:
             return Reply(_alter_failure(request, status, group, detail, facts))
-        command = AlterSyncStateSet(name, master, epoch, body_epoch, tuple(sorted(new_set)), ctx.now_ms)
+        command = AlterSyncStateSet(name, master, epoch, body_epoch, tuple(sorted(new_set)), ctx.stamp_ms)
 
         def finish(results: list[ApplyResult]) -> RemotingCommand:
             result = results[0]
@@ -379,7 +383,7 @@ class ControllerProcessor:
             ids = ids_or_refusal
         if group is None:
             return _reply(request, C.CONTROLLER_INVALID_CLEAN_BROKER_METADATA, _not_existed(name))
-        command = CleanBrokerData(h["clusterName"], name, ids, ctx.now_ms)
+        command = CleanBrokerData(h["clusterName"], name, ids, ctx.stamp_ms)
 
         def finish(results: list[ApplyResult]) -> RemotingCommand:
             if results[0].ok:
@@ -420,8 +424,8 @@ class ControllerProcessor:
             return _reply(request, C.NO_PERMISSION, "Can not update config in black list.")
         except PropertiesSyntaxError:
             return _reply(request, C.SYSTEM_ERROR, "string2Properties error")
-        except ConfigError as exc:  # a value of the wrong type: nothing was changed
-            return _reply(request, C.SYSTEM_ERROR, str(exc))
+        except ConfigInvalid as exc:  # an unknown key or a value of the wrong type: nothing changed
+            return _reply(request, C.INVALID_PARAMETER, str(exc))
         return _reply(request, C.SUCCESS)
 
     def _get_config(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
@@ -429,9 +433,11 @@ class ControllerProcessor:
 
     # ---- controller-triggered elections (spec 5.2) -------------------------------------------
 
-    def elections_due(self, now_ms: int, inactive: list[BrokerKey]) -> list[Command]:
+    def elections_due(self, now_ms: int, inactive: list[BrokerKey], wall_ms: int | None = None) -> list[Command]:
         """Elections for every group whose master is among `inactive` (expired or disconnected),
-        one command per group, to be proposed together in one entry."""
+        one command per group, to be proposed together in one entry. `now_ms` is the liveness
+        clock, `wall_ms` (default: `now_ms`) the stamp of the commands."""
+        wall_ms = now_ms if wall_ms is None else wall_ms
         if self.config.elect_master_max_retry_count <= 0:
             return []  # spec 15: 0 = the controller makes no election attempt of its own
         commands: list[Command] = []
@@ -441,29 +447,31 @@ class ControllerProcessor:
             if group is None or group.master_id != key.broker_id or key.broker_name in seen:
                 continue
             seen.add(key.broker_name)
-            command = self._controller_election(group, now_ms, liveness_lost_ms=now_ms, attempt=1)
+            command = self._first_controller_election(group, now_ms, wall_ms)
             if command is not None:
                 commands.append(command)
         return commands
 
-    def inactive_master_scan(self, now_ms: int) -> list[Command]:
+    def inactive_master_scan(self, now_ms: int, wall_ms: int | None = None) -> list[Command]:
         """Spec 5.2 safety net (Java's scanInactiveMasterInterval): groups whose master is not
         live while some replica is, e.g. because the inactive event fired before this node led."""
         if self.config.elect_master_max_retry_count <= 0:
             return []
+        wall_ms = now_ms if wall_ms is None else wall_ms
         commands: list[Command] = []
         for group in self.state.groups():
             if group.master_id is None or self._is_alive(group, group.master_id, now_ms):
                 continue
             if any(self._is_alive(group, broker_id, now_ms) for broker_id in group.replicas):
-                command = self._controller_election(group, now_ms, liveness_lost_ms=now_ms, attempt=1)
+                command = self._first_controller_election(group, now_ms, wall_ms)
                 if command is not None:
                     commands.append(command)
         return commands
 
-    def election_retries(self, results: list[ApplyResult], now_ms: int) -> list[Command]:
+    def election_retries(self, results: list[ApplyResult], now_ms: int, wall_ms: int | None = None) -> list[Command]:
         """Java retries a controller election that found no candidate, up to
         electMasterMaxRetryCount attempts in all (each attempt bumps masterEpoch: a kept quirk)."""
+        wall_ms = now_ms if wall_ms is None else wall_ms
         commands: list[Command] = []
         for result in results:
             command = result.command
@@ -472,18 +480,30 @@ class ControllerProcessor:
                 continue
             if command.attempt >= self.config.elect_master_max_retry_count:
                 continue
-            retry = self._controller_election(result.after, now_ms, command.liveness_lost_ms, command.attempt + 1)
+            retry = self._controller_election(result.after, now_ms, wall_ms, command.liveness_lost_ms,
+                                              command.master_last_alive_ms, command.attempt + 1)
             if retry is not None:
                 commands.append(retry)
         return commands
 
-    def _controller_election(self, group: BrokerGroup, now_ms: int, liveness_lost_ms: int | None,
-                             attempt: int) -> ElectMaster | None:
+    def _first_controller_election(self, group: BrokerGroup, now_ms: int, wall_ms: int) -> ElectMaster | None:
+        # The failover is dated from when the master was last known alive (its last heartbeat or
+        # its connection's close), not from when this node noticed: that can be a timeout later.
+        # The liveness table keeps monotonic times, the command wall-clock stamps: the same
+        # distance before this moment.
+        assert group.master_id is not None
+        last_alive = self.liveness.last_alive_ms(BrokerKey(group.cluster_name, group.broker_name, group.master_id))
+        last_alive_wall = None if last_alive is None else wall_ms - (now_ms - last_alive)
+        return self._controller_election(group, now_ms, wall_ms, wall_ms, last_alive_wall, 1)
+
+    def _controller_election(self, group: BrokerGroup, now_ms: int, wall_ms: int, liveness_lost_ms: int | None,
+                             master_last_alive_ms: int | None, attempt: int) -> ElectMaster | None:
         candidate = self._choose(group, None, now_ms)
         if candidate is not None and candidate == group.master_id:
             return None  # the master is live again: nothing to do (Java: 2011)
-        return self._election_command(group, Trigger.CONTROLLER, candidate, now_ms,
-                                      liveness_lost_ms=liveness_lost_ms, attempt=attempt)
+        return self._election_command(group, Trigger.CONTROLLER, candidate, wall_ms,
+                                      liveness_lost_ms=liveness_lost_ms,
+                                      master_last_alive_ms=master_last_alive_ms, attempt=attempt)
 
     # ---- 1008 NOTIFY_BROKER_ROLE_CHANGED (spec 5.4) -------------------------------------------
 

@@ -1,6 +1,7 @@
 """rmqc.liveness: the heartbeat table (spec section 6) with deadline expiry and follower digests.
 
-Pure: time enters as `now_ms` arguments; channels are opaque hashable ids chosen by the server.
+Pure: time enters as `now_ms` arguments (one monotonic clock, never the wall clock); channels are
+opaque hashable ids chosen by the server.
 """
 
 from ._table import (

@@ -26,6 +26,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from rmqc.fsm import ApplyResult, ElectMaster
 from rmqc.remoting import RequestCode, ResponseCode
 
+from ._alarms import DISK_FULL
+from ._status import peer_progress, pending_conf_change
+
 __all__ = [
     "ELECTION_RESULTS",
     "MetricsExporter",
@@ -41,6 +44,7 @@ NEW_MASTER_ELECTED = "new_master_elected"
 KEEP_CURRENT_MASTER = "keep_current_master"
 NO_MASTER_ELECTED = "no_master_elected"
 ELECTION_RESULTS = (NEW_MASTER_ELECTED, KEEP_CURRENT_MASTER, NO_MASTER_ELECTED)
+ALARMS = (DISK_FULL,)
 OTHER_LABEL = "other"
 ONEWAY_LABEL = "oneway"
 
@@ -50,7 +54,7 @@ FSYNC_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.0
 # Group commit puts everything waiting into one append; MAX_PENDING_PROPOSALS (65,536) bounds it.
 PROPOSAL_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096, 16384, 65536)
 
-RMQC_PRIVATE_REQUESTS = {60001: "RMQC_NODE_STATUS"}
+RMQC_PRIVATE_REQUESTS = {60001: "RMQC_NODE_STATUS", 60002: "RMQC_TRANSFER_LEADER", 60003: "RMQC_SNAPSHOT_SAVE"}
 # Inline one-way requests (heartbeats) are counted in bulk and one in this many is timed.
 ONEWAY_TIMING_EVERY = 32
 # (request code, response code) pairs whose metric children observe_request keeps at hand. Clients
@@ -112,6 +116,16 @@ class NodeMetrics:
         self.elections = Counter("rmqc_elections", "elections applied, by outcome", ("result",), registry=r)
         for result in ELECTION_RESULTS:
             self.elections.labels(result)  # present at 0, so rate() works from the first election
+        # what `rmqc status` shows of the membership (leader only; 0 and no peer series elsewhere)
+        self.learners = Gauge("rmqc_raft_learners", "learners in the applied membership", registry=r)
+        self.pending_conf_change = Gauge("rmqc_raft_pending_conf_change",
+                                         "1 while a membership change is in the log and not applied", registry=r)
+        self.peer_lag = Gauge("rmqc_raft_peer_lag_entries", "entries a peer lacks (leader's last index - its match)",
+                              ("peer",), registry=r)
+        self._lag_peers: set[str] = set()
+        self.alarms = Gauge("rmqc_alarm", "1 while the alarm is raised (docs/operations.md)", ("alarm",), registry=r)
+        for alarm in ALARMS:
+            self.alarms.labels(alarm).set(0)  # present at 0, so an alert rule sees the series
 
     def observe_request(self, code: int, response_code: int | None, latency_s: float) -> None:
         counter, latency = self._children(code, response_code)
@@ -168,6 +182,11 @@ class NodeMetrics:
             if label is not None:
                 self.elections.labels(label).inc()
 
+    def set_alarm(self, alarm: str, raised: bool) -> None:
+        if alarm not in ALARMS:
+            raise ValueError(f"alarm {alarm!r} is not one of {ALARMS}")
+        self.alarms.labels(alarm).set(1 if raised else 0)
+
     def update_gauges(self, *, term: int, commit: int, applied: int, is_leader: bool,
                       live_brokers: int, broker_groups: int) -> None:
         self.term.set(term)
@@ -189,6 +208,18 @@ class NodeMetrics:
             live_brokers=len(node.liveness),
             broker_groups=len(node.state),
         )
+        self._update_membership(node, status)
+
+    def _update_membership(self, node: Any, status: Any) -> None:
+        """The same figures as `rmqc status` (rmqc.node._status)."""
+        self.learners.set(len(status.learners) if status else 0)
+        self.pending_conf_change.set(0 if pending_conf_change(node.raw, node.applied_index) is None else 1)
+        lags = {peer: progress["lag"] for peer, progress in peer_progress(status).items()}
+        for gone in self._lag_peers - lags.keys():  # only a leader knows them; peers come and go
+            self.peer_lag.remove(gone)
+        for peer, lag in lags.items():
+            self.peer_lag.labels(peer).set(lag)
+        self._lag_peers = set(lags)
 
     def exposition(self) -> bytes:
         """The Prometheus text format of every metric (what the exporter serves)."""

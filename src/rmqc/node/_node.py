@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import random
-import time
+import sys
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import trio
 
@@ -43,10 +44,22 @@ from rmqc.remoting import (
     encode,
     make_response,
 )
-from rmqc.storage import LmdbStorage, acquire_node_lock
+from rmqc.storage import (
+    FAULT_FILE_ENV,
+    LmdbStorage,
+    NodeIdentity,
+    StorageFullError,
+    StorageWriteFailed,
+    acquire_node_lock,
+    claim_identity,
+    open_verified,
+)
 
+from ._alarms import DISK_FULL, DISK_FULL_RETRY_MS, DiskFullAlarm
+from ._clock import monotonic_ms, wall_ms
 from ._config import NodeConfig, java_properties_of
 from ._notifier import Notifier
+from ._operations import OPERATION_REQUESTS, Operations
 from ._peer_codec import FrameKind, PeerProtocolError, encode_tagged
 from ._peers import PeerLinks, Reply as PeerReply
 from ._metrics import KEEP_CURRENT_MASTER, NodeMetrics
@@ -90,10 +103,20 @@ FORWARD_CHANNEL = Channel(0, "forwarded")
 # After a leader's process is gone, how long the other survivors give its designated successor to
 # win before campaigning themselves (far below an election timeout, far above a vote round trip).
 SUCCESSOR_GRACE_MS = 150
+# The exit status of a node stopped by a failed write or fsync (sysexits.h EX_IOERR).
+EXIT_STORAGE_FAILED = 74
 
 
-def wall_ms() -> int:
-    return time.time_ns() // 1_000_000
+def stop_process_now(message: str) -> NoReturn:
+    """A write or fsync failed (not for lack of space): end the process at once, before anything
+    else can run. No retry (the kernel may have dropped the pages it had accepted: PostgreSQL's
+    fsyncgate), no acknowledgement, no `finally` that writes: a restart recovers from what is
+    durable, or refuses with `rmqc log verify`'s finding."""
+    log.critical("%s", message)
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    sys.stderr.flush()
+    os._exit(EXIT_STORAGE_FAILED)
 
 
 class RequestFailed(RmqcError):
@@ -130,8 +153,10 @@ class _Waiter:
 
 
 class ControllerNode:
-    def __init__(self, config: NodeConfig, *, rng: random.Random | None = None) -> None:
+    def __init__(self, config: NodeConfig, *, rng: random.Random | None = None,
+                 stop_now: Callable[[str], None] = stop_process_now) -> None:
         self.config = config
+        self._stop_now = stop_now  # on a failed write or fsync
         self._rng = rng or random.Random()
         self.state = ControllerState()
         self.liveness = HeartbeatTable()
@@ -162,16 +187,18 @@ class ControllerNode:
         self._closed_channels: list[BrokerKey] = []
         self._stopping = False
         self.started = trio.Event()
-        self._started_ms = wall_ms()
+        self._started_ms = monotonic_ms()
         self._liveness_wakeup = trio.Event()
         self._digest_due = trio.Event()  # set when the heartbeat table changed since the last digest
         self._digest_now = trio.Event()  # set when the next digest carries a close: no coalescing
         self.liveness_rounds = 0  # wake-ups of the liveness loop: deadlines, closes, scans
         self._elections_in_flight = 0
         self.reads = ReadPath(self, self._rng)  # reads at every node and level: _reads.py
+        self.operations = Operations(self)  # transfer-leader, snapshot save: _operations.py
         self._node_info_cache: tuple[str | None, NodeInfo] | None = None  # (leader_id, info)
         self._unsaved_hard_state: Any = None  # a commit-only HardState waiting for the next write
         self._sole_voter = False  # the only voter of the group: campaigns without a timeout
+        self.disk_full: DiskFullAlarm | None = None  # raised by a write that found no space
 
     def _controller_config(self) -> ControllerConfig:
         return ControllerConfig.from_properties(dumps_properties(java_properties_of(self.config)))
@@ -179,10 +206,14 @@ class ControllerNode:
     # ----- lifecycle -----
 
     async def run(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
-        self._started_ms = wall_ms()
+        self._started_ms = monotonic_ms()
         lock = acquire_node_lock(self.config.data_dir)
         try:
-            self.storage = await trio.to_thread.run_sync(LmdbStorage, self.config.data_dir)
+            claim_identity(self.config.data_dir, NodeIdentity(self.config.node_id, self.config.group))
+            self.storage = await trio.to_thread.run_sync(open_verified, self.config.data_dir)
+            if self.storage.fault_hook is not None:
+                log.warning("%s: the TEST-ONLY storage fault hook is on (%s=%s): never in production",
+                            self.config.node_id, FAULT_FILE_ENV, self.storage.fault_hook.control)
             try:
                 self._open_raft()
                 await self._serve(task_status)
@@ -199,7 +230,12 @@ class ControllerNode:
         this runs under cancellation, and no other save is in flight once the driver has ended."""
         assert self.storage is not None
         if self._unsaved_hard_state is not None:
-            self.storage.save(self._unsaved_hard_state, [], None)
+            try:
+                self.storage.save(self._unsaved_hard_state, [], None)
+            except StorageFullError as error:  # Raft learns the commit index again on restart
+                log.warning("%s: commit index not saved on the way out: %s", self.config.node_id, error)
+            except StorageWriteFailed as error:
+                self._storage_failed(error)
             self._unsaved_hard_state = None
 
     def _open_raft(self) -> None:
@@ -220,6 +256,7 @@ class ControllerNode:
             pre_vote=True,
             check_quorum=True,
             lease_drift_ticks=self.config.lease_drift_ticks,
+            lease_ticks=self.config.lease_ticks,
             max_entries_per_msg=self.config.max_entries_per_append,
             max_inflight_msgs=self.config.max_appends_in_flight,
             applied=snapshot.meta.index,
@@ -305,12 +342,14 @@ class ControllerNode:
         self._wake()
 
     def on_peer_down(self, peer_id: str) -> None:
-        """The leader's process is gone (its port refuses us). Waiting for the election timeout
-        would cost two timeouts: the first candidate's pre-vote is refused by the other follower,
-        which still counts the dead leader's lease. Instead ONE designated survivor (the first in
-        peer order) acts as if the dead leader had transferred leadership to it: a TimeoutNow
-        campaign, which skips the lease check but keeps every vote rule (up-to-date log, one
-        vote per term), so safety is unchanged; if it cannot win, the normal timeout still runs."""
+        """The leader's port refuses us: its process is probably gone. Waiting for the election
+        timeout would cost two timeouts: the first candidate's pre-vote is refused by the other
+        follower, which still counts the dead leader's lease. Instead ONE designated survivor (the
+        first in peer order) takes over at once (RawNode.take_over): voters grant although they
+        heard the leader lately, every vote rule stays (up-to-date log, one vote per term), and
+        the winner commits nothing until the lease the old leader may still hold has run out,
+        because "refused" is no proof of death (a REJECT firewall rule, a middlebox's resets, a
+        listener closed before the process stops serving). If it cannot win, the timeout runs."""
         if peer_id != self.leader_id:
             return
         self._abandon_forwards()
@@ -356,6 +395,9 @@ class ControllerNode:
             raise RequestFailed(ResponseCode.SYSTEM_BUSY, "[OVERLOAD]system busy, start flow control for a while")
         if self._stopping:
             raise RequestFailed(ResponseCode.SYSTEM_ERROR, "node stopping")
+        if self.disk_full is not None:  # it could not be persisted: refused before it enters the log
+            self.disk_full.refused_writes += 1
+            raise RequestFailed(ResponseCode.SYSTEM_ERROR, self.disk_full.remark)
         deadline_s = trio.current_time() + self.config.request_timeout_ms / 1000
         waiter = _Waiter(commands, deadline_s, on_done)
         self._proposals.append(waiter)
@@ -387,7 +429,11 @@ class ControllerNode:
             self._feed(raw)
             while raw.has_ready():
                 ready = raw.ready()
-                await self._handle_ready(raw, ready)
+                if not await self._handle_ready(raw, ready):
+                    # the disk is full: the core offers the same Ready again; the next wake-up (a
+                    # tick at the latest) sends what needs no write and tries the write when due
+                    raw.not_persisted(ready)
+                    break
                 raw.advance(ready)
                 # everything that arrived while we persisted (ticks and peer messages too, or a
                 # busy leader would starve its heartbeats) goes into the next Ready: group commit
@@ -402,13 +448,17 @@ class ControllerNode:
         ticks, self._ticks = self._ticks, 0
         for _ in range(min(ticks, self.config.election_tick)):
             raw.tick()
+        if ticks:
+            self.reads.on_ticks_fed(raw.raft.ticks)
         self._step_inbound(raw)
         if self._sole_voter and self.leader_id is None:
             # no one to wait for, so no election timeout before serving: a restarted single-node
             # controller serves once its log is applied (the core refuses before, pitfall 3)
             raw.campaign()
         self.reads.flush(raw)
+        self.operations.feed(raw)
         self._expire_waiters()
+        self._look_for_space()
         self._feed_proposals(raw)
 
     def _step_inbound(self, raw: RawNode) -> None:
@@ -432,10 +482,7 @@ class ControllerNode:
         elif message.type == _SNAP_STATUS:
             raw.report_snapshot(message.frm, ok=not message.reject)
         elif message.type == MessageType.TIMEOUT_NOW and message.term == 0:
-            if self.leader_id in (None, message.frm):  # still no other leader: take over (on_peer_down)
-                status = raw.status()
-                raw.step(Message(type=MessageType.TIMEOUT_NOW, to=self.config.node_id, frm=message.frm,
-                                 term=status.term, index=status.last_index))
+            raw.take_over(message.frm)  # on_peer_down; the core ignores it if another leader is known
         else:
             try:
                 raw.step(message)
@@ -471,7 +518,10 @@ class ControllerNode:
             waiter.index, waiter.term = first_index + offset, self.term
             self._waiting[waiter.index] = waiter
 
-    async def _handle_ready(self, raw: RawNode, ready: Any) -> None:
+    async def _handle_ready(self, raw: RawNode, ready: Any) -> bool:
+        """Everything a Ready asks for, in the order Raft requires; False when its write found the
+        disk full: then only its early messages and read states were used (they need no write of
+        ours), and nothing that depends on the write was done (no ack sent, nothing applied)."""
         if ready.soft_state is not None:
             self._on_soft_state(ready.soft_state)
         if ready.hard_state is not None:
@@ -489,27 +539,40 @@ class ControllerNode:
             # again; _take_snapshot writes it first so it never lags a snapshot.
             if ready.hard_state is not None:
                 self._unsaved_hard_state = ready.hard_state
-        else:
-            self._persist(ready.hard_state, list(ready.entries), snapshot)
+        elif not self._persist(ready.hard_state, list(ready.entries), snapshot):
+            self.reads.on_read_states(ready.read_states)
+            return False
         if snapshot is not None:
             self._install_snapshot(snapshot)
         self.links.send_messages(list(ready.persist_messages))
         if not apply_first:
             self._apply_committed(raw, ready)
-        if self.applied_index - self._snapshot_index >= self.config.snapshot_every_entries:
+        if (self.applied_index - self._snapshot_index >= self.config.snapshot_every_entries
+                and self.disk_full is None):  # a snapshot needs space: taken once writes succeed again
             await self._take_snapshot()
+        return True
 
-    def _persist(self, hard_state: Any, entries: list[Entry], snapshot: Any) -> None:
-        """One LMDB transaction + fsync; carries a commit index not yet saved."""
+    def _persist(self, hard_state: Any, entries: list[Entry], snapshot: Any) -> bool:
+        """One LMDB transaction + fsync; carries a commit index not yet saved. False: the disk is
+        full (nothing was written; tried again once _look_for_space finds room). A write that
+        fails for another reason stops the process."""
         hard_state = hard_state or self._unsaved_hard_state
         if hard_state is None and not entries and snapshot is None:
-            return
+            return True
         assert self.storage is not None
+        if self.disk_full is not None:  # until _look_for_space finds room again
+            return False
         persist_started_s = trio.current_time()
         # In the driver itself, not a worker thread: the leader sent its appends before this save,
         # so followers persist meanwhile, and a thread hand-off costs two cross-thread wake-ups per
         # write (on two busy cores, each may wait for a time slice) for no overlap worth having.
-        self.storage.save(hard_state, entries, snapshot)
+        try:
+            self.storage.save(hard_state, entries, snapshot)
+        except StorageFullError as error:
+            self._raise_disk_full(error)
+            return False
+        except StorageWriteFailed as error:
+            self._storage_failed(error)
         self._unsaved_hard_state = None
         persist_s = trio.current_time() - persist_started_s
         self.node_metrics.observe_fsync(persist_s)
@@ -517,6 +580,67 @@ class ControllerNode:
             # the whole node waits for this save (it runs in the driver): say so, or a silent node
             # under disk contention looks like a bug in the node
             log.warning("%s: saving %d entries took %.0f ms", self.config.node_id, len(entries), persist_s * 1000)
+        return True
+
+    def _look_for_space(self) -> None:
+        """While the disk-full alarm is raised, every DISK_FULL_RETRY_MS: is there room for a write
+        again? Needed because a refused write never reaches the disk, so when the write that
+        failed is not offered again (a snapshot), nothing else would ever find out."""
+        alarm = self.disk_full
+        if alarm is None or not alarm.retry_due(monotonic_ms()):
+            return
+        assert self.storage is not None
+        try:
+            if alarm.needed_bytes is None:
+                self.storage.ensure_space()
+            else:
+                self.storage.ensure_space(alarm.needed_bytes)
+        except StorageFullError as error:
+            self._raise_disk_full(error)
+            return
+        except StorageWriteFailed as error:
+            self._storage_failed(error)
+        self._clear_disk_full()
+
+    def _raise_disk_full(self, error: StorageFullError) -> None:
+        now_ms = monotonic_ms()
+        if self.disk_full is None:
+            self.disk_full = DiskFullAlarm(self.config.node_id, str(self.config.data_dir), str(error), now_ms,
+                                           wall_ms(), now_ms)
+            log.error("%s: ALARM disk full: %s. Writes are refused (nothing acknowledged is lost), reads and "
+                      "heartbeats are served, the write is tried again every %d ms and writes resume by "
+                      "themselves once space is freed", self.config.node_id, error, DISK_FULL_RETRY_MS)
+            self.node_metrics.set_alarm(DISK_FULL, True)
+            self._refuse_queued_proposals(self.disk_full)
+        if error.needed_bytes is not None:  # the largest write that found no room: look for that much
+            self.disk_full.needed_bytes = max(self.disk_full.needed_bytes or 0, error.needed_bytes)
+        self.disk_full.next_retry_mono_ms = now_ms + DISK_FULL_RETRY_MS
+
+    def _clear_disk_full(self) -> None:
+        assert self.disk_full is not None
+        alarm, self.disk_full = self.disk_full, None
+        log.warning("%s: disk space is back after %d ms (%d writes refused meanwhile): writes resume",
+                    self.config.node_id, monotonic_ms() - alarm.raised_mono_ms, alarm.refused_writes)
+        self.node_metrics.set_alarm(DISK_FULL, False)
+
+    def _refuse_queued_proposals(self, alarm: DiskFullAlarm) -> None:
+        """Requests queued but not yet in the log can never be persisted now: refuse them at once
+        (those already in the log wait for their commit: space may come back in time)."""
+        error = RequestFailed(ResponseCode.SYSTEM_ERROR, alarm.remark)
+        alarm.refused_writes += len(self._proposals)
+        for waiter in self._proposals:
+            waiter.finish(None, error)
+        self._proposals.clear()
+
+    def _storage_failed(self, error: StorageWriteFailed) -> NoReturn:
+        """Stop at once (`stop_process_now`); should an injected `stop_now` return, the error still
+        ends the driver: nothing after the failed write runs."""
+        self._stop_now(
+            f"{self.config.node_id}: STOPPING: {error}. It is never retried (the kernel may have dropped what "
+            f"it had accepted) and nothing after it is acknowledged. Fix the disk, then restart: the node "
+            f"recovers from what is durable, or refuses to start; `rmqc log verify {self.config.data_dir}` "
+            f"names what is wrong")
+        raise error
 
     def _apply_committed(self, raw: RawNode, ready: Any) -> None:
         applied_before = self.applied_index
@@ -524,6 +648,7 @@ class ControllerNode:
             self._apply_entry(raw, entry)
         if self.applied_index != applied_before:
             self.reads.on_applied()
+            self.operations.on_applied(ready.committed_entries[-1].term)
         self.reads.on_read_states(ready.read_states)
 
     def _on_soft_state(self, soft_state: Any) -> None:
@@ -537,7 +662,7 @@ class ControllerNode:
         self._abandon_forwards(except_to=leader)
         is_leader = leader == self.config.node_id
         if is_leader and not was_leader:
-            self.became_leader_ms = wall_ms()
+            self.became_leader_ms = monotonic_ms()
             self.serving_as_leader = False
         if not is_leader:
             self._lose_leadership()
@@ -605,25 +730,30 @@ class ControllerNode:
         change = decode_conf_change(entry.data)
         self._set_conf_state(raw.apply_conf_change(change))
         assert self.storage is not None
-        self.storage.save_conf_state(self._conf_state)
+        try:
+            self.storage.save_conf_state(self._conf_state)
+        except (StorageFullError, StorageWriteFailed) as error:
+            # mid-apply there is no going back; a restart applies the entry again from the log
+            self._storage_failed(StorageWriteFailed(f"saving the membership in {self.config.data_dir}: {error}"))
 
     def _after_apply_on_leader(self, results: list[ApplyResult]) -> None:
         """Leader only: 1008 for successful elections, and Java's retries of failed ones."""
         if not results:
             return
-        now = wall_ms()
+        now = monotonic_ms()
         self.node_metrics.count_elections(results)
         for result in results:
             for address, command in self.processor.notifications_for(result, now):
                 self.notifier.submit(address, command)
-        retries = self.processor.election_retries(results, now)
+        retries = self.processor.election_retries(results, now, wall_ms())
         if retries:
             self._elections_in_flight += 1
             self._nursery.start_soon(self._propose_elections, retries)
 
     async def _take_snapshot(self) -> None:
         assert self.storage is not None and self.raw is not None
-        self._persist(None, [], None)  # the commit index first: it must not lag the snapshot
+        if not self._persist(None, [], None):  # the commit index first: it must not lag the snapshot
+            return
         index = self.applied_index
         data = self.state.snapshot()
         storage = self.storage
@@ -635,7 +765,13 @@ class ControllerNode:
             if compact_to > storage.first_index():
                 storage.compact(compact_to)
 
-        await trio.to_thread.run_sync(write)
+        try:
+            await trio.to_thread.run_sync(write)
+        except StorageFullError as error:
+            self._raise_disk_full(error)
+            return
+        except StorageWriteFailed as error:
+            self._storage_failed(error)
         self._snapshot_index = index
         log.info("%s: snapshot at %d (%d bytes)", self.config.node_id, index, len(data))
 
@@ -664,7 +800,7 @@ class ControllerNode:
         started_s = trio.current_time() if timed else 0.0
         self._liveness_changed()
         try:
-            outcome = self.processor.handle_heartbeat(request, wall_ms(), channel.id or None)
+            outcome = self.processor.handle_heartbeat(request, monotonic_ms(), channel.id or None)
         except Exception:  # noqa: BLE001 - same contract as handle_request: a bug never kills the reader
             log.exception("request %s failed", request.code)
         else:
@@ -676,9 +812,10 @@ class ControllerNode:
 
     def serve_now(self, request: RemotingCommand, channel: Channel, respond: Respond) -> bool:
         """Take a request without a task (True): `respond` runs once, at once or from the driver
-        when the read is confirmed or the entry applied. False: the status request and a write that
-        only the leader may decide, on a follower (forwarded), need a task (`handle_request`)."""
-        if request.code == RMQC_NODE_STATUS or self._forwarded_from_here(request):
+        when the read is confirmed or the entry applied. False: the status and operator requests
+        (_operations.py) and a write that only the leader may decide, on a follower (forwarded),
+        need a task (`handle_request`)."""
+        if request.code == RMQC_NODE_STATUS or request.code in OPERATION_REQUESTS or self._forwarded_from_here(request):
             return False
         started_s = trio.current_time()
 
@@ -738,6 +875,8 @@ class ControllerNode:
     async def _handle(self, request: RemotingCommand, channel: Channel, forwarded: bool) -> RemotingCommand | None:
         if request.code == RMQC_NODE_STATUS:
             return handle_status_request(self, request)  # rmqc's private diagnostic (rmqc status)
+        if request.code in OPERATION_REQUESTS:
+            return await self.operations.handle(request)
         if self._forwarded_from_here(request):
             if forwarded or not self.config.forward_writes or not self._leader_reachable():
                 return make_response(request, ResponseCode.CONTROLLER_NOT_LEADER, NOT_LEADER_REMARK)
@@ -760,12 +899,13 @@ class ControllerNode:
 
     def _context(self, channel: Channel, read_allowed: bool = False) -> RequestContext:
         return RequestContext(
-            now_ms=wall_ms(),
+            now_ms=monotonic_ms(),
             channel_id=channel.id if channel.id else None,
             is_leader=self.leader_id == self.config.node_id,
             leader_ready=self.serving_as_leader,
             node=self._node_info(),
             read_allowed=read_allowed,
+            wall_ms=wall_ms(),
         )
 
     def _node_info(self) -> NodeInfo:
@@ -786,7 +926,7 @@ class ControllerNode:
         return node
 
     def on_channel_closed(self, channel: Channel) -> None:
-        keys = self.liveness.on_channel_closed(channel.id)
+        keys = self.liveness.on_channel_closed(channel.id, monotonic_ms())
         if keys:
             self._closed_channels.extend(keys)
             self._liveness_wakeup.set()
@@ -859,7 +999,7 @@ class ControllerNode:
     # ----- liveness -----
 
     def on_digest(self, sender: str, payload: bytes) -> None:
-        inactive = self.liveness.merge_digest(Digest.from_bytes(payload), wall_ms())
+        inactive = self.liveness.merge_digest(Digest.from_bytes(payload), monotonic_ms())
         if inactive:
             self._closed_channels.extend(inactive)
             self._liveness_wakeup.set()
@@ -878,19 +1018,20 @@ class ControllerNode:
             self._digest_due, self._digest_now = trio.Event(), trio.Event()
             if self.leader_id is None or self.leader_id == self.config.node_id:
                 continue
-            digest = self.liveness.take_digest(wall_ms())
+            digest = self.liveness.take_digest(monotonic_ms())
             if digest:
                 self.links.send_control(self.leader_id, FrameKind.DIGEST, digest.to_bytes())
 
     async def _liveness_loop(self) -> None:
-        """Expiry by deadline on every node; on the leader, dead masters become elections."""
-        next_scan_ms = wall_ms() + self.config.scan_inactive_master_interval_ms
+        """Expiry by deadline on every node; on the leader, dead masters become elections. Every
+        time here is monotonic (the heartbeat table's too); the wall clock only stamps commands."""
+        next_scan_ms = monotonic_ms() + self.config.scan_inactive_master_interval_ms
         while True:
             with trio.move_on_after(self._next_liveness_check_s(next_scan_ms)):
                 await self._liveness_wakeup.wait()
             self._liveness_wakeup = trio.Event()
             self.liveness_rounds += 1
-            now = wall_ms()
+            now = monotonic_ms()
             inactive = self.liveness.expire(now) + self._closed_channels
             self._closed_channels = []
             scan_due = now >= next_scan_ms
@@ -898,9 +1039,10 @@ class ControllerNode:
                 next_scan_ms = now + self.config.scan_inactive_master_interval_ms
             if not self.serving_as_leader:
                 continue
-            commands = self.processor.elections_due(now, inactive)
+            stamp_ms = wall_ms()
+            commands = self.processor.elections_due(now, inactive, stamp_ms)
             if scan_due and now - self._started_ms >= LIVENESS_GRACE_MS:
-                commands += self.processor.inactive_master_scan(now)
+                commands += self.processor.inactive_master_scan(now, stamp_ms)
             if commands:
                 # one entry for every election of this round; it waits for its commit in its own
                 # task so that expiry keeps its pace
@@ -908,7 +1050,7 @@ class ControllerNode:
                 self._nursery.start_soon(self._propose_elections, _one_per_group(commands))
 
     def _next_liveness_check_s(self, next_scan_ms: int) -> float:
-        now = wall_ms()
+        now = monotonic_ms()
         soonest_ms = next_scan_ms
         deadline = self.liveness.next_deadline_ms()
         if deadline is not None:

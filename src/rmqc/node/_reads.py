@@ -8,8 +8,9 @@ Levels (design.md "Read path"; extFields `consistency`, else `NodeConfig.default
   served once the local applied index reaches its read index. No log entry per read; the core
   holds reads until the leader has committed an entry of its own term.
 - lease: on the leader, while `RawNode.lease_read()` gives an index (and this shell's clock agrees
-  with the core's, see `_lease_index`), served once applied >= that index; otherwise, and always on
-  a follower, exactly like linearizable.
+  with the core's, see `_lease_index`: the lease also holds in monotonic time from when the core
+  counted its start tick), served once applied >= that index; otherwise, and always on a follower,
+  exactly like linearizable.
 - stale: served at once from the local state; the answer carries extFields `appliedIndex` and
   `appliedAgeMs` (ms since this node last applied an entry or heard from a leader; 0 on a leader
   whose lease holds).
@@ -28,7 +29,6 @@ from __future__ import annotations
 import itertools
 import logging
 import random
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,6 +41,7 @@ from rmqc.raft import RawNode, ReadIndexDropped, ReadState
 from rmqc.reads import PendingReads, ReadQueueFull
 from rmqc.remoting import RemotingCommand, RequestCode, ResponseCode, make_response
 
+from ._clock import monotonic_ms
 from ._config import CONSISTENCY_LEVELS
 
 if TYPE_CHECKING:
@@ -69,6 +70,9 @@ MAX_UNFED_TICKS = 1
 # further behind the wall clock, lease reads are refused for one election timeout, so that every
 # lease counted on the slow clock has expired in real time.
 LOST_TICKS_TOLERATED = 2
+# Core tick counts remembered with the monotonic time they were fed to the core: enough to cover the
+# longest lease (election_tick ticks) with room for a few bursts after a stall.
+TICK_TIMES_KEPT = 64
 # Levels for 1005 when the request names none: Java answers it on every node from its own view.
 DEFAULT_LEVEL_BY_CODE = {int(RequestCode.CONTROLLER_GET_METADATA_INFO): STALE}
 
@@ -90,10 +94,6 @@ class _Batch:
     resent: bool = False
 
 
-def wall_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class ReadPath:
     """Owned by one ControllerNode; `serve_with` runs in the connection reader (or a forwarded
     request's task), the rest in the driver task. Nothing here awaits."""
@@ -108,9 +108,10 @@ class ReadPath:
         self._awaiting_index = 0
         self._pending = PendingReads()
         self._by_deadline: deque[_Read] = deque()  # every waiting read, oldest first (one timeout)
-        self._clock_origin: tuple[float, int] | None = None  # (wall s, core ticks) at the baseline
+        self._clock_origin: tuple[float, int] | None = None  # (monotonic s, core ticks) at the baseline
         self._lease_blocked_until_s = 0.0
-        self.last_progress_ms = wall_ms()
+        self._tick_times: deque[tuple[int, float]] = deque(maxlen=TICK_TIMES_KEPT)  # (core tick, when fed)
+        self.last_progress_ms = monotonic_ms()
         self.leader_contact_ms = 0
         self.lease_reads = 0
         self.index_reads = 0
@@ -150,6 +151,12 @@ class ReadPath:
             return DEFAULT_LEVEL_BY_CODE.get(request.code, self._node.config.default_consistency)
         asked = str(asked).strip().lower()
         return asked if asked in CONSISTENCY_LEVELS else None
+
+    def confirm_linearizable(self, then: Callable[[str | None], None]) -> None:
+        """`then(None)` once this node has applied every write acknowledged before the call (as
+        for a linearizable read), or `then(why)`; for requests that read more than one key (an
+        operator's snapshot). Raises ReadQueueFull when too many reads wait."""
+        self._confirm(LINEARIZABLE, then)
 
     def _confirm(self, level: str, then: Callable[[str | None], None]) -> None:
         """Call `then(None)` once serving from local state is safe at `level` (not stale), or
@@ -205,7 +212,36 @@ class ReadPath:
         lease = raw.raft.lease
         if unfed_ticks > MAX_UNFED_TICKS or lease.remaining_ticks(raw.raft.ticks) <= unfed_ticks:
             return None
+        if not self._lease_holds_in_monotonic_time(lease.start_tick, lease.duration_ticks):
+            return None
         return raw.lease_read()
+
+    def on_ticks_fed(self, core_tick: int) -> None:
+        """Driver: the core's tick count is now `core_tick` (after one tick or a burst)."""
+        self._tick_times.append((core_tick, trio.current_time()))
+
+    def _lease_holds_in_monotonic_time(self, start_tick: int | None, duration_ticks: int) -> bool:
+        """The lease's round was sent no earlier than its start tick was fed to the core, so the
+        lease surely holds while less than its duration has passed since then, whatever the
+        ticker did meanwhile. The tick counts alone are not enough: after a stall (a slow fsync
+        in the driver, a busy CPU) a reader may run before the ticker catches up, and a survivor
+        that took over counts the old lease out in real time (rmqc.reads._lease)."""
+        if start_tick is None:
+            return False
+        # An entry stands for the burst of ticks fed after the previous entry: find the one whose
+        # burst holds the start tick, newest first (the lease is at most a few ticks old).
+        holder: tuple[int, float] | None = None
+        covered = False
+        for tick, fed_s in reversed(self._tick_times):
+            if tick < start_tick:
+                covered = holder is not None  # the burst after this entry holds the start tick
+                break
+            holder = (tick, fed_s)
+        else:
+            covered = holder is not None and holder[0] == start_tick  # nothing older remembered
+        if not covered or holder is None:
+            return False
+        return trio.current_time() - holder[1] < duration_ticks * self._node.config.tick_ms / 1000
 
     def _answer(self, request: RemotingCommand, channel: Channel, respond: Respond) -> None:
         node = self._node
@@ -233,7 +269,7 @@ class ReadPath:
     def applied_age_ms(self) -> int:
         if self._lease_index() is not None:
             return 0
-        return max(0, wall_ms() - max(self.last_progress_ms, self.leader_contact_ms))
+        return max(0, monotonic_ms() - max(self.last_progress_ms, self.leader_contact_ms))
 
     # ----- driver side -----
 
@@ -299,7 +335,7 @@ class ReadPath:
             batch = self._in_flight.pop(state.context, None)
             if batch is None:
                 continue  # from a previous life of this node, or already expired
-            self.leader_contact_ms = wall_ms()
+            self.leader_contact_ms = monotonic_ms()
             for read in batch.reads:
                 if read.awaiting_index and not read.finished:
                     self._stop_awaiting(read)
@@ -313,7 +349,7 @@ class ReadPath:
 
     def on_applied(self) -> None:
         """Driver: the applied index moved (entries or a snapshot)."""
-        self.last_progress_ms = wall_ms()
+        self.last_progress_ms = monotonic_ms()
         self.release()
 
     def release(self) -> None:
@@ -322,7 +358,7 @@ class ReadPath:
 
     def heard_from(self, sender: str) -> None:
         if sender == self._node.leader_id:
-            self.leader_contact_ms = wall_ms()
+            self.leader_contact_ms = monotonic_ms()
 
     def on_leader_change(self) -> None:
         """Contexts sent to the old leader will not be answered: send them again to the new one."""

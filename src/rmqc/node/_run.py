@@ -9,7 +9,8 @@ import sys
 import orjson
 import trio
 
-from rmqc.errors import RmqcError
+from rmqc.errors import CorruptionError, RmqcError
+from rmqc.storage import LmdbStorage
 
 from ._config import NodeConfig
 from ._metrics import start_metrics_exporter
@@ -50,10 +51,34 @@ def run_node(config: NodeConfig) -> int:
     try:
         trio.run(serve_until_signalled, config)
     except* (OSError, RmqcError) as group:
-        failures.extend(group.exceptions)
+        failures.extend(_leaves(group))
     for failure in failures:
         log.error("%s: cannot serve on %s: %s", config.node_id, config.listen_address, failure)
+    if any(isinstance(failure, CorruptionError) for failure in failures):
+        log.error("%s: refusing to serve from a damaged log; `rmqc log verify %s` finds: %s", config.node_id,
+                  config.data_dir, verify_finding(config.data_dir))
     return 1 if failures else 0
+
+
+def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
+    """The errors themselves: nurseries nest them in groups within groups."""
+    leaves: list[BaseException] = []
+    for error in group.exceptions:
+        leaves.extend(_leaves(error) if isinstance(error, BaseExceptionGroup) else [error])
+    return leaves
+
+
+def verify_finding(data_dir: object) -> str:
+    """What `rmqc log verify` says about the log in `data_dir`, in one line."""
+    try:
+        with LmdbStorage(str(data_dir), readonly=True) as storage:
+            report = storage.verify()
+    except RmqcError as error:
+        return f"the log cannot be read: {error}"
+    if report.ok:
+        return f"ok: {report.entries_checked} entries checked"
+    return (f"corrupt at index {report.first_bad_index}: {report.problem} "
+            f"({report.entries_checked} entries good before it)")
 
 
 async def serve_until_signalled(config: NodeConfig) -> None:

@@ -8,12 +8,18 @@ body JSON:
 
     {"version": 1, "nodeId": "n0", "address": "127.0.0.1:9878", "role": "leader",
      "servingAsLeader": true, "term": 2, "commit": 120, "applied": 120, "lastIndex": 120,
-     "leader": "n0", "leaderAddress": "127.0.0.1:9878", "voters": ["n0", "n1", "n2"],
+     "leader": "n0", "leaderAddress": "127.0.0.1:9878", "voters": ["n0", "n1", "n2"], "learners": [],
+     "pendingConfChange": null, "transferringTo": null,
      "peers": {"n1": {"match": 120, "next": 121, "lag": 0, "state": "replicate", "active": true}},
-     "brokerGroups": 200, "liveBrokers": 600, "groupNames": [...]}
+     "brokerGroups": 200, "liveBrokers": 600, "alarms": [], "groupNames": [...]}
+
+`alarms` lists what an operator must act on, e.g. `{"alarm": "disk_full", "sinceMs": <wall ms>,
+"forMs": 1200, "dataDir": "...", "detail": "...", "refusedWrites": 3}` (docs/operations.md).
 
 `peers` (replication progress, lag = leader's last index - peer's match) is filled on the leader
-only: a follower does not know how far the others are.
+only: a follower does not know how far the others are. Also on the leader only: `pendingConfChange`
+(a membership change in the log, not yet applied: {"index", "type", "node"}) and `transferringTo`
+(the target of a leadership transfer under way).
 """
 
 from __future__ import annotations
@@ -23,9 +29,15 @@ from typing import Any
 import orjson
 
 from rmqc.errors import BoundExceeded
+from rmqc.raft import decode_conf_change
+from rmqc.raft._config import Role
+from rmqc.raft._types import EntryType
 from rmqc.remoting import RemotingCommand, ResponseCode, make_response
 
-__all__ = ["RMQC_NODE_STATUS", "STATUS_VERSION", "handle_status_request", "node_status"]
+from ._clock import monotonic_ms
+
+__all__ = ["RMQC_NODE_STATUS", "STATUS_VERSION", "handle_status_request", "node_status", "peer_progress",
+           "pending_conf_change"]
 
 RMQC_NODE_STATUS = 60001  # private range: far above every RocketMQ request code (spec 2.1)
 STATUS_VERSION = 1
@@ -52,13 +64,37 @@ def node_status(node: Any, *, with_group_names: bool = False) -> dict[str, Any]:
         "leader": leader_id,
         "leaderAddress": leader.address if leader is not None else None,
         "voters": list(status.voters) if status is not None else [],
-        "peers": _peer_progress(status),
+        "learners": list(status.learners) if status is not None else [],
+        "pendingConfChange": pending_conf_change(raw, node.applied_index),
+        "transferringTo": status.lead_transferee if status is not None else None,
+        "peers": peer_progress(status),
         "brokerGroups": len(node.state),
         "liveBrokers": len(node.liveness),
+        "alarms": _alarms(node),
     }
     if with_group_names:
         document["groupNames"] = _group_names(node.state)
     return document
+
+
+def pending_conf_change(raw: Any, applied: int) -> dict[str, Any] | None:
+    """The membership change in the log and not applied yet, if any (leader only: the core
+    tracks the last one it appended; on other nodes, and when none is pending, None)."""
+    if raw is None or raw.raft.role is not Role.LEADER:
+        return None
+    index = raw.raft.pending_conf_index
+    if index <= applied or index > raw.raft.log.last_index():
+        return None
+    (entry,) = raw.raft.log.entries(index, index + 1)
+    if entry.type != EntryType.CONF_CHANGE:
+        return None  # a new leader counts its whole inherited tail as pending: nothing to show
+    change = decode_conf_change(entry.data)
+    return {"index": index, "type": change.type.name.lower(), "node": change.node_id}
+
+
+def _alarms(node: Any) -> list[dict[str, Any]]:
+    alarm = getattr(node, "disk_full", None)
+    return [] if alarm is None else [alarm.status(monotonic_ms())]
 
 
 def handle_status_request(node: Any, request: RemotingCommand) -> RemotingCommand:
@@ -68,7 +104,7 @@ def handle_status_request(node: Any, request: RemotingCommand) -> RemotingComman
     return make_response(request, ResponseCode.SUCCESS, None, None, body)
 
 
-def _peer_progress(status: Any) -> dict[str, dict[str, Any]]:
+def peer_progress(status: Any) -> dict[str, dict[str, Any]]:
     if status is None:
         return {}
     return {

@@ -19,6 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ._audit import audit_table
+from ._clock_steps import clock_steps
 from ._errors import SparkJobFailed
 from ._group_log import build_group_log, refused_rows
 from ._invariants import VIOLATION_KINDS, broker_id_events, find_violations
@@ -28,7 +29,7 @@ from ._report import ReportData, collect_report_data, write_report
 from ._session import spark_session
 from ._timeline import failovers, flapping, master_timeline
 
-TABLES = ("violations", "master_timeline", "failovers", "flapping", "audit", "linearizability")
+TABLES = ("violations", "master_timeline", "failovers", "flapping", "audit", "clock_steps", "linearizability")
 # How many violations and keys the summary carries (all of them are in the tables).
 SUMMARY_LIST_LIMIT = 50
 
@@ -37,6 +38,7 @@ SUMMARY_LIST_LIMIT = 50
 class FailoverStats:
     count: int
     resolved: int
+    timed: int  # resolved with a known start (the percentiles are over these)
     p50_ms: float | None
     p90_ms: float | None
     p99_ms: float | None
@@ -114,6 +116,7 @@ def _analyse(spark: SparkSession, inputs: Sequence[str | os.PathLike[str]], out_
             "failovers": failover_rows,
             "flapping": flapping(timeline, failover_rows),
             "audit": audit_table(group_log, refused_rows(entries)),
+            "clock_steps": clock_steps(entries),
         }
         tables = {name: _write(frame, out_dir, name) for name, frame in frames.items()}
     finally:
@@ -123,15 +126,16 @@ def _analyse(spark: SparkSession, inputs: Sequence[str | os.PathLike[str]], out_
 
 def _failover_stats(spark: SparkSession, path: str) -> FailoverStats:
     rows = spark.read.parquet(path)
-    duration = F.col("duration_ms")
+    duration = F.when(~F.col("clock_stepped"), F.col("duration_ms"))  # a stepped clock measures nothing
     stats = rows.agg(
         F.count(F.lit(1)).alias("count"),
-        F.count(duration).alias("resolved"),
+        F.count(F.when(F.col("resolved"), 1)).alias("resolved"),
+        F.count(duration).alias("timed"),
         F.percentile_approx(duration, [0.5, 0.9, 0.99], 10_000).alias("p"),
         F.max(duration).alias("max"),
     ).first()
     p = stats["p"] or [None, None, None]
-    return FailoverStats(stats["count"], stats["resolved"], p[0], p[1], p[2], stats["max"])
+    return FailoverStats(stats["count"], stats["resolved"], stats["timed"], p[0], p[1], p[2], stats["max"])
 
 
 def _violations(spark: SparkSession, path: str) -> tuple[dict[str, int], tuple[ViolationRecord, ...]]:

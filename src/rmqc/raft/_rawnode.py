@@ -11,7 +11,11 @@ Contract (the order matters; it is what makes the core safe):
       `apply_conf_change(cc)` for each CONF_CHANGE entry (and `storage.save_conf_state` with the
       result); serve `rd.read_states` once the applied index reaches each one's index;
    d. `advance(rd)`.
-3. Only one Ready may be outstanding: `has_ready()` is False and `ready()` raises until `advance`.
+3. Only one Ready may be outstanding: `has_ready()` is False and `ready()` raises until `advance`
+   (or `not_persisted`).
+4. If the write of step a fails cleanly (a full disk: nothing of it was stored), skip b-d for
+   `rd.persist_messages` and `rd.committed_entries` and call `not_persisted(rd)` instead of
+   `advance`: the next Ready offers the same state to persist again.
 
 Bootstrap: `peers` starts a brand-new group (empty storage). The voters enter the log as committed
 ADD_VOTER entries at term 1 (the first Ready persists them), so nodes added later rebuild the
@@ -88,6 +92,11 @@ class RawNode:
     def transfer_leader(self, target: str) -> None:
         self.raft.transfer_leader(target)
 
+    def take_over(self, departed: str) -> None:
+        """Campaign at once because our leader `departed` seems gone (e.g. its port refuses us);
+        the winner waits out its lease before committing (RaftCore.take_over)."""
+        self.raft.take_over(departed)
+
     def report_unreachable(self, node_id: str) -> None:
         self.raft.step(Message(MessageType.UNREACHABLE, self.raft.id, node_id))
 
@@ -156,6 +165,16 @@ class RawNode:
             r.on_persisted(r.log.stable_last_index())
         if rd.committed_entries:
             r.log.applied_to(rd.committed_entries[-1].index)
+
+    def not_persisted(self, rd: Ready) -> None:
+        """Instead of `advance`: the app could not persist `rd` and did nothing that depends on it
+        (no persist_messages sent, nothing applied). Its hard state, entries, snapshot, soft state
+        and committed entries stay pending and come again in the next Ready. Its messages and read
+        states were the app's to use (they depend on no write); its persist_messages are dropped,
+        which Raft tolerates like any lost message (appends are resent, votes asked again)."""
+        if rd is not self._outstanding:
+            raise ReadyMisuse("not_persisted() must be given the Ready returned by the last ready()")
+        self._outstanding = None
 
     # -- introspection ---------------------------------------------------------------------------
     def status(self) -> Status:

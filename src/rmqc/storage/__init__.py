@@ -3,38 +3,70 @@
 A node's data directory holds one LMDB environment (`data.mdb`, `lock.mdb`) with the named
 databases `log` (big-endian u64 index -> term | type | payload | crc32), `hard_state`,
 `membership`, `snapshot_meta` (the snapshot's index, term, membership and data checksum, plus the
-compaction boundary) and `snapshot_data`; and `node.lock`, the flock'd file naming the PID of the
-node using the directory. `LmdbStorage` implements rmqc.raft's Storage protocol (synchronous: the
-Trio server calls it from a worker thread); `rmqc log` (rmqc.cli.log) is its operator tool.
+compaction boundary) and `snapshot_data`; `node.lock`, the flock'd file naming the PID of the
+node using the directory; and `node.json`, the id and controller group of the node that wrote it.
+`LmdbStorage` implements rmqc.raft's Storage protocol (synchronous: the Trio server calls it from a
+worker thread); `rmqc log` (rmqc.cli.log) is its operator tool. Snapshot files (`_snapshot_file`) carry one
+committed state out of a cluster (`rmqc admin snapshot save`) and into a new one (`rmqc log restore`).
 """
 
 from ._errors import (
+    IdentityMismatchError,
     LogGapError,
     NodeLockedError,
     NotAStorageError,
     NotCoveredBySnapshotError,
     StorageBusyError,
     StorageFullError,
+    StorageWriteFailed,
 )
-from ._inspect import StorageStats, VerifyReport
+from ._faults import FAULT_FILE_ENV
+from ._identity import IDENTITY_FILE_NAME, NodeIdentity, claim_identity, read_identity
+from ._inspect import StorageStats, VerifyReport, open_verified
 from ._lmdb_storage import DATA_FILE_NAME, DEFAULT_MAP_SIZE_BYTES, LmdbStorage, rewrite_compactly
 from ._lock import NodeLock, acquire_node_lock, is_locked_by_live_node, live_lock_holder
+from ._snapshot_file import (
+    NotASnapshotFile,
+    RestoreRefused,
+    SnapshotFile,
+    decode_snapshot_file,
+    encode_snapshot_file,
+    read_snapshot_file,
+    restore_data_dir,
+    write_snapshot_file,
+)
 
 __all__ = [
     "DATA_FILE_NAME",
     "DEFAULT_MAP_SIZE_BYTES",
+    "FAULT_FILE_ENV",
+    "IDENTITY_FILE_NAME",
+    "IdentityMismatchError",
     "LmdbStorage",
     "LogGapError",
     "NodeLock",
+    "NodeIdentity",
     "NodeLockedError",
     "NotAStorageError",
+    "NotASnapshotFile",
     "NotCoveredBySnapshotError",
+    "RestoreRefused",
+    "SnapshotFile",
     "StorageBusyError",
     "StorageFullError",
+    "StorageWriteFailed",
     "StorageStats",
     "VerifyReport",
     "acquire_node_lock",
+    "claim_identity",
+    "decode_snapshot_file",
+    "encode_snapshot_file",
     "is_locked_by_live_node",
     "live_lock_holder",
+    "open_verified",
+    "read_identity",
+    "read_snapshot_file",
+    "restore_data_dir",
     "rewrite_compactly",
+    "write_snapshot_file",
 ]

@@ -14,7 +14,21 @@ class NotCoveredBySnapshotError(StorageError):
 
 
 class StorageFullError(StorageError, BoundExceeded):
-    """The LMDB map reached its maximum size even after growing."""
+    """No room to write: the filesystem is full (ENOSPC), or the LMDB map reached its maximum size
+    even after growing. The failed transaction was aborted before its commit, so nothing of it is
+    stored and everything committed before is intact: the same write may be tried again, and
+    succeeds once space returns. `needed_bytes`: the room the write asked for, when known."""
+
+    def __init__(self, message: str, needed_bytes: int | None = None) -> None:
+        super().__init__(message)
+        self.needed_bytes = needed_bytes
+
+
+class StorageWriteFailed(StorageError):
+    """A write or fsync of the data directory failed for another reason than space: EIO, a
+    filesystem turned read-only, permission lost. The kernel may have dropped pages it had
+    accepted (PostgreSQL's "fsyncgate"), so the write must never be retried and nothing after it
+    acknowledged: the process stops, and a restart recovers from what is durable."""
 
 
 class NodeLockedError(StorageError):
@@ -33,3 +47,7 @@ class StorageBusyError(StorageError, BoundExceeded):
 
 class NotAStorageError(StorageError):
     """The directory holds no rmqc log (opened read-only, nothing to read)."""
+
+
+class IdentityMismatchError(StorageError):
+    """A node was started on the data directory of another node (or controller group)."""

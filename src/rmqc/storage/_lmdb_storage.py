@@ -11,6 +11,7 @@ process dies in between, the leftovers are invisible and the next open or compac
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import threading
@@ -31,7 +32,9 @@ from ._errors import (
     NotCoveredBySnapshotError,
     StorageError,
     StorageFullError,
+    StorageWriteFailed,
 )
+from ._faults import FaultHook, fault_hook_from_env
 from ._gate import ResizeGate
 from ._inspect import StorageStats, VerifyReport, collect_stats, verify_storage
 
@@ -48,6 +51,12 @@ SWEEP_BATCH_ENTRIES = 20_000
 READ_BATCH_ENTRIES = 2_000
 # How long a map resize waits for this process's open transactions to finish.
 RESIZE_DRAIN_TIMEOUT_S = 30.0
+# Space reserved (posix_fallocate) in the data file beyond LMDB's last page, so that LMDB's own
+# writes never meet a full filesystem: it reports a short write there as EIO, which cannot be told
+# from a failing disk. A reservation that finds no space is a clean "disk full" instead.
+RESERVE_AHEAD_BYTES = 1 << 20
+# What one transaction may need beyond its payload (copied branch pages, the free list).
+TXN_OVERHEAD_BYTES = 256 << 10
 
 _DB_NAMES = {
     "log": b"log",
@@ -100,14 +109,20 @@ class LmdbStorage:
             raise NotAStorageError(f"no rmqc log in {self.path} (no {DATA_FILE_NAME})")
         if not readonly:
             self.path.mkdir(parents=True, exist_ok=True)
-        self._env = lmdb.open(
-            str(self.path),
-            map_size=map_size_bytes,
-            max_dbs=len(_DB_NAMES),
-            sync=sync,
-            readonly=readonly,
-        )
+        try:
+            self._env = lmdb.open(
+                str(self.path),
+                map_size=map_size_bytes,
+                max_dbs=len(_DB_NAMES),
+                sync=sync,
+                readonly=readonly,
+            )
+        except (lmdb.InvalidError, lmdb.VersionMismatchError) as exc:
+            raise NotAStorageError(f"{self.path} is not an rmqc data directory: its {DATA_FILE_NAME} is not "
+                                   f"an LMDB file ({type(exc).__name__})") from None
         self._gate = ResizeGate(RESIZE_DRAIN_TIMEOUT_S)
+        # None in production: the hook exists for tests only (see _faults.py)
+        self.fault_hook: FaultHook | None = None if readonly else fault_hook_from_env()
         # Writers (save, snapshots, compaction) may come from different worker threads: each
         # checks and updates the cached bounds under this lock, so no update is lost.
         self._writer = threading.RLock()
@@ -117,6 +132,11 @@ class LmdbStorage:
         except BaseException:
             self._env.close()
             raise
+        self._reserve_fd = None if readonly else os.open(self.path / DATA_FILE_NAME, os.O_RDWR | os.O_CLOEXEC)
+        # The data file's size as of our last reservation: LMDB only grows it by writing past it,
+        # and then a stale (smaller) value merely costs one needless posix_fallocate.
+        self._file_bytes = 0 if readonly else os.fstat(self._reserve_fd).st_size
+        self._page_bytes = int(self._env.stat()["psize"])
         if not readonly and self._has_leftovers():
             self._sweep_compacted()
 
@@ -158,21 +178,63 @@ class LmdbStorage:
             with self._gate, self._env.begin(buffers=False) as txn:
                 return fn(txn)
 
-    def _write(self, fn: Callable[[lmdb.Transaction], _T]) -> _T:
+    def _write(self, fn: Callable[[lmdb.Transaction], _T], payload_bytes: int = 0, *,
+               reserve_bytes: int | None = None) -> _T:
         """Run fn in one write transaction (one fsync on commit), growing the map when it is full.
 
         fn must not touch the in-memory caches: on "map full" the transaction is aborted and fn
-        runs again from scratch in a bigger map, so the write is never lost.
+        runs again from scratch in a bigger map, so the write is never lost. A full filesystem
+        raises StorageFullError before anything is written (the space the transaction may need,
+        `reserve_bytes` or else twice `payload_bytes` plus overhead, is reserved first; may be
+        tried again later); any
+        other failure of the write or its fsync raises StorageWriteFailed (never to be retried).
         """
         if self.readonly:
             raise StorageError(f"storage at {self.path} was opened read-only")
         with self._writer:
+            self._reserve(2 * payload_bytes + TXN_OVERHEAD_BYTES if reserve_bytes is None else reserve_bytes)
             while True:
                 try:
                     with self._gate, self._env.begin(write=True) as txn:
-                        return fn(txn)
+                        result = fn(txn)
+                        if self.fault_hook is not None:
+                            self.fault_hook.before_commit()
+                        return result
                 except lmdb.MapFullError:
                     self._grow_map()
+                except lmdb.DiskError as exc:  # ENOSPC: LMDB aborted the transaction, nothing was written over
+                    raise StorageFullError(f"no space left on the device of {self.path}: {exc}") from exc
+                except lmdb.Error as exc:
+                    raise StorageWriteFailed(f"write to the data directory {self.path} failed: {exc}") from exc
+
+    def ensure_space(self, needed_bytes: int = TXN_OVERHEAD_BYTES) -> None:
+        """Reserve `needed_bytes` and commit an empty transaction (LMDB writes nothing for it):
+        StorageFullError while the filesystem has no room (how a node whose disk was full finds
+        out that there is room again for the write that failed, `StorageFullError.needed_bytes`)."""
+        self._write(lambda _txn: None, reserve_bytes=needed_bytes)
+
+    def _reserve(self, needed_bytes: int) -> None:
+        """Make sure the data file has `needed_bytes` allocated beyond LMDB's last page (plus
+        RESERVE_AHEAD_BYTES when the filesystem has them), so the next transaction writes only
+        into space the filesystem already gave."""
+        assert self._reserve_fd is not None
+        used = (self._env.info()["last_pgno"] + 1) * self._page_bytes
+        size = self._file_bytes
+        if size - used >= needed_bytes:
+            return
+        try:
+            try:
+                os.posix_fallocate(self._reserve_fd, size, used + needed_bytes + RESERVE_AHEAD_BYTES - size)
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
+                os.posix_fallocate(self._reserve_fd, size, used + needed_bytes - size)  # just this write
+            self._file_bytes = os.fstat(self._reserve_fd).st_size
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise StorageFullError(f"no space left on the device of {self.path}: {needed_bytes} bytes needed",
+                                       needed_bytes) from exc
+            raise StorageWriteFailed(f"reserving space in the data directory {self.path} failed: {exc}") from exc
 
     def _grow_map(self) -> None:
         current = self._env.info()["map_size"]
@@ -306,9 +368,10 @@ class LmdbStorage:
             snapshot = None
         if hard_state is None and not entries and snapshot is None:
             return
+        payload_bytes = sum(len(entry.data) for entry in entries) + (len(snapshot.data) if snapshot else 0)
         with self._writer:
             bounds, snapshot_state = self._write(
-                lambda txn: self._save_in_txn(txn, hard_state, entries, snapshot)
+                lambda txn: self._save_in_txn(txn, hard_state, entries, snapshot), payload_bytes
             )
             self._bounds, self._snapshot = bounds, snapshot_state
         if snapshot is not None and self._has_leftovers():
@@ -392,7 +455,7 @@ class LmdbStorage:
         if index > self._bounds.last_index:
             raise UnavailableError(f"snapshot at {index}: last index is {self._bounds.last_index}")
         meta = SnapshotMeta(index=index, term=self.term(index), conf_state=conf_state)
-        self._snapshot = self._write(lambda txn: self._put_snapshot(txn, meta, data))
+        self._snapshot = self._write(lambda txn: self._put_snapshot(txn, meta, data), len(data))
         return Snapshot(meta, data)
 
     def compact(self, index: int, *, progress: Callable[[int, int], None] | None = None) -> None:
@@ -484,6 +547,9 @@ class LmdbStorage:
 
 
     def close(self) -> None:
+        if self._reserve_fd is not None:
+            os.close(self._reserve_fd)
+            self._reserve_fd = None
         self._env.close()
 
     def __enter__(self) -> LmdbStorage:

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
@@ -309,6 +309,7 @@ class ServeNode:
     settings: Sequence[str] = ()
     metrics_port: int | None = None
     process: Process | None = None
+    env: dict[str, str] = field(default_factory=dict)  # added to the node's environment
 
     @property
     def out_path(self) -> Path:
@@ -323,7 +324,7 @@ class ServeNode:
 
     def spawn(self) -> Process:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.process = Process(self.node_id, self.command(), self.out_path, err_path=self.log_path)
+        self.process = Process(self.node_id, self.command(), self.out_path, err_path=self.log_path, env=self.env)
         return self.process
 
     def serving(self) -> bool | None:

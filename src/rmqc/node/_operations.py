@@ -1,0 +1,217 @@
+"""Private rmqc requests for operators (`rmqc admin transfer-leader`, `rmqc admin snapshot save`),
+in the range of RMQC_NODE_STATUS (60001); Java controllers answer them 3 (not supported).
+
+RMQC_TRANSFER_LEADER (60002), extFields `to` (optional: a voter id). Only the leader decides; any
+other node answers CONTROLLER_NOT_LEADER naming the leader (extFields `leaderId`,
+`leaderAddress`), and clients retry there (forwarding would not do: the forwarding node drops a
+forward as soon as it sees the leader change, which a successful transfer always does). The
+leader answers 0 once the target leads and has applied an entry of its own term (it serves
+writes), with body JSON {"from", "to", "term", "tookMs"}; else code 1 with what went wrong: an
+unknown id, a learner, no other voter, a transfer already running, a leader that does not serve
+yet (above all one still waiting out an older leader's lease after a takeover: issue 19, it refuses
+to transfer until then), or the target not taking over within the timeout (the core gives up
+after one election timeout and the leader stays).
+
+RMQC_SNAPSHOT_SAVE (60003): any node's applied state at one index, with that index's term and the
+membership applied with it, as a snapshot file (rmqc.storage._snapshot_file) in the body. Taken
+once a ReadIndex round confirmed that the node has applied every write acknowledged before the
+request (as a linearizable read), in one synchronous step of the node's only thread, so the state,
+index and membership belong together.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import trio
+
+from rmqc.errors import RmqcError
+from rmqc.raft._types import SnapshotMeta
+from rmqc.reads import ReadQueueFull
+from rmqc.remoting import RemotingCommand, ResponseCode, make_response
+from rmqc.storage import encode_snapshot_file
+
+from ._clock import monotonic_ms, wall_ms
+
+log = logging.getLogger("rmqc.node")
+
+RMQC_TRANSFER_LEADER = 60002
+RMQC_SNAPSHOT_SAVE = 60003
+OPERATION_REQUESTS = frozenset({RMQC_TRANSFER_LEADER, RMQC_SNAPSHOT_SAVE})
+# Room left in a frame for the remoting header around a snapshot body.
+FRAME_HEADER_ROOM_BYTES = 64 * 1024
+
+
+@dataclass(slots=True)
+class _Transfer:
+    target: str
+    start_term: int
+    started_ms: int
+    sent: bool = False
+    done: trio.Event = field(default_factory=trio.Event)
+    error: str | None = None
+    new_term: int = 0
+
+    def finish(self, error: str | None = None, new_term: int = 0) -> None:
+        self.error, self.new_term = error, new_term
+        self.done.set()
+
+
+class Operations:
+    """The operator requests of one ControllerNode. `feed` and `on_applied` run in its driver (the
+    only task that touches the Raft core); the request handlers run in the request's task."""
+
+    def __init__(self, node: Any) -> None:
+        self._node = node
+        self._transfer: _Transfer | None = None
+
+    async def handle(self, request: RemotingCommand) -> RemotingCommand:
+        if request.code == RMQC_SNAPSHOT_SAVE:
+            return await self._snapshot(request)
+        return await self._transfer_leader(request)
+
+    # ----- transfer -----
+
+    async def _transfer_leader(self, request: RemotingCommand) -> RemotingCommand:
+        node = self._node
+        if node.leader_id != node.config.node_id:
+            return self._not_leader(request)
+        if not node.serving_as_leader:
+            return make_response(request, ResponseCode.SYSTEM_ERROR, self._not_serving_yet())
+        target, refusal = self._choose_target(request.ext("to") or None)
+        if refusal is not None:
+            return make_response(request, ResponseCode.SYSTEM_ERROR, refusal)
+        assert target is not None
+        if target == node.config.node_id:
+            return _transferred(request, target, target, node.term, 0)
+        transfer = _Transfer(target, node.term, monotonic_ms())
+        self._transfer = transfer
+        node._wake()
+        timeout_ms = node.config.request_timeout_ms
+        try:
+            with trio.move_on_after(timeout_ms / 1000):
+                await transfer.done.wait()
+        finally:
+            self._transfer = None
+        took_ms = monotonic_ms() - transfer.started_ms
+        if not transfer.done.is_set():
+            transfer.error = (f"{target} did not take over within {timeout_ms} ms "
+                              f"(request_timeout_ms); the leader is now {node.leader_id or 'unknown'}")
+        if transfer.error is not None:
+            return make_response(request, ResponseCode.SYSTEM_ERROR, f"leadership not transferred: {transfer.error}")
+        log.info("%s: leadership transferred to %s in %d ms", node.config.node_id, target, took_ms)
+        return _transferred(request, node.config.node_id, target, transfer.new_term, took_ms)
+
+    def _not_leader(self, request: RemotingCommand) -> RemotingCommand:
+        node = self._node
+        leader = node.config.peer(node.leader_id) if node.leader_id else None
+        if leader is None:
+            return make_response(request, ResponseCode.CONTROLLER_NOT_LEADER, "not the leader, and no leader is known")
+        return make_response(request, ResponseCode.CONTROLLER_NOT_LEADER,
+                             f"not the leader; the leader is {leader.id} at {leader.address}",
+                             {"leaderId": leader.id, "leaderAddress": leader.address})
+
+    def _not_serving_yet(self) -> str:
+        """Why a leader that has not committed an entry of its term yet refuses."""
+        node = self._node
+        raft = node.raw.raft
+        if raft.commit_blocked_until_tick:
+            # issue 19: its target would skip the wait for the older leader's lease
+            wait_ms = max(1, raft.commit_blocked_until_tick - raft.ticks) * node.config.tick_ms
+            return (f"{node.config.node_id} took over from a leader that may still hold its lease and refuses to "
+                    f"transfer until that lease has run out (about {wait_ms} ms more); retry then")
+        return f"{node.config.node_id} was just elected and serves once an entry of its term commits; retry then"
+
+    def _choose_target(self, wanted: str | None) -> tuple[str | None, str | None]:
+        """(target, None) or (None, why not)."""
+        node = self._node
+        status = node.raw.status()
+        if self._transfer is not None or status.lead_transferee is not None:
+            busy = self._transfer.target if self._transfer is not None else status.lead_transferee
+            return None, f"a transfer to {busy} is already in progress; wait for its answer"
+        if wanted is not None:
+            return _checked_target(wanted, status)
+        others = [voter for voter in status.voters if voter != status.id]
+        if not others:
+            return None, f"{status.id} is the only voter: there is no other node to lead"
+        # the most up-to-date voter (recently heard from first), so TimeoutNow can go at once
+        best = max(others, key=lambda voter: (status.progress[voter].recent_active, status.progress[voter].match))
+        return best, None
+
+    def feed(self, raw: Any) -> None:
+        """Driver: start the transfer a request asked for."""
+        transfer = self._transfer
+        if transfer is None or transfer.sent:
+            return
+        transfer.sent = True
+        if self._node.leader_id != self._node.config.node_id:
+            # a follower's core would pass the request on to whoever leads now: not what was asked
+            transfer.finish(f"{self._node.config.node_id} lost the leadership before the transfer started")
+            return
+        try:
+            raw.transfer_leader(transfer.target)
+        except RmqcError as error:
+            transfer.finish(str(error))
+
+    def on_applied(self, term: int) -> None:
+        """Driver, after committed entries of `term` were applied: is the transfer over?"""
+        transfer = self._transfer
+        if transfer is None or not transfer.sent or transfer.done.is_set():
+            return
+        node = self._node
+        leader = node.leader_id
+        if term > transfer.start_term and term == node.term and leader is not None and leader != node.config.node_id:
+            error = None if leader == transfer.target else f"{leader} was elected instead of {transfer.target}"
+            transfer.finish(error, term)
+        elif leader == node.config.node_id and node.raw.status().lead_transferee is None:
+            transfer.finish(f"{transfer.target} did not take over within one election timeout (behind, slow "
+                            f"or unreachable); {node.config.node_id} stays leader")
+
+    # ----- snapshot -----
+
+    async def _snapshot(self, request: RemotingCommand) -> RemotingCommand:
+        """After a ReadIndex round (bounded by request_timeout_ms), so that the state holds every
+        write acknowledged before the request, on a follower too."""
+        done, failures = trio.Event(), list[str | None]()
+
+        def confirmed(failure: str | None) -> None:
+            failures.append(failure)
+            done.set()
+
+        try:
+            self._node.reads.confirm_linearizable(confirmed)
+        except ReadQueueFull as error:
+            return make_response(request, ResponseCode.SYSTEM_BUSY, f"[OVERLOAD]{error}")
+        await done.wait()
+        if failures[0] is not None:
+            return make_response(request, ResponseCode.SYSTEM_ERROR, f"snapshot not taken: {failures[0]}")
+        return self._snapshot_now(request)
+
+    def _snapshot_now(self, request: RemotingCommand) -> RemotingCommand:
+        node = self._node
+        index = node.applied_index
+        meta = SnapshotMeta(index=index, term=node.storage.term(index), conf_state=node._conf_state)
+        origin = {"group": node.config.group, "nodeId": node.config.node_id, "savedAtMs": wall_ms()}
+        body = encode_snapshot_file(meta, node.state.snapshot(), origin)
+        limit = node.config.max_frame_bytes - FRAME_HEADER_ROOM_BYTES
+        if len(body) > limit:
+            return make_response(request, ResponseCode.SYSTEM_ERROR,
+                                 f"the snapshot has {len(body)} bytes, more than one frame carries ({limit}); "
+                                 f"raise max_frame_bytes on the node, or copy a stopped node's data directory")
+        return make_response(request, ResponseCode.SUCCESS, None, {"index": index, "term": meta.term}, body)
+
+
+def _checked_target(wanted: str, status: Any) -> tuple[str | None, str | None]:
+    if wanted in status.voters:
+        return wanted, None
+    if wanted in status.learners:
+        return None, f"{wanted} is a learner, not a voter: only a voter can lead"
+    return None, f"unknown node id {wanted!r}; the voters are {', '.join(status.voters)}"
+
+
+def _transferred(request: RemotingCommand, old: str, new: str, term: int, took_ms: int) -> RemotingCommand:
+    body = orjson.dumps({"from": old, "to": new, "term": term, "tookMs": took_ms})
+    return make_response(request, ResponseCode.SUCCESS, None, None, body)

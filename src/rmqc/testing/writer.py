@@ -1,0 +1,83 @@
+"""A steady writer for operation tests and benchmarks: clients registering brokers (1013 of fresh
+ids) through a ControllerClient as fast as they are answered, recording when each write was
+acknowledged, so a test can measure how long writes paused (during a leadership transfer, a
+rolling restart) and check that no acknowledged write was lost.
+
+Each client fills its own broker group `<prefix>-<client>` with ids 1, 2, 3...; a write that was not
+acknowledged (refused, timed out, connection lost) is repeated with the same id and check code,
+which is idempotent, until it is.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import trio
+
+from rmqc.client import ClientError, ControllerClient
+
+CLUSTER = "WriterCluster"
+# One attempt's bound: a write that waits longer is repeated (idempotently) instead of waited for.
+ATTEMPT_TIMEOUT_MS = 1000
+RETRY_PAUSE_S = 0.002  # after a refusal: the leader is changing, ask again almost at once
+MAX_ACKS = 1_000_000  # a writer stops recording beyond this (bounded memory on long runs)
+
+
+@dataclass
+class WriteLoad:
+    controllers: Sequence[str]
+    clients: int = 4
+    prefix: str = "w"
+    acked: dict[str, int] = field(default_factory=dict)  # group -> ids acknowledged (1..n)
+    ack_times: list[float] = field(default_factory=list)  # time.perf_counter() of every ack
+    refusals: int = 0
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Write until cancelled; `started` once every client's first write was acknowledged."""
+        firsts = [trio.Event() for _ in range(self.clients)]
+        async with trio.open_nursery() as nursery:
+            for index, first in enumerate(firsts):
+                nursery.start_soon(self._client, f"{self.prefix}-{index}", first)
+            for first in firsts:
+                await first.wait()
+            task_status.started()
+
+    async def _client(self, group: str, first: trio.Event) -> None:
+        async with ControllerClient(self.controllers, timeout_ms=ATTEMPT_TIMEOUT_MS, max_retries=5,
+                                    backoff_ms=5, max_backoff_ms=20) as client:
+            self.acked[group] = 0
+            while len(self.ack_times) < MAX_ACKS:
+                broker_id = self.acked[group] + 1
+                try:
+                    answer = await client.apply_broker_id(CLUSTER, group, broker_id,
+                                                          f"10.0.0.{broker_id % 250}:10911;{1_700_000_000_000 + broker_id}")
+                    ok = answer.code == 0
+                except ClientError:
+                    ok = False
+                if ok:
+                    self.acked[group] = broker_id
+                    self.ack_times.append(time.perf_counter())
+                    first.set()
+                else:
+                    self.refusals += 1
+                    await trio.sleep(RETRY_PAUSE_S)
+
+    def pause_s(self, start: float, end: float) -> float:
+        """The longest stretch without an acknowledged write from `start` to the first
+        acknowledgement after `end` (perf_counter times: e.g. a transfer's request and answer)."""
+        inside = [t for t in self.ack_times if start < t <= end]
+        after = next((t for t in self.ack_times if t > end), end)
+        points = [start, *inside, after]
+        return max(b - a for a, b in zip(points, points[1:])) if len(points) > 1 else 0.0
+
+    async def lost_writes(self, client: ControllerClient) -> dict[str, tuple[int, int]]:
+        """Groups whose acknowledged ids the controller does not have: {group: (acked, next id)}."""
+        lost = {}
+        for group, acked in self.acked.items():
+            answer = await client.get_next_broker_id(CLUSTER, group)
+            next_id = int(answer.ext("nextBrokerId") or 0)
+            if next_id <= acked:  # the last unacknowledged attempt may have committed: next_id may be acked + 2
+                lost[group] = (acked, next_id)
+        return lost

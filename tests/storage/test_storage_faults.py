@@ -1,0 +1,70 @@
+"""A full disk and a failing write, at the storage layer: on a real small filesystem where the test
+may mount one (root), else through the test-only fault hook (rmqc.testing.disk)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from rmqc.raft._types import Entry, HardState
+from rmqc.storage import LmdbStorage, StorageFullError, StorageWriteFailed
+from rmqc.testing.disk import small_disk
+
+PAYLOAD = os.urandom(900)
+# A 4 MiB filesystem holds a few thousand such entries: the bound of any loop waiting for "full".
+MAX_ENTRIES = 50_000
+
+
+def save_one(storage: LmdbStorage, index: int) -> None:
+    storage.save(HardState(term=1, vote="n0", commit=index - 1), [Entry(index=index, term=1, data=PAYLOAD)])
+
+
+def test_a_full_disk_refuses_the_write_keeps_what_was_stored_and_takes_it_once_space_returns(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with small_disk(tmp_path / "disk", size_mb=4) as disk:
+        for name, value in disk.env.items():
+            monkeypatch.setenv(name, value)
+        storage = LmdbStorage(disk.root / "data")
+        try:
+            for index in range(1, 101):
+                save_one(storage, index)
+            disk.fill()
+            index = 101
+            with pytest.raises(StorageFullError, match="no space left on the device"):
+                while index < MAX_ENTRIES:  # LMDB first reuses the free pages its file already has
+                    save_one(storage, index)
+                    index += 1
+            stored = storage.last_index()
+            assert stored == index - 1 and storage.entries(stored, stored + 1)[0].data == PAYLOAD
+            with pytest.raises(StorageFullError) as full:
+                save_one(storage, index)  # still full: refused again, nothing half-written
+            with pytest.raises(StorageFullError):
+                storage.ensure_space(full.value.needed_bytes or 0)
+            disk.free()
+            storage.ensure_space(full.value.needed_bytes or 0)  # how a node finds out space is back
+            save_one(storage, index)  # the same write, once space is back
+            assert storage.last_index() == index
+            assert storage.verify().ok
+        finally:
+            storage.close()
+        with LmdbStorage(disk.root / "data", readonly=True) as reopened:
+            assert reopened.last_index() == index and reopened.verify().ok
+
+
+@pytest.mark.parametrize("fault", ["eio", "erofs"])
+def test_a_failing_write_is_a_write_failure_not_a_full_disk_and_stores_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fault: str) -> None:
+    with small_disk(tmp_path / "disk", hook=True) as disk:
+        for name, value in disk.env.items():
+            monkeypatch.setenv(name, value)
+        with LmdbStorage(disk.root / "data") as storage:
+            save_one(storage, 1)
+            disk.fail_writes(fault)
+            expected = f"write to the data directory {disk.root / 'data'} failed"
+            with pytest.raises(StorageWriteFailed, match=expected) as failure:
+                save_one(storage, 2)
+            assert not isinstance(failure.value, StorageFullError)
+        with LmdbStorage(disk.root / "data", readonly=True) as reopened:
+            assert reopened.last_index() == 1 and reopened.verify().ok
