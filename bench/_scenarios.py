@@ -11,6 +11,7 @@ from typing import Any
 
 from ._scn_brokers import broker_failover, heartbeats
 from ._scn_cluster import leader_kill, restart_history
+from ._scn_pauses import catch_up, pauses
 from ._scn_reads import reads_etcd, reads_rmqc
 from ._scn_scale import scale
 from ._scn_writes import single_queue, writes_etcd, writes_pysyncobj, writes_rmqc
@@ -46,6 +47,8 @@ SCENARIOS: list[tuple[str, str, Scenario]] = [
     ("reads_etcd", "reads (linearizable, serializable) per node role, etcd anchor", reads_etcd),
     ("heartbeats", "heartbeats ingested by a 3-node cluster", heartbeats),
     ("leader_kill", "controller leader SIGKILL -> first write accepted", leader_kill),
+    ("pauses", "leader and follower SIGSTOP 3 s, SIGCONT, under broker registrations (1012 + 1013)", pauses),
+    ("catch_up", "a follower restarted far behind: write latency while it catches up", catch_up),
     ("broker_failover", "broker master lost (closed / hung) -> others notified", broker_failover),
     ("scale", "broker groups at scale, then masters lost at once", scale),
     ("restart", "restart on a long history -> serving again", restart_history),

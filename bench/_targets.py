@@ -7,7 +7,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from rmqc.node import NodeConfig
+
 from ._stats import fmt
+
+_NODE = NodeConfig()
+# The upper end of the randomised election timeout with the default ticks (1 s).
+ELECTION_TIMEOUT_MS = 2 * _NODE.election_tick * _NODE.tick_ms
 
 Results = dict[str, dict[str, Any]]
 
@@ -60,6 +66,20 @@ def _leader_kill(results: Results) -> Row:
     s = r["summary"]
     row.measured = f"p50 {fmt(s['p50_ms'])} ms, p99 {fmt(s['p99_ms'])} ms ({s['n']} kills)"
     row.met = s["p99_ms"] <= 500 and s["p50_ms"] <= 250
+    return row
+
+
+def _pauses(results: Results) -> Row:
+    row = Row("leader paused (SIGSTOP) -> writes accepted again",
+              "<= election timeout + 0.5 s; no unpaused node silent > 100 ms")
+    if (r := _ok(results, "pauses")) is None:
+        row.measured = _why_missing(results, "pauses")
+        return row
+    s = r["summary"]
+    row.measured = (f"worst {fmt(s['worst_leader_recovery_ms'])} ms, silence {fmt(s['worst_silence_ms'])} ms, "
+                    f"lost {s['lost']}, stale reads {s['stale_reads']} ({s['pauses']} pauses)")
+    row.met = (s["worst_leader_recovery_ms"] <= ELECTION_TIMEOUT_MS + 500 and s["worst_silence_ms"] <= 100
+               and s["lost"] == 0 and s["stale_reads"] == 0)
     return row
 
 
@@ -247,7 +267,7 @@ def _vs_single_queue(results: Results) -> Row:
 
 
 ROWS: tuple[Callable[[Results], Row], ...] = (
-    _leader_kill, _broker_closed, _heartbeats, _writes_256, _writes_1,
+    _leader_kill, _pauses, _broker_closed, _heartbeats, _writes_256, _writes_1,
     lambda r: _single_read(r, "lease read on leader, 1 client", "lease/leader", "serializable/leader", 0.5),
     lambda r: _single_read(r, "linearizable read on a follower, 1 client", "linearizable/follower",
                            "linearizable/follower", 2),

@@ -62,7 +62,22 @@ def test_targets_table_reads_the_results() -> None:
     assert writes.met is True and writes.ratio == "2.50x of etcd"
     assert rows["vs batch 1 / pipeline 1 (the single-queue design)"].measured == "single_queue failed: boom"
     assert rows["heartbeats ingested, 3-node cluster"].measured == "heartbeats not run"
-    assert len(rows) == 14  # one per row of design.md's Targets table
+    assert rows["leader paused (SIGSTOP) -> writes accepted again"].measured == "pauses not run"
+    assert len(rows) == 15  # one per row of design.md's Targets table that bench/ measures
+
+
+def test_pause_row_is_met_only_within_every_bound() -> None:
+    summary = {"pauses": 20, "worst_leader_recovery_ms": 830.0, "worst_silence_ms": 35.0, "lost": 0,
+               "stale_reads": 0}
+
+    def row(figures: dict[str, float]):  # type: ignore[no-untyped-def]
+        rows = target_rows({"pauses": {"status": "ok", "summary": figures}})
+        return next(r for r in rows if r.what == "leader paused (SIGSTOP) -> writes accepted again")
+
+    assert row(summary).met is True
+    assert row(summary | {"worst_silence_ms": 180.0}).met is False
+    assert row(summary | {"worst_leader_recovery_ms": 5012.0}).met is False
+    assert row(summary | {"lost": 1}).met is False
 
 
 def test_profiles_select_scenarios() -> None:

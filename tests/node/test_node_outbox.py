@@ -60,3 +60,14 @@ def test_snapshot_messages_are_reported_and_clear_counts_drops() -> None:
     assert outbox.clear_raft() == 2
     assert outbox.stats.raft_dropped == 2
     assert outbox.take_batch() == (b"", [])
+
+
+def test_batches_split_by_entries_too() -> None:
+    """A frame is decoded in one go: it is bounded in entries as well as bytes (issue 13)."""
+    outbox = PeerOutbox(max_messages=100, max_control_frames=2, max_batch_bytes=1 << 20, max_batch_entries=5)
+    for index in range(4):
+        outbox.put_message(Message(type=MessageType.APP, to="n1", frm="n0", index=index,
+                                   entries=tuple(Entry(i, 1, data=b"y") for i in range(3))))
+    data, _ = outbox.take_batch()
+    batches = [decode_messages(payload) for _, payload in decode_all(data)]
+    assert [[m.index for m in batch] for batch in batches] == [[0], [1], [2], [3]]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -124,3 +126,21 @@ def test_tagged_payload_round_trip_and_short_payload() -> None:
     assert decode_tagged(encode_tagged(2**40, b"data")) == (2**40, b"data")
     with pytest.raises(PeerProtocolError, match="no id"):
         decode_tagged(b"abc")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(messages, max_size=5), u64)
+def test_appends_of_a_stale_term_arrive_without_entries(batch: list[Message], current_term: int) -> None:
+    """A stale leader's backlog is dropped cheaply (issue 13): its appends keep everything Raft
+    answers from (type, term, sender) but are decoded without their entries; nothing else changes."""
+    expected = [replace(m, entries=()) if m.type is MessageType.APP and m.term < current_term else m
+                for m in batch]
+    assert decode_messages(encode_messages(batch), stale_below=current_term) == expected
+
+
+def test_a_truncated_stale_append_still_raises() -> None:
+    stale = Message(type=MessageType.APP, to="n1", frm="n0", term=1,
+                    entries=(Entry(1, 1, EntryType.NORMAL, b"x" * 100),))
+    data = encode_messages([stale])
+    with pytest.raises(PeerProtocolError):
+        decode_messages(data[:-50], stale_below=2)

@@ -36,6 +36,9 @@ class Recorder:
     def on_raft_messages(self, sender: str, messages: list[Message]) -> None:
         self.messages.extend((sender, message) for message in messages)
 
+    def raft_term(self) -> int:
+        return 0
+
     def on_forward_request(self, sender: str, tag: int, frame: bytes, reply: Reply) -> None:
         (request,) = FrameDecoder().feed(frame)
         response = make_response(request, 0, remark=f"served by leader for {sender}")

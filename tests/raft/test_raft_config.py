@@ -14,6 +14,8 @@ from rmqc.raft import ConfChange, ConfChangeType, Config, decode_conf_change, en
         ("election_tick", 1),
         ("lease_drift_ticks", 10),
         ("lease_drift_ticks", -1),
+        ("probe_retry_ticks", 0),
+        ("probe_retry_ticks", 10),
         ("max_size_per_msg", 0),
         ("max_entries_per_msg", 0),
         ("max_inflight_msgs", 0),
@@ -31,7 +33,9 @@ def test_config_rejects_bad_values_naming_the_field(field: str, value: object) -
 def test_config_defaults() -> None:
     c = Config(id="n1")
     assert (c.election_tick, c.heartbeat_tick, c.pre_vote, c.check_quorum) == (10, 1, True, True)
-    assert c.max_size_per_msg == 1024 * 1024 and c.max_inflight_bytes == 32 * 1024 * 1024
+    # small enough that a lagging follower's catch-up never stalls either node for long (issue 13)
+    assert c.max_size_per_msg == 256 * 1024 and c.max_inflight_bytes == 2 * 1024 * 1024
+    assert c.probe_retry_ticks == 2
 
 
 @pytest.mark.parametrize("kind", list(ConfChangeType))

@@ -66,8 +66,8 @@ def test_probe_reject_uses_hint_but_never_below_match() -> None:
 def test_replicate_pauses_when_window_full_and_acks_resume() -> None:
     pr = Progress(next_index=1, max_inflight=2, max_inflight_bytes=1000)
     pr.become_replicate()
-    pr.sent_append(1, 10)
-    pr.sent_append(2, 10)
+    pr.sent_append(1, 10, tick=0, heartbeat_round=0)
+    pr.sent_append(2, 10, tick=0, heartbeat_round=0)
     assert pr.is_paused() and pr.next == 3
     pr.acked_replicate(1)
     assert not pr.is_paused()

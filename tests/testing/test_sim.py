@@ -175,7 +175,9 @@ def test_crashes_profile_passes_with_the_real_core() -> None:
 
 def test_catches_read_index_before_own_term_commit(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(RaftCore, "_read_index_ready", lambda self: True)
-    assert_caught(NEW_LEADER_READS, seed_bound=30, nodes=5)
+    # Contested elections expose it most; since simultaneous pre-candidates no longer split the
+    # vote (issue 13) they are rarer, and the first seed that catches it is 35 (was 0).
+    assert_caught(NEW_LEADER_READS, seed_bound=60, nodes=5)
 
 
 def test_new_leader_reads_profile_passes_with_the_real_core() -> None:

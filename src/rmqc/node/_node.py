@@ -79,6 +79,13 @@ COMMIT_TIMEOUT_REMARK = "java.util.concurrent.TimeoutException: commit wait"
 MAX_INBOUND_MESSAGES = 65_536
 # Requests forwarded to the leader and not yet answered.
 MAX_FORWARDS_IN_FLIGHT = 16_384
+# One pass of the driver steps at most this many peer messages, or messages carrying this many
+# entries, before it persists, sends and lets the node's other tasks run: a peer's backlog (a
+# resumed node's, a catch-up) is worked off in slices, never in one stall (issue 13).
+FEED_MESSAGES = 512
+FEED_ENTRIES = 4096
+# A save (one LMDB transaction + fsync) slower than this is logged: the node answers nothing meanwhile.
+SLOW_PERSIST_S = 0.1
 # Keep this many entries behind a snapshot so a briefly lagging follower catches up from the log.
 COMPACTION_LAG_ENTRIES = 1_000
 _UNREACHABLE = MessageType.UNREACHABLE
@@ -432,6 +439,10 @@ class ControllerNode:
                 # busy leader would starve its heartbeats) goes into the next Ready: group commit
                 self._wakeup = trio.Event()
                 self._feed(raw)
+                if raw.has_ready():
+                    # a run of Readies (a backlog, a catch-up): the peer readers, the server and the
+                    # ticker run between two of them, or they would starve (issue 13)
+                    await trio.lowlevel.checkpoint()
 
     def _feed(self, raw: RawNode) -> None:
         ticks, self._ticks = self._ticks, 0
@@ -439,9 +450,7 @@ class ControllerNode:
             raw.tick()
         if ticks:
             self.reads.on_ticks_fed(raw.raft.ticks)
-        while self._inbound:
-            message = self._inbound.popleft()
-            self._step(raw, message)
+        self._step_inbound(raw)
         if self._sole_voter and self.leader_id is None:
             # no one to wait for, so no election timeout before serving: a restarted single-node
             # controller serves once its log is applied (the core refuses before, pitfall 3)
@@ -451,6 +460,21 @@ class ControllerNode:
         self._expire_waiters()
         self._look_for_space()
         self._feed_proposals(raw)
+
+    def _step_inbound(self, raw: RawNode) -> None:
+        """Step one slice of the waiting peer messages (FEED_MESSAGES, FEED_ENTRIES); the rest
+        wait for the next pass, which is due at once."""
+        messages = entries = 0
+        while self._inbound and messages < FEED_MESSAGES and entries < FEED_ENTRIES:
+            message = self._inbound.popleft()
+            self._step(raw, message)
+            messages += 1
+            entries += len(message.entries)
+        if self._inbound:
+            self._wake()
+
+    def raft_term(self) -> int:
+        return self.term
 
     def _step(self, raw: RawNode, message: Message) -> None:
         if message.type == _UNREACHABLE:
@@ -550,7 +574,12 @@ class ControllerNode:
         except StorageWriteFailed as error:
             self._storage_failed(error)
         self._unsaved_hard_state = None
-        self.node_metrics.observe_fsync(trio.current_time() - persist_started_s)
+        persist_s = trio.current_time() - persist_started_s
+        self.node_metrics.observe_fsync(persist_s)
+        if persist_s >= SLOW_PERSIST_S:
+            # the whole node waits for this save (it runs in the driver): say so, or a silent node
+            # under disk contention looks like a bug in the node
+            log.warning("%s: saving %d entries took %.0f ms", self.config.node_id, len(entries), persist_s * 1000)
         return True
 
     def _look_for_space(self) -> None:

@@ -25,12 +25,15 @@ class OutboxStats:
 
 
 class PeerOutbox:
-    def __init__(self, max_messages: int, max_control_frames: int, max_batch_bytes: int) -> None:
+    def __init__(self, max_messages: int, max_control_frames: int, max_batch_bytes: int,
+                 max_batch_entries: int = 4096) -> None:
         self._raft: deque[Message] = deque()
         self._control: deque[bytes] = deque()
         self._max_messages = max_messages
         self._max_control_frames = max_control_frames
+        # A frame is decoded in one go by the receiver: both bounds keep that a few milliseconds.
         self._max_batch_bytes = max_batch_bytes
+        self._max_batch_entries = max_batch_entries
         self.stats = OutboxStats()
 
     def __len__(self) -> int:
@@ -58,8 +61,9 @@ class PeerOutbox:
 
     def take_batch(self) -> tuple[bytes, list[str]]:
         """Bytes for one write: control frames first, then Raft messages batched into frames of at
-        most max_batch_bytes (a single larger message still goes alone). Also returns a note per
-        snapshot message included, so the caller can report the snapshot's fate to Raft."""
+        most max_batch_bytes and max_batch_entries (a single larger message still goes alone).
+        Also returns a note per snapshot message included, so the caller can report the snapshot's
+        fate to Raft."""
         chunks = list(self._control)
         self._control.clear()
         snapshots: list[str] = []
@@ -71,14 +75,16 @@ class PeerOutbox:
 
     def _take_raft_batch(self) -> list[Message]:
         batch: list[Message] = []
-        size = 0
+        size = entries = 0
         while self._raft:
             message = self._raft[0]
             message_size = _approximate_size(message)
-            if batch and size + message_size > self._max_batch_bytes:
+            if batch and (size + message_size > self._max_batch_bytes
+                          or entries + len(message.entries) > self._max_batch_entries):
                 break
             batch.append(self._raft.popleft())
             size += message_size
+            entries += len(message.entries)
         return batch
 
 

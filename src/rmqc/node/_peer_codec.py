@@ -147,9 +147,12 @@ def encode_messages(messages: list[Message]) -> bytes:
     return b"".join(parts)
 
 
-def decode_messages(payload: bytes) -> list[Message]:
+def decode_messages(payload: bytes, stale_below: int = 0) -> list[Message]:
+    """The batch of Raft messages in `payload`. An append of a term below `stale_below` (the term
+    the node is known to be at) is decoded without its entries: Raft only answers it with the newer
+    term, so a stale leader's backlog costs a walk over entry headers, not an Entry per entry."""
     reader = _Reader(memoryview(payload))
-    messages = [_read_message(reader) for _ in range(reader.u32())]
+    messages = [_read_message(reader, stale_below) for _ in range(reader.u32())]
     if reader.offset != len(payload):
         raise PeerProtocolError(f"raft batch: {len(payload) - reader.offset} trailing bytes")
     return messages
@@ -174,13 +177,18 @@ def _write_message(parts: list[bytes], message: Message) -> None:
         _write_snapshot(parts, message.snapshot)
 
 
-def _read_message(reader: _Reader) -> Message:
+def _read_message(reader: _Reader, stale_below: int) -> Message:
     type_value, term, log_term, index, commit, reject, reject_hint = reader.struct(_MESSAGE_HEAD)
     message_type = _enum(MessageType, type_value, "message type")
     to = reader.short_text()
     frm = reader.short_text()
     context = reader.blob()
-    entries = tuple(_read_entry(reader) for _ in range(reader.u32()))
+    count = reader.u32()
+    if message_type is MessageType.APP and term < stale_below:
+        _skip_entries(reader, count)
+        entries: tuple[Entry, ...] = ()
+    else:
+        entries = tuple(_read_entry(reader) for _ in range(count))
     snapshot = _read_snapshot(reader) if reader.u8() else None
     return Message(
         type=message_type, to=to, frm=frm, term=term, log_term=log_term, index=index,
@@ -192,6 +200,11 @@ def _read_message(reader: _Reader) -> Message:
 def _read_entry(reader: _Reader) -> Entry:
     index, term, type_value, length = reader.struct(_ENTRY_HEAD)
     return Entry(index, term, _enum(EntryType, type_value, "entry type"), reader.take(length))
+
+
+def _skip_entries(reader: _Reader, count: int) -> None:
+    for _ in range(count):
+        reader.skip(_ENTRY_HEAD.unpack_from(reader.peek(_ENTRY_HEAD.size))[3] + _ENTRY_HEAD.size)
 
 
 def _write_snapshot(parts: list[bytes], snapshot: Snapshot) -> None:
@@ -251,7 +264,17 @@ class _Reader:
         return data
 
     def skip(self, length: int) -> None:
-        self.take(length)
+        end = self.offset + length
+        if end > len(self._view):
+            self.take(length)  # raises, or marks the input incomplete
+            return
+        self.offset = end
+
+    def peek(self, length: int) -> memoryview:
+        """The next `length` bytes without consuming them (raises if there are fewer)."""
+        if self.offset + length > len(self._view):
+            raise PeerProtocolError(f"truncated: need {length} bytes at offset {self.offset}")
+        return self._view[self.offset:self.offset + length]
 
     def struct(self, layout: struct.Struct) -> tuple[int, ...]:
         return layout.unpack(self.take(layout.size))

@@ -39,6 +39,13 @@ log = logging.getLogger("rmqc.node.peers")
 RECEIVE_CHUNK_BYTES = 256 * 1024
 # magic + version + two length-prefixed ids of at most 255 bytes: a longer "handshake" is garbage.
 MAX_HANDSHAKE_BYTES = 4 + 2 + 2 * 256
+# Raft messages are batched into frames of at most this many bytes and entries (a message larger
+# than that, e.g. a snapshot, goes alone): the receiver decodes a frame in one go, so a frame must
+# stay a few milliseconds of work whatever the sender has queued.
+RAFT_FRAME_BYTES = 512 * 1024
+RAFT_FRAME_ENTRIES = 4096
+# The reader lets the node's other tasks run after decoding this many bytes of frames in a row.
+YIELD_AFTER_BYTES = 256 * 1024
 # Control frames per peer: forwarded requests are additionally bounded by the node's pending-request
 # bound; this only stops a stalled link from growing without limit.
 MAX_CONTROL_FRAMES = 8192
@@ -58,6 +65,10 @@ class PeerHandler(Protocol):
     """What the node does with peer traffic. Called from link tasks; must not block for long."""
 
     def on_raft_messages(self, sender: str, messages: list[Message]) -> None: ...
+
+    def raft_term(self) -> int:
+        """The node's current term: appends of older terms are decoded without their entries."""
+        ...
 
     def on_forward_request(self, sender: str, tag: int, frame: bytes, reply: Reply) -> None: ...
 
@@ -93,7 +104,8 @@ class PeerLinks:
         self._rng = rng
         self._peers = [peer for peer in config.peers if peer.id != config.node_id]
         self._outboxes = {
-            peer.id: PeerOutbox(config.peer_outbox_messages, MAX_CONTROL_FRAMES, config.max_peer_frame_bytes // 2)
+            peer.id: PeerOutbox(config.peer_outbox_messages, MAX_CONTROL_FRAMES,
+                                min(RAFT_FRAME_BYTES, config.max_peer_frame_bytes // 2), RAFT_FRAME_ENTRIES)
             for peer in self._peers
         }
         self._wakeups = {peer.id: trio.Event() for peer in self._peers}
@@ -324,18 +336,30 @@ async def read_peer_frames(
         chunk = await stream.receive_some(RECEIVE_CHUNK_BYTES)
         if not chunk:
             return
-        dispatch_frames(decoder.feed(chunk), sender, handler, reply)
+        since_yield = 0
+        for frame in decoder.feed(chunk):
+            dispatch_frame(frame, sender, handler, reply)
+            since_yield += len(frame.payload)
+            if since_yield >= YIELD_AFTER_BYTES:
+                # a chunk of many frames (a peer's backlog after a pause): the node's other tasks
+                # (the driver, heartbeats, client answers) run in between
+                await trio.lowlevel.checkpoint()
+                since_yield = 0
 
 
 def dispatch_frames(frames: list[PeerFrame], sender: str, handler: PeerHandler, reply: Reply) -> None:
     for frame in frames:
-        if frame.kind == FrameKind.RAFT:
-            handler.on_raft_messages(sender, decode_messages(frame.payload))
-        elif frame.kind == FrameKind.FORWARD_REQUEST:
-            tag, data = decode_tagged(frame.payload)
-            handler.on_forward_request(sender, tag, data, reply)
-        elif frame.kind == FrameKind.FORWARD_RESPONSE:
-            tag, data = decode_tagged(frame.payload)
-            handler.on_forward_response(sender, tag, data)
-        else:
-            handler.on_digest(sender, frame.payload)
+        dispatch_frame(frame, sender, handler, reply)
+
+
+def dispatch_frame(frame: PeerFrame, sender: str, handler: PeerHandler, reply: Reply) -> None:
+    if frame.kind == FrameKind.RAFT:
+        handler.on_raft_messages(sender, decode_messages(frame.payload, handler.raft_term()))
+    elif frame.kind == FrameKind.FORWARD_REQUEST:
+        tag, data = decode_tagged(frame.payload)
+        handler.on_forward_request(sender, tag, data, reply)
+    elif frame.kind == FrameKind.FORWARD_RESPONSE:
+        tag, data = decode_tagged(frame.payload)
+        handler.on_forward_response(sender, tag, data)
+    else:
+        handler.on_digest(sender, frame.payload)

@@ -7,7 +7,8 @@ from enum import Enum
 
 from rmqc.errors import ConfigError
 
-MIB = 1024 * 1024
+KIB = 1024
+MIB = 1024 * KIB
 
 
 class Role(Enum):
@@ -34,10 +35,17 @@ class Config:
     heartbeat_tick: int = 1
     pre_vote: bool = True
     check_quorum: bool = True
-    max_size_per_msg: int = 1 * MIB
+    # One append is decoded in one go by the follower (a few ms per 256 KiB in Python), and the
+    # window bounds what a lagging follower is sent before it answers: catch-up goes in steps the
+    # nodes can interleave with heartbeats, elections and client answers (issue 13).
+    max_size_per_msg: int = 256 * KIB
     max_entries_per_msg: int = 1024
     max_inflight_msgs: int = 256
-    max_inflight_bytes: int = 32 * MIB
+    max_inflight_bytes: int = 2 * MIB
+    # A probe (one append to a follower whose log position is unknown) is the only one outstanding;
+    # it is sent again only if lost: the follower answered a later heartbeat round and no answer
+    # came within this many ticks (see Progress.may_resume).
+    probe_retry_ticks: int = 2
     max_uncommitted_size: int = 64 * MIB
     lease_drift_ticks: int = 2
     lease_ticks: int | None = None
@@ -68,6 +76,12 @@ def _check_ticks(c: Config) -> None:
         "election_tick",
         c.election_tick,
         f"must be > heartbeat_tick ({c.heartbeat_tick})",
+    )
+    _require(
+        0 < c.probe_retry_ticks < c.election_tick,
+        "probe_retry_ticks",
+        c.probe_retry_ticks,
+        f"must be in (0, election_tick={c.election_tick})",
     )
     _require(
         0 <= c.lease_drift_ticks < c.election_tick,

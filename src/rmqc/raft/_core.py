@@ -90,6 +90,9 @@ MEMBERSHIP_AFTER = {
 # log never materialises at once.
 SCAN_PAGE_BYTES = 1024 * 1024
 
+# Entries a probe carries at most (see _entries_for).
+PROBE_ENTRIES = 16
+
 # The transport reports every snapshot send (report_snapshot); if that report is lost, a follower
 # would stay in SNAPSHOT forever. After this many election timeouts without news we assume the send
 # failed and probe again (a retry bound, not a transfer-time limit: a slow install still succeeds
@@ -137,6 +140,7 @@ class RaftCore:
         self.msgs_after_persist: list[Message] = []
         self.read_states: list[ReadState] = []
         self.ticks = 0  # monotonic tick counter: the core's only clock
+        self.heartbeat_round = 0  # the id of the last heartbeat round sent (ids only grow)
         # A restarted node may have acked a leader's lease round before crashing: stay sticky for
         # one election timeout so that lease cannot be broken by our vote (thesis 6.4.1).
         self.leader_contact_elapsed = 0 if restarted else config.election_tick
@@ -392,8 +396,19 @@ class RaftCore:
             if m.type is MT.VOTE:
                 self.election_elapsed = 0
                 self.vote = m.frm
+            elif self._yields_to(m):
+                self.become_follower(self.term, None)
         else:
             self._send(Message(response, m.frm, self.id, term=self.term, reject=True))
+
+    def _yields_to(self, m: Message) -> bool:
+        """Two pre-candidates that timed out together (the same randomised tick after the same
+        lost leader) both win their pre-votes and split the real vote, costing another election
+        timeout. The one whose (last term, last index, id) is lower steps back when it grants the
+        other's pre-vote for the same term; pre-votes change no term or vote, so this is safe."""
+        if self.role is not Role.PRE_CANDIDATE or m.term != self.term + 1 or m.frm not in self.voters:
+            return False  # a stranger (e.g. a removed node) could never win: keep campaigning
+        return (m.log_term, m.index, m.frm) > (self.log.last_term(), self.log.last_index(), self.id)
 
     def _candidate_on_vote_response(self, m: Message) -> None:
         mine = MT.PRE_VOTE_RESP if self.role is Role.PRE_CANDIDATE else MT.VOTE_RESP
@@ -619,13 +634,17 @@ class RaftCore:
             Message(MT.APP, to, self.id, term=self.term, index=pr.next - 1, log_term=prev_term,
                     entries=tuple(entries), commit=self.log.committed)
         )
-        pr.sent_append(entries[-1].index if entries else None, size)
+        pr.sent_append(entries[-1].index if entries else None, size, self.ticks, self.heartbeat_round)
         return True
 
     def _entries_for(self, pr: Progress) -> list[Entry]:
         if not pr.can_send_entries():
             return []
-        hi = min(pr.next + self.config.max_entries_per_msg, self.log.last_index() + 1)
+        # A probe may well be rejected (the follower's log diverges or is shorter): it carries only
+        # the few entries that spare a new leader's no-op a round trip. The bulk of a catch-up
+        # goes in REPLICATE, paced by the in-flight window.
+        count = PROBE_ENTRIES if pr.state is ProgressState.PROBE else self.config.max_entries_per_msg
+        hi = min(pr.next + count, self.log.last_index() + 1)
         return self.log.entries(pr.next, hi, self.config.max_size_per_msg)
 
     def _maybe_send_snapshot(self, to: str, pr: Progress) -> bool:
@@ -721,6 +740,7 @@ class RaftCore:
     # ================================================================ leader: heartbeats and reads
     def _bcast_heartbeat(self) -> None:
         round_id = self.reads.begin_round(self.ticks)
+        self.heartbeat_round = round_id
         context = encode_round_id(round_id)
         for peer in self.peer_order:
             if peer != self.id:
@@ -734,10 +754,10 @@ class RaftCore:
         if pr is None:
             return
         pr.recent_active = True
-        pr.flow_paused = False  # a paused stream must always be able to resume (pitfall 36)
+        round_id = decode_round_id(m.context)
+        pr.may_resume(self.ticks, round_id, self.config.probe_retry_ticks)
         if pr.match < self.log.last_index() or pr.state is ProgressState.PROBE:
             self._maybe_send_append(m.frm, send_if_empty=True)
-        round_id = decode_round_id(m.context)
         if round_id is not None:
             self._ack_round(round_id, m.frm)
 

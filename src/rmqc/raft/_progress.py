@@ -63,9 +63,12 @@ class Progress:
         self.match = 0
         self.next = next_index
         self.state = ProgressState.PROBE
-        # PROBE: one message is out, wait for a reply or a heartbeat. REPLICATE: the window is full;
-        # a heartbeat reply clears it so one (maybe empty) append can resume a stalled stream.
+        # PROBE: one message is out, wait for its reply (or retry it, see may_resume). REPLICATE: the
+        # window is full; a heartbeat reply clears it so one (maybe empty) append can resume a
+        # stalled stream.
         self.flow_paused = False
+        self.probe_sent_tick = 0  # when the outstanding probe left (the leader's tick count)
+        self.probe_round = 0  # the last heartbeat round the leader had sent when the probe left
         self.pending_snapshot = 0
         self.snapshot_timeouts = 0  # election timeouts spent in SNAPSHOT without a report
         self.recent_active = False
@@ -110,8 +113,9 @@ class Progress:
         """False when only an empty append may go (REPLICATE with a full window)."""
         return not (self.state is ProgressState.REPLICATE and self.inflights.full())
 
-    def sent_append(self, last_index: int | None, size_bytes: int) -> None:
-        """An append left for this peer; last_index is None for an empty one."""
+    def sent_append(self, last_index: int | None, size_bytes: int, tick: int, heartbeat_round: int) -> None:
+        """An append left for this peer at `tick`, after heartbeat round `heartbeat_round`;
+        last_index is None for an empty one."""
         if self.state is ProgressState.REPLICATE:
             if last_index is not None:
                 self.next = last_index + 1  # optimistic: pipeline the next batch at once
@@ -119,6 +123,21 @@ class Progress:
             self.flow_paused = self.inflights.full()
         elif self.state is ProgressState.PROBE:
             self.flow_paused = True
+            self.probe_sent_tick, self.probe_round = tick, heartbeat_round
+
+    def may_resume(self, tick: int, heartbeat_round: int | None, probe_retry_ticks: int) -> None:
+        """A reply to heartbeat round `heartbeat_round` (None: unknown): the follower is alive, so a
+        paused stream may go on (pitfall 36). A probe still outstanding is sent again only if it
+        looks lost: the follower answered a round sent after the probe (links are FIFO, so it has
+        read past the probe) and the probe is `probe_retry_ticks` old (its answer waits for an
+        fsync that heartbeat replies do not). A follower working through a backlog answers every
+        queued heartbeat at once; resending the probe for each would flood it with copies of a
+        range it has not reached yet (issue 13)."""
+        if self.state is ProgressState.PROBE and self.flow_paused:
+            behind_probe = heartbeat_round is not None and heartbeat_round <= self.probe_round
+            if behind_probe or tick - self.probe_sent_tick < probe_retry_ticks:
+                return
+        self.flow_paused = False
 
     def acked_replicate(self, index: int) -> None:
         self.inflights.free_le(index)

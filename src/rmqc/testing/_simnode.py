@@ -6,7 +6,13 @@ for it, apply committed entries to a small key-value state machine, release read
 throws away everything not yet persisted: the in-flight Ready, the state machine, the core.
 
 Time: ticks arrive at the node's own clock rate (drift); a paused node owes the ticks it missed and
-replays them on resume before anything else, as a ticker reading a monotonic clock would.
+replays them on resume before anything else, as a ticker reading a monotonic clock would. Peer
+messages that reach a paused node wait for it, as in its sockets: at most a socket's worth per
+sender (SOCKET_MESSAGES; beyond that the sender's queue drops the oldest, as rmqc's peer outbox
+does). On resume the node works through that backlog at a cost in virtual time per message and
+per entry (STEP_COST_US, ENTRY_COST_US), and what arrives meanwhile queues behind it: a leader
+that answers each heartbeat reply of the backlog with another large append makes the backlog
+grow instead of shrink, the storm of issue 13.
 
 Client requests: writes are proposed on the leader and acknowledged when applied here; `read` uses
 ReadIndex (forwarded by the core when this node follows) and serves once applied >= read index;
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -39,6 +46,13 @@ if TYPE_CHECKING:
 # flight on this node, so the bound is never reached unless requests leak; past it, new requests
 # are refused like an overloaded server would.
 REQUESTS_WAITING_MAX = 1024
+# Messages from one sender that wait for a paused node: its socket's receive buffer plus the
+# sender's bounded queue (the oldest are dropped beyond it, as by rmqc.node._outbox).
+SOCKET_MESSAGES = 256
+# Virtual time a node spends on one message of a backlog, and per entry it carries (decoding,
+# appending): the order of magnitude of rmqc.node in Python.
+STEP_COST_US = 50
+ENTRY_COST_US = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +87,7 @@ class SimNode:
         self.paused = False
         self.owed_ticks = 0
         self.deferred: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
+        self.backlog: deque[Message] = deque()  # peer messages held while paused, then worked off
         self.crash_mid_next_write = False  # armed by the nemesis
         self._reset_volatile()
 
@@ -119,6 +134,7 @@ class SimNode:
         self.paused = False
         self.owed_ticks = 0
         self.deferred.clear()
+        self.backlog.clear()
         self.world.events.after(self.tick_us, self._tick_timer, self.incarnation)
         self._process_ready()
 
@@ -132,6 +148,7 @@ class SimNode:
             self.world.count("unsynced_writes_lost")
         self._reset_volatile()
         self.deferred.clear()
+        self.backlog.clear()
 
     def _crash_if_same(self, incarnation: int) -> None:
         if self.up and incarnation == self.incarnation and self.world.nemesis.active:
@@ -151,6 +168,16 @@ class SimNode:
         for action, args in deferred:
             if self.up:
                 action(*args)
+        self._work_off_backlog(self.incarnation)
+
+    def _work_off_backlog(self, incarnation: int) -> None:
+        """Step the oldest held message, and the next one once its cost in virtual time is spent."""
+        if not self.up or incarnation != self.incarnation or self.paused or not self.backlog:
+            return
+        message = self.backlog.popleft()
+        self._step(message)
+        cost_us = STEP_COST_US + ENTRY_COST_US * len(message.entries)
+        self.world.events.after(cost_us, self._work_off_backlog, incarnation)
 
     # -- inputs ---------------------------------------------------------------------------------
     def _tick_timer(self, incarnation: int) -> None:
@@ -174,7 +201,18 @@ class SimNode:
         self.world.after_step(self)
 
     def deliver(self, message: Message) -> None:
+        if self.up and (self.paused or self.backlog):
+            self._hold(message)  # behind what is already waiting: links are FIFO
+            return
         self._when_running(self._step, message)
+
+    def _hold(self, message: Message) -> None:
+        """Queue a message behind the backlog, at most SOCKET_MESSAGES per sender (oldest dropped)."""
+        self.backlog.append(message)
+        held = [i for i, waiting in enumerate(self.backlog) if waiting.frm == message.frm]
+        if len(held) > SOCKET_MESSAGES:
+            del self.backlog[held[0]]
+            self.world.count("paused_backlog_dropped")
 
     def request(self, request: ClientRequest) -> None:
         self._when_running(self._handle_request, request)

@@ -93,6 +93,7 @@ class World:
         self.last_view: dict[str, tuple[str, int]] = {}
         self.counts: dict[str, int] = {}  # what happened, for the summary (leaders, crashes, ...)
         self.commit_seen: dict[tuple[str, int], int] = {}
+        self._highest_sent: dict[tuple[str, str, int], int] = {}  # (leader, follower, term) -> index
 
     def _drift(self, rng: random.Random) -> float:
         if self.knobs.drift_extremes:
@@ -111,8 +112,21 @@ class World:
         self.trace_lines.append(f"{self.events.now_us / 1000:9.1f}ms {text}")
 
     def send(self, message: Message) -> None:
+        if message.entries:
+            self._count_append(message)
         for delay in self.net.delays_us(message.frm, message.to):
             self.events.after(delay, self._arrive, message)
+
+    def _count_append(self, message: Message) -> None:
+        """What replication costs: entries sent, and entries sent again to a follower that was sent
+        them before in the same term (a catch-up that resends a range in flight shows here, issue 13)."""
+        link = (message.frm, message.to, message.term)
+        highest = self._highest_sent.get(link, 0)
+        again = sum(1 for entry in message.entries if entry.index <= highest)
+        self._highest_sent[link] = max(highest, message.entries[-1].index)
+        self.counts["append_entries_sent"] = self.counts.get("append_entries_sent", 0) + len(message.entries)
+        if again:
+            self.counts["append_entries_resent"] = self.counts.get("append_entries_resent", 0) + again
 
     def _arrive(self, message: Message) -> None:
         if self.net.arrived(message.frm, message.to) and message.to in self.nodes:

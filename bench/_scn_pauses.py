@@ -1,0 +1,174 @@
+"""Issue 13: process pauses and long catch-ups must not take the cluster down.
+
+- `pauses`: the leader, then a follower, alternately SIGSTOPped for 3 s and resumed, under a
+  broker-like load of registrations (1012 then 1013; up to 300/s, ~180/s reached on the 2-core
+  machine, so ~360 requests/s) (rmqc.testing.pauses); per pause the time until another
+  node accepts a write (leader pauses) or the longest write gap (follower pauses), the longest
+  silence of every node that was not paused, stale reads and lost writes.
+- `catch_up`: a follower stopped while `catchup_entries` entries are written, then restarted
+  (catching up from the log, and again with snapshots taken meanwhile): the write latency of a few
+  clients while it catches up, against the same clients before it was stopped.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from typing import Any
+
+import orjson
+import trio
+
+from rmqc.testing.pauses import PauseConfig, PauseResult, PauseRun
+
+from ._load import LoadError, RemotingConn
+from ._rmqc import RMQC_PROGRAM, RmqcCluster, WriteSequence
+from ._stats import fmt, summarise_ms
+from ._suite import Suite, say
+
+PAUSE_S = 3.0
+PAUSE_WRITES_PER_S = 300.0
+STATUS_REQUEST = 60001
+FILL_CLIENTS = 64  # writes the backlog the stopped follower will have to catch up
+PROBE_CLIENTS = 4  # whose latency is compared before and during the catch-up
+BASELINE_S = 5.0
+CATCH_UP_BOUND_S = 300.0
+STATUS_POLL_S = 0.05
+
+
+async def pauses(suite: Suite) -> dict[str, Any]:
+    config = PauseConfig(pauses=suite.profile.pauses, pause_s=PAUSE_S, writes_per_s=PAUSE_WRITES_PER_S,
+                         program=(RMQC_PROGRAM,))
+    run = PauseRun(suite.work_dir("pauses"), config)
+
+    def show(result: PauseResult) -> None:
+        what = "write accepted elsewhere after" if result.kind == "leader" else "longest write gap"
+        say(f"   pause {result.index + 1:>2} ({result.kind} {result.node}): {what} {result.recovery_ms:.0f} ms, "
+            f"longest silence of the others {result.worst_silence_ms:.0f} ms (as seen "
+            f"{max(result.raw_silence_ms.values(), default=0.0):.0f} ms, the harness late by up to "
+            f"{result.harness_lag_ms:.0f} ms), stale reads {result.stale_reads}")
+
+    await run.run(show)
+    summary = run.summary()
+    say(f"   worst over {summary['pauses']} pauses: leader pause -> write {summary['worst_leader_recovery_ms']} ms, "
+        f"silence {summary['worst_silence_ms']} ms, lost {summary['lost']}, stale reads {summary['stale_reads']}")
+    return {"conditions": suite.base_conditions(system="rmqc", nodes=3, fsync=suite.fsync, pause_s=PAUSE_S,
+                                                writes_per_s=PAUSE_WRITES_PER_S, signal="SIGSTOP/SIGCONT",
+                                                silence_probe="60001 every 10 ms per node"),
+            "summary": summary, "pauses": [result.as_dict() for result in run.results],
+            "stale_reads": run.stale_reads[:20], "lost": run.lost[:20], "timeline": run.timeline,
+            "events": run.events}
+
+
+async def _status(cluster: RmqcCluster, node: str) -> dict[str, Any] | None:
+    try:
+        with trio.fail_after(1):
+            conn = await RemotingConn.open(cluster.address(node))
+            try:
+                answer = await conn.call(STATUS_REQUEST)
+            finally:
+                await conn.aclose()
+    except (OSError, LoadError, trio.TooSlowError):
+        return None
+    return orjson.loads(answer.body) if answer.body else None
+
+
+async def _lag(cluster: RmqcCluster, leader: str, follower: str) -> int | None:
+    status = await _status(cluster, leader)
+    peer = (status or {}).get("peers", {}).get(follower)
+    return None if peer is None else int(peer["lag"])
+
+
+async def _timed_writes(cluster: RmqcCluster, leader: str, clients: int, stop: trio.Event,
+                        samples: list[tuple[float, float]]) -> None:
+    """`clients` closed loops of 1013 at the leader until `stop`: (completion time, latency ms)."""
+    writes = WriteSequence(f"c{time.time_ns()}", collections.Counter())
+
+    async def client(index: int) -> None:
+        conn = await RemotingConn.open(cluster.address(leader))
+        try:
+            while not stop.is_set():
+                sent = time.perf_counter()
+                if await writes.write(conn, index):
+                    done = time.perf_counter()
+                    samples.append((done, (done - sent) * 1000))
+        finally:
+            await conn.aclose()
+
+    async with trio.open_nursery() as nursery:
+        for index in range(clients):
+            nursery.start_soon(client, index)
+
+
+async def _writes_for(cluster: RmqcCluster, leader: str, clients: int, seconds: float) -> list[float]:
+    samples: list[tuple[float, float]] = []
+    stop = trio.Event()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_timed_writes, cluster, leader, clients, stop, samples)
+        await trio.sleep(seconds)
+        stop.set()
+    return [ms for _, ms in samples]
+
+
+async def _fill(cluster: RmqcCluster, leader: str, follower: str, entries: int) -> float:
+    """Write until the stopped follower is `entries` behind; returns the seconds it took."""
+    started = time.perf_counter()
+    stop = trio.Event()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_timed_writes, cluster, leader, FILL_CLIENTS, stop, [])
+        with trio.fail_after(CATCH_UP_BOUND_S):
+            while (await _lag(cluster, leader, follower) or 0) < entries:
+                await trio.sleep(0.5)
+        stop.set()
+    return time.perf_counter() - started
+
+
+async def _during_catch_up(cluster: RmqcCluster, leader: str, follower: str) -> tuple[list[float], float]:
+    """Restart the follower; write latencies until the leader sees it caught up, and how long."""
+    samples: list[tuple[float, float]] = []
+    stop = trio.Event()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_timed_writes, cluster, leader, PROBE_CLIENTS, stop, samples)
+        started = time.perf_counter()
+        cluster.spawn(follower)
+        with trio.fail_after(CATCH_UP_BOUND_S):
+            while await _lag(cluster, leader, follower) != 0:
+                await trio.sleep(STATUS_POLL_S)
+        caught_up_s = time.perf_counter() - started
+        stop.set()
+    return [ms for t, ms in samples if t <= started + caught_up_s], caught_up_s
+
+
+async def _one_catch_up(suite: Suite, label: str, settings: dict[str, object]) -> dict[str, Any]:
+    entries = suite.profile.catchup_entries
+    cluster = RmqcCluster(suite.work_dir("catch_up"), 3, settings, name=label)
+    await cluster.start()
+    leader = await cluster.leader()
+    follower = next(node for node in cluster.ids if node != leader)
+    baseline = summarise_ms(await _writes_for(cluster, leader, PROBE_CLIENTS, BASELINE_S))
+    cluster.procs[follower].stop()
+    fill_s = await _fill(cluster, leader, follower, entries)
+    during_ms, caught_up_s = await _during_catch_up(cluster, leader, follower)
+    during = summarise_ms(during_ms)
+    cluster.stop()
+    factor = {k: round(during[k] / baseline[k], 2) if baseline[k] else None for k in ("p50_ms", "p99_ms")}
+    say(f"   {label}: {entries:,} entries behind (written in {fill_s:.0f} s), caught up in {caught_up_s:.1f} s; "
+        f"write p50 {fmt(baseline['p50_ms'])} -> {fmt(during['p50_ms'])} ms, p99 {fmt(baseline['p99_ms'])} -> "
+        f"{fmt(during['p99_ms'])} ms ({factor['p99_ms']}x)")
+    return {"entries": entries, "fill_s": round(fill_s, 1), "caught_up_s": round(caught_up_s, 2),
+            "baseline": baseline, "during": during, "factor": factor, "settings": settings}
+
+
+async def catch_up(suite: Suite) -> dict[str, Any]:
+    entries = suite.profile.catchup_entries
+    cases = {
+        # no snapshot in between: every entry comes from the leader's log
+        "from the log": {"snapshot_every_entries": 10 * entries},
+        # snapshots (and compaction) meanwhile: a snapshot, then the log's tail
+        "through a snapshot": {"snapshot_every_entries": max(1_000, entries // 10)},
+    }
+    figures = {label: await _one_catch_up(suite, label.replace(" ", "_"), settings)
+               for label, settings in cases.items()}
+    return {"conditions": suite.base_conditions(system="rmqc", nodes=3, fsync=suite.fsync, probe_clients=PROBE_CLIENTS,
+                                                fill_clients=FILL_CLIENTS, request="1013 at the leader"),
+            "cases": figures}

@@ -1,0 +1,69 @@
+"""Issue 13 in the simulator: nodes (the leader most often) paused for 1 to 2.5 s under a write-heavy
+client load. A paused node owes its missed ticks, finds at most a socket's worth of stale messages
+per sender when it resumes, and works through them at a cost in virtual time while newer ones queue
+behind (rmqc.testing._simnode). Links are FIFO here (a fixed delay, no loss), as TCP is, so every
+append sent again is the leader's doing: after a real rejection, or (the bug of issue 13) once per
+heartbeat reply of a backlog while a probe is still on its way, which the mutant test must catch."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+import rmqc.raft._core as raft_core
+from rmqc.raft._progress import Progress
+from rmqc.testing._simclient import ClientKnobs
+from rmqc.testing._simnemesis import NemesisKnobs
+from rmqc.testing._simnet import LinkFaults
+from rmqc.testing._simworld import World
+from rmqc.testing.sim import SimKnobs
+
+LONG_PAUSES = replace(
+    SimKnobs(),
+    nodes=3,
+    active_us=3_000_000,
+    quiet_us=500_000,
+    faults=LinkFaults(drop_p=0.0, duplicate_p=0.0, spike_p=0.0, delay_min_us=1_000, delay_max_us=1_000),
+    clients=ClientKnobs(count=10, kind_weights=(8, 1, 1), think_max_us=2_000),
+    nemesis=NemesisKnobs(interval_min_us=300_000, interval_max_us=600_000, pause_min_us=1_000_000,
+                         pause_max_us=2_500_000, weights={"pause_leader": 3, "pause": 1, "heal": 1}),
+)
+SEEDS = range(30)
+# Share of the entries sent in appends that went to a follower again in the same term. Real
+# rejections (a resumed leader's divergent tail) cost a few percent; the bug cost 20-40 %.
+MAX_RESENT_SHARE = 0.15
+
+
+def resent_share(seed: int) -> tuple[float, World]:
+    world = World(seed, LONG_PAUSES)
+    result = world.run()
+    assert result.ok, f"seed {seed}: {result.violations[0]}\n" + "\n".join(result.trace)
+    sent = world.counts.get("append_entries_sent", 0)
+    return world.counts.get("append_entries_resent", 0) / max(1, sent), world
+
+
+def test_long_pauses_keep_safety_progress_and_resend_little() -> None:
+    dropped = 0
+    for seed in SEEDS:
+        share, world = resent_share(seed)
+        counts = world.counts
+        assert counts.get("nemesis_pause_leader", 0) + counts.get("nemesis_pause", 0) > 0, f"seed {seed}"
+        assert world.client_stats.ok > 100, f"seed {seed}: {world.client_stats}"
+        assert share <= MAX_RESENT_SHARE, f"seed {seed}: {share:.0%} of the entries sent were resent"
+        dropped += counts.get("paused_backlog_dropped", 0)
+    assert dropped > 0  # some pauses outlast a socket's worth of messages: the bound is exercised
+
+
+def test_catches_a_leader_that_resends_its_probe_on_every_heartbeat_reply(monkeypatch: pytest.MonkeyPatch) -> None:
+    def resume_at_once(self: Progress, tick: int, heartbeat_round: int | None, probe_retry_ticks: int) -> None:
+        self.flow_paused = False  # the old rule: any heartbeat reply resends an outstanding probe
+
+    monkeypatch.setattr(Progress, "may_resume", resume_at_once)
+    monkeypatch.setattr(raft_core, "PROBE_ENTRIES", 1024)
+    for seed in SEEDS:
+        share, _ = resent_share(seed)
+        if share > MAX_RESENT_SHARE:
+            print(f"caught by seed {seed}: {share:.0%} of the entries sent were resent")
+            return
+    pytest.fail(f"no seed in {SEEDS} shows the resend storm")
