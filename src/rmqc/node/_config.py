@@ -12,6 +12,7 @@ as a warning, never fatal, so an operator can switch an existing deployment over
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
@@ -149,6 +150,10 @@ OPTIONS: tuple[Option, ...] = (
            "controllerDLegerPeers"),
     Option("data_dir", _text, "directory of the LMDB log, hard state and snapshots", "controllerStorePath"),
     Option("group", _text, "Raft group name; peers of another group are refused", "controllerDLegerGroup"),
+    Option("peer_secret_file", _any_text,
+           "file holding the cluster's peer secret(s): the first line signs, every line verifies"),
+    Option("allow_insecure_peers", _parse_bool,
+           "let peers off loopback join without a peer secret (trusted networks only)"),
     Option("tick_ms", _positive_int, "length of one Raft tick"),
     Option("election_tick", _positive_int, "election timeout in ticks (randomised up to twice this)"),
     Option("heartbeat_tick", _positive_int, "leader heartbeat interval in ticks"),
@@ -202,6 +207,8 @@ class NodeConfig:
     peers: tuple[Peer, ...] = field(default_factory=lambda: parse_peers(DEFAULT_PEERS))
     data_dir: str = "./rmqc-data"
     group: str = "rmqc"
+    peer_secret_file: str = ""
+    allow_insecure_peers: bool = False
     # 50 ms ticks, a heartbeat every tick, elections after 0.5-1 s of silence. A leader whose
     # process dies is replaced much faster than that: its port refuses reconnection and a
     # designated survivor campaigns at once (node/_node.py on_peer_down), measured at ~0.05 s to
@@ -273,9 +280,37 @@ def check_config(config: NodeConfig) -> None:
         raise ConfigError(
             f"lease_drift_ticks: {config.lease_drift_ticks} must be below election_tick {config.election_tick}"
         )
+    _check_peer_security(config)
     for name in ("max_frame_bytes", "max_peer_frame_bytes"):
         if getattr(config, name) >= PEER_MAGIC_AS_LENGTH:
             raise ConfigError(f"{name}: must be below {PEER_MAGIC_AS_LENGTH} (the peer handshake magic)")
+
+
+def _check_peer_security(config: NodeConfig) -> None:
+    """Secure by default: without a peer secret anyone who reaches the port could speak as a member
+    (vote, append, depose the leader), which is tolerable only when every member is this machine."""
+    if config.peer_secret_file or config.allow_insecure_peers:
+        return
+    remote = [peer for peer in config.peers if not is_loopback(peer.host)]
+    if remote:
+        raise ConfigError(
+            f"peer_secret_file: not set, and peer {remote[0].id} at {remote[0].address} is not on loopback, "
+            "so anyone reaching the port could join the Raft group. Create a secret once "
+            "(`head -c 32 /dev/urandom | base64 > peer.secret && chmod 600 peer.secret`), copy the file to "
+            "every node and set peer_secret_file to its path (docs/security.md); on a trusted network, "
+            "allow_insecure_peers = true starts without one"
+        )
+
+
+def is_loopback(host: str) -> bool:
+    """True for addresses that only this machine can reach; a name other than localhost counts as
+    remote (it may resolve anywhere)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,23 +22,19 @@ from rmqc.raft._types import Message
 
 from ._config import NodeConfig, Peer
 from ._outbox import PeerOutbox
+from ._peer_auth import PeerAuthError, PeerSecrets, accept, check_senders, dial
 from ._peer_codec import (
     FrameKind,
-    Handshake,
     PeerFrame,
     PeerFrameDecoder,
-    decode_handshake,
     decode_messages,
     decode_tagged,
     encode_frame,
-    encode_handshake,
 )
 
 log = logging.getLogger("rmqc.node.peers")
 
 RECEIVE_CHUNK_BYTES = 256 * 1024
-# magic + version + two length-prefixed ids of at most 255 bytes: a longer "handshake" is garbage.
-MAX_HANDSHAKE_BYTES = 4 + 2 + 2 * 256
 # Control frames per peer: forwarded requests are additionally bounded by the node's pending-request
 # bound; this only stops a stalled link from growing without limit.
 MAX_CONTROL_FRAMES = 8192
@@ -91,6 +87,8 @@ class PeerLinks:
         self._config = config
         self._handler = handler
         self._rng = rng
+        self._secrets = PeerSecrets(config.peer_secret_file)  # raises ConfigError: the node does not start
+        self.refused_peers = 0
         self._peers = [peer for peer in config.peers if peer.id != config.node_id]
         self._outboxes = {
             peer.id: PeerOutbox(config.peer_outbox_messages, MAX_CONTROL_FRAMES, config.max_peer_frame_bytes // 2)
@@ -186,9 +184,15 @@ class PeerLinks:
 
     async def _use_connection(self, peer: Peer, stream: trio.SocketStream) -> None:
         try:
+            rest = await dial(stream, self._config, self._secrets, peer)
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._until_error, peer, self._read_answers(peer, stream), nursery.cancel_scope)
+                nursery.start_soon(self._until_error, peer, self._read_answers(peer, stream, rest),
+                                   nursery.cancel_scope)
                 nursery.start_soon(self._until_error, peer, self._write_loop(peer, stream), nursery.cancel_scope)
+        except PeerAuthError as error:
+            log.warning("peer link to %s not established: %s", peer.id, error)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ProtocolError) as error:
+            log.info("peer link to %s lost during the handshake: %s", peer.id, error)
         finally:
             await trio.aclose_forcefully(stream)
 
@@ -204,7 +208,6 @@ class PeerLinks:
             scope.cancel()
 
     async def _write_loop(self, peer: Peer, stream: trio.SocketStream) -> None:
-        await stream.send_all(encode_handshake(Handshake(self._config.node_id, self._config.group)))
         self.connected.add(peer.id)
         log.info("peer link to %s (%s) up", peer.id, peer.address)
         link = self._live[peer.id] = _LiveLink(stream.socket.fileno())
@@ -240,20 +243,23 @@ class PeerLinks:
             for target in snapshot_targets:
                 self._handler.on_snapshot_sent(target, True)
 
-    async def _read_answers(self, peer: Peer, stream: trio.SocketStream) -> None:
+    async def _read_answers(self, peer: Peer, stream: trio.SocketStream, rest: bytes) -> None:
         async def reply(kind: FrameKind, payload: bytes) -> None:
             self.send_control(peer.id, kind, payload)
 
         decoder = PeerFrameDecoder(self._config.max_peer_frame_bytes)
+        self._dispatch(decoder.feed(rest), peer.id, reply)
         await read_peer_frames(stream, decoder, peer.id, self._handler, reply)
 
-    async def serve_inbound(self, stream: trio.SocketStream, first_bytes: bytes) -> None:
-        """Serve a connection whose first bytes were the peer magic; returns when it closes."""
+    async def serve_inbound(self, stream: trio.SocketStream, first_bytes: bytes, remote: str) -> None:
+        """Serve a connection whose first bytes were the peer magic; returns when it closes. Nothing
+        it sends is decoded before it has proven the peer secret for a member id."""
         try:
-            handshake, rest = await _read_handshake(stream, first_bytes)
-            if handshake.group != self._config.group or self._config.peer(handshake.sender_id) is None:
-                log.warning("refusing peer %s of group %s (we are %s of group %s)", handshake.sender_id,
-                            handshake.group, self._config.node_id, self._config.group)
+            try:
+                sender_id, rest = await accept(stream, first_bytes, self._config, self._secrets)
+            except (PeerAuthError, ProtocolError) as error:
+                self.refused_peers += 1
+                log.warning("refusing peer connection from %s: %s", remote, error)
                 return
             send_lock = trio.Lock()
 
@@ -262,12 +268,12 @@ class PeerLinks:
                     await stream.send_all(encode_frame(kind, payload))
 
             decoder = PeerFrameDecoder(self._config.max_peer_frame_bytes)
-            self._dispatch(decoder.feed(rest), handshake.sender_id, reply)
-            await read_peer_frames(stream, decoder, handshake.sender_id, self._handler, reply)
+            self._dispatch(decoder.feed(rest), sender_id, reply)
+            await read_peer_frames(stream, decoder, sender_id, self._handler, reply)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass
         except (ProtocolError, BoundExceeded) as error:
-            log.warning("closing inbound peer connection: %s", error)
+            log.warning("closing inbound peer connection from %s: %s", remote, error)
 
     def _dispatch(self, frames: list[PeerFrame], sender: str, reply: Reply) -> None:
         dispatch_frames(frames, sender, self._handler, reply)
@@ -284,21 +290,6 @@ def _is_refusal(error: BaseException) -> bool:
 _NODELAY = (6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY, on: Raft messages are latency-bound, not bulk
 
 
-async def _read_handshake(stream: trio.SocketStream, first_bytes: bytes) -> tuple[Handshake, bytes]:
-    buffer = bytearray(first_bytes)
-    while True:
-        decoded = decode_handshake(buffer)
-        if decoded is not None:
-            handshake, length = decoded
-            return handshake, bytes(buffer[length:])
-        if len(buffer) > MAX_HANDSHAKE_BYTES:
-            raise ProtocolError(f"peer handshake longer than {MAX_HANDSHAKE_BYTES} bytes")
-        chunk = await stream.receive_some(MAX_HANDSHAKE_BYTES)
-        if not chunk:
-            raise trio.BrokenResourceError("closed during handshake")
-        buffer += chunk
-
-
 async def read_peer_frames(
     stream: trio.SocketStream, decoder: PeerFrameDecoder, sender: str, handler: PeerHandler, reply: Reply
 ) -> None:
@@ -312,7 +303,7 @@ async def read_peer_frames(
 def dispatch_frames(frames: list[PeerFrame], sender: str, handler: PeerHandler, reply: Reply) -> None:
     for frame in frames:
         if frame.kind == FrameKind.RAFT:
-            handler.on_raft_messages(sender, decode_messages(frame.payload))
+            handler.on_raft_messages(sender, check_senders(decode_messages(frame.payload), sender))
         elif frame.kind == FrameKind.FORWARD_REQUEST:
             tag, data = decode_tagged(frame.payload)
             handler.on_forward_request(sender, tag, data, reply)

@@ -118,7 +118,7 @@ class Server:
             if first is None:
                 return
             if first[: len(PEER_MAGIC)] == PEER_MAGIC:
-                await self._peers.serve_inbound(stream, first)
+                await self._peers.serve_inbound(stream, first, _remote_of(stream))
             else:
                 await self._serve_remoting(stream, first)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
