@@ -27,7 +27,7 @@ from rmqc.brokersim._model import (
     Status,
     shrunk_set,
 )
-from rmqc.client import ClientError, ControllerClient
+from rmqc.client import ClientError, ControllerClient, Credentials
 from rmqc.errors import RmqcError
 from rmqc.remoting import (
     FrameDecoder,
@@ -76,7 +76,9 @@ class SimBroker:
     """Run with `await broker.run(controllers)` in a nursery; `kill()`, `hang()`, `resume()` from any task."""
 
     def __init__(self, cluster: str, broker_name: str, slot: int, store_dir: Path, timing: SimTiming,
-                 rng: random.Random, connected_slaves: Callable[[SimBroker], Iterable[int]]) -> None:
+                 rng: random.Random, connected_slaves: Callable[[SimBroker], Iterable[int]],
+                 credentials: Credentials | None = None) -> None:
+        self._credentials = credentials
         self._connected_slaves = connected_slaves  # which slaves hold an HA connection to this master
         self._controllers: list[str] = []
         self.cluster = cluster
@@ -159,7 +161,7 @@ class SimBroker:
         started = False
         with scope:
             async with ControllerClient(list(controllers), timeout_ms=self.timing.rpc_timeout_ms,
-                                        rng=self._rng) as client:
+                                        rng=self._rng, credentials=self._credentials) as client:
                 self._client = client
                 async with trio.open_nursery() as nursery:
                     self._nursery = nursery

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from rmqc.cli._render import ExitCode, fail
+from rmqc.cli._credentials import AccessKeyOption, SecretKeyOption, credentials_of
 from rmqc.cli.admin import DEFAULT_CONTROLLERS, RMQC_NODE_STATUS, parse_controllers
 
 __all__ = ["fetch_node_views", "status_command"]
@@ -66,13 +67,16 @@ def status_command(
                                              help='nodes to ask, "host:port;host:port" (or one node)')] = DEFAULT_CONTROLLERS,
     watch: Annotated[bool, typer.Option("--watch", "-w", help="refresh live until Ctrl-C")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the views as JSON")] = False,
+    access_key: AccessKeyOption = None,
+    secret_key: SecretKeyOption = None,
 ) -> None:
     """Role, term, commit/applied, leader, lag, broker groups, live brokers and alarms of every node."""
     addresses = parse_controllers(controllers)
+    credentials = credentials_of(access_key, secret_key)
     if watch:
-        _watch(addresses)
+        _watch(addresses, credentials)
         return
-    views = _fetch_once(addresses)
+    views = _fetch_once(addresses, credentials)
     if as_json:
         from rmqc.cli._render import emit_json
 
@@ -87,19 +91,20 @@ def status_command(
              hint="check that these nodes run; `rmqc dev cluster` starts a local cluster")
 
 
-def _fetch_once(addresses: list[str]) -> list[dict[str, Any]]:
+def _fetch_once(addresses: list[str], credentials: Any) -> list[dict[str, Any]]:
     import trio
 
     from rmqc.client import ControllerClient
 
     async def main() -> list[dict[str, Any]]:
-        async with ControllerClient(addresses, timeout_ms=STATUS_TIMEOUT_MS, max_retries=1) as client:
+        async with ControllerClient(addresses, timeout_ms=STATUS_TIMEOUT_MS, max_retries=1,
+                                        credentials=credentials) as client:
             return await fetch_node_views(client, addresses)
 
     return trio.run(main)
 
 
-def _watch(addresses: list[str]) -> None:
+def _watch(addresses: list[str], credentials: Any) -> None:
     import signal
 
     import trio
@@ -114,7 +119,8 @@ def _watch(addresses: list[str]) -> None:
 
     async def main() -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async with ControllerClient(addresses, timeout_ms=STATUS_TIMEOUT_MS, max_retries=1) as client:
+            async with ControllerClient(addresses, timeout_ms=STATUS_TIMEOUT_MS, max_retries=1,
+                                        credentials=credentials) as client:
                 with LiveView(status_table(await fetch_node_views(client, addresses))) as live:
                     async with trio.open_nursery() as nursery:
                         nursery.start_soon(refresh, live, client)

@@ -4,6 +4,7 @@
 programs use `rmqc.client.asyncio_client` (through trio-asyncio).
 """
 
+from rmqc.acl import Credentials as Credentials
 from rmqc.client._client import CONSISTENCY_LEVELS as CONSISTENCY_LEVELS
 from rmqc.client._client import ControllerClient as ControllerClient
 from rmqc.client._errors import ClientClosed as ClientClosed
@@ -22,6 +23,7 @@ __all__ = [
     "ClientError",
     "ConnectionLost",
     "ControllerClient",
+    "Credentials",
     "NoLeaderError",
     "NotLeaderError",
     "RequestTimeout",

@@ -18,6 +18,7 @@ from types import TracebackType
 
 import trio
 
+from rmqc.acl import Credentials
 from rmqc.client._address import parse_address
 from rmqc.client._connection import Connection
 from rmqc.client._errors import (
@@ -67,6 +68,8 @@ class ControllerClient:
         backoff_ms, max_backoff_ms: first retry delay and its cap; doubled each retry, jittered.
         rng: source of the jitter (inject a seeded one for repeatable tests).
         wall_clock_ms: source of `invokeTime` (milliseconds since the epoch, as Java's clients send).
+        credentials: an ACL account; every request is then signed as RocketMQ clients sign
+            (rmqc.acl.Credentials; docs/security.md).
     """
 
     def __init__(
@@ -82,6 +85,7 @@ class ControllerClient:
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         rng: random.Random | None = None,
         wall_clock_ms: Callable[[], int] = _wall_clock_ms,
+        credentials: Credentials | None = None,
     ) -> None:
         _check_options(addresses, timeout_ms, max_in_flight, max_retries, consistency, backoff_ms)
         self._addresses = list(addresses)
@@ -90,6 +94,7 @@ class ControllerClient:
         self._max_in_flight = max_in_flight
         self._max_retries = max_retries
         self._consistency = consistency
+        self._credentials = credentials
         self._backoff_s = backoff_ms / 1000
         self._max_backoff_s = max_backoff_ms / 1000
         self._max_frame_bytes = max_frame_bytes
@@ -200,6 +205,8 @@ class ControllerClient:
     ) -> RemotingCommand | None:
         connection = await self._connection(target)
         command = make_request(code, self._new_opaque(), ext, body, oneway=oneway)
+        if self._credentials is not None:
+            self._credentials.sign(command)
         return await connection.send(command, expect_response=not oneway)
 
     async def _connection(self, address: str) -> Connection:

@@ -154,6 +154,8 @@ OPTIONS: tuple[Option, ...] = (
            "file holding the cluster's peer secret(s): the first line signs, every line verifies"),
     Option("allow_insecure_peers", _parse_bool,
            "let peers off loopback join without a peer secret (trusted networks only)"),
+    Option("acl_enabled", _parse_bool, "require RocketMQ ACL signatures on remoting requests (acl_file)"),
+    Option("acl_file", _any_text, "RocketMQ plain_acl.yml: accounts and whitelisted addresses; re-read when changed"),
     Option("tick_ms", _positive_int, "length of one Raft tick"),
     Option("election_tick", _positive_int, "election timeout in ticks (randomised up to twice this)"),
     Option("heartbeat_tick", _positive_int, "leader heartbeat interval in ticks"),
@@ -209,6 +211,8 @@ class NodeConfig:
     group: str = "rmqc"
     peer_secret_file: str = ""
     allow_insecure_peers: bool = False
+    acl_enabled: bool = False  # off by default, as in RocketMQ
+    acl_file: str = ""
     # 50 ms ticks, a heartbeat every tick, elections after 0.5-1 s of silence. A leader whose
     # process dies is replaced much faster than that: its port refuses reconnection and a
     # designated survivor campaigns at once (node/_node.py on_peer_down), measured at ~0.05 s to
@@ -281,6 +285,8 @@ def check_config(config: NodeConfig) -> None:
             f"lease_drift_ticks: {config.lease_drift_ticks} must be below election_tick {config.election_tick}"
         )
     _check_peer_security(config)
+    if config.acl_enabled and not config.acl_file:
+        raise ConfigError("acl_file: must name a plain_acl.yml when acl_enabled is true (docs/security.md)")
     for name in ("max_frame_bytes", "max_peer_frame_bytes"):
         if getattr(config, name) >= PEER_MAGIC_AS_LENGTH:
             raise ConfigError(f"{name}: must be below {PEER_MAGIC_AS_LENGTH} (the peer handshake magic)")

@@ -19,9 +19,11 @@ from typing import Protocol
 
 import trio
 
+from rmqc.acl import Allowed
 from rmqc.errors import BoundExceeded, ProtocolError, RmqcError
 from rmqc.remoting import FrameDecoder, RemotingCommand, encode
 
+from ._acl import AclGate, host_of
 from ._config import PEER_MAGIC, NodeConfig
 from ._peers import PeerLinks
 
@@ -80,6 +82,8 @@ class Server:
         # a task (True) and calls `respond(answer)` exactly once, now or when its entry is applied.
         self.serve_now = getattr(handler, "serve_now", _never_now)
         self._peers = peers
+        # None: every request is served as it comes (acl_enabled is off, as RocketMQ's default)
+        self.acl = AclGate(config) if config.acl_enabled else None
         self._channel_ids = itertools.count(1)
         self.open_connections = 0
         self.refused_connections = 0
@@ -110,25 +114,25 @@ class Server:
                     await trio.aclose_forcefully(stream)
                     continue
                 self.open_connections += 1
-                nursery.start_soon(self._serve_connection, stream)
+                nursery.start_soon(self._serve_connection, stream, _remote_of(stream))
 
-    async def _serve_connection(self, stream: trio.SocketStream) -> None:
+    async def _serve_connection(self, stream: trio.SocketStream, remote: str) -> None:
         try:
             first = await _receive_at_least(stream, len(PEER_MAGIC))
             if first is None:
                 return
             if first[: len(PEER_MAGIC)] == PEER_MAGIC:
-                await self._peers.serve_inbound(stream, first, _remote_of(stream))
+                await self._peers.serve_inbound(stream, first, remote)
             else:
-                await self._serve_remoting(stream, first)
+                await self._serve_remoting(stream, first, remote)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass
         finally:
             self.open_connections -= 1
             await trio.aclose_forcefully(stream)
 
-    async def _serve_remoting(self, stream: trio.SocketStream, first: bytes) -> None:
-        channel = Channel(next(self._channel_ids), _remote_of(stream))
+    async def _serve_remoting(self, stream: trio.SocketStream, first: bytes, remote: str) -> None:
+        channel = Channel(next(self._channel_ids), remote)
         connection = _RemotingConnection(stream, channel, self._handler, self._config.max_frame_bytes, self)
         try:
             error = await connection.run(first)
@@ -159,6 +163,7 @@ class _RemotingConnection:
         self._broken = False
         self._nursery: trio.Nursery | None = None
         self._reads_without_yield = 0
+        self._host = host_of(channel.remote)
 
     async def run(self, first: bytes) -> RmqcError | None:
         """Serve until the client closes; returns the protocol error that made us close, if any."""
@@ -183,6 +188,8 @@ class _RemotingConnection:
                 if command.is_response:
                     log.debug("ignoring response opaque=%s on server connection", command.opaque)
                     continue
+                if server.acl is not None and not self._admitted(server.acl, command):
+                    continue
                 if command.is_oneway and server.handle_oneway_now(command, self._channel):
                     continue
                 if self._unsent_bytes > MAX_UNSENT_BYTES_PER_CONNECTION:
@@ -194,6 +201,15 @@ class _RemotingConnection:
             data = await self._receive()
         if not self._broken:
             self._decoder.eof()
+
+    def _admitted(self, acl: AclGate, command: RemotingCommand) -> bool:
+        """Whether the ACL lets `command` through; a refused two-way request is answered here."""
+        decision = acl.check(command, self._host)
+        if isinstance(decision, Allowed):
+            return True
+        if decision is not None:
+            self._write(encode(decision))
+        return False
 
     async def _receive(self) -> bytes:
         """The next bytes from the client (b"" at its end), read straight from the non-blocking
