@@ -164,6 +164,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("forward_writes", _parse_bool, "forward leader-only requests from followers (false: answer 2007)"),
     Option("default_consistency", _choice(CONSISTENCY_LEVELS), "read consistency when a request names none"),
     Option("max_connections", _positive_int, "bound on open remoting connections"),
+    Option("max_connections_per_ip", _positive_int,
+           "bound on open connections from one remote address (loopback counts only towards the total)"),
+    Option("idle_timeout_ms", _positive_int,
+           "a remoting connection that completes no frame for this long is closed (idle or slowloris)"),
     Option("max_frame_bytes", _positive_int, "bound on one remoting frame"),
     Option("max_peer_frame_bytes", _positive_int, "bound on one peer frame (snapshots travel in one)"),
     Option("peer_outbox_messages", _positive_int, "bound on queued Raft messages per peer (oldest dropped)"),
@@ -229,6 +233,12 @@ class NodeConfig:
     forward_writes: bool = True
     default_consistency: str = "linearizable"
     max_connections: int = 4096
+    # A broker opens one connection per controller, an admin host a few: 256 from one address is
+    # far beyond any honest need and keeps one host from taking every slot of max_connections.
+    max_connections_per_ip: int = 256
+    # Java closes a connection idle for serverChannelMaxIdleTimeSeconds (120 s); brokers heartbeat
+    # every second or two, so only silent or stalling clients meet it.
+    idle_timeout_ms: int = 120_000
     max_frame_bytes: int = 16 * 1024 * 1024  # the Java frameMaxLength default
     max_peer_frame_bytes: int = 256 * 1024 * 1024  # a whole snapshot travels in one frame
     peer_outbox_messages: int = 4096

@@ -24,7 +24,9 @@ from rmqc.errors import BoundExceeded, ProtocolError, RmqcError
 from rmqc.remoting import FrameDecoder, RemotingCommand, encode
 
 from ._acl import AclGate, host_of
+from ._admission import ConnectionAdmission
 from ._config import PEER_MAGIC, NodeConfig
+from ._ratelog import RateLimitedLog
 from ._peers import PeerLinks
 
 log = logging.getLogger("rmqc.node.server")
@@ -44,6 +46,11 @@ ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, er
 ACCEPT_RETRY_S = 0.1
 # Bytes that must arrive before we can tell a peer from a broker; a silent client is dropped after.
 FIRST_BYTES_TIMEOUT_S = 30.0
+REFUSAL_LOG_EVERY_S = 1.0
+
+
+class IdleTimeout(BoundExceeded):
+    """A remoting connection completed no frame within idle_timeout_ms (silent, or slowloris)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,10 +92,16 @@ class Server:
         # None: every request is served as it comes (acl_enabled is off, as RocketMQ's default)
         self.acl = AclGate(config) if config.acl_enabled else None
         self._channel_ids = itertools.count(1)
-        self.open_connections = 0
+        self._admission = ConnectionAdmission(config)
+        self._refusal_log = RateLimitedLog(log, REFUSAL_LOG_EVERY_S)
         self.refused_connections = 0
         self.protocol_errors = 0
         self.requests_in_flight = 0
+        self.idle_timeout_s = config.idle_timeout_ms / 1000
+
+    @property
+    def open_connections(self) -> int:
+        return self._admission.open
 
     async def serve(self, listeners: list[trio.SocketListener]) -> None:
         async with trio.open_nursery() as nursery:
@@ -108,17 +121,18 @@ class Server:
                     log.error("accept failed (%s); retrying in %.1f s", error, ACCEPT_RETRY_S)
                     await trio.sleep(ACCEPT_RETRY_S)
                     continue
-                if self.open_connections >= self._config.max_connections:
+                remote = _remote_of(stream)
+                refusal = self._admission.admit(host_of(remote))
+                if refusal is not None:
                     self.refused_connections += 1
-                    log.warning("refusing connection: %d open (max_connections)", self.open_connections)
+                    self._refusal_log.warning("refusing connection from %s: %s", remote, refusal)
                     await trio.aclose_forcefully(stream)
                     continue
-                self.open_connections += 1
-                nursery.start_soon(self._serve_connection, stream, _remote_of(stream))
+                nursery.start_soon(self._serve_connection, stream, remote)
 
     async def _serve_connection(self, stream: trio.SocketStream, remote: str) -> None:
         try:
-            first = await _receive_at_least(stream, len(PEER_MAGIC))
+            first = await _receive_at_least(stream, len(PEER_MAGIC), min(FIRST_BYTES_TIMEOUT_S, self.idle_timeout_s))
             if first is None:
                 return
             if first[: len(PEER_MAGIC)] == PEER_MAGIC:
@@ -128,7 +142,7 @@ class Server:
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass
         finally:
-            self.open_connections -= 1
+            self._admission.release(host_of(remote))
             await trio.aclose_forcefully(stream)
 
     async def _serve_remoting(self, stream: trio.SocketStream, first: bytes, remote: str) -> None:
@@ -164,6 +178,11 @@ class _RemotingConnection:
         self._nursery: trio.Nursery | None = None
         self._reads_without_yield = 0
         self._host = host_of(channel.remote)
+        self._idle_timeout_s = server.idle_timeout_s
+        # The time by which the next complete frame must have arrived; pushed back only when the
+        # reader is about to wait and a frame was completed since the last wait (off the hot path).
+        self._frame_deadline = trio.current_time() + self._idle_timeout_s
+        self._frame_completed = False
 
     async def run(self, first: bytes) -> RmqcError | None:
         """Serve until the client closes; returns the protocol error that made us close, if any."""
@@ -185,6 +204,7 @@ class _RemotingConnection:
         server = self._server
         while data and not self._broken:
             for command in self._decoder.iter_feed(data):  # each served as decoded, as Java does
+                self._frame_completed = True
                 if command.is_response:
                     log.debug("ignoring response opaque=%s on server connection", command.opaque)
                     continue
@@ -221,13 +241,24 @@ class _RemotingConnection:
                 data = os.read(self._fd, RECEIVE_CHUNK_BYTES)
             except BlockingIOError:
                 self._reads_without_yield = 0
-                await trio.lowlevel.wait_readable(self._fd)
+                await self._wait_readable()
                 continue
             self._reads_without_yield += 1
             if self._reads_without_yield >= YIELD_EVERY_READS:
                 self._reads_without_yield = 0
                 await trio.lowlevel.checkpoint()
             return data
+
+    async def _wait_readable(self) -> None:
+        """Wait for bytes, but not past the frame deadline: a client that sends nothing, or a byte
+        now and then without ever finishing a frame (slowloris), loses its connection."""
+        if self._frame_completed:
+            self._frame_completed = False
+            self._frame_deadline = trio.current_time() + self._idle_timeout_s
+        with trio.move_on_at(self._frame_deadline):
+            await trio.lowlevel.wait_readable(self._fd)
+            return
+        raise IdleTimeout(f"no complete frame within {self._idle_timeout_s * 1000:.0f} ms (idle_timeout_ms)")
 
     def _respond_callback(self, request: RemotingCommand) -> Respond:
         def respond(response: RemotingCommand | None) -> None:
@@ -295,9 +326,9 @@ class _RemotingConnection:
             self._nursery.cancel_scope.cancel()
 
 
-async def _receive_at_least(stream: trio.SocketStream, count: int) -> bytes | None:
+async def _receive_at_least(stream: trio.SocketStream, count: int, timeout_s: float) -> bytes | None:
     data = b""
-    with trio.move_on_after(FIRST_BYTES_TIMEOUT_S):
+    with trio.move_on_after(timeout_s):
         while len(data) < count:
             chunk = await stream.receive_some(RECEIVE_CHUNK_BYTES)
             if not chunk:
