@@ -5,6 +5,7 @@ keeps sending frames is kept."""
 from __future__ import annotations
 
 import logging
+import random
 import struct
 
 import pytest
@@ -13,10 +14,12 @@ import trio
 from rmqc.node import NodeConfig, parse_peers
 from rmqc.node import _admission
 from rmqc.node._admission import ConnectionAdmission
+from rmqc.node._peers import PeerLinks
+from rmqc.node._server import Server
 from rmqc.remoting import FrameDecoder, encode, make_request
 
 from node_helpers import free_ports
-from test_node_transport import Recorder, rpc, start_node
+from test_node_transport import Recorder, SlowEcho, rpc, start_node
 
 
 def test_admission_counts_per_remote_address_and_frees_on_release() -> None:
@@ -82,8 +85,11 @@ async def test_connections_beyond_the_per_address_bound_are_refused_and_logged(
 async def test_silent_and_slowloris_clients_are_closed_and_busy_ones_kept() -> None:
     config = config_with(idle_timeout_ms=400)
     frame = encode(make_request(1005, opaque=3))
+    handler = Recorder()
     async with trio.open_nursery() as nursery:
-        await start_node(nursery, config, Recorder())
+        handler.nursery = nursery
+        server = Server(config, SlowEcho(), PeerLinks(config, handler, random.Random(1)))
+        nursery.start_soon(server.serve, await trio.open_tcp_listeners(config.self_peer.port, host="127.0.0.1"))
         port = config.self_peer.port
         silent = await trio.open_tcp_stream("127.0.0.1", port)
         started = trio.current_time()
@@ -115,6 +121,7 @@ async def test_silent_and_slowloris_clients_are_closed_and_busy_ones_kept() -> N
         assert trio.current_time() - started >= 0.35
         await busy.send_all(frame)
         assert len(await rpc(busy, FrameDecoder(), 1)) == 1  # the busy client was never closed
+        assert server.idle_closed == 1 and server.refusals()["idle_timeout"] == 1  # the slowloris (silent: no frame begun)
         for stream in (silent, slowloris, busy):
             await stream.aclose()
         nursery.cancel_scope.cancel()

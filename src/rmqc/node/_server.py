@@ -95,6 +95,7 @@ class Server:
         self._admission = ConnectionAdmission(config)
         self._refusal_log = RateLimitedLog(log, REFUSAL_LOG_EVERY_S)
         self.refused_connections = 0
+        self.idle_closed = 0
         self.protocol_errors = 0
         self.requests_in_flight = 0
         self.idle_timeout_s = config.idle_timeout_ms / 1000
@@ -102,6 +103,14 @@ class Server:
     @property
     def open_connections(self) -> int:
         return self._admission.open
+
+    def refusals(self) -> dict[str, int]:
+        """Running totals by reason (the labels of the rmqc_refusals metric)."""
+        totals = {"peer_auth": self._peers.refused_peers, "connection_limit": self.refused_connections,
+                  "idle_timeout": self.idle_closed}
+        if self.acl is not None:
+            totals.update({f"acl_{name.lower()}": count for name, count in self.acl.refused.items()})
+        return totals
 
     async def serve(self, listeners: list[trio.SocketListener]) -> None:
         async with trio.open_nursery() as nursery:
@@ -152,6 +161,7 @@ class Server:
             error = await connection.run(first)
             if error is not None:
                 self.protocol_errors += 1
+                self.idle_closed += isinstance(error, IdleTimeout)
                 log.warning("closing connection %s from %s: %s", channel.id, channel.remote, error)
         finally:
             self._handler.on_channel_closed(channel)
