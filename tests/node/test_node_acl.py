@@ -96,7 +96,7 @@ async def test_signed_requests_pass_and_refusals_say_why(tmp_path: Path) -> None
         assert server.acl is not None
         assert dict(server.acl.refused) == {"ADDRESS_NOT_ALLOWED": 1, "NOT_ADMIN": 3, "UNKNOWN_ACCESS_KEY": 1,
                                             "BAD_SIGNATURE": 1}
-        assert server.refusals() == {"peer_auth": 0, "connection_limit": 0, "idle_timeout": 0,
+        assert server.refusals() == {"peer_auth": 0, "connection_limit": 0, "idle_timeout": 0, "tls": 0,
                                      "acl_address_not_allowed": 1, "acl_not_admin": 3,
                                      "acl_unknown_access_key": 1, "acl_bad_signature": 1}
         NodeMetrics().update_refusals(server.refusals())  # every reason is a known metric label

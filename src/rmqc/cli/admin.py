@@ -17,7 +17,16 @@ from typing import Annotated, Any, Optional, TypeVar
 
 import typer
 
-from rmqc.cli._credentials import AccessKeyOption, SecretKeyOption, credentials_of
+from rmqc.cli._credentials import (
+    AccessKeyOption,
+    SecretKeyOption,
+    TlsCaOption,
+    TlsCertOption,
+    TlsKeyOption,
+    TlsOption,
+    credentials_of,
+    tls_of,
+)
 from rmqc.cli._render import ExitCode, fail
 
 __all__ = ["admin_app", "parse_controllers", "run_with_client"]
@@ -27,14 +36,16 @@ T = TypeVar("T")
 admin_app = typer.Typer(help="Controller administration (mqadmin's controller commands).", no_args_is_help=True)
 config_app = typer.Typer(help="Read or change controller configuration on every node given.", no_args_is_help=True)
 admin_app.add_typer(config_app, name="config")
-# The ACL account of this invocation (set by the group's options, used by run_with_client).
-_signing: dict[str, Any] = {"credentials": None}
+# The ACL account and TLS of this invocation (set by the group's options, used by run_with_client).
+_security: dict[str, Any] = {"credentials": None, "ssl_context": None}
 
 
 @admin_app.callback()
-def admin_options(access_key: AccessKeyOption = None, secret_key: SecretKeyOption = None) -> None:
+def admin_options(access_key: AccessKeyOption = None, secret_key: SecretKeyOption = None, tls: TlsOption = False,
+                  tls_ca: TlsCaOption = None, tls_cert: TlsCertOption = None, tls_key: TlsKeyOption = None) -> None:
     """Controller administration (mqadmin's controller commands)."""
-    _signing["credentials"] = credentials_of(access_key, secret_key)
+    _security["credentials"] = credentials_of(access_key, secret_key)
+    _security["ssl_context"] = tls_of(tls, tls_ca, tls_cert, tls_key)
 
 ControllersOption = Annotated[str, typer.Option("--controllers", "-c", envvar="RMQC_CONTROLLERS",
                                                 help='controllers, "host:port;host:port;..."')]
@@ -75,7 +86,7 @@ def run_with_client(controllers: list[str], call: Callable[[Any], Awaitable[T]],
 
     async def main() -> T:
         async with ControllerClient(controllers, timeout_ms=timeout_ms, consistency=consistency,
-                                    credentials=_signing["credentials"]) as client:
+                                    **_security) as client:
             return await call(client)
 
     try:

@@ -16,6 +16,7 @@ from rmqc.client._errors import RequestTimeout as RequestTimeout
 from rmqc.client._errors import RetriesExhausted as RetriesExhausted
 from rmqc.client._errors import TooManyConnections as TooManyConnections
 from rmqc.client._errors import TooManyInFlight as TooManyInFlight
+from rmqc.client._tls import client_tls_context as client_tls_context
 
 __all__ = [
     "CONSISTENCY_LEVELS",
@@ -30,4 +31,5 @@ __all__ = [
     "RetriesExhausted",
     "TooManyConnections",
     "TooManyInFlight",
+    "client_tls_context",
 ]

@@ -11,6 +11,7 @@ the request's one timeout. A timeout is not retried: the caller decides whether 
 from __future__ import annotations
 
 import random
+import ssl
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
@@ -70,6 +71,8 @@ class ControllerClient:
         wall_clock_ms: source of `invokeTime` (milliseconds since the epoch, as Java's clients send).
         credentials: an ACL account; every request is then signed as RocketMQ clients sign
             (rmqc.acl.Credentials; docs/security.md).
+        ssl_context: connect with TLS (rmqc.client.client_tls_context makes one from a CA file and
+            an optional client certificate); None: plain TCP.
     """
 
     def __init__(
@@ -86,6 +89,7 @@ class ControllerClient:
         rng: random.Random | None = None,
         wall_clock_ms: Callable[[], int] = _wall_clock_ms,
         credentials: Credentials | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         _check_options(addresses, timeout_ms, max_in_flight, max_retries, consistency, backoff_ms)
         self._addresses = list(addresses)
@@ -95,6 +99,7 @@ class ControllerClient:
         self._max_retries = max_retries
         self._consistency = consistency
         self._credentials = credentials
+        self._ssl_context = ssl_context
         self._backoff_s = backoff_ms / 1000
         self._max_backoff_s = max_backoff_ms / 1000
         self._max_frame_bytes = max_frame_bytes
@@ -215,7 +220,8 @@ class ControllerClient:
             if self._nursery is None:  # closed while this request was retrying
                 raise ClientClosed("the ControllerClient was closed while a request was in progress")
             self._make_room_for_a_connection(address)
-            connection = Connection(address, outbox_frames=self._max_in_flight, max_frame_bytes=self._max_frame_bytes)
+            connection = Connection(address, outbox_frames=self._max_in_flight, max_frame_bytes=self._max_frame_bytes,
+                                    ssl_context=self._ssl_context)
             self._connections[address] = connection
             self._nursery.start_soon(connection.run, self._timeout_s, name=f"rmqc client connection {address}")
         await connection.ready.wait()

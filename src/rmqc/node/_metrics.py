@@ -45,7 +45,7 @@ NO_MASTER_ELECTED = "no_master_elected"
 ELECTION_RESULTS = (NEW_MASTER_ELECTED, KEEP_CURRENT_MASTER, NO_MASTER_ELECTED)
 ALARMS = (DISK_FULL,)
 # Why connections and requests were refused (docs/security.md): the labels of rmqc_refusals.
-REFUSAL_REASONS = ("peer_auth", "connection_limit", "idle_timeout", "acl_address_not_allowed",
+REFUSAL_REASONS = ("peer_auth", "connection_limit", "idle_timeout", "tls", "acl_address_not_allowed",
                    "acl_unknown_access_key", "acl_bad_signature", "acl_not_admin")
 OTHER_LABEL = "other"
 ONEWAY_LABEL = "oneway"

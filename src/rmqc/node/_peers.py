@@ -23,6 +23,7 @@ from rmqc.raft._types import Message
 from ._config import NodeConfig, Peer
 from ._outbox import PeerOutbox
 from ._peer_auth import PeerAuthError, PeerSecrets, accept, check_senders, dial
+from ._tls import dial_tls, peer_client_context
 from ._peer_codec import (
     FrameKind,
     PeerFrame,
@@ -76,7 +77,7 @@ class _LiveLink:
     """The writing side of a connected link. `rest` is what the socket did not take from a direct
     write; it goes out first, from the link's task, before anything else of this peer."""
 
-    fd: int
+    fd: int  # -1 for TLS: its bytes must go through the TLS stream, never straight to the socket
     sending: bool = False  # the link's task is inside send_all: nothing may be written around it
     rest: bytes = b""
     rest_snapshots: list[str] = field(default_factory=list)
@@ -88,6 +89,7 @@ class PeerLinks:
         self._handler = handler
         self._rng = rng
         self._secrets = PeerSecrets(config.peer_secret_file)  # raises ConfigError: the node does not start
+        self._tls = peer_client_context(config)  # None: peers dial in plain TCP
         self.refused_peers = 0
         self._peers = [peer for peer in config.peers if peer.id != config.node_id]
         self._outboxes = {
@@ -117,7 +119,7 @@ class PeerLinks:
 
     def _write_now(self, peer_id: str) -> None:
         link = self._live.get(peer_id)
-        if link is None or link.sending or link.rest:
+        if link is None or link.fd < 0 or link.sending or link.rest:
             self._wakeups[peer_id].set()  # not connected, or bytes ahead of these: the task sends
             return
         data, snapshots = self._outboxes[peer_id].take_batch()
@@ -182,15 +184,18 @@ class PeerLinks:
         stream.setsockopt(*_NODELAY)
         return stream, False
 
-    async def _use_connection(self, peer: Peer, stream: trio.SocketStream) -> None:
+    async def _use_connection(self, peer: Peer, socket_stream: trio.SocketStream) -> None:
+        stream: trio.abc.Stream = socket_stream
         try:
+            if self._tls is not None:
+                stream = await dial_tls(socket_stream, self._tls)
             rest = await dial(stream, self._config, self._secrets, peer)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._until_error, peer, self._read_answers(peer, stream, rest),
                                    nursery.cancel_scope)
                 nursery.start_soon(self._until_error, peer, self._write_loop(peer, stream), nursery.cancel_scope)
-        except PeerAuthError as error:
-            log.warning("peer link to %s not established: %s", peer.id, error)
+        except (PeerAuthError, trio.TooSlowError) as error:
+            log.warning("peer link to %s not established: %s", peer.id, error or "TLS handshake timed out")
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ProtocolError) as error:
             log.info("peer link to %s lost during the handshake: %s", peer.id, error)
         finally:
@@ -207,10 +212,10 @@ class PeerLinks:
         finally:
             scope.cancel()
 
-    async def _write_loop(self, peer: Peer, stream: trio.SocketStream) -> None:
+    async def _write_loop(self, peer: Peer, stream: trio.abc.Stream) -> None:
         self.connected.add(peer.id)
         log.info("peer link to %s (%s) up", peer.id, peer.address)
-        link = self._live[peer.id] = _LiveLink(stream.socket.fileno())
+        link = self._live[peer.id] = _LiveLink(stream.socket.fileno() if isinstance(stream, trio.SocketStream) else -1)
         try:
             await self._write_outbox(peer, stream, link)
         finally:
@@ -218,7 +223,7 @@ class PeerLinks:
             for target in link.rest_snapshots:
                 self._handler.on_snapshot_sent(target, False)
 
-    async def _write_outbox(self, peer: Peer, stream: trio.SocketStream, link: _LiveLink) -> None:
+    async def _write_outbox(self, peer: Peer, stream: trio.abc.Stream, link: _LiveLink) -> None:
         outbox = self._outboxes[peer.id]
         while True:
             if not link.rest and not len(outbox):
@@ -243,7 +248,7 @@ class PeerLinks:
             for target in snapshot_targets:
                 self._handler.on_snapshot_sent(target, True)
 
-    async def _read_answers(self, peer: Peer, stream: trio.SocketStream, rest: bytes) -> None:
+    async def _read_answers(self, peer: Peer, stream: trio.abc.Stream, rest: bytes) -> None:
         async def reply(kind: FrameKind, payload: bytes) -> None:
             self.send_control(peer.id, kind, payload)
 
@@ -251,7 +256,7 @@ class PeerLinks:
         self._dispatch(decoder.feed(rest), peer.id, reply)
         await read_peer_frames(stream, decoder, peer.id, self._handler, reply)
 
-    async def serve_inbound(self, stream: trio.SocketStream, first_bytes: bytes, remote: str) -> None:
+    async def serve_inbound(self, stream: trio.abc.Stream, first_bytes: bytes, remote: str) -> None:
         """Serve a connection whose first bytes were the peer magic; returns when it closes. Nothing
         it sends is decoded before it has proven the peer secret for a member id."""
         try:
@@ -291,7 +296,7 @@ _NODELAY = (6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY, on: Raft messages are latency-
 
 
 async def read_peer_frames(
-    stream: trio.SocketStream, decoder: PeerFrameDecoder, sender: str, handler: PeerHandler, reply: Reply
+    stream: trio.abc.Stream, decoder: PeerFrameDecoder, sender: str, handler: PeerHandler, reply: Reply
 ) -> None:
     while True:
         chunk = await stream.receive_some(RECEIVE_CHUNK_BYTES)
