@@ -39,7 +39,10 @@ def _java_order(key: str) -> bytes:
 
 
 def signature_content(ext_fields: Mapping[str, str], body: bytes | None) -> bytes:
-    values = "".join(ext_fields[key] for key in sorted(ext_fields, key=_java_order) if key != SIGNATURE)
+    keys = sorted(ext_fields)
+    if not all(key.isascii() for key in keys):  # the two orders agree on ASCII; skip the cost there
+        keys.sort(key=_java_order)
+    values = "".join([ext_fields[key] for key in keys if key != SIGNATURE])
     return values.encode() + (body or b"")
 
 
