@@ -24,5 +24,6 @@ test: $(STAMP)
 sim: $(STAMP)
 	$(BIN)/python -m rmqc.testing.sim --seeds 10000
 
+# also what the README's walkthrough writes (rmqc dev cluster, rmqc sim, log export, analyze)
 clean:
-	rm -rf $(VENV) rmqc-data bench-out .pytest_cache .hypothesis
+	rm -rf $(VENV) rmqc-data bench-out .pytest_cache .hypothesis rmqc-dev rmqc-sim analysis *.parquet

@@ -47,24 +47,24 @@ def rmqc(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
 
 
 def test_admin_signs_with_flags_or_environment_and_rights_hold(node: str) -> None:
-    code, _, err = rmqc("admin", "metadata", "-c", node)
+    code, _, err = rmqc("admin", "metadata", "-a", node)
     assert code == 1 and "NO_PERMISSION: address not allowed" in err
-    code, out, err = rmqc("admin", *BROKER, "metadata", "-c", node, "--json")
+    code, out, err = rmqc("admin", *BROKER, "metadata", "-a", node, "--json")
     assert code == 0, err
     assert orjson.loads(out)["extFields"]["controllerLeaderAddress"] == node
-    code, _, err = rmqc("admin", *BROKER, "config", "set", "-c", node, "scanInactiveMasterInterval=4000")
+    code, _, err = rmqc("admin", *BROKER, "config", "set", "-a", node, "scanInactiveMasterInterval=4000")
     assert code == 1 and "not an admin" in err
-    code, out, err = rmqc("admin", "config", "set", "-c", node, "scanInactiveMasterInterval=4000", env=ADMIN_ENV)
+    code, out, err = rmqc("admin", "config", "set", "-a", node, "scanInactiveMasterInterval=4000", env=ADMIN_ENV)
     assert code == 0, err
-    code, _, err = rmqc("admin", "--access-key", "broker-key", "metadata", "-c", node)
+    code, _, err = rmqc("admin", "--access-key", "broker-key", "metadata", "-a", node)
     assert code == 2 and "--access-key and --secret-key go together" in err
 
 
 def test_status_signs(node: str) -> None:
-    code, out, err = rmqc("status", "-c", node, "--json", env=ADMIN_ENV)
+    code, out, err = rmqc("status", "-a", node, "--json", env=ADMIN_ENV)
     assert code == 0, err
     assert orjson.loads(out)[0]["status"]["role"] == "leader"
-    code, _, _ = rmqc("status", "-c", node, "--json")
+    code, _, _ = rmqc("status", "-a", node, "--json")
     assert code != 0  # every request refused: no status from the node
 
 

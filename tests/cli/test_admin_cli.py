@@ -44,33 +44,33 @@ def test_metadata_from_every_node_names_one_leader(cluster: LocalCluster) -> Non
     leaders = set()
     answers = []
     for address in cluster.addresses:
-        code, out, err = admin("metadata", "-c", cluster.controllers, "--node", address, "--json")
+        code, out, err = admin("metadata", "-a", cluster.controllers, "--node", address, "--json")
         assert code == 0, err
         answers.append(orjson.loads(out)["extFields"])
         leaders.add(answers[-1]["controllerLeaderAddress"])
     assert len(leaders) == 1 and leaders <= set(cluster.addresses)
     assert sum(a["isLeader"] == "true" for a in answers) == 1
-    code, out, _ = admin("metadata", "-c", cluster.controllers)
+    code, out, _ = admin("metadata", "-a", cluster.controllers)
     assert code == 0 and "leader address" in out and f"n1:{cluster.addresses[1]}" in out
 
 
 def test_sync_state_set_shows_master_and_live_replicas(cluster: LocalCluster, brokers: SimProcess) -> None:
-    code, out, err = admin("sync-state-set", "-c", cluster.controllers, GROUP, "--json")
+    code, out, err = admin("sync-state-set", "-a", cluster.controllers, GROUP, "--json")
     assert code == 0, err
     info = orjson.loads(out)["replicasInfoTable"][GROUP]
     assert len(info["inSyncReplicas"]) == 3 and all(r["alive"] for r in info["inSyncReplicas"])
     assert info["masterBrokerId"] in {r["brokerId"] for r in info["inSyncReplicas"]}
-    code, out, _ = admin("sync-state-set", "-c", cluster.controllers, GROUP)
+    code, out, _ = admin("sync-state-set", "-a", cluster.controllers, GROUP)
     assert code == 0 and GROUP in out and "master" in out and "masterEpoch" in out
     for level in ("stale", "lease", "linearizable"):  # passed through to the client, served by a follower too
-        code, out, err = admin("sync-state-set", "-c", cluster.controllers, "--node", cluster.addresses[1],
+        code, out, err = admin("sync-state-set", "-a", cluster.controllers, "--node", cluster.addresses[1],
                                "--consistency", level, GROUP, "--json")
         assert code == 0, f"{level}: {err}"
         assert orjson.loads(out)["replicasInfoTable"][GROUP]["masterBrokerId"] == info["masterBrokerId"]
 
 
 def test_sync_state_set_of_an_unknown_group_exits_1(cluster: LocalCluster) -> None:
-    code, _, err = admin("sync-state-set", "-c", cluster.controllers, "no-such-group")
+    code, _, err = admin("sync-state-set", "-a", cluster.controllers, "no-such-group")
     assert code == 1 and "unknown broker group" in err and "what to do" in err
 
 
@@ -78,41 +78,72 @@ def test_elect_master_moves_the_master_and_brokers_follow(cluster: LocalCluster,
     beliefs = brokers.wait_full_group(GROUP, 3)
     master = next(b for b in beliefs if b["role"] == "MASTER")
     target = next(b["brokerId"] for b in beliefs if b["brokerId"] != master["brokerId"])
-    code, out, err = admin("elect-master", "-c", cluster.controllers, "-n", GROUP, "-b", str(target))
+    code, out, err = admin("elect-master", "-a", cluster.controllers, "-n", GROUP, "-b", str(target))
     assert code == 0, err
     assert f"new master of {GROUP}" in out and str(target) in out
     after = brokers.wait_full_group(GROUP, 1, timeout_s=SIM_CONVERGE_S)
     assert {b["masterBrokerId"] for b in after} == {target}
     assert all(b["masterEpoch"] == master["masterEpoch"] + 1 for b in after)
-    code, _, err = admin("elect-master", "-c", cluster.controllers, "-n", GROUP, "-b", str(target))
+    code, _, err = admin("elect-master", "-a", cluster.controllers, "-n", GROUP, "-b", str(target))
     assert code == 1 and "CONTROLLER_MASTER_STILL_EXIST (2011)" in err and "already the master" in err
 
 
 def test_clean_broker_refuses_live_brokers(cluster: LocalCluster, brokers: SimProcess) -> None:
-    code, _, err = admin("clean-broker", "-c", cluster.controllers, "-n", "broker-0001")
+    code, _, err = admin("clean-broker", "-a", cluster.controllers, "-n", "broker-0001")
     assert code == 1 and "2009" in err and "--clean-living" in err
-    code, _, err = admin("clean-broker", "-c", cluster.controllers, "-n", "broker-0001", "-b", "1;x")
+    code, _, err = admin("clean-broker", "-a", cluster.controllers, "-n", "broker-0001", "-b", "1;x")
     assert code == 2 and "not a list of ids" in err
 
 
 def test_config_get_and_set_on_every_node(cluster: LocalCluster) -> None:
-    code, out, err = admin("config", "set", "-c", cluster.controllers, "electMasterMaxRetryCount=4")
+    code, out, err = admin("config", "set", "-a", cluster.controllers, "electMasterMaxRetryCount=4")
     assert code == 0, err
     assert out.count("updated") == 3 and "electMasterMaxRetryCount : 4" in out
-    code, out, err = admin("config", "get", "-c", cluster.controllers, "-k", "electMasterMaxRetryCount", "--json")
+    code, out, err = admin("config", "get", "-a", cluster.controllers, "-k", "electMasterMaxRetryCount", "--json")
     assert code == 0, err
     assert orjson.loads(out) == {address: {"electMasterMaxRetryCount": "4"} for address in cluster.addresses}
-    code, out, err = admin("config", "set", "-c", cluster.controllers, "configStorePath=/elsewhere")
+    code, out, err = admin("config", "set", "-a", cluster.controllers, "configStorePath=/elsewhere")
     assert code == 1 and "NO_PERMISSION (16)" in err and "configBlackList" in err
     assert "configStorePath : " not in out
 
 
+@pytest.mark.parametrize(("setting", "remark"), [
+    ("noSuchKey=1", "unknown key 'noSuchKey'"),
+    ("enableElectUnclenMaster=true", "did you mean 'enableElectUncleanMaster'?"),
+    ("enableElectUncleanMaster=maybe", "bad value for enableElectUncleanMaster: 'maybe'"),
+])
+def test_config_set_refuses_unknown_keys_and_bad_values(cluster: LocalCluster, setting: str, remark: str) -> None:
+    code, out, err = admin("config", "set", "-a", cluster.controllers, setting)
+    assert code == 1 and "updated" not in out
+    assert "INVALID_PARAMETER (29)" in err and remark in err
+    assert "rmqc admin config get` lists every key" in err  # not "the controller failed internally"
+    key = setting.partition("=")[0]
+    code, out, _ = admin("config", "get", "-a", cluster.controllers, "--json")
+    assert code == 0 and all(values.get("enableElectUncleanMaster") == "false" and key not in values
+                             for values in orjson.loads(out).values() if key != "enableElectUncleanMaster")
+
+
+def test_metadata_reads_at_a_named_consistency(cluster: LocalCluster) -> None:
+    code, out, err = admin("metadata", "-a", cluster.controllers, "--node", cluster.addresses[1],
+                           "--consistency", "stale", "--json")
+    assert code == 0, err
+    assert "appliedIndex" in orjson.loads(out)["extFields"]  # what a stale read carries
+
+
+def test_clean_broker_of_an_unknown_group_says_so(cluster: LocalCluster) -> None:
+    code, _, err = admin("clean-broker", "-a", cluster.controllers, "-n", "nosuch")
+    assert code == 1 and "is not existed" in err
+    assert "the broker group is unknown" in err and "stop the broker" not in err
+
+
 def test_exit_codes_for_usage_and_unreachable_controllers(tmp_path: Path) -> None:
-    assert admin("metadata", "-c", "127.0.0.1:1", "--timeout-ms", "500")[0] == 3
-    code, _, err = admin("config", "get", "-c", "127.0.0.1:1;127.0.0.1:2", "--timeout-ms", "500")
+    assert admin("metadata", "-a", "127.0.0.1:1", "--timeout-ms", "500")[0] == 3
+    code, _, err = admin("config", "get", "-a", "127.0.0.1:1;127.0.0.1:2", "--timeout-ms", "500")
     assert code == 3 and "rmqc status" in err
-    assert admin("metadata", "-c", "not-an-address")[0] == 2
-    assert admin("sync-state-set", "-c", "127.0.0.1:1")[0] == 2  # neither names nor --all
-    assert admin("sync-state-set", "-c", "127.0.0.1:1", "--all", "x")[0] == 2  # both
-    assert admin("sync-state-set", "-c", "127.0.0.1:1", "--consistency", "eventual", "x")[0] == 2
-    assert admin("config", "set", "-c", "127.0.0.1:1", "novalue")[0] == 2
+    assert admin("metadata", "-a", "not-an-address")[0] == 2
+    assert admin("sync-state-set", "-a", "127.0.0.1:1")[0] == 2  # neither names nor --all
+    assert admin("sync-state-set", "-a", "127.0.0.1:1", "--all", "x")[0] == 2  # both
+    assert admin("sync-state-set", "-a", "127.0.0.1:1", "--consistency", "eventual", "x")[0] == 2
+    assert admin("config", "set", "-a", "127.0.0.1:1", "novalue")[0] == 2
+    code, _, err = admin("metadata", "--node", "127.0.0.1:2", "--timeout-ms", "500")
+    assert code == 3 and "no answer from 127.0.0.1:2:" in err and "9878" not in err  # the node asked

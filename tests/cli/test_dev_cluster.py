@@ -46,7 +46,7 @@ def test_dev_cluster_runs_three_nodes_and_stops_them_on_ctrl_c(tmp_path: Path) -
                 controllers = line.split()[1]
         addresses = controllers.split(";")
         assert len(addresses) == 3 and all(accepts(address) for address in addresses)
-        status = CliRunner().invoke(app, ["status", "-c", controllers, "--json"])
+        status = CliRunner().invoke(app, ["status", "-a", controllers, "--json"])
         assert status.exit_code == 0, status.stderr
         watch_status_until_ctrl_c(controllers, tmp_path / "watch.out")
         for node in ("n0", "n1", "n2"):
@@ -68,7 +68,7 @@ def test_dev_cluster_runs_three_nodes_and_stops_them_on_ctrl_c(tmp_path: Path) -
 def watch_status_until_ctrl_c(controllers: str, out_path: Path) -> None:
     """`rmqc status --watch` draws the table, then ends with exit 0 on SIGINT."""
     with open(out_path, "w") as out:
-        watcher = subprocess.Popen([*rmqc_argv(), "status", "--watch", "-c", controllers], stdout=out,
+        watcher = subprocess.Popen([*rmqc_argv(), "status", "--watch", "-a", controllers], stdout=out,
                                    stderr=subprocess.STDOUT, preexec_fn=end_with_parent)
     try:
         deadline = time.monotonic() + START_TIMEOUT_S

@@ -11,9 +11,18 @@ import pytest
 from typer.testing import CliRunner
 
 from rmqc import fsm, raft
+from rmqc.cli._exit import ExitCode
 from rmqc.cli.main import app
 from rmqc.raft._types import ConfChange, ConfChangeType, ConfState, Entry, EntryType, HardState
-from rmqc.storage import DATA_FILE_NAME, LmdbStorage, acquire_node_lock
+from rmqc.storage import (
+    DATA_FILE_NAME,
+    IDENTITY_FILE_NAME,
+    LmdbStorage,
+    NodeIdentity,
+    acquire_node_lock,
+    claim_identity,
+)
+from rmqc.testing.launcher import RMQC, free_ports
 
 runner = CliRunner()
 LEADER_TS_MS = 1_763_000_000_000
@@ -50,11 +59,14 @@ def controller_entries(groups: int, first_index: int = 1) -> list[Entry]:
     ]
 
 
-def make_data_dir(path: Path, groups: int = 3, commit: int | None = None) -> list[Entry]:
+def make_data_dir(path: Path, groups: int = 3, commit: int | None = None,
+                  identity: NodeIdentity | None = None) -> list[Entry]:
+    """A data directory as node `identity` (default: named as the directory, group "rmqc") leaves it."""
     entries = controller_entries(groups)
     commit = entries[-1].index if commit is None else commit
     with LmdbStorage(path, sync=False) as storage:
         storage.save(HardState(term=entries[-1].term, vote="n1", commit=commit), entries)
+    claim_identity(path, identity or NodeIdentity(path.name, "rmqc"))
     return entries
 
 
@@ -83,6 +95,24 @@ def test_dump_prints_entries_in_words(data_dir: Path) -> None:
     assert lines[2].split()[:3] == ["3", "1", "normal"]
     assert lines[2].endswith("elect master broker-0 -> 1 (masterEpoch 1)")
     assert lines[3].endswith("alter sync state set broker-0 -> [1, 2] (syncStateSetEpoch 2)")
+    # in the log, but apply refused it: it changed nothing
+    assert lines[4].endswith("elect master broker-0 -> 2 (masterEpoch 1) REFUSED (stale_master_epoch)")
+    assert sum("REFUSED" in line for line in lines) == 3  # one per group
+
+
+def test_dump_marks_refused_commands_after_a_compaction_too(data_dir: Path) -> None:
+    """Compacted at 13 (kept: 12 and 13, already in the snapshot), then a fourth group's life:
+    replayed from the snapshot's state."""
+    assert invoke("compact", data_dir, "--keep", "2").exit_code == 0
+    later = [Entry(index, 2, data=fsm.encode_commands(commands))
+             for index, commands in enumerate(group_commands("broker-3", LEADER_TS_MS + 3), start=14)]
+    with LmdbStorage(data_dir, sync=False) as storage:
+        storage.save(HardState(term=2, vote="n1", commit=17), later)
+    lines = invoke("dump", data_dir).stdout.splitlines()
+    assert [line.split()[0] for line in lines] == ["12", "13", "14", "15", "16", "17"]
+    assert not any("REFUSED" in line for line in lines[:2])  # behind the snapshot: no verdict
+    assert lines[-1].endswith("REFUSED (stale_master_epoch)")
+    assert not any("REFUSED" in line for line in lines[2:5])
 
 
 def test_dump_range_and_json(data_dir: Path) -> None:
@@ -106,8 +136,23 @@ def test_dump_range_beyond_the_log_is_clamped(data_dir: Path) -> None:
 
 def test_dump_on_a_directory_without_a_log(tmp_path: Path) -> None:
     result = invoke("dump", tmp_path)
-    assert result.exit_code == 3
+    assert result.exit_code == ExitCode.NOT_A_DATA_DIR == 4
     assert "no rmqc log" in result.output
+
+
+@pytest.mark.parametrize("command", ["verify", "dump", "stats", "compact"])
+def test_a_data_file_that_is_not_lmdb_is_not_a_data_directory(tmp_path: Path, command: str) -> None:
+    (tmp_path / DATA_FILE_NAME).write_bytes(b"not lmdb at all\n" * 1000)
+    result = invoke(command, tmp_path)
+    assert result.exit_code == ExitCode.NOT_A_DATA_DIR, result.output
+    assert f"{tmp_path} is not an rmqc data directory: its {DATA_FILE_NAME} is not an LMDB file" in result.output
+    assert isinstance(result.exception, SystemExit)  # a message, no traceback
+
+
+def test_verify_help_says_what_it_checks_and_what_not() -> None:
+    result = invoke("verify", "--help")
+    assert "every log entry" in result.output and "snapshot" in result.output
+    assert "Not checked: LMDB's own pages" in result.output
 
 
 def test_dump_stops_at_a_corrupt_entry_naming_it(data_dir: Path) -> None:
@@ -203,7 +248,7 @@ def test_compact_twice_reuses_the_snapshot(tmp_path: Path) -> None:
 def test_compact_refuses_a_live_node(data_dir: Path) -> None:
     with LiveNode(data_dir) as pid:
         result = invoke("compact", data_dir)
-    assert result.exit_code == 4
+    assert result.exit_code == ExitCode.NODE_RUNNING == 5
     assert f"in use by a running node (PID {pid}); stop the node first" in result.output
     with LmdbStorage(data_dir, sync=False) as storage:
         assert storage.first_index() == 1 and storage.snapshot().is_empty
@@ -212,7 +257,7 @@ def test_compact_refuses_a_live_node(data_dir: Path) -> None:
 def test_compact_refuses_while_this_process_holds_the_lock(data_dir: Path) -> None:
     with acquire_node_lock(data_dir):
         result = invoke("compact", data_dir)
-    assert result.exit_code == 4
+    assert result.exit_code == ExitCode.NODE_RUNNING
 
 
 # ----- export -----
@@ -234,6 +279,32 @@ def test_export_jsonl(data_dir: Path, tmp_path: Path) -> None:
     assert elect["description"] == "elect master broker-0 -> 1 (masterEpoch 1)"
     assert rows[5]["result"] == "stale_master_epoch"
     assert [r["seq"] for r in rows[1:3]] == [0, 1]
+
+
+def test_export_labels_rows_with_the_identity_the_directory_records(tmp_path: Path) -> None:
+    """Two nodes of different controller groups, both in directories named as `make serve` names
+    its own: each export says whose log it is."""
+    outs = []
+    for group, node in (("east", "n0"), ("west", "n3")):
+        data_dir = tmp_path / group / "rmqc-data"
+        make_data_dir(data_dir, groups=1, identity=NodeIdentity(node, group))
+        outs.append(tmp_path / f"{group}.jsonl")
+        assert invoke("export", data_dir, "--out", outs[-1]).exit_code == 0
+    labels = [{(r["controller_cluster"], r["node_id"]) for r in map(json.loads, out.read_text().splitlines())}
+              for out in outs]
+    assert labels == [{("east", "n0")}, {("west", "n3")}]
+
+
+def test_export_of_a_directory_without_identity_asks_for_the_labels(tmp_path: Path) -> None:
+    data_dir = tmp_path / "rmqc-data"
+    make_data_dir(data_dir, groups=1)
+    (data_dir / IDENTITY_FILE_NAME).unlink()  # as an older rmqc left it
+    result = invoke("export", data_dir, "--out", tmp_path / "h.jsonl")
+    assert result.exit_code == 2
+    assert "does not record its node id and controller group" in result.output
+    assert "--node-id and --cluster" in result.output
+    labelled = invoke("export", data_dir, "--out", tmp_path / "h.jsonl", "--node-id", "n5", "--cluster", "c")
+    assert labelled.exit_code == 0, labelled.output
 
 
 def test_export_only_committed_entries(tmp_path: Path) -> None:
@@ -280,6 +351,44 @@ def test_export_after_compaction_starts_from_the_snapshot(tmp_path: Path) -> Non
     assert rows[2]["result"] == "stale_master_epoch"
 
 
+# ----- what `rmqc serve` says about a directory it cannot use -----
+
+
+def serve(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    (port,) = free_ports(1)
+    command = [RMQC, "serve", "--data-dir", str(data_dir), "--peers", f"n0-127.0.0.1:{port}", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60)
+
+
+def test_serve_checks_the_log_before_it_says_it_serves(tmp_path: Path) -> None:
+    data_dir = tmp_path / "rmqc-data"
+    make_data_dir(data_dir, identity=NodeIdentity("n0", "rmqc"))
+    flip_in_data_file(data_dir, b"check-broker-1-2")
+    result = serve(data_dir)
+    assert result.returncode == ExitCode.CANNOT_SERVE
+    assert "serving on" not in result.stdout
+    assert "corrupt log at index 6: entry checksum mismatch" in result.stderr
+    assert f"`rmqc log verify {data_dir}` finds: corrupt at index 6" in result.stderr
+    assert "Exceptions from Trio nursery" not in result.stderr
+    assert "corrupt at index 6" in invoke("verify", data_dir).output  # which does find it
+
+
+def test_serve_refuses_the_data_directory_of_another_node(tmp_path: Path) -> None:
+    data_dir = tmp_path / "rmqc-data"
+    make_data_dir(data_dir, identity=NodeIdentity("n0", "east"))
+    result = serve(data_dir, "--group", "west")
+    assert result.returncode == ExitCode.CANNOT_SERVE and "serving on" not in result.stdout
+    assert f"data directory {data_dir} belongs to node n0 of controller group east, not n0 of west" in result.stderr
+
+
+def test_serve_on_a_data_dir_that_is_a_file_names_the_option(tmp_path: Path) -> None:
+    a_file = tmp_path / "rmqc-data"
+    a_file.write_text("")
+    result = serve(a_file)
+    assert result.returncode == ExitCode.USAGE
+    assert f"data_dir: bad value '{a_file}' from command line: '{a_file}' is a file, not a directory" in result.stderr
+
+
 # ----- membership entries -----
 
 
@@ -297,6 +406,7 @@ def test_conf_changes_in_dump_compact_and_export(tmp_path: Path) -> None:
     entries = membership + controller_entries(1, first_index=len(membership) + 1)
     with LmdbStorage(data_dir, sync=False) as storage:
         storage.save(HardState(term=1, commit=entries[-1].index), entries)
+    claim_identity(data_dir, NodeIdentity("n1", "rmqc"))
 
     dump_result = invoke("dump", data_dir, "--to", 5)
     assert dump_result.exit_code == 0, dump_result.output

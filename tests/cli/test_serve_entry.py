@@ -3,6 +3,8 @@ whichever way it is reached: the console script's fast path or the Typer app (Cl
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 
@@ -14,7 +16,7 @@ from rmqc.cli.serve import build_parser
 
 # What `rmqc serve` must not import: the other commands' UI and analysis stacks, and cattrs (the
 # command codec's former dependency); each costs tens of ms of every restart.
-NOT_ON_THE_SERVE_PATH = ("typer", "click", "rich", "cattrs", "pyspark", "pandas", "pyarrow")
+NOT_ON_THE_SERVE_PATH = ("typer", "click", "rich", "rich_argparse", "cattrs", "pyspark", "pandas", "pyarrow")
 
 
 def run_python(code: str) -> subprocess.CompletedProcess[str]:
@@ -22,7 +24,8 @@ def run_python(code: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_serve_path_imports_no_cli_or_analysis_stack() -> None:
-    probe = run_python("import sys\nimport rmqc.cli.main, rmqc.cli.serve, rmqc.node\nprint(' '.join(sys.modules))")
+    probe = run_python("import sys\nimport rmqc.cli.main, rmqc.cli.serve, rmqc.node\n"
+                       "rmqc.cli.serve.build_parser().parse_args(['--id', 'n0'])\nprint(' '.join(sys.modules))")
     loaded = set(probe.stdout.split())
     assert probe.returncode == 0, probe.stderr
     assert "rmqc.node" in loaded
@@ -41,6 +44,15 @@ def test_serve_help_through_the_console_entry_does_not_start_a_node() -> None:
     result = run_python("import sys\nfrom rmqc.cli.main import app\nsys.argv = ['rmqc', 'serve', '--help']\napp()")
     assert result.returncode == 0
     assert "--data-dir" in result.stdout and "--controller-conf" in result.stdout
+
+
+def test_serve_help_is_rich_as_the_other_commands_help() -> None:
+    code = "import sys\nfrom rmqc.cli.main import app\nsys.argv = ['rmqc', 'serve', '--help']\napp()"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "FORCE_COLOR": "1", "COLUMNS": "120"})
+    assert result.returncode == 0
+    assert "\x1b[" in result.stdout  # styled by Rich (rich_argparse), not argparse's plain text
+    assert "--data-dir DIR" in re.sub(r"\x1b\[[0-9;]*m", "", result.stdout)
 
 
 @pytest.mark.parametrize(

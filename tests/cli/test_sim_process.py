@@ -146,8 +146,8 @@ def test_sim_rejects_impossible_sizes(tmp_path: Path) -> None:
 
     from rmqc.cli.main import app
 
-    result = CliRunner().invoke(app, ["sim", "brokers", "--groups", "0", "-c", "127.0.0.1:1"])
+    result = CliRunner().invoke(app, ["sim", "brokers", "--groups", "0", "-a", "127.0.0.1:1"])
     assert result.exit_code == 2 and "groups >= 1" in result.stderr
-    result = CliRunner().invoke(app, ["sim", "brokers", "--groups", "5000", "--replicas", "3", "-c", "127.0.0.1:1",
+    result = CliRunner().invoke(app, ["sim", "brokers", "--groups", "5000", "--replicas", "3", "-a", "127.0.0.1:1",
                                       "--state-dir", str(tmp_path)])
     assert result.exit_code == 2 and "at most" in result.stderr

@@ -94,7 +94,7 @@ def run(*args: str) -> tuple[int, str, str]:
 
 def test_status_reports_role_indexes_groups_and_live_brokers(status_node: NodeWithBrokers) -> None:
     address = status_node.config.listen_address
-    code, out, err = run("status", "-c", address, "--json")
+    code, out, err = run("status", "-a", address, "--json")
     assert code == 0, err
     (view,) = orjson.loads(out)
     status = view["status"]
@@ -102,14 +102,26 @@ def test_status_reports_role_indexes_groups_and_live_brokers(status_node: NodeWi
     assert status["brokerGroups"] == GROUPS and status["liveBrokers"] == GROUPS * 3
     assert status["term"] >= 1 and status["commit"] >= status["applied"] > 0 and status["voters"] == ["n0"]
     assert status["alarms"] == []
-    code, out, _ = run("status", "-c", address)
+    code, out, _ = run("status", "-a", address)
     assert code == 0 and "leader" in out and "n0" in out
     names = node_status(status_node.node, with_group_names=True)["groupNames"]
     assert names == ["broker-0000", "broker-0001"]
 
 
+def test_status_peers_take_serves_format_and_plain_addresses(status_node: NodeWithBrokers) -> None:
+    """`--peers` as `rmqc serve --peers` writes it: the node answers (before, the id was read as part
+    of the host name and the row said "unreachable")."""
+    address = status_node.config.listen_address
+    for peers in (f"n0-{address}", address):
+        code, out, err = run("status", "--peers", peers, "--json")
+        assert code == 0, err
+        assert [view["address"] for view in orjson.loads(out)] == [address]
+    code, _, err = run("status", "--peers", f"n0-{address},n1-{address}")
+    assert code == 2 and "separated by ';', not ','" in err
+
+
 def test_sync_state_set_all_lists_every_group(status_node: NodeWithBrokers) -> None:
-    code, out, err = run("admin", "sync-state-set", "--all", "-c", status_node.config.listen_address, "--json")
+    code, out, err = run("admin", "sync-state-set", "--all", "-a", status_node.config.listen_address, "--json")
     assert code == 0, err
     document = orjson.loads(out)
     assert document["asked"] == ["broker-0000", "broker-0001"]
@@ -121,7 +133,7 @@ def test_status_of_a_real_cluster_and_of_a_missing_node(tmp_path: Path) -> None:
         cluster.wait_for_leader()
         deadline = time.monotonic() + READY_TIMEOUT_S
         while True:  # until every node answered in time and all name the leader (bounded)
-            code, out, err = run("status", "-c", cluster.controllers, "--json")
+            code, out, err = run("status", "-a", cluster.controllers, "--json")
             views = orjson.loads(out)
             leaders = {view.get("status", {}).get("leader") for view in views}
             if (code == 0 and len(leaders) == 1 and None not in leaders) or time.monotonic() > deadline:
@@ -131,7 +143,7 @@ def test_status_of_a_real_cluster_and_of_a_missing_node(tmp_path: Path) -> None:
         assert len(leaders) == 1 and None not in leaders, views
         assert sum(view["status"]["servingAsLeader"] for view in views) == 1
         (missing,) = free_ports(1)
-        code, out, err = run("status", "-c", f"{cluster.controllers};127.0.0.1:{missing}")
+        code, out, err = run("status", "-a", f"{cluster.controllers};127.0.0.1:{missing}")
         assert code == 3 and f"127.0.0.1:{missing}" in err and "unreachable" in out
 
 

@@ -43,14 +43,14 @@ def tls_env(certs: Certs) -> dict[str, str]:
 
 def test_status_and_admin_over_tls(node: str, certs: Certs) -> None:
     runner = CliRunner()
-    result = runner.invoke(app, ["status", "-c", node, "--json", "--tls-ca", str(certs.ca), "--tls-cert",
+    result = runner.invoke(app, ["status", "-a", node, "--json", "--tls-ca", str(certs.ca), "--tls-cert",
                                  str(certs.client_cert), "--tls-key", str(certs.client_key)])
     assert result.exit_code == 0, result.stderr
     assert orjson.loads(result.stdout)[0]["status"]["role"] == "leader"
-    result = runner.invoke(app, ["admin", "metadata", "-c", node, "--json"], env=tls_env(certs))
+    result = runner.invoke(app, ["admin", "metadata", "-a", node, "--json"], env=tls_env(certs))
     assert result.exit_code == 0, result.stderr
-    assert runner.invoke(app, ["admin", "metadata", "-c", node]).exit_code == 3  # plain: refused
-    result = runner.invoke(app, ["status", "-c", node, "--tls-ca", "/nonexistent.pem"])
+    assert runner.invoke(app, ["admin", "metadata", "-a", node]).exit_code == 3  # plain: refused
+    result = runner.invoke(app, ["status", "-a", node, "--tls-ca", "/nonexistent.pem"])
     assert result.exit_code == 2 and "--tls-ca/--tls-cert/--tls-key" in result.stderr
 
 

@@ -91,7 +91,9 @@ def test_update_is_all_or_nothing_and_bumps_the_revision() -> None:
     with pytest.raises(ConfigError):
         config.update_from_properties("enableElectUncleanMaster=true\nelectMasterMaxRetryCount=x\n")
     assert not config.enable_elect_unclean_master and config.revision == 0
-    assert config.update_from_properties("electMasterMaxRetryCount=5\nunknown=1\n") == {"electMasterMaxRetryCount": 5}
+    with pytest.raises(ConfigError, match="unknown key 'unknown'"):
+        config.update_from_properties("electMasterMaxRetryCount=5\nunknown=1\n")
+    assert config.update_from_properties("electMasterMaxRetryCount=5\n") == {"electMasterMaxRetryCount": 5}
     assert config.revision == 1
 
 

@@ -7,7 +7,7 @@ import pytest
 from rmqc.controller import NoReply, Propose, Reply, RequestContext
 from rmqc.fsm import ElectMaster, Trigger
 from rmqc.liveness import BrokerKey
-from rmqc.remoting import RemotingCommand, dumps_fastjson, loads_fastjson, make_request
+from rmqc.remoting import RemotingCommand, ResponseCode, dumps_fastjson, loads_fastjson, make_request
 from rmqc.testing.controller_harness import ControllerHarness
 
 C, N = "C", "broker-a"
@@ -307,9 +307,24 @@ def test_1009_and_1010(h: ControllerHarness) -> None:
     assert ask(h, 1009, None, b"rocketmqHome=/x\n").code == 16
     broken = ask(h, 1009, None, b"key=\\u12\n")
     assert (broken.code, broken.remark) == (1, "string2Properties error")
-    wrong_type = ask(h, 1009, None, b"electMasterMaxRetryCount=many\n")
-    assert wrong_type.code == 1 and "electMasterMaxRetryCount" in wrong_type.remark
     assert ask(h, 1009).code == 0  # an empty body is a success
+
+
+@pytest.mark.parametrize(("update", "remark"), [
+    (b"electMasterMaxRetryCount=many\n", "bad value for electMasterMaxRetryCount: 'many'"),
+    (b"enableElectUncleanMaster=maybe\n", "bad value for enableElectUncleanMaster: 'maybe'"),
+    (b"noSuchKey=1\n", "unknown key 'noSuchKey'"),
+    (b"enableElectUnclenMaster=true\n",
+     "unknown key 'enableElectUnclenMaster' (did you mean 'enableElectUncleanMaster'?)"),
+    (b"notifyBrokerRoleChanged=false\nenableElectUnclenMaster=true\n", "(did you mean 'enableElectUncleanMaster'?)"),
+])
+def test_1009_refuses_unknown_keys_and_bad_values_as_bad_requests(h: ControllerHarness, update: bytes,
+                                                                   remark: str) -> None:
+    before = ask(h, 1010).body
+    answer = ask(h, 1009, None, update)
+    assert (answer.code, ResponseCode(answer.code).name) == (29, "INVALID_PARAMETER")
+    assert remark in answer.remark
+    assert ask(h, 1010).body == before  # nothing applied, not even the good key beside the typo
 
 
 def test_1006_sync_state_data(h: ControllerHarness) -> None:
@@ -323,8 +338,8 @@ def test_1006_sync_state_data(h: ControllerHarness) -> None:
         1, A, 1, 2)
     assert [(r["brokerId"], r["alive"]) for r in entry["inSyncReplicas"]] == [(1, True), (2, True)]
     assert [(r["brokerId"], r["alive"], r["brokerAddress"]) for r in entry["notInSyncReplicas"]] == [(3, False, D)]
-    empty = ask(h, 1006)
-    assert (empty.code, empty.remark) == (1, "not set any response code")
+    for empty in (ask(h, 1006), ask(h, 1006, None, [])):  # as Java (spec 13 item 10)
+        assert (empty.code, empty.remark) == (1, "not set any response code")
     assert ask(h, 1006, None, b"{not json").code == 1
 
 
@@ -365,10 +380,42 @@ def test_elections_due_ignores_slaves_and_respects_retry_count_zero(h: Controlle
 def test_controller_trigger_without_candidate_retries_and_bumps_the_epoch(h: ControllerHarness) -> None:
     make_groups(h, 1)
     assert alter_named(h, "g0", [1], 2).code == 0
+    h.advance(700)
     h.close_connection("g0#1")
     group = h.state.group("g0")
     assert (group.master_id, group.master_epoch) == (None, 4)  # 3 attempts, each a 2004
     assert [c.attempt for entry in h.log[-3:] for c in entry] == [1, 2, 3]
+    # every attempt dates the failover from the close, the last moment the master was known alive
+    assert {c.master_last_alive_ms for entry in h.log[-3:] for c in entry} == {h.now_ms}
+
+
+def test_a_closed_connection_dates_the_failover_from_the_close(h: ControllerHarness) -> None:
+    make_groups(h, 1)
+    h.advance(400)
+    closed_at = h.now_ms
+    h.close_connection("g0#1")
+    [election] = h.log[-1]
+    assert isinstance(election, ElectMaster) and election.candidate == 2
+    assert election.master_last_alive_ms == election.liveness_lost_ms == closed_at
+
+
+def test_the_last_moment_alive_is_stamped_on_the_wall_clock_as_the_other_stamps(h: ControllerHarness) -> None:
+    """The liveness table runs on the monotonic clock; the command carries wall stamps: the master's
+    last moment is the same distance before the decision as the table saw it."""
+    make_groups(h, 1)
+    closed_mono = h.now_ms + 100
+    h.liveness.on_channel_closed(h._channels.pop("g0#1"), closed_mono)
+    wall = 1_767_225_600_000
+    [election] = h.processor.elections_due(closed_mono + 250, [BrokerKey(C, "g0", 1)], wall)
+    assert (election.leader_ts_ms, election.liveness_lost_ms, election.master_last_alive_ms) == (
+        wall, wall, wall - 250)
+
+
+def test_a_master_never_heard_by_this_leader_has_no_known_last_moment(h: ControllerHarness) -> None:
+    make_groups(h, 1)
+    h.liveness.remove(BrokerKey(C, "g0", 1))  # as on a node that led only after the master died
+    [election] = h.processor.inactive_master_scan(h.now_ms)
+    assert election.master_last_alive_ms is None and election.liveness_lost_ms == h.now_ms
 
 
 def alter_named(h: ControllerHarness, name: str, ids: list[int], sss_epoch: int) -> RemotingCommand:
@@ -385,14 +432,18 @@ def test_inactive_master_scan_reelects_when_the_event_was_missed(h: ControllerHa
 
 def test_expiry_by_deadline_triggers_failover(h: ControllerHarness) -> None:
     make_groups(h, 1)
-    h.heartbeat(C, "g0", 1, A, timeout_ms=3000)
     h.heartbeat(C, "g0", 2, B, timeout_ms=60_000)
+    h.advance(500)
+    last_heartbeat_ms = h.now_ms
+    h.heartbeat(C, "g0", 1, A, timeout_ms=3000)
     h.advance(2999)
     assert h.state.group("g0").master_id == 1
     h.advance(10)
     assert h.state.group("g0").master_id == 2
     [entry] = [e for e in h.log if isinstance(e[0], ElectMaster) and e[0].trigger is Trigger.CONTROLLER]
-    assert entry[0].liveness_lost_ms is not None
+    # noticed at the deadline, but the master was last known alive at its last heartbeat
+    assert entry[0].liveness_lost_ms == last_heartbeat_ms + 3001
+    assert entry[0].master_last_alive_ms == last_heartbeat_ms
 
 
 def test_notifications_off_sends_nothing(h: ControllerHarness) -> None:

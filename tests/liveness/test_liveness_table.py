@@ -73,8 +73,8 @@ def test_channel_close_makes_its_brokers_inactive() -> None:
     table.update(hb(K1, 60_000), 0, channel_id="c1")
     table.update(hb(K2, 60_000), 0, channel_id="c1")
     table.update(hb(K3, 60_000), 0, channel_id="c2")
-    assert table.on_channel_closed("c1") == [K1, K2]
-    assert table.on_channel_closed("c1") == []
+    assert table.on_channel_closed("c1", 0) == [K1, K2]
+    assert table.on_channel_closed("c1", 0) == []
     assert not table.is_alive(K1, 1) and table.is_alive(K3, 1)
 
 
@@ -82,8 +82,8 @@ def test_a_reconnected_broker_is_not_killed_by_its_old_connection_closing() -> N
     table = HeartbeatTable()
     table.update(hb(K1, 60_000), 0, channel_id="old")
     table.update(hb(K1, 60_000), 5, channel_id="new")
-    assert table.on_channel_closed("old") == []
-    assert table.is_alive(K1, 6) and table.on_channel_closed("new") == [K1]
+    assert table.on_channel_closed("old", 0) == []
+    assert table.is_alive(K1, 6) and table.on_channel_closed("new", 0) == [K1]
 
 
 def test_bound_on_brokers() -> None:
@@ -100,7 +100,7 @@ def test_digest_coalesces_latest_values_and_reports_closes() -> None:
     follower.update(hb(K1, 1000, epoch=1, offset=10), 0, channel_id="x")
     follower.update(hb(K1, 2000, epoch=1, offset=20), 5, channel_id="x")
     follower.update(hb(K2, 1000), 5, channel_id="y")
-    follower.on_channel_closed("y")
+    follower.on_channel_closed("y", 0)
     digest = follower.take_digest(now_ms=7)
     assert [(h.key, h.timeout_ms, h.max_offset) for h in digest.heartbeats] == [(K1, 2000, 20)]
     assert digest.closed == (K2,)
@@ -168,7 +168,7 @@ def test_expiry_matches_a_full_scan_model(seed: int) -> None:
             model[key] = (now + timeout, key.broker_id % 3)
         elif action < 0.7:
             channel = rng.randrange(3)
-            closed = table.on_channel_closed(channel)
+            closed = table.on_channel_closed(channel, now)
             expected = sorted(k for k, (_, ch) in model.items() if ch == channel)
             assert closed == expected
             for k in expected:
@@ -180,3 +180,17 @@ def test_expiry_matches_a_full_scan_model(seed: int) -> None:
             for k in expected:
                 del model[k]
         assert all(table.is_alive(k, now) == (k in model and model[k][0] >= now) for k in keys)
+
+
+def test_last_alive_is_the_last_heartbeat_or_the_close_and_is_bounded() -> None:
+    table = HeartbeatTable(max_brokers=2)
+    table.update(hb(K1, 100), 10, channel_id="c1")
+    table.update(hb(K2, 100), 20)
+    assert table.last_alive_ms(K1) == 10  # live: its latest heartbeat
+    table.on_channel_closed("c1", 50)
+    assert table.expire(121) == [K2]
+    assert (table.last_alive_ms(K1), table.last_alive_ms(K2)) == (50, 20)
+    table.update(hb(K3, 100), 130)
+    table.expire(231)
+    assert table.last_alive_ms(K1) is None  # the oldest inactive broker is forgotten first
+    assert (table.last_alive_ms(K2), table.last_alive_ms(K3)) == (20, 130)

@@ -29,10 +29,40 @@ def test_parse_peers_reads_java_syntax_and_round_trips() -> None:
     assert format_peers(peers) == THREE_PEERS
 
 
-@pytest.mark.parametrize("text", ["", "n0", "n0-127.0.0.1", "n0-127.0.0.1:0", "n0-h:1;n0-h:2", "-h:1"])
+@pytest.mark.parametrize("text", ["", "n0", "n0-127.0.0.1", "n0-127.0.0.1:0", "n0-h:1;n0-h:2", "-h:1",
+                                  "n0-h:x", "n0-h h:1", "n 0-h:1", "n0-:1"])
 def test_parse_peers_rejects_malformed(text: str) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="expected id-host:port items separated by ';'|duplicate|port"):
         parse_peers(text)
+
+
+def test_peers_separated_by_commas_are_refused_saying_the_separator() -> None:
+    """Accepted before as one peer n0 on the host "localhost:9900,n1-localhost" (port 9901)."""
+    with pytest.raises(ConfigError, match=r"peers: .*separated by ';', not ','; expected id-host:port"):
+        load_config(environ={}, flags={"peers": "n0-localhost:9900,n1-localhost:9901"})
+
+
+def test_every_peer_is_checked_not_only_the_own_one() -> None:
+    with pytest.raises(ConfigError, match=r"peer 'n1-127.0.0.1:98x8' is not|port '98x8' is not a number"):
+        load_config(environ={}, flags={"peers": "n0-127.0.0.1:9878;n1-127.0.0.1:98x8"})
+
+
+def test_peers_as_a_toml_array(tmp_path: Path) -> None:
+    toml = write(tmp_path / "rmqc.toml", 'peers = ["n0-127.0.0.1:9878", "n1-127.0.0.1:9868"]\n')
+    config = load_config(toml_path=toml, environ={}).config
+    assert format_peers(config.peers) == "n0-127.0.0.1:9878;n1-127.0.0.1:9868"
+    bad = write(tmp_path / "bad.toml", "peers = [9878, 9868]\n")
+    with pytest.raises(ConfigError, match="a peers array holds strings"):
+        load_config(toml_path=bad, environ={})
+
+
+def test_a_data_dir_that_is_a_file_is_refused_naming_the_option(tmp_path: Path) -> None:
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("not a directory")
+    for path in (a_file, a_file / "below"):
+        with pytest.raises(ConfigError, match=rf"data_dir: bad value .* from command line: '{a_file}' is a file"):
+            load_config(environ={}, flags={"data_dir": str(path)})
+    assert load_config(environ={}, flags={"data_dir": str(tmp_path / "new" / "dir")}).config.data_dir
 
 
 def test_node_must_be_in_peers() -> None:
@@ -50,6 +80,12 @@ def test_bad_value_names_option_and_source() -> None:
 def test_heartbeat_must_be_below_election() -> None:
     with pytest.raises(ConfigError, match="heartbeat_tick"):
         NodeConfig(heartbeat_tick=20, election_tick=10)
+
+
+@pytest.mark.parametrize("lease_ticks", [1, 11])
+def test_lease_must_fit_between_drift_and_election_timeout(lease_ticks: int) -> None:
+    with pytest.raises(ConfigError, match="lease_ticks"):
+        NodeConfig(lease_ticks=lease_ticks, lease_drift_ticks=1, election_tick=10)
 
 
 def test_frame_bound_must_stay_below_peer_magic() -> None:

@@ -16,6 +16,7 @@ import trio
 
 from rmqc.errors import ConfigError
 from rmqc.node import NodeConfig, parse_peers
+from rmqc.node._config import is_loopback
 from rmqc.node import _peer_auth
 from rmqc.node._peer_auth import PROOF_BYTES, PeerSecrets, parse_secrets, proof
 from rmqc.node._peer_codec import FrameKind, Handshake, encode_frame, encode_handshake, encode_messages
@@ -83,7 +84,8 @@ def test_a_node_with_remote_peers_and_no_secret_refuses_to_start_and_says_how(tm
     NodeConfig(node_id="n0", peers=parse_peers(remote_peers()), allow_insecure_peers=True)
     NodeConfig(node_id="n0", peers=parse_peers(remote_peers()), peer_secret_file=str(tmp_path / "s"))
     # loopback clusters (and a single node) start as before, without any secret
-    NodeConfig(node_id="n0", peers=parse_peers("n0-127.0.0.1:1;n1-127.0.0.2:2;n2-[::1]:3;n3-localhost:4"))
+    NodeConfig(node_id="n0", peers=parse_peers("n0-127.0.0.1:1;n1-127.0.0.2:2;n2-127.255.0.3:3;n3-localhost:4"))
+    assert is_loopback("::1") and is_loopback("[::1]") and not is_loopback("10.0.0.1")
     with pytest.raises(ConfigError, match="peer n1 at db.internal:9878"):
         NodeConfig(node_id="n0", peers=parse_peers("n0-127.0.0.1:1;n1-db.internal:9878"))
 

@@ -6,7 +6,10 @@ from __future__ import annotations
 import random
 import struct
 
+import pytest
 import trio
+
+import rmqc.node._peers as peers
 
 from rmqc.node import NodeConfig
 from rmqc.node._peer_codec import FrameKind, Handshake, encode_frame, encode_handshake, encode_tagged
@@ -255,4 +258,19 @@ async def test_a_client_that_does_not_read_stops_being_read_and_loses_nothing() 
         assert [answer.opaque for answer in answers] == list(range(count))
         assert all(answer.body == bytes([answer.opaque % 251]) * BigAnswers.BODY_BYTES for answer in answers)
         await stream.aclose()
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_peer_that_dials_us_is_reconnected_at_once_not_after_the_backoff(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A backoff far longer than the test: only n1 dialling n0 can bring n0's link to n1 up.
+    monkeypatch.setattr(peers, "RECONNECT_MIN_S", 60.0)
+    monkeypatch.setattr(peers, "RECONNECT_MAX_S", 60.0)
+    config_a, config_b = two_node_configs()
+    a, b = Recorder(), Recorder()
+    async with trio.open_nursery() as nursery:
+        links_a = await start_node(nursery, config_a, a)
+        await wait_until(lambda: "n1" in a.unreachable, what="n0's first attempt refused")
+        await start_node(nursery, config_b, b)  # n1 (re)starts and dials n0
+        await wait_until(lambda: "n1" in links_a.connected, what="n0 connected to n1 again")
         nursery.cancel_scope.cancel()

@@ -30,16 +30,18 @@ def _elect(index: int, term: int, ts_ms: int, master: int, epoch: int, **columns
                 master_epoch=epoch, sync_state_set_epoch=epoch, sync_state_set=[master], **columns)
 
 
-# The leader of term 1 decides a failover of broker-b's master: it saw the master go at T0 + 5000,
-# then its wall clock was stepped back an hour before the election entry was stamped. The leader of
-# term 2 stamps 5 ms behind the last stamp of term 1: clock skew between two nodes, not a step.
+# The leader of term 1 decides a failover of broker-b's master: it saw the master's connection close
+# at T0 + 5000, then its wall clock was stepped back an hour before the election entry was stamped.
+# The leader of term 2 stamps 5 ms behind the last stamp of term 1: clock skew between two nodes,
+# not a step.
 STEPPED = [
     _row(1, 1, "apply_broker_id", T0, broker_id=1, broker_address="10.0.0.1:1", register_check_code="a",
          master_epoch=0, sync_state_set_epoch=0, sync_state_set=[]),
     _elect(2, 1, T0 + 100, 1, 1, trigger="broker"),
     _row(3, 1, "apply_broker_id", T0 + 200, broker_id=2, broker_address="10.0.0.2:1", register_check_code="b",
          master_epoch=1, sync_state_set_epoch=1, sync_state_set=[1]),
-    _elect(4, 1, T0 + 5_100 - HOUR_MS, 2, 2, trigger="controller", prev_master_id=1, liveness_lost_ms=T0 + 5_000),
+    _elect(4, 1, T0 + 5_100 - HOUR_MS, 2, 2, trigger="controller", prev_master_id=1, liveness_lost_ms=T0 + 5_000,
+           master_last_alive_ms=T0 + 5_000),
     _elect(5, 2, T0 + 5_100 - HOUR_MS - 5, 1, 3, trigger="broker", prev_master_id=2),
 ]
 

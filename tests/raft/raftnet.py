@@ -207,10 +207,12 @@ class Network:
         raise AssertionError(f"condition not reached within {max_ticks} ticks (seed {self.seed})")
 
     def unstick(self) -> None:
-        """As if an election timeout had passed since every restart: restarted nodes refuse
-        votes for that long (they may have acked a lease), which scripted tests skip."""
+        """As if long had passed since every restart: restarted nodes refuse votes for an
+        election timeout, and their grants make a leader wait for a lease (they may have acked
+        one before crashing), which scripted tests skip."""
         for node in self.nodes.values():
             node.raft.leader_contact_elapsed = node.raft.config.election_tick
+            node.raft.lease_age = 2 * node.raft.config.election_tick
 
     def elect(self, node_id: str) -> None:
         self.nodes[node_id].campaign()

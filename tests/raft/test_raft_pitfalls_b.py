@@ -348,9 +348,10 @@ def test_28_read_index_resp_is_only_a_read_state() -> None:
 
 
 # ------------------------------------------------------------------ 29. lease from send time
-def test_29_old_leader_lease_ends_before_anyone_else_can_win() -> None:
+@pytest.mark.parametrize("lease", [{}, {"lease_ticks": 3, "lease_drift_ticks": 1}], ids=["default", "node-lease"])
+def test_29_old_leader_lease_ends_before_anyone_else_can_win(lease: dict[str, int]) -> None:
     for seed in range(5):
-        net = elected(["n1", "n2", "n3"], seed=seed)
+        net = elected(["n1", "n2", "n3"], seed=seed, **lease)
         net.tick(ticks=3)
         old = net.nodes["n1"]
         assert old.lease_read() is not None

@@ -187,3 +187,20 @@ async def test_lease_is_not_used_when_the_core_clock_lost_ticks(tmp_path: Path, 
             assert answer is not None and answer[0] == 0
             assert (leader.reads.lease_reads, leader.reads.index_reads) == (lease_before, index_before + 1)
         nursery.cancel_scope.cancel()
+
+
+async def test_lease_is_not_used_once_it_ran_out_in_monotonic_time(tmp_path: Path, seed: int) -> None:
+    """After a stall a reader may run before the ticker has counted the missed ticks: the lease is
+    also measured from the monotonic time its start tick was fed, so it is refused at once."""
+    async with trio.open_nursery() as nursery:
+        _, nodes = await start_cluster(nursery, tmp_path, seed)
+        leader, _ = split(nodes)
+        async with ControllerClient([leader.listen_address], timeout_ms=5000) as client:
+            await make_group(client, "g", "10.0.0.1:1")
+            assert leader.raw is not None
+            await wait_until(lambda: leader.reads._lease_index() is not None, what="a lease")
+            # as if the whole process had been stalled for a second since every tick was fed
+            leader.reads._tick_times = type(leader.reads._tick_times)(
+                ((tick, when - 1.0) for tick, when in leader.reads._tick_times), leader.reads._tick_times.maxlen)
+            assert leader.reads._lease_index() is None
+        nursery.cancel_scope.cancel()

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import trio
 
+from rmqc.node._peers import _is_refusal
 from rmqc.testing._tcp_proxy import ProxyMesh, TcpProxy
 
 
 async def echo_server(nursery: trio.Nursery) -> int:
     async def echo(stream: trio.SocketStream) -> None:
         async with stream:
-            while data := await stream.receive_some(4096):
-                await stream.send_all(data)
+            try:
+                while data := await stream.receive_some(4096):
+                    await stream.send_all(data)
+            except trio.BrokenResourceError:
+                pass  # reset by the proxy (reject)
 
     listeners = await nursery.start(trio.serve_tcp, echo, 0)
     return listeners[0].socket.getsockname()[1]
@@ -84,4 +88,43 @@ async def test_mesh_peers_lists_and_isolation() -> None:
         assert cut == {("n0", "n1"), ("n1", "n0"), ("n1", "n2"), ("n2", "n1")}
         mesh.heal_all()
         assert not any(proxy.is_cut for proxy in mesh.proxies.values())
+        nursery.cancel_scope.cancel()
+
+
+async def test_reject_resets_connections_refuses_new_ones_and_heals() -> None:
+    async with trio.open_nursery() as nursery:
+        port = await echo_server(nursery)
+        proxy = TcpProxy("127.0.0.1", port)
+        await nursery.start(proxy.run)
+        stream = await trio.open_tcp_stream("127.0.0.1", proxy.port)
+        await stream.send_all(b"up")
+        assert await stream.receive_some(16) == b"up"
+
+        proxy.reject()  # as a REJECT rule: the open connection is reset...
+        with trio.fail_after(5):
+            try:
+                assert await stream.receive_some(16) == b""
+            except trio.BrokenResourceError as error:
+                assert isinstance(error.__cause__, ConnectionResetError)
+        await stream.aclose()
+        with trio.fail_after(5):  # ...and reconnecting is refused, not timed out
+            while True:
+                try:
+                    refused = await trio.open_tcp_stream("127.0.0.1", proxy.port)
+                except OSError as error:
+                    assert _is_refusal(error), error  # what makes a node take over
+                    break
+                await refused.aclose()  # accepted just before the listener stopped: reset
+                await trio.sleep(0.005)
+        assert proxy.is_cut
+
+        proxy.heal()
+        with trio.fail_after(5):
+            while True:
+                try:
+                    assert await round_trip(proxy.port, b"again") == b"again"
+                    break
+                except OSError:
+                    await trio.sleep(0.005)  # the listener comes back in the proxy's own task
+        await closed(proxy)
         nursery.cancel_scope.cancel()

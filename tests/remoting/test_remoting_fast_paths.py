@@ -25,7 +25,9 @@ ANY_JSON_SCALAR = (
 )
 # Mostly what Java sends, sometimes a wrong type or an out-of-range int32.
 INT_PROPERTY = st.integers(-(2**31), 2**31 - 1) | st.sampled_from([2**31, -(2**31) - 1]) | ANY_JSON_SCALAR
-EXT_VALUE = st.text(max_size=8) | ANY_JSON_SCALAR | st.lists(st.integers(), max_size=2)
+# JSON integers as orjson writes them (64-bit): a header is bytes a peer sent, never a bigger number
+JSON_INT = st.integers(-(2**63), 2**64 - 1)
+EXT_VALUE = st.text(max_size=8) | ANY_JSON_SCALAR | st.lists(JSON_INT, max_size=2)
 EXT_FIELDS = (
     st.dictionaries(st.text(max_size=8), EXT_VALUE, max_size=5) | ANY_JSON_SCALAR | st.lists(st.text(), max_size=2)
 )
@@ -39,7 +41,7 @@ OPTIONAL_KEYS = {
 @st.composite
 def headers(draw: st.DrawFn) -> object:
     if draw(st.integers(0, 19)) == 0:
-        return draw(ANY_JSON_SCALAR | st.lists(st.integers(), max_size=3))  # not an object at all
+        return draw(ANY_JSON_SCALAR | st.lists(JSON_INT, max_size=3))  # not an object at all
     present = draw(st.sets(st.sampled_from(sorted(OPTIONAL_KEYS))))
     return {key: draw(OPTIONAL_KEYS[key]) for key in sorted(present)}
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from enum import IntEnum
 from typing import Any, NoReturn
 
 import orjson
@@ -14,6 +13,8 @@ from rich.console import Console, Group
 from rich.table import Table
 
 from rmqc.remoting import RemotingCommand, ResponseCode
+
+from ._exit import ExitCode
 
 __all__ = [
     "ExitCode",
@@ -36,15 +37,6 @@ __all__ = [
 WIDE_CONSOLE = 160  # when not on a terminal (pipes, tests): wide enough that addresses never wrap
 
 
-class ExitCode(IntEnum):
-    """What the exit status of an rmqc operator command means."""
-
-    OK = 0
-    REFUSED = 1  # a controller answered with an error code
-    USAGE = 2  # bad options (Typer/Click use 2 for their own usage errors too)
-    UNREACHABLE = 3  # no controller answered (connection refused, timeout, no leader)
-
-
 # What an operator can do about each answer (the spec's remark says what happened, this says what next).
 HINTS: dict[int, str] = {
     ResponseCode.SYSTEM_ERROR: "the controller failed internally; see its log, then retry",
@@ -55,7 +47,7 @@ HINTS: dict[int, str] = {
     ResponseCode.CONTROLLER_MASTER_NOT_AVAILABLE: "no replica of the group is alive and in sync; start a broker of the group",
     ResponseCode.CONTROLLER_BROKER_NOT_ALIVE: "a named broker is not heartbeating; check that it runs and reaches the controllers",
     ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST: "the broker group is unknown; check the name with `rmqc admin sync-state-set --all`",
-    ResponseCode.CONTROLLER_INVALID_CLEAN_BROKER_METADATA: "stop the broker(s) first, or pass --clean-living to remove them anyway",
+    ResponseCode.INVALID_PARAMETER: "check the key's spelling and the value's type; `rmqc admin config get` lists every key with its value",
     ResponseCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED: "the group or broker id is not registered; brokers register themselves when they start",
     ResponseCode.CONTROLLER_MASTER_STILL_EXIST: "that broker is already the master; nothing to do",
     ResponseCode.CONTROLLER_ELECT_MASTER_FAILED: "the broker must be alive and in the SyncStateSet (or set enableElectUncleanMaster=true)",
@@ -72,7 +64,21 @@ def error_console() -> Console:
     return Console(file=sys.stderr, width=None if sys.stderr.isatty() else WIDE_CONSOLE, highlight=False)
 
 
-def hint_for(code: int) -> str:
+# Answers whose one code covers several causes: the remark (Java's fixed text) says which.
+REMARK_HINTS: tuple[tuple[int, str, str], ...] = (
+    (ResponseCode.CONTROLLER_INVALID_CLEAN_BROKER_METADATA, "is not existed",
+     "the broker group is unknown; check the name with `rmqc admin sync-state-set --all`"),
+    (ResponseCode.CONTROLLER_INVALID_CLEAN_BROKER_METADATA, "still alive",
+     "stop the broker(s) first, or pass --clean-living to remove them anyway"),
+    (ResponseCode.CONTROLLER_INVALID_CLEAN_BROKER_METADATA, "NumberFormatException",
+     'give the ids as numbers, like -b "1;2"'),
+)
+
+
+def hint_for(code: int, remark: str | None = None) -> str:
+    for hinted_code, marker, hint in REMARK_HINTS:
+        if code == hinted_code and marker in (remark or ""):
+            return hint
     return HINTS.get(code, "see the controller's remark")
 
 
@@ -99,7 +105,7 @@ def controller_refused(answer: RemotingCommand, what: str, *, as_json: bool = Fa
         raise typer.Exit(int(ExitCode.REFUSED))
     remark = (answer.remark or "").strip() or "no remark"
     fail(ExitCode.REFUSED, f"{what}: the controller answered {code_name(answer.code)}: {remark}",
-         hint=hint_for(answer.code))
+         hint=hint_for(answer.code, answer.remark))
 
 
 def emit_json(document: Any) -> None:

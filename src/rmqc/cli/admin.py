@@ -1,10 +1,13 @@
 """`rmqc admin`: the controller commands RocketMQ operators know from mqadmin (spec section 9).
 
-    rmqc admin metadata          -c "a;b;c"            1005 (getControllerMetaData)
-    rmqc admin sync-state-set    -c ... NAME... | --all 1006 (getSyncStateSet)
-    rmqc admin elect-master      -c ... -n NAME -b ID  1002 designated (electMaster)
-    rmqc admin clean-broker      -c ... -n NAME        1011 (cleanBrokerMetadata)
-    rmqc admin config get|set    -c ...                1010/1009 on every node given
+    rmqc admin metadata          -a "a;b;c"            1005 (getControllerMetaData)
+    rmqc admin sync-state-set    -a ... NAME... | --all 1006 (getSyncStateSet)
+    rmqc admin elect-master      -a ... -n NAME -b ID  1002 designated (electMaster)
+    rmqc admin clean-broker      -a ... -n NAME        1011 (cleanBrokerMetadata)
+    rmqc admin config get|set    -a ...                1010/1009 on every node given
+
+`-a` names the controllers as mqadmin's `-a` does (and as RMQC_CONTROLLERS); `-c` is only `rmqc
+serve -c controller.conf`, the Java controller's file.
 
 Rich tables by default, `--json` for scripts. Exit codes: 0 ok, 1 a controller said no (its remark
 and what to do are printed), 2 usage, 3 no controller reachable.
@@ -47,7 +50,7 @@ def admin_options(access_key: AccessKeyOption = None, secret_key: SecretKeyOptio
     _security["credentials"] = credentials_of(access_key, secret_key)
     _security["ssl_context"] = tls_of(tls, tls_ca, tls_cert, tls_key)
 
-ControllersOption = Annotated[str, typer.Option("--controllers", "-c", envvar="RMQC_CONTROLLERS",
+ControllersOption = Annotated[str, typer.Option("--controllers", "-a", envvar="RMQC_CONTROLLERS",
                                                 help='controllers, "host:port;host:port;..."')]
 NodeOption = Annotated[Optional[str], typer.Option("--node", help="ask this node (host:port) instead of any/the leader")]
 ConsistencyOption = Annotated[Optional[str], typer.Option("--consistency",
@@ -75,8 +78,9 @@ def parse_controllers(text: str) -> list[str]:
 
 
 def run_with_client(controllers: list[str], call: Callable[[Any], Awaitable[T]], *, timeout_ms: int = 3000,
-                    consistency: str | None = None) -> T:
-    """Run `call(client)` on a fresh ControllerClient; unreachable controllers exit 3."""
+                    consistency: str | None = None, node: str | None = None) -> T:
+    """Run `call(client)` on a fresh ControllerClient; unreachable controllers exit 3, naming the
+    `node` the call asked (`--node`) when there is one, else the controllers."""
     import trio
 
     from rmqc.client import CONSISTENCY_LEVELS, ClientError, ControllerClient
@@ -93,8 +97,9 @@ def run_with_client(controllers: list[str], call: Callable[[Any], Awaitable[T]],
         return trio.run(main)
     except (ClientError, BaseExceptionGroup) as raised:
         error = _client_error_in(raised, ClientError)
-        fail(ExitCode.UNREACHABLE, f"no answer from {';'.join(controllers)}: {error}",
-             hint="check that the controllers run (rmqc status) and that the addresses are right")
+        asked = node or ";".join(controllers)
+        fail(ExitCode.UNREACHABLE, f"no answer from {asked}: {error}",
+             hint="check that it runs (rmqc status) and that the address is right")
 
 
 def _client_error_in(raised: BaseException, kind: type[BaseException]) -> BaseException:
@@ -116,12 +121,15 @@ def _body(answer: Any) -> Any:
 
 @admin_app.command("metadata")
 def metadata_command(controllers: ControllersOption = DEFAULT_CONTROLLERS, node: NodeOption = None,
-                     as_json: JsonOption = False, timeout_ms: TimeoutOption = 3000) -> None:
-    """Controller group, leader and peers (1005), as one node sees them."""
+                     consistency: ConsistencyOption = None, as_json: JsonOption = False,
+                     timeout_ms: TimeoutOption = 3000) -> None:
+    """Controller group, leader and peers (1005), as one node sees them (without --consistency, as
+    Java answers: from that node's own view)."""
     from rmqc.cli._render import answer_json, controller_refused, emit_json, render_metadata
 
     addresses = parse_controllers(controllers)
-    answer = run_with_client(addresses, lambda client: client.get_metadata(node), timeout_ms=timeout_ms)
+    answer = run_with_client(addresses, lambda client: client.get_metadata(node), timeout_ms=timeout_ms,
+                             consistency=consistency, node=node)
     if answer.code != 0:
         controller_refused(answer, "metadata", as_json=as_json)
     if as_json:
@@ -154,7 +162,7 @@ def sync_state_set_command(names: Annotated[Optional[list[str]], typer.Argument(
                 return None, []
         return await client.get_sync_state_data(chosen, address=node), chosen
 
-    answer, chosen = run_with_client(addresses, call, timeout_ms=timeout_ms, consistency=consistency)
+    answer, chosen = run_with_client(addresses, call, timeout_ms=timeout_ms, consistency=consistency, node=node)
     if answer is None:
         table: dict[str, Any] = {}
     elif answer.code != 0:
@@ -321,4 +329,4 @@ def _exit_for_failures(per_node: dict[str, Any], failed: dict[str, str]) -> None
     if refused:
         address, answer = next(iter(refused.items()))
         fail(ExitCode.REFUSED, f"{address} answered {code_name(answer.code)}: {answer.remark}",
-             hint=hint_for(answer.code))
+             hint=hint_for(answer.code, answer.remark))

@@ -17,11 +17,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ._exit import ExitCode
+
 if TYPE_CHECKING:
     from rmqc.pipeline import Summary
 
-EXIT_FOUND_PROBLEMS = 1
-EXIT_BAD_INPUT = 2
 # Violations listed in the terminal; the report and the `violations` table have all of them.
 VIOLATIONS_SHOWN = 15
 
@@ -39,7 +39,7 @@ def _overview(summary: Summary) -> Table:
     table.add_row("broker groups", f"{summary.groups:,}")
     table.add_row("elections", f"{summary.elections:,}")
     f = summary.failovers
-    table.add_row("failovers", f"{f.count:,} ({f.resolved:,} resolved)")
+    table.add_row("failovers", f"{f.count:,} ({f.resolved:,} resolved, {f.timed:,} with a known start)")
     table.add_row("failover ms p50 / p90 / p99 / max",
                   f"{_ms(f.p50_ms)} / {_ms(f.p90_ms)} / {_ms(f.p99_ms)} / {_ms(f.max_ms)}")
     table.add_row("analysis time", f"{summary.elapsed_s:.1f} s")
@@ -126,7 +126,7 @@ def analyze_command(
     except PipelineError as exc:
         # Bad input (unreadable file, malformed JSON line): say what went wrong, without a traceback.
         console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(EXIT_BAD_INPUT) from None
+        raise typer.Exit(ExitCode.USAGE) from None
     render_summary(console, summary)
     if found_problems(summary):
-        raise typer.Exit(EXIT_FOUND_PROBLEMS)
+        raise typer.Exit(ExitCode.PROBLEMS_FOUND)

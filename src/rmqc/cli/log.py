@@ -10,10 +10,9 @@ commands, which parse, call one operation and render.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from enum import IntEnum, StrEnum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,14 +26,19 @@ from rmqc import fsm, raft
 from rmqc.errors import RmqcError
 from rmqc.raft._types import ConfChangeType, ConfState, Entry, EntryType, Snapshot
 from rmqc.storage import (
+    IDENTITY_FILE_NAME,
     LmdbStorage,
+    NodeIdentity,
     NodeLockedError,
     NotAStorageError,
     StorageStats,
     VerifyReport,
     acquire_node_lock,
+    read_identity,
     rewrite_compactly,
 )
+
+from ._exit import ExitCode
 
 log_app = typer.Typer(
     name="log",
@@ -42,17 +46,13 @@ log_app = typer.Typer(
     no_args_is_help=True,
 )
 
-DEFAULT_CONTROLLER_CLUSTER = "rmqc"
 DEFAULT_KEEP_ENTRIES = 1_000
 # Rows per Parquet row group: bounds the export's memory whatever the log's length.
 PARQUET_BATCH_ROWS = 10_000
 
 
-class ExitCode(IntEnum):
-    OK = 0
-    CORRUPT = 1  # verify found a bad entry, or a read hit one
-    NO_DATA = 3  # the directory holds no rmqc log
-    NODE_RUNNING = 4  # a write command refused to touch a live node's directory
+class MissingIdentity(RmqcError):
+    """An export needs labels the data directory does not record."""
 
 
 class ExportFormat(StrEnum):
@@ -86,16 +86,29 @@ def _describe_conf_change(data: bytes) -> str:
 
 
 def dump_records(storage: LmdbStorage, first: int | None, last: int | None) -> Iterator[dict[str, Any]]:
-    """One record per entry in [first, last] (inclusive), clamped to what the log holds."""
+    """One record per entry in [first, last] (inclusive), clamped to what the log holds.
+
+    Committed entries are replayed (from the snapshot when the log was compacted), so a command
+    that apply refused says so and why (e.g. `REFUSED (stale_master_epoch)`): it is in the log,
+    but changed nothing. Entries the replay cannot reach (behind the snapshot, not yet committed)
+    are described without a verdict."""
     lo = max(first or storage.first_index(), storage.first_index())
     hi = min(last if last is not None else storage.last_index(), storage.last_index()) + 1
-    for entry in storage.iter_entries(lo, max(lo, hi)):
-        yield {
-            "index": entry.index,
-            "term": entry.term,
-            "type": entry.type.name.lower(),
-            "commands": describe_entry(entry),
-        }
+    exporter, replay_from = replaying_exporter(storage, "", "")
+    commit = committed_range(storage)[1] - 1
+    for entry in storage.iter_entries(min(lo, replay_from), max(lo, hi)):
+        replayed = replay_from <= entry.index <= commit
+        commands = _replayed(exporter, entry) if replayed else describe_entry(entry)
+        if entry.index >= lo:
+            yield {"index": entry.index, "term": entry.term, "type": entry.type.name.lower(), "commands": commands}
+
+
+def _replayed(exporter: fsm.HistoryExporter, entry: Entry) -> list[str]:
+    try:
+        rows = exporter.rows_for_entry(entry)
+    except RmqcError:
+        return describe_entry(entry)  # says why it cannot be decoded
+    return [row["description"] + ("" if row["result"] == "ok" else f" REFUSED ({row['result']})") for row in rows]
 
 
 def open_for_reading(data_dir: Path) -> LmdbStorage:
@@ -232,6 +245,17 @@ _WRITERS: dict[ExportFormat, Callable[[Iterator[dict[str, Any]], Path], int]] = 
 }
 
 
+def export_identity(data_dir: Path, cluster: str | None, node_id: str | None) -> NodeIdentity:
+    """The labels of the export: the directory's recorded identity, unless options replace it."""
+    recorded = read_identity(data_dir) if data_dir.is_dir() else None
+    if recorded is None and (cluster is None or node_id is None):
+        raise MissingIdentity(
+            f"{data_dir} does not record its node id and controller group (no {IDENTITY_FILE_NAME}: "
+            "it was written by an rmqc older than this one, or is not a data directory); start the "
+            "node on it once, or give --node-id and --cluster")
+    return NodeIdentity(node_id or recorded.node_id, cluster or recorded.group)  # type: ignore[union-attr]
+
+
 def export_data_dir(
     data_dir: Path, out: Path, fmt: ExportFormat, cluster: str, node_id: str
 ) -> ExportOutcome:
@@ -240,17 +264,23 @@ def export_data_dir(
     When the log was compacted, the exporter starts from the snapshot's state and exports what
     follows it (entries kept behind the snapshot are in that state already, so not replayed).
     """
-    exporter = fsm.HistoryExporter(cluster, node_id)
     with open_for_reading(data_dir) as storage:
-        lo, hi = committed_range(storage)
-        snapshot_index = 0
-        if lo > 1:
-            snapshot = storage.snapshot()
-            exporter.restore(snapshot.data)
-            snapshot_index = snapshot.meta.index
-            lo = snapshot_index + 1
+        exporter, lo = replaying_exporter(storage, cluster, node_id)
+        hi = committed_range(storage)[1]
         count = _WRITERS[fmt](export_rows(storage, exporter, lo, hi), out)
-    return ExportOutcome(count, lo, max(lo, hi) - 1, snapshot_index)
+    return ExportOutcome(count, lo, max(lo, hi) - 1, lo - 1 if lo > 1 else 0)
+
+
+def replaying_exporter(storage: LmdbStorage, cluster: str, node_id: str) -> tuple[fsm.HistoryExporter, int]:
+    """An exporter holding the state the log continues from, and the first index to feed it: the
+    snapshot's state when the log was compacted (entries kept behind the snapshot are in that
+    state already), else the empty state and index 1."""
+    exporter = fsm.HistoryExporter(cluster, node_id)
+    if storage.first_index() == 1:
+        return exporter, 1
+    snapshot = storage.snapshot()
+    exporter.restore(snapshot.data)
+    return exporter, snapshot.meta.index + 1
 
 
 # ========================================================================================= render
@@ -376,7 +406,9 @@ def _guarded(run: Callable[[], None]) -> None:
     try:
         run()
     except NotAStorageError as exc:
-        raise _fail(str(exc), ExitCode.NO_DATA) from None
+        raise _fail(str(exc), ExitCode.NOT_A_DATA_DIR) from None
+    except MissingIdentity as exc:
+        raise _fail(str(exc), ExitCode.USAGE) from None
     except NodeLockedError as exc:
         raise _fail(f"refusing to write: {exc}; stop the node first", ExitCode.NODE_RUNNING) from None
     except RmqcError as exc:
@@ -416,7 +448,14 @@ def stats(
 
 @log_app.command()
 def verify(data_dir: DataDir) -> None:
-    """Check every checksum, index continuity and term order; exit 1 at the first bad index."""
+    """Check what the node reads: exit 1 naming the first bad index.
+
+    Checked: the hard state and membership records, the snapshot (its data against its checksum),
+    and every log entry (its CRC32, consecutive indexes, terms that never fall, the commit index
+    within the log). Not checked: LMDB's own pages outside those records (free or unused pages,
+    B-tree internals): a flipped byte there passes until LMDB itself reads it. A directory that is
+    not an rmqc data directory exits 4.
+    """
 
     def run() -> None:
         with open_for_reading(data_dir) as storage:
@@ -450,13 +489,18 @@ def export(
     data_dir: DataDir,
     out: Annotated[Path, typer.Option("--out", help="file to write", dir_okay=False)],
     fmt: Annotated[ExportFormat, typer.Option("--format")] = ExportFormat.JSONL,
-    cluster: Annotated[str, typer.Option("--cluster", help="controller cluster name")] = DEFAULT_CONTROLLER_CLUSTER,
-    node_id: Annotated[str | None, typer.Option("--node-id", help="default: the directory's name")] = None,
+    cluster: Annotated[str | None, typer.Option(
+        "--cluster", help="controller group to write in the rows; default: the one recorded in the directory")] = None,
+    node_id: Annotated[str | None, typer.Option(
+        "--node-id", help="node id to write in the rows; default: the one recorded in the directory")] = None,
 ) -> None:
-    """Every committed entry's commands as flat rows (docs/export-schema.md), JSON lines or Parquet."""
+    """Every committed entry's commands as flat rows (docs/export-schema.md), JSON lines or Parquet.
+
+    Rows are labelled with the node id and controller group the node recorded in its data directory
+    (node.json, written when it first started)."""
 
     def run() -> None:
-        node = node_id or os.path.basename(os.path.abspath(data_dir))
-        render_export(export_data_dir(data_dir, out, fmt, cluster, node), out)
+        identity = export_identity(data_dir, cluster, node_id)
+        render_export(export_data_dir(data_dir, out, fmt, identity.group, identity.node_id), out)
 
     _guarded(run)

@@ -25,7 +25,10 @@ def typer_app() -> "typer.Typer":
     """The Typer app of every command (built once, on first use)."""
     import typer
 
+    from ._help import use_plain_labels
     from .serve import SUMMARY, serve_main
+
+    use_plain_labels()
 
     app = typer.Typer(
         name="rmqc",
@@ -33,6 +36,18 @@ def typer_app() -> "typer.Typer":
         no_args_is_help=True,
         add_completion=False,
     )
+
+    def print_version(asked: bool) -> None:
+        if asked:
+            from rmqc import __version__
+
+            typer.echo(f"rmqc {__version__}")
+            raise typer.Exit()
+
+    @app.callback()
+    def main(version: bool = typer.Option(False, "--version", is_eager=True, callback=print_version,
+                                          expose_value=False, help="print the version and exit")) -> None:
+        """rmqc: a high-availability controller for Apache RocketMQ 5."""
 
     # `serve` parses its own options (rmqc.cli.serve): Typer passes every argument through, --help
     # too. (No `from __future__ import annotations` here: Typer reads `ctx: typer.Context` at runtime.)

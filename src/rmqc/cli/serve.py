@@ -14,26 +14,52 @@ from __future__ import annotations
 import argparse
 import gc
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rmqc._gc import collector_paused
 
+from ._exit import ExitCode
+
 SUMMARY = "Run one rmqc controller node (no arguments: n0 on 127.0.0.1:9878, data in ./rmqc-data)."
 SET_HELP = "OPTION=VALUE for any option of docs/configuration.md (repeatable)"
-USAGE_ERROR_EXIT = 2  # as argparse (and Click) exit on a bad command line
+
+
+class _Parser(argparse.ArgumentParser):
+    """Help and usage in the Rich style of the other commands. rich_argparse (~12 ms of imports)
+    is loaded only to print them: argparse also builds formatters while options are added, and
+    that must stay on the plain, already imported one (the restart path)."""
+
+    _checking = True  # until help or usage is printed
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        return argparse.HelpFormatter(self.prog) if self._checking else super()._get_formatter()
+
+    def format_help(self) -> str:
+        return self._formatted(super().format_help)
+
+    def format_usage(self) -> str:
+        return self._formatted(super().format_usage)
+
+    def _formatted(self, format_text: Callable[[], str]) -> str:
+        from rich_argparse import RichHelpFormatter
+
+        self.formatter_class, self._checking = RichHelpFormatter, False
+        return format_text()
 
 
 def build_parser() -> argparse.ArgumentParser:
     # allow_abbrev=False: an abbreviated option is refused, as the other (Click) commands refuse it.
-    parser = argparse.ArgumentParser(prog="rmqc serve", description=SUMMARY, allow_abbrev=False)
-    parser.add_argument("--id", dest="node_id", help="this node's id (default n0)")
-    parser.add_argument("--peers", help='voters, e.g. "n0-127.0.0.1:9878;n1-127.0.0.1:9868"')
-    parser.add_argument("--data-dir", help="data directory (default ./rmqc-data)")
-    parser.add_argument("--group", help="Raft group name (default rmqc)")
-    parser.add_argument("--config", dest="config_file", help="TOML configuration file")
-    parser.add_argument("-c", "--controller-conf", help="Java controller.conf properties file")
-    parser.add_argument("--metrics-port", type=int, help="Prometheus port")
-    parser.add_argument("--log-format", help="text or json")
+    parser = _Parser(prog="rmqc serve", description=SUMMARY, allow_abbrev=False)
+    parser.add_argument("--id", dest="node_id", metavar="ID", help="this node's id (default n0)")
+    parser.add_argument("--peers", metavar="ID-HOST:PORT;...",
+                        help='every voter, e.g. "n0-127.0.0.1:9878;n1-127.0.0.1:9868"')
+    parser.add_argument("--data-dir", metavar="DIR", help="data directory (default ./rmqc-data)")
+    parser.add_argument("--group", metavar="NAME", help="Raft group name (default rmqc)")
+    parser.add_argument("--config", dest="config_file", metavar="FILE", help="TOML configuration file")
+    parser.add_argument("-c", "--controller-conf", metavar="FILE",
+                        help="a Java controller's controller.conf (as `mqcontroller -c`)")
+    parser.add_argument("--metrics-port", type=int, metavar="PORT", help="Prometheus port")
+    parser.add_argument("--log-format", metavar="text|json", help="stderr log lines (default text)")
     parser.add_argument("--set", dest="settings", action="append", default=[], metavar="OPTION=VALUE",
                         help=SET_HELP)
     return parser
@@ -54,7 +80,7 @@ def serve_main(argv: Sequence[str]) -> int:
         loaded = load_config(toml_path=args.config_file, java_properties_path=args.controller_conf, flags=flags)
     except ConfigError as error:
         print(f"rmqc serve: {error}", file=sys.stderr)
-        return USAGE_ERROR_EXIT
+        return ExitCode.USAGE
     setup_logging(loaded.config.log_format)
     for warning in loaded.warnings:
         print(f"rmqc serve: warning: {warning}", file=sys.stderr)

@@ -56,7 +56,7 @@ def split_groups(groups: int, processes: int, first_group: int = 0) -> list[tupl
 def brokers_command(
     groups: Annotated[int, typer.Option("--groups", "-g", help="broker groups (broker-0000, broker-0001, ...)")] = 10,
     replicas: Annotated[int, typer.Option("--replicas", "-r", help="brokers per group")] = 3,
-    controllers: Annotated[str, typer.Option("--controllers", "-c", envvar="RMQC_CONTROLLERS",
+    controllers: Annotated[str, typer.Option("--controllers", "-a", envvar="RMQC_CONTROLLERS",
                                              help='"host:port;host:port"')] = "127.0.0.1:9878",
     processes: Annotated[int, typer.Option("--processes", "-p", help="child processes sharing the groups")] = 1,
     first_group: Annotated[int, typer.Option("--first-group", help="index of the first group")] = 0,
@@ -75,7 +75,13 @@ def brokers_command(
     tls_cert: TlsCertOption = None,
     tls_key: TlsKeyOption = None,
 ) -> None:
-    """Run simulated brokers (spec section 7 lifecycle) until Ctrl-C, `quit` or --duration."""
+    """Run simulated brokers (spec section 7 lifecycle) until Ctrl-C, `quit` or --duration.
+
+    Commands typed on stdin, one per line, each answered with one JSON line: kill NAME ID,
+    kill-master NAME, hang NAME ID (heartbeats stop, connections stay open), hang-master NAME,
+    resume NAME ID, restart NAME ID (reuses its identity files), lag NAME ID (falls behind and
+    leaves the SyncStateSet), catch-up NAME ID, beliefs [NAME ...], summary, help, quit.
+    """
     from rmqc.cli.admin import parse_controllers
 
     addresses = parse_controllers(controllers)

@@ -72,8 +72,11 @@ async def _status_from_metadata(client: Any, address: str) -> dict[str, Any]:
 
 
 def status_command(
-    controllers: Annotated[str, typer.Option("--controllers", "-c", "--peers", envvar="RMQC_CONTROLLERS",
+    controllers: Annotated[str, typer.Option("--controllers", "-a", envvar="RMQC_CONTROLLERS",
                                              help='nodes to ask, "host:port;host:port" (or one node)')] = DEFAULT_CONTROLLERS,
+    peers: Annotated[str | None, typer.Option(
+        "--peers", help='instead of --controllers: the nodes as `rmqc serve --peers` names them, '
+                        '"n0-host:port;n1-host:port" (plain host:port items too)')] = None,
     watch: Annotated[bool, typer.Option("--watch", "-w", help="refresh live until Ctrl-C")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the views as JSON")] = False,
     access_key: AccessKeyOption = None,
@@ -84,7 +87,7 @@ def status_command(
     tls_key: TlsKeyOption = None,
 ) -> None:
     """Role, term, commit/applied, leader, lag, broker groups, live brokers and alarms of every node."""
-    addresses = parse_controllers(controllers)
+    addresses = parse_controllers(controllers if peers is None else _addresses_of_peers(peers))
     security = {"credentials": credentials_of(access_key, secret_key),
                 "ssl_context": tls_of(tls, tls_ca, tls_cert, tls_key)}
     if watch:
@@ -103,6 +106,17 @@ def status_command(
     if silent:
         fail(ExitCode.UNREACHABLE, f"no status from {', '.join(silent)}",
              hint="check that these nodes run; `rmqc dev cluster` starts a local cluster")
+
+
+def _addresses_of_peers(text: str) -> str:
+    """serve's `id-host:port` items as `host:port`; an item without an id is taken as it is."""
+    from rmqc.node import parse_peers
+
+    items = [item.strip() for item in text.split(";") if item.strip()]
+    try:
+        return ";".join(parse_peers(item)[0].address if "-" in item else item for item in items)
+    except ValueError as error:
+        fail(ExitCode.USAGE, f"--peers: {error}")
 
 
 def _fetch_once(addresses: list[str], security: dict[str, Any]) -> list[dict[str, Any]]:

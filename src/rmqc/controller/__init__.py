@@ -9,6 +9,7 @@ from ._config import (
     CONFIG_KEYS as CONFIG_KEYS,
     LIVE_UPDATABLE_KEYS as LIVE_UPDATABLE_KEYS,
     ConfigBlackListed as ConfigBlackListed,
+    ConfigInvalid as ConfigInvalid,
     ConfigKey as ConfigKey,
     ControllerConfig as ControllerConfig,
     PropertiesSyntaxError as PropertiesSyntaxError,

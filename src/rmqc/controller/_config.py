@@ -10,13 +10,15 @@
   effect when the node starts (ports, peers, store paths, thread pools and metrics are fixed for a
   process lifetime).
 
-Unlike Java, which silently keeps the old value when a setter cannot parse the text, rmqc refuses
-an update with a value of the wrong type (code 1, naming the key), and applies all keys of one
-update or none.
+Unlike Java, which silently keeps the old value when a setter cannot parse the text and ignores
+keys it does not know, rmqc refuses an update with a value of the wrong type or an unknown key
+(29 INVALID_PARAMETER, naming the key and, for an unknown one, the nearest known key), and applies
+all keys of one update or none: a typo must not look applied.
 """
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
@@ -26,6 +28,10 @@ from rmqc.remoting import RemotingProtocolError, dumps_properties, loads_propert
 
 class ConfigBlackListed(ConfigError):
     """1009 named a key that may not be changed at runtime (answered 16 NO_PERMISSION)."""
+
+
+class ConfigInvalid(ConfigError):
+    """1009 named an unknown key or gave a value of the wrong type (answered 29 INVALID_PARAMETER)."""
 
 
 class PropertiesSyntaxError(ConfigError):
@@ -121,7 +127,8 @@ MAX_EXTRA_KEYS = 1024
 
 class ControllerConfig:
     """The options of one node. Known keys are typed; unknown keys from the startup file are kept
-    (1010 shows them, as Java does) but unknown keys in a 1009 update are ignored (as Java)."""
+    (1010 shows them, as Java does) but unknown keys in a 1009 update are refused (Java ignores
+    them)."""
 
     def __init__(self, values: Mapping[str, object] | None = None) -> None:
         self._values: dict[str, object] = {key.name: key.default for key in CONFIG_KEYS}
@@ -178,13 +185,20 @@ class ControllerConfig:
     def update_from_properties(self, text: str | bytes) -> dict[str, object]:
         """1009: apply all known keys of `text` or none. Returns what changed.
 
-        Raises ConfigBlackListed (-> 16), ConfigError for bad text or a bad value (-> 1).
+        Raises ConfigBlackListed (-> 16), PropertiesSyntaxError for bad text (-> 1), ConfigInvalid
+        for an unknown key or a bad value (-> 29).
         """
         parsed = parse_properties(text)
         forbidden = sorted(name for name in parsed if _ALIASES.get(name, name) in self.black_list())
         if forbidden:
             raise ConfigBlackListed(f"keys {forbidden} are in the black list")
-        typed = self._typed_known(parsed)
+        unknown = [name for name in parsed if _ALIASES.get(name, name) not in _KEYS]
+        if unknown:
+            raise ConfigInvalid("; ".join(_unknown_key(name) for name in unknown))
+        try:
+            typed = self._typed_known(parsed)
+        except ConfigError as exc:
+            raise ConfigInvalid(str(exc)) from None
         self._apply(typed)
         return typed
 
@@ -210,6 +224,11 @@ class ControllerConfig:
         if type(value) is not key.kind:
             raise ConfigError(f"option {name!r} must be {key.kind.__name__}, got {value!r}")
         self._values[key.name] = value
+
+
+def _unknown_key(name: str) -> str:
+    nearest = difflib.get_close_matches(name, [*_KEYS, *_ALIASES], n=1)
+    return f"unknown key {name!r}" + (f" (did you mean {nearest[0]!r}?)" if nearest else "")
 
 
 def _parse_value(key: ConfigKey, text: str) -> object:

@@ -12,12 +12,13 @@ Java quirks kept on purpose (brokers and mqadmin rely on the observable behaviou
 election of a never-elected group takes the requester without a liveness check; a controller
 election that finds no candidate still bumps masterEpoch (and is retried, bumping it again);
 1011 with isCleanLivingBroker=true removes the whole group even when ids are listed; 1011 without
-ids refuses while the group has a master, alive or not; an empty 1006 body answers code 1.
-Fixed on purpose: offsets are compared as 64-bit values and ties go to the smallest id; 1001
+ids refuses while the group has a master, alive or not; a 1006 without body or with an empty list
+(`[]`) answers code 1. Fixed on purpose: offsets are compared as 64-bit values and ties go to the smallest id; 1001
 checks registration of all proposed ids before liveness (spec 15); a racing election that lost
 its precondition answers 2011 with the winner instead of failing; a controller-triggered 1002
 (brokerId -1) on a never-elected group answers 2004 without bumping masterEpoch; the first
-election refuses (2010) a requester id that is not registered.
+election refuses (2010) a requester id that is not registered; 1009 refuses an unknown key or a
+bad value with 29 INVALID_PARAMETER (Java ignores the key, or keeps the old value).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Hashable
 
-from rmqc.errors import BoundExceeded, ConfigError, ProtocolError
+from rmqc.errors import BoundExceeded, ProtocolError
 from rmqc.fsm import (
     AlterSyncStateSet,
     ApplyBrokerId,
@@ -55,7 +56,7 @@ from rmqc.remoting import (
 )
 
 from . import _bodies
-from ._config import ConfigBlackListed, ControllerConfig, PropertiesSyntaxError
+from ._config import ConfigBlackListed, ConfigInvalid, ControllerConfig, PropertiesSyntaxError
 from ._headers import BadRequestBody, HeaderField, HeaderSpec
 from ._heartbeat import heartbeat_of
 from ._outcome import NodeInfo, NoReply, Outcome, Propose, Reply, RequestContext
@@ -297,11 +298,11 @@ class ControllerProcessor:
     # ---- 1006 GET_SYNC_STATE_DATA -------------------------------------------------------------
 
     def _get_sync_state_data(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
-        if not request.body:
-            return _reply(request, C.SYSTEM_ERROR, "not set any response code")  # Java quirk
-        names = loads_fastjson(request.body)
+        names = loads_fastjson(request.body) if request.body else []
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise BadRequestBody("1006 body must be a JSON array of broker names")
+        if not names:  # Java quirk (spec 13 item 10): no body, or an empty list, is a default answer
+            return _reply(request, C.SYSTEM_ERROR, "not set any response code")
         groups = [g for g in (self.state.group(n) for n in dict.fromkeys(names)) if g is not None]
         body = _bodies.replicas_info_body(groups, lambda g, i: self._is_alive(g, i, ctx.now_ms))
         return _reply(request, C.SUCCESS, body=body)
@@ -336,13 +337,13 @@ class ControllerProcessor:
 
     def _election_command(self, group: BrokerGroup, trigger: Trigger, candidate: int | None, wall_ms: int,
                           *, requester: int | None = None, liveness_lost_ms: int | None = None,
-                          attempt: int = 1) -> ElectMaster:
+                          master_last_alive_ms: int | None = None, attempt: int = 1) -> ElectMaster:
         return ElectMaster(
             cluster_name=group.cluster_name, broker_name=group.broker_name, trigger=trigger,
             candidate=candidate, expected_master_epoch=group.master_epoch,
             expected_sync_state_set_epoch=group.sync_state_set_epoch, leader_ts_ms=wall_ms,
             requester_id=requester, unclean=self.config.enable_elect_unclean_master,
-            liveness_lost_ms=liveness_lost_ms, attempt=attempt,
+            liveness_lost_ms=liveness_lost_ms, master_last_alive_ms=master_last_alive_ms, attempt=attempt,
         )
 
     # ---- 1001 ALTER_SYNC_STATE_SET ------------------------------------------------------------
@@ -423,8 +424,8 @@ class ControllerProcessor:
             return _reply(request, C.NO_PERMISSION, "Can not update config in black list.")
         except PropertiesSyntaxError:
             return _reply(request, C.SYSTEM_ERROR, "string2Properties error")
-        except ConfigError as exc:  # a value of the wrong type: nothing was changed
-            return _reply(request, C.SYSTEM_ERROR, str(exc))
+        except ConfigInvalid as exc:  # an unknown key or a value of the wrong type: nothing changed
+            return _reply(request, C.INVALID_PARAMETER, str(exc))
         return _reply(request, C.SUCCESS)
 
     def _get_config(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
@@ -446,7 +447,7 @@ class ControllerProcessor:
             if group is None or group.master_id != key.broker_id or key.broker_name in seen:
                 continue
             seen.add(key.broker_name)
-            command = self._controller_election(group, now_ms, wall_ms, liveness_lost_ms=wall_ms, attempt=1)
+            command = self._first_controller_election(group, now_ms, wall_ms)
             if command is not None:
                 commands.append(command)
         return commands
@@ -462,7 +463,7 @@ class ControllerProcessor:
             if group.master_id is None or self._is_alive(group, group.master_id, now_ms):
                 continue
             if any(self._is_alive(group, broker_id, now_ms) for broker_id in group.replicas):
-                command = self._controller_election(group, now_ms, wall_ms, liveness_lost_ms=wall_ms, attempt=1)
+                command = self._first_controller_election(group, now_ms, wall_ms)
                 if command is not None:
                     commands.append(command)
         return commands
@@ -480,18 +481,29 @@ class ControllerProcessor:
             if command.attempt >= self.config.elect_master_max_retry_count:
                 continue
             retry = self._controller_election(result.after, now_ms, wall_ms, command.liveness_lost_ms,
-                                              command.attempt + 1)
+                                              command.master_last_alive_ms, command.attempt + 1)
             if retry is not None:
                 commands.append(retry)
         return commands
 
+    def _first_controller_election(self, group: BrokerGroup, now_ms: int, wall_ms: int) -> ElectMaster | None:
+        # The failover is dated from when the master was last known alive (its last heartbeat or
+        # its connection's close), not from when this node noticed: that can be a timeout later.
+        # The liveness table keeps monotonic times, the command wall-clock stamps: the same
+        # distance before this moment.
+        assert group.master_id is not None
+        last_alive = self.liveness.last_alive_ms(BrokerKey(group.cluster_name, group.broker_name, group.master_id))
+        last_alive_wall = None if last_alive is None else wall_ms - (now_ms - last_alive)
+        return self._controller_election(group, now_ms, wall_ms, wall_ms, last_alive_wall, 1)
+
     def _controller_election(self, group: BrokerGroup, now_ms: int, wall_ms: int, liveness_lost_ms: int | None,
-                             attempt: int) -> ElectMaster | None:
+                             master_last_alive_ms: int | None, attempt: int) -> ElectMaster | None:
         candidate = self._choose(group, None, now_ms)
         if candidate is not None and candidate == group.master_id:
             return None  # the master is live again: nothing to do (Java: 2011)
         return self._election_command(group, Trigger.CONTROLLER, candidate, wall_ms,
-                                      liveness_lost_ms=liveness_lost_ms, attempt=attempt)
+                                      liveness_lost_ms=liveness_lost_ms,
+                                      master_last_alive_ms=master_last_alive_ms, attempt=attempt)
 
     # ---- 1008 NOTIFY_BROKER_ROLE_CHANGED (spec 5.4) -------------------------------------------
 

@@ -70,8 +70,11 @@ class ElectMaster:
     leader_ts_ms: int
     requester_id: int | None = None  # brokerId of the request (broker: itself; admin: designated)
     unclean: bool = False  # enableElectUncleanMaster when the leader decided
-    liveness_lost_ms: int | None = None  # controller trigger: when the old master went inactive
+    liveness_lost_ms: int | None = None  # controller trigger: when the leader saw the master inactive
     attempt: int = 1  # controller trigger: 1..electMasterMaxRetryCount
+    # controller trigger: when the old master was last known alive (last heartbeat or connection
+    # close). None in logs written before it existed, or when the leader never heard the master.
+    master_last_alive_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,6 +52,7 @@ EXPORT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("liveness_lost_ms", "long"),
     ("result", "string"),
     ("description", "string"),
+    ("master_last_alive_ms", "long"),
 )
 EXPORT_COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _ in EXPORT_COLUMNS)
 
@@ -71,6 +72,7 @@ def _command_columns(result: ApplyResult) -> dict[str, Any]:
         base |= {"broker_id": c.requester_id, "trigger": str(c.trigger),
                  "elected": c.candidate is not None, "new_master_id": c.candidate,
                  "unclean_enabled": c.unclean, "liveness_lost_ms": c.liveness_lost_ms,
+                 "master_last_alive_ms": c.master_last_alive_ms,
                  "broker_address": result.after.address_of(c.candidate) if result.after else None}
     elif isinstance(c, AlterSyncStateSet):
         base |= {"broker_id": c.master_id}

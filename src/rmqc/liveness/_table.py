@@ -158,6 +158,9 @@ class HeartbeatTable:
         self._seq = 0
         self._dirty: set[BrokerKey] = set()  # changed since the last digest
         self._closed: set[BrokerKey] = set()  # connection closed since the last digest
+        # Brokers found inactive -> when they were last known alive, for the election command
+        # (a failover's duration starts there). Oldest dropped first past max_brokers.
+        self._last_alive: dict[BrokerKey, int] = {}
 
     def __len__(self) -> int:
         return len(self._live)
@@ -201,6 +204,7 @@ class HeartbeatTable:
                 continue  # stale: removed, or re-scheduled earlier
             if info.deadline_ms < now_ms:
                 self._remove(key)
+                self._went_inactive(key, info.last_update_ms)
                 expired.append(key)
             else:
                 info.scheduled_deadline_ms = None
@@ -208,11 +212,12 @@ class HeartbeatTable:
         self._compact_heap_if_bloated()
         return expired
 
-    def on_channel_closed(self, channel_id: Hashable) -> list[BrokerKey]:
-        """A broker connection closed: its brokers are inactive at once (spec 6.2)."""
+    def on_channel_closed(self, channel_id: Hashable, now_ms: int) -> list[BrokerKey]:
+        """A broker connection closed at `now_ms`: its brokers are inactive at once (spec 6.2)."""
         keys = sorted(self._by_channel.pop(channel_id, ()))
         for key in keys:
             self._remove(key)
+            self._went_inactive(key, now_ms)
             # Only a follower takes digests; on a leader this set is never drained, so it is
             # capped (a leader learns of the close directly; a lost report only delays expiry).
             if len(self._closed) < self.max_brokers:
@@ -231,6 +236,13 @@ class HeartbeatTable:
 
     def live_info(self, key: BrokerKey) -> LiveInfo | None:
         return self._live.get(key)
+
+    def last_alive_ms(self, key: BrokerKey) -> int | None:
+        """When `key` was last known alive: its latest heartbeat while it is in the table; once
+        found inactive, its last heartbeat (expiry) or the moment its connection closed. None when
+        this node never heard of it (e.g. it led only after the broker died)."""
+        info = self._live.get(key)
+        return info.last_update_ms if info is not None else self._last_alive.get(key)
 
     @property
     def scheduled_deadlines(self) -> int:
@@ -270,6 +282,9 @@ class HeartbeatTable:
             info = self._live.get(key)
             if info is not None and info.channel_id is None:
                 self._remove(key)
+                # a follower reports a close at once (its digest is not coalesced), so the close
+                # is about now
+                self._went_inactive(key, now_ms)
                 inactive.append(key)
         return inactive
 
@@ -289,6 +304,12 @@ class HeartbeatTable:
             if scheduled is None or info.deadline_ms < scheduled:
                 self._schedule(BrokerKey(*key), info)
         self._dirty.discard(key)  # the leader does not echo digests back
+
+    def _went_inactive(self, key: BrokerKey, last_alive_ms: int) -> None:
+        self._last_alive.pop(key, None)  # re-inserted last: the dict stays in order of inactivity
+        if len(self._last_alive) >= self.max_brokers:
+            del self._last_alive[next(iter(self._last_alive))]
+        self._last_alive[key] = last_alive_ms
 
     def _schedule(self, key: BrokerKey, info: LiveInfo) -> None:
         deadline, scheduled = info.last_update_ms + info.timeout_ms, info.scheduled_deadline_ms  # deadline_ms

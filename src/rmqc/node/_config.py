@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import tomllib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -43,23 +45,44 @@ class Peer:
         return f"{self.host}:{self.port}"
 
 
-def parse_peers(text: str) -> tuple[Peer, ...]:
-    """Parse the Java `controllerDLegerPeers` syntax: `n0-127.0.0.1:9878;n1-127.0.0.1:9868`."""
-    peers: list[Peer] = []
-    for item in (part.strip() for part in str(text).split(";")):
-        if not item:
-            continue
-        node_id, dash, address = item.partition("-")
-        host, colon, port_text = address.rpartition(":")
-        if not dash or not colon or not node_id or not host:
-            raise ValueError(f"peer {item!r} is not id-host:port")
-        peers.append(Peer(node_id.strip(), host.strip(), _parse_port(port_text)))
+PEERS_FORMAT = ("id-host:port items separated by ';' (e.g. \"n0-127.0.0.1:9878;n1-127.0.0.1:9868\"), "
+                "or in TOML an array of such items")
+_NODE_ID = re.compile(r"[A-Za-z0-9_.]+")  # no '-': it separates the id from the host
+_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?")  # a host name or IPv4 address
+
+
+def parse_peers(value: str | Sequence[str]) -> tuple[Peer, ...]:
+    """Parse the Java `controllerDLegerPeers` syntax, `n0-127.0.0.1:9878;n1-127.0.0.1:9868`, or a
+    list of its items (a TOML array). Every item is checked, so a list with the wrong separator
+    fails here rather than later as an unknown host."""
+    peers = [_parse_peer(item) for item in _peer_items(value)]
     if not peers:
-        raise ValueError("no peers given")
+        raise ValueError(f"no peers given; expected {PEERS_FORMAT}")
     ids = [peer.id for peer in peers]
     if len(set(ids)) != len(ids):
         raise ValueError(f"duplicate peer ids in {ids}")
     return tuple(peers)
+
+
+def _peer_items(value: str | Sequence[str]) -> list[str]:
+    if isinstance(value, (list, tuple)):
+        if not all(isinstance(item, str) for item in value):
+            raise ValueError(f"a peers array holds strings, not {value!r}; expected {PEERS_FORMAT}")
+        items = list(value)
+    else:
+        text = str(value)
+        if "," in text:
+            raise ValueError(f"{text!r}: peers are separated by ';', not ','; expected {PEERS_FORMAT}")
+        items = text.split(";")
+    return [item.strip() for item in items if item.strip()]
+
+
+def _parse_peer(item: str) -> Peer:
+    node_id, dash, address = (part.strip() for part in item.partition("-"))
+    host, colon, port_text = address.rpartition(":")
+    if not (dash and colon and _NODE_ID.fullmatch(node_id) and _HOST.fullmatch(host.strip())):
+        raise ValueError(f"peer {item!r} is not id-host:port; expected {PEERS_FORMAT}")
+    return Peer(node_id, host.strip(), _parse_port(port_text))
 
 
 def format_peers(peers: Iterable[Peer]) -> str:
@@ -67,7 +90,10 @@ def format_peers(peers: Iterable[Peer]) -> str:
 
 
 def _parse_port(text: str) -> int:
-    port = int(text)
+    try:
+        port = int(text)
+    except ValueError:
+        raise ValueError(f"port {text!r} is not a number") from None
     if not 0 < port < 65536:
         raise ValueError(f"port {port} out of range 1..65535")
     return port
@@ -132,6 +158,18 @@ def _any_text(value: Any) -> str:
     return str(value)
 
 
+def _directory(value: Any) -> str:
+    """A directory path; refused when it, or the nearest part of it that exists, is not a directory
+    (creating the LMDB files there would fail later with a bare "File exists")."""
+    text = _text(value)
+    existing = Path(text)
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if existing.exists() and not existing.is_dir():
+        raise ValueError(f"{str(existing)!r} is a file, not a directory")
+    return text
+
+
 def _peers_value(value: Any) -> tuple[Peer, ...]:
     if isinstance(value, tuple) and all(isinstance(peer, Peer) for peer in value):
         return value
@@ -154,7 +192,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("node_id", _text, "this node's id; must appear in peers", "controllerDLegerSelfId"),
     Option("peers", _peers_value, "all voters, Java syntax id-host:port;...; own entry = listen address",
            "controllerDLegerPeers"),
-    Option("data_dir", _text, "directory of the LMDB log, hard state and snapshots", "controllerStorePath"),
+    Option("data_dir", _directory, "directory of the LMDB log, hard state and snapshots", "controllerStorePath"),
     Option("group", _text, "Raft group name; peers of another group are refused", "controllerDLegerGroup"),
     Option("peer_secret_file", _any_text,
            "file holding the cluster's peer secret(s): the first line signs, every line verifies"),
@@ -174,6 +212,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("election_tick", _positive_int, "election timeout in ticks (randomised up to twice this)"),
     Option("heartbeat_tick", _positive_int, "leader heartbeat interval in ticks"),
     Option("lease_drift_ticks", _non_negative_int, "clock drift bound subtracted from the leader lease"),
+    Option("lease_ticks", _positive_int,
+           "longest leader lease in ticks; a leader that takes over from a dead-looking one waits it out"),
     Option("snapshot_every_entries", _positive_int, "snapshot the state and compact the log every N entries"),
     Option("forward_writes", _parse_bool, "forward leader-only requests from followers (false: answer 2007)"),
     Option("default_consistency", _choice(CONSISTENCY_LEVELS), "read consistency when a request names none"),
@@ -239,8 +279,9 @@ class NodeConfig:
     tls_auth_client: bool = False
     # 50 ms ticks, a heartbeat every tick, elections after 0.5-1 s of silence. A leader whose
     # process dies is replaced much faster than that: its port refuses reconnection and a
-    # designated survivor campaigns at once (node/_node.py on_peer_down), measured at ~0.05 s to
-    # the first committed write. The election timeout only matters for hung or partitioned
+    # designated survivor takes over at once (node/_node.py on_peer_down) and commits after the
+    # old leader's lease (lease_ticks below), measured at 0.19 s (p50 and p99) to the first
+    # committed write (docs/benchmarks.md). The election timeout only matters for hung or partitioned
     # leaders, and is kept long enough that a leader stalled by a slow fsync on a busy machine is
     # not deposed (0.15 s flapped under load in our measurements). Ticks of 10 ms (5 per
     # heartbeat) woke every idle node 100 times a second, ~6 % CPU each, and that contention on
@@ -249,6 +290,12 @@ class NodeConfig:
     election_tick: int = 10
     heartbeat_tick: int = 1
     lease_drift_ticks: int = 1
+    # The leader serves lease reads for lease_ticks - lease_drift_ticks ticks (100 ms) after a
+    # heartbeat round it sent was acked; a survivor that takes over from a leader whose port
+    # refuses it waits up to lease_ticks + 1 ticks (150-200 ms) before committing, because the old
+    # leader may be alive behind a REJECT rule (rmqc.reads._lease). Longer leases slow that
+    # failover down; shorter ones make lease reads fall back to ReadIndex when acks are late.
+    lease_ticks: int = 3
     snapshot_every_entries: int = 10_000
     forward_writes: bool = True
     default_consistency: str = "linearizable"
@@ -313,6 +360,11 @@ def check_config(config: NodeConfig) -> None:
     if config.lease_drift_ticks >= config.election_tick:
         raise ConfigError(
             f"lease_drift_ticks: {config.lease_drift_ticks} must be below election_tick {config.election_tick}"
+        )
+    if not config.lease_drift_ticks < config.lease_ticks <= config.election_tick:
+        raise ConfigError(
+            f"lease_ticks: {config.lease_ticks} must be above lease_drift_ticks {config.lease_drift_ticks} "
+            f"and at most election_tick {config.election_tick}"
         )
     _check_peer_security(config)
     _check_tls(config)

@@ -44,7 +44,16 @@ from rmqc.remoting import (
     encode,
     make_response,
 )
-from rmqc.storage import FAULT_FILE_ENV, LmdbStorage, StorageFullError, StorageWriteFailed, acquire_node_lock
+from rmqc.storage import (
+    FAULT_FILE_ENV,
+    LmdbStorage,
+    NodeIdentity,
+    StorageFullError,
+    StorageWriteFailed,
+    acquire_node_lock,
+    claim_identity,
+    open_verified,
+)
 
 from ._alarms import DISK_FULL, DISK_FULL_RETRY_MS, DiskFullAlarm
 from ._clock import monotonic_ms, wall_ms
@@ -191,7 +200,8 @@ class ControllerNode:
         self._started_ms = monotonic_ms()
         lock = acquire_node_lock(self.config.data_dir)
         try:
-            self.storage = await trio.to_thread.run_sync(LmdbStorage, self.config.data_dir)
+            claim_identity(self.config.data_dir, NodeIdentity(self.config.node_id, self.config.group))
+            self.storage = await trio.to_thread.run_sync(open_verified, self.config.data_dir)
             if self.storage.fault_hook is not None:
                 log.warning("%s: the TEST-ONLY storage fault hook is on (%s=%s): never in production",
                             self.config.node_id, FAULT_FILE_ENV, self.storage.fault_hook.control)
@@ -237,6 +247,7 @@ class ControllerNode:
             pre_vote=True,
             check_quorum=True,
             lease_drift_ticks=self.config.lease_drift_ticks,
+            lease_ticks=self.config.lease_ticks,
             max_entries_per_msg=self.config.max_entries_per_append,
             max_inflight_msgs=self.config.max_appends_in_flight,
             applied=snapshot.meta.index,
@@ -322,12 +333,14 @@ class ControllerNode:
         self._wake()
 
     def on_peer_down(self, peer_id: str) -> None:
-        """The leader's process is gone (its port refuses us). Waiting for the election timeout
-        would cost two timeouts: the first candidate's pre-vote is refused by the other follower,
-        which still counts the dead leader's lease. Instead ONE designated survivor (the first in
-        peer order) acts as if the dead leader had transferred leadership to it: a TimeoutNow
-        campaign, which skips the lease check but keeps every vote rule (up-to-date log, one
-        vote per term), so safety is unchanged; if it cannot win, the normal timeout still runs."""
+        """The leader's port refuses us: its process is probably gone. Waiting for the election
+        timeout would cost two timeouts: the first candidate's pre-vote is refused by the other
+        follower, which still counts the dead leader's lease. Instead ONE designated survivor (the
+        first in peer order) takes over at once (RawNode.take_over): voters grant although they
+        heard the leader lately, every vote rule stays (up-to-date log, one vote per term), and
+        the winner commits nothing until the lease the old leader may still hold has run out,
+        because "refused" is no proof of death (a REJECT firewall rule, a middlebox's resets, a
+        listener closed before the process stops serving). If it cannot win, the timeout runs."""
         if peer_id != self.leader_id:
             return
         self._abandon_forwards()
@@ -422,6 +435,8 @@ class ControllerNode:
         ticks, self._ticks = self._ticks, 0
         for _ in range(min(ticks, self.config.election_tick)):
             raw.tick()
+        if ticks:
+            self.reads.on_ticks_fed(raw.raft.ticks)
         while self._inbound:
             message = self._inbound.popleft()
             self._step(raw, message)
@@ -440,10 +455,7 @@ class ControllerNode:
         elif message.type == _SNAP_STATUS:
             raw.report_snapshot(message.frm, ok=not message.reject)
         elif message.type == MessageType.TIMEOUT_NOW and message.term == 0:
-            if self.leader_id in (None, message.frm):  # still no other leader: take over (on_peer_down)
-                status = raw.status()
-                raw.step(Message(type=MessageType.TIMEOUT_NOW, to=self.config.node_id, frm=message.frm,
-                                 term=status.term, index=status.last_index))
+            raw.take_over(message.frm)  # on_peer_down; the core ignores it if another leader is known
         else:
             try:
                 raw.step(message)
@@ -878,7 +890,7 @@ class ControllerNode:
         return node
 
     def on_channel_closed(self, channel: Channel) -> None:
-        keys = self.liveness.on_channel_closed(channel.id)
+        keys = self.liveness.on_channel_closed(channel.id, monotonic_ms())
         if keys:
             self._closed_channels.extend(keys)
             self._liveness_wakeup.set()

@@ -97,6 +97,8 @@ class PeerLinks:
             for peer in self._peers
         }
         self._wakeups = {peer.id: trio.Event() for peer in self._peers}
+        # set when a peer we cannot reach dials us: it is up again, so our link stops backing off
+        self._peer_back = {peer.id: trio.Event() for peer in self._peers}
         self._live: dict[str, _LiveLink] = {}
         self.connected: set[str] = set()
 
@@ -165,8 +167,22 @@ class PeerLinks:
                     was_up = False
                     self._handler.on_peer_down(peer.id)
                 self._link_lost(peer)
-            await trio.sleep(delay_s * (0.5 + self._rng.random()))
-            delay_s = min(RECONNECT_MAX_S, delay_s * 2)
+            if await self._back_off(peer, delay_s * (0.5 + self._rng.random())):
+                delay_s = RECONNECT_MIN_S
+            else:
+                delay_s = min(RECONNECT_MAX_S, delay_s * 2)
+
+    async def _back_off(self, peer: Peer, delay_s: float) -> bool:
+        """Wait before reconnecting; True when cut short because the peer dialled us (a restarted
+        peer is reached at once, not after up to RECONNECT_MAX_S: our votes and acks travel on
+        our own link, so a survivor still backing off from the peer's downtime held up the
+        peer's election after a leader kill by up to 0.75 s)."""
+        with trio.move_on_after(delay_s):
+            await self._peer_back[peer.id].wait()
+        back = self._peer_back[peer.id].is_set()
+        if back:
+            self._peer_back[peer.id] = trio.Event()
+        return back
 
     def _link_lost(self, peer: Peer) -> None:
         self.connected.discard(peer.id)
@@ -266,6 +282,8 @@ class PeerLinks:
                 self.refused_peers += 1
                 log.warning("refusing peer connection from %s: %s", remote, error)
                 return
+            if sender_id not in self.connected and sender_id in self._peer_back:
+                self._peer_back[sender_id].set()
             send_lock = trio.Lock()
 
             async def reply(kind: FrameKind, payload: bytes) -> None:

@@ -8,8 +8,9 @@ Levels (design.md "Read path"; extFields `consistency`, else `NodeConfig.default
   served once the local applied index reaches its read index. No log entry per read; the core
   holds reads until the leader has committed an entry of its own term.
 - lease: on the leader, while `RawNode.lease_read()` gives an index (and this shell's clock agrees
-  with the core's, see `_lease_index`), served once applied >= that index; otherwise, and always on
-  a follower, exactly like linearizable.
+  with the core's, see `_lease_index`: the lease also holds in monotonic time from when the core
+  counted its start tick), served once applied >= that index; otherwise, and always on a follower,
+  exactly like linearizable.
 - stale: served at once from the local state; the answer carries extFields `appliedIndex` and
   `appliedAgeMs` (ms since this node last applied an entry or heard from a leader; 0 on a leader
   whose lease holds).
@@ -69,6 +70,9 @@ MAX_UNFED_TICKS = 1
 # further behind the wall clock, lease reads are refused for one election timeout, so that every
 # lease counted on the slow clock has expired in real time.
 LOST_TICKS_TOLERATED = 2
+# Core tick counts remembered with the monotonic time they were fed to the core: enough to cover the
+# longest lease (election_tick ticks) with room for a few bursts after a stall.
+TICK_TIMES_KEPT = 64
 # Levels for 1005 when the request names none: Java answers it on every node from its own view.
 DEFAULT_LEVEL_BY_CODE = {int(RequestCode.CONTROLLER_GET_METADATA_INFO): STALE}
 
@@ -106,6 +110,7 @@ class ReadPath:
         self._by_deadline: deque[_Read] = deque()  # every waiting read, oldest first (one timeout)
         self._clock_origin: tuple[float, int] | None = None  # (monotonic s, core ticks) at the baseline
         self._lease_blocked_until_s = 0.0
+        self._tick_times: deque[tuple[int, float]] = deque(maxlen=TICK_TIMES_KEPT)  # (core tick, when fed)
         self.last_progress_ms = monotonic_ms()
         self.leader_contact_ms = 0
         self.lease_reads = 0
@@ -201,7 +206,36 @@ class ReadPath:
         lease = raw.raft.lease
         if unfed_ticks > MAX_UNFED_TICKS or lease.remaining_ticks(raw.raft.ticks) <= unfed_ticks:
             return None
+        if not self._lease_holds_in_monotonic_time(lease.start_tick, lease.duration_ticks):
+            return None
         return raw.lease_read()
+
+    def on_ticks_fed(self, core_tick: int) -> None:
+        """Driver: the core's tick count is now `core_tick` (after one tick or a burst)."""
+        self._tick_times.append((core_tick, trio.current_time()))
+
+    def _lease_holds_in_monotonic_time(self, start_tick: int | None, duration_ticks: int) -> bool:
+        """The lease's round was sent no earlier than its start tick was fed to the core, so the
+        lease surely holds while less than its duration has passed since then, whatever the
+        ticker did meanwhile. The tick counts alone are not enough: after a stall (a slow fsync
+        in the driver, a busy CPU) a reader may run before the ticker catches up, and a survivor
+        that took over counts the old lease out in real time (rmqc.reads._lease)."""
+        if start_tick is None:
+            return False
+        # An entry stands for the burst of ticks fed after the previous entry: find the one whose
+        # burst holds the start tick, newest first (the lease is at most a few ticks old).
+        holder: tuple[int, float] | None = None
+        covered = False
+        for tick, fed_s in reversed(self._tick_times):
+            if tick < start_tick:
+                covered = holder is not None  # the burst after this entry holds the start tick
+                break
+            holder = (tick, fed_s)
+        else:
+            covered = holder is not None and holder[0] == start_tick  # nothing older remembered
+        if not covered or holder is None:
+            return False
+        return trio.current_time() - holder[1] < duration_ticks * self._node.config.tick_ms / 1000
 
     def _answer(self, request: RemotingCommand, channel: Channel, respond: Respond) -> None:
         node = self._node

@@ -76,7 +76,8 @@ def read_exports(spark: SparkSession, inputs: Sequence[str | os.PathLike[str]]) 
     if by_format["json"]:
         frames.append(spark.read.schema(EXPORT_SCHEMA).json(by_format["json"], mode="FAILFAST"))
     if by_format["parquet"]:
-        frames.append(spark.read.parquet(*by_format["parquet"]))
+        # exports written before a column was added lack it: merge, so it reads as null there
+        frames.append(spark.read.option("mergeSchema", "true").parquet(*by_format["parquet"]))
     normalised = [_normalise(frame) for frame in frames]
     combined = normalised[0]
     for frame in normalised[1:]:

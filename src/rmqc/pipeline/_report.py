@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +19,12 @@ BUCKETS_PER_DECADE = 4
 AUDIT_ROWS_SHOWN = 20
 # Points of the top group's timeline chart; a group with more elections shows its latest ones.
 TIMELINE_POINTS = 500
+# The colour of each chart's data (tests count its pixels to tell a drawn chart from a blank one).
+FAILOVER_COLOR = "#4477aa"
+ELECTIONS_COLOR = "#228833"
+FLAPPING_COLOR = "#cc6677"
+MASTER_COLOR = "#4477aa"
+EPOCH_COLOR = "#ee7733"
 
 
 @dataclass(frozen=True)
@@ -34,8 +40,9 @@ class ReportData:
 def collect_report_data(
     spark: SparkSession, tables: dict[str, str], top: tuple[FlappingRecord, ...]
 ) -> ReportData:
-    durations = spark.read.parquet(tables["failovers"]).filter(F.col("duration_ms") > 0)
-    bucket = F.floor(F.log10("duration_ms") * BUCKETS_PER_DECADE)
+    durations = spark.read.parquet(tables["failovers"]).filter(F.col("duration_ms").isNotNull())
+    # a failover decided within the millisecond it started counts in the lowest bucket (1 ms)
+    bucket = F.floor(F.log10(F.greatest("duration_ms", F.lit(1))) * BUCKETS_PER_DECADE)
     buckets = durations.groupBy(bucket.alias("b")).count().orderBy("b").collect()
     timeline = spark.read.parquet(tables["master_timeline"])
     hours = (
@@ -77,11 +84,27 @@ def _figure():
     return plt, fig, ax
 
 
-def _save(plt, fig, path: Path) -> str:
+def _save(plt, fig, ax, path: Path) -> str:
+    """Write the PNG with its axis ranges in its text chunks ("x-range", "y-range": "low;high" in
+    the axis' units, matplotlib day numbers for time axes), so a reader or a test can check what
+    was drawn without re-running the analysis."""
     fig.tight_layout()
-    fig.savefig(path)
+    ranges = {name: ";".join(repr(float(v)) for v in limits)
+              for name, limits in (("x-range", ax.get_xlim()), ("y-range", ax.get_ylim()))}
+    fig.savefig(path, metadata=ranges)
     plt.close(fig)
     return path.name
+
+
+def _time_axis(ax, times: list[datetime], least_span: timedelta) -> None:
+    """X limits from the data, at least `least_span` wide: matplotlib's automatic limits for one
+    instant (or a few close ones) span years, which leaves the line invisible."""
+    from matplotlib import dates
+
+    low, high = min(times), max(times)
+    pad = max((high - low) * 0.02, (least_span - (high - low)) / 2, timedelta(0))
+    ax.set_xlim(dates.date2num(low - pad), dates.date2num(high + pad))
+    ax.xaxis.set_major_formatter(dates.ConciseDateFormatter(ax.xaxis.get_major_locator()))
 
 
 def _chart_failovers(data: ReportData, out: Path) -> str | None:
@@ -90,24 +113,28 @@ def _chart_failovers(data: ReportData, out: Path) -> str | None:
     plt, fig, ax = _figure()
     lows = [low for low, _ in data.failover_buckets]
     widths = [low * (10 ** (1 / BUCKETS_PER_DECADE) - 1) for low in lows]
-    ax.bar(lows, [n for _, n in data.failover_buckets], width=widths, align="edge", color="#4477aa")
+    ax.bar(lows, [n for _, n in data.failover_buckets], width=widths, align="edge", color=FAILOVER_COLOR)
     ax.set_xscale("log")
-    ax.set_xlabel("failover duration (ms): liveness lost -> new master committed")
+    ax.set_xlabel("failover duration (ms): old master last alive -> new master elected")
     ax.set_ylabel("failovers")
-    ax.set_title("Failover durations across the fleet")
-    return _save(plt, fig, out / "failover_durations.png")
+    ax.set_title("Failover durations across the fleet (log scale)")
+    return _save(plt, fig, ax, out / "failover_durations.png")
 
 
 def _chart_elections(data: ReportData, out: Path) -> str | None:
     if not data.elections_per_hour:
         return None
     plt, fig, ax = _figure()
-    times = [datetime.fromtimestamp(h / 1000, UTC) for h, _ in data.elections_per_hour]
-    ax.plot(times, [n for _, n in data.elections_per_hour], color="#228833", linewidth=1)
+    # a marker per hour (at its middle): one hour of history is still a visible point, and so is
+    # an hour among years of them
+    hours = [datetime.fromtimestamp(h / 1000, UTC) + timedelta(minutes=30) for h, _ in data.elections_per_hour]
+    ax.plot(hours, [n for _, n in data.elections_per_hour], color=ELECTIONS_COLOR, linewidth=1,
+            marker="o", markersize=4)
+    ax.set_ylim(bottom=0)
+    _time_axis(ax, hours, timedelta(hours=2))
     ax.set_ylabel("elections per hour")
     ax.set_title("Elections across the fleet")
-    fig.autofmt_xdate()
-    return _save(plt, fig, out / "elections_per_hour.png")
+    return _save(plt, fig, ax, out / "elections_per_hour.png")
 
 
 def _chart_flapping(summary: Summary, out: Path) -> str | None:
@@ -116,10 +143,10 @@ def _chart_flapping(summary: Summary, out: Path) -> str | None:
     plt, fig, ax = _figure()
     top = list(reversed(summary.top_flapping))
     labels = [f"{r.controller_cluster}/{r.broker_name}" for r in top]
-    ax.barh(labels, [r.max_elections_in_hour for r in top], color="#cc6677")
+    ax.barh(labels, [r.max_elections_in_hour for r in top], color=FLAPPING_COLOR)
     ax.set_xlabel("most elections in one hour")
     ax.set_title("Flapping broker groups")
-    return _save(plt, fig, out / "flapping_groups.png")
+    return _save(plt, fig, ax, out / "flapping_groups.png")
 
 
 def _chart_timeline(data: ReportData, out: Path) -> str | None:
@@ -130,15 +157,17 @@ def _chart_timeline(data: ReportData, out: Path) -> str | None:
     masters = [m if m is not None else 0 for _, m, _ in data.timeline]
     from matplotlib.ticker import MaxNLocator
 
-    ax.step(times, masters, where="post", color="#4477aa", label="master id (0 = none)")
+    # markers too: a group elected once is one point, which a line alone would not show
+    ax.step(times, masters, where="post", color=MASTER_COLOR, marker="o", markersize=3,
+            label="master id (0 = none)")
     ax.set_ylabel("master broker id (0 = none)")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     epochs = ax.twinx()
-    epochs.step(times, [e for _, _, e in data.timeline], where="post", color="#ee7733", linewidth=1)
+    epochs.step(times, [e for _, _, e in data.timeline], where="post", color=EPOCH_COLOR, linewidth=1)
     epochs.set_ylabel("masterEpoch")
+    _time_axis(ax, times, timedelta(minutes=1))
     ax.set_title(f"Masters and epochs of {data.timeline_group[0]}/{data.timeline_group[1]}")
-    fig.autofmt_xdate()
-    return _save(plt, fig, out / "timeline_top_group.png")
+    return _save(plt, fig, ax, out / "timeline_top_group.png")
 
 
 def _ms(value: float | int | None) -> str:
@@ -168,7 +197,8 @@ def _section_invariants(summary: Summary) -> list[str]:
 def _section_failovers(summary: Summary, charts: dict[str, str | None]) -> list[str]:
     f = summary.failovers
     lines = ["## Failovers", ""]
-    lines += [f"{f.count:,} failovers started by the controller, {f.resolved:,} resolved. "
+    lines += [f"{f.count:,} failovers started by the controller, {f.resolved:,} resolved. From the old "
+              f"master's last sign of life to the new master ({f.timed:,} with a known start): "
               f"p50 {_ms(f.p50_ms)}, p90 {_ms(f.p90_ms)}, p99 {_ms(f.p99_ms)}, max {_ms(f.max_ms)}.", ""]
     for name in ("failover_durations", "elections_per_hour"):
         if charts.get(name):

@@ -38,6 +38,7 @@ SUMMARY_LIST_LIMIT = 50
 class FailoverStats:
     count: int
     resolved: int
+    timed: int  # resolved with a known start (the percentiles are over these)
     p50_ms: float | None
     p90_ms: float | None
     p99_ms: float | None
@@ -129,11 +130,12 @@ def _failover_stats(spark: SparkSession, path: str) -> FailoverStats:
     stats = rows.agg(
         F.count(F.lit(1)).alias("count"),
         F.count(F.when(F.col("resolved"), 1)).alias("resolved"),
+        F.count(duration).alias("timed"),
         F.percentile_approx(duration, [0.5, 0.9, 0.99], 10_000).alias("p"),
         F.max(duration).alias("max"),
     ).first()
     p = stats["p"] or [None, None, None]
-    return FailoverStats(stats["count"], stats["resolved"], p[0], p[1], p[2], stats["max"])
+    return FailoverStats(stats["count"], stats["resolved"], stats["timed"], p[0], p[1], p[2], stats["max"])
 
 
 def _violations(spark: SparkSession, path: str) -> tuple[dict[str, int], tuple[ViolationRecord, ...]]:

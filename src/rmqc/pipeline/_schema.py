@@ -34,6 +34,7 @@ EXPORT_FIELDS: tuple[tuple[str, T.DataType], ...] = (
     ("liveness_lost_ms", T.LongType()),
     ("result", T.StringType()),
     ("description", T.StringType()),
+    ("master_last_alive_ms", T.LongType()),
 )
 
 EXPORT_SCHEMA = T.StructType([T.StructField(name, dtype, True) for name, dtype in EXPORT_FIELDS])

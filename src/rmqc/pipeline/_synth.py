@@ -48,6 +48,7 @@ ARROW_SCHEMA = pa.schema(
         ("sync_state_set", pa.list_(pa.int64())), ("prev_sync_state_set", pa.list_(pa.int64())),
         ("clean_ids", pa.list_(pa.int64())), ("unclean_enabled", pa.bool_()),
         ("liveness_lost_ms", pa.int64()), ("result", pa.string()), ("description", pa.string()),
+        ("master_last_alive_ms", pa.int64()),
     ]
 )  # fmt: skip
 
@@ -293,6 +294,9 @@ class _Layout:
         address = _addresses(group, template["addr_host"], template["addr_port"])
         code_address = _addresses(group, template["addr_host"], template["code_port"])
         code_ms = pc.cast(pc.add(template["code_rel_ms"], offset), pa.string())
+        # A synthetic master fails by closing its connections: the leader notices at once, so
+        # its last sign of life and the detection are the same moment.
+        lost_ms = pc.add(template["liveness_lost_rel_ms"], offset)
         columns = {name: template[name] for name in _COPIED_COLUMNS}
         columns |= {
             "controller_cluster": self.cluster_names.take(pa.array(self.cluster[start:stop])),
@@ -305,7 +309,8 @@ class _Layout:
             "broker_name": names,
             "broker_address": address,
             "register_check_code": pc.binary_join_element_wise(code_address, code_ms, ";"),
-            "liveness_lost_ms": pc.add(template["liveness_lost_rel_ms"], offset),
+            "liveness_lost_ms": lost_ms,
+            "master_last_alive_ms": lost_ms,
             "description": pc.binary_join_element_wise(
                 names, template["description"], ": ", null_handling="skip"
             ),

@@ -25,6 +25,7 @@ def master_timeline(group_log: DataFrame) -> DataFrame:
         "leader_ts_ms",
         "trigger",
         "liveness_lost_ms",
+        "master_last_alive_ms",
         "elected",
         F.col("new_master_id").alias("master_id"),
         "prev_master_id",
@@ -41,9 +42,12 @@ def failovers(timeline: DataFrame) -> DataFrame:
 
     A failover starts at a controller-triggered election (the leader saw the master go inactive at
     `liveness_lost_ms`) and ends at the first election after it that chose a master, usually the same
-    entry; elections that found no candidate in between count as attempts. Unresolved failovers (no
-    master chosen yet when the history ends) have a null duration; one whose end is stamped before
-    its start (a wall clock stepped back in between) is `clock_stepped`.
+    entry; elections that found no candidate in between count as attempts. Its duration runs from
+    `master_last_alive_ms` (the master's last heartbeat or its connection's close, which can be a
+    heartbeat timeout before the leader noticed) to that election. It is null when the failover is
+    unresolved (no master chosen when the history ends) or its start is unknown (a log written
+    before the column existed); one whose end is stamped before its start (a wall clock stepped
+    back in between) is `clock_stepped`.
     """
     ordered = Window.partitionBy(*GROUP_KEY, "incarnation").orderBy("index", "seq")
     chosen_before = F.sum(F.col("elected").cast("int")).over(
@@ -52,7 +56,7 @@ def failovers(timeline: DataFrame) -> DataFrame:
     segments = timeline.withColumn("segment", F.coalesce(chosen_before, F.lit(0)))
     position = F.struct("index", "seq")
     is_start = (F.col("trigger") == CONTROLLER_TRIGGER) & F.col("liveness_lost_ms").isNotNull()
-    start_fields = F.struct("index", "seq", "liveness_lost_ms", "prev_master_id")
+    start_fields = F.struct("index", "seq", "liveness_lost_ms", "master_last_alive_ms", "prev_master_id")
     end_fields = F.struct("index", "seq", "leader_ts_ms", "master_id")
     per_segment = segments.groupBy(*GROUP_KEY, "incarnation", "segment").agg(
         F.first("cluster_name", ignorenulls=True).alias("cluster_name"),
@@ -67,13 +71,14 @@ def failovers(timeline: DataFrame) -> DataFrame:
         F.col("start.index").alias("start_index"),
         F.col("start.seq").alias("start_seq"),
         F.col("start.liveness_lost_ms").alias("liveness_lost_ms"),
+        F.col("start.master_last_alive_ms").alias("master_last_alive_ms"),
         F.col("start.prev_master_id").alias("old_master_id"),
         F.col("end.index").alias("end_index"),
         F.col("end.seq").alias("end_seq"),
         F.col("end.leader_ts_ms").alias("new_master_ts_ms"),
         F.col("end.master_id").alias("new_master_id"),
         "attempts",
-        (F.col("end.leader_ts_ms") - F.col("start.liveness_lost_ms")).alias("duration_ms"),
+        (F.col("end.leader_ts_ms") - F.col("start.master_last_alive_ms")).alias("duration_ms"),
         F.col("end").isNotNull().alias("resolved"),
         # measured across a wall-clock step back (rmqc.pipeline._clock_steps): not a duration
         (F.col("end.leader_ts_ms") < F.col("start.liveness_lost_ms")).alias("clock_stepped"),

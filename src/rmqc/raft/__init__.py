@@ -8,6 +8,7 @@ from ._config import Config as Config
 from ._config import Role as Role
 from ._confchange import decode_conf_change as decode_conf_change
 from ._confchange import encode_conf_change as encode_conf_change
+from ._core import CAMPAIGN_TAKEOVER as CAMPAIGN_TAKEOVER
 from ._core import CAMPAIGN_TRANSFER as CAMPAIGN_TRANSFER
 from ._describe import describe_entry as describe_entry
 from ._describe import describe_hard_state as describe_hard_state
@@ -44,6 +45,7 @@ from ._types import Snapshot as Snapshot
 from ._types import SnapshotMeta as SnapshotMeta
 
 __all__ = [
+    "CAMPAIGN_TAKEOVER",
     "CAMPAIGN_TRANSFER",
     "ConfChange",
     "ConfChangeRefused",

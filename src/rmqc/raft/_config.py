@@ -22,8 +22,11 @@ class Config:
     """Static settings of one node. Times are in ticks; sizes in bytes.
 
     `election_tick` is the minimum election timeout; the randomised timeout lies in
-    [election_tick, 2*election_tick). `lease_drift_ticks` is subtracted from election_tick to bound
-    how long a lease lasts (clock drift between nodes, thesis section 6.4.1).
+    [election_tick, 2*election_tick). `lease_ticks` (default: election_tick) is the longest a
+    leader lease may last; the leader serves lease reads for lease_ticks - lease_drift_ticks
+    (clock drift between nodes, thesis section 6.4.1), and a leader elected without the old
+    leader's consent waits up to lease_ticks + 1 before committing (rmqc.reads._lease). A short
+    lease makes that takeover fast; lease reads then need a heartbeat every few ticks.
     """
 
     id: str
@@ -37,11 +40,16 @@ class Config:
     max_inflight_bytes: int = 32 * MIB
     max_uncommitted_size: int = 64 * MIB
     lease_drift_ticks: int = 2
+    lease_ticks: int | None = None
     applied: int = 0
 
     def __post_init__(self) -> None:
         for check in _CHECKS:
             check(self)
+
+    @property
+    def lease_bound_ticks(self) -> int:
+        return self.election_tick if self.lease_ticks is None else self.lease_ticks
 
 
 def _require(ok: bool, field: str, value: object, why: str) -> None:
@@ -66,6 +74,13 @@ def _check_ticks(c: Config) -> None:
         "lease_drift_ticks",
         c.lease_drift_ticks,
         f"must be in [0, election_tick={c.election_tick})",
+    )
+    # Above election_tick, stickiness would no longer cover the lease in a normal election.
+    _require(
+        c.lease_ticks is None or c.lease_drift_ticks < c.lease_ticks <= c.election_tick,
+        "lease_ticks",
+        c.lease_ticks,
+        f"must be in (lease_drift_ticks={c.lease_drift_ticks}, election_tick={c.election_tick}]",
     )
 
 

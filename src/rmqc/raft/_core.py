@@ -4,7 +4,8 @@ Inputs: tick(), step(message), propose*, read_index, transfer, conf changes. Out
 performed: `msgs` may leave at once, `msgs_after_persist` only after the state they depend on is
 durable, `read_states` are released reads. Roles are dispatched through tables of handlers.
 Every safety rule lives in one small named method so tests can break it on purpose:
-`_candidate_log_up_to_date`, `_in_lease`, `_maybe_commit`, `_read_index_ready`, `_lease_valid`.
+`_candidate_log_up_to_date`, `_in_lease`, `_maybe_commit`, `_read_index_ready`, `_lease_valid`,
+`_takeover_wait_ticks`.
 """
 
 from __future__ import annotations
@@ -38,9 +39,12 @@ from rmqc.reads import (
     Lease,
     ReadIndexTracker,
     ReadRequest,
+    decode_lease_age,
     decode_round_id,
+    encode_lease_age,
     encode_round_id,
     lease_duration_ticks,
+    takeover_wait_ticks,
 )
 
 from ._types import (
@@ -60,6 +64,10 @@ MT = MessageType
 # Vote requests carrying this context come from a TimeoutNow and may disturb a sticky leader
 # (thesis 4.2.3). Only a transfer campaign sets it.
 CAMPAIGN_TRANSFER = b"transfer"
+# The same for a takeover (`take_over`): the leader did not consent, so whoever wins waits out the
+# lease it may still hold before committing (rmqc.reads._lease).
+CAMPAIGN_TAKEOVER = b"takeover"
+DISRUPTIVE_CAMPAIGNS = frozenset({CAMPAIGN_TRANSFER, CAMPAIGN_TAKEOVER})
 
 # Messages that reveal state which must be durable first (term, vote, appended entries): they go
 # to msgs_after_persist. Everything else may be sent before the Ready is persisted.
@@ -92,7 +100,14 @@ SNAPSHOT_REPORT_TIMEOUT_ELECTIONS = 5
 class CampaignType(Enum):
     PRE_ELECTION = "pre_election"
     ELECTION = "election"
-    TRANSFER = "transfer"
+    TRANSFER = "transfer"  # the leader's TimeoutNow: it gave up its lease first
+    TAKEOVER = "takeover"  # the application believes the leader is gone: no consent
+
+
+CAMPAIGN_CONTEXT = {CampaignType.TRANSFER: CAMPAIGN_TRANSFER, CampaignType.TAKEOVER: CAMPAIGN_TAKEOVER}
+
+# The lease age of a node that never heard from any leader (brand new): no lease to wait out.
+LEASE_AGE_NEVER = 1 << 32
 
 
 class RaftCore:
@@ -125,10 +140,15 @@ class RaftCore:
         # A restarted node may have acked a leader's lease round before crashing: stay sticky for
         # one election timeout so that lease cannot be broken by our vote (thesis 6.4.1).
         self.leader_contact_elapsed = 0 if restarted else config.election_tick
+        # Ticks since we last heard from any leader, in every role: the age of the newest lease
+        # round we may have acked, carried in our vote grants. Unlike leader_contact_elapsed it is
+        # never advanced on purpose, and a restarted node may have acked just before crashing.
+        self.lease_age = 0 if restarted else LEASE_AGE_NEVER
         self.reads = ReadIndexTracker()
         self.lease = Lease(
-            lease_duration_ticks(config.election_tick, config.lease_drift_ticks), config.check_quorum
+            lease_duration_ticks(config.lease_bound_ticks, config.lease_drift_ticks), config.check_quorum
         )
+        self.campaign_type = CampaignType.ELECTION
         self.role = Role.FOLLOWER
         self.lead: str | None = None
         self._uncommitted: deque[tuple[int, int]] = deque()
@@ -165,6 +185,8 @@ class RaftCore:
         )
         self.lead_transferee: str | None = None
         self.votes: dict[str, bool] = {}
+        self.vote_lease_ages: dict[str, int] = {}  # of the grants of our current campaign
+        self.commit_blocked_until_tick = 0  # a takeover leader's wait (_takeover_wait_ticks)
         self.pending_conf_index = 0
         self.own_term_committed = False
         self.lease_fence_index = 0
@@ -189,6 +211,7 @@ class RaftCore:
     def become_pre_candidate(self) -> None:
         self.role = Role.PRE_CANDIDATE
         self.votes = {}
+        self.vote_lease_ages = {}
         self.lead = None  # a pre-candidate must forget its leader (pitfall 33)
         self.leader_contact_elapsed = self.config.election_tick
 
@@ -198,8 +221,10 @@ class RaftCore:
         self.vote = self.id
         self.leader_contact_elapsed = self.config.election_tick
 
-    def become_leader(self) -> None:
+    def become_leader(self, commit_wait_ticks: int = 0) -> None:
         self._reset(self.term)
+        if commit_wait_ticks:
+            self.commit_blocked_until_tick = self.ticks + commit_wait_ticks
         self.role = Role.LEADER
         self.lead = self.id
         own = self.progress[self.id]
@@ -214,6 +239,7 @@ class RaftCore:
     # ================================================================ ticks
     def tick(self) -> None:
         self.ticks += 1
+        self.lease_age += 1
         if self.role is Role.LEADER:
             self._tick_heartbeat()
         else:
@@ -229,6 +255,8 @@ class RaftCore:
     def _tick_heartbeat(self) -> None:
         self.heartbeat_elapsed += 1
         self.election_elapsed += 1
+        if self.commit_blocked_until_tick and self.ticks >= self.commit_blocked_until_tick:
+            self._end_takeover_wait()
         if self.election_elapsed >= self.config.election_tick:
             self.election_elapsed = 0
             if self.config.check_quorum and not self._quorum_recently_active():
@@ -278,6 +306,15 @@ class RaftCore:
             index = page[-1].index + 1
         return False
 
+    def take_over(self, departed: str) -> None:
+        """The application believes `departed`, our leader, is gone (its port refuses us): campaign
+        at once, as if it had transferred leadership to us, but without its consent. Voters grant
+        though they heard it lately (CAMPAIGN_TAKEOVER); every vote rule stays (up-to-date log, one
+        vote per term). Whoever wins waits out the lease `departed` may still hold before
+        committing (`_takeover_wait_ticks`): a refused connection does not prove a dead process."""
+        if self.lead in (None, departed):
+            self.hup(CampaignType.TAKEOVER)
+
     def campaign(self, campaign_type: CampaignType) -> None:
         if campaign_type is CampaignType.PRE_ELECTION:
             self.become_pre_candidate()
@@ -285,10 +322,12 @@ class RaftCore:
         else:
             self.become_candidate()
             vote_type, term = MT.VOTE, self.term
+        self.campaign_type = campaign_type
+        self.vote_lease_ages[self.id] = self.lease_age
         if self._poll(self.id, True) is VoteResult.WON:
             self._won_campaign(campaign_type)
             return
-        context = CAMPAIGN_TRANSFER if campaign_type is CampaignType.TRANSFER else b""
+        context = CAMPAIGN_CONTEXT.get(campaign_type, b"")
         last_index, last_term = self.log.last_index(), self.log.last_term()
         for voter in sorted(self.voters - {self.id}):
             self._send(
@@ -300,7 +339,27 @@ class RaftCore:
         if campaign_type is CampaignType.PRE_ELECTION:
             self.campaign(CampaignType.ELECTION)
         else:
-            self.become_leader()
+            self.become_leader(self._takeover_wait_ticks())
+            self._bcast_append()
+
+    def _takeover_wait_ticks(self) -> int:
+        """Ticks to wait before committing: the longest lease an earlier leader may still hold,
+        from the lease ages our voters granted with (rmqc.reads._lease). None after a transfer
+        (that leader gave its lease up first), none without CheckQuorum, none for a sole voter
+        (no one else can hold a lease over a group of one). In a normal election the voters'
+        stickiness makes it 0 unless lease_ticks is close to election_tick."""
+        if not self.config.check_quorum or self.campaign_type is CampaignType.TRANSFER:
+            return 0  # without CheckQuorum there are no leases (Lease.valid)
+        if self.voters == {self.id}:
+            return 0
+        lease_ticks = self.config.lease_bound_ticks
+        granted = [age for voter, age in self.vote_lease_ages.items() if self.votes.get(voter)]
+        return max((takeover_wait_ticks(lease_ticks, age) for age in granted), default=0)
+
+    def _end_takeover_wait(self) -> None:
+        self.commit_blocked_until_tick = 0
+        if self._maybe_commit():
+            self._on_commit_advanced()
             self._bcast_append()
 
     def _poll(self, voter: str, granted: bool) -> VoteResult:
@@ -326,8 +385,10 @@ class RaftCore:
         )
         response = VOTE_RESPONSE_OF[m.type]
         if can_vote and self._candidate_log_up_to_date(m.log_term, m.index):
-            # The grant echoes the request's term: a pre-vote is at term+1 (pitfall 1).
-            self._send(Message(response, m.frm, self.id, term=m.term))
+            # The grant echoes the request's term: a pre-vote is at term+1 (pitfall 1). A vote
+            # carries our lease age, for the winner's takeover wait (rmqc.reads._lease).
+            age = encode_lease_age(self.lease_age) if m.type is MT.VOTE else b""
+            self._send(Message(response, m.frm, self.id, term=m.term, context=age))
             if m.type is MT.VOTE:
                 self.election_elapsed = 0
                 self.vote = m.frm
@@ -338,6 +399,8 @@ class RaftCore:
         mine = MT.PRE_VOTE_RESP if self.role is Role.PRE_CANDIDATE else MT.VOTE_RESP
         if m.type is not mine:
             return  # a late pre-vote grant is no vote (pitfall 2)
+        if m.type is MT.VOTE_RESP and not m.reject:
+            self.vote_lease_ages.setdefault(m.frm, decode_lease_age(m.context))
         result = self._poll(m.frm, not m.reject)
         if result is VoteResult.WON:
             pre = self.role is Role.PRE_CANDIDATE
@@ -365,7 +428,7 @@ class RaftCore:
     def _step_higher_term(self, m: Message) -> bool:
         """Returns False if the message is to be ignored."""
         if m.type in VOTE_RESPONSE_OF:
-            if m.context != CAMPAIGN_TRANSFER and self._in_lease():
+            if m.context not in DISRUPTIVE_CAMPAIGNS and self._in_lease():
                 return False  # a removed or partitioned node must not depose us (pitfall 21)
         if m.type is MT.PRE_VOTE or (m.type is MT.PRE_VOTE_RESP and not m.reject):
             return True  # pre-votes never move terms (pitfall 1)
@@ -419,6 +482,7 @@ class RaftCore:
             self.become_follower(m.term, m.frm)
         self.election_elapsed = 0
         self.leader_contact_elapsed = 0
+        self.lease_age = 0
         self.lead = m.frm
 
     def _follower_on_append(self, m: Message) -> None:
@@ -616,7 +680,10 @@ class RaftCore:
             self._maybe_send_append(m.frm, send_if_empty=True)
 
     def _maybe_commit(self) -> bool:
-        """Commit the quorum-replicated index, but only if its entry is of our term (Raft 5.4.2)."""
+        """Commit the quorum-replicated index, but only if its entry is of our term (Raft 5.4.2),
+        and not before a takeover's wait is over: whatever we commit may be acknowledged or read."""
+        if self.commit_blocked_until_tick:
+            return False
         match = {pid: pr.match for pid, pr in self.progress.items()}
         return self.log.maybe_commit(committed_index(self.voters, match), self.term)
 
@@ -741,6 +808,8 @@ class RaftCore:
         target = m.context.decode() if m.context else m.frm
         if target not in self.voters:
             return  # learners and strangers cannot lead (pitfall 22)
+        if self.commit_blocked_until_tick:
+            return  # the target would skip the wait for an older leader's lease: not yet
         if self.lead_transferee is not None:
             if self.lead_transferee == target:
                 return  # repeated request (pitfall 25)

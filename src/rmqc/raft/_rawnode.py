@@ -92,6 +92,11 @@ class RawNode:
     def transfer_leader(self, target: str) -> None:
         self.raft.transfer_leader(target)
 
+    def take_over(self, departed: str) -> None:
+        """Campaign at once because our leader `departed` seems gone (e.g. its port refuses us);
+        the winner waits out its lease before committing (RaftCore.take_over)."""
+        self.raft.take_over(departed)
+
     def report_unreachable(self, node_id: str) -> None:
         self.raft.step(Message(MessageType.UNREACHABLE, self.raft.id, node_id))
 

@@ -2,7 +2,10 @@
 
 from ._errors import ReadQueueFull as ReadQueueFull
 from ._lease import Lease as Lease
+from ._lease import decode_lease_age as decode_lease_age
+from ._lease import encode_lease_age as encode_lease_age
 from ._lease import lease_duration_ticks as lease_duration_ticks
+from ._lease import takeover_wait_ticks as takeover_wait_ticks
 from ._pending import PendingReads as PendingReads
 from ._readindex import ConfirmedRound as ConfirmedRound
 from ._readindex import ReadIndexTracker as ReadIndexTracker
@@ -17,7 +20,10 @@ __all__ = [
     "ReadIndexTracker",
     "ReadQueueFull",
     "ReadRequest",
+    "decode_lease_age",
     "decode_round_id",
+    "encode_lease_age",
     "encode_round_id",
     "lease_duration_ticks",
+    "takeover_wait_ticks",
 ]

@@ -3,12 +3,14 @@
 A node's data directory holds one LMDB environment (`data.mdb`, `lock.mdb`) with the named
 databases `log` (big-endian u64 index -> term | type | payload | crc32), `hard_state`,
 `membership`, `snapshot_meta` (the snapshot's index, term, membership and data checksum, plus the
-compaction boundary) and `snapshot_data`; and `node.lock`, the flock'd file naming the PID of the
-node using the directory. `LmdbStorage` implements rmqc.raft's Storage protocol (synchronous: the
-Trio server calls it from a worker thread); `rmqc log` (rmqc.cli.log) is its operator tool.
+compaction boundary) and `snapshot_data`; `node.lock`, the flock'd file naming the PID of the
+node using the directory; and `node.json`, the id and controller group of the node that wrote it.
+`LmdbStorage` implements rmqc.raft's Storage protocol (synchronous: the Trio server calls it from a
+worker thread); `rmqc log` (rmqc.cli.log) is its operator tool.
 """
 
 from ._errors import (
+    IdentityMismatchError,
     LogGapError,
     NodeLockedError,
     NotAStorageError,
@@ -18,7 +20,8 @@ from ._errors import (
     StorageWriteFailed,
 )
 from ._faults import FAULT_FILE_ENV
-from ._inspect import StorageStats, VerifyReport
+from ._identity import IDENTITY_FILE_NAME, NodeIdentity, claim_identity, read_identity
+from ._inspect import StorageStats, VerifyReport, open_verified
 from ._lmdb_storage import DATA_FILE_NAME, DEFAULT_MAP_SIZE_BYTES, LmdbStorage, rewrite_compactly
 from ._lock import NodeLock, acquire_node_lock, is_locked_by_live_node, live_lock_holder
 
@@ -26,9 +29,12 @@ __all__ = [
     "DATA_FILE_NAME",
     "DEFAULT_MAP_SIZE_BYTES",
     "FAULT_FILE_ENV",
+    "IDENTITY_FILE_NAME",
+    "IdentityMismatchError",
     "LmdbStorage",
     "LogGapError",
     "NodeLock",
+    "NodeIdentity",
     "NodeLockedError",
     "NotAStorageError",
     "NotCoveredBySnapshotError",
@@ -38,7 +44,10 @@ __all__ = [
     "StorageStats",
     "VerifyReport",
     "acquire_node_lock",
+    "claim_identity",
     "is_locked_by_live_node",
     "live_lock_holder",
+    "open_verified",
+    "read_identity",
     "rewrite_compactly",
 ]

@@ -47,3 +47,7 @@ class StorageBusyError(StorageError, BoundExceeded):
 
 class NotAStorageError(StorageError):
     """The directory holds no rmqc log (opened read-only, nothing to read)."""
+
+
+class IdentityMismatchError(StorageError):
+    """A node was started on the data directory of another node (or controller group)."""

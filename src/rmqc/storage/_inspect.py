@@ -3,6 +3,7 @@ so they can run against a live node's data directory."""
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -114,3 +115,18 @@ def _checked_log(storage: LmdbStorage) -> Iterator[object]:
     boundary = storage.first_index() - 1
     records = (r for r in storage.raw_log_records() if _codec.key_index(r[0]) > boundary)
     return _codec.decode_run(records, boundary + 1, storage.term(boundary))
+
+
+def open_verified(path: str | os.PathLike[str]) -> LmdbStorage:
+    """Open a node's storage for writing after `verify` passed, so a node never announces that it
+    serves a log it cannot read (the log is compacted every snapshot_every_entries, so this reads a
+    bounded number of entries). Raises CorruptionError naming the first bad index."""
+    from ._lmdb_storage import LmdbStorage
+
+    storage = LmdbStorage(path)
+    report = storage.verify()
+    if report.ok:
+        return storage
+    storage.close()
+    assert report.first_bad_index is not None and report.problem is not None
+    raise CorruptionError(report.first_bad_index, report.problem)

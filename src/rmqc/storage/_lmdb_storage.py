@@ -109,13 +109,17 @@ class LmdbStorage:
             raise NotAStorageError(f"no rmqc log in {self.path} (no {DATA_FILE_NAME})")
         if not readonly:
             self.path.mkdir(parents=True, exist_ok=True)
-        self._env = lmdb.open(
-            str(self.path),
-            map_size=map_size_bytes,
-            max_dbs=len(_DB_NAMES),
-            sync=sync,
-            readonly=readonly,
-        )
+        try:
+            self._env = lmdb.open(
+                str(self.path),
+                map_size=map_size_bytes,
+                max_dbs=len(_DB_NAMES),
+                sync=sync,
+                readonly=readonly,
+            )
+        except (lmdb.InvalidError, lmdb.VersionMismatchError) as exc:
+            raise NotAStorageError(f"{self.path} is not an rmqc data directory: its {DATA_FILE_NAME} is not "
+                                   f"an LMDB file ({type(exc).__name__})") from None
         self._gate = ResizeGate(RESIZE_DRAIN_TIMEOUT_S)
         # None in production: the hook exists for tests only (see _faults.py)
         self.fault_hook: FaultHook | None = None if readonly else fault_hook_from_env()

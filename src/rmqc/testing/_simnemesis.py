@@ -1,7 +1,9 @@
 """The fault schedule of one simulated run: every few hundred milliseconds of virtual time it picks
 one fault from a weighted table and applies it. Faults: symmetric partitions, isolating the
-leader, one-way link cuts, healing, crashes (with a restart later), pauses, leadership transfers and
-single-server membership changes (remove a voter, add it back as a learner, promote it)."""
+leader, one-way link cuts, cutting the leader off REJECT-style (its links reset and refused while
+it lives and serves clients), healing, crashes (with a restart later), pauses, leadership
+transfers and single-server membership changes (remove a voter, add it back as a learner, promote
+it)."""
 
 from __future__ import annotations
 
@@ -26,11 +28,15 @@ class NemesisKnobs:
     down_max_us: int = 800_000
     pause_min_us: int = 20_000
     pause_max_us: int = 300_000
+    # how long after a REJECT cut each peer finds its reconnection refused (rmqc.node reconnects
+    # after 5-15 ms of its 500 ms election timeout; the simulator's timeout is 100 ms)
+    refused_after_max_us: int = 3_000
     weights: dict[str, int] = field(
         default_factory=lambda: {
             "heal": 4,
             "partition": 2,
             "isolate_leader": 2,
+            "refuse_leader": 2,
             "cut_one_way": 2,
             "crash": 2,
             "crash_leader": 1,
@@ -92,6 +98,17 @@ class Nemesis:
         self.world.net.isolate(leader.id, self.world.node_ids)
         self.world.trace(f"nemesis: isolate leader {leader.id}")
 
+    def _refuse_leader(self) -> None:
+        """A REJECT firewall rule around the leader: no message passes either way, and every other
+        node finds the leader's port refusing it, as after a SIGKILL; the leader lives on and
+        clients still reach it (a client port outside the rule)."""
+        leader = self.world.leader()
+        if leader is None:
+            return
+        self.world.net.isolate(leader.id, self.world.node_ids)
+        self.world.trace(f"nemesis: cut leader {leader.id} off REJECT-style (links refused)")
+        self._tell_refused(leader.id)
+
     def _cut_one_way(self) -> None:
         frm, to = self.rng.sample(list(self.world.node_ids), 2)
         self.world.net.cut_one_way(frm, to)
@@ -122,6 +139,13 @@ class Nemesis:
         down = self.rng.randint(self.knobs.down_min_us, self.knobs.down_max_us)
         self.world.events.after(down, self._restart, node)
         self.world.trace(f"nemesis: crash {node.id} for {down // 1000} ms")
+        self._tell_refused(node.id)  # a dead process's port refuses reconnections
+
+    def _tell_refused(self, node_id: str) -> None:
+        for other in self.world.node_ids:
+            if other != node_id:
+                delay = self.rng.randint(0, self.knobs.refused_after_max_us)
+                self.world.events.after(delay, self.world.nodes[other].on_peer_down, node_id)
 
     def _restart(self, node: SimNode) -> None:
         if not node.up:

@@ -11,6 +11,10 @@ replays them on resume before anything else, as a ticker reading a monotonic clo
 Client requests: writes are proposed on the leader and acknowledged when applied here; `read` uses
 ReadIndex (forwarded by the core when this node follows) and serves once applied >= read index;
 `lease` serves on the leader at the commit index the lease allows, or falls back to ReadIndex.
+
+Peer down (`on_peer_down`): what `rmqc.node` does when a peer's port refuses reconnection: if that
+peer is our leader, the first other voter in peer order takes over at once (`RawNode.take_over`),
+the rest after a grace period if no leader has appeared.
 """
 
 from __future__ import annotations
@@ -43,6 +47,9 @@ class NodeKnobs:
     election_tick: int = 10
     heartbeat_tick: int = 1
     lease_drift_ticks: int = 2
+    lease_ticks: int | None = None  # None: election_tick
+    # rmqc.node's SUCCESSOR_GRACE_MS (150 ms of a 500 ms election timeout), in ticks
+    successor_grace_ticks: int = 3
     persist_min_us: int = 100
     persist_max_us: int = 8_000
     snapshot_every_entries: int = 20
@@ -91,6 +98,7 @@ class SimNode:
             election_tick=k.election_tick,
             heartbeat_tick=k.heartbeat_tick,
             lease_drift_ticks=k.lease_drift_ticks,
+            lease_ticks=k.lease_ticks,
             applied=self.applied,
         )
 
@@ -178,6 +186,33 @@ class SimNode:
             self.deferred.append((action, args))
             return
         action(*args)
+
+    def on_peer_down(self, peer: str) -> None:
+        """`peer`'s links were reset and its port refuses us (whether or not it still runs)."""
+        self._when_running(self._peer_down, peer)
+
+    def _peer_down(self, peer: str) -> None:
+        assert self.raw is not None
+        if self.raw.raft.lead != peer:
+            return
+        successor = next((n for n in self.world.node_ids if n != peer), None)
+        if successor == self.id:
+            self.world.trace(f"{self.id}: leader {peer} refused us; taking over")
+            self._take_over(peer)
+        else:
+            grace_us = self.knobs.successor_grace_ticks * self.tick_us
+            self.world.events.after(grace_us, self._take_over_if_leaderless, peer, self.incarnation)
+
+    def _take_over_if_leaderless(self, peer: str, incarnation: int) -> None:
+        if self.up and incarnation == self.incarnation:
+            self._when_running(self._take_over, peer)
+
+    def _take_over(self, peer: str) -> None:
+        assert self.raw is not None
+        self.raw.take_over(peer)  # ignored by the core if another leader is known meanwhile
+        self.world.count("takeovers")
+        self._process_ready()
+        self.world.after_step(self)
 
     def _step(self, message: Message) -> None:
         assert self.raw is not None

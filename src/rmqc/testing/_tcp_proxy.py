@@ -9,13 +9,21 @@ target -> client (answers on that connection). Faults:
   target), like a SYN that is answered but whose data is lost; nothing is refused, so the nodes see
   a silent network, not a dead process.
 - `delay(ms)`: every chunk is delivered `ms` after it arrived, in order.
-- `heal()`: stops swallowing; connections that lost bytes are closed (their byte streams have holes,
-  so continuing them would only produce framing errors), and the nodes reconnect through the proxy.
+- `reject()`: a firewall REJECT rule (or a host whose stack answers with resets): every connection
+  is reset (RST, both sides), and new ones are refused (the port stays bound but stops listening,
+  so a SYN is answered with RST: ECONNREFUSED), as if the target's process were gone, though it
+  runs on.
+- `heal()`: stops swallowing and refusing; connections that lost bytes are closed (their byte
+  streams have holes, so continuing them would only produce framing errors), and the nodes
+  reconnect through the proxy.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
+import socket as stdlib_socket
+import struct
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 
@@ -31,6 +39,12 @@ CHUNK_BYTES = 64 * 1024
 MAX_CHUNKS_IN_FLIGHT = 1024
 # Connections through one proxy; the nodes open one or two each, tests never more than a few.
 MAX_CONNECTIONS = 256
+LISTEN_BACKLOG = 128
+# SO_LINGER on with a zero timeout: close() sends RST instead of FIN (a reset connection).
+_RESET_ON_CLOSE = struct.pack("ii", 1, 0)
+# Re-binding the port after a reject may briefly find it taken by a socket still closing.
+REBIND_ATTEMPTS = 100
+REBIND_PAUSE_S = 0.01
 
 
 class TooManyProxyConnections(BoundExceeded):
@@ -43,6 +57,7 @@ class _Connection:
     target: trio.SocketStream | None = None
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     lost_bytes: int = 0
+    reset: bool = False  # closed with RST (reject), not FIN
 
 
 @dataclass(slots=True)
@@ -62,6 +77,9 @@ class TcpProxy:
         self._delay_s = 0.0
         self._connections: set[_Connection] = set()
         self._healed = trio.Event()
+        self._rejecting = False
+        self._accepting = trio.Event()  # set while the port listens (not rejecting)
+        self._accept_scope: trio.CancelScope | None = None
         self.stats = ProxyStats()
         self.port = 0
 
@@ -81,9 +99,23 @@ class TcpProxy:
     def delay(self, delay_ms: float) -> None:
         self._delay_s = max(0.0, delay_ms / 1000)
 
+    def reject(self) -> None:
+        """Reset every connection and refuse new ones until heal()."""
+        self._rejecting = True
+        self._accepting = trio.Event()
+        if self._accept_scope is not None:
+            self._accept_scope.cancel()
+        for connection in list(self._connections):
+            connection.reset = True
+            connection.scope.cancel()
+        log.info("%s: rejecting (connections reset, new ones refused)", self.name)
+
     def heal(self) -> None:
         self._cut = {"forward": False, "backward": False}
         self._delay_s = 0.0
+        if self._rejecting:
+            self._rejecting = False
+            self._accepting.set()
         for connection in list(self._connections):
             if connection.lost_bytes or connection.target is None:
                 connection.scope.cancel()
@@ -96,27 +128,57 @@ class TcpProxy:
 
     @property
     def is_cut(self) -> bool:
-        return self._cut["forward"] or self._cut["backward"]
+        return self._cut["forward"] or self._cut["backward"] or self._rejecting
 
     # ----- serving -----
 
     async def run(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
-        listeners = await trio.open_tcp_listeners(self._listen[1], host=self._listen[0])
-        self.port = listeners[0].socket.getsockname()[1]
-        async with trio.open_nursery() as nursery:
-            task_status.started(self.address)
-            await trio.serve_listeners(self._serve, listeners, handler_nursery=nursery)
+        sock = await self._bound_socket(self._listen[1])
+        self.port = sock.getsockname()[1]
+        self._accepting.set()
+        try:
+            async with trio.open_nursery() as nursery:
+                task_status.started(self.address)
+                while True:
+                    await self._accepting.wait()
+                    sock.listen(LISTEN_BACKLOG)
+                    with trio.CancelScope() as self._accept_scope:
+                        await trio.serve_listeners(self._serve, [trio.SocketListener(sock)],
+                                                   handler_nursery=nursery)
+                    # reject(): stop listening but keep the port, so connections are refused (not
+                    # timed out) and no one else can take it before heal()
+                    sock.close()
+                    sock = await self._bound_socket(self.port)
+        finally:
+            sock.close()
+
+    async def _bound_socket(self, port: int) -> trio.socket.SocketType:
+        for _ in range(REBIND_ATTEMPTS):
+            sock = trio.socket.socket(stdlib_socket.AF_INET, stdlib_socket.SOCK_STREAM)
+            sock.setsockopt(stdlib_socket.SOL_SOCKET, stdlib_socket.SO_REUSEADDR, 1)
+            try:
+                await sock.bind((self._listen[0], port))
+            except OSError as error:
+                sock.close()
+                if error.errno != errno.EADDRINUSE or port == 0:
+                    raise
+                await trio.sleep(REBIND_PAUSE_S)
+                continue
+            return sock
+        raise OSError(errno.EADDRINUSE, f"{self.name}: port {port} still in use after a reject")
 
     async def _serve(self, client: trio.SocketStream) -> None:
         if len(self._connections) >= MAX_CONNECTIONS:
             log.warning("%s: %s", self.name, TooManyProxyConnections(f"{MAX_CONNECTIONS} connections open"))
             await trio.aclose_forcefully(client)
             return
-        connection = _Connection(client)
+        connection = _Connection(client, reset=self._rejecting)
         self._connections.add(connection)
         self.stats.connections += 1
         try:
             with connection.scope:
+                if connection.reset:
+                    return  # accepted just before a reject: reset at once
                 if self._cut["forward"]:
                     await self._black_hole(connection)
                 else:
@@ -126,6 +188,9 @@ class TcpProxy:
             # closed without awaiting: under cancellation an await here would skip the second close
             for stream in (client, connection.target):
                 if stream is not None:
+                    if connection.reset:
+                        stream.socket.setsockopt(stdlib_socket.SOL_SOCKET, stdlib_socket.SO_LINGER,
+                                                 _RESET_ON_CLOSE)
                     stream.socket.close()
 
     async def _black_hole(self, connection: _Connection) -> None:
@@ -218,6 +283,13 @@ class ProxyMesh:
         for (src, dst), proxy in self.proxies.items():
             if node_id in (src, dst):
                 proxy.cut()
+
+    def reject(self, node_id: str) -> None:
+        """A REJECT rule around `node_id`'s peer links: every link to and from it is reset, and
+        reconnections either way are refused; the node itself (and its client port) runs on."""
+        for (src, dst), proxy in self.proxies.items():
+            if node_id in (src, dst):
+                proxy.reject()
 
     def heal_all(self) -> None:
         for proxy in self.proxies.values():

@@ -5,6 +5,7 @@ notifications it receives) and helpers that follow the broker side of spec secti
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +65,9 @@ class FakeBroker:
     address: str = ""
     broker_id: int = 0
     client: ControllerClient | None = None
+    # wall-clock ms when the latest heartbeat was sent, and when each 1008 arrived
+    last_heartbeat_ms: int | None = None
+    notified_ms: list[int] = field(default_factory=list)
     _scope: trio.CancelScope | None = None
     _heartbeats: trio.CancelScope = field(default_factory=trio.CancelScope)
     _registered: trio.Event = field(default_factory=trio.Event)
@@ -95,7 +99,9 @@ class FakeBroker:
         decoder = FrameDecoder()
         async with stream:
             while data := await stream.receive_some(65536):
-                self.received.extend(decoder.feed(data))
+                commands = decoder.feed(data)
+                self.received.extend(commands)
+                self.notified_ms += [time.time_ns() // 1_000_000 for c in commands if c.code == 1008]
 
     async def _heartbeat_forever(self, interval_s: float = 0.5) -> None:
         """Once registered: one loop per controller, so a dead controller never delays heartbeats
@@ -109,6 +115,7 @@ class FakeBroker:
     async def _heartbeat_loop(self, controller: str, interval_s: float) -> None:
         assert self.client is not None
         while True:
+            self.last_heartbeat_ms = time.time_ns() // 1_000_000
             try:
                 await self.client.heartbeat(CLUSTER, self.broker_name, self.broker_id, self.address,
                                             address=controller, heartbeat_timeout_ms=HEARTBEAT_TIMEOUT_MS)

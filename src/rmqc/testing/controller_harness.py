@@ -122,7 +122,7 @@ class ControllerHarness:
         channel_id = self._channels.pop(connection, None)
         if channel_id is None:
             return []
-        inactive = self.liveness.on_channel_closed(channel_id)
+        inactive = self.liveness.on_channel_closed(channel_id, self.now_ms)
         self._on_inactive(inactive)
         return inactive
 

@@ -2,6 +2,7 @@
 
     python -m rmqc.testing.sim --seeds N [--start S] [--nodes 3|5] [--progress-every K]
     python -m rmqc.testing.sim --seed S          # replay one seed and print its trace
+    python -m rmqc.testing.sim --mutant NAME ... # the same with a known bug put back (MUTANTS)
 
 Each seed runs 3 or 5 nodes (alternating by seed unless --nodes) with the REAL `RawNode` for 1.3 s
 of virtual time: 1 s of client load and faults, then 0.3 s with the network healed and every node
@@ -9,15 +10,21 @@ up. The same seed always gives the same run (virtual time, seeded `random.Random
 iteration; no clock, no global random).
 
 Faults (`_simnemesis`, `_simnet`, `_simnode`): message delay, loss, duplication and reordering;
-symmetric partitions, isolating the leader, one-way link cuts; crashes (also of the leader, and in
-the middle of an fsync) that lose every write not yet persisted; pauses with missed ticks replayed
-on resume; per-node clock rates (and a "leader slowest" skew); leadership transfers; single-server
-membership changes through learners; snapshots and log compaction.
+symmetric partitions, isolating the leader, one-way link cuts, a leader cut off REJECT-style (links
+reset and refused, so the others take over at once while it lives on); crashes (also of the leader,
+and in the middle of an fsync) that lose every write not yet persisted, after which the others
+find its port refusing them; pauses with missed ticks replayed on resume; per-node clock rates
+(and a "leader slowest" skew); leadership transfers; single-server membership changes through
+learners; snapshots and log compaction.
 
 Clients (`_simclient`) write unique values and read through ReadIndex on any node and lease reads on
 the leader. Checked after every step (`_simcheck`): one leader per term, log matching, durability
 of committed entries, leader completeness, state-machine safety, commit never going down; at the end:
 committed entries durable on a majority, and the client history linearizable per key.
+
+Mutants (`--mutant NAME`) put a fixed bug back into the core for the run, to show the checkers
+catch it: `takeover-without-lease-wait` (issue 19: a node that takes over from a leader whose port
+refuses it commits at once, while that leader, alive, still serves lease reads).
 
 Output: every failing seed with the last lines of its trace, a line of event counts, then one JSON
 line {"seeds": N, "violations": V, "ops": ..., "sim_seconds": ..., "wall_seconds": ...}.
@@ -26,14 +33,54 @@ line {"seeds": N, "violations": V, "ops": ..., "sim_seconds": ..., "wall_seconds
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 
+from rmqc.raft._core import RaftCore
+
+from ._simclient import ClientKnobs
+from ._simnemesis import NemesisKnobs
 from ._simworld import SeedResult, SimKnobs, run_seed
 
-__all__ = ["SeedResult", "SimKnobs", "SimSummary", "run_seed", "run_seeds", "main"]
+__all__ = ["MUTANTS", "PROFILES", "SeedResult", "SimKnobs", "SimSummary", "mutant", "run_seed", "run_seeds",
+           "main"]
+
+# Where a kind of bug has the most chances to show. "reject-partition": the leader is cut off
+# REJECT-style (or crashed) again and again while many clients write one key and read it with
+# lease reads, wherever they believe the leader is.
+PROFILES: dict[str, SimKnobs] = {
+    "default": SimKnobs(),
+    "reject-partition": replace(
+        SimKnobs(),
+        clients=ClientKnobs(count=8, keys=("x",), kind_weights=(4, 1, 5), think_max_us=5_000,
+                            timeout_us=100_000, follow_hint_p=0.5),
+        nemesis=NemesisKnobs(interval_min_us=150_000, interval_max_us=300_000,
+                             weights={"heal": 2, "refuse_leader": 4, "crash_leader": 1, "skew_clocks": 1}),
+    ),
+}
+
+# name -> (class, method, broken replacement): each brings back one bug that was really shipped.
+MUTANTS: dict[str, tuple[type, str, Callable[..., object]]] = {
+    "takeover-without-lease-wait": (RaftCore, "_takeover_wait_ticks", lambda self: 0),
+}
+
+
+@contextlib.contextmanager
+def mutant(name: str | None) -> Iterator[None]:
+    """Run the block with the named mutant in place (None: the real code); always restored."""
+    if name is None:
+        yield
+        return
+    owner, method, broken = MUTANTS[name]
+    original = owner.__dict__[method]
+    setattr(owner, method, broken)
+    try:
+        yield
+    finally:
+        setattr(owner, method, original)
 
 
 @dataclass(slots=True)
@@ -113,11 +160,15 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=None, help="replay one seed and print its trace")
     parser.add_argument("--progress-every", type=int, default=0, metavar="K",
                         help="also print the running totals to stderr every K seeds")
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="default",
+                        help="faults and clients of each run (default: every fault, mixed clients)")
+    parser.add_argument("--mutant", choices=sorted(MUTANTS), default=None,
+                        help="put a known bug back into the core (the checkers must catch it)")
     return parser.parse_args(argv)
 
 
-def _replay(seed: int, nodes: int | None) -> SimSummary:
-    result = run_seed(seed, replace(SimKnobs(), nodes=nodes_for_seed(seed, nodes)))
+def _replay(seed: int, nodes: int | None, knobs: SimKnobs) -> SimSummary:
+    result = run_seed(seed, replace(knobs, nodes=nodes_for_seed(seed, nodes)))
     print(describe_failure(result) if not result.ok else "\n".join(result.trace))
     return SimSummary(1, 0 if result.ok else 1, result.ops, result.sim_seconds, [], result.counts)
 
@@ -132,15 +183,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.progress_every and running.seeds % args.progress_every == 0:
             print(running.as_json(wall_seconds() - started), file=sys.stderr, flush=True)
 
-    if args.seed is not None:
-        summary = _replay(args.seed, args.nodes)
-    else:
-        summary = run_seeds(
-            range(args.start, args.start + args.seeds),
-            args.nodes,
-            on_failure=lambda result: print(describe_failure(result), flush=True),
-            on_progress=progress,
-        )
+    with mutant(args.mutant):
+        if args.seed is not None:
+            summary = _replay(args.seed, args.nodes, PROFILES[args.profile])
+        else:
+            summary = run_seeds(
+                range(args.start, args.start + args.seeds),
+                args.nodes,
+                PROFILES[args.profile],
+                on_failure=lambda result: print(describe_failure(result), flush=True),
+                on_progress=progress,
+            )
     if summary.counts:
         print("events: " + ", ".join(f"{what}={n}" for what, n in sorted(summary.counts.items())))
     print(summary.as_json(wall_seconds() - started), flush=True)
