@@ -113,6 +113,22 @@ def test_gauges_follow_the_node() -> None:
     assert not any(name == "rmqc_raft_peer_lag_entries" for name, _ in samples(metrics))
 
 
+def test_refusals_follow_the_servers_running_totals() -> None:
+    totals = {"peer_auth": 2, "connection_limit": 0, "idle_timeout": 1, "acl_bad_signature": 5}
+    node = SimpleNamespace(raw=None, term=1, applied_index=0, serving_as_leader=False, liveness=HeartbeatTable(),
+                           state=[], server=SimpleNamespace(refusals=lambda: dict(totals)))
+    metrics = NodeMetrics()
+    metrics.update_from_node(node)
+    totals["acl_bad_signature"] = 8
+    metrics.update_from_node(node)
+    found = samples(metrics)
+    assert found[("rmqc_refusals_total", (("reason", "acl_bad_signature"),))] == 8
+    assert found[("rmqc_refusals_total", (("reason", "peer_auth"),))] == 2
+    assert found[("rmqc_refusals_total", (("reason", "acl_not_admin"),))] == 0  # present before any refusal
+    with pytest.raises(ValueError, match="refusal reason 'made_up'"):
+        metrics.update_refusals({"made_up": 1})
+
+
 def test_two_nodes_in_one_process_keep_separate_registries() -> None:
     first, second = NodeMetrics(), NodeMetrics()
     first.observe_append(5)

@@ -86,7 +86,7 @@ def test_unknown_message_type_is_named() -> None:
 
 
 def test_handshake_round_trip_whole_and_byte_by_byte() -> None:
-    handshake = Handshake("n1", "group1")
+    handshake = Handshake("n1", "group1", "n0", bytes(range(32)))
     data = encode_handshake(handshake) + b"rest"
     assert data[:4] == b"RMQP"
     assert decode_handshake(data) == (handshake, len(data) - 4)
@@ -94,12 +94,14 @@ def test_handshake_round_trip_whole_and_byte_by_byte() -> None:
         assert decode_handshake(data[:end]) is None
 
 
-def test_handshake_rejects_wrong_magic_and_version() -> None:
+def test_handshake_rejects_wrong_magic_version_and_nonce() -> None:
     with pytest.raises(PeerProtocolError, match="magic"):
         decode_handshake(b"\x00\x00\x00\x10rest")
-    bad_version = b"RMQP" + b"\x00\x07" + encode_handshake(Handshake("n1", "g"))[6:]
+    bad_version = b"RMQP" + b"\x00\x07" + encode_handshake(Handshake("n1", "g", "n0", bytes(32)))[6:]
     with pytest.raises(PeerProtocolError, match="version 7"):
-        decode_handshake(bad_version)
+        decode_handshake(bad_version[:6])  # refused as soon as the version is read
+    with pytest.raises(PeerProtocolError, match="nonce of 8 bytes"):
+        encode_handshake(Handshake("n1", "g", "n0", bytes(8)))
 
 
 def test_frames_decode_whole_byte_by_byte_and_with_trailing_data() -> None:

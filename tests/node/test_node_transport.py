@@ -196,9 +196,10 @@ async def test_bad_peer_handshake_closes_only_that_connection() -> None:
     async with trio.open_nursery() as nursery:
         await start_node(nursery, config, Recorder())
         stranger, garbage = [await trio.open_tcp_stream("127.0.0.1", config.self_peer.port) for _ in range(2)]
-        await stranger.send_all(encode_handshake(Handshake("n7", "rmqc")) + encode_frame(FrameKind.RAFT, b""))
+        hello = Handshake("n7", "rmqc", "n0", bytes(32))
+        await stranger.send_all(encode_handshake(hello) + encode_frame(FrameKind.RAFT, b""))
         assert await stranger.receive_some(100) == b""  # n7 is not a member
-        await garbage.send_all(b"RMQP\x00\x09\x02n0\x04rmqc")  # unsupported version
+        await garbage.send_all(b"RMQP\x00\x01\x02n0\x04rmqc")  # version 1 (no authentication)
         assert await garbage.receive_some(100) == b""
         for stream in (stranger, garbage):
             await stream.aclose()

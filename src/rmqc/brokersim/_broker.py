@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import random
+import ssl
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -27,7 +28,7 @@ from rmqc.brokersim._model import (
     Status,
     shrunk_set,
 )
-from rmqc.client import ClientError, ControllerClient
+from rmqc.client import ClientError, ControllerClient, Credentials
 from rmqc.errors import RmqcError
 from rmqc.remoting import (
     FrameDecoder,
@@ -76,7 +77,10 @@ class SimBroker:
     """Run with `await broker.run(controllers)` in a nursery; `kill()`, `hang()`, `resume()` from any task."""
 
     def __init__(self, cluster: str, broker_name: str, slot: int, store_dir: Path, timing: SimTiming,
-                 rng: random.Random, connected_slaves: Callable[[SimBroker], Iterable[int]]) -> None:
+                 rng: random.Random, connected_slaves: Callable[[SimBroker], Iterable[int]],
+                 credentials: Credentials | None = None, ssl_context: ssl.SSLContext | None = None) -> None:
+        self._credentials = credentials
+        self._ssl_context = ssl_context
         self._connected_slaves = connected_slaves  # which slaves hold an HA connection to this master
         self._controllers: list[str] = []
         self.cluster = cluster
@@ -159,7 +163,8 @@ class SimBroker:
         started = False
         with scope:
             async with ControllerClient(list(controllers), timeout_ms=self.timing.rpc_timeout_ms,
-                                        rng=self._rng) as client:
+                                        rng=self._rng, credentials=self._credentials,
+                                        ssl_context=self._ssl_context) as client:
                 self._client = client
                 async with trio.open_nursery() as nursery:
                     self._nursery = nursery

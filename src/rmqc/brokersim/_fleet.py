@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import random
+import ssl
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -23,6 +24,7 @@ from typing import Any
 
 import trio
 
+from rmqc.acl import Credentials
 from rmqc.brokersim._broker import SimBroker
 from rmqc.brokersim._errors import FleetTooLarge, NotConverged, UnknownBroker
 from rmqc.brokersim._model import BrokerBelief, Role, SimTiming, Status, convergence_problems, expanded_set
@@ -47,11 +49,14 @@ class BrokerFleet:
 
     def __init__(self, controllers: Sequence[str], *, groups: int, replicas: int = 3, state_dir: str | Path,
                  cluster: str = DEFAULT_CLUSTER, first_group: int = 0, timing: SimTiming | None = None,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, credentials: Credentials | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         if groups * replicas > MAX_BROKERS_PER_FLEET:
             raise FleetTooLarge(f"{groups} groups x {replicas} replicas = {groups * replicas} brokers; "
                                 f"one process holds at most {MAX_BROKERS_PER_FLEET} (use more processes)")
         self.controllers = list(controllers)
+        self._credentials = credentials  # the ACL account every broker signs with (None: unsigned)
+        self._ssl_context = ssl_context  # TLS to the controllers (None: plain TCP)
         self.cluster = cluster
         self.timing = timing or SimTiming()
         self.seed = seed if seed is not None else random.randrange(2**32)
@@ -66,7 +71,8 @@ class BrokerFleet:
 
     def _new_broker(self, name: str, slot: int) -> SimBroker:
         return SimBroker(self.cluster, name, slot, self._state_dir / f"{name}-{slot}", self.timing,
-                         random.Random(self._rng.getrandbits(64)), self._connected_slaves)
+                         random.Random(self._rng.getrandbits(64)), self._connected_slaves, self._credentials,
+                         self._ssl_context)
 
     # ---- lifecycle ------------------------------------------------------------------------------
 

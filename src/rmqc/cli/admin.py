@@ -23,6 +23,16 @@ from typing import Annotated, Any, Optional, TypeVar
 
 import typer
 
+from rmqc.cli._credentials import (
+    AccessKeyOption,
+    SecretKeyOption,
+    TlsCaOption,
+    TlsCertOption,
+    TlsKeyOption,
+    TlsOption,
+    credentials_of,
+    tls_of,
+)
 from rmqc.cli._render import ExitCode, fail
 
 __all__ = ["admin_app", "parse_controllers", "run_with_client"]
@@ -35,6 +45,16 @@ admin_app.add_typer(config_app, name="config")
 snapshot_app = typer.Typer(help="Back up the committed state (`rmqc log restore` starts a new group from it).",
                            no_args_is_help=True)
 admin_app.add_typer(snapshot_app, name="snapshot")
+# The ACL account and TLS of this invocation (set by the group's options, used by run_with_client).
+_security: dict[str, Any] = {"credentials": None, "ssl_context": None}
+
+
+@admin_app.callback()
+def admin_options(access_key: AccessKeyOption = None, secret_key: SecretKeyOption = None, tls: TlsOption = False,
+                  tls_ca: TlsCaOption = None, tls_cert: TlsCertOption = None, tls_key: TlsKeyOption = None) -> None:
+    """Controller administration (mqadmin's controller commands)."""
+    _security["credentials"] = credentials_of(access_key, secret_key)
+    _security["ssl_context"] = tls_of(tls, tls_ca, tls_cert, tls_key)
 
 ControllersOption = Annotated[str, typer.Option("--controllers", "-a", envvar="RMQC_CONTROLLERS",
                                                 help='controllers, "host:port;host:port;..."')]
@@ -79,7 +99,8 @@ def run_with_client(controllers: list[str], call: Callable[[Any], Awaitable[T]],
         fail(ExitCode.USAGE, f"--consistency {consistency!r} is not one of {', '.join(sorted(CONSISTENCY_LEVELS))}")
 
     async def main() -> T:
-        async with ControllerClient(controllers, timeout_ms=timeout_ms, consistency=consistency) as client:
+        async with ControllerClient(controllers, timeout_ms=timeout_ms, consistency=consistency,
+                                    **_security) as client:
             return await call(client)
 
     try:

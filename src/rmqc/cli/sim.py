@@ -17,6 +17,19 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from rmqc.cli._credentials import (
+    ACCESS_KEY_ENV,
+    SECRET_KEY_ENV,
+    AccessKeyOption,
+    SecretKeyOption,
+    TlsCaOption,
+    TlsCertOption,
+    TlsKeyOption,
+    TlsOption,
+    credentials_of,
+    tls_env,
+    tls_of,
+)
 from rmqc.cli._render import ExitCode, fail
 
 __all__ = ["sim_app", "split_groups"]
@@ -55,6 +68,12 @@ def brokers_command(
     beliefs_out: Annotated[Optional[Path], typer.Option("--beliefs-out", help="write every belief here at exit")] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="seed of the simulator's randomness")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="summaries as JSON lines")] = False,
+    access_key: AccessKeyOption = None,
+    secret_key: SecretKeyOption = None,
+    tls: TlsOption = False,
+    tls_ca: TlsCaOption = None,
+    tls_cert: TlsCertOption = None,
+    tls_key: TlsKeyOption = None,
 ) -> None:
     """Run simulated brokers (spec section 7 lifecycle) until Ctrl-C, `quit` or --duration.
 
@@ -66,11 +85,14 @@ def brokers_command(
     from rmqc.cli.admin import parse_controllers
 
     addresses = parse_controllers(controllers)
+    credentials = credentials_of(access_key, secret_key)
+    ssl_context = tls_of(tls, tls_ca, tls_cert, tls_key)
     if groups < 1 or replicas < 1 or not 1 <= processes <= MAX_PROCESSES:
         fail(ExitCode.USAGE, f"need groups >= 1, replicas >= 1 and 1 <= processes <= {MAX_PROCESSES}")
     options = dict(groups=groups, replicas=replicas, state_dir=state_dir, cluster=cluster, fast=fast,
                    duration_s=duration_s, report_every_s=report_every_s, seed=seed, as_json=as_json,
-                   beliefs_out=beliefs_out, first_group=first_group)
+                   beliefs_out=beliefs_out, first_group=first_group, credentials=credentials,
+                   ssl_context=ssl_context, tls_env=tls_env(tls, tls_ca, tls_cert, tls_key))
     import trio
 
     try:
@@ -96,7 +118,8 @@ async def _run_fleet(addresses: list[str], options: dict[str, Any]) -> None:
     timing = SimTiming.fast() if options["fast"] else SimTiming()
     async with BrokerFleet(addresses, groups=options["groups"], replicas=options["replicas"],
                            state_dir=options["state_dir"], cluster=options["cluster"],
-                           first_group=options["first_group"], timing=timing, seed=options["seed"]) as fleet:
+                           first_group=options["first_group"], timing=timing, seed=options["seed"],
+                           credentials=options["credentials"], ssl_context=options["ssl_context"]) as fleet:
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_report_loop, fleet, options)
@@ -161,6 +184,18 @@ async def _control_loop(stop: Any, execute: Any) -> None:
         _print_json(await execute(line))
 
 
+def _child_env(options: dict[str, Any]) -> dict[str, str]:
+    """The children sign with our account and use our TLS choice; both travel in their environment,
+    not their argv (which every user of the machine can read)."""
+    import os
+
+    env = {**os.environ, **options["tls_env"]}
+    credentials = options["credentials"]
+    if credentials is not None:
+        env[ACCESS_KEY_ENV], env[SECRET_KEY_ENV] = credentials.access_key, credentials.secret_key
+    return env
+
+
 async def _run_children(controllers: str, processes: int, options: dict[str, Any]) -> None:
     """One `rmqc sim brokers` child per slice of groups; their lines are relayed, commands routed."""
     import trio
@@ -184,7 +219,7 @@ async def _run_children(controllers: str, processes: int, options: dict[str, Any
             if options["beliefs_out"] is not None:
                 argv += ["--beliefs-out", f"{options['beliefs_out']}.{index}"]
             child = await trio.lowlevel.open_process(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                                     preexec_fn=end_with_parent)
+                                                     preexec_fn=end_with_parent, env=_child_env(options))
             children.append(child)
             nursery.start_soon(_relay, index, child)
 

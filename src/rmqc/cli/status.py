@@ -13,6 +13,16 @@ from typing import Annotated, Any
 import typer
 
 from rmqc.cli._render import ExitCode, fail
+from rmqc.cli._credentials import (
+    AccessKeyOption,
+    SecretKeyOption,
+    TlsCaOption,
+    TlsCertOption,
+    TlsKeyOption,
+    TlsOption,
+    credentials_of,
+    tls_of,
+)
 from rmqc.cli.admin import DEFAULT_CONTROLLERS, RMQC_NODE_STATUS, parse_controllers
 
 __all__ = ["fetch_node_views", "status_command"]
@@ -69,13 +79,21 @@ def status_command(
                         '"n0-host:port;n1-host:port" (plain host:port items too)')] = None,
     watch: Annotated[bool, typer.Option("--watch", "-w", help="refresh live until Ctrl-C")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the views as JSON")] = False,
+    access_key: AccessKeyOption = None,
+    secret_key: SecretKeyOption = None,
+    tls: TlsOption = False,
+    tls_ca: TlsCaOption = None,
+    tls_cert: TlsCertOption = None,
+    tls_key: TlsKeyOption = None,
 ) -> None:
     """Role, term, commit/applied, leader, lag, broker groups, live brokers and alarms of every node."""
     addresses = parse_controllers(controllers if peers is None else _addresses_of_peers(peers))
+    security = {"credentials": credentials_of(access_key, secret_key),
+                "ssl_context": tls_of(tls, tls_ca, tls_cert, tls_key)}
     if watch:
-        _watch(addresses)
+        _watch(addresses, security)
         return
-    views = _fetch_once(addresses)
+    views = _fetch_once(addresses, security)
     if as_json:
         from rmqc.cli._render import emit_json
 
@@ -101,19 +119,20 @@ def _addresses_of_peers(text: str) -> str:
         fail(ExitCode.USAGE, f"--peers: {error}")
 
 
-def _fetch_once(addresses: list[str]) -> list[dict[str, Any]]:
+def _fetch_once(addresses: list[str], security: dict[str, Any]) -> list[dict[str, Any]]:
     import trio
 
     from rmqc.client import ControllerClient
 
     async def main() -> list[dict[str, Any]]:
-        async with ControllerClient(addresses, timeout_ms=STATUS_TIMEOUT_MS, max_retries=1) as client:
+        async with ControllerClient(addresses, timeout_ms=STATUS_TIMEOUT_MS, max_retries=1,
+                                        **security) as client:
             return await fetch_node_views(client, addresses)
 
     return trio.run(main)
 
 
-def _watch(addresses: list[str]) -> None:
+def _watch(addresses: list[str], security: dict[str, Any]) -> None:
     import signal
 
     import trio
@@ -128,7 +147,8 @@ def _watch(addresses: list[str]) -> None:
 
     async def main() -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async with ControllerClient(addresses, timeout_ms=STATUS_TIMEOUT_MS, max_retries=1) as client:
+            async with ControllerClient(addresses, timeout_ms=STATUS_TIMEOUT_MS, max_retries=1,
+                                        **security) as client:
                 with LiveView(status_table(await fetch_node_views(client, addresses))) as live:
                     async with trio.open_nursery() as nursery:
                         nursery.start_soon(refresh, live, client)

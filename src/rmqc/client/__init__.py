@@ -4,6 +4,7 @@
 programs use `rmqc.client.asyncio_client` (through trio-asyncio).
 """
 
+from rmqc.acl import Credentials as Credentials
 from rmqc.client._client import CONSISTENCY_LEVELS as CONSISTENCY_LEVELS
 from rmqc.client._client import ControllerClient as ControllerClient
 from rmqc.client._errors import ClientClosed as ClientClosed
@@ -15,6 +16,7 @@ from rmqc.client._errors import RequestTimeout as RequestTimeout
 from rmqc.client._errors import RetriesExhausted as RetriesExhausted
 from rmqc.client._errors import TooManyConnections as TooManyConnections
 from rmqc.client._errors import TooManyInFlight as TooManyInFlight
+from rmqc.client._tls import client_tls_context as client_tls_context
 
 __all__ = [
     "CONSISTENCY_LEVELS",
@@ -22,10 +24,12 @@ __all__ = [
     "ClientError",
     "ConnectionLost",
     "ControllerClient",
+    "Credentials",
     "NoLeaderError",
     "NotLeaderError",
     "RequestTimeout",
     "RetriesExhausted",
     "TooManyConnections",
     "TooManyInFlight",
+    "client_tls_context",
 ]

@@ -11,6 +11,7 @@ the request's one timeout. A timeout is not retried: the caller decides whether 
 from __future__ import annotations
 
 import random
+import ssl
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
@@ -18,6 +19,7 @@ from types import TracebackType
 
 import trio
 
+from rmqc.acl import Credentials
 from rmqc.client._address import parse_address
 from rmqc.client._connection import Connection
 from rmqc.client._errors import (
@@ -67,6 +69,10 @@ class ControllerClient:
         backoff_ms, max_backoff_ms: first retry delay and its cap; doubled each retry, jittered.
         rng: source of the jitter (inject a seeded one for repeatable tests).
         wall_clock_ms: source of `invokeTime` (milliseconds since the epoch, as Java's clients send).
+        credentials: an ACL account; every request is then signed as RocketMQ clients sign
+            (rmqc.acl.Credentials; docs/security.md).
+        ssl_context: connect with TLS (rmqc.client.client_tls_context makes one from a CA file and
+            an optional client certificate); None: plain TCP.
     """
 
     def __init__(
@@ -82,6 +88,8 @@ class ControllerClient:
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         rng: random.Random | None = None,
         wall_clock_ms: Callable[[], int] = _wall_clock_ms,
+        credentials: Credentials | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         _check_options(addresses, timeout_ms, max_in_flight, max_retries, consistency, backoff_ms)
         self._addresses = list(addresses)
@@ -90,6 +98,8 @@ class ControllerClient:
         self._max_in_flight = max_in_flight
         self._max_retries = max_retries
         self._consistency = consistency
+        self._credentials = credentials
+        self._ssl_context = ssl_context
         self._backoff_s = backoff_ms / 1000
         self._max_backoff_s = max_backoff_ms / 1000
         self._max_frame_bytes = max_frame_bytes
@@ -200,6 +210,8 @@ class ControllerClient:
     ) -> RemotingCommand | None:
         connection = await self._connection(target)
         command = make_request(code, self._new_opaque(), ext, body, oneway=oneway)
+        if self._credentials is not None:
+            self._credentials.sign(command)
         return await connection.send(command, expect_response=not oneway)
 
     async def _connection(self, address: str) -> Connection:
@@ -208,7 +220,8 @@ class ControllerClient:
             if self._nursery is None:  # closed while this request was retrying
                 raise ClientClosed("the ControllerClient was closed while a request was in progress")
             self._make_room_for_a_connection(address)
-            connection = Connection(address, outbox_frames=self._max_in_flight, max_frame_bytes=self._max_frame_bytes)
+            connection = Connection(address, outbox_frames=self._max_in_flight, max_frame_bytes=self._max_frame_bytes,
+                                    ssl_context=self._ssl_context)
             self._connections[address] = connection
             self._nursery.start_soon(connection.run, self._timeout_s, name=f"rmqc client connection {address}")
         await connection.ready.wait()

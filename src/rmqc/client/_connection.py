@@ -9,6 +9,8 @@ ConnectionLost; the client then retries on a fresh connection.
 
 from __future__ import annotations
 
+import ssl
+
 import trio
 
 from rmqc.client._address import parse_address
@@ -34,8 +36,10 @@ class _Waiter:
 class Connection:
     """Use `await run(...)` in a nursery, `await ready.wait()`, then `await send(...)` from any task."""
 
-    def __init__(self, address: str, *, outbox_frames: int, max_frame_bytes: int) -> None:
+    def __init__(self, address: str, *, outbox_frames: int, max_frame_bytes: int,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.address = address
+        self._ssl_context = ssl_context  # None: plain TCP
         self.host, self.port = parse_address(address)
         self.ready = trio.Event()  # set once connected, or once the attempt has failed
         self.closed = False
@@ -59,7 +63,7 @@ class Connection:
         self._cancel_scope.cancel()
 
     async def run(self, connect_timeout_s: float) -> None:
-        stream: trio.SocketStream | None = None
+        stream: trio.abc.Stream | None = None
         try:
             with self._cancel_scope:
                 stream = await self._connect(connect_timeout_s)
@@ -98,17 +102,24 @@ class Connection:
             if waiter is not None and self._pending.get(cmd.opaque) is waiter:
                 del self._pending[cmd.opaque]
 
-    async def _connect(self, timeout_s: float) -> trio.SocketStream | None:
+    async def _connect(self, timeout_s: float) -> trio.abc.Stream | None:
+        stream: trio.abc.Stream | None = None
         try:
             with trio.fail_after(timeout_s):
                 stream = await trio.open_tcp_stream(self.host, self.port)
-        except (OSError, trio.TooSlowError) as exc:
+                if self._ssl_context is not None:
+                    # controllers are named by IP, as in RocketMQ: the CA file decides, not host names
+                    stream = trio.SSLStream(stream, self._ssl_context, server_hostname=None)
+                    await stream.do_handshake()
+        except (OSError, trio.TooSlowError, trio.BrokenResourceError) as exc:
             self.reason = f"connect failed ({exc!r})"
+            if stream is not None:
+                await trio.aclose_forcefully(stream)
             return None
         self.reason = "connected"
         return stream
 
-    async def _write_loop(self, stream: trio.SocketStream) -> None:
+    async def _write_loop(self, stream: trio.abc.Stream) -> None:
         try:
             async for frame in self._outbox_receive:
                 await stream.send_all(b"".join([frame, *self._queued_frames()]))
@@ -124,7 +135,7 @@ class Connection:
                 break
         return frames
 
-    async def _read_loop(self, stream: trio.SocketStream) -> None:
+    async def _read_loop(self, stream: trio.abc.Stream) -> None:
         decoder = FrameDecoder(max_frame_bytes=self._max_frame_bytes)
         try:
             while data := await stream.receive_some(RECEIVE_BYTES):

@@ -12,6 +12,7 @@ as a warning, never fatal, so an operator can switch an existing deployment over
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import tomllib
@@ -29,6 +30,7 @@ PEER_MAGIC = b"RMQP"
 PEER_MAGIC_AS_LENGTH = int.from_bytes(PEER_MAGIC, "big")
 CONSISTENCY_LEVELS = ("linearizable", "lease", "stale")
 LOG_FORMATS = ("text", "json")
+TLS_MODES = ("disabled", "permissive", "enforcing")  # RocketMQ's TlsMode names
 ENV_PREFIX = "RMQC_"
 
 
@@ -140,6 +142,11 @@ def _choice(choices: tuple[str, ...]) -> Callable[[Any], str]:
     return parse
 
 
+def _lower_choice(choices: tuple[str, ...]) -> Callable[[Any], str]:
+    parse = _choice(choices)
+    return lambda value: parse(str(value).strip().lower())
+
+
 def _text(value: Any) -> str:
     text = str(value).strip()
     if not text:
@@ -187,6 +194,20 @@ OPTIONS: tuple[Option, ...] = (
            "controllerDLegerPeers"),
     Option("data_dir", _directory, "directory of the LMDB log, hard state and snapshots", "controllerStorePath"),
     Option("group", _text, "Raft group name; peers of another group are refused", "controllerDLegerGroup"),
+    Option("peer_secret_file", _any_text,
+           "file holding the cluster's peer secret(s): the first line signs, every line verifies"),
+    Option("allow_insecure_peers", _parse_bool,
+           "let peers off loopback join without a peer secret (trusted networks only)"),
+    Option("acl_enabled", _parse_bool, "require RocketMQ ACL signatures on remoting requests (acl_file)"),
+    Option("acl_file", _any_text, "RocketMQ plain_acl.yml: accounts and whitelisted addresses; re-read when changed"),
+    Option("tls_mode", _lower_choice(TLS_MODES), "disabled, permissive (TLS and plain on the port) or enforcing",
+           "tls.server.mode"),
+    Option("tls_cert_path", _any_text, "PEM certificate (chain) of this node", "tls.server.certPath"),
+    Option("tls_key_path", _any_text, "PEM private key of this node", "tls.server.keyPath"),
+    Option("tls_trust_cert_path", _any_text, "PEM CA certificate(s) that client and peer certificates must chain to",
+           "tls.server.trustCertPath"),
+    Option("tls_auth_client", _parse_bool, "require and verify client certificates (mutual TLS)",
+           "tls.server.authClient"),
     Option("tick_ms", _positive_int, "length of one Raft tick"),
     Option("election_tick", _positive_int, "election timeout in ticks (randomised up to twice this)"),
     Option("heartbeat_tick", _positive_int, "leader heartbeat interval in ticks"),
@@ -197,6 +218,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("forward_writes", _parse_bool, "forward leader-only requests from followers (false: answer 2007)"),
     Option("default_consistency", _choice(CONSISTENCY_LEVELS), "read consistency when a request names none"),
     Option("max_connections", _positive_int, "bound on open remoting connections"),
+    Option("max_connections_per_ip", _positive_int,
+           "bound on open connections from one remote address (loopback counts only towards the total)"),
+    Option("idle_timeout_ms", _positive_int,
+           "a remoting connection that completes no frame for this long is closed (idle or slowloris)"),
     Option("max_frame_bytes", _positive_int, "bound on one remoting frame"),
     Option("max_peer_frame_bytes", _positive_int, "bound on one peer frame (snapshots travel in one)"),
     Option("peer_outbox_messages", _positive_int, "bound on queued Raft messages per peer (oldest dropped)"),
@@ -242,6 +267,16 @@ class NodeConfig:
     peers: tuple[Peer, ...] = field(default_factory=lambda: parse_peers(DEFAULT_PEERS))
     data_dir: str = "./rmqc-data"
     group: str = "rmqc"
+    peer_secret_file: str = ""
+    allow_insecure_peers: bool = False
+    acl_enabled: bool = False  # off by default, as in RocketMQ
+    acl_file: str = ""
+    # RocketMQ servers default to permissive, but TLS needs a certificate: without one, disabled.
+    tls_mode: str = "disabled"
+    tls_cert_path: str = ""
+    tls_key_path: str = ""
+    tls_trust_cert_path: str = ""
+    tls_auth_client: bool = False
     # 50 ms ticks, a heartbeat every tick, elections after 0.5-1 s of silence. A leader whose
     # process dies is replaced much faster than that: its port refuses reconnection and a
     # designated survivor takes over at once (node/_node.py on_peer_down) and commits after the
@@ -265,6 +300,12 @@ class NodeConfig:
     forward_writes: bool = True
     default_consistency: str = "linearizable"
     max_connections: int = 4096
+    # A broker opens one connection per controller, an admin host a few: 256 from one address is
+    # far beyond any honest need and keeps one host from taking every slot of max_connections.
+    max_connections_per_ip: int = 256
+    # Java closes a connection idle for serverChannelMaxIdleTimeSeconds (120 s); brokers heartbeat
+    # every second or two, so only silent or stalling clients meet it.
+    idle_timeout_ms: int = 120_000
     max_frame_bytes: int = 16 * 1024 * 1024  # the Java frameMaxLength default
     max_peer_frame_bytes: int = 256 * 1024 * 1024  # a whole snapshot travels in one frame
     peer_outbox_messages: int = 4096
@@ -325,9 +366,56 @@ def check_config(config: NodeConfig) -> None:
             f"lease_ticks: {config.lease_ticks} must be above lease_drift_ticks {config.lease_drift_ticks} "
             f"and at most election_tick {config.election_tick}"
         )
+    _check_peer_security(config)
+    _check_tls(config)
+    if config.acl_enabled and not config.acl_file:
+        raise ConfigError("acl_file: must name a plain_acl.yml when acl_enabled is true (docs/security.md)")
     for name in ("max_frame_bytes", "max_peer_frame_bytes"):
         if getattr(config, name) >= PEER_MAGIC_AS_LENGTH:
             raise ConfigError(f"{name}: must be below {PEER_MAGIC_AS_LENGTH} (the peer handshake magic)")
+
+
+def _check_peer_security(config: NodeConfig) -> None:
+    """Secure by default: without a peer secret anyone who reaches the port could speak as a member
+    (vote, append, depose the leader), which is tolerable only when every member is this machine."""
+    if config.peer_secret_file or config.allow_insecure_peers or mutual_tls_enforced(config):
+        return
+    remote = [peer for peer in config.peers if not is_loopback(peer.host)]
+    if remote:
+        raise ConfigError(
+            f"peer_secret_file: not set, and peer {remote[0].id} at {remote[0].address} is not on loopback, "
+            "so anyone reaching the port could join the Raft group. Create a secret once "
+            "(`head -c 32 /dev/urandom | base64 > peer.secret && chmod 600 peer.secret`), copy the file to "
+            "every node and set peer_secret_file to its path, or enforce mutual TLS (tls_mode = enforcing, "
+            "tls_auth_client = true; docs/security.md); on a trusted network, allow_insecure_peers = true "
+            "starts without either"
+        )
+
+
+def mutual_tls_enforced(config: NodeConfig) -> bool:
+    """Only TLS on every connection with verified client certificates authenticates peers: in
+    permissive mode a stranger could still connect in plain."""
+    return config.tls_mode == "enforcing" and config.tls_auth_client
+
+
+def _check_tls(config: NodeConfig) -> None:
+    if config.tls_mode != "disabled" and not config.tls_cert_path:
+        raise ConfigError(f"tls_cert_path: tls_mode {config.tls_mode} needs this node's certificate")
+    if config.tls_auth_client and not config.tls_trust_cert_path:
+        raise ConfigError("tls_trust_cert_path: tls_auth_client needs the CA that client certificates chain to")
+    if config.tls_mode != "disabled" and not config.tls_trust_cert_path:
+        raise ConfigError("tls_trust_cert_path: peers check each other's certificates against it")
+
+
+def is_loopback(host: str) -> bool:
+    """True for addresses that only this machine can reach; a name other than localhost counts as
+    remote (it may resolve anywhere)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,6 +476,13 @@ def read_java_properties(path: str) -> tuple[dict[str, Any], list[str]]:
             properties = parse_java_properties(handle.read())
     except OSError as error:
         raise ConfigError(f"-c: cannot read {path}: {error}") from error
+    tls_file = properties.get("tls.config.file")
+    if tls_file:  # RocketMQ's tls.properties: its tls.* keys, under the ones controller.conf sets itself
+        try:
+            with open(tls_file, encoding="utf-8") as handle:
+                properties = {**parse_java_properties(handle.read()), **properties}
+        except OSError as error:
+            raise ConfigError(f"tls.config.file: cannot read {tls_file}: {error}") from error
     return java_properties_to_options(properties)
 
 
@@ -402,6 +497,10 @@ def java_properties_to_options(properties: Mapping[str, str]) -> tuple[dict[str,
             values[option.name] = value
         elif key == "isProcessReadEvent":
             values["process_read_event"] = value
+        elif key == "tls.server.need.client.auth":  # RocketMQ: none | optional | require
+            values.setdefault("tls_auth_client", str(value.strip().lower() == "require"))
+        elif key == "tls.config.file":
+            pass  # read by read_java_properties
         elif key == "controllerType" and value != "DLedger":
             warnings.append(f"controllerType={value}: rmqc is always a Raft group (DLedger-style ports)")
         elif key not in JAVA_KEYS_WITHOUT_EFFECT:

@@ -45,6 +45,9 @@ KEEP_CURRENT_MASTER = "keep_current_master"
 NO_MASTER_ELECTED = "no_master_elected"
 ELECTION_RESULTS = (NEW_MASTER_ELECTED, KEEP_CURRENT_MASTER, NO_MASTER_ELECTED)
 ALARMS = (DISK_FULL,)
+# Why connections and requests were refused (docs/security.md): the labels of rmqc_refusals.
+REFUSAL_REASONS = ("peer_auth", "connection_limit", "idle_timeout", "tls", "acl_address_not_allowed",
+                   "acl_unknown_access_key", "acl_bad_signature", "acl_not_admin")
 OTHER_LABEL = "other"
 ONEWAY_LABEL = "oneway"
 
@@ -126,6 +129,11 @@ class NodeMetrics:
         self.alarms = Gauge("rmqc_alarm", "1 while the alarm is raised (docs/operations.md)", ("alarm",), registry=r)
         for alarm in ALARMS:
             self.alarms.labels(alarm).set(0)  # present at 0, so an alert rule sees the series
+        self.refusals = Counter("rmqc_refusals", "connections and requests refused, by reason (docs/security.md)",
+                                ("reason",), registry=r)
+        for reason in REFUSAL_REASONS:
+            self.refusals.labels(reason)
+        self._refusals_seen: dict[str, int] = {}
 
     def observe_request(self, code: int, response_code: int | None, latency_s: float) -> None:
         counter, latency = self._children(code, response_code)
@@ -209,6 +217,9 @@ class NodeMetrics:
             broker_groups=len(node.state),
         )
         self._update_membership(node, status)
+        server = getattr(node, "server", None)
+        if server is not None:
+            self.update_refusals(server.refusals())
 
     def _update_membership(self, node: Any, status: Any) -> None:
         """The same figures as `rmqc status` (rmqc.node._status)."""
@@ -220,6 +231,17 @@ class NodeMetrics:
         for peer, lag in lags.items():
             self.peer_lag.labels(peer).set(lag)
         self._lag_peers = set(lags)
+
+    def update_refusals(self, totals: dict[str, int]) -> None:
+        """Bring the counters up to the server's running totals (it counts without Prometheus on the
+        request path; this runs once a second)."""
+        for reason, total in totals.items():
+            if reason not in REFUSAL_REASONS:
+                raise ValueError(f"refusal reason {reason!r} is not one of {REFUSAL_REASONS}")
+            seen = self._refusals_seen.get(reason, 0)
+            if total > seen:
+                self.refusals.labels(reason).inc(total - seen)
+                self._refusals_seen[reason] = total
 
     def exposition(self) -> bytes:
         """The Prometheus text format of every metric (what the exporter serves)."""

@@ -3,8 +3,12 @@
 A peer connection shares the broker port. It opens with a handshake that a remoting frame can never
 start with: `RMQP` read as a frame length is 0x524D5150 (> 1 GiB), above every frame bound we allow.
 
-    handshake = "RMQP" | version u16 | len u8 | sender id | len u8 | group
+    handshake = "RMQP" | version u16 | len u8 | sender id | len u8 | group | len u8 | receiver id
+                | nonce (32 bytes)
     frame     = length u32 (of kind + payload) | kind u8 | payload
+
+The handshake opens the peer authentication exchange (node/_peer_auth.py): the receiver answers with
+its own nonce and proof, the sender with its proof, and only then do frames count.
 
 Kinds: RAFT carries a batch of Raft messages; FORWARD_REQUEST / FORWARD_RESPONSE carry a remoting
 frame tagged with a u64 id chosen by the forwarding follower; DIGEST carries a liveness digest.
@@ -30,7 +34,9 @@ from rmqc.raft._types import (
 
 from ._config import PEER_MAGIC
 
-PEER_PROTOCOL_VERSION = 1
+# 2: the handshake names the receiver and carries a nonce (peer authentication); 1 had neither.
+PEER_PROTOCOL_VERSION = 2
+NONCE_BYTES = 32
 _U8 = struct.Struct(">B")
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
@@ -60,7 +66,13 @@ class FrameKind(IntEnum):
 class Handshake:
     sender_id: str
     group: str
+    receiver_id: str
+    nonce: bytes
     version: int = PEER_PROTOCOL_VERSION
+
+
+# magic + version + three length-prefixed ids of at most 255 bytes + nonce: the longest handshake.
+MAX_HANDSHAKE_BYTES = 4 + 2 + 3 * 256 + NONCE_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,11 +82,15 @@ class PeerFrame:
 
 
 def encode_handshake(handshake: Handshake) -> bytes:
+    if len(handshake.nonce) != NONCE_BYTES:
+        raise PeerProtocolError(f"handshake: nonce of {len(handshake.nonce)} bytes, want {NONCE_BYTES}")
     return (
         PEER_MAGIC
         + _U16.pack(handshake.version)
         + _short_text(handshake.sender_id, "sender id")
         + _short_text(handshake.group, "group")
+        + _short_text(handshake.receiver_id, "receiver id")
+        + handshake.nonce
     )
 
 
@@ -86,13 +102,15 @@ def decode_handshake(buffer: bytes | bytearray) -> tuple[Handshake, int] | None:
     reader = _Reader(view, incomplete_ok=True)
     reader.skip(len(PEER_MAGIC))
     version = reader.u16()
+    if not reader.incomplete and version != PEER_PROTOCOL_VERSION:
+        raise PeerProtocolError(f"handshake: version {version} not supported (want {PEER_PROTOCOL_VERSION})")
     sender_id = reader.short_text()
     group = reader.short_text()
+    receiver_id = reader.short_text()
+    nonce = reader.take(NONCE_BYTES)
     if reader.incomplete:
         return None
-    if version != PEER_PROTOCOL_VERSION:
-        raise PeerProtocolError(f"handshake: version {version} not supported (want {PEER_PROTOCOL_VERSION})")
-    return Handshake(sender_id, group, version), reader.offset
+    return Handshake(sender_id, group, receiver_id, nonce, version), reader.offset
 
 
 def encode_frame(kind: FrameKind, payload: bytes) -> bytes:

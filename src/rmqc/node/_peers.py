@@ -22,23 +22,20 @@ from rmqc.raft._types import Message
 
 from ._config import NodeConfig, Peer
 from ._outbox import PeerOutbox
+from ._peer_auth import PeerAuthError, PeerSecrets, accept, check_senders, dial
+from ._tls import dial_tls, peer_client_context
 from ._peer_codec import (
     FrameKind,
-    Handshake,
     PeerFrame,
     PeerFrameDecoder,
-    decode_handshake,
     decode_messages,
     decode_tagged,
     encode_frame,
-    encode_handshake,
 )
 
 log = logging.getLogger("rmqc.node.peers")
 
 RECEIVE_CHUNK_BYTES = 256 * 1024
-# magic + version + two length-prefixed ids of at most 255 bytes: a longer "handshake" is garbage.
-MAX_HANDSHAKE_BYTES = 4 + 2 + 2 * 256
 # Raft messages are batched into frames of at most this many bytes and entries (a message larger
 # than that, e.g. a snapshot, goes alone): the receiver decodes a frame in one go, so a frame must
 # stay a few milliseconds of work whatever the sender has queued.
@@ -91,7 +88,7 @@ class _LiveLink:
     """The writing side of a connected link. `rest` is what the socket did not take from a direct
     write; it goes out first, from the link's task, before anything else of this peer."""
 
-    fd: int
+    fd: int  # -1 for TLS: its bytes must go through the TLS stream, never straight to the socket
     sending: bool = False  # the link's task is inside send_all: nothing may be written around it
     rest: bytes = b""
     rest_snapshots: list[str] = field(default_factory=list)
@@ -102,6 +99,9 @@ class PeerLinks:
         self._config = config
         self._handler = handler
         self._rng = rng
+        self._secrets = PeerSecrets(config.peer_secret_file)  # raises ConfigError: the node does not start
+        self._tls = peer_client_context(config)  # None: peers dial in plain TCP
+        self.refused_peers = 0
         self._peers = [peer for peer in config.peers if peer.id != config.node_id]
         self._outboxes = {
             peer.id: PeerOutbox(config.peer_outbox_messages, MAX_CONTROL_FRAMES,
@@ -133,7 +133,7 @@ class PeerLinks:
 
     def _write_now(self, peer_id: str) -> None:
         link = self._live.get(peer_id)
-        if link is None or link.sending or link.rest:
+        if link is None or link.fd < 0 or link.sending or link.rest:
             self._wakeups[peer_id].set()  # not connected, or bytes ahead of these: the task sends
             return
         data, snapshots = self._outboxes[peer_id].take_batch()
@@ -212,11 +212,20 @@ class PeerLinks:
         stream.setsockopt(*_NODELAY)
         return stream, False
 
-    async def _use_connection(self, peer: Peer, stream: trio.SocketStream) -> None:
+    async def _use_connection(self, peer: Peer, socket_stream: trio.SocketStream) -> None:
+        stream: trio.abc.Stream = socket_stream
         try:
+            if self._tls is not None:
+                stream = await dial_tls(socket_stream, self._tls)
+            rest = await dial(stream, self._config, self._secrets, peer)
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._until_error, peer, self._read_answers(peer, stream), nursery.cancel_scope)
+                nursery.start_soon(self._until_error, peer, self._read_answers(peer, stream, rest),
+                                   nursery.cancel_scope)
                 nursery.start_soon(self._until_error, peer, self._write_loop(peer, stream), nursery.cancel_scope)
+        except (PeerAuthError, trio.TooSlowError) as error:
+            log.warning("peer link to %s not established: %s", peer.id, error or "TLS handshake timed out")
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ProtocolError) as error:
+            log.info("peer link to %s lost during the handshake: %s", peer.id, error)
         finally:
             await trio.aclose_forcefully(stream)
 
@@ -231,11 +240,10 @@ class PeerLinks:
         finally:
             scope.cancel()
 
-    async def _write_loop(self, peer: Peer, stream: trio.SocketStream) -> None:
-        await stream.send_all(encode_handshake(Handshake(self._config.node_id, self._config.group)))
+    async def _write_loop(self, peer: Peer, stream: trio.abc.Stream) -> None:
         self.connected.add(peer.id)
         log.info("peer link to %s (%s) up", peer.id, peer.address)
-        link = self._live[peer.id] = _LiveLink(stream.socket.fileno())
+        link = self._live[peer.id] = _LiveLink(stream.socket.fileno() if isinstance(stream, trio.SocketStream) else -1)
         try:
             await self._write_outbox(peer, stream, link)
         finally:
@@ -243,7 +251,7 @@ class PeerLinks:
             for target in link.rest_snapshots:
                 self._handler.on_snapshot_sent(target, False)
 
-    async def _write_outbox(self, peer: Peer, stream: trio.SocketStream, link: _LiveLink) -> None:
+    async def _write_outbox(self, peer: Peer, stream: trio.abc.Stream, link: _LiveLink) -> None:
         outbox = self._outboxes[peer.id]
         while True:
             if not link.rest and not len(outbox):
@@ -268,23 +276,26 @@ class PeerLinks:
             for target in snapshot_targets:
                 self._handler.on_snapshot_sent(target, True)
 
-    async def _read_answers(self, peer: Peer, stream: trio.SocketStream) -> None:
+    async def _read_answers(self, peer: Peer, stream: trio.abc.Stream, rest: bytes) -> None:
         async def reply(kind: FrameKind, payload: bytes) -> None:
             self.send_control(peer.id, kind, payload)
 
         decoder = PeerFrameDecoder(self._config.max_peer_frame_bytes)
+        self._dispatch(decoder.feed(rest), peer.id, reply)
         await read_peer_frames(stream, decoder, peer.id, self._handler, reply)
 
-    async def serve_inbound(self, stream: trio.SocketStream, first_bytes: bytes) -> None:
-        """Serve a connection whose first bytes were the peer magic; returns when it closes."""
+    async def serve_inbound(self, stream: trio.abc.Stream, first_bytes: bytes, remote: str) -> None:
+        """Serve a connection whose first bytes were the peer magic; returns when it closes. Nothing
+        it sends is decoded before it has proven the peer secret for a member id."""
         try:
-            handshake, rest = await _read_handshake(stream, first_bytes)
-            if handshake.group != self._config.group or self._config.peer(handshake.sender_id) is None:
-                log.warning("refusing peer %s of group %s (we are %s of group %s)", handshake.sender_id,
-                            handshake.group, self._config.node_id, self._config.group)
+            try:
+                sender_id, rest = await accept(stream, first_bytes, self._config, self._secrets)
+            except (PeerAuthError, ProtocolError) as error:
+                self.refused_peers += 1
+                log.warning("refusing peer connection from %s: %s", remote, error)
                 return
-            if handshake.sender_id not in self.connected and handshake.sender_id in self._peer_back:
-                self._peer_back[handshake.sender_id].set()
+            if sender_id not in self.connected and sender_id in self._peer_back:
+                self._peer_back[sender_id].set()
             send_lock = trio.Lock()
 
             async def reply(kind: FrameKind, payload: bytes) -> None:
@@ -292,12 +303,12 @@ class PeerLinks:
                     await stream.send_all(encode_frame(kind, payload))
 
             decoder = PeerFrameDecoder(self._config.max_peer_frame_bytes)
-            self._dispatch(decoder.feed(rest), handshake.sender_id, reply)
-            await read_peer_frames(stream, decoder, handshake.sender_id, self._handler, reply)
+            self._dispatch(decoder.feed(rest), sender_id, reply)
+            await read_peer_frames(stream, decoder, sender_id, self._handler, reply)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass
         except (ProtocolError, BoundExceeded) as error:
-            log.warning("closing inbound peer connection: %s", error)
+            log.warning("closing inbound peer connection from %s: %s", remote, error)
 
     def _dispatch(self, frames: list[PeerFrame], sender: str, reply: Reply) -> None:
         dispatch_frames(frames, sender, self._handler, reply)
@@ -314,23 +325,8 @@ def _is_refusal(error: BaseException) -> bool:
 _NODELAY = (6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY, on: Raft messages are latency-bound, not bulk
 
 
-async def _read_handshake(stream: trio.SocketStream, first_bytes: bytes) -> tuple[Handshake, bytes]:
-    buffer = bytearray(first_bytes)
-    while True:
-        decoded = decode_handshake(buffer)
-        if decoded is not None:
-            handshake, length = decoded
-            return handshake, bytes(buffer[length:])
-        if len(buffer) > MAX_HANDSHAKE_BYTES:
-            raise ProtocolError(f"peer handshake longer than {MAX_HANDSHAKE_BYTES} bytes")
-        chunk = await stream.receive_some(MAX_HANDSHAKE_BYTES)
-        if not chunk:
-            raise trio.BrokenResourceError("closed during handshake")
-        buffer += chunk
-
-
 async def read_peer_frames(
-    stream: trio.SocketStream, decoder: PeerFrameDecoder, sender: str, handler: PeerHandler, reply: Reply
+    stream: trio.abc.Stream, decoder: PeerFrameDecoder, sender: str, handler: PeerHandler, reply: Reply
 ) -> None:
     while True:
         chunk = await stream.receive_some(RECEIVE_CHUNK_BYTES)
@@ -354,7 +350,7 @@ def dispatch_frames(frames: list[PeerFrame], sender: str, handler: PeerHandler, 
 
 def dispatch_frame(frame: PeerFrame, sender: str, handler: PeerHandler, reply: Reply) -> None:
     if frame.kind == FrameKind.RAFT:
-        handler.on_raft_messages(sender, decode_messages(frame.payload, handler.raft_term()))
+        handler.on_raft_messages(sender, check_senders(decode_messages(frame.payload, handler.raft_term()), sender))
     elif frame.kind == FrameKind.FORWARD_REQUEST:
         tag, data = decode_tagged(frame.payload)
         handler.on_forward_request(sender, tag, data, reply)

@@ -19,10 +19,15 @@ from typing import Protocol
 
 import trio
 
+from rmqc.acl import Allowed
 from rmqc.errors import BoundExceeded, ProtocolError, RmqcError
 from rmqc.remoting import FrameDecoder, RemotingCommand, encode
 
+from ._acl import AclGate, host_of
+from ._admission import ConnectionAdmission
 from ._config import PEER_MAGIC, NodeConfig
+from ._ratelog import RateLimitedLog
+from ._tls import TLS_HANDSHAKE_RECORD, accept_tls, server_context
 from ._peers import PeerLinks
 
 log = logging.getLogger("rmqc.node.server")
@@ -42,6 +47,11 @@ ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, er
 ACCEPT_RETRY_S = 0.1
 # Bytes that must arrive before we can tell a peer from a broker; a silent client is dropped after.
 FIRST_BYTES_TIMEOUT_S = 30.0
+REFUSAL_LOG_EVERY_S = 1.0
+
+
+class IdleTimeout(BoundExceeded):
+    """A remoting connection completed no frame within idle_timeout_ms (silent, or slowloris)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,11 +90,30 @@ class Server:
         # a task (True) and calls `respond(answer)` exactly once, now or when its entry is applied.
         self.serve_now = getattr(handler, "serve_now", _never_now)
         self._peers = peers
+        # None: every request is served as it comes (acl_enabled is off, as RocketMQ's default)
+        self.acl = AclGate(config) if config.acl_enabled else None
         self._channel_ids = itertools.count(1)
-        self.open_connections = 0
+        self._admission = ConnectionAdmission(config)
+        self._refusal_log = RateLimitedLog(log, REFUSAL_LOG_EVERY_S)
         self.refused_connections = 0
+        self.idle_closed = 0
+        self.tls_refused = 0  # failed TLS handshakes, plain connections while tls_mode is enforcing
+        self._tls = server_context(config)  # ConfigError (unreadable certificate): the node does not start
         self.protocol_errors = 0
         self.requests_in_flight = 0
+        self.idle_timeout_s = config.idle_timeout_ms / 1000
+
+    @property
+    def open_connections(self) -> int:
+        return self._admission.open
+
+    def refusals(self) -> dict[str, int]:
+        """Running totals by reason (the labels of the rmqc_refusals metric)."""
+        totals = {"peer_auth": self._peers.refused_peers, "connection_limit": self.refused_connections,
+                  "idle_timeout": self.idle_closed, "tls": self.tls_refused}
+        if self.acl is not None:
+            totals.update({f"acl_{name.lower()}": count for name, count in self.acl.refused.items()})
+        return totals
 
     async def serve(self, listeners: list[trio.SocketListener]) -> None:
         async with trio.open_nursery() as nursery:
@@ -104,36 +133,68 @@ class Server:
                     log.error("accept failed (%s); retrying in %.1f s", error, ACCEPT_RETRY_S)
                     await trio.sleep(ACCEPT_RETRY_S)
                     continue
-                if self.open_connections >= self._config.max_connections:
+                remote = _remote_of(stream)
+                refusal = self._admission.admit(host_of(remote))
+                if refusal is not None:
                     self.refused_connections += 1
-                    log.warning("refusing connection: %d open (max_connections)", self.open_connections)
+                    self._refusal_log.warning("refusing connection from %s: %s", remote, refusal)
                     await trio.aclose_forcefully(stream)
                     continue
-                self.open_connections += 1
-                nursery.start_soon(self._serve_connection, stream)
+                nursery.start_soon(self._serve_connection, stream, remote)
 
-    async def _serve_connection(self, stream: trio.SocketStream) -> None:
+    async def _serve_connection(self, stream: trio.SocketStream, remote: str) -> None:
         try:
-            first = await _receive_at_least(stream, len(PEER_MAGIC))
+            first = await _receive_at_least(stream, len(PEER_MAGIC), self._first_bytes_timeout_s)
             if first is None:
                 return
+            opened = await self._open_tls(stream, first, remote)
+            if opened is None:
+                return
+            served, first = opened
             if first[: len(PEER_MAGIC)] == PEER_MAGIC:
-                await self._peers.serve_inbound(stream, first)
+                await self._peers.serve_inbound(served, first, remote)
             else:
-                await self._serve_remoting(stream, first)
+                await self._serve_remoting(served, first, remote)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass
         finally:
-            self.open_connections -= 1
+            self._admission.release(host_of(remote))
             await trio.aclose_forcefully(stream)
 
-    async def _serve_remoting(self, stream: trio.SocketStream, first: bytes) -> None:
-        channel = Channel(next(self._channel_ids), _remote_of(stream))
+    @property
+    def _first_bytes_timeout_s(self) -> float:
+        return min(FIRST_BYTES_TIMEOUT_S, self.idle_timeout_s)
+
+    async def _open_tls(self, stream: trio.SocketStream, first: bytes,
+                        remote: str) -> tuple[trio.abc.Stream, bytes] | None:
+        """The stream to serve and its first bytes: TLS ones for a TLS connection (tls_mode not
+        disabled and a handshake record first), else the plain ones; None for a refused one."""
+        if self._tls is None:
+            return stream, first
+        if first[0] != TLS_HANDSHAKE_RECORD:
+            if self._config.tls_mode != "enforcing":
+                return stream, first
+            self.tls_refused += 1
+            self._refusal_log.warning("refusing plain connection from %s: tls_mode is enforcing", remote)
+            return None
+        try:
+            tls = await accept_tls(stream, first, self._tls)
+        except (trio.BrokenResourceError, trio.TooSlowError) as error:
+            self.tls_refused += 1
+            self._refusal_log.warning("refusing connection from %s: TLS handshake failed: %s", remote,
+                                      error.__cause__ or error)
+            return None
+        inner = await _receive_at_least(tls, len(PEER_MAGIC), self._first_bytes_timeout_s)
+        return None if inner is None else (tls, inner)
+
+    async def _serve_remoting(self, stream: trio.abc.Stream, first: bytes, remote: str) -> None:
+        channel = Channel(next(self._channel_ids), remote)
         connection = _RemotingConnection(stream, channel, self._handler, self._config.max_frame_bytes, self)
         try:
             error = await connection.run(first)
             if error is not None:
                 self.protocol_errors += 1
+                self.idle_closed += isinstance(error, IdleTimeout)
                 log.warning("closing connection %s from %s: %s", channel.id, channel.remote, error)
         finally:
             self._handler.on_channel_closed(channel)
@@ -144,11 +205,13 @@ class _RemotingConnection:
     is queued before them (no task, lock or scheduler round trip per answer: the hot path of every
     request); what the socket cannot take at once is queued and sent, in order, by one drain task."""
 
-    def __init__(self, stream: trio.SocketStream, channel: Channel, handler: RequestHandler,
+    def __init__(self, stream: trio.abc.Stream, channel: Channel, handler: RequestHandler,
                  max_frame_bytes: int, server: Server) -> None:
         self._server = server
         self._stream = stream
-        self._fd = stream.socket.fileno()
+        # Plain TCP is read and written on the socket itself (the fast path); TLS only through its
+        # stream (the bytes on the socket are records, not frames).
+        self._fd = stream.socket.fileno() if isinstance(stream, trio.SocketStream) else None
         self._channel = channel
         self._handler = handler
         self._decoder = FrameDecoder(max_frame_bytes)
@@ -159,6 +222,12 @@ class _RemotingConnection:
         self._broken = False
         self._nursery: trio.Nursery | None = None
         self._reads_without_yield = 0
+        self._host = host_of(channel.remote)
+        self._idle_timeout_s = server.idle_timeout_s
+        # The time by which the next complete frame must have arrived; pushed back only when the
+        # reader is about to wait and a frame was completed since the last wait (off the hot path).
+        self._frame_deadline = trio.current_time() + self._idle_timeout_s
+        self._frame_completed = False
 
     async def run(self, first: bytes) -> RmqcError | None:
         """Serve until the client closes; returns the protocol error that made us close, if any."""
@@ -180,8 +249,11 @@ class _RemotingConnection:
         server = self._server
         while data and not self._broken:
             for command in self._decoder.iter_feed(data):  # each served as decoded, as Java does
+                self._frame_completed = True
                 if command.is_response:
                     log.debug("ignoring response opaque=%s on server connection", command.opaque)
+                    continue
+                if server.acl is not None and not self._admitted(server.acl, command):
                     continue
                 if command.is_oneway and server.handle_oneway_now(command, self._channel):
                     continue
@@ -195,23 +267,57 @@ class _RemotingConnection:
         if not self._broken:
             self._decoder.eof()
 
+    def _admitted(self, acl: AclGate, command: RemotingCommand) -> bool:
+        """Whether the ACL lets `command` through; a refused two-way request is answered here."""
+        decision = acl.check(command, self._host)
+        if isinstance(decision, Allowed):
+            return True
+        if decision is not None:
+            self._write(encode(decision))
+        return False
+
     async def _receive(self) -> bytes:
         """The next bytes from the client (b"" at its end), read straight from the non-blocking
         socket: Trio's receive_some costs two scheduler passes per read, the largest share of a
         small request's cost. We still yield to the other tasks every YIELD_EVERY_READS reads
         that found data waiting, so a client that never pauses cannot starve the rest."""
+        if self._fd is None:
+            return await self._receive_stream()
         while True:
             try:
                 data = os.read(self._fd, RECEIVE_CHUNK_BYTES)
             except BlockingIOError:
                 self._reads_without_yield = 0
-                await trio.lowlevel.wait_readable(self._fd)
+                await self._wait_readable()
                 continue
             self._reads_without_yield += 1
             if self._reads_without_yield >= YIELD_EVERY_READS:
                 self._reads_without_yield = 0
                 await trio.lowlevel.checkpoint()
             return data
+
+    async def _wait_readable(self) -> None:
+        """Wait for bytes, but not past the frame deadline: a client that sends nothing, or a byte
+        now and then without ever finishing a frame (slowloris), loses its connection."""
+        assert self._fd is not None
+        with trio.move_on_at(self._next_frame_deadline()):
+            await trio.lowlevel.wait_readable(self._fd)
+            return
+        raise self._idle_error()
+
+    async def _receive_stream(self) -> bytes:
+        with trio.move_on_at(self._next_frame_deadline()):
+            return await self._stream.receive_some(RECEIVE_CHUNK_BYTES)
+        raise self._idle_error()
+
+    def _next_frame_deadline(self) -> float:
+        if self._frame_completed:
+            self._frame_completed = False
+            self._frame_deadline = trio.current_time() + self._idle_timeout_s
+        return self._frame_deadline
+
+    def _idle_error(self) -> IdleTimeout:
+        return IdleTimeout(f"no complete frame within {self._idle_timeout_s * 1000:.0f} ms (idle_timeout_ms)")
 
     def _respond_callback(self, request: RemotingCommand) -> Respond:
         def respond(response: RemotingCommand | None) -> None:
@@ -237,7 +343,7 @@ class _RemotingConnection:
         for the drain task."""
         if self._broken:
             return
-        if not self._unsent:
+        if not self._unsent and self._fd is not None:
             try:
                 written = os.write(self._fd, frame)
             except BlockingIOError:
@@ -279,9 +385,9 @@ class _RemotingConnection:
             self._nursery.cancel_scope.cancel()
 
 
-async def _receive_at_least(stream: trio.SocketStream, count: int) -> bytes | None:
+async def _receive_at_least(stream: trio.abc.Stream, count: int, timeout_s: float) -> bytes | None:
     data = b""
-    with trio.move_on_after(FIRST_BYTES_TIMEOUT_S):
+    with trio.move_on_after(timeout_s):
         while len(data) < count:
             chunk = await stream.receive_some(RECEIVE_CHUNK_BYTES)
             if not chunk:
