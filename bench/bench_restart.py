@@ -44,13 +44,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import rmqc  # noqa: E402
 from rmqc import fsm  # noqa: E402
-from rmqc.remoting import FrameDecoder, RequestCode, ResponseCode, encode, make_request  # noqa: E402
+from rmqc.remoting import RMQC_NODE_STATUS, FrameDecoder, RequestCode, ResponseCode, encode, make_request  # noqa: E402
 from rmqc.storage import LmdbStorage  # noqa: E402
 from rmqc.testing.cluster import free_ports  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 RMQC_BIN = str(Path(sys.executable).parent / "rmqc")
-RMQC_NODE_STATUS = 60001  # rmqc.node._status: answered by any node from local state
 HEAVY_PACKAGES = ("typer", "click", "rich", "cattrs", "attrs", "prometheus_client", "pyspark", "pandas", "pyarrow")
 SERVE_IMPORTS = "import rmqc.cli.main, rmqc.cli.serve, rmqc.node"
 START_BOUND_S = 60.0  # a start slower than this is a failure, not a figure

@@ -23,7 +23,7 @@ from rmqc.acl import (
     signature_content,
     signature_matches,
 )
-from rmqc.remoting import FrameDecoder, RequestCode, SerializeType, encode, make_request
+from rmqc.remoting import RMQC_SNAPSHOT_SAVE, RMQC_TRANSFER_LEADER, FrameDecoder, RequestCode, SerializeType, encode, make_request
 
 
 def hmac_sha1_base64(key: str, content: bytes) -> str:
@@ -172,7 +172,9 @@ def test_signed_broker_requests_pass_for_any_account() -> None:
 def test_admin_requests_need_an_admin_account() -> None:
     admin_only = [(ELECT, {"brokerName": "b", "designateElect": "true"}, None),
                   (RequestCode.CLEAN_BROKER_DATA, {"brokerName": "b"}, None),
-                  (RequestCode.UPDATE_CONTROLLER_CONFIG, {}, b"a=b\n")]
+                  (RequestCode.UPDATE_CONTROLLER_CONFIG, {}, b"a=b\n"),
+                  (RMQC_TRANSFER_LEADER, {}, None),
+                  (RMQC_SNAPSHOT_SAVE, {}, None)]
     for code, ext, body in admin_only:
         assert check_request(rules(), signed(code, "RocketMQ", "12345678", ext, body), OUTSIDE) is Refusal.NOT_ADMIN
         assert check_request(rules(), signed(code, "rocketmq2", "12345678", ext, body), OUTSIDE) == Allowed("rocketmq2")

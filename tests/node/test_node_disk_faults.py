@@ -29,10 +29,10 @@ from rmqc.remoting import RemotingCommand
 from rmqc.storage import LmdbStorage
 from rmqc.testing.cluster import CLUSTER, Cluster, free_ports, wait_until
 from rmqc.testing.disk import EXT4, TMPFS, SmallDisk, small_disk
+from rmqc.remoting import RMQC_NODE_STATUS
 from rmqc.testing.launcher import serve_nodes
 
 pytestmark = pytest.mark.slow
-RMQC_NODE_STATUS = 60001
 DISK_FULL_REMARK = "the controller's disk is full"
 EXIT_STORAGE_FAILED = 74
 WRITES_PER_ROUND = 32

@@ -34,6 +34,7 @@ from rmqc.cli._credentials import (
     tls_of,
 )
 from rmqc.cli._render import ExitCode, fail
+from rmqc.remoting import RMQC_NODE_STATUS, RMQC_SNAPSHOT_SAVE, RMQC_TRANSFER_LEADER
 
 __all__ = ["admin_app", "parse_controllers", "run_with_client"]
 
@@ -64,9 +65,6 @@ ConsistencyOption = Annotated[Optional[str], typer.Option("--consistency",
 JsonOption = Annotated[bool, typer.Option("--json", help="print the answer as JSON")]
 TimeoutOption = Annotated[int, typer.Option("--timeout-ms", help="bound on each call, retries included")]
 DEFAULT_CONTROLLERS = "127.0.0.1:9878"
-RMQC_NODE_STATUS = 60001  # rmqc.node._status: the private status request (also lists group names)
-RMQC_TRANSFER_LEADER = 60002  # rmqc.node._operations
-RMQC_SNAPSHOT_SAVE = 60003  # rmqc.node._operations
 # A transfer is answered within the node's request_timeout_ms (5 s by default): wait a little longer.
 TRANSFER_TIMEOUT_MS = 8000
 

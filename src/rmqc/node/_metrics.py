@@ -24,7 +24,7 @@ from wsgiref.simple_server import WSGIServer
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
 
 from rmqc.fsm import ApplyResult, ElectMaster
-from rmqc.remoting import RequestCode, ResponseCode
+from rmqc.remoting import RMQC_PRIVATE_REQUESTS, RequestCode, ResponseCode
 
 from ._alarms import DISK_FULL
 from ._status import peer_progress, pending_conf_change
@@ -57,7 +57,6 @@ FSYNC_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.0
 # Group commit puts everything waiting into one append; MAX_PENDING_PROPOSALS (65,536) bounds it.
 PROPOSAL_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096, 16384, 65536)
 
-RMQC_PRIVATE_REQUESTS = {60001: "RMQC_NODE_STATUS", 60002: "RMQC_TRANSFER_LEADER", 60003: "RMQC_SNAPSHOT_SAVE"}
 # Inline one-way requests (heartbeats) are counted in bulk and one in this many is timed.
 ONEWAY_TIMING_EVERY = 32
 # (request code, response code) pairs whose metric children observe_request keeps at hand. Clients

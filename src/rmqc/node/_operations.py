@@ -31,15 +31,13 @@ import trio
 from rmqc.errors import RmqcError
 from rmqc.raft._types import SnapshotMeta
 from rmqc.reads import ReadQueueFull
-from rmqc.remoting import RemotingCommand, ResponseCode, make_response
+from rmqc.remoting import RMQC_SNAPSHOT_SAVE, RMQC_TRANSFER_LEADER, RemotingCommand, ResponseCode, make_response
 from rmqc.storage import encode_snapshot_file
 
 from ._clock import monotonic_ms, wall_ms
 
 log = logging.getLogger("rmqc.node")
 
-RMQC_TRANSFER_LEADER = 60002
-RMQC_SNAPSHOT_SAVE = 60003
 OPERATION_REQUESTS = frozenset({RMQC_TRANSFER_LEADER, RMQC_SNAPSHOT_SAVE})
 # Room left in a frame for the remoting header around a snapshot body.
 FRAME_HEADER_ROOM_BYTES = 64 * 1024

@@ -32,14 +32,13 @@ from rmqc.errors import BoundExceeded
 from rmqc.raft import decode_conf_change
 from rmqc.raft._config import Role
 from rmqc.raft._types import EntryType
-from rmqc.remoting import RemotingCommand, ResponseCode, make_response
+from rmqc.remoting import RMQC_NODE_STATUS, RemotingCommand, ResponseCode, make_response
 
 from ._clock import monotonic_ms
 
 __all__ = ["RMQC_NODE_STATUS", "STATUS_VERSION", "handle_status_request", "node_status", "peer_progress",
            "pending_conf_change"]
 
-RMQC_NODE_STATUS = 60001  # private range: far above every RocketMQ request code (spec 2.1)
 STATUS_VERSION = 1
 # Names in one answer: 100,000 names of up to ~100 bytes stay well below the 16 MiB frame bound.
 MAX_GROUP_NAMES = 100_000

@@ -9,6 +9,10 @@ from rmqc.remoting._builders import make_request as make_request
 from rmqc.remoting._builders import make_response as make_response
 from rmqc.remoting._codes import LEADER_ONLY_REQUESTS as LEADER_ONLY_REQUESTS
 from rmqc.remoting._codes import READ_REQUESTS as READ_REQUESTS
+from rmqc.remoting._codes import RMQC_NODE_STATUS as RMQC_NODE_STATUS
+from rmqc.remoting._codes import RMQC_PRIVATE_REQUESTS as RMQC_PRIVATE_REQUESTS
+from rmqc.remoting._codes import RMQC_SNAPSHOT_SAVE as RMQC_SNAPSHOT_SAVE
+from rmqc.remoting._codes import RMQC_TRANSFER_LEADER as RMQC_TRANSFER_LEADER
 from rmqc.remoting._codes import LanguageCode as LanguageCode
 from rmqc.remoting._codes import RequestCode as RequestCode
 from rmqc.remoting._codes import ResponseCode as ResponseCode

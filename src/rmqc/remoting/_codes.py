@@ -11,6 +11,10 @@ from enum import IntEnum
 __all__ = [
     "LEADER_ONLY_REQUESTS",
     "READ_REQUESTS",
+    "RMQC_NODE_STATUS",
+    "RMQC_PRIVATE_REQUESTS",
+    "RMQC_SNAPSHOT_SAVE",
+    "RMQC_TRANSFER_LEADER",
     "LanguageCode",
     "RequestCode",
     "ResponseCode",
@@ -101,3 +105,14 @@ LEADER_ONLY_REQUESTS: frozenset[int] = frozenset(
 
 # Requests that only read state; rmqc lets them name a consistency level (design.md "Read path").
 READ_REQUESTS: frozenset[int] = frozenset({1004, 1005, 1006, 1012})
+
+# rmqc's private requests: far above every RocketMQ request code (spec 2.1); Java controllers answer
+# them 3 (not supported). Written once here: the node, the CLI, the ACL rights and the metrics use them.
+RMQC_NODE_STATUS = 60001  # what one node knows about itself (rmqc status; node/_status.py)
+RMQC_TRANSFER_LEADER = 60002  # move the leadership (rmqc admin transfer-leader; node/_operations.py)
+RMQC_SNAPSHOT_SAVE = 60003  # an online backup of the applied state (rmqc admin snapshot save)
+RMQC_PRIVATE_REQUESTS: dict[int, str] = {
+    RMQC_NODE_STATUS: "RMQC_NODE_STATUS",
+    RMQC_TRANSFER_LEADER: "RMQC_TRANSFER_LEADER",
+    RMQC_SNAPSHOT_SAVE: "RMQC_SNAPSHOT_SAVE",
+}

@@ -34,13 +34,12 @@ from typing import Any
 import orjson
 import trio
 
-from rmqc.remoting import FrameDecoder, RemotingCommand, RequestCode, ResponseCode, encode, make_request
+from rmqc.remoting import RMQC_NODE_STATUS, FrameDecoder, RemotingCommand, RequestCode, ResponseCode, encode, make_request
 
 from .launcher import ServeCluster, ServeNode, free_ports, serve_argv, serve_nodes
 
 __all__ = ["PauseConfig", "PauseRun", "PauseResult", "run_pauses"]
 
-STATUS_REQUEST = 60001  # rmqc.node._status.RMQC_NODE_STATUS: answered by every node from local state
 PROBE_INTERVAL_S = 0.010
 ATTEMPT_TIMEOUT_S = 0.25  # a broker gives a controller this long before trying the next one
 FAILOVER_PROBE_PAUSE_S = 0.005
@@ -216,7 +215,7 @@ class PauseRun:
             sent = time.monotonic()
             probe.samples.append((sent, None))
             slot = len(probe.samples) - 1
-            answer = await conn.call(STATUS_REQUEST, None, HEALTHY_TIMEOUT_S)
+            answer = await conn.call(RMQC_NODE_STATUS, None, HEALTHY_TIMEOUT_S)
             now = time.monotonic()
             probe.samples[slot] = (sent, now)  # a refused connection is an answer too, not silence
             if answer is not None and answer.code == ResponseCode.SUCCESS and answer.body:
