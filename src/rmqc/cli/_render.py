@@ -25,6 +25,8 @@ __all__ = [
     "emit_json",
     "fail",
     "hint_for",
+    "render_chaos_summary",
+    "render_chaos_window",
     "render_cluster_processes",
     "render_config",
     "render_elected",
@@ -303,3 +305,35 @@ def _num(value: Any) -> str:
 
 def _yes(flag: bool) -> str:
     return "yes" if flag else "[red]no[/]"
+
+
+# ---- chaos ---------------------------------------------------------------------------------------
+
+
+def render_chaos_window(window: Mapping[str, Any], total: int) -> None:
+    """One line per finished window, on stderr (stdout stays for --json)."""
+    state = "[red]not recovered[/red]" if window["problems"] else "[green]recovered[/green]"
+    seconds = (window["end"] - window["start"]) / 1e9
+    error_console().print(f"window {window['window'] + 1}/{total} [bold]{window['kind']}[/bold]: "
+                          f"{window['detail']} -> {state} ({seconds:.1f} s)")
+
+
+def render_chaos_summary(summary: Mapping[str, Any], out_dir: str) -> None:
+    """The one-screen summary at the end of `rmqc chaos run` (on stderr: stdout stays for --json)."""
+    table = Table(title=f"chaos: {summary['windows']} windows, seed {summary['seed']}, {summary['nodes']} nodes")
+    for column in ("fault", "windows", "write RTO p50 ms", "p99", "max", "masters RTO p50 ms", "p99", "max",
+                   "unrecovered"):
+        table.add_column(column, justify="left" if column == "fault" else "right")
+    for kind, row in summary["faults"].items():
+        w, m = row["rto_write_ms"], row["rto_masters_ms"]
+        table.add_row(kind, str(row["windows"]), *(_num(w[k]) for k in ("p50", "p99", "max")),
+                      *(_num(m[k]) for k in ("p50", "p99", "max")), str(row["unrecovered"]))
+    out = error_console()
+    out.print(table)
+    out.print(f"acknowledged writes {summary['acknowledged_writes']:,}, reads {summary['reads']:,}, "
+              f"lost {summary['lost']}, duplicates {summary['duplicates']}, "
+              f"failed writes in quiet phases {summary['quiet_errors']}")
+    for violation in summary["violations"][:10]:
+        out.print(f"[red]violation:[/red] {violation}")
+    verdict = "[red]FAIL[/red]" if summary["violations"] else "[green]PASS[/green]"
+    out.print(f"{verdict}: {len(summary['violations'])} violations; report in {out_dir}/report.md")
