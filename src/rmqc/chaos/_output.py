@@ -50,9 +50,12 @@ def _seconds(t: int, origin: int) -> float:
     return (t - origin) / 1e9
 
 
+# The field that says when each kind of record happened, for the timeline's origin.
+_STARTED_AT = {"attempt": "invoke", "role": "t", "window": "start"}
+
+
 def _origin(records: Sequence[Record]) -> int:
-    return min((r.get("invoke") or r.get("t") or r.get("start") for r in records
-                if r["type"] in ("attempt", "role", "window")), default=0)
+    return min((r[_STARTED_AT[r["type"]]] for r in records if r["type"] in _STARTED_AT), default=0)
 
 
 def timeline_chart(records: Sequence[Record], path: Path) -> None:

@@ -39,6 +39,9 @@ ROLE_ASK_S = 0.15  # a suspended node does not answer: one sample never waits lo
 MASTER_SAMPLE_S = 0.05  # the resolution of the masters' RTO
 FINAL_READ_BOUND_S = 30.0
 CONVERGE_BOUND_S = 60.0  # the fleet's first registration on a loaded 2-core machine
+BROKER_TIMING = SimTiming.fast()
+# A hung broker is only noticed when its heartbeats expire: a shorter hang tests nothing.
+MIN_HOLD_S = {"broker-hang": BROKER_TIMING.heartbeat_timeout_ms / 1000 + 1.0}
 
 
 @dataclass(frozen=True)
@@ -173,7 +176,7 @@ async def _with_cluster(config: ChaosConfig, nodes: list[ServeNode], mesh: Proxy
     async with ControllerClient(addresses, timeout_ms=REQUEST_TIMEOUT_MS, max_retries=0, max_in_flight=1024) as client:
         world = World(config, nodes, mesh, client, history)
         world.fleet = BrokerFleet(addresses, groups=config.broker_groups, replicas=3,
-                                  state_dir=config.out / "brokers", timing=SimTiming.fast(), seed=config.seed)
+                                  state_dir=config.out / "brokers", timing=BROKER_TIMING, seed=config.seed)
         async with world.fleet:
             await world.fleet.wait_converged(CONVERGE_BOUND_S)
             async with trio.open_nursery() as load:
@@ -293,7 +296,7 @@ async def _window(world: World, number: int, kind: str, fault: Fault, rng: rando
     await trio.sleep(config.quiet_s)  # the quiet phase is part of the schedule, not a wait for a condition
     fault_at = now_ns()
     detail, heal = await fault(world, rng)
-    await trio.sleep(config.fault_s)  # the fault's duration, as scheduled
+    await trio.sleep(max(config.fault_s, MIN_HOLD_S.get(kind, 0.0)))  # the fault's duration, as scheduled
     heal_at = now_ns()
     await heal()
     problems = await _recovered(world, heal_at, config.recovery_bound_s)
