@@ -1,6 +1,6 @@
 """The chaos checkers and the summary on small hand-made histories: a clean one passes, and each
 planted fault (a lost write, a duplicated id, two masters with one epoch, a non-linearizable read,
-a stale read going back, brokers disagreeing after recovery) is reported as a violation."""
+a stale read going back, a window not recovered) is reported as a violation."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ PLANTED = {
     "linearizability": with_change(7, value="2"),  # a lease read after id 2's ack returns the old value
     "stale_going_back": with_change(None, type="read", node="n1", incarnation=0, level="stale", key="g",
                                     value="1", invoke=10 * 1_000_000, complete=11 * 1_000_000),
-    "disagreement": with_change(12, problems=["b: live brokers disagree on (master, masterEpoch)"]),
+    "recovery": with_change(12, problems=["b: live brokers disagree on (master, masterEpoch)"]),
 }
 
 

@@ -10,7 +10,8 @@ What each one proves:
 - linearizability of `linearizable` and `lease` reads per group (rmqc.testing.linearizability).
 - stale reads going back in time: on one node (one incarnation of it), a `stale` read never returns
   less than a `stale` read that completed before it began.
-- disagreement: every broker group has one agreed, notified master at the end of each recovery.
+- recovery: at the end of each recovery phase every node runs, a write made after the heal was
+  acknowledged, and every broker group has one agreed, notified master.
 """
 
 from __future__ import annotations
@@ -126,8 +127,10 @@ def _went_back(node: str, incarnation: int, key: str, reads: list[Record]) -> li
     return found
 
 
-def disagreements(records: Iterable[Record]) -> list[str]:
-    return [f"window {r['window']} ({r['kind']}): brokers disagree after recovery: {r['problems'][:3]}"
+def unrecovered(records: Iterable[Record]) -> list[str]:
+    """Windows whose recovery phase ended at its bound: brokers still disagreeing about their
+    master, a node not running, or no write acknowledged since the heal."""
+    return [f"window {r['window']} ({r['kind']}): not recovered: {r['problems'][:3]}"
             for r in records if r["type"] == "window" and r["problems"]]
 
 
@@ -135,7 +138,7 @@ def all_violations(records: Sequence[Record]) -> dict[str, Any]:
     lin, unchecked = linearizability(records)
     found = {"lost": lost_writes(records), "duplicates": duplicate_ids(records),
              "split_brain": split_brains(records), "linearizability": lin,
-             "stale_going_back": stale_going_back(records), "disagreement": disagreements(records)}
+             "stale_going_back": stale_going_back(records), "recovery": unrecovered(records)}
     violations = [f"{name}: {text}" for name, texts in found.items() for text in texts]
     return {**found, "unchecked_groups": unchecked, "violations": violations[:MAX_VIOLATIONS_LISTED],
             "violation_count": len(violations)}

@@ -39,6 +39,9 @@ ROLE_ASK_S = 0.15  # a suspended node does not answer: one sample never waits lo
 MASTER_SAMPLE_S = 0.05  # the resolution of the masters' RTO
 FINAL_READ_BOUND_S = 30.0
 CONVERGE_BOUND_S = 60.0  # the fleet's first registration on a loaded 2-core machine
+# Ids one writer registers in one group before moving to the next: below the controller's bound of
+# 1024 replicas per group (rmqc.fsm MAX_REPLICAS_PER_GROUP), past which 1013 is refused.
+IDS_PER_KEY = 1000
 BROKER_TIMING = SimTiming.fast()
 # A hung broker is only noticed when its heartbeats expire: a shorter hang tests nothing.
 MIN_HOLD_S = {"broker-hang": BROKER_TIMING.heartbeat_timeout_ms / 1000 + 1.0}
@@ -82,6 +85,7 @@ class World:
     history: History
     fleet: BrokerFleet = field(init=False)
     incarnation: Counter[str] = field(default_factory=Counter)
+    register_keys: list[str] = field(default_factory=list)  # the group each writer writes now
 
     @property
     def node_ids(self) -> list[str]:
@@ -175,6 +179,7 @@ async def _with_cluster(config: ChaosConfig, nodes: list[ServeNode], mesh: Proxy
     addresses = [node.address for node in nodes]
     async with ControllerClient(addresses, timeout_ms=REQUEST_TIMEOUT_MS, max_retries=0, max_in_flight=1024) as client:
         world = World(config, nodes, mesh, client, history)
+        world.register_keys = [register_key(slot, 0) for slot in range(config.register_groups)]
         world.fleet = BrokerFleet(addresses, groups=config.broker_groups, replicas=3,
                                   state_dir=config.out / "brokers", timing=BROKER_TIMING, seed=config.seed)
         async with world.fleet:
@@ -188,22 +193,35 @@ async def _with_cluster(config: ChaosConfig, nodes: list[ServeNode], mesh: Proxy
 
 
 def _start_load(world: World, load: trio.Nursery, rng: random.Random) -> None:
-    keys = [f"chaos-w{i}" for i in range(world.config.register_groups)]
-    for key in keys:
-        load.start_soon(_writer, world, key, random.Random(rng.getrandbits(64)))
+    for slot in range(world.config.register_groups):
+        load.start_soon(_writer, world, slot, random.Random(rng.getrandbits(64)))
     for node in world.nodes:
         for level in LEVELS:
-            load.start_soon(_reader, world, node, level, keys, random.Random(rng.getrandbits(64)))
+            load.start_soon(_reader, world, node, level, random.Random(rng.getrandbits(64)))
     load.start_soon(_role_monitor, world)
     load.start_soon(_master_monitor, world)
 
 
-async def _writer(world: World, key: str, rng: random.Random) -> None:
-    """1013 of ids 1, 2, ... in `key` through random nodes (followers forward to the leader); an id
-    not acknowledged is retried until it is, and all attempts at it are one write (idempotent)."""
+def register_key(slot: int, generation: int) -> str:
+    return f"chaos-w{slot}.{generation}"
+
+
+async def _writer(world: World, slot: int, rng: random.Random) -> None:
+    """1013 of ids 1, 2, ... through random nodes (followers forward to the leader); an id not
+    acknowledged is retried until it is, and all attempts at it are one write (idempotent). A group
+    holds at most MAX_REPLICAS_PER_GROUP ids: at IDS_PER_KEY the writer moves on to a fresh group."""
+    generation = 0
+    while True:
+        key = register_key(slot, generation)
+        world.register_keys[slot] = key
+        await _write_ids(world, key, rng)
+        generation += 1
+
+
+async def _write_ids(world: World, key: str, rng: random.Random) -> None:
     acked, first_invoke = 0, None
     try:
-        while True:
+        while acked < IDS_PER_KEY:
             broker_id = acked + 1
             node = rng.choice(world.nodes)
             ext = {"clusterName": CLUSTER, "brokerName": key, "appliedBrokerId": broker_id,
@@ -230,9 +248,9 @@ async def _request_ok(world: World, code: RequestCode, ext: dict[str, Any], addr
     return answer.code == 0
 
 
-async def _reader(world: World, node: ServeNode, level: str, keys: list[str], rng: random.Random) -> None:
+async def _reader(world: World, node: ServeNode, level: str, rng: random.Random) -> None:
     while True:
-        key = rng.choice(keys)
+        key = rng.choice(world.register_keys)
         incarnation = world.incarnation[node.node_id]
         invoke = now_ns()
         ext = {"clusterName": CLUSTER, "brokerName": key, "consistency": level}
@@ -312,7 +330,9 @@ async def _recovered(world: World, since: int, bound_s: float) -> list[str]:
         while not (all(n.running for n in world.nodes) and _acked_since(world, since) and not world.fleet.problems()):
             await trio.sleep(MASTER_SAMPLE_S)
         return []
-    return world.fleet.problems() or [f"not recovered within {bound_s:g} s (writes or nodes)"]
+    down = [n.node_id for n in world.nodes if not n.running]
+    writes = [] if _acked_since(world, since) else [f"no write acknowledged within {bound_s:g} s of the heal"]
+    return world.fleet.problems() + [f"{node} not running" for node in down] + writes
 
 
 def _acked_since(world: World, since: int) -> bool:
@@ -324,7 +344,7 @@ def _acked_since(world: World, since: int) -> bool:
 
 async def _final_reads(world: World) -> None:
     """nextBrokerId of every register group, read linearizably once the last window has healed."""
-    for key in (f"chaos-w{i}" for i in range(world.config.register_groups)):
+    for key in sorted({record["key"] for record in world.history.of("write")}):
         ext = {"clusterName": CLUSTER, "brokerName": key, "consistency": "linearizable"}
         with trio.move_on_after(FINAL_READ_BOUND_S):
             while True:
