@@ -65,6 +65,7 @@ PLANTED = {
     "linearizability": with_change(7, value="2"),  # a lease read after id 2's ack returns the old value
     "stale_going_back": with_change(None, type="read", node="n1", incarnation=0, level="stale", key="g",
                                     value="1", invoke=10 * 1_000_000, complete=11 * 1_000_000),
+    "aborted": with_change(None, type="aborted", reason="NodeStartFailed: n1 did not print 'serving on'"),
     "recovery": with_change(12, problems=["b: live brokers disagree on (master, masterEpoch)"]),
 }
 

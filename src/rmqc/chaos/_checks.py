@@ -12,6 +12,8 @@ What each one proves:
   less than a `stale` read that completed before it began.
 - recovery: at the end of each recovery phase every node runs, a write made after the heal was
   acknowledged, and every broker group has one agreed, notified master.
+- aborted: the run broke off (a node that did not start again, a bound exceeded); what it recorded
+  until then is still checked.
 """
 
 from __future__ import annotations
@@ -138,7 +140,8 @@ def all_violations(records: Sequence[Record]) -> dict[str, Any]:
     lin, unchecked = linearizability(records)
     found = {"lost": lost_writes(records), "duplicates": duplicate_ids(records),
              "split_brain": split_brains(records), "linearizability": lin,
-             "stale_going_back": stale_going_back(records), "recovery": unrecovered(records)}
+             "stale_going_back": stale_going_back(records), "recovery": unrecovered(records),
+             "aborted": [r["reason"] for r in records if r["type"] == "aborted"]}
     violations = [f"{name}: {text}" for name, texts in found.items() for text in texts]
     return {**found, "unchecked_groups": unchecked, "violations": violations[:MAX_VIOLATIONS_LISTED],
             "violation_count": len(violations)}

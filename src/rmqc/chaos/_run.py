@@ -138,9 +138,10 @@ def schedule(config: ChaosConfig) -> list[str]:
     return order[:config.windows]
 
 
-async def run_chaos(config: ChaosConfig, on_window: Callable[[dict[str, Any]], None] = lambda _: None) -> History:
+async def run_chaos(config: ChaosConfig, on_window: Callable[[dict[str, Any]], None] = lambda _: None,
+                    history: History | None = None) -> History:
     config.check()
-    history = History()
+    history = History() if history is None else history
     ports = free_ports(config.nodes)
     mesh = ProxyMesh({f"n{i}": port for i, port in enumerate(ports)})
     async with trio.open_nursery() as nursery:
@@ -364,8 +365,14 @@ def _record_brokers(world: World) -> None:
 
 
 def run_and_report(config: ChaosConfig, on_window: Callable[[dict[str, Any]], None], command: str) -> dict[str, Any]:
-    """Run (in Trio), check, and write every output into `config.out`; the summary."""
-    history = trio.run(run_chaos, config, on_window)
+    """Run (in Trio), check, and write every output into `config.out`; the summary. A run that
+    breaks off (a node that does not start again, a bound exceeded) still leaves its history and
+    report, with the reason as a violation."""
+    history = History()
+    try:
+        trio.run(run_chaos, config, on_window, history)
+    except Exception as error:  # noqa: BLE001 - whatever stopped the run is reported, not lost
+        history.add("aborted", reason=f"{type(error).__name__}: {error}", t=now_ns())
     meta = {"seed": config.seed, "nodes": config.nodes, "faults_requested": list(config.faults), "command": command}
     data_dirs = {f"n{i}": config.out / "nodes" / f"n{i}" for i in range(config.nodes)}
     return write_outputs(config.out, history.records, meta, data_dirs)
