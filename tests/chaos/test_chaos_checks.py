@@ -118,3 +118,9 @@ def test_outputs_are_written_and_read_back(tmp_path: Path) -> None:
 def test_bad_configs_are_refused(config: ChaosConfig, error: str) -> None:
     with pytest.raises(ValueError, match=error):
         config.check()
+
+
+def test_an_earlier_runs_directory_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "summary.json").write_text("{}")
+    with pytest.raises(ValueError, match="not empty"):
+        ChaosConfig(out=tmp_path).check()

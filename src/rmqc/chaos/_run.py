@@ -70,6 +70,9 @@ class ChaosConfig:
         five_only = [f for f in self.faults if f in FIVE_NODES_ONLY and self.nodes != 5]
         if five_only:
             raise ValueError(f"{five_only} need 5 nodes")
+        if self.out.exists() and any(self.out.iterdir()):
+            # the nodes would start on an earlier run's data, with other peers' addresses
+            raise ValueError(f"{self.out} is not empty: give each run a new --out")
         if "clock" in self.faults and libfaketime() is None:
             raise ValueError("the clock fault needs libfaketime (Debian package faketime)")
 
