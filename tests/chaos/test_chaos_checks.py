@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from rmqc.chaos import ChaosConfig, all_violations, read_jsonl, schedule, summarize, write_outputs
+from rmqc.chaos._checks import stalls
 
 
 def clean_history() -> list[dict[str, Any]]:
@@ -124,3 +125,15 @@ def test_an_earlier_runs_directory_is_refused(tmp_path: Path) -> None:
     (tmp_path / "summary.json").write_text("{}")
     with pytest.raises(ValueError, match="not empty"):
         ChaosConfig(out=tmp_path).check()
+
+
+def test_a_node_silent_without_a_fault_is_reported_as_a_stall() -> None:
+    s = 1_000_000_000
+    roles = [{"type": "role", "t": i * s // 4,
+              "roles": {"n0": "down" if 4 <= i < 12 else "follower",  # 2 s, but SIGKILLed then
+                        "n1": "down" if 16 <= i < 22 else "leader",  # 1.5 s, no fault: a stall
+                        "n2": "down" if i == 30 else "follower"}}  # 0.25 s: noise
+             for i in range(40)]
+    window = {"type": "window", "window": 0, "kind": "kill", "detail": "SIGKILL n0", "start": 0,
+              "fault": s, "heal": 2 * s, "end": 3 * s, "problems": []}
+    assert stalls([*roles, window]) == [{"node": "n1", "at_s": 4.0, "for_s": 1.5}]

@@ -145,3 +145,38 @@ def all_violations(records: Sequence[Record]) -> dict[str, Any]:
     violations = [f"{name}: {text}" for name, texts in found.items() for text in texts]
     return {**found, "unchecked_groups": unchecked, "violations": violations[:MAX_VIOLATIONS_LISTED],
             "violation_count": len(violations)}
+
+
+# A running node that no fault touched and that answers no 1005 for this long is reported: the
+# design allows no unpaused node silent for more than 100 ms, but the monitor asks with a 150 ms
+# bound, four times a second, on a shared 2-core machine, so shorter silences are noise.
+STALL_REPORT_S = 1.0
+_PROCESS_FAULTS = ("SIGKILL", "SIGSTOP")
+
+
+def stalls(records: Sequence[Record], min_s: float = STALL_REPORT_S) -> list[dict[str, Any]]:
+    """Intervals in which a node that was neither killed nor stopped answered no role query:
+    `node`, `at_s` (since the first sample) and `for_s`. Reported, not counted as violations."""
+    samples = [r for r in records if r["type"] == "role"]
+    if not samples:
+        return []
+    origin = samples[0]["t"]
+    touched = [(w["fault"], w["end"], w["detail"]) for w in records
+               if w["type"] == "window" and w["detail"].startswith(_PROCESS_FAULTS)]
+    found = []
+    for node in sorted(samples[0]["roles"]):
+        silent_since = None
+        for sample in samples:
+            silent = sample["roles"].get(node) == "down" and not _under_fault(node, sample["t"], touched)
+            if silent and silent_since is None:
+                silent_since = sample["t"]
+            elif not silent and silent_since is not None:
+                if sample["t"] - silent_since >= min_s * 1e9:
+                    found.append({"node": node, "at_s": round((silent_since - origin) / 1e9, 1),
+                                  "for_s": round((sample["t"] - silent_since) / 1e9, 1)})
+                silent_since = None
+    return found
+
+
+def _under_fault(node: str, t: int, touched: list[tuple[int, int, str]]) -> bool:
+    return any(start <= t <= end and node in detail.split(" ", 1)[1].split(",") for start, end, detail in touched)

@@ -155,6 +155,8 @@ def report_markdown(summary: dict[str, Any]) -> str:
               "and failed requests per second; bottom: each node's role.", "", "![timeline](timeline.png)", "",
               "## RTO per window", "", "![rto](rto.png)", "", "## Violations", ""]
     lines += [f"- {v}" for v in summary["violations"]] or ["none"]
+    lines += ["", "## Stalls (running nodes no fault touched, silent for 1 s or more; not violations)", ""]
+    lines += [f"- {s['node']} at {s['at_s']} s for {s['for_s']} s" for s in summary.get("stalls", [])] or ["none"]
     lines += ["", "## Windows", "", "| # | fault | what | write RTO ms | masters RTO ms |", "|---|---|---|---|---|"]
     lines += [f"| {r['window']} | {r['kind']} | {r['detail']} | {_ms(r['write_ms'])} | {_ms(r['masters_ms'])} |"
               for r in summary["window_rows"]]

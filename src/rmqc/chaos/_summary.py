@@ -9,7 +9,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from ._checks import Record, all_violations
+from ._checks import Record, all_violations, stalls
 
 NS_PER_MS = 1_000_000
 
@@ -77,6 +77,7 @@ def summarize(records: Sequence[Record], meta: dict[str, Any]) -> dict[str, Any]
         "violations": violations,
         "unchecked_groups": checked["unchecked_groups"],
         "quiet_errors": sum(r["quiet_errors"] for r in rows),
+        "stalls": stalls(records),
         "rto_ms": {kind: summary["rto_write_ms"] for kind, summary in kinds.items()},
         "faults": kinds,
         "window_rows": rows,

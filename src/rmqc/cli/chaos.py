@@ -2,9 +2,9 @@
 
     rmqc chaos run --nodes 3 --windows 20 --faults leader-kill,suspend,partition --out chaos-out [--seed S] [--json]
 
-Prints the seed first (a run is replayed by its seed, up to the machine's timing), one line per
-window, and a one-screen summary at the end; with --json the summary is also the last stdout line.
-Exit 1 on any violation."""
+Prints the seed first (a run is replayed by its seed, up to the machine's timing), a live view of
+the windows (one line per window when stderr is not a terminal) and a one-screen summary at the
+end, all on stderr; with --json the summary is also the last stdout line. Exit 1 on any violation."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from rmqc.cli._render import ExitCode, error_console, fail, render_chaos_summary, render_chaos_window
+from rmqc.cli._render import ChaosProgress, ExitCode, error_console, fail, render_chaos_summary
 
 __all__ = ["chaos_app"]
 
@@ -52,7 +52,8 @@ def run_command(
     except ValueError as error:
         fail(ExitCode.USAGE, str(error))
     command = "rmqc chaos " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["chaos"] else sys.argv[1:])
-    summary = run_and_report(config, lambda window: render_chaos_window(window, windows), command)
+    with ChaosProgress(windows) as progress:
+        summary = run_and_report(config, progress.window, command)
     render_chaos_summary(summary, str(out))
     if as_json:
         sys.stdout.write(json.dumps(_json_line(summary), separators=(",", ":")) + "\n")
