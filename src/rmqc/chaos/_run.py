@@ -60,6 +60,7 @@ class ChaosConfig:
     fault_s: float = 2.0
     recovery_bound_s: float = 20.0  # a window whose cluster has not recovered by then is a violation
     settle_s: float = 0.5  # after recovery, before the next window: the links age past their backoff
+    node_settings: tuple[str, ...] = ()  # OPTION=VALUE for every node's `rmqc serve --set`
 
     def check(self) -> None:
         unknown = [f for f in self.faults if f not in FAULTS]
@@ -164,7 +165,7 @@ def _nodes(config: ChaosConfig, mesh: ProxyMesh) -> list[ServeNode]:
     nodes = []
     for node_id, port in mesh.listen_ports.items():
         node = ServeNode(node_id, f"127.0.0.1:{port}", mesh.peers_for(node_id), root / node_id,
-                         root / f"{node_id}.log", NODE_SETTINGS)
+                         root / f"{node_id}.log", (*NODE_SETTINGS, *config.node_settings))
         if "clock" in config.faults:
             clock = root / f"{node_id}.faketime"
             set_clock_offset(clock, 0)

@@ -37,6 +37,7 @@ def run_command(
     broker_groups: Annotated[int, typer.Option("--broker-groups", min=1, max=200,
                                                help="simulated broker groups, 3 replicas each")] = 8,
     fault_s: Annotated[float, typer.Option("--fault-s", min=0.1, max=60, help="how long each fault lasts")] = 2.0,
+    node_settings: Annotated[Optional[list[str]], typer.Option("--set", help="OPTION=VALUE for every node (repeatable)")] = None,  # noqa: UP045 - Typer
     as_json: Annotated[bool, typer.Option("--json", help="print summary.json as the last stdout line")] = False,
 ) -> None:
     """Run a seeded schedule of fault windows against real nodes; check the history; write a report."""
@@ -46,7 +47,7 @@ def run_command(
     seed = random.randrange(1 << 31) if seed is None else seed
     error_console().print(f"chaos seed {seed}")
     config = ChaosConfig(out=out, nodes=nodes, windows=windows, faults=kinds, seed=seed,
-                         broker_groups=broker_groups, fault_s=fault_s)
+                         broker_groups=broker_groups, fault_s=fault_s, node_settings=tuple(node_settings or ()))
     try:
         config.check()
     except ValueError as error:
