@@ -341,8 +341,9 @@ async def _recovered(world: World, since: int, bound_s: float) -> list[str]:
 
 
 def _acked_since(world: World, since: int) -> bool:
+    """Whether the newest acknowledged write was first tried after `since` (see window_rtos)."""
     for record in reversed(world.history.records):
-        if record["type"] == "attempt" and record["proc"] == "writer" and record["ok"]:
+        if record["type"] == "write" and record["complete"] is not None:
             return record["invoke"] >= since
     return False
 

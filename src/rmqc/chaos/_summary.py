@@ -33,9 +33,10 @@ def rto_stats(values_ms: Sequence[float]) -> dict[str, float | None]:
 def window_rtos(records: Sequence[Record]) -> list[dict[str, Any]]:
     """Per window: ms from the fault's start to the first acknowledged write invoked after it, and
     to the first moment every broker group had one agreed, notified master; None if never within
-    the window."""
+    the window. A write counts from its first attempt: a retry of an id whose earlier attempt
+    committed just before the fault is answered from the state, so it proves nothing."""
     acked = sorted((r["invoke"], r["complete"]) for r in records
-                   if r["type"] == "attempt" and r["proc"] == "writer" and r["ok"])
+                   if r["type"] == "write" and r["complete"] is not None)
     acked_invokes = [invoke for invoke, _ in acked]
     converged = sorted(r["t"] for r in records if r["type"] == "converged" and r["ok"])
     rows = []
