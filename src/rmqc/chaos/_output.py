@@ -27,9 +27,13 @@ def write_outputs(out: Path, records: Sequence[Record], meta: dict[str, Any],
     write_jsonl(out / "history.jsonl", records)
     summary = summarize(records, meta)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    timeline_chart(records, out / "timeline.png")
-    rto_chart(summary, out / "rto.png")
-    (out / "report.md").write_text(report_markdown(summary))
+    try:
+        timeline_chart(records, out / "timeline.png")
+        rto_chart(summary, out / "rto.png")
+        charts = True
+    except ImportError:  # matplotlib comes with the `pipeline` extra; the tables need nothing
+        charts = False
+    (out / "report.md").write_text(report_markdown(summary, charts))
     if data_dirs:
         export_for_analyze(out, records, data_dirs)
     return summary
@@ -133,7 +137,7 @@ def rto_chart(summary: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def report_markdown(summary: dict[str, Any]) -> str:
+def report_markdown(summary: dict[str, Any], charts: bool = True) -> str:
     verdict = "PASS: no violation" if not summary["violations"] else f"FAIL: {len(summary['violations'])} violations"
     lines = [
         f"# Chaos run: {verdict}", "",
@@ -151,9 +155,13 @@ def report_markdown(summary: dict[str, Any]) -> str:
         w, m = row["rto_write_ms"], row["rto_masters_ms"]
         lines.append(f"| {kind} | {row['windows']} | {_ms(w['p50'])} | {_ms(w['p99'])} | {_ms(w['max'])} | "
                      f"{_ms(m['p50'])} | {_ms(m['p99'])} | {_ms(m['max'])} | {row['unrecovered']} |")
-    lines += ["", "## Timeline", "", "Red: fault; orange: heal and recovery. Top: successful writes and reads "
-              "and failed requests per second; bottom: each node's role.", "", "![timeline](timeline.png)", "",
-              "## RTO per window", "", "![rto](rto.png)", "", "## Violations", ""]
+    if charts:
+        lines += ["", "## Timeline", "", "Red: fault; orange: heal and recovery. Top: successful writes and "
+                  "reads and failed requests per second; bottom: each node's role.", "", "![timeline](timeline.png)",
+                  "", "## RTO per window", "", "![rto](rto.png)"]
+    else:
+        lines += ["", "(No charts: matplotlib is not installed; `pip install 'rmqc[pipeline]'`.)"]
+    lines += ["", "## Violations", ""]
     lines += [f"- {v}" for v in summary["violations"]] or ["none"]
     lines += ["", "## Stalls (running nodes no fault touched, silent for 1 s or more; not violations)", ""]
     lines += [f"- {s['node']} at {s['at_s']} s for {s['for_s']} s" for s in summary.get("stalls", [])] or ["none"]
