@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from rmqc.chaos import ChaosConfig, all_violations, read_jsonl, schedule, summarize, write_outputs
-from rmqc.chaos._checks import stalls
+from rmqc.chaos._checks import history_ops, stalls
+from rmqc.chaos._output import with_initial_writes
+from rmqc.testing.linearizability import check_key
 
 
 def clean_history() -> list[dict[str, Any]]:
@@ -145,3 +147,12 @@ def test_a_node_silent_without_a_fault_is_reported_as_a_stall() -> None:
     window = {"type": "window", "window": 0, "kind": "kill", "detail": "SIGKILL n0", "start": 0,
               "fault": s, "heal": 2 * s, "end": 3 * s, "problems": []}
     assert stalls([*roles, window]) == [{"node": "n1", "at_s": 4.0, "for_s": 1.5}]
+
+
+def test_the_client_export_checks_from_an_empty_register_as_rmqc_analyze_does() -> None:
+    """`rmqc analyze` checks each key from None; the export leads each key with its initial value,
+    so a read of nextBrokerId 1 before the first write is linearizable there too."""
+    ops = history_ops(with_change(None, type="read", node="n0", incarnation=0, level="linearizable", key="g",
+                                  value="1", invoke=-5, complete=-4))
+    assert not check_key([op for op in ops if op.key == "g"]).ok
+    assert check_key(with_initial_writes(ops)).ok

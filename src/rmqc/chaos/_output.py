@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rmqc.testing.linearizability import write_history
+from rmqc.testing.linearizability import Op, write_history
 
-from ._checks import Record, history_ops
+from ._checks import INITIAL_NEXT_ID, Record, history_ops
 from ._history import write_jsonl
 from ._summary import summarize
 
@@ -47,7 +47,17 @@ def export_for_analyze(out: Path, records: Sequence[Record], data_dirs: dict[str
     (out / "export").mkdir(exist_ok=True)
     node_id, data_dir = sorted(data_dirs.items())[0]
     export_data_dir(data_dir, out / "export" / f"{node_id}.jsonl", ExportFormat.JSONL, EXPORT_CLUSTER, node_id)
-    write_history(out / "clients.jsonl", history_ops(records))
+    write_history(out / "clients.jsonl", with_initial_writes(history_ops(records)))
+
+
+def with_initial_writes(ops: list[Op]) -> list[Op]:
+    """The ops, each key led by a write of its initial value (nextBrokerId 1) completed before any
+    op of the key began: `rmqc analyze` checks every key from an empty register."""
+    first: dict[str, int] = {}
+    for op in ops:
+        first[op.key] = min(op.invoke_ns, first.get(op.key, op.invoke_ns))
+    initial = [Op("initial", key, "write", INITIAL_NEXT_ID, start - 2, start - 1) for key, start in sorted(first.items())]
+    return initial + ops
 
 
 def _seconds(t: int, origin: int) -> float:
