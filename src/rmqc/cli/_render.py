@@ -1,4 +1,4 @@
-"""Rich output of `rmqc admin`, `rmqc status`, `rmqc dev` and `rmqc sim`: every table, every error
+"""Rich output of `rmqc admin`, `rmqc status`, `rmqc dev`, `rmqc sim` and `rmqc chaos`: every table, every error
 line and the exit codes in one module, so the commands themselves only parse, call and render."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from rmqc.remoting import RemotingCommand, ResponseCode
 from ._exit import ExitCode
 
 __all__ = [
+    "ChaosProgress",
     "ExitCode",
     "LiveView",
     "answer_json",
@@ -25,6 +26,7 @@ __all__ = [
     "emit_json",
     "fail",
     "hint_for",
+    "render_chaos_summary",
     "render_cluster_processes",
     "render_config",
     "render_elected",
@@ -303,3 +305,72 @@ def _num(value: Any) -> str:
 
 def _yes(flag: bool) -> str:
     return "yes" if flag else "[red]no[/]"
+
+
+# ---- chaos ---------------------------------------------------------------------------------------
+
+
+class ChaosProgress:
+    """The live view of `rmqc chaos run` on stderr (stdout stays for --json): on a terminal a table
+    per fault kind redrawn after every window; elsewhere (a pipe, a CI log) one line per window."""
+
+    def __init__(self, total: int) -> None:
+        from rich.live import Live
+
+        self.total = total
+        self.done = 0
+        self.kinds: dict[str, list[int]] = {}  # kind -> [windows, not recovered]
+        self.last = ""
+        self._console = error_console()
+        self._live = Live(self._table(), console=self._console, auto_refresh=False) if self._console.is_terminal else None
+
+    def __enter__(self) -> ChaosProgress:
+        if self._live is not None:
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        if self._live is not None:
+            self._live.__exit__(*exc_info)
+
+    def window(self, window: Mapping[str, Any]) -> None:
+        self.done += 1
+        counts = self.kinds.setdefault(window["kind"], [0, 0])
+        counts[0] += 1
+        counts[1] += bool(window["problems"])
+        state = "[red]not recovered[/red]" if window["problems"] else "[green]recovered[/green]"
+        seconds = (window["end"] - window["start"]) / 1e9
+        self.last = f"{window['kind']}: {window['detail']} -> {state} ({seconds:.1f} s)"
+        if self._live is not None:
+            self._live.update(self._table(), refresh=True)
+        else:
+            self._console.print(f"window {self.done}/{self.total} {self.last}")
+
+    def _table(self) -> Table:
+        table = Table(title=f"chaos: window {self.done}/{self.total}", caption=self.last or None)
+        for column in ("fault", "windows", "not recovered"):
+            table.add_column(column, justify="left" if column == "fault" else "right")
+        for kind, (windows, bad) in sorted(self.kinds.items()):
+            table.add_row(kind, str(windows), f"[red]{bad}[/red]" if bad else "0")
+        return table
+
+
+def render_chaos_summary(summary: Mapping[str, Any], out_dir: str) -> None:
+    """The one-screen summary at the end of `rmqc chaos run` (on stderr: stdout stays for --json)."""
+    table = Table(title=f"chaos: {summary['windows']} windows, seed {summary['seed']}, {summary['nodes']} nodes")
+    for column in ("fault", "windows", "write RTO p50 ms", "p99", "max", "masters RTO p50 ms", "p99", "max",
+                   "unrecovered"):
+        table.add_column(column, justify="left" if column == "fault" else "right")
+    for kind, row in summary["faults"].items():
+        w, m = row["rto_write_ms"], row["rto_masters_ms"]
+        table.add_row(kind, str(row["windows"]), *(_num(w[k]) for k in ("p50", "p99", "max")),
+                      *(_num(m[k]) for k in ("p50", "p99", "max")), str(row["unrecovered"]))
+    out = error_console()
+    out.print(table)
+    out.print(f"acknowledged writes {summary['acknowledged_writes']:,}, reads {summary['reads']:,}, "
+              f"lost {summary['lost']}, duplicates {summary['duplicates']}, "
+              f"failed writes in quiet phases {summary['quiet_errors']}")
+    for violation in summary["violations"][:10]:
+        out.print(f"[red]violation:[/red] {violation}")
+    verdict = "[red]FAIL[/red]" if summary["violations"] else "[green]PASS[/green]"
+    out.print(f"{verdict}: {len(summary['violations'])} violations; report in {out_dir}/report.md")

@@ -63,6 +63,7 @@ def typer_app() -> "typer.Typer":
     from .status import status_command; app.command("status")(status_command)
     from .dev import dev_app; app.add_typer(dev_app, name="dev")
     from .sim import sim_app; app.add_typer(sim_app, name="sim")
+    from .chaos import chaos_app; app.add_typer(chaos_app, name="chaos")
     return app
 
 

@@ -1,0 +1,186 @@
+"""What a chaos run leaves in its directory: history.jsonl, summary.json, report.md with its two
+charts, and the export `rmqc analyze` reads (export/ in the schema of `rmqc log export`, and the
+client history clients.jsonl for its linearizability check)."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rmqc.testing.linearizability import Op, write_history
+
+from ._checks import INITIAL_NEXT_ID, Record, history_ops
+from ._history import write_jsonl
+from ._summary import summarize
+
+BUCKET_S = 0.5  # the timeline's resolution: a failover of ~0.2 s still shows as a dip
+ROLE_LEVEL = {"down": 0, "follower": 1, "leader": 2}
+EXPORT_CLUSTER = "rmqc"
+
+
+def write_outputs(out: Path, records: Sequence[Record], meta: dict[str, Any],
+                  data_dirs: dict[str, Path] | None = None) -> dict[str, Any]:
+    out.mkdir(parents=True, exist_ok=True)
+    write_jsonl(out / "history.jsonl", records)
+    summary = summarize(records, meta)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    try:
+        timeline_chart(records, out / "timeline.png")
+        rto_chart(summary, out / "rto.png")
+        charts = True
+    except ImportError:  # matplotlib comes with the `pipeline` extra; the tables need nothing
+        charts = False
+    (out / "report.md").write_text(report_markdown(summary, charts))
+    if data_dirs:
+        export_for_analyze(out, records, data_dirs)
+    return summary
+
+
+def export_for_analyze(out: Path, records: Sequence[Record], data_dirs: dict[str, Path]) -> None:
+    """The committed log of one node (every node commits the same log; one avoids counting each
+    failover once per node), and the register history for `rmqc analyze --histories`."""
+    from rmqc.cli.log import ExportFormat, export_data_dir  # the one exporter of the committed log
+
+    (out / "export").mkdir(exist_ok=True)
+    node_id, data_dir = sorted(data_dirs.items())[0]
+    export_data_dir(data_dir, out / "export" / f"{node_id}.jsonl", ExportFormat.JSONL, EXPORT_CLUSTER, node_id)
+    write_history(out / "clients.jsonl", with_initial_writes(history_ops(records)))
+
+
+def with_initial_writes(ops: list[Op]) -> list[Op]:
+    """The ops, each key led by a write of its initial value (nextBrokerId 1) completed before any
+    op of the key began: `rmqc analyze` checks every key from an empty register."""
+    first: dict[str, int] = {}
+    for op in ops:
+        first[op.key] = min(op.invoke_ns, first.get(op.key, op.invoke_ns))
+    initial = [Op("initial", key, "write", INITIAL_NEXT_ID, start - 2, start - 1) for key, start in sorted(first.items())]
+    return initial + ops
+
+
+def _seconds(t: int, origin: int) -> float:
+    return (t - origin) / 1e9
+
+
+# The field that says when each kind of record happened, for the timeline's origin.
+_STARTED_AT = {"attempt": "invoke", "role": "t", "window": "start"}
+
+
+def _origin(records: Sequence[Record]) -> int:
+    return min((r[_STARTED_AT[r["type"]]] for r in records if r["type"] in _STARTED_AT), default=0)
+
+
+def timeline_chart(records: Sequence[Record], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    origin = _origin(records)
+    fig, (load_ax, role_ax) = plt.subplots(2, 1, figsize=(12, 6), sharex=True, height_ratios=(3, 2))
+    _plot_load(load_ax, records, origin)
+    _plot_roles(role_ax, records, origin)
+    for ax in (load_ax, role_ax):
+        _shade_windows(ax, records, origin)
+    role_ax.set_xlabel("seconds since the run's start")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def _plot_load(ax: Any, records: Sequence[Record], origin: int) -> None:
+    counts: dict[str, dict[int, int]] = {"writes ok": defaultdict(int), "reads ok": defaultdict(int),
+                                         "errors": defaultdict(int)}
+    for r in records:
+        if r["type"] == "attempt":
+            series = "errors" if not r["ok"] else ("writes ok" if r["proc"] == "writer" else "reads ok")
+            counts[series][int(_seconds(r["complete"], origin) / BUCKET_S)] += 1
+    last = max((max(c, default=0) for c in counts.values()), default=0)
+    xs = [i * BUCKET_S for i in range(last + 1)]
+    for name, color in (("writes ok", "tab:blue"), ("reads ok", "tab:green"), ("errors", "tab:red")):
+        ax.plot(xs, [counts[name][i] / BUCKET_S for i in range(last + 1)], label=name, color=color, lw=1)
+    ax.set_ylabel("ops/s")
+    ax.legend(loc="upper right", fontsize=8)
+
+
+def _plot_roles(ax: Any, records: Sequence[Record], origin: int) -> None:
+    samples = [r for r in records if r["type"] == "role"]
+    nodes = sorted({node for r in samples for node in r["roles"]})
+    for offset, node in enumerate(nodes):
+        ts = [_seconds(r["t"], origin) for r in samples]
+        levels = [ROLE_LEVEL[r["roles"].get(node, "down")] + offset * 3 for r in samples]
+        ax.step(ts, levels, where="post", lw=1, label=node)
+    ax.set_yticks([offset * 3 + level for offset in range(len(nodes)) for level in ROLE_LEVEL.values()])
+    ax.set_yticklabels([f"{node} {role}" for node in nodes for role in ROLE_LEVEL], fontsize=6)
+
+
+def _shade_windows(ax: Any, records: Sequence[Record], origin: int) -> None:
+    for r in records:
+        if r["type"] == "window":
+            ax.axvspan(_seconds(r["fault"], origin), _seconds(r["heal"], origin), color="red", alpha=0.12)
+            ax.axvspan(_seconds(r["heal"], origin), _seconds(r["end"], origin), color="orange", alpha=0.08)
+
+
+def rto_chart(summary: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = summary["window_rows"]
+    kinds = sorted(summary["faults"])
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(kinds)), 4))
+    for i, kind in enumerate(kinds):
+        writes = [r["write_ms"] for r in rows if r["kind"] == kind and r["write_ms"] is not None]
+        masters = [r["masters_ms"] for r in rows if r["kind"] == kind and r["masters_ms"] is not None]
+        ax.scatter([i - 0.12] * len(writes), writes, color="tab:blue", s=12, label="writes" if i == 0 else None)
+        ax.scatter([i + 0.12] * len(masters), masters, color="tab:purple", s=12, marker="x",
+                   label="agreed masters" if i == 0 else None)
+    ax.set_xticks(range(len(kinds)))
+    ax.set_xticklabels(kinds, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("RTO, ms from the fault's start")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def report_markdown(summary: dict[str, Any], charts: bool = True) -> str:
+    verdict = "PASS: no violation" if not summary["violations"] else f"FAIL: {len(summary['violations'])} violations"
+    lines = [
+        f"# Chaos run: {verdict}", "",
+        f"`{summary.get('command', '')}` (seed {summary.get('seed')}, {summary.get('nodes')} nodes)", "",
+        f"- windows: {summary['windows']}; acknowledged writes: {summary['acknowledged_writes']}; "
+        f"reads: {summary['reads']}",
+        f"- lost: {summary['lost']}; duplicates: {summary['duplicates']}; "
+        f"failed writes in quiet phases: {summary['quiet_errors']}",
+        f"- groups the linearizability search gave up on: {summary['unchecked_groups'] or 'none'}", "",
+        "## RTO per fault kind (ms from the fault's start)", "",
+        "| fault | windows | writes p50 | p99 | max | masters p50 | p99 | max | unrecovered |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for kind, row in summary["faults"].items():
+        w, m = row["rto_write_ms"], row["rto_masters_ms"]
+        lines.append(f"| {kind} | {row['windows']} | {_ms(w['p50'])} | {_ms(w['p99'])} | {_ms(w['max'])} | "
+                     f"{_ms(m['p50'])} | {_ms(m['p99'])} | {_ms(m['max'])} | {row['unrecovered']} |")
+    if charts:
+        lines += ["", "## Timeline", "", "Red: fault; orange: heal and recovery. Top: successful writes and "
+                  "reads and failed requests per second; bottom: each node's role.", "", "![timeline](timeline.png)",
+                  "", "## RTO per window", "", "![rto](rto.png)"]
+    else:
+        lines += ["", "(No charts: matplotlib is not installed; `pip install 'rmqc[pipeline]'`.)"]
+    lines += ["", "## Violations", ""]
+    lines += [f"- {v}" for v in summary["violations"]] or ["none"]
+    lines += ["", "## Stalls (running nodes no fault touched, silent for 1 s or more; not violations)", ""]
+    lines += [f"- {s['node']} at {s['at_s']} s for {s['for_s']} s" for s in summary.get("stalls", [])] or ["none"]
+    lines += ["", "## Windows", "", "| # | fault | what | write RTO ms | masters RTO ms |", "|---|---|---|---|---|"]
+    lines += [f"| {r['window']} | {r['kind']} | {r['detail']} | {_ms(r['write_ms'])} | {_ms(r['masters_ms'])} |"
+              for r in summary["window_rows"]]
+    return "\n".join(lines) + "\n"
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+

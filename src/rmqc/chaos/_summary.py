@@ -1,0 +1,92 @@
+"""summary.json from a checked history: per fault kind the windows, the recovery times (RTO) and
+what the checkers found."""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from ._checks import Record, all_violations, stalls
+
+NS_PER_MS = 1_000_000
+
+
+def percentile(values: Sequence[float], fraction: float) -> float | None:
+    """Nearest rank: the smallest value with at least `fraction` of the values at or below it."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
+
+
+def rto_stats(values_ms: Sequence[float]) -> dict[str, float | None]:
+    def rounded(value: float | None) -> float | None:
+        return None if value is None else round(value, 1)
+
+    return {"p50": rounded(percentile(values_ms, 0.5)), "p99": rounded(percentile(values_ms, 0.99)),
+            "max": rounded(max(values_ms, default=None))}
+
+
+def window_rtos(records: Sequence[Record]) -> list[dict[str, Any]]:
+    """Per window: ms from the fault's start to the first acknowledged write invoked after it, and
+    to the first moment every broker group had one agreed, notified master; None if never within
+    the window. A write counts from its first attempt: a retry of an id whose earlier attempt
+    committed just before the fault is answered from the state, so it proves nothing."""
+    acked = sorted((r["invoke"], r["complete"]) for r in records
+                   if r["type"] == "write" and r["complete"] is not None)
+    acked_invokes = [invoke for invoke, _ in acked]
+    converged = sorted(r["t"] for r in records if r["type"] == "converged" and r["ok"])
+    rows = []
+    for window in (r for r in records if r["type"] == "window"):
+        fault, end = window["fault"], window["end"]
+        first = bisect.bisect_left(acked_invokes, fault)
+        done = [complete for _, complete in acked[first:] if complete <= end]
+        agreed = converged[bisect.bisect_left(converged, fault):]
+        rows.append({"window": window["window"], "kind": window["kind"], "detail": window["detail"],
+                     "write_ms": (min(done) - fault) / NS_PER_MS if done else None,
+                     "masters_ms": (agreed[0] - fault) / NS_PER_MS if agreed and agreed[0] <= end else None,
+                     "quiet_errors": _failed_between(records, window["start"], fault)})
+    return rows
+
+
+def _failed_between(records: Sequence[Record], start: int, end: int) -> int:
+    """Failed writer attempts invoked in a quiet phase: unavailability outside fault windows."""
+    return sum(1 for r in records if r["type"] == "attempt" and r["proc"] == "writer" and not r["ok"]
+               and start <= r["invoke"] < end)
+
+
+def summarize(records: Sequence[Record], meta: dict[str, Any]) -> dict[str, Any]:
+    checked = all_violations(records)
+    rows = window_rtos(records)
+    by_kind: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        by_kind[row["kind"]].append(row)
+    kinds = {kind: _kind_summary(kind_rows) for kind, kind_rows in sorted(by_kind.items())}
+    unrecovered = [f"window {r['window']} ({r['kind']}): no acknowledged write before the window ended"
+                   for r in rows if r["write_ms"] is None]
+    violations = checked["violations"] + unrecovered
+    return {
+        **meta,
+        "windows": len(rows),
+        "acknowledged_writes": sum(1 for r in records if r["type"] == "write" and r["complete"] is not None),
+        "reads": sum(1 for r in records if r["type"] == "read"),
+        "lost": len(checked["lost"]),
+        "duplicates": len(checked["duplicates"]),
+        "violations": violations,
+        "unchecked_groups": checked["unchecked_groups"],
+        "quiet_errors": sum(r["quiet_errors"] for r in rows),
+        "stalls": stalls(records),
+        "rto_ms": {kind: summary["rto_write_ms"] for kind, summary in kinds.items()},
+        "faults": kinds,
+        "window_rows": rows,
+    }
+
+
+def _kind_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    writes = [r["write_ms"] for r in rows if r["write_ms"] is not None]
+    masters = [r["masters_ms"] for r in rows if r["masters_ms"] is not None]
+    return {"windows": len(rows), "rto_write_ms": rto_stats(writes), "rto_masters_ms": rto_stats(masters),
+            "unrecovered": len(rows) - len(writes), "quiet_errors": sum(r["quiet_errors"] for r in rows)}

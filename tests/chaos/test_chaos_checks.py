@@ -1,0 +1,158 @@
+"""The chaos checkers and the summary on small hand-made histories: a clean one passes, and each
+planted fault (a lost write, a duplicated id, two masters with one epoch, a non-linearizable read,
+a stale read going back, a window not recovered) is reported as a violation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rmqc.chaos import ChaosConfig, all_violations, read_jsonl, schedule, summarize, write_outputs
+from rmqc.chaos._checks import history_ops, stalls
+from rmqc.chaos._output import with_initial_writes
+from rmqc.testing.linearizability import check_key
+
+
+def clean_history() -> list[dict[str, Any]]:
+    """Group g: ids 1 and 2 acknowledged, reads that follow them; one window whose fault stopped
+    writes for 300 ms; every broker group agreed throughout."""
+    ms = 1_000_000
+    return [
+        {"type": "attempt", "proc": "writer", "node": "n0", "invoke": 0, "complete": 5 * ms, "ok": True},
+        {"type": "write", "key": "g", "id": 1, "invoke": 0, "complete": 5 * ms},
+        {"type": "read", "node": "n1", "incarnation": 0, "level": "linearizable", "key": "g", "value": "2",
+         "invoke": 6 * ms, "complete": 7 * ms},
+        {"type": "read", "node": "n1", "incarnation": 0, "level": "stale", "key": "g", "value": "2",
+         "invoke": 8 * ms, "complete": 9 * ms},
+        {"type": "attempt", "proc": "writer", "node": "n1", "invoke": 110 * ms, "complete": 120 * ms, "ok": False},
+        {"type": "attempt", "proc": "writer", "node": "n0", "invoke": 130 * ms, "complete": 400 * ms, "ok": True},
+        {"type": "write", "key": "g", "id": 2, "invoke": 110 * ms, "complete": 400 * ms},
+        {"type": "read", "node": "n2", "incarnation": 0, "level": "lease", "key": "g", "value": "3",
+         "invoke": 401 * ms, "complete": 402 * ms},
+        {"type": "masters", "t": 50 * ms, "groups": {"b": [[1, 1]]}},
+        {"type": "masters", "t": 300 * ms, "groups": {"b": [[2, 2]]}},
+        {"type": "converged", "t": 150 * ms, "ok": False},
+        {"type": "converged", "t": 350 * ms, "ok": True},
+        {"type": "window", "window": 0, "kind": "leader-kill", "detail": "SIGKILL n0", "start": 10 * ms,
+         "fault": 100 * ms, "heal": 200 * ms, "end": 500 * ms, "problems": []},
+        {"type": "final", "key": "g", "value": "3", "t": 600 * ms},
+        {"type": "brokers", "t": 600 * ms, "brokers": [["b", 0, 1], ["b", 1, 2], ["b", 2, None]]},
+    ]
+
+
+def with_change(index: int | None, **fields: Any) -> list[dict[str, Any]]:
+    history = clean_history()
+    if index is None:
+        history.append(fields)
+    else:
+        history[index] = {**history[index], **fields}
+    return history
+
+
+def test_a_clean_history_passes_and_its_rto_is_measured() -> None:
+    summary = summarize(clean_history(), {"seed": 1, "nodes": 3})
+    assert summary["violations"] == []
+    assert (summary["windows"], summary["acknowledged_writes"], summary["lost"], summary["duplicates"]) == (1, 2, 0, 0)
+    # the first write invoked after the fault (at 100 ms) was acknowledged at 400 ms; every group
+    # agreed again at 350 ms
+    assert summary["rto_ms"]["leader-kill"] == {"p50": 300.0, "p99": 300.0, "max": 300.0}
+    assert summary["faults"]["leader-kill"]["rto_masters_ms"]["max"] == 250.0
+
+
+PLANTED = {
+    "lost": with_change(13, value="2"),  # id 2 was acknowledged, the final read shows nextBrokerId 2
+    "duplicates": with_change(14, brokers=[["b", 0, 1], ["b", 1, 1]]),
+    "split_brain": with_change(None, type="masters", t=320 * 1_000_000, groups={"b": [[2, 2], [1, 2]]}),
+    "linearizability": with_change(7, value="2"),  # a lease read after id 2's ack returns the old value
+    "stale_going_back": with_change(None, type="read", node="n1", incarnation=0, level="stale", key="g",
+                                    value="1", invoke=10 * 1_000_000, complete=11 * 1_000_000),
+    "aborted": with_change(None, type="aborted", reason="NodeStartFailed: n1 did not print 'serving on'"),
+    "recovery": with_change(12, problems=["b: live brokers disagree on (master, masterEpoch)"]),
+}
+
+
+@pytest.mark.parametrize("checker", sorted(PLANTED))
+def test_every_planted_fault_is_a_violation(checker: str) -> None:
+    found = all_violations(PLANTED[checker])
+    assert found[checker], f"{checker} not found"
+    others = [name for name in PLANTED if name != checker and found[name]]
+    assert not others, f"{checker} planted, but {others} reported too"
+    assert summarize(PLANTED[checker], {})["violations"]
+
+
+def test_a_retry_answered_from_the_state_is_no_recovery() -> None:
+    """Id 2 first tried before the fault and acknowledged on a retry during it: the retry may be
+    answered from state committed before the fault, so it does not end the outage."""
+    history = with_change(6, invoke=90 * 1_000_000)
+    history.append({"type": "write", "key": "g", "id": 3, "invoke": 420 * 1_000_000, "complete": 450 * 1_000_000})
+    assert summarize(history, {})["rto_ms"]["leader-kill"]["max"] == 350.0
+
+
+def test_a_window_without_an_acknowledged_write_is_a_violation() -> None:
+    history = [r for r in clean_history() if not (r["type"] == "write" and r["invoke"] >= 100 * 1_000_000)]
+    summary = summarize(history, {})
+    assert summary["faults"]["leader-kill"]["unrecovered"] == 1
+    assert any("no acknowledged write" in v for v in summary["violations"])
+
+
+def test_stale_reads_on_a_restarted_node_start_over() -> None:
+    """A node restarted from its disk may answer from an older applied state until it catches up:
+    each incarnation is checked on its own."""
+    history = with_change(None, type="read", node="n1", incarnation=1, level="stale", key="g",
+                          value="1", invoke=10 * 1_000_000, complete=11 * 1_000_000)
+    assert all_violations(history)["stale_going_back"] == []
+
+
+def test_the_schedule_is_seeded_and_gives_every_kind_its_share() -> None:
+    config = ChaosConfig(out=Path("unused"), windows=7, faults=("kill", "suspend", "partition"), seed=5)
+    first = schedule(config)
+    assert first == schedule(config)
+    assert sorted(first[:6]) == sorted(["kill", "suspend", "partition"] * 2)
+
+
+def test_outputs_are_written_and_read_back(tmp_path: Path) -> None:
+    summary = write_outputs(tmp_path, PLANTED["lost"], {"seed": 3, "nodes": 3, "command": "rmqc chaos run"})
+    assert read_jsonl(tmp_path / "history.jsonl") == PLANTED["lost"]
+    assert summary["lost"] == 1
+    report = (tmp_path / "report.md").read_text()
+    assert report.startswith("# Chaos run: FAIL") and "lost:" in report and "| leader-kill | 1 |" in report
+    assert (tmp_path / "timeline.png").stat().st_size > 0 and (tmp_path / "rto.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize(("config", "error"), [
+    (ChaosConfig(out=Path("x"), nodes=4), "3 or 5"),
+    (ChaosConfig(out=Path("x"), faults=("ring",)), "need 5 nodes"),
+    (ChaosConfig(out=Path("x"), faults=("meteor",)), "unknown faults"),
+])
+def test_bad_configs_are_refused(config: ChaosConfig, error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        config.check()
+
+
+def test_an_earlier_runs_directory_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "summary.json").write_text("{}")
+    with pytest.raises(ValueError, match="not empty"):
+        ChaosConfig(out=tmp_path).check()
+
+
+def test_a_node_silent_without_a_fault_is_reported_as_a_stall() -> None:
+    s = 1_000_000_000
+    roles = [{"type": "role", "t": i * s // 4,
+              "roles": {"n0": "down" if 4 <= i < 12 else "follower",  # 2 s, but SIGKILLed then
+                        "n1": "down" if 16 <= i < 22 else "leader",  # 1.5 s, no fault: a stall
+                        "n2": "down" if i == 30 else "follower"}}  # 0.25 s: noise
+             for i in range(40)]
+    window = {"type": "window", "window": 0, "kind": "kill", "detail": "SIGKILL n0", "start": 0,
+              "fault": s, "heal": 2 * s, "end": 3 * s, "problems": []}
+    assert stalls([*roles, window]) == [{"node": "n1", "at_s": 4.0, "for_s": 1.5}]
+
+
+def test_the_client_export_checks_from_an_empty_register_as_rmqc_analyze_does() -> None:
+    """`rmqc analyze` checks each key from None; the export leads each key with its initial value,
+    so a read of nextBrokerId 1 before the first write is linearizable there too."""
+    ops = history_ops(with_change(None, type="read", node="n0", incarnation=0, level="linearizable", key="g",
+                                  value="1", invoke=-5, complete=-4))
+    assert not check_key([op for op in ops if op.key == "g"]).ok
+    assert check_key(with_initial_writes(ops)).ok
