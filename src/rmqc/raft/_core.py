@@ -105,9 +105,17 @@ class CampaignType(Enum):
     ELECTION = "election"
     TRANSFER = "transfer"  # the leader's TimeoutNow: it gave up its lease first
     TAKEOVER = "takeover"  # the application believes the leader is gone: no consent
+    PRE_TAKEOVER = "pre_takeover"  # a takeover's pre-vote round (take_over with PreVote on)
 
 
-CAMPAIGN_CONTEXT = {CampaignType.TRANSFER: CAMPAIGN_TRANSFER, CampaignType.TAKEOVER: CAMPAIGN_TAKEOVER}
+CAMPAIGN_CONTEXT = {
+    CampaignType.TRANSFER: CAMPAIGN_TRANSFER,
+    CampaignType.TAKEOVER: CAMPAIGN_TAKEOVER,
+    CampaignType.PRE_TAKEOVER: CAMPAIGN_TAKEOVER,
+}
+# Campaigns that first ask for pre-votes (no term change) and, once a quorum would grant, run the
+# real campaign: a node that cannot reach a quorum never raises its term (pitfall 1).
+REAL_CAMPAIGN_AFTER = {CampaignType.PRE_ELECTION: CampaignType.ELECTION, CampaignType.PRE_TAKEOVER: CampaignType.TAKEOVER}
 
 # The lease age of a node that never heard from any leader (brand new): no lease to wait out.
 LEASE_AGE_NEVER = 1 << 32
@@ -315,12 +323,14 @@ class RaftCore:
         at once, as if it had transferred leadership to us, but without its consent. Voters grant
         though they heard it lately (CAMPAIGN_TAKEOVER); every vote rule stays (up-to-date log, one
         vote per term). Whoever wins waits out the lease `departed` may still hold before
-        committing (`_takeover_wait_ticks`): a refused connection does not prove a dead process."""
+        committing (`_takeover_wait_ticks`): a refused connection does not prove a dead process.
+        With PreVote the takeover asks for pre-votes first: a node that is itself cut off (every
+        port refuses it) then never raises its term, which would depose the leader on heal."""
         if self.lead in (None, departed):
-            self.hup(CampaignType.TAKEOVER)
+            self.hup(CampaignType.PRE_TAKEOVER if self.config.pre_vote else CampaignType.TAKEOVER)
 
     def campaign(self, campaign_type: CampaignType) -> None:
-        if campaign_type is CampaignType.PRE_ELECTION:
+        if campaign_type in REAL_CAMPAIGN_AFTER:
             self.become_pre_candidate()
             vote_type, term = MT.PRE_VOTE, self.term + 1
         else:
@@ -329,7 +339,7 @@ class RaftCore:
         self.campaign_type = campaign_type
         self.vote_lease_ages[self.id] = self.lease_age
         if self._poll(self.id, True) is VoteResult.WON:
-            self._won_campaign(campaign_type)
+            self._won_campaign()
             return
         context = CAMPAIGN_CONTEXT.get(campaign_type, b"")
         last_index, last_term = self.log.last_index(), self.log.last_term()
@@ -339,9 +349,10 @@ class RaftCore:
                         index=last_index, context=context)
             )
 
-    def _won_campaign(self, campaign_type: CampaignType) -> None:
-        if campaign_type is CampaignType.PRE_ELECTION:
-            self.campaign(CampaignType.ELECTION)
+    def _won_campaign(self) -> None:
+        real_campaign = REAL_CAMPAIGN_AFTER.get(self.campaign_type)
+        if real_campaign is not None:
+            self.campaign(real_campaign)
         else:
             self.become_leader(self._takeover_wait_ticks())
             self._bcast_append()
@@ -418,8 +429,7 @@ class RaftCore:
             self.vote_lease_ages.setdefault(m.frm, decode_lease_age(m.context))
         result = self._poll(m.frm, not m.reject)
         if result is VoteResult.WON:
-            pre = self.role is Role.PRE_CANDIDATE
-            self._won_campaign(CampaignType.PRE_ELECTION if pre else CampaignType.ELECTION)
+            self._won_campaign()
         elif result is VoteResult.LOST:
             self.become_follower(self.term, None)
 
