@@ -115,16 +115,33 @@ async def _report_loop(fleet: Any, options: dict[str, Any]) -> None:
 
 
 def _report(summary: dict[str, Any], as_json: bool, final: bool = False) -> None:
+    if not summary["lateness"]["valid"]:
+        _warn_invalid(summary["lateness"])
     if as_json:
         _print_json({"summary": summary, "final": final})
         return
     from rmqc.cli._render import console
 
+    late = summary["lateness"]
+    window = late["window"]
     console().print(
         f"{'final: ' if final else ''}{summary['brokers']} brokers in {summary['groups']} groups: "
         f"{summary['running']} running, {summary['starting']} starting, {summary['hung']} hung, "
         f"{summary['killed']} killed; {summary['masters']} masters; "
-        f"{summary['notConverged']} groups not converged {summary['problems'][:2] or ''}")
+        f"{summary['notConverged']} groups not converged {summary['problems'][:2] or ''}; "
+        f"late by at most {window['heartbeat']['maxMs']:.0f} ms (heartbeats), {window['probe']['maxMs']:.0f} ms "
+        f"(scheduler) since the last summary, {late['worstMs']:.0f} ms in the run, "
+        f"{late['invalidWindows']} invalid summaries", markup=False, highlight=False)
+
+
+def _warn_invalid(lateness: dict[str, Any]) -> None:
+    """On stderr for every invalid window (JSON or not), so no one reads its figures unwarned."""
+    from rmqc.cli._render import error_console
+
+    error_console().print(f"[bold red]SIMULATOR RESULTS NOT VALID since the last summary:[/] "
+                          f"{lateness['invalidBecause']}; it fell behind its own schedule, so failovers then "
+                          "may be its doing, not the "
+                          "controllers' (use more --processes or a less loaded machine)")
 
 
 def _print_json(document: Any) -> None:

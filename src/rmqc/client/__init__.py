@@ -6,6 +6,7 @@ programs use `rmqc.client.asyncio_client` (through trio-asyncio).
 
 from rmqc.client._client import CONSISTENCY_LEVELS as CONSISTENCY_LEVELS
 from rmqc.client._client import ControllerClient as ControllerClient
+from rmqc.client._client import heartbeat_ext as heartbeat_ext
 from rmqc.client._errors import ClientClosed as ClientClosed
 from rmqc.client._errors import ClientError as ClientError
 from rmqc.client._errors import ConnectionLost as ConnectionLost
@@ -28,4 +29,5 @@ __all__ = [
     "RetriesExhausted",
     "TooManyConnections",
     "TooManyInFlight",
+    "heartbeat_ext",
 ]
