@@ -68,6 +68,10 @@ class Lateness:
         if late_s > self.worst_s[kind]:
             self.worst_s[kind] = late_s
 
+    def window_steps(self, kind: str) -> int:
+        """Steps of `kind` recorded in the current window (for waits on a fresh measurement)."""
+        return self._window[kind].count
+
     @property
     def worst_ms(self) -> float:
         return round(1000 * max(self.worst_s.values()), 1)
