@@ -487,3 +487,18 @@ def test_harness_scan_reelects_a_master_that_vanished_without_an_event(h: Contro
     assert h.state.group("g0").master_id == 1
     h.advance(1)  # scanInactiveMasterInterval (5000 ms) reached
     assert h.state.group("g0").master_id == 2
+
+
+def test_the_mass_expiry_guard_leaves_groups_with_silent_replicas_to_the_scan(h: ControllerHarness) -> None:
+    two_brokers_with_master(h)
+    master, slave = BrokerKey(C, N, 1), BrokerKey(C, N, 2)
+    h.liveness.remove(master)
+    # a replica alive: the master is failed over at once, guard or not
+    (command,) = h.processor.elections_due(h.now_ms, [master], wait_if_replicas_silent=True)
+    assert isinstance(command, ElectMaster) and command.candidate == 2
+    # the replica silent too: nothing to gain (no candidate), so the guard waits
+    h.liveness.remove(slave)
+    assert h.processor.elections_due(h.now_ms, [master], wait_if_replicas_silent=True) == []
+    (command,) = h.processor.elections_due(h.now_ms, [master])  # without it: Java's no-candidate election
+    assert isinstance(command, ElectMaster) and command.candidate is None
+    assert h.processor.masters_among([master, slave]) == 1
