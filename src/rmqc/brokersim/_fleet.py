@@ -41,6 +41,12 @@ START_BATCHES = 20
 # together on a loaded machine, and their retries kept the simulator seconds behind its schedule
 # for minutes (measured: 2,400 of 3,000 brokers still starting after 60 s, the scheduler 2-4 s late).
 START_BROKERS_PER_S = 300
+# ...and no next batch while the scheduler runs later than this (the probe's last wake-up), for at
+# most START_HOLD_S per batch: on a starved machine the starts pace themselves instead of
+# collapsing into timeouts and retries (measured on a machine at load 9: 3 processes of 1,000
+# brokers each, half of them still starting after 3 minutes, the scheduler 3-5 s late).
+START_MAX_LATE_S = 0.5
+START_HOLD_S = 10.0
 # The lateness probe wakes this often and does nothing else: its lateness is the scheduler's own
 # delay, whatever the brokers' steps are doing (a tenth of a second costs nothing measurable).
 PROBE_INTERVAL_S = 0.1
@@ -101,8 +107,9 @@ class BrokerFleet:
 
     async def _start_all(self, nursery: trio.Nursery) -> None:
         """Start brokers in START_BATCHES batches spread over `start_spread_ms`, or longer for a
-        fleet above START_BROKERS_PER_S. Not one by one: each start costs a few scheduler passes,
-        which grow slow once hundreds of brokers run."""
+        fleet above START_BROKERS_PER_S, or while the simulator runs late (START_MAX_LATE_S). Not
+        one by one: each start costs a few scheduler passes, which grow slow once hundreds run."""
+        nursery.start_soon(self._probe_loop)
         brokers = self.brokers()
         batch_size = -(-len(brokers) // START_BATCHES)
         pause_s = max(self.timing.start_spread_ms / 1000, len(brokers) / START_BROKERS_PER_S) / START_BATCHES
@@ -110,8 +117,10 @@ class BrokerFleet:
             for broker in brokers[first:first + batch_size]:
                 nursery.start_soon(broker.run, self.controllers)
             await trio.sleep(pause_s)
+            with trio.move_on_after(START_HOLD_S):
+                while self.lateness.last_s["probe"] > START_MAX_LATE_S:
+                    await trio.sleep(PROBE_INTERVAL_S)
         nursery.start_soon(self._replicate_loop)
-        nursery.start_soon(self._probe_loop)
 
     # ---- control ------------------------------------------------------------------------------
 

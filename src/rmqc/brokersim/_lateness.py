@@ -59,11 +59,13 @@ class Lateness:
         self.limit_s = INVALID_FRACTION * heartbeat_timeout_ms / 1000
         self._window = {kind: _Window() for kind in KINDS}
         self.worst_s = {kind: 0.0 for kind in KINDS}
+        self.last_s = {kind: 0.0 for kind in KINDS}  # the latest step of each kind
         self.invalid_windows = 0
 
     def record(self, kind: str, late_s: float) -> None:
         """One step of `kind` woke `late_s` after its due time (negative counts as on time)."""
         late_s = max(0.0, late_s)
+        self.last_s[kind] = late_s
         self._window[kind].add(late_s)
         if late_s > self.worst_s[kind]:
             self.worst_s[kind] = late_s
