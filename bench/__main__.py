@@ -1,5 +1,7 @@
 """`python -m bench run --quick|--full|--tiny [--only a,b] [--no-anchors] [--out DIR]`;
-`python -m bench profile [writes] [heartbeats]` (py-spy on the leader under load).
+`python -m bench profile [writes] [heartbeats]` (py-spy on the leader under load);
+`python -m bench hold [--groups 1000] [--minutes 30] [--processes 2] [--generator]` (no fault: elections,
+two-master beliefs, the load's lateness, RSS and CPU of every node over time).
 
 Runs the scenarios in order, prints each one's figures, and writes results.json, report.md and the
 PNG charts into bench-out/<UTC timestamp>/ (or --out). `python -m bench list` names the scenarios.
@@ -33,6 +35,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     spy = commands.add_parser("profile", help="py-spy on the leader under the heaviest loads")
     spy.add_argument("loads", nargs="*", default=["writes", "heartbeats"], choices=["writes", "heartbeats"])
     spy.add_argument("--out", type=Path, default=None)
+    hold = commands.add_parser("hold", help="G groups x 3 brokers for N minutes, no fault: elections, two masters")
+    hold.add_argument("--groups", type=int, default=1000)
+    hold.add_argument("--minutes", type=float, default=30.0)
+    hold.add_argument("--processes", type=int, default=2, help="simulator processes (about 1,500 brokers each)")
+    hold.add_argument("--generator", action="store_true", help="pre-encoded heartbeats instead of the simulator")
+    hold.add_argument("--out", type=Path, default=None)
     again = commands.add_parser("report", help="write report.md again from a run's results.json")
     again.add_argument("folder", type=Path)
     return parser.parse_args(argv)
@@ -49,6 +57,26 @@ def run_profiles(loads: list[str], out: Path) -> int:
             trio.run(profile, load, out)
     finally:
         stop_all()
+    return 0
+
+
+def run_hold(args: argparse.Namespace, out: Path) -> int:
+    import json
+
+    import trio
+
+    from ._procs import stop_all
+    from ._scn_hold import HoldOptions, hold
+
+    options = HoldOptions(groups=args.groups, minutes=args.minutes, processes=args.processes, generator=args.generator)
+    print(f"rmqc bench hold {options} -> {out}", flush=True)
+    try:
+        result = trio.run(hold, options, out)
+    finally:
+        stop_all()
+    (out / "hold.json").write_text(json.dumps(result, indent=1))
+    figures = {k: v for k, v in result.items() if k not in ("samples", "timeline")}
+    print(json.dumps(figures, indent=1))
     return 0
 
 
@@ -75,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     if args.command == "profile":
         return run_profiles(args.loads, out)
+    if args.command == "hold":
+        return run_hold(args, out)
     profile = PROFILES[args.profile or "quick"]
     suite = Suite(profile, out, skip_anchors=args.no_anchors)
     print(f"rmqc bench ({profile.name}) -> {out}", flush=True)

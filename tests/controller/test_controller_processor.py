@@ -562,3 +562,18 @@ def test_a_stepped_wall_clock_only_changes_stamps_never_who_is_alive(h: Controll
                                                                             "syncStateSetEpoch": 2})),
                                  RequestContext(h.now_ms, wall_ms=wall))
     assert isinstance(outcome, Propose) and outcome.commands[0].leader_ts_ms == wall
+
+
+def test_the_mass_expiry_guard_leaves_groups_with_silent_replicas_to_the_scan(h: ControllerHarness) -> None:
+    two_brokers_with_master(h)
+    master, slave = BrokerKey(C, N, 1), BrokerKey(C, N, 2)
+    h.liveness.remove(master)
+    # a replica alive: the master is failed over at once, guard or not
+    (command,) = h.processor.elections_due(h.now_ms, [master], wait_if_replicas_silent=True)
+    assert isinstance(command, ElectMaster) and command.candidate == 2
+    # the replica silent too: nothing to gain (no candidate), so the guard waits
+    h.liveness.remove(slave)
+    assert h.processor.elections_due(h.now_ms, [master], wait_if_replicas_silent=True) == []
+    (command,) = h.processor.elections_due(h.now_ms, [master])  # without it: Java's no-candidate election
+    assert isinstance(command, ElectMaster) and command.candidate is None
+    assert h.processor.masters_among([master, slave]) == 1

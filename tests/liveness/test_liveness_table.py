@@ -9,7 +9,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rmqc.liveness import BrokerKey, Digest, DigestDecodeError, Heartbeat, HeartbeatTable, LivenessTableFull
+from rmqc.liveness import (
+    BrokerKey,
+    Digest,
+    DigestDecodeError,
+    Heartbeat,
+    HeartbeatTable,
+    LivenessTableFull,
+    MassExpiry,
+    StallMeter,
+)
 
 K1, K2, K3 = (BrokerKey("C", "b", i) for i in (1, 2, 3))
 
@@ -194,3 +203,44 @@ def test_last_alive_is_the_last_heartbeat_or_the_close_and_is_bounded() -> None:
     table.expire(231)
     assert table.last_alive_ms(K1) is None  # the oldest inactive broker is forgotten first
     assert (table.last_alive_ms(K2), table.last_alive_ms(K3)) == (20, 130)
+
+
+def test_forgiven_time_moves_every_deadline_and_leaves_ages_out() -> None:
+    table = HeartbeatTable()
+    a, b = BrokerKey("C", "a", 1), BrokerKey("C", "b", 1)
+    table.update(Heartbeat(a, "x:1", timeout_ms=1000), 0)
+    table.update(Heartbeat(b, "x:2", timeout_ms=1000), 500)
+    table.forgive(2000)  # the node could not look for 2 s
+    assert table.expire(2500) == [] and table.is_alive(a, 3000)
+    assert table.next_deadline_ms() == 3000  # on the caller's clock
+    digest = table.take_digest(3000)
+    assert sorted(row[9] for row in digest.rows) == [500, 1000]  # heard ago, looking time only
+    assert table.expire(3001) == [a]
+    assert not table.is_alive(a, 3001) and table.is_alive(b, 3001)
+
+
+def test_a_relayed_row_ages_on_the_leader_s_looking_time() -> None:
+    leader = HeartbeatTable()
+    leader.forgive(5000)
+    key = BrokerKey("C", "r", 1)
+    leader.merge_digest(Digest.of([Heartbeat(key, "x:1", timeout_ms=1000)], heard_ms_ago=300), 10_000)
+    assert leader.is_alive(key, 10_700) and not leader.is_alive(key, 10_701)
+
+
+def test_a_stall_seen_by_several_tasks_is_counted_once_and_small_lateness_not_at_all() -> None:
+    meter = StallMeter(tolerance_s=0.1)
+    assert meter.observe(due_s=1.0, now_s=1.05) == 0.0
+    assert meter.observe(due_s=2.0, now_s=5.0) == pytest.approx(2.9)
+    assert meter.observe(due_s=2.02, now_s=5.01) == pytest.approx(0.01)  # the same stall, another task
+    assert meter.stalls == 2 and meter.longest_s == pytest.approx(2.9)
+
+
+def test_many_masters_expiring_together_is_suspect_a_few_are_not() -> None:
+    guard = MassExpiry(masters=10, window_s=3.0)
+    guard.note(9, 100.0)
+    assert not guard.suspect(100.0)
+    guard.note(1, 102.0)
+    assert guard.suspect(102.0)
+    assert not guard.suspect(103.5)  # the first of them is older than the window
+    guard.note(3, 110.0)
+    assert not guard.suspect(110.0)

@@ -122,6 +122,23 @@ async def test_unsigned_oneway_heartbeats_are_dropped_and_counted(tmp_path: Path
         nursery.cancel_scope.cancel()
 
 
+async def test_heartbeats_queued_without_a_task_are_signed_too(tmp_path: Path) -> None:
+    """The broker simulator queues its 904s on an open connection (send_oneway_nowait): they must
+    carry the signature like every other request, or an ACL node drops every heartbeat."""
+    config = acl_config(tmp_path)
+    heartbeat = {"clusterName": "c", "brokerName": "b", "brokerId": 1, "brokerAddr": "127.0.0.1:1"}
+    async with trio.open_nursery() as nursery:
+        server, handler = await start(nursery, config)
+        address = config.listen_address
+        async with ControllerClient([address], max_retries=0, credentials=BROKER) as broker:
+            await broker.request(RequestCode.CONTROLLER_GET_METADATA_INFO, {}, address=address)  # connects
+            assert all(broker.send_oneway_nowait(address, RequestCode.BROKER_HEARTBEAT, heartbeat) for _ in range(3))
+            await broker.request(RequestCode.CONTROLLER_GET_METADATA_INFO, {}, address=address)
+        assert server.acl is not None and server.acl.dropped_oneway == 0
+        assert handler.codes.count(RequestCode.BROKER_HEARTBEAT) == 3
+        nursery.cancel_scope.cancel()
+
+
 async def test_the_file_is_reloaded_when_changed_and_a_broken_edit_keeps_the_rules(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_acl, "RELOAD_CHECK_S", 0.0)  # look at the file on every request

@@ -14,12 +14,13 @@ import random
 import ssl
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 import trio
 
 from rmqc.brokersim._errors import IdentityMismatch, RegistrationFailed
 from rmqc.brokersim._identity import IdentityStore
+from rmqc.brokersim._lateness import Lateness, next_due
 from rmqc.brokersim._model import (
     BrokerBelief,
     Phase,
@@ -28,7 +29,7 @@ from rmqc.brokersim._model import (
     Status,
     shrunk_set,
 )
-from rmqc.client import ClientError, ControllerClient, Credentials
+from rmqc.client import ClientError, ControllerClient, Credentials, heartbeat_ext
 from rmqc.errors import RmqcError
 from rmqc.remoting import (
     FrameDecoder,
@@ -78,10 +79,13 @@ class SimBroker:
 
     def __init__(self, cluster: str, broker_name: str, slot: int, store_dir: Path, timing: SimTiming,
                  rng: random.Random, connected_slaves: Callable[[SimBroker], Iterable[int]],
-                 credentials: Credentials | None = None, ssl_context: ssl.SSLContext | None = None) -> None:
+                 lateness: Lateness | None = None, credentials: Credentials | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self._credentials = credentials
         self._ssl_context = ssl_context
         self._connected_slaves = connected_slaves  # which slaves hold an HA connection to this master
+        self._lateness = lateness or Lateness(timing.heartbeat_timeout_ms)  # the fleet shares one
+        self._slow_heartbeats: set[str] = set()  # controllers a heartbeat is being sent to the slow way
         self._controllers: list[str] = []
         self.cluster = cluster
         self.broker_name = broker_name
@@ -172,9 +176,10 @@ class SimBroker:
                     task_status.started()
                     started = True
                     await self._start_up()
-                    nursery.start_soon(self._heartbeat_loop)
-                    nursery.start_soon(self._poll_loop)
-                    nursery.start_soon(self._shrink_loop)
+                    nursery.start_soon(self._every, "heartbeat", self.timing.heartbeat_interval_ms,
+                                       self._heartbeat_all)
+                    nursery.start_soon(self._every, "poll", self.timing.poll_interval_ms, self._poll_guarded)
+                    nursery.start_soon(self._every, "shrink", self.timing.check_sync_state_set_ms, self._shrink)
         if self._scope is scope:  # a killed run may end after its restart began: leave the new one be
             self._nursery = self._client = None
         if not started:
@@ -296,39 +301,50 @@ class SimBroker:
 
     # ---- periodic tasks (spec 7.3) --------------------------------------------------------------
 
-    async def _heartbeat_loop(self) -> None:
+    async def _every(self, kind: str, interval_ms: int, step: Callable[[], Awaitable[None]]) -> None:
+        """Run `step` at a fixed rate (the Java broker's scheduled executors), recording how late
+        each wake-up came against the time it was due. A step that overran its interval (a slow
+        controller) or a hang starts a new schedule from its end: no burst of catch-up steps, and
+        the controllers' slowness is not counted as the simulator's lateness."""
+        interval_s = interval_ms / 1000
+        due = trio.current_time() + interval_s
         while True:
-            await self._sleep_ms(self.timing.heartbeat_interval_ms)
+            await trio.sleep_until(due)
+            self._lateness.record(kind, trio.current_time() - due)
             await self._while_hung()
-            await self._heartbeat_all()
+            await step()
+            due = next_due(due, interval_s, trio.current_time())
 
     async def _heartbeat_all(self) -> None:
-        """904 one-way to every controller, each bounded by the send timeout (spec 6.4)."""
+        """904 one-way to every controller (spec 6.4). On an open connection it is queued at once
+        (no task: thousands of brokers heartbeat every second); to a controller not connected
+        yet, a background send bounded by the send timeout, one at a time per controller, so
+        one unreachable controller delays no heartbeat to the others."""
         client = self._require_client()
         assert self.broker_id is not None
+        ext = heartbeat_ext(self.cluster, self.broker_name, self.broker_id, self.address, self.epoch,
+                            self.max_offset, self.max_offset, self.timing.heartbeat_timeout_ms)
+        for address in self._controllers:
+            if address in self._slow_heartbeats or client.send_oneway_nowait(address, RequestCode.BROKER_HEARTBEAT, ext):
+                continue
+            assert self._nursery is not None
+            self._slow_heartbeats.add(address)
+            self._nursery.start_soon(self._heartbeat_slowly, client, address, ext)
 
-        async def one(address: str) -> None:
+    async def _heartbeat_slowly(self, client: ControllerClient, address: str, ext: dict[str, object]) -> None:
+        try:
             with trio.move_on_after(self.timing.heartbeat_send_timeout_ms / 1000):
-                try:
-                    await client.heartbeat(
-                        self.cluster, self.broker_name, self.broker_id, self.address,  # type: ignore[arg-type]
-                        epoch=self.epoch, max_offset=self.max_offset, confirm_offset=self.max_offset,
-                        heartbeat_timeout_ms=self.timing.heartbeat_timeout_ms, address=address)
-                except ClientError:
-                    pass  # an unreachable controller: Java skips it too
+                await client.request(RequestCode.BROKER_HEARTBEAT, ext, address=address, oneway=True, leader=False)
+        except ClientError:
+            pass  # an unreachable controller: Java skips it too
+        finally:
+            self._slow_heartbeats.discard(address)
 
-        async with trio.open_nursery() as nursery:
-            for address in self._controllers:
-                nursery.start_soon(one, address)
-
-    async def _poll_loop(self) -> None:
-        while True:
-            await self._sleep_ms(self.timing.poll_interval_ms)
-            await self._while_hung()
-            try:
-                await self._poll_once()
-            except (ClientError, RmqcError) as error:
-                self._note(f"1004: {error}")
+    async def _poll_guarded(self) -> None:
+        try:
+            await self._poll_once()
+        except (ClientError, RmqcError) as error:
+            self._note(f"1004: {error}")
 
     async def _poll_once(self) -> None:
         client = self._require_client()
@@ -351,16 +367,13 @@ class SimBroker:
         elif epoch == self.master_epoch and self.role is Role.MASTER and (members_epoch or 0) > self.sync_state_set_epoch:
             self.sync_state_set, self.sync_state_set_epoch = members, members_epoch or 0
 
-    async def _shrink_loop(self) -> None:
-        while True:
-            await self._sleep_ms(self.timing.check_sync_state_set_ms)
-            await self._while_hung()
-            if self.role is Role.MASTER and self.broker_id is not None:
-                connected = self._connected_slaves(self)
-                smaller = shrunk_set(self.sync_state_set, self.broker_id, self.caught_up_ms, connected,
-                                     _now_ms(), self.timing.max_time_slave_not_catchup_ms)
-                if smaller != self.sync_state_set:
-                    self.propose_sync_state_set(smaller)
+    async def _shrink(self) -> None:
+        if self.role is Role.MASTER and self.broker_id is not None:
+            connected = self._connected_slaves(self)
+            smaller = shrunk_set(self.sync_state_set, self.broker_id, self.caught_up_ms, connected,
+                                 _now_ms(), self.timing.max_time_slave_not_catchup_ms)
+            if smaller != self.sync_state_set:
+                self.propose_sync_state_set(smaller)
 
     def propose_sync_state_set(self, members: frozenset[int]) -> None:
         """Send 1001 (one at a time) from this master; the answer's set and epoch are adopted."""

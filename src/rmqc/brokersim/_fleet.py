@@ -27,6 +27,7 @@ import trio
 from rmqc.acl import Credentials
 from rmqc.brokersim._broker import SimBroker
 from rmqc.brokersim._errors import FleetTooLarge, NotConverged, UnknownBroker
+from rmqc.brokersim._lateness import Lateness, next_due
 from rmqc.brokersim._model import BrokerBelief, Role, SimTiming, Status, convergence_problems, expanded_set
 
 __all__ = ["DEFAULT_CLUSTER", "MAX_BROKERS_PER_FLEET", "BrokerFleet", "group_name"]
@@ -37,6 +38,20 @@ DEFAULT_CLUSTER = "DefaultCluster"
 MAX_BROKERS_PER_FLEET = 5000
 CONVERGENCE_POLL_S = 0.05
 START_BATCHES = 20
+# Brokers started per second at most. A start is about six requests (1005, 1012, 1013, 1003, 904,
+# 1002) with 3 s timeouts; 1,000 groups started within one second made thousands of them time out
+# together on a loaded machine, and their retries kept the simulator seconds behind its schedule
+# for minutes (measured: 2,400 of 3,000 brokers still starting after 60 s, the scheduler 2-4 s late).
+START_BROKERS_PER_S = 300
+# ...and no next batch while the scheduler runs later than this (the probe's last wake-up), for at
+# most START_HOLD_S per batch: on a starved machine the starts pace themselves instead of
+# collapsing into timeouts and retries (measured on a machine at load 9: 3 processes of 1,000
+# brokers each, half of them still starting after 3 minutes, the scheduler 3-5 s late).
+START_MAX_LATE_S = 0.5
+START_HOLD_S = 10.0
+# The lateness probe wakes this often and does nothing else: its lateness is the scheduler's own
+# delay, whatever the brokers' steps are doing (a tenth of a second costs nothing measurable).
+PROBE_INTERVAL_S = 0.1
 
 
 def group_name(index: int) -> str:
@@ -61,6 +76,8 @@ class BrokerFleet:
         self.timing = timing or SimTiming()
         self.seed = seed if seed is not None else random.randrange(2**32)
         self._rng = random.Random(self.seed)
+        self.lateness = Lateness(self.timing.heartbeat_timeout_ms)
+        self.two_masters = TwoMasters()
         self._state_dir = Path(state_dir)
         self.group_names = [group_name(first_group + i) for i in range(groups)]
         self._groups: dict[str, list[SimBroker]] = {
@@ -71,8 +88,8 @@ class BrokerFleet:
 
     def _new_broker(self, name: str, slot: int) -> SimBroker:
         return SimBroker(self.cluster, name, slot, self._state_dir / f"{name}-{slot}", self.timing,
-                         random.Random(self._rng.getrandbits(64)), self._connected_slaves, self._credentials,
-                         self._ssl_context)
+                         random.Random(self._rng.getrandbits(64)), self._connected_slaves, self.lateness,
+                         self._credentials, self._ssl_context)
 
     # ---- lifecycle ------------------------------------------------------------------------------
 
@@ -95,15 +112,20 @@ class BrokerFleet:
         return await nursery_manager.__aexit__(exc_type, exc, tb)
 
     async def _start_all(self, nursery: trio.Nursery) -> None:
-        """Start brokers in START_BATCHES batches spread over `start_spread_ms`. Not one by one:
-        each start costs a few scheduler passes, which grow slow once hundreds of brokers run."""
+        """Start brokers in START_BATCHES batches spread over `start_spread_ms`, or longer for a
+        fleet above START_BROKERS_PER_S, or while the simulator runs late (START_MAX_LATE_S). Not
+        one by one: each start costs a few scheduler passes, which grow slow once hundreds run."""
+        nursery.start_soon(self._probe_loop)
         brokers = self.brokers()
         batch_size = -(-len(brokers) // START_BATCHES)
-        pause_s = self.timing.start_spread_ms / 1000 / START_BATCHES
+        pause_s = max(self.timing.start_spread_ms / 1000, len(brokers) / START_BROKERS_PER_S) / START_BATCHES
         for first in range(0, len(brokers), batch_size):
             for broker in brokers[first:first + batch_size]:
                 nursery.start_soon(broker.run, self.controllers)
             await trio.sleep(pause_s)
+            with trio.move_on_after(START_HOLD_S):
+                while self.lateness.last_s["probe"] > START_MAX_LATE_S:
+                    await trio.sleep(PROBE_INTERVAL_S)
         nursery.start_soon(self._replicate_loop)
 
     # ---- control ------------------------------------------------------------------------------
@@ -170,6 +192,8 @@ class BrokerFleet:
         raise NotConverged(timeout_s, self.problems(full_sync_state_sets=full_sync_state_sets))
 
     def summary(self) -> dict[str, Any]:
+        """Counts of what the brokers believe, and the simulator's lateness since the previous
+        summary (with the run's verdict: `lateness.valid` False means do not trust its failovers)."""
         beliefs = self.beliefs()
         statuses = {status.value: 0 for status in Status}
         for belief in beliefs:
@@ -177,17 +201,32 @@ class BrokerFleet:
         problems = convergence_problems(beliefs)
         return {"groups": len(self.group_names), "brokers": len(beliefs), **statuses,
                 "masters": sum(1 for b in beliefs if b.status is Status.RUNNING and b.role is Role.MASTER),
-                "notConverged": len(problems), "problems": problems[:5]}
+                "notConverged": len(problems), "problems": problems[:5], "lateness": self.lateness.take_window(),
+                "twoMasters": self.two_masters.to_json(int(trio.current_time() * 1000))}
 
     # ---- simulated replication -------------------------------------------------------------------
 
     async def _replicate_loop(self) -> None:
-        interval_s = self.timing.replication_interval_ms / 1000
+        await self._fixed_rate("replication", self.timing.replication_interval_ms / 1000, self._replicate_all)
+
+    async def _probe_loop(self) -> None:
+        await self._fixed_rate("probe", PROBE_INTERVAL_S, lambda: None)
+
+    async def _fixed_rate(self, kind: str, interval_s: float, step: Any) -> None:
+        """`step()` every `interval_s`, each wake-up's lateness recorded (see `next_due`)."""
+        due = trio.current_time() + interval_s
         while True:
-            await trio.sleep(interval_s)
-            now_ms = int(trio.current_time() * 1000)
-            for name in self.group_names:
-                self._replicate_group(self._groups[name], now_ms)
+            await trio.sleep_until(due)
+            self.lateness.record(kind, trio.current_time() - due)
+            step()
+            due = next_due(due, interval_s, trio.current_time())
+
+    def _replicate_all(self) -> None:
+        now_ms = int(trio.current_time() * 1000)
+        for name in self.group_names:
+            brokers = self._groups[name]
+            self._replicate_group(brokers, now_ms)
+            self.two_masters.observe(name, sum(1 for b in brokers if b.serving and b.role is Role.MASTER), now_ms)
 
     def _replicate_group(self, brokers: list[SimBroker], now_ms: int) -> None:
         by_address = {b.address: b for b in brokers if b.serving and b.role is Role.MASTER}
@@ -218,3 +257,28 @@ class BrokerFleet:
             if b.broker_id is not None and b is not master and b.status is not Status.KILLED
             and b.master_address == master.address
         }
+
+
+class TwoMasters:
+    """Episodes of a group with two (or more) serving brokers that believe they are MASTER, as seen
+    at each replication tick (so durations are exact to one tick). After a failover the old master,
+    if alive, holds on until the 1008 or its next 1004 poll tells it; this measures how long."""
+
+    def __init__(self) -> None:
+        self._since_ms: dict[str, int] = {}  # group -> when its current episode began
+        self.episodes = 0  # episodes begun since the start
+        self.longest_ms = 0  # of the episodes ended so far
+
+    def observe(self, name: str, masters: int, now_ms: int) -> None:
+        began = self._since_ms.get(name)
+        if masters > 1 and began is None:
+            self._since_ms[name] = now_ms
+            self.episodes += 1
+        elif masters <= 1 and began is not None:
+            del self._since_ms[name]
+            self.longest_ms = max(self.longest_ms, now_ms - began)
+
+    def to_json(self, now_ms: int) -> dict[str, Any]:
+        ongoing_ms = max((now_ms - began for began in self._since_ms.values()), default=0)
+        return {"groupsNow": len(self._since_ms), "episodes": self.episodes,
+                "longestMs": max(self.longest_ms, ongoing_ms)}

@@ -7,6 +7,7 @@ programs use `rmqc.client.asyncio_client` (through trio-asyncio).
 from rmqc.acl import Credentials as Credentials
 from rmqc.client._client import CONSISTENCY_LEVELS as CONSISTENCY_LEVELS
 from rmqc.client._client import ControllerClient as ControllerClient
+from rmqc.client._client import heartbeat_ext as heartbeat_ext
 from rmqc.client._errors import ClientClosed as ClientClosed
 from rmqc.client._errors import ClientError as ClientError
 from rmqc.client._errors import ConnectionLost as ConnectionLost
@@ -32,4 +33,5 @@ __all__ = [
     "TooManyConnections",
     "TooManyInFlight",
     "client_tls_context",
+    "heartbeat_ext",
 ]

@@ -44,7 +44,7 @@ from rmqc.remoting import (
     make_request,
 )
 
-__all__ = ["CONSISTENCY_LEVELS", "ControllerClient"]
+__all__ = ["CONSISTENCY_LEVELS", "ControllerClient", "heartbeat_ext"]
 
 CONSISTENCY_LEVELS = frozenset({"linearizable", "lease", "stale"})
 _OPAQUE_MASK = 0x7FFFFFFF  # opaque is a Java int; stay non-negative and wrap
@@ -174,6 +174,19 @@ class ControllerClient:
                 return await self._with_retries(code, ext, body, address, oneway, leader)
             where = address or ("the leader" if leader else "any controller")
             raise RequestTimeout(f"{_code_name(code)} to {where}: no answer within {self._timeout_ms} ms")
+
+    def send_oneway_nowait(self, address: str, code: int, ext: Mapping[str, object] | None = None) -> bool:
+        """Queue a one-way request on the open connection to `address`, with no task, cancel scope
+        or wait: what a simulator sending thousands of heartbeats a second can afford. False
+        (nothing sent) when no connection to `address` is open yet or its outbox is full; the
+        caller then uses `request(..., oneway=True)`, which connects and waits, or drops it."""
+        connection = self._connections.get(address)
+        if connection is None or not connection.ready.is_set():
+            return False
+        command = make_request(code, self._new_opaque(), self._with_consistency(code, ext), oneway=True)
+        if self._credentials is not None:
+            self._credentials.sign(command)  # an unsigned 904 is dropped where ACL is on
+        return connection.send_nowait(command)
 
     async def _with_retries(
         self,
@@ -431,17 +444,8 @@ class ControllerClient:
         oneway: bool = True,
     ) -> RemotingCommand | None:
         """BROKER_HEARTBEAT (904) to `address` or any controller; one-way (None) unless `oneway=False`."""
-        ext = {
-            "clusterName": cluster,
-            "brokerAddr": broker_address,
-            "brokerName": broker_name,
-            "brokerId": broker_id,
-            "epoch": epoch,
-            "maxOffset": max_offset,
-            "confirmOffset": confirm_offset,
-            "heartbeatTimeoutMills": heartbeat_timeout_ms,
-            "electionPriority": election_priority,
-        }
+        ext = heartbeat_ext(cluster, broker_name, broker_id, broker_address, epoch, max_offset, confirm_offset,
+                            heartbeat_timeout_ms, election_priority)
         return await self.request(RequestCode.BROKER_HEARTBEAT, ext, address=address, oneway=oneway, leader=False)
 
     async def get_config(self, address: str) -> RemotingCommand:
@@ -496,3 +500,20 @@ def _check_options(
     ):
         if value < least:
             raise ConfigError(f"{name} = {value} must be at least {least}")
+
+
+def heartbeat_ext(cluster: str, broker_name: str, broker_id: int, broker_address: str, epoch: int = -1,
+                  max_offset: int = -1, confirm_offset: int = -1, heartbeat_timeout_ms: int = 10000,
+                  election_priority: int = _INT_MAX) -> dict[str, object]:
+    """The extFields of a BROKER_HEARTBEAT (904), spec 3.1 (for `request` or `send_oneway_nowait`)."""
+    return {
+        "clusterName": cluster,
+        "brokerAddr": broker_address,
+        "brokerName": broker_name,
+        "brokerId": broker_id,
+        "epoch": epoch,
+        "maxOffset": max_offset,
+        "confirmOffset": confirm_offset,
+        "heartbeatTimeoutMills": heartbeat_timeout_ms,
+        "electionPriority": election_priority,
+    }

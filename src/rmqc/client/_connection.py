@@ -102,6 +102,17 @@ class Connection:
             if waiter is not None and self._pending.get(cmd.opaque) is waiter:
                 del self._pending[cmd.opaque]
 
+    def send_nowait(self, cmd: RemotingCommand) -> bool:
+        """Queue a one-way `cmd` without waiting; False (nothing queued) if the connection is
+        closed or its bounded outbox is full."""
+        if self.closed:
+            return False
+        try:
+            self._outbox_send.send_nowait(encode(cmd, max_frame_bytes=self._max_frame_bytes))
+        except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+            return False
+        return True
+
     async def _connect(self, timeout_s: float) -> trio.abc.Stream | None:
         stream: trio.abc.Stream | None = None
         try:

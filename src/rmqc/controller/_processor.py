@@ -205,6 +205,9 @@ class ControllerProcessor:
     def _is_alive(self, group: BrokerGroup, broker_id: int, now_ms: int) -> bool:
         return self.liveness.is_alive(BrokerKey(group.cluster_name, group.broker_name, broker_id), now_ms)
 
+    def _any_replica_alive(self, group: BrokerGroup, now_ms: int) -> bool:
+        return any(self._is_alive(group, broker_id, now_ms) for broker_id in group.replicas)
+
     def _choose(self, group: BrokerGroup, preferred: int | None, now_ms: int) -> int | None:
         key = lambda broker_id: BrokerKey(group.cluster_name, group.broker_name, broker_id)  # noqa: E731
         return choose_master(
@@ -433,10 +436,18 @@ class ControllerProcessor:
 
     # ---- controller-triggered elections (spec 5.2) -------------------------------------------
 
-    def elections_due(self, now_ms: int, inactive: list[BrokerKey], wall_ms: int | None = None) -> list[Command]:
+    def masters_among(self, keys: list[BrokerKey]) -> int:
+        """How many of `keys` are the current master of their group."""
+        return sum(1 for key in keys if (group := self.state.group(key.broker_name)) is not None
+                   and group.master_id == key.broker_id)
+
+    def elections_due(self, now_ms: int, inactive: list[BrokerKey], wall_ms: int | None = None, *,
+                      wait_if_replicas_silent: bool = False) -> list[Command]:
         """Elections for every group whose master is among `inactive` (expired or disconnected),
         one command per group, to be proposed together in one entry. `now_ms` is the liveness
-        clock, `wall_ms` (default: `now_ms`) the stamp of the commands."""
+        clock, `wall_ms` (default: `now_ms`) the stamp of the commands. With
+        `wait_if_replicas_silent` (the node's mass-expiry guard), a group none of whose replicas is
+        alive is left to `inactive_master_scan`, which elects once one is heard again."""
         wall_ms = now_ms if wall_ms is None else wall_ms
         if self.config.elect_master_max_retry_count <= 0:
             return []  # spec 15: 0 = the controller makes no election attempt of its own
@@ -447,6 +458,8 @@ class ControllerProcessor:
             if group is None or group.master_id != key.broker_id or key.broker_name in seen:
                 continue
             seen.add(key.broker_name)
+            if wait_if_replicas_silent and not self._any_replica_alive(group, now_ms):
+                continue
             command = self._first_controller_election(group, now_ms, wall_ms)
             if command is not None:
                 commands.append(command)
@@ -462,7 +475,7 @@ class ControllerProcessor:
         for group in self.state.groups():
             if group.master_id is None or self._is_alive(group, group.master_id, now_ms):
                 continue
-            if any(self._is_alive(group, broker_id, now_ms) for broker_id in group.replicas):
+            if self._any_replica_alive(group, now_ms):
                 command = self._first_controller_election(group, now_ms, wall_ms)
                 if command is not None:
                     commands.append(command)

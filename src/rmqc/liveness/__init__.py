@@ -16,3 +16,9 @@ from ._table import (
     LiveInfo as LiveInfo,
     LivenessTableFull as LivenessTableFull,
 )
+from ._stall import (
+    MASS_EXPIRY_MASTERS as MASS_EXPIRY_MASTERS,
+    STALL_TOLERANCE_S as STALL_TOLERANCE_S,
+    MassExpiry as MassExpiry,
+    StallMeter as StallMeter,
+)

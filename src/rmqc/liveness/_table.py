@@ -9,6 +9,12 @@ per broker (plus stale entries, which are skipped when popped). A heartbeat that
 later does not touch the heap; when the old deadline pops, the broker is re-scheduled at its real
 deadline. So `expire(now_ms)` costs O(log n) per broker whose scheduled deadline passed — those
 that expired plus at most one re-schedule per broker per timeout period — never O(table).
+
+"Dead" means silent while this node was looking. When the node could not look (its event loop
+stalled: a GC pause, CPU starvation, a long synchronous step), `forgive(ms)` gives that time back
+to every broker at once: the table keeps its times on a clock of its own, the caller's clock minus
+all forgiven time, so every deadline moves later by the stall in O(1). Digest ages are on that clock
+too, so a follower's stall is not counted against the brokers it relays.
 """
 
 from __future__ import annotations
@@ -161,6 +167,7 @@ class HeartbeatTable:
         # Brokers found inactive -> when they were last known alive, for the election command
         # (a failover's duration starts there). Oldest dropped first past max_brokers.
         self._last_alive: dict[BrokerKey, int] = {}
+        self.forgiven_ms = 0  # time this node could not look; the table's clock is the caller's minus this
 
     def __len__(self) -> int:
         return len(self._live)
@@ -170,8 +177,18 @@ class HeartbeatTable:
 
     # ---- input -----------------------------------------------------------------------------
 
+    def forgive(self, ms: int) -> None:
+        """This node could not look for `ms` (its loop stalled): every broker's deadline, and the
+        age of everything it heard, moves `ms` later."""
+        if ms > 0:
+            self.forgiven_ms += ms
+
     def update(self, hb: Heartbeat, now_ms: int, channel_id: Hashable | None = None) -> None:
         """Record a heartbeat received at `now_ms` (on connection `channel_id`, if direct)."""
+        self._record(hb, now_ms - self.forgiven_ms, channel_id)
+
+    def _record(self, hb: Heartbeat, now_ms: int, channel_id: Hashable | None) -> None:
+        """`update` with `now_ms` on the table's own clock."""
         key = hb.key
         info = self._live.get(key)
         if info is None:
@@ -194,7 +211,9 @@ class HeartbeatTable:
         return info
 
     def expire(self, now_ms: int) -> list[BrokerKey]:
-        """Remove and return the brokers whose deadline passed (`last + timeout < now_ms`)."""
+        """Remove and return the brokers whose deadline passed (`last + timeout < now_ms`, less
+        forgiven time)."""
+        now_ms -= self.forgiven_ms
         expired = []
         heap = self._heap
         while heap and heap[0][0] < now_ms:
@@ -232,7 +251,7 @@ class HeartbeatTable:
 
     def is_alive(self, key: BrokerKey, now_ms: int) -> bool:
         info = self._live.get(key)
-        return info is not None and info.deadline_ms >= now_ms
+        return info is not None and info.deadline_ms >= now_ms - self.forgiven_ms
 
     def live_info(self, key: BrokerKey) -> LiveInfo | None:
         return self._live.get(key)
@@ -240,9 +259,11 @@ class HeartbeatTable:
     def last_alive_ms(self, key: BrokerKey) -> int | None:
         """When `key` was last known alive: its latest heartbeat while it is in the table; once
         found inactive, its last heartbeat (expiry) or the moment its connection closed. None when
-        this node never heard of it (e.g. it led only after the broker died)."""
+        this node never heard of it (e.g. it led only after the broker died). On the caller's
+        clock: the table's times leave out forgiven stalls, so they are given back here."""
         info = self._live.get(key)
-        return info.last_update_ms if info is not None else self._last_alive.get(key)
+        last = info.last_update_ms if info is not None else self._last_alive.get(key)
+        return None if last is None else last + self.forgiven_ms
 
     @property
     def scheduled_deadlines(self) -> int:
@@ -250,14 +271,16 @@ class HeartbeatTable:
         return len(self._heap)
 
     def next_deadline_ms(self) -> int | None:
-        """The earliest scheduled deadline (when `expire` may next find something), or None."""
-        return self._heap[0][0] if self._heap else None
+        """The earliest scheduled deadline on the caller's clock (when `expire` may next find
+        something), or None."""
+        return self._heap[0][0] + self.forgiven_ms if self._heap else None
 
     # ---- follower -> leader digests --------------------------------------------------------
 
     def take_digest(self, now_ms: int) -> Digest:
         """The latest values of every broker heard from since the last digest (with how long ago),
-        and closes."""
+        and closes. Ages leave out forgiven time: a relay that stalled does not age what it relays."""
+        now_ms -= self.forgiven_ms
         live = self._live
         rows = []
         for key in self._dirty:
@@ -275,6 +298,7 @@ class HeartbeatTable:
         minus its age), so forwarding delays neither extend nor shorten a deadline. A close
         reported by a follower removes a broker only if this node has no direct connection from
         it. Returns the brokers that became inactive."""
+        now_ms -= self.forgiven_ms
         for row in digest.rows:
             self._merge_row(row, now_ms - row[9])
         inactive = []
@@ -297,7 +321,7 @@ class HeartbeatTable:
         key = (row[0], row[1], row[2])
         info = self._live.get(key)
         if info is None:
-            self.update(Heartbeat(BrokerKey(*key), *row[3:9]), heard_ms)
+            self._record(Heartbeat(BrokerKey(*key), *row[3:9]), heard_ms, None)
         else:
             info.absorb(row[2:9], heard_ms)  # type: ignore[arg-type]
             scheduled = info.scheduled_deadline_ms

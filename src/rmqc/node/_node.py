@@ -29,7 +29,7 @@ import trio
 from rmqc.controller import ControllerConfig, ControllerProcessor, NodeInfo, NoReply, Propose, Reply, RequestContext
 from rmqc.errors import ProposalDropped, RmqcError
 from rmqc.fsm import ApplyResult, Command, ControllerState, decode_commands, encode_commands
-from rmqc.liveness import BrokerKey, Digest, HeartbeatTable
+from rmqc.liveness import BrokerKey, Digest, HeartbeatTable, MassExpiry, StallMeter
 from rmqc.raft import Config as RaftConfig
 from rmqc.raft import RawNode, decode_conf_change
 from rmqc.raft._types import ConfState, Entry, EntryType, Message, MessageType
@@ -105,6 +105,7 @@ FORWARD_CHANNEL = Channel(0, "forwarded")
 SUCCESSOR_GRACE_MS = 150
 # The exit status of a node stopped by a failed write or fsync (sysexits.h EX_IOERR).
 EXIT_STORAGE_FAILED = 74
+STALL_WARNING_S = 1.0  # a loop stall this long is logged as a warning (shorter ones at debug)
 
 
 def stop_process_now(message: str) -> NoReturn:
@@ -192,6 +193,9 @@ class ControllerNode:
         self._digest_due = trio.Event()  # set when the heartbeat table changed since the last digest
         self._digest_now = trio.Event()  # set when the next digest carries a close: no coalescing
         self.liveness_rounds = 0  # wake-ups of the liveness loop: deadlines, closes, scans
+        self.stalls = StallMeter()  # how long this node could not look (forgiven to the brokers)
+        self.mass_expiry = MassExpiry()
+        self._ticked_s = trio.current_time()  # when the ticker last ran (monotonic)
         self._elections_in_flight = 0
         self.reads = ReadPath(self, self._rng)  # reads at every node and level: _reads.py
         self.operations = Operations(self)  # transfer-leader, snapshot save: _operations.py
@@ -323,6 +327,8 @@ class ControllerNode:
         while True:
             deadline += interval_s
             await trio.sleep_until(deadline)
+            self._note_stall(deadline)
+            self._ticked_s = trio.current_time()
             if trio.current_time() - deadline > 10 * interval_s:
                 deadline = trio.current_time()  # we were stalled; don't fire a burst of ticks
             self._ticks += 1
@@ -1031,16 +1037,19 @@ class ControllerNode:
                 await self._liveness_wakeup.wait()
             self._liveness_wakeup = trio.Event()
             self.liveness_rounds += 1
+            # Before anything expires: if even the ticker has not run for a while, this process
+            # was not running (and read no heartbeat); that time is forgiven to every broker.
+            self._note_stall(self._ticked_s + self.config.tick_ms / 1000)
             now = monotonic_ms()
-            inactive = self.liveness.expire(now) + self._closed_channels
-            self._closed_channels = []
+            expired = self.liveness.expire(now)
+            closed, self._closed_channels = self._closed_channels, []
             scan_due = now >= next_scan_ms
             if scan_due:  # on every node: a follower that kept an old scan time would spin here
                 next_scan_ms = now + self.config.scan_inactive_master_interval_ms
             if not self.serving_as_leader:
                 continue
             stamp_ms = wall_ms()
-            commands = self.processor.elections_due(now, inactive, stamp_ms)
+            commands = self._elections_for(now, expired, closed, stamp_ms)
             if scan_due and now - self._started_ms >= LIVENESS_GRACE_MS:
                 commands += self.processor.inactive_master_scan(now, stamp_ms)
             if commands:
@@ -1048,6 +1057,34 @@ class ControllerNode:
                 # task so that expiry keeps its pace
                 self._elections_in_flight += 1
                 self._nursery.start_soon(self._propose_elections, _one_per_group(commands))
+
+    def _elections_for(self, now: int, expired: list[BrokerKey], closed: list[BrokerKey],
+                       stamp_ms: int) -> list[Command]:
+        """A closed connection is a death seen, acted on at once; masters expired by deadline are
+        too, unless many expire together (MassExpiry: then groups whose replicas are silent as
+        well wait for the scan)."""
+        now_s = trio.current_time()
+        masters = self.processor.masters_among(expired)
+        self.mass_expiry.note(masters, now_s)
+        guarded = self.mass_expiry.suspect(now_s)
+        commands = self.processor.elections_due(now, closed, stamp_ms)
+        due = self.processor.elections_due(now, expired, stamp_ms, wait_if_replicas_silent=guarded)
+        if guarded and len(due) < masters:  # only the guard leaves an expired master without an election
+            self.mass_expiry.deferred += masters - len(due)
+            log.warning("%s: %d masters expired within %.0f s; groups with no live replica wait for the "
+                        "inactive-master scan (%d deferred so far)", self.config.node_id,
+                        self.mass_expiry.masters, self.mass_expiry.window_s, self.mass_expiry.deferred)
+        return commands + due
+
+    def _note_stall(self, due_s: float) -> None:
+        """A timed task due at `due_s` (monotonic) runs now: forgive any stall it reveals."""
+        stalled_s = self.stalls.observe(due_s, trio.current_time())
+        if stalled_s:
+            self.liveness.forgive(round(stalled_s * 1000))
+            # short stalls are routine on a busy machine (hundreds an hour): counted, not shouted
+            log.log(logging.WARNING if stalled_s >= STALL_WARNING_S else logging.DEBUG,
+                    "%s: event loop stalled %.0f ms; not counted against brokers' heartbeat deadlines",
+                    self.config.node_id, stalled_s * 1000)
 
     def _next_liveness_check_s(self, next_scan_ms: int) -> float:
         now = monotonic_ms()
