@@ -191,3 +191,26 @@ def test_a_ready_not_persisted_comes_again_and_acknowledges_nothing() -> None:
     net.storages["n2"].save(again.hard_state, again.entries, again.snapshot)  # space is back
     n2.advance(again)
     assert net.storages["n2"].last_index() == n2.status().last_index
+
+
+def test_a_ready_not_persisted_hands_out_the_committed_entries_already_durable() -> None:
+    """A single node whose disk filled between two writes: the Ready that fails holds the new entry
+    and the earlier one, committed since. That one is durable: the app applies it at once (reads and
+    answers wait for it); only the new entry comes again."""
+    node, storage = single("n1", peers=("n1",))
+    node.campaign()
+    while node.has_ready():
+        rd = node.ready()
+        storage.save(rd.hard_state, rd.entries, rd.snapshot)
+        node.advance(rd)
+    node.propose(b"a")
+    rd = node.ready()
+    storage.save(rd.hard_state, rd.entries, rd.snapshot)
+    node.advance(rd)
+    node.propose(b"b")
+    failed = node.ready()
+    assert [e.data for e in failed.entries] == [b"b"] and [e.data for e in failed.committed_entries][-1:] == [b"a"]
+    durable = node.not_persisted(failed)
+    assert [e.data for e in durable][-1:] == [b"a"] and node.status().applied == durable[-1].index
+    again = node.ready()
+    assert again.entries == failed.entries and again.committed_entries == ()

@@ -195,7 +195,7 @@ class ControllerNode:
         self.liveness_rounds = 0  # wake-ups of the liveness loop: deadlines, closes, scans
         self.stalls = StallMeter()  # how long this node could not look (forgiven to the brokers)
         self.mass_expiry = MassExpiry()
-        self._ticked_s = trio.current_time()  # when the ticker last ran (monotonic)
+        self._ticked_s = 0.0  # when the ticker last ran (trio's monotonic clock; set by run)
         self._elections_in_flight = 0
         self.reads = ReadPath(self, self._rng)  # reads at every node and level: _reads.py
         self.operations = Operations(self)  # transfer-leader, snapshot save: _operations.py
@@ -211,6 +211,7 @@ class ControllerNode:
 
     async def run(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
         self._started_ms = monotonic_ms()
+        self._ticked_s = trio.current_time()  # a node may be built outside Trio (tests, tools)
         lock = acquire_node_lock(self.config.data_dir)
         try:
             claim_identity(self.config.data_dir, NodeIdentity(self.config.node_id, self.config.group))
@@ -438,7 +439,7 @@ class ControllerNode:
                 if not await self._handle_ready(raw, ready):
                     # the disk is full: the core offers the same Ready again; the next wake-up (a
                     # tick at the latest) sends what needs no write and tries the write when due
-                    raw.not_persisted(ready)
+                    self._apply_entries(raw, raw.not_persisted(ready))
                     break
                 raw.advance(ready)
                 # everything that arrived while we persisted (ticks and peer messages too, or a
@@ -649,13 +650,16 @@ class ControllerNode:
         raise error
 
     def _apply_committed(self, raw: RawNode, ready: Any) -> None:
+        self._apply_entries(raw, ready.committed_entries)
+        self.reads.on_read_states(ready.read_states)
+
+    def _apply_entries(self, raw: RawNode, entries: Any) -> None:
         applied_before = self.applied_index
-        for entry in ready.committed_entries:
+        for entry in entries:
             self._apply_entry(raw, entry)
         if self.applied_index != applied_before:
             self.reads.on_applied()
-            self.operations.on_applied(ready.committed_entries[-1].term)
-        self.reads.on_read_states(ready.read_states)
+            self.operations.on_applied(entries[-1].term)
 
     def _on_soft_state(self, soft_state: Any) -> None:
         leader = soft_state.leader or None

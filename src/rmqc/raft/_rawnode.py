@@ -41,7 +41,7 @@ from ._core import CampaignType, RaftCore
 from ._errors import ReadyMisuse
 from ._ready import ProgressStatus, Ready, SoftState, Status
 from ._storage import Storage
-from ._types import ConfChange, ConfState, HardState, Message, MessageType
+from ._types import ConfChange, ConfState, Entry, HardState, Message, MessageType
 
 
 class RawNode:
@@ -166,15 +166,23 @@ class RawNode:
         if rd.committed_entries:
             r.log.applied_to(rd.committed_entries[-1].index)
 
-    def not_persisted(self, rd: Ready) -> None:
+    def not_persisted(self, rd: Ready) -> tuple[Entry, ...]:
         """Instead of `advance`: the app could not persist `rd` and did nothing that depends on it
         (no persist_messages sent, nothing applied). Its hard state, entries, snapshot, soft state
         and committed entries stay pending and come again in the next Ready. Its messages and read
         states were the app's to use (they depend on no write); its persist_messages are dropped,
-        which Raft tolerates like any lost message (appends are resent, votes asked again)."""
+        which Raft tolerates like any lost message (appends are resent, votes asked again).
+        Returned: the committed entries of `rd` this node had persisted before, now counted as
+        applied: the app applies them at once, or a read index or an answer waiting for them would
+        wait for the disk (a full disk refuses every later write; those entries need none)."""
         if rd is not self._outstanding:
             raise ReadyMisuse("not_persisted() must be given the Ready returned by the last ready()")
         self._outstanding = None
+        stable = self.raft.log.stable_last_index()
+        durable = tuple(entry for entry in rd.committed_entries if entry.index <= stable)
+        if durable:
+            self.raft.log.applied_to(durable[-1].index)
+        return durable
 
     # -- introspection ---------------------------------------------------------------------------
     def status(self) -> Status:
