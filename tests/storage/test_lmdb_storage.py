@@ -282,6 +282,17 @@ def test_a_read_overtaken_by_a_compaction_in_another_thread_is_compacted_not_cor
             assert storage.term(85) == 2  # the new boundary's term, no longer stored as an entry
 
 
+def test_a_snapshot_read_while_another_thread_replaces_it_is_one_snapshot(tmp_path: Path) -> None:
+    write_log(tmp_path, 100)
+    with LmdbStorage(tmp_path, sync=False) as storage:
+        storage.create_snapshot(50, ConfState(), b"older")
+        cached = storage._snapshot
+        storage.create_snapshot(90, ConfState(), b"newer")
+        storage._snapshot = cached  # the writer thread committed but has not updated the cache yet
+        snapshot = storage.snapshot()
+        assert (snapshot.meta.index, snapshot.data) == (90, b"newer")
+
+
 # ----- read-only opening -----
 
 

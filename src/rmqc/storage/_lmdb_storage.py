@@ -360,13 +360,19 @@ class LmdbStorage:
             lo, prev_term = batch_hi, batch[-1].term
 
     def snapshot(self) -> Snapshot:
-        state = self._snapshot
-        if state.meta.index == 0:
-            return Snapshot(meta=state.meta)
-        data = self._read(lambda txn: txn.get(_KEY, db=self._dbs["snapshot_data"]))
+        if self._snapshot.meta.index == 0:
+            return Snapshot(meta=self._snapshot.meta)
+        # Metadata and data from one transaction: a node's create_snapshot in a worker thread may
+        # replace both between two reads, and the cached metadata is updated after its commit.
+        state, data = self._read(self._read_snapshot)
         if data is None:
             raise CorruptionError(state.meta.index, "snapshot data missing")
         return Snapshot(state.meta, _codec.check_snapshot_data(state.meta, data, state.data_crc))
+
+    def _read_snapshot(self, txn: lmdb.Transaction) -> tuple[_SnapshotState, bytes | None]:
+        raw_meta = txn.get(_KEY, db=self._dbs["snapshot_meta"])
+        state = self._snapshot if raw_meta is None else _SnapshotState(*_codec.decode_snapshot_meta(raw_meta))
+        return state, txn.get(_KEY, db=self._dbs["snapshot_data"])
 
     # ----- write side -----
 
