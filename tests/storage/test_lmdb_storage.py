@@ -11,7 +11,7 @@ from pathlib import Path
 import lmdb
 import pytest
 
-from rmqc.errors import CorruptionError, StorageError
+from rmqc.errors import CompactedError, CorruptionError, StorageError
 from rmqc.raft._types import ConfState, Entry, HardState
 from rmqc.storage import (
     DATA_FILE_NAME,
@@ -240,6 +240,57 @@ def test_large_compaction_runs_in_several_batches(tmp_path: Path, monkeypatch: p
         storage.compact(85)
         assert storage.first_index() == 86
         assert len(list(storage.raw_log_records())) == 15
+
+
+def test_a_sweep_in_batches_leaves_the_entries_before_the_boundary(tmp_path: Path) -> None:
+    write_log(tmp_path, 100)
+    with LmdbStorage(tmp_path, sync=False) as storage:
+        storage.create_snapshot(90, ConfState(), b"s")
+        storage.compact(85, sweep=False)
+        assert storage.first_index() == 86  # gone for readers before the sweep
+        assert [storage.sweep_batch(40), storage.sweep_batch(40), storage.sweep_batch(40)] == [40, 40, 5]
+        assert [r[0] for r in storage.raw_log_records()] == [_codec.index_key(i) for i in range(86, 101)]
+
+
+@pytest.mark.parametrize("read", ["entries", "term"])
+def test_a_read_overtaken_by_a_compaction_in_another_thread_is_compacted_not_corrupt(
+        tmp_path: Path, read: str) -> None:
+    # A node compacts in a worker thread while Raft reads in the event loop's: the boundary may
+    # move and the sweep delete the entries between a read's bounds check and its transaction.
+    write_log(tmp_path, 100)
+    with LmdbStorage(tmp_path, sync=False) as storage:
+        storage.create_snapshot(90, ConfState(), b"s")
+        check_range, read_term = storage._check_range, storage._read
+
+        def compact_after_the_check(lo: int, hi: int) -> None:
+            check_range(lo, hi)
+            storage.compact(85)
+
+        def compact_before_the_read(fn: object) -> object:
+            storage._read = read_term  # type: ignore[method-assign]  # once: compact reads too
+            storage.compact(85)
+            return read_term(fn)  # type: ignore[arg-type]
+
+        if read == "entries":
+            storage._check_range = compact_after_the_check  # type: ignore[method-assign]
+            with pytest.raises(CompactedError):
+                storage.entries(10, 20)
+        else:
+            storage._read = compact_before_the_read  # type: ignore[method-assign]
+            with pytest.raises(CompactedError):
+                storage.term(10)
+            assert storage.term(85) == 2  # the new boundary's term, no longer stored as an entry
+
+
+def test_a_snapshot_read_while_another_thread_replaces_it_is_one_snapshot(tmp_path: Path) -> None:
+    write_log(tmp_path, 100)
+    with LmdbStorage(tmp_path, sync=False) as storage:
+        storage.create_snapshot(50, ConfState(), b"older")
+        cached = storage._snapshot
+        storage.create_snapshot(90, ConfState(), b"newer")
+        storage._snapshot = cached  # the writer thread committed but has not updated the cache yet
+        snapshot = storage.snapshot()
+        assert (snapshot.meta.index, snapshot.data) == (90, b"newer")
 
 
 # ----- read-only opening -----

@@ -27,7 +27,7 @@ from typing import Any, NoReturn
 import trio
 
 from rmqc.controller import ControllerConfig, ControllerProcessor, NodeInfo, NoReply, Propose, Reply, RequestContext
-from rmqc.errors import ProposalDropped, RmqcError
+from rmqc.errors import CompactedError, ProposalDropped, RmqcError, SnapshotOutOfDateError
 from rmqc.fsm import ApplyResult, Command, ControllerState, decode_commands, encode_commands
 from rmqc.liveness import BrokerKey, Digest, HeartbeatTable, MassExpiry, StallMeter
 from rmqc.raft import Config as RaftConfig
@@ -86,6 +86,9 @@ FEED_MESSAGES = 512
 FEED_ENTRIES = 4096
 # A save (one LMDB transaction + fsync) slower than this is logged: the node answers nothing meanwhile.
 SLOW_PERSIST_S = 0.1
+# Entries a node's compaction deletes per transaction: each holds the storage's writer lock, which
+# the driver's next save waits for; 1,000 take about 1 ms (bench/bench_snapshot_stall.py).
+NODE_SWEEP_BATCH_ENTRIES = 1_000
 # Keep this many entries behind a snapshot so a briefly lagging follower catches up from the log.
 COMPACTION_LAG_ENTRIES = 1_000
 _UNREACHABLE = MessageType.UNREACHABLE
@@ -176,6 +179,7 @@ class ControllerNode:
         self.listen_address = config.listen_address
         self._conf_state = ConfState()
         self._snapshot_index = 0
+        self._snapshot_in_flight = False  # at most one snapshot write at a time (_take_snapshot)
         self._wakeup = trio.Event()
         self._ticks = 0
         self._inbound: deque[Message] = deque()
@@ -555,8 +559,9 @@ class ControllerNode:
         if not apply_first:
             self._apply_committed(raw, ready)
         if (self.applied_index - self._snapshot_index >= self.config.snapshot_every_entries
-                and self.disk_full is None):  # a snapshot needs space: taken once writes succeed again
-            await self._take_snapshot()
+                and self.disk_full is None  # a snapshot needs space: taken once writes succeed again
+                and not self._snapshot_in_flight):
+            self._take_snapshot()
         return True
 
     def _persist(self, hard_state: Any, entries: list[Entry], snapshot: Any) -> bool:
@@ -760,29 +765,49 @@ class ControllerNode:
             self._elections_in_flight += 1
             self._nursery.start_soon(self._propose_elections, retries)
 
-    async def _take_snapshot(self) -> None:
-        assert self.storage is not None and self.raw is not None
+    def _take_snapshot(self) -> None:
+        """Capture the applied state now, write it in the background (_write_snapshot). The driver
+        must not wait for the write: on a loaded disk it took seconds, with no Ready handled (no
+        heartbeats sent, no request answered) and the leadership lost (docs/chaos.md)."""
+        assert self.storage is not None
         if not self._persist(None, [], None):  # the commit index first: it must not lag the snapshot
             return
-        index = self.applied_index
-        data = self.state.snapshot()
-        storage = self.storage
-        conf_state = self._conf_state
+        # No await from here to start_soon: the data is the applied state at exactly this index.
+        index, data = self.applied_index, self.state.snapshot()
         compact_to = index - min(COMPACTION_LAG_ENTRIES, self.config.snapshot_every_entries // 2)
+        self._snapshot_in_flight = True
+        self._nursery.start_soon(self._write_snapshot, index, self._conf_state, data, compact_to)
+
+    async def _write_snapshot(self, index: int, conf_state: ConfState, data: bytes, compact_to: int) -> None:
+        """create_snapshot + compaction in worker threads, while the driver goes on. Each of their
+        transactions holds the storage's writer lock, which a save of the driver (in the event
+        loop's thread) then waits for: so the sweep is one short transaction per thread call, and
+        between two calls the driver's save takes the lock (a threading lock is not fair: a thread
+        sweeping in a loop could retake it first every time). A snapshot from the leader installed
+        meanwhile supersedes this one."""
+        storage = self.storage
+        assert storage is not None
 
         def write() -> None:
             storage.create_snapshot(index, conf_state, data)
             if compact_to > storage.first_index():
-                storage.compact(compact_to)
+                storage.compact(compact_to, sweep=False)
 
         try:
             await trio.to_thread.run_sync(write)
+            while await trio.to_thread.run_sync(storage.sweep_batch, NODE_SWEEP_BATCH_ENTRIES):
+                pass
+        except (SnapshotOutOfDateError, CompactedError) as error:  # the leader's snapshot is newer
+            log.info("%s: snapshot at %d superseded: %s", self.config.node_id, index, error)
+            return
         except StorageFullError as error:
             self._raise_disk_full(error)
             return
         except StorageWriteFailed as error:
             self._storage_failed(error)
-        self._snapshot_index = index
+        finally:
+            self._snapshot_in_flight = False
+        self._snapshot_index = max(self._snapshot_index, index)
         log.info("%s: snapshot at %d (%d bytes)", self.config.node_id, index, len(data))
 
     # ----- requests -----

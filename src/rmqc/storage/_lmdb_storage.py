@@ -280,14 +280,27 @@ class LmdbStorage:
         key = _codec.index_key(index)
         value = self._read(lambda txn: txn.get(key, db=self._dbs["log"]))
         if value is None:
+            if index <= self._bounds.compacted_index:  # compacted meanwhile: ask the new bounds
+                return self.term(index)
             raise _missing(index)
         return _codec.decode_term(key, value)
 
     def entries(self, lo: int, hi: int, max_bytes: int | None = None) -> list[Entry]:
         self._check_range(lo, hi)
         run: list[Entry] = []
-        self._read(lambda txn: self._read_run(txn, lo, hi, max_bytes, 0, run))
+        try:
+            self._read(lambda txn: self._read_run(txn, lo, hi, max_bytes, 0, run))
+        except CorruptionError:
+            self._raise_if_compacted_meanwhile(lo)
+            raise
         return run
+
+    def _raise_if_compacted_meanwhile(self, index: int) -> None:
+        """A compaction in another thread (a node's snapshot) may move the boundary past `index`
+        and sweep it between our bounds check and our read: that is CompactedError, as if the
+        check had come a moment later, not a damaged log."""
+        if index < self._bounds.first_index:
+            raise CompactedError(f"index {index}: compacted up to {self._bounds.compacted_index} meanwhile")
 
     def _check_range(self, lo: int, hi: int) -> None:
         bounds = self._bounds
@@ -347,13 +360,19 @@ class LmdbStorage:
             lo, prev_term = batch_hi, batch[-1].term
 
     def snapshot(self) -> Snapshot:
-        state = self._snapshot
-        if state.meta.index == 0:
-            return Snapshot(meta=state.meta)
-        data = self._read(lambda txn: txn.get(_KEY, db=self._dbs["snapshot_data"]))
+        if self._snapshot.meta.index == 0:
+            return Snapshot(meta=self._snapshot.meta)
+        # Metadata and data from one transaction: a node's create_snapshot in a worker thread may
+        # replace both between two reads, and the cached metadata is updated after its commit.
+        state, data = self._read(self._read_snapshot)
         if data is None:
             raise CorruptionError(state.meta.index, "snapshot data missing")
         return Snapshot(state.meta, _codec.check_snapshot_data(state.meta, data, state.data_crc))
+
+    def _read_snapshot(self, txn: lmdb.Transaction) -> tuple[_SnapshotState, bytes | None]:
+        raw_meta = txn.get(_KEY, db=self._dbs["snapshot_meta"])
+        state = self._snapshot if raw_meta is None else _SnapshotState(*_codec.decode_snapshot_meta(raw_meta))
+        return state, txn.get(_KEY, db=self._dbs["snapshot_data"])
 
     # ----- write side -----
 
@@ -458,11 +477,20 @@ class LmdbStorage:
         self._snapshot = self._write(lambda txn: self._put_snapshot(txn, meta, data), len(data))
         return Snapshot(meta, data)
 
-    def compact(self, index: int, *, progress: Callable[[int, int], None] | None = None) -> None:
-        """Drop entries up to `index` (covered by the snapshot); progress(done, total) per batch."""
+    def compact(self, index: int, *, progress: Callable[[int, int], None] | None = None,
+                sweep: bool = True) -> None:
+        """Drop entries up to `index` (covered by the snapshot); progress(done, total) per batch.
+        sweep=False only moves the boundary (the entries are gone for readers at once): the
+        caller deletes them with sweep_batch, one short transaction per call."""
         with self._writer:
             dropped = self._move_boundary_locked(index)
-        self._sweep_compacted(progress, total=dropped)  # batches, letting saves in between
+        if sweep:
+            self._sweep_compacted(progress, total=dropped)  # batches, letting saves in between
+
+    def sweep_batch(self, limit: int) -> int:
+        """Delete up to `limit` entries behind the compaction boundary; the number deleted."""
+        stop = self._bounds.compacted_index
+        return self._write(lambda txn: _delete_keys(txn.cursor(db=self._dbs["log"]), 0, stop, limit))
 
     def _move_boundary_locked(self, index: int) -> int:
         """Write the compaction boundary durably; the number of entries it hides."""
@@ -490,10 +518,8 @@ class LmdbStorage:
         self, progress: Callable[[int, int], None] | None = None, total: int = 0
     ) -> None:
         """Delete entries behind the compaction boundary, SWEEP_BATCH_ENTRIES per transaction."""
-        stop, done = self._bounds.compacted_index, 0
-        while deleted := self._write(
-            lambda txn: _delete_keys(txn.cursor(db=self._dbs["log"]), 0, stop, SWEEP_BATCH_ENTRIES)
-        ):
+        done = 0
+        while deleted := self.sweep_batch(SWEEP_BATCH_ENTRIES):
             done += deleted
             if progress is not None:
                 progress(done, max(total, done))
