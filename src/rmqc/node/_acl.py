@@ -10,7 +10,6 @@ the gate sits on the remoting port only.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from rmqc.remoting import RemotingCommand, ResponseCode, make_response
 
 from ._config import NodeConfig
 from ._ratelog import RateLimitedLog
+from ._watched_file import Stamp, current_stamp, read_watched_text, stamp_of
 
 log = logging.getLogger("rmqc.node.acl")
 
@@ -37,7 +37,7 @@ class AclGate:
     def __init__(self, config: NodeConfig, clock: Callable[[], float] = time.monotonic) -> None:
         self._path = config.acl_file
         self._clock = clock
-        self._stamp: tuple[int, int, int] | None = None
+        self._stamp: Stamp | None = None
         self._next_check_s = 0.0
         self._rules: AclRules = self._read()  # ConfigError: the node does not start
         self.refused: Counter[str] = Counter()  # by Refusal name
@@ -63,7 +63,7 @@ class AclGate:
             return
         self._next_check_s = now + RELOAD_CHECK_S
         try:
-            if _stamp(os.stat(self._path)) == self._stamp:
+            if current_stamp(self._path) == self._stamp:
                 return
             self._rules = self._read()
             log.info("acl_file %s reloaded: %d accounts", self._path, len(self._rules.accounts))
@@ -71,26 +71,13 @@ class AclGate:
             log.error("acl_file %s: %s; keeping the rules read before", self._path, error)
 
     def _read(self) -> AclRules:
+        text, status = read_watched_text("acl_file", self._path, MAX_ACL_FILE_BYTES)
         try:
-            with open(self._path, "rb") as handle:
-                status = os.fstat(handle.fileno())
-                data = handle.read(MAX_ACL_FILE_BYTES + 1)
-        except OSError as error:
-            raise ConfigError(f"acl_file: cannot read {self._path}: {error}") from error
-        if len(data) > MAX_ACL_FILE_BYTES:
-            raise ConfigError(f"acl_file: {self._path} is over {MAX_ACL_FILE_BYTES} bytes")
-        try:
-            rules = parse_plain_acl(data.decode())
-        except UnicodeDecodeError as error:
-            raise ConfigError(f"acl_file: {self._path} is not UTF-8: {error}") from error
+            rules = parse_plain_acl(text)
         except ConfigError as error:
             raise ConfigError(f"acl_file: {self._path}: {error}") from error
-        self._stamp = _stamp(status)
+        self._stamp = stamp_of(status)
         return rules
-
-
-def _stamp(status: os.stat_result) -> tuple[int, int, int]:
-    return status.st_mtime_ns, status.st_size, status.st_ino
 
 
 def host_of(remote: str) -> str:

@@ -25,12 +25,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-import os
 import secrets
 import stat
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import trio
 
@@ -38,6 +36,7 @@ from rmqc.errors import ConfigError, RmqcError
 from rmqc.raft._types import Message
 
 from ._config import NodeConfig, Peer
+from ._watched_file import Stamp, current_stamp, read_watched_text, stamp_of
 from ._peer_codec import (
     MAX_HANDSHAKE_BYTES,
     NONCE_BYTES,
@@ -100,13 +99,6 @@ def parse_secrets(text: str) -> tuple[bytes, ...]:
     return keys
 
 
-@dataclass(frozen=True, slots=True)
-class _Stamp:
-    mtime_ns: int
-    size: int
-    inode: int
-
-
 class PeerSecrets:
     """The keys of `peer_secret_file`: the first signs, every one verifies, so a secret is rotated
     by adding the new one second, then moving it first, then dropping the old (docs/security.md).
@@ -114,7 +106,7 @@ class PeerSecrets:
 
     def __init__(self, path: str) -> None:
         self._path = path
-        self._stamp: _Stamp | None = None
+        self._stamp: Stamp | None = None
         self._keys: tuple[bytes, ...] = (b"",)
         if path:
             self._keys = self._read()
@@ -133,32 +125,19 @@ class PeerSecrets:
         return self._keys
 
     def _changed(self) -> bool:
-        try:
-            return _stamp_of(os.stat(self._path)) != self._stamp
-        except OSError:
-            return True
+        stamp = current_stamp(self._path)
+        return stamp is None or stamp != self._stamp
 
     def _read(self) -> tuple[bytes, ...]:
+        text, status = read_watched_text("peer_secret_file", self._path, MAX_SECRET_FILE_BYTES)
         try:
-            with open(self._path, "rb") as handle:
-                status = os.fstat(handle.fileno())
-                data = handle.read(MAX_SECRET_FILE_BYTES + 1)
-        except OSError as error:
-            raise ConfigError(f"peer_secret_file: cannot read {self._path}: {error}") from error
-        if len(data) > MAX_SECRET_FILE_BYTES:
-            raise ConfigError(f"peer_secret_file: {self._path} is over {MAX_SECRET_FILE_BYTES} bytes")
-        try:
-            keys = parse_secrets(data.decode())
-        except (ValueError, UnicodeDecodeError) as error:
+            keys = parse_secrets(text)
+        except ValueError as error:
             raise ConfigError(f"peer_secret_file: {self._path}: {error}") from error
         if status.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
             log.warning("peer_secret_file %s is readable by other users (chmod 600 it)", self._path)
-        self._stamp = _stamp_of(status)
+        self._stamp = stamp_of(status)
         return keys
-
-
-def _stamp_of(status: os.stat_result) -> _Stamp:
-    return _Stamp(status.st_mtime_ns, status.st_size, status.st_ino)
 
 
 async def dial(stream: trio.abc.Stream, config: NodeConfig, secrets_: PeerSecrets, peer: Peer) -> bytes:
