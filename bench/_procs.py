@@ -1,14 +1,14 @@
-"""Processes the harness starts: the launcher of rmqc.testing.launcher under the names the suite
+"""Processes the harness starts: the launcher of rmqc.launcher under the names the suite
 uses. Each one is remembered by PID, its output in a log file, stopped by PID (SIGTERM, then
 SIGKILL) when its scenario ends, and all of them again when the run ends (stop_all)."""
 
 from __future__ import annotations
 
-from rmqc.testing.launcher import STOP_GRACE_S as STOP_GRACE_S
-from rmqc.testing.launcher import Process
-from rmqc.testing.launcher import ProcessFailed as ProcessFailed
-from rmqc.testing.launcher import free_ports as free_ports
-from rmqc.testing.launcher import stop_all as stop_all
+from rmqc.launcher import STOP_GRACE_S as STOP_GRACE_S
+from rmqc.launcher import Process
+from rmqc.launcher import ProcessFailed as ProcessFailed
+from rmqc.launcher import free_ports as free_ports
+from rmqc.launcher import stop_all as stop_all
 
 __all__ = ["STOP_GRACE_S", "Proc", "ProcessFailed", "free_ports", "stop_all"]
 

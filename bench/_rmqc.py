@@ -12,8 +12,8 @@ from pathlib import Path
 import trio
 
 from rmqc.remoting import RemotingCommand, RequestCode, ResponseCode
-from rmqc.testing.launcher import RMQC as RMQC_BIN
-from rmqc.testing.launcher import join_peers, serve_argv, serving_pattern, stop_processes
+from rmqc.launcher import RMQC as RMQC_BIN
+from rmqc.launcher import join_peers, serve_argv, serving_pattern, stop_processes
 
 from ._load import LoadError, RemotingConn
 from ._procs import Proc, ProcessFailed, free_ports
@@ -65,7 +65,7 @@ class WriteSequence:
 
 class RmqcCluster:
     """`nodes` rmqc serve processes; `settings` are --set OPTION=VALUE for every node. Started,
-    signalled and stopped by rmqc.testing.launcher; stdout and stderr of node n in
+    signalled and stopped by rmqc.launcher; stdout and stderr of node n in
     root/logs/<name>-n.log. Subclasses may change `argv` (its first item is the program) and
     `spawn`."""
 

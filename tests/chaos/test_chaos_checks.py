@@ -12,7 +12,7 @@ import pytest
 from rmqc.chaos import ChaosConfig, all_violations, read_jsonl, schedule, summarize, write_outputs
 from rmqc.chaos._checks import history_ops, stalls
 from rmqc.chaos._output import with_initial_writes
-from rmqc.testing.linearizability import check_key
+from rmqc.linearizability import check_key
 
 
 def clean_history() -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rmqc.chaos import read_jsonl, summarize
-from rmqc.testing.launcher import rmqc_argv
+from rmqc.launcher import rmqc_argv
 
 pytestmark = pytest.mark.slow
 RUN_BOUND_S = 240  # the run takes about 20 s here; this bound only turns a hang into a failure

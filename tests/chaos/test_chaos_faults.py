@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pytest
 
 from rmqc.chaos import FAULTS
-from rmqc.testing._tcp_proxy import ProxyMesh
+from rmqc.chaos._tcp_proxy import ProxyMesh
 
 
 @dataclass

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rmqc.cli.main import app
-from rmqc.testing.launcher import ServeCluster, free_ports, serve_nodes
+from rmqc.launcher import ServeCluster, free_ports, serve_nodes
 from test_sim_process import SIM_CONVERGE_S, SimProcess, converged_summary
 
 pytestmark = pytest.mark.slow

@@ -22,7 +22,7 @@ from rmqc.storage import (
     acquire_node_lock,
     claim_identity,
 )
-from rmqc.testing.launcher import RMQC, free_ports
+from rmqc.launcher import RMQC, free_ports
 
 runner = CliRunner()
 LEADER_TS_MS = 1_763_000_000_000

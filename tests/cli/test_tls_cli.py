@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from rmqc.cli.main import app
 from rmqc.testing.certs import Certs, make_certs
-from rmqc.testing.launcher import ServeCluster, free_ports, serve_nodes
+from rmqc.launcher import ServeCluster, free_ports, serve_nodes
 from test_sim_process import SIM_CONVERGE_S, SimProcess, converged_summary
 
 pytestmark = pytest.mark.slow

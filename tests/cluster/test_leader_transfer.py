@@ -18,7 +18,7 @@ import trio
 from rmqc.client import ControllerClient
 from rmqc.node._operations import RMQC_TRANSFER_LEADER
 from rmqc.testing.cluster import Cluster
-from rmqc.testing.launcher import rmqc_argv
+from rmqc.launcher import rmqc_argv
 from rmqc.testing.writer import WriteLoad
 from test_cluster import replica_info, start_group
 

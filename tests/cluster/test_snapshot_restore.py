@@ -22,7 +22,7 @@ from rmqc.raft import EntryType
 from rmqc.remoting import loads_fastjson
 from rmqc.storage import LmdbStorage, read_identity, read_snapshot_file
 from rmqc.testing.cluster import Cluster, free_ports
-from rmqc.testing.launcher import ServeCluster, rmqc_argv, serve_nodes
+from rmqc.launcher import ServeCluster, rmqc_argv, serve_nodes
 from rmqc.testing.writer import CLUSTER as WRITER_CLUSTER
 from rmqc.testing.writer import WriteLoad
 

@@ -30,7 +30,7 @@ from rmqc.storage import LmdbStorage
 from rmqc.testing.cluster import CLUSTER, Cluster, free_ports, wait_until
 from rmqc.testing.disk import EXT4, TMPFS, SmallDisk, small_disk
 from rmqc.remoting import RMQC_NODE_STATUS
-from rmqc.testing.launcher import serve_nodes
+from rmqc.launcher import serve_nodes
 
 pytestmark = pytest.mark.slow
 DISK_FULL_REMARK = "the controller's disk is full"

@@ -21,7 +21,7 @@ from rmqc.cli.analyze import found_problems, render_summary
 from rmqc.cli.main import app
 from rmqc.pipeline import LOG_DIVERGENCE, TABLES, _report, run_pipeline, synth
 from rmqc.raft._types import Entry, EntryType
-from rmqc.testing.linearizability import write_history as write_ops
+from rmqc.linearizability import write_history as write_ops
 
 # A pipeline run over the module fixture takes a minute or two on an idle 2-core machine but several
 # times that when the machine is shared; the fixture's run counts against the first test's timeout.

@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rmqc.pipeline import SynthBoundExceeded, synth
-from rmqc.testing.linearizability import check_history
+from rmqc.linearizability import check_history
 
 ALL_PLANTS = {kind: 1 for kind in synth.PLANTABLE_KINDS} | {"broker_id_reused": 2}
 

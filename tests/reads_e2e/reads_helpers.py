@@ -1,5 +1,5 @@
 """Shared by the read tests: a broker group whose master address is a register (1003 writes it,
-1004 reads it), and the history those ops make for rmqc.testing.linearizability."""
+1004 reads it), and the history those ops make for rmqc.linearizability."""
 
 from __future__ import annotations
 

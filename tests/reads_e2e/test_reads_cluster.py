@@ -17,7 +17,7 @@ import trio
 
 from rmqc.client import ClientError, ControllerClient
 from rmqc.testing import check_history, write_history
-from rmqc.testing._tcp_proxy import ProxyMesh
+from rmqc.chaos._tcp_proxy import ProxyMesh
 
 from rmqc.testing.cluster import Cluster, NodeProcess, free_ports, wait_until
 from reads_helpers import History, make_group  # noqa: E402

@@ -17,7 +17,7 @@ from rmqc.client import ControllerClient
 from rmqc.node import ControllerNode, NodeConfig, parse_peers
 from rmqc.node._reads import ReadPath
 from rmqc.testing import check_history
-from rmqc.testing._tcp_proxy import ProxyMesh
+from rmqc.chaos._tcp_proxy import ProxyMesh
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "node"))
 from node_helpers import free_ports, wait_until  # noqa: E402

@@ -5,7 +5,7 @@ from __future__ import annotations
 import trio
 
 from rmqc.node._peers import _is_refusal
-from rmqc.testing._tcp_proxy import ProxyMesh, TcpProxy
+from rmqc.chaos._tcp_proxy import ProxyMesh, TcpProxy
 
 
 async def echo_server(nursery: trio.Nursery) -> int:

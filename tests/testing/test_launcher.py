@@ -1,4 +1,4 @@
-"""rmqc.testing.launcher with small Python children standing in for `rmqc serve`: output waits
+"""rmqc.launcher with small Python children standing in for `rmqc serve`: output waits
 (bounded, per run), exits noticed, signals by PID, stop escalation, the registry, node argv."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rmqc.testing.launcher import (
+from rmqc.launcher import (
     NodeStartFailed,
     Process,
     ProcessFailed,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rmqc.testing.linearizability import (
+from rmqc.linearizability import (
     HistoryFormatError,
     Op,
     SearchBoundExceeded,

@@ -1,7 +1,7 @@
 """rmqc.chaos: OpenChaos-style fault runs on real `rmqc serve` processes (`rmqc chaos run`).
 
-A test tool: it imports rmqc.testing (launcher, fault proxy, linearizability checker) on purpose,
-and no serving code imports it. docs/chaos.md explains every fault, checker and output."""
+It runs real processes through rmqc.launcher behind its fault proxy (`_tcp_proxy`) and checks
+histories with rmqc.linearizability; no serving code imports it. docs/chaos.md explains every fault, checker and output."""
 
 from ._checks import all_violations as all_violations
 from ._faults import FAULTS as FAULTS

@@ -7,7 +7,7 @@ What each one proves:
 - duplicates: no two brokers of one group ever hold the same broker id.
 - split brain: no two brokers of one group are MASTER with the same masterEpoch (a new master
   always comes with a new epoch).
-- linearizability of `linearizable` and `lease` reads per group (rmqc.testing.linearizability).
+- linearizability of `linearizable` and `lease` reads per group (rmqc.linearizability).
 - stale reads going back in time: on one node (one incarnation of it), a `stale` read never returns
   less than a `stale` read that completed before it began.
 - recovery: at the end of each recovery phase every node runs, a write made after the heal was
@@ -23,7 +23,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from rmqc.testing.linearizability import Op, SearchBoundExceeded, check_history
+from rmqc.linearizability import Op, SearchBoundExceeded, check_history
 
 # The value of nextBrokerId of a group nobody has registered in yet.
 INITIAL_NEXT_ID = "1"

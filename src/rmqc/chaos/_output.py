@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rmqc.testing.linearizability import Op, write_history
+from rmqc.linearizability import Op, write_history
 
 from ._checks import INITIAL_NEXT_ID, Record, history_ops
 from ._history import write_jsonl

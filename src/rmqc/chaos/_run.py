@@ -2,8 +2,8 @@
 register group, readers at every level on every node, monitors, and a seeded schedule of windows
 (quiet, fault, heal, recovery). Everything lands in the history; the checkers run at the end.
 
-rmqc.chaos is a test tool run by `rmqc chaos`: it imports rmqc.testing (the one launcher of
-`rmqc serve` processes, the fault proxy, the linearizability checker) on purpose; no serving code
+It uses the project's one launcher of `rmqc serve` processes (rmqc.launcher), the fault proxy
+(rmqc.chaos._tcp_proxy) and the linearizability checker (rmqc.linearizability); no serving code
 imports rmqc.chaos."""
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import trio
 from rmqc.brokersim import BrokerFleet, Role, SimTiming, Status
 from rmqc.client import ClientError, ControllerClient
 from rmqc.remoting import RequestCode
-from rmqc.testing._tcp_proxy import ProxyMesh
-from rmqc.testing.launcher import ServeNode, free_ports, stop_processes
+from rmqc.chaos._tcp_proxy import ProxyMesh
+from rmqc.launcher import ServeNode, free_ports, stop_processes
 
 from ._faults import FAULTS, FIVE_NODES_ONLY, Fault, libfaketime, set_clock_offset
 from ._history import History, now_ns

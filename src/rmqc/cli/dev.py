@@ -1,6 +1,6 @@
 """`rmqc dev cluster`: a local N-node rmqc cluster for trying rmqc out, with a live view of the nodes.
 
-`LocalCluster` is the launcher's ServeCluster (rmqc.testing.launcher: one `rmqc serve` process per
+`LocalCluster` is the launcher's ServeCluster (rmqc.launcher: one `rmqc serve` process per
 node, PIDs kept, each in its own session so a terminal's Ctrl-C reaches only us) with the blocking
 calls a CLI and plain tests want: start waits for each node's "serving on" line within a bound, and
 stop sends SIGINT to each PID, waits (bounded), then SIGKILLs any still running.
@@ -14,12 +14,12 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from rmqc.testing.launcher import START_TIMEOUT_S, STOP_GRACE_S, ServeCluster, serve_nodes
-from rmqc.testing.launcher import NodeStartFailed as NodeStartFailed
-from rmqc.testing.launcher import ServeNode as NodeProcess
-from rmqc.testing.launcher import end_with_parent as end_with_parent
-from rmqc.testing.launcher import free_ports as free_ports
-from rmqc.testing.launcher import rmqc_argv as rmqc_argv
+from rmqc.launcher import START_TIMEOUT_S, STOP_GRACE_S, ServeCluster, serve_nodes
+from rmqc.launcher import NodeStartFailed as NodeStartFailed
+from rmqc.launcher import ServeNode as NodeProcess
+from rmqc.launcher import end_with_parent as end_with_parent
+from rmqc.launcher import free_ports as free_ports
+from rmqc.launcher import rmqc_argv as rmqc_argv
 
 __all__ = ["LocalCluster", "NodeProcess", "NodeStartFailed", "dev_app", "end_with_parent", "free_ports", "rmqc_argv"]
 

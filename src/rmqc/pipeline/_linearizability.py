@@ -1,7 +1,7 @@
 """The linearizability check of recorded client histories, one key per task, on Spark.
 
 Lines are kept as raw JSON text until they reach the worker, so values keep their JSON types
-exactly; there each key's ops go through the one checker, `rmqc.testing.linearizability`
+exactly; there each key's ops go through the one checker, `rmqc.linearizability`
 (P-compositionality: the history is linearizable iff every key's sub-history is).
 """
 
@@ -22,7 +22,7 @@ MAX_WITNESS_CHARS = 2_000
 
 def _check_one_key(lines: pd.DataFrame) -> pd.DataFrame:
     """Runs on a Spark worker: parse one key's ops and check them."""
-    from rmqc.testing.linearizability import SearchBoundExceeded, check_key, op_from_json
+    from rmqc.linearizability import SearchBoundExceeded, check_key, op_from_json
 
     key = str(lines["key"].iloc[0])
     ops = [op_from_json(json.loads(line), f"key {key}") for line in lines["value"]]

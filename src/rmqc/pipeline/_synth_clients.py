@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 
-from rmqc.testing.linearizability import READ, WRITE, Op
+from rmqc.linearizability import READ, WRITE, Op
 
 from ._errors import SynthBoundExceeded
 

@@ -1,20 +1,21 @@
 """rmqc.testing: test helpers shipped with the package.
 
-- `rmqc.testing.linearizability`: the register linearizability checker (re-exported here; pure, so
-  the Spark pipeline and the real-process tests use it too).
+- the register linearizability checker, re-exported from `rmqc.linearizability` (pure; the Spark
+  pipeline and `rmqc chaos` use it too, so it lives outside this package, as does the process
+  launcher `rmqc.launcher` and the fault proxy `rmqc.chaos._tcp_proxy`).
 - `rmqc.testing.sim`: the deterministic simulator (`python -m rmqc.testing.sim --seeds N`); imported
   on demand, since it pulls in the Raft core.
 - `rmqc.testing.storage_contract`: the contract suite every Storage must pass.
 """
 
-from .linearizability import HistoryFormatError as HistoryFormatError
-from .linearizability import KeyResult as KeyResult
-from .linearizability import Op as Op
-from .linearizability import SearchBoundExceeded as SearchBoundExceeded
-from .linearizability import check_history as check_history
-from .linearizability import check_key as check_key
-from .linearizability import read_history as read_history
-from .linearizability import write_history as write_history
+from rmqc.linearizability import HistoryFormatError as HistoryFormatError
+from rmqc.linearizability import KeyResult as KeyResult
+from rmqc.linearizability import Op as Op
+from rmqc.linearizability import SearchBoundExceeded as SearchBoundExceeded
+from rmqc.linearizability import check_history as check_history
+from rmqc.linearizability import check_key as check_key
+from rmqc.linearizability import read_history as read_history
+from rmqc.linearizability import write_history as write_history
 
 __all__ = [
     "HistoryFormatError",

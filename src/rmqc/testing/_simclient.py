@@ -11,7 +11,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .linearizability import READ, WRITE, Op
+from rmqc.linearizability import READ, WRITE, Op
 
 OP_KINDS = ("write", "read", "lease")
 

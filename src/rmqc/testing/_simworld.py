@@ -20,7 +20,7 @@ from ._simnemesis import Nemesis, NemesisKnobs
 from ._simnet import LinkFaults, SimNetwork
 from ._simnode import NodeKnobs, SimNode
 from ._simstatus import node_view
-from .linearizability import Op, SearchBoundExceeded, check_history
+from rmqc.linearizability import Op, SearchBoundExceeded, check_history
 
 # The last lines of what happened, printed with a failing seed; enough to see the faults and
 # leader changes that led to it without drowning the reader.

@@ -1,5 +1,5 @@
 """Real `rmqc serve` processes on 127.0.0.1 for cluster tests (started, signalled by PID and
-stopped by rmqc.testing.launcher), fake brokers (a remoting listener that records the 1008
+stopped by rmqc.launcher), fake brokers (a remoting listener that records the 1008
 notifications it receives) and helpers that follow the broker side of spec section 7."""
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import trio
 from rmqc.client import ClientError, ControllerClient
 from rmqc.remoting import FrameDecoder, RemotingCommand
 
-from .launcher import RMQC as RMQC
-from .launcher import START_TIMEOUT_S as START_TIMEOUT_S
-from .launcher import ServeCluster, serve_nodes
-from .launcher import ServeNode as NodeProcess
-from .launcher import free_ports as free_ports
+from rmqc.launcher import RMQC as RMQC
+from rmqc.launcher import START_TIMEOUT_S as START_TIMEOUT_S
+from rmqc.launcher import ServeCluster, serve_nodes
+from rmqc.launcher import ServeNode as NodeProcess
+from rmqc.launcher import free_ports as free_ports
 
 __all__ = ["CLUSTER", "HEARTBEAT_TIMEOUT_MS", "RMQC", "START_TIMEOUT_S", "Cluster", "FakeBroker", "NodeProcess",
            "free_ports", "wait_until"]

@@ -16,7 +16,7 @@ The load is shaped like a broker registering (1012 GET_NEXT_BROKER_ID, then 1013
 that id with a check code derived from it, so a retry is idempotent), moving to the next node when
 a node does not answer within ATTEMPT_TIMEOUT_S, as a broker moves between controllers.
 
-The cluster is started and signalled through rmqc.testing.launcher (by PID); every wait is bounded.
+The cluster is started and signalled through rmqc.launcher (by PID); every wait is bounded.
 tests/cluster/test_pauses.py runs a short version, bench/_scn_pauses.py the long one.
 """
 
@@ -36,7 +36,7 @@ import trio
 
 from rmqc.remoting import RMQC_NODE_STATUS, FrameDecoder, RemotingCommand, RequestCode, ResponseCode, encode, make_request
 
-from .launcher import ServeCluster, ServeNode, free_ports, serve_argv, serve_nodes
+from rmqc.launcher import ServeCluster, ServeNode, free_ports, serve_argv, serve_nodes
 
 __all__ = ["PauseConfig", "PauseRun", "PauseResult", "run_pauses"]
 
