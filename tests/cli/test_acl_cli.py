@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rmqc.cli.main import app
-from rmqc.launcher import ServeCluster, free_ports, serve_nodes
+from rmqc.launcher import ServeCluster, free_ports, poll_blocking, serve_nodes
 from test_sim_process import SIM_CONVERGE_S, SimProcess, converged_summary
 
 pytestmark = pytest.mark.slow
@@ -25,6 +25,7 @@ accounts:
     admin: true
 """
 BROKER = ("--access-key", "broker-key", "--secret-key", "broker-secret")
+LEADER_WAIT_S = 10.0  # a single node leads once its log is applied, moments after it serves
 ADMIN_ENV = {"RMQC_ACCESS_KEY": "admin-key", "RMQC_SECRET_KEY": "admin-secret"}
 
 
@@ -61,9 +62,14 @@ def test_admin_signs_with_flags_or_environment_and_rights_hold(node: str) -> Non
 
 
 def test_status_signs(node: str) -> None:
-    code, out, err = rmqc("status", "-a", node, "--json", env=ADMIN_ENV)
-    assert code == 0, err
-    assert orjson.loads(out)[0]["status"]["role"] == "leader"
+    def leader_role() -> str | None:
+        """The role a signed status reports; None while the node has not yet led (it serves first)."""
+        code, out, err = rmqc("status", "-a", node, "--json", env=ADMIN_ENV)
+        assert code == 0, err
+        role = orjson.loads(out)[0]["status"]["role"]
+        return role if role == "leader" else None
+
+    poll_blocking(leader_role, LEADER_WAIT_S, lambda: AssertionError(f"no leader within {LEADER_WAIT_S} s"))
     code, _, _ = rmqc("status", "-a", node, "--json")
     assert code != 0  # every request refused: no status from the node
 
