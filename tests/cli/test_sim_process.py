@@ -64,14 +64,15 @@ class SimProcess:
         return _unwrap(self.ask(f"beliefs {name}", "beliefs"))["beliefs"]
 
     def wait_full_group(self, name: str, replicas: int, timeout_s: float = SIM_CONVERGE_S) -> list[dict[str, Any]]:
-        """Beliefs of `name` once its master holds every replica in its SyncStateSet and all agree."""
+        """Beliefs of `name` once its master holds at least `replicas` brokers in its SyncStateSet
+        and all agree on that master (at least: a new master may have expanded it already)."""
         import time
 
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             beliefs = self.beliefs(name)
             masters = [b for b in beliefs if b["role"] == "MASTER" and b["status"] == "running"]
-            if (len(masters) == 1 and len(masters[0]["syncStateSet"]) == replicas
+            if (len(masters) == 1 and len(masters[0]["syncStateSet"]) >= replicas
                     and all(b["masterBrokerId"] == masters[0]["brokerId"] for b in beliefs)):
                 return beliefs
             self.wait_for(lambda line: "summary" in _unwrap(line), ANSWER_TIMEOUT_S, "a summary")  # ~0.5 s
