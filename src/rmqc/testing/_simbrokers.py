@@ -148,16 +148,18 @@ class SimBrokerClient:
 
     def on_answer(self, opaque: int, answer: Answer | None, now_us: int) -> list[Outgoing]:
         """An answer (None: lost or timed out) to request `opaque`; may send the next request."""
-        pending = self.pending.pop(opaque, None)
-        if pending is None or not self.running:
+        if opaque not in self.pending or not self.running:
             return []
+        self._finish(opaque, answer, now_us)
+        return self.step(now_us)
+
+    def _finish(self, opaque: int, answer: Answer | None, now_us: int) -> None:
+        pending = self.pending.pop(opaque)
         if answer is not None:
             self.leader_hint = answer.leader_hint or self.leader_hint
         else:
             self.leader_hint = None
-        handler = getattr(self, f"_after_{pending.kind}")
-        handler(pending, answer, now_us)
-        return self.step(now_us)
+        getattr(self, f"_after_{pending.kind}")(pending, answer, now_us)
 
     def on_notify(self, request: RemotingCommand, now_us: int) -> None:
         """A one-way 1008 from the controller leader (spec 5.4)."""
@@ -191,10 +193,9 @@ class SimBrokerClient:
         return any(p.slot == slot for p in self.pending.values())
 
     def _expire(self, now_us: int) -> None:
-        for opaque in sorted(self.pending):
-            pending = self.pending[opaque]
-            if now_us - pending.sent_us >= self.knobs.timeout_us:
-                self.on_answer(opaque, None, now_us)
+        expired = [o for o, p in sorted(self.pending.items()) if now_us - p.sent_us >= self.knobs.timeout_us]
+        for opaque in expired:
+            self._finish(opaque, None, now_us)
 
     def _heartbeats(self) -> list[Outgoing]:
         assert self.broker_id is not None

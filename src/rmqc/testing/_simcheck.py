@@ -23,7 +23,8 @@ from rmqc.errors import CompactedError, UnavailableError
 from rmqc.raft._storage import Storage
 from rmqc.raft._types import Entry
 
-KvState = tuple[tuple[str, str], ...]
+# What a node's state machine looks like at an index: any value that compares equal on equal states.
+KvState = object
 
 
 @dataclass(slots=True)

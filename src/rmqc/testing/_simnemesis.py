@@ -16,6 +16,7 @@ from rmqc.errors import RaftError
 from rmqc.raft._types import ConfChange, ConfChangeType
 
 if TYPE_CHECKING:
+    from ._simbrokers import SimBrokerClient
     from ._simnode import SimNode
     from ._simworld import World
 
@@ -48,6 +49,9 @@ class NemesisKnobs:
             "skew_clocks": 1,
         }
     )
+    # Faults of the simulated brokers, in runs that have them (the controller load): a broker
+    # process dies (no heartbeats, answers lost) and restarts later with its id.
+    broker_weights: dict[str, int] = field(default_factory=lambda: {"crash_broker": 3})
 
 
 class Nemesis:
@@ -56,9 +60,12 @@ class Nemesis:
         self.rng = rng
         self.knobs = knobs
         self.active = True
-        names = sorted(name for name, weight in knobs.weights.items() if weight > 0)
+        weights = dict(knobs.weights)
+        if world.brokers:
+            weights.update(knobs.broker_weights)
+        names = sorted(name for name, weight in weights.items() if weight > 0)
         self.actions: list[Callable[[], None]] = [getattr(self, f"_{name}") for name in names]
-        self.weights = [knobs.weights[name] for name in names]
+        self.weights = [weights[name] for name in names]
 
     def start(self) -> None:
         self._schedule()
@@ -214,6 +221,21 @@ class Nemesis:
         if len(conf.voters) < len(self.world.node_ids):
             return None
         return ConfChange(ConfChangeType.REMOVE_NODE, self.rng.choice(sorted(conf.voters)))
+
+    def _crash_broker(self) -> None:
+        running = [self.world.brokers[name] for name in sorted(self.world.brokers) if self.world.brokers[name].running]
+        if not running:
+            return
+        broker = self.rng.choice(running)
+        broker.crash()
+        down = self.rng.randint(self.knobs.down_min_us, self.knobs.down_max_us)
+        self.world.events.after(down, self._restart_broker, broker)
+        self.world.trace(f"nemesis: crash broker {broker.name} (id {broker.broker_id}) for {down // 1000} ms")
+
+    def _restart_broker(self, broker: SimBrokerClient) -> None:
+        if not broker.running:
+            broker.restart(self.world.events.now_us)
+            self.world.trace(f"broker {broker.name} restarts")
 
     def _pick_up_node(self) -> SimNode | None:
         up = [node for node in self.world.nodes.values() if node.up]

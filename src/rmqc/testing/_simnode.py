@@ -122,7 +122,7 @@ class SimNode:
         self._reset_volatile()
         snapshot = self.storage.snapshot()
         if not snapshot.is_empty:
-            self.kv = dict(json.loads(snapshot.data))
+            self.restore_state(snapshot.data)
             self.applied = self.snapshot_index = snapshot.meta.index
         self.conf_state = self.storage.initial_state()[1]
         self.incarnation += 1
@@ -313,7 +313,7 @@ class SimNode:
         still = []
         for index, request in self.reads_waiting_apply:
             if index <= self.applied:
-                self.world.reply(self, request, ok=True, value=self.kv.get(request.key))
+                self.serve_read(request)
             else:
                 still.append((index, request))
         self.reads_waiting_apply = still
@@ -379,31 +379,45 @@ class SimNode:
             self.storage.save_conf_state(self.conf_state)
             self.world.count("conf_changes_applied")
             self.world.trace(f"{self.id} applies {change.type.name} {change.node_id} at {entry.index}")
-        elif entry.data:
+        else:
+            self.apply_normal(entry)
+        self.applied = entry.index
+        self.world.checker.on_apply(self.id, entry, self.state_fingerprint())
+
+    # -- the state machine's hooks (a controller shell overrides these four) ----------------------
+    def apply_normal(self, entry: Entry) -> None:
+        if entry.data:
             command = json.loads(entry.data)
             self.kv[command["k"]] = command["v"]
             request = self.writes_waiting.pop(command["op"], None)
             if request is not None:
                 self.world.reply(self, request, ok=True, value=None)
-        self.applied = entry.index
-        self.world.checker.on_apply(self.id, entry, self.kv_state())
 
-    def kv_state(self) -> tuple[tuple[str, str], ...]:
+    def serve_read(self, request: Any) -> None:
+        self.world.reply(self, request, ok=True, value=self.kv.get(request.key))
+
+    def state_fingerprint(self) -> object:
         return tuple(sorted(self.kv.items()))
 
+    def state_data(self) -> bytes:
+        return json.dumps(sorted(self.kv.items()), separators=(",", ":")).encode()
+
+    def restore_state(self, data: bytes) -> None:
+        self.kv = dict(json.loads(data))
+
     def _install_snapshot(self, snapshot: Any) -> None:
-        self.kv = dict(json.loads(snapshot.data))
+        self.restore_state(snapshot.data)
         self.applied = self.snapshot_index = snapshot.meta.index
         self.conf_state = snapshot.meta.conf_state
-        self.world.checker.on_snapshot_installed(self.id, snapshot.meta.index, snapshot.meta.term, self.kv_state())
+        self.world.checker.on_snapshot_installed(self.id, snapshot.meta.index, snapshot.meta.term,
+                                                 self.state_fingerprint())
         self.world.count("snapshots_installed")
         self.world.trace(f"{self.id} installs snapshot at {snapshot.meta.index}")
 
     def _maybe_snapshot(self) -> None:
         if self.applied - self.snapshot_index < self.knobs.snapshot_every_entries:
             return
-        data = json.dumps(sorted(self.kv.items()), separators=(",", ":")).encode()
-        self.storage.create_snapshot(self.applied, self.conf_state, data)
+        self.storage.create_snapshot(self.applied, self.conf_state, self.state_data())
         self.world.count("snapshots_taken")
         self.snapshot_index = self.applied
         compact_to = self.applied - self.knobs.snapshot_keep_entries

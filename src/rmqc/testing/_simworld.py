@@ -13,9 +13,16 @@ from dataclasses import dataclass, field
 from rmqc.errors import RmqcError
 from rmqc.raft._types import Message
 
+from rmqc.remoting import RemotingCommand
+
+from ._simadmin import AdminKnobs, SimAdminClient
+from ._simbrokers import Answer, BrokerKnobs, Outgoing, SimBrokerClient
 from ._simcheck import SafetyChecker
 from ._simclient import ClientKnobs, ClientRequest, ClientStats, SimClient
 from ._simclock import EventQueue
+from ._simcontroller import ControllerSimNode, Remote
+from ._simcontroller_check import BrokerBelief, ControllerChecker
+from ._simhistory import ControllerHistory
 from ._simnemesis import Nemesis, NemesisKnobs
 from ._simnet import LinkFaults, SimNetwork
 from ._simnode import NodeKnobs, SimNode
@@ -27,9 +34,19 @@ from rmqc.linearizability import Op, SearchBoundExceeded, check_history
 TRACE_LINES_KEPT = 40
 
 
+LOADS = ("controller", "kv")
+# After the network healed, brokers learn the newest master within a poll and a lost request's
+# timeout (BrokerKnobs: 60 + 150 ms); an election older than this must be known to every broker.
+SETTLE_US = 250_000
+
+
 @dataclass(frozen=True, slots=True)
 class SimKnobs:
     nodes: int = 3
+    # "controller": the controller that ships (ControllerState, ControllerProcessor, liveness) as
+    # the state machine, with simulated brokers and admins as load; "kv": the Raft core alone under
+    # a toy key-value store and its clients (the Raft-level tests' world).
+    load: str = "controller"
     active_us: int = 1_000_000  # clients and faults
     quiet_us: int = 300_000  # network healed, every node up, clients still running
     max_drift: float = 0.02  # tick rate of each node within +-2% (lease_drift_ticks covers it)
@@ -40,6 +57,8 @@ class SimKnobs:
     node: NodeKnobs = field(default_factory=NodeKnobs)
     clients: ClientKnobs = field(default_factory=ClientKnobs)
     nemesis: NemesisKnobs = field(default_factory=NemesisKnobs)
+    brokers: BrokerKnobs = field(default_factory=BrokerKnobs)
+    admins: AdminKnobs = field(default_factory=AdminKnobs)
 
 
 @dataclass(slots=True)
@@ -70,7 +89,15 @@ class World:
         self.trace_lines: deque[str] = deque(maxlen=TRACE_LINES_KEPT)
         self.node_ids = tuple(f"n{i}" for i in range(knobs.nodes))
         drift_rng = random.Random(f"{seed}/drift")
-        self.nodes = {node_id: SimNode(self, node_id, self._drift(drift_rng), knobs.node) for node_id in self.node_ids}
+        node_class = ControllerSimNode if knobs.load == "controller" else SimNode
+        self.nodes = {node_id: node_class(self, node_id, self._drift(drift_rng), knobs.node)
+                      for node_id in self.node_ids}
+        self.controller_checker = ControllerChecker(violations=self.checker.violations)
+        self.controller_history = ControllerHistory()
+        self.brokers: dict[str, SimBrokerClient] = {}
+        self.admins: dict[str, SimAdminClient] = {}
+        if knobs.load == "controller":
+            self._make_brokers_and_admins()
         self.history: list[Op] = []
         self.client_stats = ClientStats()
         self._op_ids = 0
@@ -87,13 +114,32 @@ class World:
                 history=self.history,
                 stats=self.client_stats,
             )
-            for name in (f"c{i}" for i in range(knobs.clients.count))
+            for name in (f"c{i}" for i in range(knobs.clients.count if knobs.load == "kv" else 0))
         }
         self.nemesis = Nemesis(self, random.Random(f"{seed}/nemesis"), knobs.nemesis)
         self.last_view: dict[str, tuple[str, int]] = {}
         self.counts: dict[str, int] = {}  # what happened, for the summary (leaders, crashes, ...)
         self.commit_seen: dict[tuple[str, int], int] = {}
         self._highest_sent: dict[tuple[str, str, int], int] = {}  # (leader, follower, term) -> index
+
+    def _make_brokers_and_admins(self) -> None:
+        k = self.knobs.brokers
+        groups = [f"g{i}" for i in range(k.groups)]
+        for group in groups:
+            for slot in range(k.replicas):
+                broker = SimBrokerClient(group, slot, self.node_ids, random.Random(f"{self.seed}/{group}.{slot}"), k,
+                                         self.controller_history, self._running_ids, groups)
+                self.brokers[broker.name] = broker
+        self.broker_by_address = {broker.address: broker for broker in self.brokers.values()}
+        for i in range(self.knobs.admins.count):
+            name = f"admin{i}"
+            self.admins[name] = SimAdminClient(name, self.node_ids, groups, k.replicas + 2,
+                                               random.Random(f"{self.seed}/{name}"), self.knobs.admins,
+                                               self.controller_history)
+
+    def _running_ids(self, group: str) -> list[int]:
+        return sorted(b.broker_id for b in self.brokers.values()
+                      if b.group == group and b.running and b.broker_id is not None)
 
     def _drift(self, rng: random.Random) -> float:
         if self.knobs.drift_extremes:
@@ -142,6 +188,44 @@ class World:
         hint = node_view(node).leader if node.raw is not None else None
         client = self.clients[request.client]
         self.events.after(self._client_delay_us(), client.on_reply, request.op_id, ok, value, hint)
+
+    # -- brokers and admins -----------------------------------------------------------------------
+    def _client_step(self, name: str) -> None:
+        client = self.brokers.get(name) or self.admins[name]
+        self._send_remote(name, client.step(self.events.now_us))
+        step_us = self.knobs.brokers.step_us
+        self.events.after(step_us, self._client_step, name)
+
+    def _send_remote(self, sender: str, outgoing: list[Outgoing]) -> None:
+        for node_id, request in outgoing:
+            if self.rng.random() < self.knobs.faults.drop_p:
+                continue  # lost on the way: the client times out
+            node = self.nodes[node_id]
+            assert isinstance(node, ControllerSimNode)
+            self.events.after(self._client_delay_us(), node.remote, Remote(sender, request))
+
+    def answer(self, node: SimNode, remote: Remote, response: RemotingCommand) -> None:
+        hint = node_view(node).leader if node.raw is not None else None
+        answer = Answer(response, node.id, node.incarnation, hint)
+        if self.rng.random() >= self.knobs.faults.drop_p:
+            self.events.after(self._client_delay_us(), self._deliver_answer, remote.sender, remote.request.opaque, answer)
+
+    def _deliver_answer(self, sender: str, opaque: int, answer: Answer) -> None:
+        now_us = self.events.now_us
+        if sender in self.brokers:
+            self._send_remote(sender, self.brokers[sender].on_answer(opaque, answer, now_us))
+        else:
+            self.admins[sender].on_answer(opaque, answer, now_us)
+
+    def notify(self, address: str, command: RemotingCommand) -> None:
+        """A 1008 from the leader to the broker at `address` (one-way: it may be lost)."""
+        self.count("notifications")
+        broker = self.broker_by_address.get(address)
+        if broker is not None and self.rng.random() >= self.knobs.faults.drop_p:
+            self.events.after(self._client_delay_us(), self._deliver_notify, broker, command)
+
+    def _deliver_notify(self, broker: SimBrokerClient, command: RemotingCommand) -> None:
+        broker.on_notify(command, self.events.now_us)
 
     def is_leader(self, node: SimNode) -> bool:
         return node.raw is not None and node_view(node).role == "leader"
@@ -195,6 +279,8 @@ class World:
             self.nodes[node_id].start(self.node_ids)
         for name in sorted(self.clients):
             self.clients[name].start()
+        for name in sorted(self.brokers) + sorted(self.admins):
+            self.events.after(self.rng.randrange(self.knobs.brokers.step_us), self._client_step, name)
         self.nemesis.start()
 
     def run_until(self, until_us: int) -> None:
@@ -217,19 +303,32 @@ class World:
                 client.on_timeout(client.pending.request.op_id)
         if self.checker.ok:
             self.checker.check_durable_majority({n: self.nodes[n].storage for n in self.node_ids})
-        if self.checker.ok:
+        if self.checker.ok and self.knobs.load == "kv":
             self._check_history()
+        if self.checker.ok and self.knobs.load == "controller":
+            self.controller_checker.finish(self.controller_history, self._beliefs(), self.events.now_us, SETTLE_US)
+        self._count_controller()
         return SeedResult(
             seed=self.seed,
             nodes=self.knobs.nodes,
             violations=list(self.checker.violations),
-            ops=len(self.history),
+            ops=len(self.history) + self.controller_history.size(),
             ops_ok=self.client_stats.ok,
             sim_seconds=self.events.now_us / 1e6,
             trace=list(self.trace_lines),
             history=self.history,
             counts=dict(sorted(self.counts.items())),
         )
+
+    def _beliefs(self) -> list[BrokerBelief]:
+        return [BrokerBelief(b.name, b.group, b.running, b.running_since_us, b.broker_id, b.master_id, b.master_epoch)
+                for b in self.brokers.values()]
+
+    def _count_controller(self) -> None:
+        if self.knobs.load == "controller":
+            self.counts["controller_elections"] = self.controller_checker.elections
+            self.counts["controller_broker_requests"] = self.controller_history.requests
+            self.counts["controller_notifications"] = self.counts.get("notifications", 0)
 
     def _calm_down(self) -> None:
         self.nemesis.stop()
@@ -239,7 +338,11 @@ class World:
             if not node.up:
                 node.start()
             node.resume()
-        self.trace("quiet phase: network healed, all nodes up")
+        for name in sorted(self.brokers):
+            broker = self.brokers[name]
+            if not broker.running:
+                broker.restart(self.events.now_us)
+        self.trace("quiet phase: network healed, all nodes and brokers up")
 
     def _check_history(self) -> None:
         try:
