@@ -41,7 +41,10 @@ class BrokerKnobs:
     poll_us: int = 60_000  # 1004 of its own group, to learn the master
     alter_us: int = 40_000  # a master's expand/shrink check
     read_think_max_us: int = 20_000
+    read_level_weights: tuple[int, int, int] = (1, 1, 1)  # linearizable, lease, stale
+    read_follow_hint_p: float = 0.0  # reads on the node believed to lead, else on any node
     timeout_us: int = 150_000
+    retry_us: int = 20_000  # pause after a control request failed or was lost, as a broker's retry
     follow_hint_p: float = 0.8
 
 
@@ -117,6 +120,7 @@ class SimBrokerClient:
         self.next_poll_us = 0
         self.next_alter_us = 0
         self.next_read_us = 0
+        self.next_control_us = 0
         self.caught_up_us: dict[int, int] = {}
 
     # -- faults -----------------------------------------------------------------------------------
@@ -140,7 +144,7 @@ class SimBrokerClient:
         if self.broker_id is not None and now_us >= self.next_heartbeat_us:
             self.next_heartbeat_us = now_us + self.knobs.heartbeat_us
             out += self._heartbeats()
-        if not self._busy("control"):
+        if not self._busy("control") and now_us >= self.next_control_us:
             out += self._control(now_us)
         if not self._busy("read") and now_us >= self.next_read_us:
             out += self._read(now_us)
@@ -159,6 +163,8 @@ class SimBrokerClient:
             self.leader_hint = answer.leader_hint or self.leader_hint
         else:
             self.leader_hint = None
+        if pending.slot == "control" and (answer is None or answer.response.code not in ELECTION_ACCEPTED):
+            self.next_control_us = now_us + self.knobs.retry_us
         getattr(self, f"_after_{pending.kind}")(pending, answer, now_us)
 
     def on_notify(self, request: RemotingCommand, now_us: int) -> None:
@@ -258,9 +264,10 @@ class SimBrokerClient:
 
     def _read(self, now_us: int) -> list[Outgoing]:
         self.next_read_us = now_us + self.rng.randrange(self.knobs.read_think_max_us + 1)
-        level = self.rng.choice(READ_LEVELS)
+        level = self.rng.choices(READ_LEVELS, weights=self.knobs.read_level_weights)[0]
         group = self.rng.choice(self.groups)
-        node = self.rng.choice(self.node_ids)
+        hinted = self.leader_hint is not None and self.rng.random() < self.knobs.read_follow_hint_p
+        node = self.leader_hint if hinted and self.leader_hint is not None else self.rng.choice(self.node_ids)
         ext = {"brokerName": group, "consistency": level}
         return [self._send("read", "read", RequestCode.CONTROLLER_GET_REPLICA_INFO, ext, now_us,
                            node=node, level=level)]

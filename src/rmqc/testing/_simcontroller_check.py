@@ -11,7 +11,7 @@ After every apply:
   new generation, whose epochs start again);
 - masterEpoch and syncStateSetEpoch never go down;
 - an elected master is in the SyncStateSet it was elected from, unless the election was unclean
-  (or it is the group's first election, which takes the requesting broker, spec 3.7);
+  (or it is the group's first election, which takes the requested id as is, spec 3.7 step 2);
 - a 1001 whose masterBrokerId, masterEpoch or syncStateSetEpoch is not the group's is never applied.
 
 At the end, against the history of the brokers and admins (`_simhistory`):
@@ -30,7 +30,7 @@ import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from rmqc.fsm import AlterSyncStateSet, ApplyResult, BrokerGroup, CleanBrokerData, ElectMaster, Trigger
+from rmqc.fsm import AlterSyncStateSet, ApplyResult, BrokerGroup, CleanBrokerData, ElectMaster
 
 from ._simhistory import LINEARIZABLE, LEASE, STALE, ControllerHistory, GroupView, ReadRecord
 
@@ -126,18 +126,20 @@ class ControllerChecker:
             return
         self.elections += 1
         self.last_election_us[command.broker_name] = now_us
-        first = before.master_epoch == 0 and command.trigger is Trigger.BROKER
+        first = before.master_epoch == 0 and command.requester_id is not None  # spec 3.7 step 2
         if not (first or command.unclean or command.candidate in before.sync_state_set):
             self.fail(f"{command.broker_name}: {command.trigger} election at index {index} made {command.candidate} "
                       f"master, outside the SyncStateSet {sorted(before.sync_state_set)} (clean election)")
 
     # -- the end of a seed --------------------------------------------------------------------------
     def finish(self, history: ControllerHistory, brokers: Iterable[BrokerBelief], end_us: int,
-               settle_us: int) -> None:
+               settle_us: int, leader_changed_us: int = 0) -> None:
+        """`settle_us`: how long a broker needs to learn a master (by 1008 or its poll) once the
+        controller has a leader; `leader_changed_us`: when the last leader was elected."""
         self._check_ids(history)
         self._check_alters(history)
         self._check_reads(history.reads)
-        self._check_brokers(history, brokers, end_us, settle_us)
+        self._check_brokers(history, brokers, end_us, settle_us, leader_changed_us)
 
     def _check_ids(self, history: ControllerHistory) -> None:
         owners: dict[tuple[str, int], str] = {}
@@ -188,19 +190,20 @@ class ControllerChecker:
                 last_stale[key] = (position, read)
 
     def _check_brokers(self, history: ControllerHistory, brokers: Iterable[BrokerBelief], end_us: int,
-                       settle_us: int) -> None:
-        newest_notified: dict[str, int] = {}
-        for note in history.notifications:
-            newest_notified[note.broker] = max(newest_notified.get(note.broker, 0), note.master_epoch)
+                       settle_us: int, leader_changed_us: int) -> None:
         for broker in brokers:
             if not broker.running or broker.broker_id is None:
                 continue
+            newest_notified = {broker.name: max((n.master_epoch for n in history.notifications
+                                                 if n.broker == broker.name and n.at_us >= broker.running_since_us),
+                                                default=0)}
             if broker.master_epoch < newest_notified.get(broker.name, 0):
                 self.fail(f"broker {broker.name} holds masterEpoch {broker.master_epoch} after a 1008 of "
                           f"masterEpoch {newest_notified[broker.name]}")
                 return
             group = self.groups.get(broker.group)
-            settled = end_us - max(self.last_election_us.get(broker.group, 0), broker.running_since_us) >= settle_us
+            since_us = max(self.last_election_us.get(broker.group, 0), broker.running_since_us, leader_changed_us)
+            settled = end_us - since_us >= settle_us
             if group is None or group.master_id is None or not settled or not group.is_registered(broker.broker_id):
                 continue
             if (broker.master_id, broker.master_epoch) != (group.master_id, group.master_epoch):

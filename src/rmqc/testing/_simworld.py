@@ -120,6 +120,7 @@ class World:
         self.last_view: dict[str, tuple[str, int]] = {}
         self.counts: dict[str, int] = {}  # what happened, for the summary (leaders, crashes, ...)
         self.commit_seen: dict[tuple[str, int], int] = {}
+        self.leader_changed_us = 0  # when a node last became leader (brokers need time to follow)
         self._highest_sent: dict[tuple[str, str, int], int] = {}  # (leader, follower, term) -> index
 
     def _make_brokers_and_admins(self) -> None:
@@ -250,6 +251,8 @@ class World:
         previous = self.last_view.get(node.id)
         if previous != (view.role, view.term):
             self.last_view[node.id] = (view.role, view.term)
+            if view.role == "leader":
+                self.leader_changed_us = self.events.now_us
             if view.role in ("leader", "candidate"):
                 self.count(f"became_{view.role}")
                 self.trace(f"{node.id} becomes {view.role} in term {view.term}")
@@ -306,7 +309,8 @@ class World:
         if self.checker.ok and self.knobs.load == "kv":
             self._check_history()
         if self.checker.ok and self.knobs.load == "controller":
-            self.controller_checker.finish(self.controller_history, self._beliefs(), self.events.now_us, SETTLE_US)
+            self.controller_checker.finish(self.controller_history, self._beliefs(), self.events.now_us,
+                                           SETTLE_US, self.leader_changed_us)
         self._count_controller()
         return SeedResult(
             seed=self.seed,

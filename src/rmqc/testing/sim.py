@@ -39,32 +39,84 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 
+import rmqc.controller._processor as processor_module
+import rmqc.fsm._state as state_module
+import rmqc.raft._core as core_module
+from rmqc.controller._policy import _choose_within
+from rmqc.fsm import BrokerGroup
 from rmqc.raft._core import RaftCore
 
+from ._simbrokers import BrokerKnobs
 from ._simclient import ClientKnobs
 from ._simnemesis import NemesisKnobs
 from ._simworld import SeedResult, SimKnobs, run_seed
 
-__all__ = ["MUTANTS", "PROFILES", "SeedResult", "SimKnobs", "SimSummary", "mutant", "run_seed", "run_seeds",
+__all__ = ["MUTANTS", "PROFILES", "Mutant", "SeedResult", "SimKnobs", "SimSummary", "mutant", "run_seed", "run_seeds",
            "main"]
 
-# Where a kind of bug has the most chances to show. "reject-partition": the leader is cut off
-# REJECT-style (or crashed) again and again while many clients write one key and read it with
-# lease reads, wherever they believe the leader is.
+# Where a kind of bug has the most chances to show. "default": the controller that ships under
+# brokers, admins and every fault. "kv": the Raft core alone under the toy key-value clients.
+# "reject-partition" (kv): the leader is cut off REJECT-style (or crashed) again and again while
+# many clients write one key and read it with lease reads, wherever they believe the leader is.
+# "lease-drift": the leader's clock runs slow, the others' fast, the leader is isolated again and
+# again, and brokers read mostly with lease reads on the node they believe leads.
 PROFILES: dict[str, SimKnobs] = {
     "default": SimKnobs(),
+    "kv": replace(SimKnobs(), load="kv"),
     "reject-partition": replace(
         SimKnobs(),
+        load="kv",
         clients=ClientKnobs(count=8, keys=("x",), kind_weights=(4, 1, 5), think_max_us=5_000,
                             timeout_us=100_000, follow_hint_p=0.5),
         nemesis=NemesisKnobs(interval_min_us=150_000, interval_max_us=300_000,
                              weights={"heal": 2, "refuse_leader": 4, "crash_leader": 1, "skew_clocks": 1}),
     ),
+    "lease-drift": replace(
+        SimKnobs(),
+        max_drift=0.1,
+        brokers=BrokerKnobs(read_think_max_us=2_000, read_level_weights=(1, 8, 1), read_follow_hint_p=0.9,
+                            alter_us=10_000),
+        nemesis=NemesisKnobs(interval_min_us=100_000, interval_max_us=200_000,
+                             weights={"heal": 1, "isolate_leader": 3, "skew_clocks": 2}, broker_weights={}),
+    ),
 }
 
-# name -> (class, method, broken replacement): each brings back one bug that was really shipped.
-MUTANTS: dict[str, tuple[type, str, Callable[..., object]]] = {
-    "takeover-without-lease-wait": (RaftCore, "_takeover_wait_ticks", lambda self: 0),
+
+@dataclass(frozen=True, slots=True)
+class Mutant:
+    """A known bug put back into shipped code: each (owner, attribute) is replaced for the run.
+    `profile`: the profile where it shows (used unless --profile names another)."""
+
+    patches: tuple[tuple[object, str, Callable[..., object]], ...]
+    profile: str = "default"
+
+
+def _choose_ignoring_sync_state_set(group: BrokerGroup, *, unclean: bool, preferred: int | None,
+                                    is_alive: Callable[[int], bool], live_info: Callable[[int], object]) -> int | None:
+    """The election policy with every registered replica as a candidate, in or out of the set."""
+    return _choose_within(group.replicas.keys(), group.master_id, preferred, is_alive, live_info)  # type: ignore[arg-type]
+
+
+_check_alter = state_module.check_alter_sync_state_set
+
+
+def _check_alter_without_sss_epoch(group: BrokerGroup | None, master_id: int, master_epoch: int,
+                                   sync_state_set_epoch: int, new_set: frozenset[int],
+                                   is_alive: Callable[[int], bool] | None = None) -> tuple[object, int | None]:
+    """1001's fencing without the syncStateSetEpoch: any epoch the master sends is taken as current."""
+    current = group.sync_state_set_epoch if group is not None else sync_state_set_epoch
+    return _check_alter(group, master_id, master_epoch, current, new_set, is_alive)
+
+
+# name -> the bug: each was really shipped once, or is the classic bug of that code path.
+MUTANTS: dict[str, Mutant] = {
+    "takeover-without-lease-wait": Mutant(((RaftCore, "_takeover_wait_ticks", lambda self: 0),),
+                                          "reject-partition"),
+    "elect-outside-sss": Mutant(((processor_module, "choose_master", _choose_ignoring_sync_state_set),)),
+    "skip-sss-epoch-check": Mutant(((state_module, "check_alter_sync_state_set", _check_alter_without_sss_epoch),
+                                    (processor_module, "check_alter_sync_state_set", _check_alter_without_sss_epoch))),
+    "lease-ignores-drift": Mutant(((core_module, "lease_duration_ticks", lambda lease_ticks, drift_ticks: lease_ticks),),
+                                  "lease-drift"),
 }
 
 
@@ -74,13 +126,15 @@ def mutant(name: str | None) -> Iterator[None]:
     if name is None:
         yield
         return
-    owner, method, broken = MUTANTS[name]
-    original = owner.__dict__[method]
-    setattr(owner, method, broken)
+    patches = MUTANTS[name].patches
+    originals = [vars(owner)[attribute] for owner, attribute, _ in patches]
+    for owner, attribute, broken in patches:
+        setattr(owner, attribute, broken)
     try:
         yield
     finally:
-        setattr(owner, method, original)
+        for (owner, attribute, _), original in zip(patches, originals):
+            setattr(owner, attribute, original)
 
 
 @dataclass(slots=True)
@@ -93,11 +147,14 @@ class SimSummary:
     counts: dict[str, int] | None = None
 
     def as_json(self, wall_seconds: float) -> str:
+        counts = self.counts or {}
         return json.dumps(
             {
                 "seeds": self.seeds,
                 "violations": self.violations,
                 "ops": self.ops,
+                "controller": {what: counts.get(f"controller_{what}", 0)
+                               for what in ("elections", "notifications", "broker_requests")},
                 "sim_seconds": round(self.sim_seconds, 3),
                 "wall_seconds": round(wall_seconds, 3),
             }
@@ -160,10 +217,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=None, help="replay one seed and print its trace")
     parser.add_argument("--progress-every", type=int, default=0, metavar="K",
                         help="also print the running totals to stderr every K seeds")
-    parser.add_argument("--profile", choices=sorted(PROFILES), default="default",
-                        help="faults and clients of each run (default: every fault, mixed clients)")
+    parser.add_argument("--profile", choices=sorted(PROFILES), default=None,
+                        help="faults and load of each run (default: the mutant's, else every fault on the "
+                             "controller with brokers and admins)")
     parser.add_argument("--mutant", choices=sorted(MUTANTS), default=None,
-                        help="put a known bug back into the core (the checkers must catch it)")
+                        help="put a known bug back into shipped code (the checkers must catch it)")
+    parser.add_argument("--list-mutants", action="store_true", help="print the mutants' names, one a line")
     return parser.parse_args(argv)
 
 
@@ -175,6 +234,10 @@ def _replay(seed: int, nodes: int | None, knobs: SimKnobs) -> SimSummary:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
+    if args.list_mutants:
+        print("\n".join(sorted(MUTANTS)))
+        return 0
+    profile = PROFILES[args.profile or (MUTANTS[args.mutant].profile if args.mutant else "default")]
     from ._wallclock import wall_seconds  # the only real clock, and only in the command line
 
     started = wall_seconds()
@@ -185,12 +248,12 @@ def main(argv: list[str] | None = None) -> int:
 
     with mutant(args.mutant):
         if args.seed is not None:
-            summary = _replay(args.seed, args.nodes, PROFILES[args.profile])
+            summary = _replay(args.seed, args.nodes, profile)
         else:
             summary = run_seeds(
                 range(args.start, args.start + args.seeds),
                 args.nodes,
-                PROFILES[args.profile],
+                profile,
                 on_failure=lambda result: print(describe_failure(result), flush=True),
                 on_progress=progress,
             )
