@@ -109,6 +109,7 @@ class SimBrokerClient:
 
     def _reset_volatile(self) -> None:
         self.phase = Phase.INITIAL
+        self.registered_us: int | None = None  # when 1003 last succeeded in this incarnation
         self.role = Role.NONE
         self.master_id: int | None = None
         self.master_epoch = 0
@@ -294,6 +295,7 @@ class SimBrokerClient:
         if response.code != C.SUCCESS:
             return
         self.phase = Phase.RUNNING
+        self.registered_us = now_us
         master = response.ext("masterBrokerId")
         if master not in (None, ""):
             self._adopt(int(master), int(response.ext("masterEpoch") or 0),

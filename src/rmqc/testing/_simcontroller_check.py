@@ -192,7 +192,7 @@ class ControllerChecker:
     def _check_brokers(self, history: ControllerHistory, brokers: Iterable[BrokerBelief], end_us: int,
                        settle_us: int, leader_changed_us: int) -> None:
         for broker in brokers:
-            if not broker.running or broker.broker_id is None:
+            if not broker.running or broker.broker_id is None or broker.registered_us is None:
                 continue
             newest_notified = {broker.name: max((n.master_epoch for n in history.notifications
                                                  if n.broker == broker.name and n.at_us >= broker.running_since_us),
@@ -202,7 +202,7 @@ class ControllerChecker:
                           f"masterEpoch {newest_notified[broker.name]}")
                 return
             group = self.groups.get(broker.group)
-            since_us = max(self.last_election_us.get(broker.group, 0), broker.running_since_us, leader_changed_us)
+            since_us = max(self.last_election_us.get(broker.group, 0), broker.registered_us, leader_changed_us)
             settled = end_us - since_us >= settle_us
             if group is None or group.master_id is None or not settled or not group.is_registered(broker.broker_id):
                 continue
@@ -221,6 +221,7 @@ class BrokerBelief:
     group: str
     running: bool
     running_since_us: int
+    registered_us: int | None  # when its 1003 last succeeded since it (re)started
     broker_id: int | None
     master_id: int | None
     master_epoch: int

@@ -325,7 +325,8 @@ class World:
         )
 
     def _beliefs(self) -> list[BrokerBelief]:
-        return [BrokerBelief(b.name, b.group, b.running, b.running_since_us, b.broker_id, b.master_id, b.master_epoch)
+        return [BrokerBelief(b.name, b.group, b.running, b.running_since_us, b.registered_us, b.broker_id,
+                             b.master_id, b.master_epoch)
                 for b in self.brokers.values()]
 
     def _count_controller(self) -> None:
