@@ -33,6 +33,7 @@ class AdminKnobs:
     think_max_us: int = 200_000
     timeout_us: int = 150_000
     weights: tuple[int, int, int] = (6, 2, 1)  # elect, clean, config
+    follow_hint_p: float = 1.0  # on the node believed to lead, else on any node
 
 
 class SimAdminClient:
@@ -62,7 +63,8 @@ class SimAdminClient:
         self._opaque += 1
         self.pending = (self._opaque, group, now_us)
         self.history.requests += 1
-        node = self.leader_hint or self.rng.choice(self.node_ids)
+        hinted = self.leader_hint is not None and self.rng.random() < self.knobs.follow_hint_p
+        node = self.leader_hint if hinted and self.leader_hint is not None else self.rng.choice(self.node_ids)
         return [(node, self._request(action, group, broker_id))]
 
     def _request(self, action: str, group: str, broker_id: int):  # -> RemotingCommand

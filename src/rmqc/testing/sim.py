@@ -46,6 +46,7 @@ from rmqc.controller._policy import _choose_within
 from rmqc.fsm import BrokerGroup
 from rmqc.raft._core import RaftCore
 
+from ._simadmin import AdminKnobs
 from ._simbrokers import BrokerKnobs
 from ._simclient import ClientKnobs
 from ._simnemesis import NemesisKnobs
@@ -73,9 +74,14 @@ PROFILES: dict[str, SimKnobs] = {
     ),
     "lease-drift": replace(
         SimKnobs(),
-        max_drift=0.1,
+        # +-50% clock rates, and a lease margin that covers them: the fastest follower forgets the
+        # leader after 9 of its 5 ms ticks (45 ms); a lease of 3 of the leader's 15 ms ticks fits.
+        max_drift=0.5,
+        node=replace(SimKnobs().node, lease_drift_ticks=7),
         brokers=BrokerKnobs(read_think_max_us=2_000, read_level_weights=(1, 8, 1), read_follow_hint_p=0.9,
                             alter_us=10_000),
+        admins=AdminKnobs(count=3, think_min_us=5_000, think_max_us=20_000, timeout_us=50_000, weights=(1, 0, 0),
+                          follow_hint_p=0.5),
         nemesis=NemesisKnobs(interval_min_us=100_000, interval_max_us=200_000,
                              weights={"heal": 1, "isolate_leader": 3, "skew_clocks": 2}, broker_weights={}),
     ),
