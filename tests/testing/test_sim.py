@@ -33,12 +33,16 @@ from rmqc.testing.sim import PROFILES, SeedResult, SimKnobs, main, mutant, run_s
 
 # -- profiles: where each kind of bug has the most chances to show -----------------------------
 
+# The Raft core alone under the toy key-value clients: these tests check Raft-level bugs with the
+# key-value history (the controller load has its own tests, test_sim_controller.py).
+KV = PROFILES["kv"]
+
 # Reads right after leader crashes: a new leader that has not yet committed its no-op still has an
 # old commit index. One key, many readers, short client timeouts so clients follow the new leader.
 NEW_LEADER_READS = replace(
-    SimKnobs(),
+    KV,
     faults=LinkFaults(drop_p=0.3, delay_min_us=2_000, delay_max_us=15_000),
-    node=replace(SimKnobs().node, persist_min_us=100, persist_max_us=3_000),
+    node=replace(KV.node, persist_min_us=100, persist_max_us=3_000),
     clients=ClientKnobs(count=8, keys=("x",), kind_weights=(5, 5, 0), think_max_us=1_000,
                         timeout_us=60_000, follow_hint_p=0.5),
     nemesis=NemesisKnobs(interval_min_us=150_000, interval_max_us=300_000,
@@ -49,14 +53,14 @@ NEW_LEADER_READS = replace(
 # ack that left before its fsync is forgotten by the crash. (Since crashed leaders are taken over
 # at once, as on real nodes, the default mix shows this class of bug too rarely for a CI bound.)
 CRASHES = replace(
-    SimKnobs(),
+    KV,
     nemesis=NemesisKnobs(weights={"crash": 2, "crash_leader": 2, "crash_mid_fsync": 2, "pause": 1, "heal": 1,
                                   "isolate_leader": 1}),
 )
 
 # Lease reads on a leader whose clock runs slow while followers run fast, then cut off.
 LEASE_UNDER_DRIFT = replace(
-    SimKnobs(),
+    KV,
     max_drift=0.5,
     clients=ClientKnobs(count=8, keys=("x",), kind_weights=(3, 1, 6), think_max_us=5_000,
                         timeout_us=100_000, follow_hint_p=0.5),
@@ -85,17 +89,18 @@ def assert_caught(knobs: SimKnobs, seed_bound: int, nodes: int | None = None) ->
 
 
 def test_same_seed_replays_the_same_run() -> None:
-    first, second = run_seed(11), run_seed(11)
+    first, second = run_seed(11, KV), run_seed(11, KV)
     assert first.history == second.history
     assert first.trace == second.trace and first.counts == second.counts
     assert first.ops > 20 and first.ops_ok > 10
-    assert run_seed(12).history != first.history
+    assert run_seed(12, KV).history != first.history
 
 
 def history_digest_in_subprocess(hash_seed: str) -> str:
     code = (
-        "import hashlib, json; from rmqc.testing.sim import run_seed; r = run_seed(13); "
-        "print(hashlib.sha256(json.dumps([r.trace, [repr(o) for o in r.history]]).encode()).hexdigest())"
+        "import hashlib, json; from rmqc.testing.sim import PROFILES, run_seed; "
+        "r, c = run_seed(13, PROFILES['kv']), run_seed(13); "
+        "print(hashlib.sha256(json.dumps([r.trace, [repr(o) for o in r.history], c.trace, c.counts]).encode()).hexdigest())"
     )
     env = {**os.environ, "PYTHONHASHSEED": hash_seed}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
@@ -111,23 +116,26 @@ def test_cli_runs_seeds_and_ends_with_one_json_line(capsys: pytest.CaptureFixtur
     assert main(["--seeds", "2", "--start", "5", "--nodes", "3"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     summary = json.loads(last)
-    assert list(summary) == ["seeds", "violations", "ops", "sim_seconds", "wall_seconds"]
+    assert list(summary) == ["seeds", "violations", "ops", "controller", "sim_seconds", "wall_seconds"]
     assert summary["seeds"] == 2 and summary["violations"] == 0 and summary["ops"] > 0
-    assert summary["sim_seconds"] == pytest.approx(2 * (SimKnobs().active_us + SimKnobs().quiet_us) / 1e6)
+    assert list(summary["controller"]) == ["elections", "notifications", "broker_requests"]
+    assert all(count > 0 for count in summary["controller"].values()), summary["controller"]
+    assert summary["sim_seconds"] == pytest.approx(2 * (KV.active_us + KV.quiet_us) / 1e6)
 
 
 def test_cli_prints_failing_seed_with_trace(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(RaftCore, "_candidate_log_up_to_date", lambda self, term, index: True)
-    found = first_violation(SimKnobs(), range(40))
+    found = first_violation(KV, range(40))
     assert found is not None
-    assert main(["--seeds", "1", "--start", str(found[0])]) == 1
+    assert main(["--profile", "kv", "--seeds", "1", "--start", str(found[0])]) == 1
     out = capsys.readouterr().out
     assert f"seed {found[0]} (" in out and "FAILED" in out and "becomes leader" in out
     assert json.loads(out.strip().splitlines()[-1])["violations"] == 1
 
 
-SIM_CORE_MODULES = ("_simcheck", "_simclient", "_simclock", "_simnemesis", "_simnet", "_simnode",
-                    "_simstatus", "_simstorage", "_simworld", "sim")
+SIM_CORE_MODULES = ("_simadmin", "_simbrokers", "_simcheck", "_simclient", "_simclock", "_simcontroller",
+                    "_simcontroller_check", "_simhistory", "_simnemesis", "_simnet", "_simnode", "_simstatus",
+                    "_simstorage", "_simworld", "sim")
 SIM_CORE_PATHS = [Path(testing_package.__file__).parent / f"{module}.py" for module in SIM_CORE_MODULES] + [
     Path(linearizability.__file__)]  # the checker the simulator runs lives beside rmqc.testing
 FORBIDDEN_IMPORTS = {"trio", "socket", "time", "threading", "asyncio"}
@@ -150,7 +158,7 @@ def test_sim_core_does_no_io(path: Path) -> None:
 
 @pytest.mark.parametrize("nodes", [3, 5])
 def test_ci_seeds_have_no_violations(nodes: int) -> None:
-    summary = run_seeds(range(1000, 1150), nodes=nodes)
+    summary = run_seeds(range(1000, 1150), nodes=nodes, knobs=KV)
     failing = [(r.seed, r.violations[0]) for r in summary.failing or []]
     assert summary.seeds == 150 and not failing, failing
     assert summary.ops > 150 * 50
@@ -161,7 +169,7 @@ def test_ci_seeds_have_no_violations(nodes: int) -> None:
 
 def test_catches_vote_granted_without_up_to_date_check(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(RaftCore, "_candidate_log_up_to_date", lambda self, term, index: True)
-    assert_caught(SimKnobs(), seed_bound=40)
+    assert_caught(KV, seed_bound=40)
 
 
 def test_catches_acks_and_votes_sent_before_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -193,7 +201,7 @@ def serve_at_once(self: SimNode, index: int, request: ClientRequest) -> None:
 
 def test_catches_follower_read_without_waiting_for_read_index(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(SimNode, "_read_at", serve_at_once)
-    assert_caught(SimKnobs(), seed_bound=40)
+    assert_caught(KV, seed_bound=40)
 
 
 def with_lease_drift_ticks(knobs: SimKnobs, ticks: int) -> SimKnobs:

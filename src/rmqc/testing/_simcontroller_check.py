@@ -192,19 +192,19 @@ class ControllerChecker:
     def _check_brokers(self, history: ControllerHistory, brokers: Iterable[BrokerBelief], end_us: int,
                        settle_us: int, leader_changed_us: int) -> None:
         for broker in brokers:
-            if not broker.running or broker.broker_id is None or broker.registered_us is None:
+            if not broker.running or broker.broker_id is None:
                 continue
-            newest_notified = {broker.name: max((n.master_epoch for n in history.notifications
-                                                 if n.broker == broker.name and n.at_us >= broker.running_since_us),
-                                                default=0)}
-            if broker.master_epoch < newest_notified.get(broker.name, 0):
+            notified = max((n.master_epoch for n in history.notifications
+                            if n.broker == broker.name and n.at_us >= broker.running_since_us), default=0)
+            if broker.master_epoch < notified:
                 self.fail(f"broker {broker.name} holds masterEpoch {broker.master_epoch} after a 1008 of "
-                          f"masterEpoch {newest_notified[broker.name]}")
+                          f"masterEpoch {notified}")
                 return
             group = self.groups.get(broker.group)
+            if broker.registered_us is None or group is None or group.master_id is None:
+                continue
             since_us = max(self.last_election_us.get(broker.group, 0), broker.registered_us, leader_changed_us)
-            settled = end_us - since_us >= settle_us
-            if group is None or group.master_id is None or not settled or not group.is_registered(broker.broker_id):
+            if end_us - since_us < settle_us or not group.is_registered(broker.broker_id):
                 continue
             if (broker.master_id, broker.master_epoch) != (group.master_id, group.master_epoch):
                 self.fail(f"broker {broker.name} holds master {broker.master_id} of masterEpoch {broker.master_epoch} "
