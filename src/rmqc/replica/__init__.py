@@ -20,3 +20,14 @@ from ._io import (
     StopProcess as StopProcess,
     WriteSnapshot as WriteSnapshot,
 )
+from ._alarms import DISK_FULL as DISK_FULL, DISK_FULL_RETRY_MS as DISK_FULL_RETRY_MS, DiskFullAlarm as DiskFullAlarm
+from ._driver import FEED_ENTRIES as FEED_ENTRIES, FEED_MESSAGES as FEED_MESSAGES
+from ._notify import PendingNotifications as PendingNotifications, master_epoch_of as master_epoch_of
+from ._proposals import (
+    COMMIT_TIMEOUT_REMARK as COMMIT_TIMEOUT_REMARK,
+    NOT_LEADER_REMARK as NOT_LEADER_REMARK,
+    RequestFailed as RequestFailed,
+)
+from ._reads import CONSISTENCY_LEVELS as CONSISTENCY_LEVELS
+from ._replica import SUCCESSOR_GRACE_MS as SUCCESSOR_GRACE_MS, Replica as Replica
+from ._status import status_document as status_document
