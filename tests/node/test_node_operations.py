@@ -11,7 +11,7 @@ import trio
 
 from rmqc.client import ControllerClient
 from rmqc.node import ControllerNode
-from rmqc.node._operations import RMQC_SNAPSHOT_SAVE, RMQC_TRANSFER_LEADER
+from rmqc.remoting import RMQC_SNAPSHOT_SAVE, RMQC_TRANSFER_LEADER
 from rmqc.remoting import ResponseCode
 from rmqc.storage import decode_snapshot_file
 

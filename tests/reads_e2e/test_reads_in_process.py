@@ -15,7 +15,7 @@ import trio
 
 from rmqc.client import ControllerClient
 from rmqc.node import ControllerNode, NodeConfig, parse_peers
-from rmqc.node._reads import ReadPath
+from rmqc.replica._reads import ReadPath
 from rmqc.testing import check_history
 from rmqc.chaos._tcp_proxy import ProxyMesh
 
@@ -146,7 +146,7 @@ async def test_checker_catches_follower_that_skips_the_read_index(tmp_path: Path
 
 async def test_reads_beyond_the_bound_are_refused_busy(tmp_path: Path, seed: int,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("rmqc.node._reads.MAX_READS_AWAITING_INDEX", 2)
+    monkeypatch.setattr("rmqc.replica._reads.MAX_READS_AWAITING_INDEX", 2)
     async with trio.open_nursery() as nursery:
         mesh, nodes = await start_cluster(nursery, tmp_path, seed)
         leader, (follower, _) = split(nodes)

@@ -179,7 +179,8 @@ class ControllerNode:
         replica = self.replica
         assert replica is not None
         while True:
-            await self._wakeup.wait()
+            if not replica.drive_due:
+                await self._wakeup.wait()
             self._wakeup = trio.Event()
             while replica.drive():
                 # a run of Readies (a backlog, a catch-up): the peer readers, the server and the

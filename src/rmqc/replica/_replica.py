@@ -105,6 +105,7 @@ class Replica:
         self.reads = ReadPath(self, rng)
         self.operations = Operations(self)
         self.raw = self._open_raft(rng)
+        self.drive_wanted = True  # a new core may have a Ready already (a bootstrap's membership)
 
     def _open_raft(self, rng: random.Random) -> RawNode:
         hard_state, conf_state = self.storage.initial_state()
