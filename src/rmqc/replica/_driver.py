@@ -128,6 +128,7 @@ class Driver:
             # again; _take_snapshot writes it first so it never lags a snapshot.
             if ready.hard_state is not None:
                 self.unsaved_hard_state = ready.hard_state
+            self._send(ready.persist_messages)  # they wait for no write of ours here
         elif not self._persist_then_apply(ready, snapshot):
             r.reads.on_read_states(ready.read_states)
             return False
