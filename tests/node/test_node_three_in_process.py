@@ -49,7 +49,7 @@ async def test_follower_forwards_writes_and_serves_linearizable_reads(tmp_path: 
             read = await client.request(RequestCode.CONTROLLER_GET_NEXT_BROKER_ID,
                                         {"clusterName": CLUSTER, "brokerName": "broker-a"}, address=follower)
             assert read is not None and read.ext("nextBrokerId") == "2"
-            assert followers[0].state.group("broker-a") is not None  # served from its own state
+            assert followers[0].replica.state.group("broker-a") is not None  # served from its own state
             stale = await client.request(RequestCode.CONTROLLER_GET_NEXT_BROKER_ID,
                                          {"clusterName": CLUSTER, "brokerName": "nobody", "consistency": "stale"},
                                          address=follower)
