@@ -90,12 +90,18 @@ class Liveness:
             soonest = min(soonest, self.digest_due_ms)
         return soonest
 
-    def on_time(self, now_ms: int, wall_ms: int, leader_id: str | None, serving: bool) -> None:
+    def round_due(self, now_ms: int) -> bool:
+        """A round is due: a close to act on, the scan, or a heartbeat deadline passed. Asked
+        BEFORE a stall is forgiven: a round due when the node stalled runs once it resumes (after
+        the forgiveness), as a timer set for then would."""
+        deadline = self.table.next_deadline_ms()
+        return self._round_due or now_ms >= self._next_scan_ms or (deadline is not None and now_ms > deadline)
+
+    def on_time(self, now_ms: int, wall_ms: int, leader_id: str | None, serving: bool, round_due: bool) -> None:
         if self.digest_due_ms is not None and now_ms >= self.digest_due_ms:
             self.digest_due_ms = None
             self._send_digest(now_ms, leader_id)
-        deadline = self.table.next_deadline_ms()
-        if self._round_due or now_ms >= self._next_scan_ms or (deadline is not None and now_ms > deadline):
+        if round_due:
             self._round(now_ms, wall_ms, serving)
 
     def _send_digest(self, now_ms: int, leader_id: str | None) -> None:

@@ -182,6 +182,7 @@ class Replica:
 
     def advance_time(self) -> None:
         now_ms = self.now_ms()
+        round_due = self.liveness.round_due(now_ms)
         self._count_ticks(now_ms)
         if self._takeover is not None and now_ms >= self._takeover[1]:
             dead_leader, self._takeover = self._takeover[0], None
@@ -192,7 +193,10 @@ class Replica:
                 self.wake_driver()
         self.forwards.expire(now_ms)
         self.operations.expire(now_ms)
-        self.liveness.on_time(now_ms, self.clock.wall_ms(), self.leader_id, self.serving_as_leader)
+        self._liveness_now(now_ms, round_due)
+
+    def _liveness_now(self, now_ms: int, round_due: bool) -> None:
+        self.liveness.on_time(now_ms, self.clock.wall_ms(), self.leader_id, self.serving_as_leader, round_due)
 
     def _count_ticks(self, now_ms: int) -> None:
         """One tick per tick_ms; ticks missed by a short delay follow as a burst, a stall's are
@@ -268,7 +272,7 @@ class Replica:
         now_ms = self.now_ms()
         self.liveness.digest(payload, now_ms)
         if not self.liveness.quiet():
-            self.liveness.on_time(now_ms, self.clock.wall_ms(), self.leader_id, self.serving_as_leader)
+            self._liveness_now(now_ms, round_due=True)
 
     def snapshot_written(self, index: int, outcome: SnapshotOutcome, error: Exception | None = None) -> None:
         self.driver.snapshot_written(index, outcome, error)
@@ -336,7 +340,7 @@ class Replica:
         keys = self.liveness.table.on_channel_closed(channel_id, now_ms)
         if keys:
             self.liveness.closed(keys, now_ms)
-            self.liveness.on_time(now_ms, self.clock.wall_ms(), self.leader_id, self.serving_as_leader)
+            self._liveness_now(now_ms, round_due=True)
 
     def decide(self, request: RemotingCommand, channel_id: int, respond: Respond) -> None:
         """The one path of every request this node decides itself: reads through the read path,
