@@ -169,13 +169,3 @@ async def test_senders_are_bounded_and_a_hanging_connect_gives_up(monkeypatch) -
         assert list(notifier._queued) == [broker.address]  # both senders busy: it waits
         await wait_until(lambda: broker.epochs() == [1], what="the queued broker's 1008")
         assert notifier.failed == 2 and notifier.sent == 1 and not notifier._sending
-
-
-async def test_addresses_past_the_pending_bound_are_dropped_and_counted(monkeypatch) -> None:
-    monkeypatch.setattr(_notifier, "MAX_PENDING_ADDRESSES", 2)
-    notifier = Notifier()  # not running: everything submitted stays pending
-    for host in range(3):
-        notifier.submit(f"10.0.0.{host}:30911", notify(1))
-    notifier.submit("10.0.0.0:30911", notify(2))  # a waiting address still takes a newer epoch
-    assert notifier.dropped == 1 and notifier.superseded == 1
-    assert sorted(notifier._pending) == ["10.0.0.0:30911", "10.0.0.1:30911"]

@@ -1,0 +1,33 @@
+"""rmqc.replica: the sans-IO controller node (driver, group commit, reads, forwarding, liveness and
+elections, notifier decisions) that both `rmqc serve` (rmqc.node, the Trio shell) and the simulator
+run. No trio, no sockets, no clocks, no threads: see _io.py for the contract."""
+
+from ._io import (
+    Action as Action,
+    Answer as Answer,
+    Clock as Clock,
+    ForwardRequest as ForwardRequest,
+    Notify as Notify,
+    Observer as Observer,
+    Outbox as Outbox,
+    PeerLag as PeerLag,
+    ReplicaConfig as ReplicaConfig,
+    ReplicaStatus as ReplicaStatus,
+    ReplicaStorage as ReplicaStorage,
+    SendDigest as SendDigest,
+    SendRaft as SendRaft,
+    SnapshotOutcome as SnapshotOutcome,
+    StopProcess as StopProcess,
+    WriteSnapshot as WriteSnapshot,
+)
+from ._alarms import DISK_FULL as DISK_FULL, DISK_FULL_RETRY_MS as DISK_FULL_RETRY_MS, DiskFullAlarm as DiskFullAlarm
+from ._driver import FEED_ENTRIES as FEED_ENTRIES, FEED_MESSAGES as FEED_MESSAGES
+from ._notify import PendingNotifications as PendingNotifications, master_epoch_of as master_epoch_of
+from ._proposals import (
+    COMMIT_TIMEOUT_REMARK as COMMIT_TIMEOUT_REMARK,
+    NOT_LEADER_REMARK as NOT_LEADER_REMARK,
+    RequestFailed as RequestFailed,
+)
+from ._reads import CONSISTENCY_LEVELS as CONSISTENCY_LEVELS
+from ._replica import SUCCESSOR_GRACE_MS as SUCCESSOR_GRACE_MS, Replica as Replica
+from ._status import status_document as status_document
