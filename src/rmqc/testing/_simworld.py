@@ -26,6 +26,7 @@ from ._simhistory import ControllerHistory
 from ._simnemesis import Nemesis, NemesisKnobs
 from ._simnet import LinkFaults, SimNetwork
 from ._simnode import NodeKnobs, SimNode
+from ._simreplica import ReplicaSimNode
 from ._simstatus import node_view
 from rmqc.linearizability import Op, SearchBoundExceeded, check_history
 
@@ -34,7 +35,8 @@ from rmqc.linearizability import Op, SearchBoundExceeded, check_history
 TRACE_LINES_KEPT = 40
 
 
-LOADS = ("controller", "kv")
+LOADS = ("replica", "controller", "kv")
+CONTROLLER_LOADS = ("replica", "controller")
 # After the network healed, brokers learn the newest master within a poll and a lost request's
 # timeout (BrokerKnobs: 60 + 150 ms); an election older than this must be known to every broker.
 SETTLE_US = 250_000
@@ -89,14 +91,14 @@ class World:
         self.trace_lines: deque[str] = deque(maxlen=TRACE_LINES_KEPT)
         self.node_ids = tuple(f"n{i}" for i in range(knobs.nodes))
         drift_rng = random.Random(f"{seed}/drift")
-        node_class = ControllerSimNode if knobs.load == "controller" else SimNode
+        node_class = {"replica": ReplicaSimNode, "controller": ControllerSimNode, "kv": SimNode}[knobs.load]
         self.nodes = {node_id: node_class(self, node_id, self._drift(drift_rng), knobs.node)
                       for node_id in self.node_ids}
         self.controller_checker = ControllerChecker(violations=self.checker.violations)
         self.controller_history = ControllerHistory()
         self.brokers: dict[str, SimBrokerClient] = {}
         self.admins: dict[str, SimAdminClient] = {}
-        if knobs.load == "controller":
+        if knobs.load in CONTROLLER_LOADS:
             self._make_brokers_and_admins()
         self.history: list[Op] = []
         self.client_stats = ClientStats()
@@ -202,8 +204,17 @@ class World:
             if self.rng.random() < self.knobs.faults.drop_p:
                 continue  # lost on the way: the client times out
             node = self.nodes[node_id]
-            assert isinstance(node, ControllerSimNode)
-            self.events.after(self._client_delay_us(), node.remote, Remote(sender, request))
+            self.events.after(self._client_delay_us(), node.remote, Remote(sender, request))  # type: ignore[union-attr]
+
+    def peer_call(self, frm: str, to: str, method: str, *args: object) -> None:
+        """A message between two nodes outside Raft (a forward, its answer, a digest): it travels
+        the same simulated link as Raft messages, and may be lost, duplicated or cut."""
+        for delay in self.net.delays_us(frm, to):
+            self.events.after(delay, self._peer_arrive, frm, to, method, args)
+
+    def _peer_arrive(self, frm: str, to: str, method: str, args: tuple[object, ...]) -> None:
+        if self.net.arrived(frm, to):
+            getattr(self.nodes[to], method)(*args)
 
     def answer(self, node: SimNode, remote: Remote, response: RemotingCommand) -> None:
         hint = node_view(node).leader if node.raw is not None else None
@@ -308,7 +319,7 @@ class World:
             self.checker.check_durable_majority({n: self.nodes[n].storage for n in self.node_ids})
         if self.checker.ok and self.knobs.load == "kv":
             self._check_history()
-        if self.checker.ok and self.knobs.load == "controller":
+        if self.checker.ok and self.knobs.load in CONTROLLER_LOADS:
             self.controller_checker.finish(self.controller_history, self._beliefs(), self.events.now_us,
                                            SETTLE_US, self.leader_changed_us)
         self._count_controller()
@@ -330,7 +341,7 @@ class World:
                 for b in self.brokers.values()]
 
     def _count_controller(self) -> None:
-        if self.knobs.load == "controller":
+        if self.knobs.load in CONTROLLER_LOADS:
             self.counts["controller_elections"] = self.controller_checker.elections
             self.counts["controller_broker_requests"] = self.controller_history.requests
             self.counts["controller_notifications"] = self.counts.get("notifications", 0)
