@@ -163,11 +163,14 @@ def test_check_stale_reads_never_go_back_on_one_node() -> None:
 def test_check_brokers_hold_the_newest_master_after_the_heal() -> None:
     checker, _, second = two_views()
     behind = BrokerBelief("g0.0", "g0", True, 0, 0, 1, 1, 1)
+    master = BrokerBelief("g0.1", "g0", True, 0, 0, 2, 2, 2)
     checker.finish(ControllerHistory(), [behind], 1_000, 500)
+    assert checker.ok  # the master is down: nobody can follow it yet
+    checker.finish(ControllerHistory(), [behind, master], 1_000, 500)
     assert checker.violations and "broker g0.0 holds master 1 of masterEpoch 1" in checker.violations[0]
     young = ControllerChecker()
     young.on_apply(1, [ApplyResult(ApplyBrokerId("sim", "g0", 1, "a1", "c1", 0), OK, None, second)], 0)
-    young.finish(ControllerHistory(), [replace(behind, registered_us=800)], 1_000, 500)
+    young.finish(ControllerHistory(), [replace(behind, registered_us=800), master], 1_000, 500)
     assert young.ok  # registered too recently to have learnt it
 
 

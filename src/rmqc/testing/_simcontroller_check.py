@@ -18,7 +18,8 @@ At the end, against the history of the brokers and admins (`_simhistory`):
 - every acknowledged 1013 id is still the broker's (unless an admin cleaned it) and no id was given
   to two brokers; every acknowledged 1001 got exactly the epoch after the one it sent;
 - every running broker holds the group's newest master once it has had time to learn it (after
-  the network healed), and never a masterEpoch below the newest 1008 it received;
+  the network healed, while that master runs), and never a masterEpoch below the newest 1008 it
+  received;
 - linearizable and lease reads: a read never returns a group state older than one first applied
   (anywhere) before the read was sent; stale reads never go back in time on one node (within one
   incarnation: a restarted node replays from its snapshot).
@@ -191,6 +192,8 @@ class ControllerChecker:
 
     def _check_brokers(self, history: ControllerHistory, brokers: Iterable[BrokerBelief], end_us: int,
                        settle_us: int, leader_changed_us: int) -> None:
+        brokers = list(brokers)
+        running_since = {(b.group, b.broker_id): b.running_since_us for b in brokers if b.running}
         for broker in brokers:
             if not broker.running or broker.broker_id is None:
                 continue
@@ -203,7 +206,11 @@ class ControllerChecker:
             group = self.groups.get(broker.group)
             if broker.registered_us is None or group is None or group.master_id is None:
                 continue
-            since_us = max(self.last_election_us.get(broker.group, 0), broker.registered_us, leader_changed_us)
+            master_since_us = running_since.get((broker.group, group.master_id))
+            if master_since_us is None:
+                continue  # the master is down: its group waits for it (or for an election)
+            since_us = max(self.last_election_us.get(broker.group, 0), broker.registered_us, leader_changed_us,
+                           master_since_us)
             if end_us - since_us < settle_us or not group.is_registered(broker.broker_id):
                 continue
             if (broker.master_id, broker.master_epoch) != (group.master_id, group.master_epoch):

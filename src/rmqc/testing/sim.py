@@ -42,6 +42,8 @@ from dataclasses import dataclass, replace
 import rmqc.controller._processor as processor_module
 import rmqc.fsm._state as state_module
 import rmqc.raft._core as core_module
+from rmqc.replica._driver import Driver
+from rmqc.replica._reads import ReadPath
 from rmqc.controller._policy import _choose_within
 from rmqc.fsm import BrokerGroup
 from rmqc.raft._core import RaftCore
@@ -114,6 +116,17 @@ def _check_alter_without_sss_epoch(group: BrokerGroup | None, master_id: int, ma
     return _check_alter(group, master_id, master_epoch, current, new_set, is_alive)
 
 
+def _apply_then_persist(self: Driver, ready: object, snapshot: object) -> bool:
+    """The Ready handled with apply (and so the answers) before the save of the same Ready."""
+    if snapshot is not None:
+        self._install_snapshot(snapshot)
+    self._apply_committed(ready)
+    if not self._persist(ready.hard_state, ready.entries, snapshot):  # type: ignore[attr-defined]
+        return False
+    self._send(ready.persist_messages)  # type: ignore[attr-defined]
+    return True
+
+
 # name -> the bug: each was really shipped once, or is the classic bug of that code path.
 MUTANTS: dict[str, Mutant] = {
     "takeover-without-lease-wait": Mutant(((RaftCore, "_takeover_wait_ticks", lambda self: 0),),
@@ -121,6 +134,8 @@ MUTANTS: dict[str, Mutant] = {
     "elect-outside-sss": Mutant(((processor_module, "choose_master", _choose_ignoring_sync_state_set),)),
     "skip-sss-epoch-check": Mutant(((state_module, "check_alter_sync_state_set", _check_alter_without_sss_epoch),
                                     (processor_module, "check_alter_sync_state_set", _check_alter_without_sss_epoch))),
+    "apply-before-persist": Mutant(((Driver, "_persist_then_apply", _apply_then_persist),)),
+    "stale-read-as-linearizable": Mutant(((ReadPath, "_read_index_reached", lambda self, index: True),)),
     "lease-ignores-drift": Mutant(((core_module, "lease_duration_ticks", lambda lease_ticks, drift_ticks: lease_ticks),),
                                   "lease-drift"),
 }
