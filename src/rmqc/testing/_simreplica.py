@@ -210,6 +210,7 @@ class ReplicaSimNode:
         world, node_id = self.world, self.id
 
         def observe(index: int, term: int, results: list[ApplyResult]) -> None:
+            world.checker.check_applied_durable(node_id, self.storage, index, term)
             world.checker.on_apply(node_id, Entry(index, term, EntryType.NORMAL, b""), replica.state.snapshot())
             world.controller_checker.on_apply(index, results, world.events.now_us)
             applied(index, term, results)
