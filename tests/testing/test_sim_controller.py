@@ -129,11 +129,11 @@ def two_views() -> tuple[ControllerChecker, BrokerGroup, BrokerGroup]:
 def test_check_linearizable_and_lease_reads_never_return_an_older_state(level: str) -> None:
     checker, first, second = two_views()
     history = ControllerHistory()
-    history.add(ReadRecord("n1", 1, level, "g0", 50, 150, view_of(first)))  # concurrent: fine
-    history.add(ReadRecord("n1", 1, level, "g0", 200, 250, view_of(second)))
+    history.add(ReadRecord("n1", 1, level, "g0", 50, 150, view_of(first), 150))  # concurrent: fine
+    history.add(ReadRecord("n1", 1, level, "g0", 200, 250, view_of(second), 250))
     checker.finish(history, [], 300, 0)
     assert checker.ok, checker.violations
-    history.add(ReadRecord("n2", 1, level, "g0", 200, 260, view_of(first)))  # sent after index 2 applied
+    history.add(ReadRecord("n2", 1, level, "g0", 200, 260, view_of(first), 260))  # sent after index 2 applied
     checker.finish(history, [], 300, 0)
     assert checker.violations and f"{level} read of g0 on n2" in checker.violations[0]
 
@@ -141,7 +141,7 @@ def test_check_linearizable_and_lease_reads_never_return_an_older_state(level: s
 def test_check_reads_of_a_state_never_committed() -> None:
     checker, first, _ = two_views()
     history = ControllerHistory()
-    history.add(ReadRecord("n1", 1, "stale", "g0", 0, 10, (7, 7, 7, (7,))))
+    history.add(ReadRecord("n1", 1, "stale", "g0", 0, 10, (7, 7, 7, (7,)), 10))
     checker.finish(history, [], 300, 0)
     assert checker.violations and "never committed" in checker.violations[0]
 
@@ -149,15 +149,25 @@ def test_check_reads_of_a_state_never_committed() -> None:
 def test_check_stale_reads_never_go_back_on_one_node() -> None:
     checker, first, second = two_views()
     history = ControllerHistory()
-    history.add(ReadRecord("n1", 1, "stale", "g0", 300, 310, view_of(first)))  # stale may lag: fine
-    history.add(ReadRecord("n1", 2, "stale", "g0", 320, 330, view_of(second)))
-    history.add(ReadRecord("n1", 3, "stale", "g0", 340, 350, view_of(first)))  # a restart: fine
+    history.add(ReadRecord("n1", 1, "stale", "g0", 300, 310, view_of(first), 310))  # stale may lag: fine
+    history.add(ReadRecord("n1", 2, "stale", "g0", 320, 330, view_of(second), 330))
+    history.add(ReadRecord("n1", 3, "stale", "g0", 340, 350, view_of(first), 350))  # a restart: fine
     checker.finish(history, [], 400, 0)
     assert checker.ok, checker.violations
-    history.add(ReadRecord("n1", 3, "stale", "g0", 360, 370, view_of(second)))
-    history.add(ReadRecord("n1", 3, "stale", "g0", 380, 390, view_of(first)))
+    history.add(ReadRecord("n1", 3, "stale", "g0", 360, 370, view_of(second), 370))
+    history.add(ReadRecord("n1", 3, "stale", "g0", 380, 390, view_of(first), 390))
     checker.finish(history, [], 400, 0)
     assert checker.violations and "stale reads of g0 on n1 went back in time" in checker.violations[0]
+
+
+def test_check_stale_reads_are_ordered_as_the_node_served_them() -> None:
+    # Answers travel with random delays: the newer one may arrive first. Served in order: fine.
+    checker, first, second = two_views()
+    history = ControllerHistory()
+    history.add(ReadRecord("n1", 1, "stale", "g0", 300, 330, view_of(first), 305))
+    history.add(ReadRecord("n1", 1, "stale", "g0", 301, 320, view_of(second), 310))
+    checker.finish(history, [], 400, 0)
+    assert checker.ok, checker.violations
 
 
 def test_check_brokers_hold_the_newest_master_after_the_heal() -> None:

@@ -55,6 +55,7 @@ class Answer(NamedTuple):
     node: str
     incarnation: int
     leader_hint: str | None
+    served_us: int = 0  # when the node answered (the answer then travels to the client)
 
 
 Outgoing = tuple[str, RemotingCommand]  # (node, request)
@@ -350,7 +351,7 @@ class SimBrokerClient:
             return
         assert pending.level is not None
         self.history.add(ReadRecord(answer.node, answer.incarnation, pending.level, str(pending.request.ext("brokerName")),
-                                    pending.sent_us, now_us, group_view(answer.response)))
+                                    pending.sent_us, now_us, group_view(answer.response), answer.served_us))
 
     def _adopt(self, master: int, epoch: int, sss_epoch: int, sss: frozenset[int], now_us: int) -> None:
         self.master_id = master

@@ -21,8 +21,8 @@ At the end, against the history of the brokers and admins (`_simhistory`):
   the network healed, while that master runs), and never a masterEpoch below the newest 1008 it
   received;
 - linearizable and lease reads: a read never returns a group state older than one first applied
-  (anywhere) before the read was sent; stale reads never go back in time on one node (within one
-  incarnation: a restarted node replays from its snapshot).
+  (anywhere) before the read was sent; stale reads never go back in time on one node, in the order
+  it served them (within one incarnation: a restarted node replays from its snapshot).
 """
 
 from __future__ import annotations
@@ -168,9 +168,9 @@ class ControllerChecker:
 
     def _check_reads(self, reads: Sequence[ReadRecord]) -> None:
         last_stale: dict[tuple[str, int, str], tuple[int, ReadRecord]] = {}
-        for read in sorted(reads, key=lambda r: (r.complete_us, r.invoke_us)):
+        for read in sorted(reads, key=lambda r: (r.served_us, r.invoke_us)):
             line = self.lines.get(read.group)
-            position = None if line is None else _position(line, read.view, read.complete_us)
+            position = None if line is None else _position(line, read.view, read.served_us)
             if line is None or position is None:
                 self.fail(f"{read.level} read of {read.group} on {read.node} returned {read.view}, never committed")
                 return
@@ -234,9 +234,9 @@ class BrokerBelief:
     master_epoch: int
 
 
-def _position(line: _GroupLine, view: GroupView, complete_us: int) -> int | None:
-    """The latest committed position holding `view` that was applied by `complete_us`."""
-    last = bisect.bisect_right(line.at_us, complete_us)
+def _position(line: _GroupLine, view: GroupView, served_us: int) -> int | None:
+    """The latest committed position holding `view` that was applied by `served_us`."""
+    last = bisect.bisect_right(line.at_us, served_us)
     for position in range(last - 1, -1, -1):
         if line.views[position] == view:
             return position

@@ -68,6 +68,7 @@ class ReadRecord:
     invoke_us: int
     complete_us: int
     view: GroupView
+    served_us: int  # when the node answered: what one node serves is ordered by this
 
 
 @dataclass(frozen=True, slots=True)

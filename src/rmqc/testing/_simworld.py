@@ -45,10 +45,10 @@ SETTLE_US = 250_000
 @dataclass(frozen=True, slots=True)
 class SimKnobs:
     nodes: int = 3
-    # "controller": the controller that ships (ControllerState, ControllerProcessor, liveness) as
-    # the state machine, with simulated brokers and admins as load; "kv": the Raft core alone under
-    # a toy key-value store and its clients (the Raft-level tests' world).
-    load: str = "controller"
+    # "replica": the replica that ships (rmqc.replica) with simulated brokers and admins as load;
+    # "controller": the same controller parts in the simulator's own node shell; "kv": the Raft
+    # core alone under a toy key-value store and its clients.
+    load: str = "replica"
     active_us: int = 1_000_000  # clients and faults
     quiet_us: int = 300_000  # network healed, every node up, clients still running
     max_drift: float = 0.02  # tick rate of each node within +-2% (lease_drift_ticks covers it)
@@ -218,7 +218,7 @@ class World:
 
     def answer(self, node: SimNode, remote: Remote, response: RemotingCommand) -> None:
         hint = node_view(node).leader if node.raw is not None else None
-        answer = Answer(response, node.id, node.incarnation, hint)
+        answer = Answer(response, node.id, node.incarnation, hint, self.events.now_us)
         if self.rng.random() >= self.knobs.faults.drop_p:
             self.events.after(self._client_delay_us(), self._deliver_answer, remote.sender, remote.request.opaque, answer)
 

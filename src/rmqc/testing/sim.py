@@ -1,33 +1,42 @@
-"""Deterministic simulation of an rmqc Raft cluster, seed by seed.
+"""Deterministic simulation of an rmqc controller cluster, seed by seed.
 
     python -m rmqc.testing.sim --seeds N [--start S] [--nodes 3|5] [--progress-every K]
     python -m rmqc.testing.sim --seed S          # replay one seed and print its trace
     python -m rmqc.testing.sim --mutant NAME ... # the same with a known bug put back (MUTANTS)
+    python -m rmqc.testing.sim --list-mutants
 
-Each seed runs 3 or 5 nodes (alternating by seed unless --nodes) with the REAL `RawNode` for 1.3 s
-of virtual time: 1 s of client load and faults, then 0.3 s with the network healed and every node
-up. The same seed always gives the same run (virtual time, seeded `random.Random`s, sorted
-iteration; no clock, no global random).
+Each seed runs 3 or 5 nodes (alternating by seed unless --nodes), each the REPLICA THAT SHIPS
+(`rmqc.replica.Replica`: driver, group commit, read path, forwarding, liveness and its elections,
+dead-leader takeover, notifier, with the real `ControllerState`, `ControllerProcessor` and heartbeat
+table) for 1.3 s of virtual time: 1 s of load and faults, then 0.3 s with the network healed and
+every node and broker up. The same seed always gives the same run (virtual time, seeded
+`random.Random`s, sorted iteration; no clock, no global random).
 
-Faults (`_simnemesis`, `_simnet`, `_simnode`): message delay, loss, duplication and reordering;
+Load (`_simbrokers`, `_simadmin`): brokers that get ids (1012/1013), register (1003), ask for
+elections (1002), heartbeat every node (904), expand and shrink their SyncStateSet (1001), poll and
+read their groups' metadata (1004) at every consistency level on any node, and follow 1008; admins
+that designate masters (1002), clean ids (1011) and change live options (1009).
+
+Faults (`_simnemesis`, `_simnet`, `_simreplica`): message delay, loss, duplication and reordering;
 symmetric partitions, isolating the leader, one-way link cuts, a leader cut off REJECT-style (links
 reset and refused, so the others take over at once while it lives on); crashes (also of the leader,
-and in the middle of an fsync) that lose every write not yet persisted, after which the others
-find its port refusing them; pauses with missed ticks replayed on resume; per-node clock rates
-(and a "leader slowest" skew); leadership transfers; single-server membership changes through
-learners; snapshots and log compaction.
+and inside an fsync: the actions emitted before it happen, nothing after); pauses (the node's clock
+jumps on resume); per-node clock rates (and a "leader slowest" skew); leadership transfers;
+single-server membership changes through learners; snapshots and log compaction; broker crashes.
 
-Clients (`_simclient`) write unique values and read through ReadIndex on any node and lease reads on
-the leader. Checked after every step (`_simcheck`): one leader per term, log matching, durability
-of committed entries, leader completeness, state-machine safety, commit never going down; at the end:
-committed entries durable on a majority, and the client history linearizable per key.
+Checked after every step: the Raft invariants (`_simcheck`: one leader per term, log matching,
+durability, leader completeness, state-machine safety, apply after persist, commit never going
+down) and the controller's (`_simcontroller_check`: one master per masterEpoch, epochs never going
+down, clean elections inside the SyncStateSet, stale 1001s refused); at the end: committed entries
+durable on a majority, acknowledged ids kept and never shared, brokers following the newest
+master, linearizable and lease reads linearizable per group, stale reads monotonic per node.
 
-Mutants (`--mutant NAME`) put a fixed bug back into the core for the run, to show the checkers
-catch it: `takeover-without-lease-wait` (issue 19: a node that takes over from a leader whose port
-refuses it commits at once, while that leader, alive, still serves lease reads).
+Mutants (`--mutant NAME`) put a known bug back into shipped code for the run (MUTANTS, each in the
+profile where it shows): the checkers must catch it.
 
 Output: every failing seed with the last lines of its trace, a line of event counts, then one JSON
-line {"seeds": N, "violations": V, "ops": ..., "sim_seconds": ..., "wall_seconds": ...}.
+line {"seeds": N, "violations": V, "ops": ..., "controller": {"elections": ..., "notifications": ...,
+"broker_requests": ...}, "sim_seconds": ..., "wall_seconds": ...}.
 """
 
 from __future__ import annotations
@@ -57,22 +66,25 @@ from ._simworld import SeedResult, SimKnobs, run_seed
 __all__ = ["MUTANTS", "PROFILES", "Mutant", "SeedResult", "SimKnobs", "SimSummary", "mutant", "run_seed", "run_seeds",
            "main"]
 
-# Where a kind of bug has the most chances to show. "default": the controller that ships under
-# brokers, admins and every fault. "kv": the Raft core alone under the toy key-value clients.
-# "reject-partition" (kv): the leader is cut off REJECT-style (or crashed) again and again while
-# many clients write one key and read it with lease reads, wherever they believe the leader is.
+# Where a kind of bug has the most chances to show. "default": the replica that ships under
+# brokers, admins and every fault. "reject-partition": the leader is cut off REJECT-style (or
+# crashed) again and again while brokers read with lease reads on the node they believe leads.
 # "lease-drift": the leader's clock runs slow, the others' fast, the leader is isolated again and
-# again, and brokers read mostly with lease reads on the node they believe leads.
+# again, with the same lease-heavy reads. "kv": the Raft core alone under toy key-value clients.
+LEASE_READERS = BrokerKnobs(read_think_max_us=2_000, read_level_weights=(1, 8, 1), read_follow_hint_p=0.9,
+                            alter_us=10_000)
+BUSY_ADMINS = AdminKnobs(count=3, think_min_us=5_000, think_max_us=20_000, timeout_us=50_000, weights=(1, 0, 0),
+                         follow_hint_p=0.5)
 PROFILES: dict[str, SimKnobs] = {
     "default": SimKnobs(),
     "kv": replace(SimKnobs(), load="kv"),
     "reject-partition": replace(
         SimKnobs(),
-        load="kv",
-        clients=ClientKnobs(count=8, keys=("x",), kind_weights=(4, 1, 5), think_max_us=5_000,
-                            timeout_us=100_000, follow_hint_p=0.5),
+        brokers=LEASE_READERS,
+        admins=BUSY_ADMINS,
         nemesis=NemesisKnobs(interval_min_us=150_000, interval_max_us=300_000,
-                             weights={"heal": 2, "refuse_leader": 4, "crash_leader": 1, "skew_clocks": 1}),
+                             weights={"heal": 2, "refuse_leader": 4, "crash_leader": 1, "skew_clocks": 1},
+                             broker_weights={}),
     ),
     "lease-drift": replace(
         SimKnobs(),
@@ -80,10 +92,8 @@ PROFILES: dict[str, SimKnobs] = {
         # leader after 9 of its 5 ms ticks (45 ms); a lease of 3 of the leader's 15 ms ticks fits.
         max_drift=0.5,
         node=replace(SimKnobs().node, lease_drift_ticks=7),
-        brokers=BrokerKnobs(read_think_max_us=2_000, read_level_weights=(1, 8, 1), read_follow_hint_p=0.9,
-                            alter_us=10_000),
-        admins=AdminKnobs(count=3, think_min_us=5_000, think_max_us=20_000, timeout_us=50_000, weights=(1, 0, 0),
-                          follow_hint_p=0.5),
+        brokers=LEASE_READERS,
+        admins=BUSY_ADMINS,
         nemesis=NemesisKnobs(interval_min_us=100_000, interval_max_us=200_000,
                              weights={"heal": 1, "isolate_leader": 3, "skew_clocks": 2}, broker_weights={}),
     ),
