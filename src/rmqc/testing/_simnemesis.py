@@ -17,7 +17,7 @@ from rmqc.raft._types import ConfChange, ConfChangeType
 
 if TYPE_CHECKING:
     from ._simbrokers import SimBrokerClient
-    from ._simnode import SimNode
+    from ._simreplica import ReplicaSimNode
     from ._simworld import World
 
 
@@ -134,11 +134,11 @@ class Nemesis:
     def _crash_leader(self) -> None:
         self._crash_node(self.world.leader())
 
-    def _crash_node(self, node: SimNode | None) -> None:
+    def _crash_node(self, node: ReplicaSimNode | None) -> None:
         if node is not None:
             self.crash(node)
 
-    def crash(self, node: SimNode) -> None:
+    def crash(self, node: ReplicaSimNode) -> None:
         """Crash `node` now and restart it after a random downtime."""
         if not node.up:
             return
@@ -154,7 +154,7 @@ class Nemesis:
                 delay = self.rng.randint(0, self.knobs.refused_after_max_us)
                 self.world.events.after(delay, self.world.nodes[other].on_peer_down, node_id)
 
-    def _restart(self, node: SimNode) -> None:
+    def _restart(self, node: ReplicaSimNode) -> None:
         if not node.up:
             node.start()
             self.world.trace(f"{node.id} restarts")
@@ -165,7 +165,7 @@ class Nemesis:
     def _pause_leader(self) -> None:
         self._pause_node(self.world.leader())
 
-    def _pause_node(self, node: SimNode | None) -> None:
+    def _pause_node(self, node: ReplicaSimNode | None) -> None:
         if node is None or node.paused:
             return
         node.pause()
@@ -210,7 +210,7 @@ class Nemesis:
         self.world.trace(f"nemesis: propose {change.type.name} {change.node_id} on {leader.id}")
         leader.poke()
 
-    def _next_change(self, leader: SimNode) -> ConfChange | None:
+    def _next_change(self, leader: ReplicaSimNode) -> ConfChange | None:
         conf = leader.conf_state
         outside = sorted(set(self.world.node_ids) - set(conf.voters) - set(conf.learners))
         if conf.learners:
@@ -237,6 +237,6 @@ class Nemesis:
             broker.restart(self.world.events.now_us)
             self.world.trace(f"broker {broker.name} restarts")
 
-    def _pick_up_node(self) -> SimNode | None:
+    def _pick_up_node(self) -> ReplicaSimNode | None:
         up = [node for node in self.world.nodes.values() if node.up]
         return self.rng.choice(up) if up else None

@@ -4,9 +4,10 @@ dead-leader takeover, notifier), with the simulator's network, disk, clock and f
 
 - Clock: one per node, virtual time scaled by the node's drift (positive drift: a slow clock);
   `set_drift` keeps it continuous. Wall time is the same clock (the simulator has one).
-- Disk: `save` is synchronous inside `drive()` (the replica's contract) and durable at once; an
-  armed crash (`crash_mid_next_write`) raises from inside `save`, so the actions emitted before it
-  are performed and nothing after. The next drive pass waits for the fsync's simulated duration.
+- Disk (`_simstorage`): `save` is synchronous inside `drive()` (the replica's contract) and
+  durable at once; an armed crash (`crash_mid_next_write`) raises from inside `save`, so the actions
+  emitted before it are performed and nothing after. The next drive pass waits for the fsync's
+  simulated duration (NodeKnobs.persist_*).
 - Time: `advance_time()` runs at `next_wakeup_ms()`; a paused node runs nothing and finds on
   resume that its clock jumped (the replica forgives the stall); inputs that reached it wait.
 - Outputs: every action of the outbox is performed after each input, in order: Raft messages and
@@ -21,10 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rmqc.errors import RmqcError, SnapshotOutOfDateError
+from rmqc.errors import SnapshotOutOfDateError
 from rmqc.fsm import ApplyResult
-from rmqc.raft import MemoryStorage
-from rmqc.raft._types import ConfState, Entry, EntryType, HardState, Message, Snapshot
+from rmqc.raft._types import ConfState, Entry, EntryType, Message, Snapshot
 from rmqc.replica import Replica
 from rmqc.replica._io import (
     Answer,
@@ -38,8 +38,7 @@ from rmqc.replica._io import (
 )
 from rmqc.remoting import RemotingCommand
 
-from ._simcontroller import Remote
-from ._simnode import NodeKnobs
+from ._simstorage import CrashableStorage, PowerCut
 
 if TYPE_CHECKING:
     from ._simworld import World
@@ -48,8 +47,24 @@ if TYPE_CHECKING:
 DRIVE_COST_US = 50
 
 
-class SimCrash(RmqcError):
-    """The simulated power cut, raised from inside `save` by an armed node."""
+@dataclass(frozen=True, slots=True)
+class NodeKnobs:
+    tick_ms: int = 10
+    election_tick: int = 10
+    heartbeat_tick: int = 1
+    lease_drift_ticks: int = 2
+    lease_ticks: int | None = None  # None: election_tick
+    persist_min_us: int = 100  # the simulated duration of one fsync: the driver's next pass waits it out
+    persist_max_us: int = 8_000
+    snapshot_every_entries: int = 20
+
+
+@dataclass(frozen=True, slots=True)
+class Remote:
+    """A remoting request from `sender` (a broker or admin), waiting on a node."""
+
+    sender: str
+    request: RemotingCommand
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,29 +113,6 @@ class SimReplicaConfig:
         return next((peer for peer in self.peer_list if peer.id == node_id), None)
 
 
-class SimDisk(MemoryStorage):
-    """A MemoryStorage whose `save` is checked (durability, log matching) and can crash mid-write."""
-
-    def __init__(self, node: ReplicaSimNode) -> None:
-        super().__init__()
-        self._node = node
-        self.arm_crash = False
-
-    def save(self, hard_state: HardState | None, entries: Sequence[Entry], snapshot: Snapshot | None) -> None:
-        node = self._node
-        if self.arm_crash and entries:
-            self.arm_crash = False
-            raise SimCrash(f"{node.id} lost power during its fsync")
-        checker = node.world.checker
-        checker.before_save(node.id, self, entries)
-        super().save(hard_state, entries, snapshot)
-        checker.after_save(node.id, self, entries)
-        node.saved = True
-        if snapshot is not None and not snapshot.is_empty:
-            node.world.count("snapshots_installed")
-            checker.on_snapshot_installed(node.id, snapshot.meta.index, snapshot.meta.term, snapshot.data)
-
-
 class _SimClock:
     def __init__(self, node: ReplicaSimNode) -> None:
         self._node = node
@@ -137,7 +129,7 @@ class ReplicaSimNode:
         self.world = world
         self.id = node_id
         self.knobs = knobs
-        self.storage = SimDisk(self)
+        self.storage = CrashableStorage(self)
         self.replica: Replica | None = None
         self.incarnation = 0
         self.up = False
@@ -189,6 +181,7 @@ class ReplicaSimNode:
         self.incarnation += 1
         ids = peers or self.world.node_ids
         config = SimReplicaConfig(self.id, tuple(SimPeer(n, f"127.0.0.1:{9000 + i}") for i, n in enumerate(ids)),
+                                  tick_ms=self.knobs.tick_ms,
                                   lease_drift_ticks=self.knobs.lease_drift_ticks,
                                   lease_ticks=self.knobs.lease_ticks or self.knobs.election_tick,
                                   election_tick=self.knobs.election_tick, heartbeat_tick=self.knobs.heartbeat_tick,
@@ -216,6 +209,18 @@ class ReplicaSimNode:
             applied(index, term, results)
 
         replica.proposals.applied = observe  # type: ignore[method-assign]
+
+    # -- the disk's watcher: the checkers see every write ---------------------------------------------
+    def before_save(self, storage: CrashableStorage, entries: Sequence[Entry]) -> None:
+        self.world.checker.before_save(self.id, storage, entries)
+
+    def after_save(self, storage: CrashableStorage, entries: Sequence[Entry], snapshot: Snapshot | None) -> None:
+        checker = self.world.checker
+        checker.after_save(self.id, storage, entries)
+        self.saved = True
+        if snapshot is not None and not snapshot.is_empty:
+            self.world.count("snapshots_installed")
+            checker.on_snapshot_installed(self.id, snapshot.meta.index, snapshot.meta.term, snapshot.data)
 
     def crash(self) -> None:
         self.up = False
@@ -315,9 +320,9 @@ class ReplicaSimNode:
         self.saved = False
         try:
             replica.drive()
-        except SimCrash as crash:
+        except PowerCut as crash:
             self._perform()  # the actions emitted before the crash, and nothing after
-            self.world.trace(str(crash))
+            self.world.trace(f"{self.id}: {crash}")
             self.world.nemesis.crash(self)  # type: ignore[arg-type]
             return
         self._after_input()

@@ -1,4 +1,5 @@
-"""One simulated run: nodes, network, clients and nemesis on one event queue, checked as it goes.
+"""One simulated run: replicas, network, brokers, admins and nemesis on one event queue, checked as
+it goes.
 
 Determinism: all randomness comes from `random.Random` instances seeded from the run's seed and a
 purpose name; events are ordered by (time, sequence number); collections are iterated in sorted
@@ -18,25 +19,19 @@ from rmqc.remoting import RemotingCommand
 from ._simadmin import AdminKnobs, SimAdminClient
 from ._simbrokers import Answer, BrokerKnobs, Outgoing, SimBrokerClient
 from ._simcheck import SafetyChecker
-from ._simclient import ClientKnobs, ClientRequest, ClientStats, SimClient
 from ._simclock import EventQueue
-from ._simcontroller import ControllerSimNode, Remote
 from ._simcontroller_check import BrokerBelief, ControllerChecker
 from ._simhistory import ControllerHistory
 from ._simnemesis import Nemesis, NemesisKnobs
 from ._simnet import LinkFaults, SimNetwork
-from ._simnode import NodeKnobs, SimNode
-from ._simreplica import ReplicaSimNode
+from ._simreplica import NodeKnobs, Remote, ReplicaSimNode
 from ._simstatus import node_view
-from rmqc.linearizability import Op, SearchBoundExceeded, check_history
 
 # The last lines of what happened, printed with a failing seed; enough to see the faults and
 # leader changes that led to it without drowning the reader.
 TRACE_LINES_KEPT = 40
 
 
-LOADS = ("replica", "controller", "kv")
-CONTROLLER_LOADS = ("replica", "controller")
 # After the network healed, brokers learn the newest master within a poll and a lost request's
 # timeout (BrokerKnobs: 60 + 150 ms); an election older than this must be known to every broker.
 SETTLE_US = 250_000
@@ -45,19 +40,14 @@ SETTLE_US = 250_000
 @dataclass(frozen=True, slots=True)
 class SimKnobs:
     nodes: int = 3
-    # "replica": the replica that ships (rmqc.replica) with simulated brokers and admins as load;
-    # "controller": the same controller parts in the simulator's own node shell; "kv": the Raft
-    # core alone under a toy key-value store and its clients.
-    load: str = "replica"
-    active_us: int = 1_000_000  # clients and faults
-    quiet_us: int = 300_000  # network healed, every node up, clients still running
+    active_us: int = 1_000_000  # load and faults
+    quiet_us: int = 300_000  # network healed, every node and broker up, load still running
     max_drift: float = 0.02  # tick rate of each node within +-2% (lease_drift_ticks covers it)
     drift_extremes: bool = False  # every node at -max_drift or +max_drift (worst case for leases)
     client_delay_min_us: int = 200
     client_delay_max_us: int = 2_000
     faults: LinkFaults = field(default_factory=LinkFaults)
     node: NodeKnobs = field(default_factory=NodeKnobs)
-    clients: ClientKnobs = field(default_factory=ClientKnobs)
     nemesis: NemesisKnobs = field(default_factory=NemesisKnobs)
     brokers: BrokerKnobs = field(default_factory=BrokerKnobs)
     admins: AdminKnobs = field(default_factory=AdminKnobs)
@@ -69,10 +59,9 @@ class SeedResult:
     nodes: int
     violations: list[str]
     ops: int
-    ops_ok: int
     sim_seconds: float
     trace: list[str]
-    history: list[Op]
+    history: ControllerHistory
     counts: dict[str, int]
 
     @property
@@ -91,33 +80,13 @@ class World:
         self.trace_lines: deque[str] = deque(maxlen=TRACE_LINES_KEPT)
         self.node_ids = tuple(f"n{i}" for i in range(knobs.nodes))
         drift_rng = random.Random(f"{seed}/drift")
-        node_class = {"replica": ReplicaSimNode, "controller": ControllerSimNode, "kv": SimNode}[knobs.load]
-        self.nodes = {node_id: node_class(self, node_id, self._drift(drift_rng), knobs.node)
+        self.nodes = {node_id: ReplicaSimNode(self, node_id, self._drift(drift_rng), knobs.node)
                       for node_id in self.node_ids}
         self.controller_checker = ControllerChecker(violations=self.checker.violations)
         self.controller_history = ControllerHistory()
         self.brokers: dict[str, SimBrokerClient] = {}
         self.admins: dict[str, SimAdminClient] = {}
-        if knobs.load in CONTROLLER_LOADS:
-            self._make_brokers_and_admins()
-        self.history: list[Op] = []
-        self.client_stats = ClientStats()
-        self._op_ids = 0
-        self.clients = {
-            name: SimClient(
-                name=name,
-                rng=random.Random(f"{seed}/{name}"),
-                knobs=knobs.clients,
-                node_ids=self.node_ids,
-                now_us=lambda: self.events.now_us,
-                schedule=self.events.after,
-                send=self.send_request,
-                next_op_id=self._next_op_id,
-                history=self.history,
-                stats=self.client_stats,
-            )
-            for name in (f"c{i}" for i in range(knobs.clients.count if knobs.load == "kv" else 0))
-        }
+        self._make_brokers_and_admins()
         self.nemesis = Nemesis(self, random.Random(f"{seed}/nemesis"), knobs.nemesis)
         self.last_view: dict[str, tuple[str, int]] = {}
         self.counts: dict[str, int] = {}  # what happened, for the summary (leaders, crashes, ...)
@@ -149,11 +118,7 @@ class World:
             return rng.choice((-self.knobs.max_drift, self.knobs.max_drift))
         return rng.uniform(-self.knobs.max_drift, self.knobs.max_drift)
 
-    def _next_op_id(self) -> int:
-        self._op_ids += 1
-        return self._op_ids
-
-    # -- services for nodes and clients ----------------------------------------------------------
+    # -- services for nodes ----------------------------------------------------------
     def count(self, what: str) -> None:
         self.counts[what] = self.counts.get(what, 0) + 1
 
@@ -184,14 +149,6 @@ class World:
     def _client_delay_us(self) -> int:
         return self.rng.randint(self.knobs.client_delay_min_us, self.knobs.client_delay_max_us)
 
-    def send_request(self, node_id: str, request: ClientRequest) -> None:
-        self.events.after(self._client_delay_us(), self.nodes[node_id].request, request)
-
-    def reply(self, node: SimNode, request: ClientRequest, ok: bool, value: str | None) -> None:
-        hint = node_view(node).leader if node.raw is not None else None
-        client = self.clients[request.client]
-        self.events.after(self._client_delay_us(), client.on_reply, request.op_id, ok, value, hint)
-
     # -- brokers and admins -----------------------------------------------------------------------
     def _client_step(self, name: str) -> None:
         client = self.brokers.get(name) or self.admins[name]
@@ -216,7 +173,7 @@ class World:
         if self.net.arrived(frm, to):
             getattr(self.nodes[to], method)(*args)
 
-    def answer(self, node: SimNode, remote: Remote, response: RemotingCommand) -> None:
+    def answer(self, node: ReplicaSimNode, remote: Remote, response: RemotingCommand) -> None:
         hint = node_view(node).leader if node.raw is not None else None
         answer = Answer(response, node.id, node.incarnation, hint, self.events.now_us)
         if self.rng.random() >= self.knobs.faults.drop_p:
@@ -239,10 +196,10 @@ class World:
     def _deliver_notify(self, broker: SimBrokerClient, command: RemotingCommand) -> None:
         broker.on_notify(command, self.events.now_us)
 
-    def is_leader(self, node: SimNode) -> bool:
+    def is_leader(self, node: ReplicaSimNode) -> bool:
         return node.raw is not None and node_view(node).role == "leader"
 
-    def leader(self) -> SimNode | None:
+    def leader(self) -> ReplicaSimNode | None:
         """The up, unpaused leader with the highest term, if any."""
         best = None
         for node_id in self.node_ids:
@@ -253,7 +210,7 @@ class World:
         return best
 
     # -- checks ---------------------------------------------------------------------------------
-    def after_step(self, node: SimNode) -> None:
+    def after_step(self, node: ReplicaSimNode) -> None:
         if node.raw is None:
             return
         view = node_view(node)
@@ -272,7 +229,7 @@ class World:
             self.checker.fail(f"commit went down on {node.id}: {self.commit_seen[key]} -> {view.commit}")
         self.commit_seen[key] = view.commit
 
-    def after_persist(self, node: SimNode) -> None:
+    def after_persist(self, node: ReplicaSimNode) -> None:
         if node.raw is not None:
             view = node_view(node)
             if view.role == "leader":
@@ -280,7 +237,7 @@ class World:
 
     # -- the run --------------------------------------------------------------------------------
     def run(self) -> SeedResult:
-        """The whole seeded run: faults and clients, then a quiet phase, then the final checks."""
+        """The whole seeded run: faults and load, then a quiet phase, then the final checks."""
         self.boot()
         self.run_until(self.knobs.active_us)
         if self.checker.ok:
@@ -291,8 +248,6 @@ class World:
     def boot(self) -> None:
         for node_id in self.node_ids:
             self.nodes[node_id].start(self.node_ids)
-        for name in sorted(self.clients):
-            self.clients[name].start()
         for name in sorted(self.brokers) + sorted(self.admins):
             self.events.after(self.rng.randrange(self.knobs.brokers.step_us), self._client_step, name)
         self.nemesis.start()
@@ -309,17 +264,10 @@ class World:
         self.events.now_us = max(self.events.now_us, until_us)
 
     def finish(self) -> SeedResult:
-        """Give every unanswered op an unknown outcome, check the history, report."""
-        for name in sorted(self.clients):
-            client = self.clients[name]
-            client.stopped = True
-            if client.pending is not None:  # no answer by the end: outcome unknown
-                client.on_timeout(client.pending.request.op_id)
+        """The end-of-run checks, and the report."""
         if self.checker.ok:
             self.checker.check_durable_majority({n: self.nodes[n].storage for n in self.node_ids})
-        if self.checker.ok and self.knobs.load == "kv":
-            self._check_history()
-        if self.checker.ok and self.knobs.load in CONTROLLER_LOADS:
+        if self.checker.ok:
             self.controller_checker.finish(self.controller_history, self._beliefs(), self.events.now_us,
                                            SETTLE_US, self.leader_changed_us)
         self._count_controller()
@@ -327,11 +275,10 @@ class World:
             seed=self.seed,
             nodes=self.knobs.nodes,
             violations=list(self.checker.violations),
-            ops=len(self.history) + self.controller_history.size(),
-            ops_ok=self.client_stats.ok,
+            ops=self.controller_history.size(),
             sim_seconds=self.events.now_us / 1e6,
             trace=list(self.trace_lines),
-            history=self.history,
+            history=self.controller_history,
             counts=dict(sorted(self.counts.items())),
         )
 
@@ -341,10 +288,9 @@ class World:
                 for b in self.brokers.values()]
 
     def _count_controller(self) -> None:
-        if self.knobs.load in CONTROLLER_LOADS:
-            self.counts["controller_elections"] = self.controller_checker.elections
-            self.counts["controller_broker_requests"] = self.controller_history.requests
-            self.counts["controller_notifications"] = self.counts.get("notifications", 0)
+        self.counts["controller_elections"] = self.controller_checker.elections
+        self.counts["controller_broker_requests"] = self.controller_history.requests
+        self.counts["controller_notifications"] = self.counts.get("notifications", 0)
 
     def _calm_down(self) -> None:
         self.nemesis.stop()
@@ -359,17 +305,6 @@ class World:
             if not broker.running:
                 broker.restart(self.events.now_us)
         self.trace("quiet phase: network healed, all nodes and brokers up")
-
-    def _check_history(self) -> None:
-        try:
-            results = check_history(self.history)
-        except SearchBoundExceeded as exc:
-            # Inconclusive is not a pass: a run whose history cannot be checked is reported.
-            self.checker.fail(f"linearizability not checked: {exc}")
-            return
-        for result in results:
-            if not result.ok:
-                self.checker.fail(f"linearizability of key {result.key}: {result.witness}")
 
 
 def run_seed(seed: int, knobs: SimKnobs | None = None) -> SeedResult:

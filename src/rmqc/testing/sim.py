@@ -59,7 +59,7 @@ from rmqc.raft._core import RaftCore
 
 from ._simadmin import AdminKnobs
 from ._simbrokers import BrokerKnobs
-from ._simclient import ClientKnobs
+from ._simhistory import ControllerHistory
 from ._simnemesis import NemesisKnobs
 from ._simworld import SeedResult, SimKnobs, run_seed
 
@@ -70,14 +70,13 @@ __all__ = ["MUTANTS", "PROFILES", "Mutant", "SeedResult", "SimKnobs", "SimSummar
 # brokers, admins and every fault. "reject-partition": the leader is cut off REJECT-style (or
 # crashed) again and again while brokers read with lease reads on the node they believe leads.
 # "lease-drift": the leader's clock runs slow, the others' fast, the leader is isolated again and
-# again, with the same lease-heavy reads. "kv": the Raft core alone under toy key-value clients.
+# again, with the same lease-heavy reads.
 LEASE_READERS = BrokerKnobs(read_think_max_us=2_000, read_level_weights=(1, 8, 1), read_follow_hint_p=0.9,
                             alter_us=10_000)
 BUSY_ADMINS = AdminKnobs(count=3, think_min_us=5_000, think_max_us=20_000, timeout_us=50_000, weights=(1, 0, 0),
                          follow_hint_p=0.5)
 PROFILES: dict[str, SimKnobs] = {
     "default": SimKnobs(),
-    "kv": replace(SimKnobs(), load="kv"),
     "reject-partition": replace(
         SimKnobs(),
         brokers=LEASE_READERS,
@@ -230,7 +229,7 @@ def _run_one(seed: int, knobs: SimKnobs) -> SeedResult:
     try:
         return run_seed(seed, knobs)
     except Exception as exc:  # noqa: BLE001 - reported as this seed's failure, never swallowed
-        return SeedResult(seed, knobs.nodes, [f"crashed: {type(exc).__name__}: {exc}"], 0, 0, 0.0, [], [], {})
+        return SeedResult(seed, knobs.nodes, [f"crashed: {type(exc).__name__}: {exc}"], 0, 0.0, [], ControllerHistory(), {})
 
 
 def describe_failure(result: SeedResult) -> str:
