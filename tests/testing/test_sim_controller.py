@@ -112,6 +112,15 @@ def test_check_cleaned_ids_are_not_expected_to_survive() -> None:
     history.add(IdGrant("g0", 2, "c2", 0))
     checker.finish(history, [], 0, 0)
     assert checker.ok, checker.violations
+    # the last ids cleaned: the group goes, and a new broker may get id 1 again
+    last = replace(after, replicas={})
+    checker.on_apply(3, [ApplyResult(CleanBrokerData("sim", "g0", (1, 3), 0), OK, after, None)], 0)
+    checker.on_apply(4, [ApplyResult(ApplyBrokerId("sim", "g0", 1, "a9", "c9", 0), OK, None,
+                                     replace(last, replicas={1: Replica("a9", "c9")}))], 0)
+    history.add(IdGrant("g0", 1, "c1", 0))
+    history.add(IdGrant("g0", 1, "c9", 5))
+    checker.finish(history, [], 0, 0)
+    assert checker.ok, checker.violations
 
 
 def two_views() -> tuple[ControllerChecker, BrokerGroup, BrokerGroup]:

@@ -88,14 +88,14 @@ class ControllerChecker:
         line = self.lines.setdefault(name, _GroupLine())
         if result.before is None and result.after is not None:
             line.generation = index
+        if isinstance(result.command, CleanBrokerData):  # a group cleaned of its last id goes too
+            for broker_id in result.command.broker_ids or tuple(result.before.replicas if result.before else ()):
+                self.cleaned.add((name, broker_id))
         if result.after is None:
             self.groups.pop(name, None)
             return
         self.groups[name] = result.after
         line.add(view_of(result.after), now_us)
-        if isinstance(result.command, CleanBrokerData):
-            for broker_id in result.command.broker_ids or tuple(result.before.replicas if result.before else ()):
-                self.cleaned.add((name, broker_id))
 
     def _check_result(self, index: int, result: ApplyResult, now_us: int) -> None:
         before, after, command = result.before, result.after, result.command
