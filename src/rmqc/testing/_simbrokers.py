@@ -110,7 +110,7 @@ class SimBrokerClient:
 
     def _reset_volatile(self) -> None:
         self.phase = Phase.INITIAL
-        self.registered_us: int | None = None  # when 1003 last succeeded in this incarnation
+        self.polled_us: int | None = None  # when the last successful 1004 of its group was sent
         self.role = Role.NONE
         self.master_id: int | None = None
         self.master_epoch = 0
@@ -296,7 +296,6 @@ class SimBrokerClient:
         if response.code != C.SUCCESS:
             return
         self.phase = Phase.RUNNING
-        self.registered_us = now_us
         master = response.ext("masterBrokerId")
         if master not in (None, ""):
             self._adopt(int(master), int(response.ext("masterEpoch") or 0),
@@ -339,6 +338,7 @@ class SimBrokerClient:
             return
         if answer.response.code != C.SUCCESS:
             return
+        self.polled_us = pending.sent_us
         master, epoch, sss_epoch, sss = group_view(answer.response)
         if master is None:
             self.master_id = None

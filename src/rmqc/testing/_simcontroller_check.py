@@ -17,9 +17,9 @@ After every apply:
 At the end, against the history of the brokers and admins (`_simhistory`):
 - every acknowledged 1013 id is still the broker's (unless an admin cleaned it) and no id was given
   to two brokers; every acknowledged 1001 got exactly the epoch after the one it sent;
-- every running broker holds the group's newest master once it has had time to learn it (after
-  the network healed, while that master runs), and never a masterEpoch below the newest 1008 it
-  received;
+- every running broker holds the group's master at the end if it polled its group (1004,
+  linearizable) since that master was elected, and never a masterEpoch below the newest 1008 it
+  received (since it last started);
 - linearizable and lease reads: a read never returns a group state older than one first applied
   (anywhere) before the read was sent; stale reads never go back in time on one node, in the order
   it served them (within one incarnation: a restarted node replays from its snapshot).
@@ -133,14 +133,11 @@ class ControllerChecker:
                       f"master, outside the SyncStateSet {sorted(before.sync_state_set)} (clean election)")
 
     # -- the end of a seed --------------------------------------------------------------------------
-    def finish(self, history: ControllerHistory, brokers: Iterable[BrokerBelief], end_us: int,
-               settle_us: int, leader_changed_us: int = 0) -> None:
-        """`settle_us`: how long a broker needs to learn a master (by 1008 or its poll) once the
-        controller has a leader; `leader_changed_us`: when the last leader was elected."""
+    def finish(self, history: ControllerHistory, brokers: Iterable[BrokerBelief]) -> None:
         self._check_ids(history)
         self._check_alters(history)
         self._check_reads(history.reads)
-        self._check_brokers(history, brokers, end_us, settle_us, leader_changed_us)
+        self._check_brokers(history, brokers)
 
     def _check_ids(self, history: ControllerHistory) -> None:
         owners: dict[tuple[str, int], str] = {}
@@ -190,10 +187,7 @@ class ControllerChecker:
                     return
                 last_stale[key] = (position, read)
 
-    def _check_brokers(self, history: ControllerHistory, brokers: Iterable[BrokerBelief], end_us: int,
-                       settle_us: int, leader_changed_us: int) -> None:
-        brokers = list(brokers)
-        running_since = {(b.group, b.broker_id): b.running_since_us for b in brokers if b.running}
+    def _check_brokers(self, history: ControllerHistory, brokers: Iterable[BrokerBelief]) -> None:
         for broker in brokers:
             if not broker.running or broker.broker_id is None:
                 continue
@@ -204,18 +198,13 @@ class ControllerChecker:
                           f"masterEpoch {notified}")
                 return
             group = self.groups.get(broker.group)
-            if broker.registered_us is None or group is None or group.master_id is None:
+            if group is None or group.master_id is None or broker.polled_us is None:
                 continue
-            master_since_us = running_since.get((broker.group, group.master_id))
-            if master_since_us is None:
-                continue  # the master is down: its group waits for it (or for an election)
-            since_us = max(self.last_election_us.get(broker.group, 0), broker.registered_us, leader_changed_us,
-                           master_since_us)
-            if end_us - since_us < settle_us or not group.is_registered(broker.broker_id):
-                continue
+            if broker.polled_us <= self.last_election_us.get(broker.group, 0):
+                continue  # it has not asked since the last election (its 1008 may be lost)
             if (broker.master_id, broker.master_epoch) != (group.master_id, group.master_epoch):
                 self.fail(f"broker {broker.name} holds master {broker.master_id} of masterEpoch {broker.master_epoch} "
-                          f"after the network healed; the controller has {group.master_id} of "
+                          f"at the end, after a poll sent once the controller had {group.master_id} of "
                           f"{group.master_epoch}")
                 return
 
@@ -228,7 +217,7 @@ class BrokerBelief:
     group: str
     running: bool
     running_since_us: int
-    registered_us: int | None  # when its 1003 last succeeded since it (re)started
+    polled_us: int | None  # when it sent the last 1004 of its group answered with success (this run)
     broker_id: int | None
     master_id: int | None
     master_epoch: int

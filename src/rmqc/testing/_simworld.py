@@ -32,9 +32,6 @@ from ._simstatus import node_view
 TRACE_LINES_KEPT = 40
 
 
-# After the network healed, brokers learn the newest master within a poll and a lost request's
-# timeout (BrokerKnobs: 60 + 150 ms); an election older than this must be known to every broker.
-SETTLE_US = 250_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +88,6 @@ class World:
         self.last_view: dict[str, tuple[str, int]] = {}
         self.counts: dict[str, int] = {}  # what happened, for the summary (leaders, crashes, ...)
         self.commit_seen: dict[tuple[str, int], int] = {}
-        self.leader_changed_us = 0  # when a node last became leader (brokers need time to follow)
         self._highest_sent: dict[tuple[str, str, int], int] = {}  # (leader, follower, term) -> index
 
     def _make_brokers_and_admins(self) -> None:
@@ -219,8 +215,6 @@ class World:
         previous = self.last_view.get(node.id)
         if previous != (view.role, view.term):
             self.last_view[node.id] = (view.role, view.term)
-            if view.role == "leader":
-                self.leader_changed_us = self.events.now_us
             if view.role in ("leader", "candidate"):
                 self.count(f"became_{view.role}")
                 self.trace(f"{node.id} becomes {view.role} in term {view.term}")
@@ -268,8 +262,7 @@ class World:
         if self.checker.ok:
             self.checker.check_durable_majority({n: self.nodes[n].storage for n in self.node_ids})
         if self.checker.ok:
-            self.controller_checker.finish(self.controller_history, self._beliefs(), self.events.now_us,
-                                           SETTLE_US, self.leader_changed_us)
+            self.controller_checker.finish(self.controller_history, self._beliefs())
         self._count_controller()
         return SeedResult(
             seed=self.seed,
@@ -283,7 +276,7 @@ class World:
         )
 
     def _beliefs(self) -> list[BrokerBelief]:
-        return [BrokerBelief(b.name, b.group, b.running, b.running_since_us, b.registered_us, b.broker_id,
+        return [BrokerBelief(b.name, b.group, b.running, b.running_since_us, b.polled_us, b.broker_id,
                              b.master_id, b.master_epoch)
                 for b in self.brokers.values()]
 

@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -264,6 +265,8 @@ def _replay(seed: int, nodes: int | None, knobs: SimKnobs) -> SimSummary:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
+    # The replica warns about stalls and slow saves: under simulated pauses those are the point.
+    logging.getLogger("rmqc").setLevel(logging.ERROR)
     if args.list_mutants:
         print("\n".join(sorted(MUTANTS)))
         return 0
