@@ -148,7 +148,7 @@ def test_check_linearizable_and_lease_reads_never_return_an_older_state(level: s
 
 
 def test_check_reads_of_a_state_never_committed() -> None:
-    checker, first, _ = two_views()
+    checker, _, _ = two_views()
     history = ControllerHistory()
     history.add(ReadRecord("n1", 1, "stale", "g0", 0, 10, (7, 7, 7, (7,)), 10))
     checker.finish(history, [])
@@ -217,7 +217,7 @@ def test_broker_gets_an_id_registers_and_asks_for_an_election() -> None:
     knobs = BrokerKnobs(read_think_max_us=10**9)
     broker = SimBrokerClient("g0", 0, ("n0", "n1"), random.Random(1), knobs, history, lambda g: [], ("g0",))
     broker.next_read_us = 10**9  # no reads: only the life cycle
-    [(node, request)] = broker.step(0)
+    [(_, request)] = broker.step(0)
     assert request.code == RequestCode.CONTROLLER_GET_NEXT_BROKER_ID
     [(_, request)] = broker.on_answer(request.opaque, answer(1012, ext={"nextBrokerId": 1}), 1)
     assert request.code == RequestCode.CONTROLLER_APPLY_BROKER_ID and request.ext("appliedBrokerId") == "1"

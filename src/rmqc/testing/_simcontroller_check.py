@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from rmqc.fsm import AlterSyncStateSet, ApplyResult, BrokerGroup, CleanBrokerData, ElectMaster
 
-from ._simhistory import LINEARIZABLE, LEASE, STALE, ControllerHistory, GroupView, ReadRecord
+from ._simhistory import LEASE, LINEARIZABLE, STALE, ControllerHistory, GroupView, ReadRecord
 
 
 def view_of(group: BrokerGroup) -> GroupView:

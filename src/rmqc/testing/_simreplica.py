@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from rmqc.errors import SnapshotOutOfDateError
 from rmqc.fsm import ApplyResult
 from rmqc.raft._types import ConfState, Entry, EntryType, Message, Snapshot
+from rmqc.remoting import RemotingCommand
 from rmqc.replica import Replica
 from rmqc.replica._io import (
     Answer,
@@ -36,7 +37,6 @@ from rmqc.replica._io import (
     StopProcess,
     WriteSnapshot,
 )
-from rmqc.remoting import RemotingCommand
 
 from ._simstorage import CrashableStorage, PowerCut
 
@@ -386,8 +386,9 @@ class ReplicaSimNode:
         try:
             self.storage.create_snapshot(action.index, action.conf_state, action.data)
         except SnapshotOutOfDateError as error:
-            self._when_running(lambda: self._run(self.replica.snapshot_written, action.index,  # type: ignore[union-attr]
-                                                 SnapshotOutcome.SUPERSEDED, error))
+            # bound now: the name `error` is gone after the except block, the call may be deferred
+            superseded = (action.index, SnapshotOutcome.SUPERSEDED, error)
+            self._when_running(lambda: self._run(self.replica.snapshot_written, *superseded))  # type: ignore[union-attr]
             return
         self.world.count("snapshots_taken")
         if action.compact_to > self.storage.first_index():

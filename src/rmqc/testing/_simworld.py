@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 from rmqc.errors import RmqcError
 from rmqc.raft._types import Message
-
 from rmqc.remoting import RemotingCommand
 
 from ._simadmin import AdminKnobs, SimAdminClient

@@ -52,11 +52,11 @@ from dataclasses import dataclass, replace
 import rmqc.controller._processor as processor_module
 import rmqc.fsm._state as state_module
 import rmqc.raft._core as core_module
-from rmqc.replica._driver import Driver
-from rmqc.replica._reads import ReadPath
 from rmqc.controller._policy import _choose_within
 from rmqc.fsm import BrokerGroup
 from rmqc.raft._core import RaftCore
+from rmqc.replica._driver import Driver
+from rmqc.replica._reads import ReadPath
 
 from ._simadmin import AdminKnobs
 from ._simbrokers import BrokerKnobs
@@ -64,8 +64,18 @@ from ._simhistory import ControllerHistory
 from ._simnemesis import NemesisKnobs
 from ._simworld import SeedResult, SimKnobs, run_seed
 
-__all__ = ["MUTANTS", "PROFILES", "Mutant", "SeedResult", "SimKnobs", "SimSummary", "mutant", "run_seed", "run_seeds",
-           "main"]
+__all__ = [
+    "MUTANTS",
+    "PROFILES",
+    "Mutant",
+    "SeedResult",
+    "SimKnobs",
+    "SimSummary",
+    "main",
+    "mutant",
+    "run_seed",
+    "run_seeds",
+]
 
 # Where a kind of bug has the most chances to show. "default": the replica that ships under
 # brokers, admins and every fault. "reject-partition": the leader is cut off REJECT-style (or
