@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from rmqc.remoting import RequestCode, ResponseCode, make_request
 
-from ._simbrokers import CLUSTER, Answer, Outgoing
+from ._simbrokers import CLUSTER, Answer, Outgoing, master_of
 from ._simhistory import ControllerHistory, ElectAck
 
 # 1009 updates: live keys only (read at every election or notification), values a run may flip.
@@ -88,6 +88,6 @@ class SimAdminClient:
             return
         self.leader_hint = answer.leader_hint
         response = answer.response
-        master = response.ext("masterBrokerId")
-        if response.code == ResponseCode.SUCCESS and master not in (None, ""):
-            self.history.add(ElectAck(group, int(master), int(response.ext("masterEpoch") or 0), now_us))
+        master = master_of(response)
+        if response.code == ResponseCode.SUCCESS and master is not None:
+            self.history.add(ElectAck(group, master, int(response.ext("masterEpoch") or 0), now_us))

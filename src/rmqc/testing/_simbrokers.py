@@ -71,12 +71,17 @@ class _Pending:
     level: str | None = None
 
 
+def master_of(command: RemotingCommand) -> int | None:
+    """extFields masterBrokerId as a number (None: absent or empty, no master)."""
+    master = command.ext("masterBrokerId")
+    return int(master) if master else None
+
+
 def group_view(response: RemotingCommand) -> GroupView:
     """The group as a successful 1004 shows it."""
     body = loads_fastjson(response.body) if response.body else {}
-    master = response.ext("masterBrokerId")
     return (
-        int(master) if master not in (None, "") else None,
+        master_of(response),
         int(response.ext("masterEpoch") or 0),
         int(body.get("syncStateSetEpoch") or 0),
         tuple(sorted(int(i) for i in body.get("syncStateSet") or ())),
@@ -173,13 +178,13 @@ class SimBrokerClient:
         """A one-way 1008 from the controller leader (spec 5.4)."""
         if not self.running or self.broker_id is None:
             return
-        master, epoch = request.ext("masterBrokerId"), int(request.ext("masterEpoch") or 0)
-        if master in (None, ""):
+        master, epoch = master_of(request), int(request.ext("masterEpoch") or 0)
+        if master is None:
             return
-        self.history.add(Notified(self.name, self.group, int(master), epoch, now_us))
+        self.history.add(Notified(self.name, self.group, master, epoch, now_us))
         if epoch > self.master_epoch:
             body = loads_fastjson(request.body) if request.body else {}
-            self._adopt(int(master), epoch, int(request.ext("syncStateSetEpoch") or 0),
+            self._adopt(master, epoch, int(request.ext("syncStateSetEpoch") or 0),
                         frozenset(int(i) for i in body.get("syncStateSet") or ()), now_us)
 
     # -- requests ---------------------------------------------------------------------------------
@@ -296,23 +301,23 @@ class SimBrokerClient:
         if response.code != C.SUCCESS:
             return
         self.phase = Phase.RUNNING
-        master = response.ext("masterBrokerId")
-        if master not in (None, ""):
-            self._adopt(int(master), int(response.ext("masterEpoch") or 0),
+        master = master_of(response)
+        if master is not None:
+            self._adopt(master, int(response.ext("masterEpoch") or 0),
                         int(response.ext("syncStateSetEpoch") or 0), frozenset(), now_us)
 
     def _after_elect(self, pending: _Pending, answer: Answer | None, now_us: int) -> None:
         if answer is None or answer.response.code not in ELECTION_ACCEPTED:
             return
         response = answer.response
-        master = response.ext("masterBrokerId")
-        if master in (None, ""):
+        master = master_of(response)
+        if master is None:
             return
         epoch = int(response.ext("masterEpoch") or 0)
         if response.code == C.SUCCESS:
-            self.history.add(ElectAck(self.group, int(master), epoch, now_us))
+            self.history.add(ElectAck(self.group, master, epoch, now_us))
         body = loads_fastjson(response.body) if response.body else {}
-        self._adopt(int(master), epoch, int(response.ext("syncStateSetEpoch") or 0),
+        self._adopt(master, epoch, int(response.ext("syncStateSetEpoch") or 0),
                     frozenset(int(i) for i in body.get("syncStateSet") or ()), now_us)
 
     def _after_alter(self, pending: _Pending, answer: Answer | None, now_us: int) -> None:

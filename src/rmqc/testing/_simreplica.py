@@ -192,7 +192,8 @@ class ReplicaSimNode:
         self.deferred.clear()
         self._wakeup_us = None
         self._drive_scheduled = False
-        self.replica = Replica(config, self.storage, _SimClock(self), rng, self.outbox)
+        # SimReplicaConfig has every field ReplicaConfig reads; its peers are frozen (read-only).
+        self.replica = Replica(config, self.storage, _SimClock(self), rng, self.outbox)  # type: ignore[arg-type]
         self._observe_applies(self.replica)
         self._after_input()
 
@@ -365,7 +366,7 @@ class ReplicaSimNode:
             if action.response is not None:
                 self.world.answer(self, token[1], action.response)  # type: ignore[index, arg-type]
         else:
-            _, sender, tag = token  # type: ignore[misc]
+            sender, tag = token[1], token[2]  # type: ignore[index]
             self.world.peer_call(self.id, sender, "forwarded_answer", tag, action.response)
 
     def _forward(self, action: ForwardRequest) -> None:

@@ -32,7 +32,7 @@ class CrashableStorage(MemoryStorage):
         self._watcher = watcher
         self.arm_crash = False  # set by the nemesis: the next write with entries loses power
 
-    def save(self, hard_state: HardState | None, entries: Sequence[Entry], snapshot: Snapshot | None) -> None:
+    def save(self, hard_state: HardState | None, entries: Sequence[Entry], snapshot: Snapshot | None = None) -> None:
         if self.arm_crash and entries:
             self.arm_crash = False
             raise PowerCut("power lost during the fsync")
