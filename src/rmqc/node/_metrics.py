@@ -206,12 +206,11 @@ class NodeMetrics:
     def update_from_node(self, node: Any) -> None:
         """Refresh the gauges from a ControllerNode's published status (rmqc.replica.ReplicaStatus)."""
         status = node.status()
-        if status is None:
-            return
-        self.update_gauges(term=status.term, commit=status.commit, applied=status.applied,
-                           is_leader=status.serving, live_brokers=status.live_brokers,
-                           broker_groups=status.broker_groups)
-        self._update_membership(status)
+        if status is not None:  # None: the node is still starting
+            self.update_gauges(term=status.term, commit=status.commit, applied=status.applied,
+                               is_leader=status.serving, live_brokers=status.live_brokers,
+                               broker_groups=status.broker_groups)
+            self._update_membership(status)
         server = getattr(node, "server", None)
         if server is not None:
             self.update_refusals(server.refusals())
