@@ -39,12 +39,14 @@ Inputs (methods of Replica; none blocks, none awaits):
 - `client_request(request, channel_id, token)`: any request of a remoting connection; exactly one
   `Answer(token, response)` follows (response None for a one-way request or no reply), now or later.
 - `heartbeat(request, channel_id) -> bool`: a one-way 904 served inline (False: not a 904).
+- `enqueue(commands, on_done)`: commands of the shell's own (tests, tools) for the next append.
 - `connection_closed(channel_id)`.
 - `forwarded_request(sender, request, token)`: a request a follower forwarded to us; answered by
   `Answer(token, ...)` like a client request (the shell sends it back), never forwarded again.
 - `forwarded_response(tag, response)`, `forward_not_sent(tag)`: for our own `ForwardRequest(tag)`.
 - `digest(sender, payload)`: a follower's coalesced heartbeat digest.
-- `snapshot_written(index, outcome, detail)`: the result of a `WriteSnapshot` action.
+- `snapshot_written(index, outcome, error=None)`: the result of a `WriteSnapshot` action (`error`:
+  the storage's exception for SUPERSEDED, DISK_FULL and FAILED).
 - `stop(why)`: fail everything waiting; `close()`: save a commit index still unsaved (on the way out).
 
 Outputs: the action dataclasses below. `status()` returns a `ReplicaStatus` (a frozen snapshot)
@@ -198,7 +200,7 @@ class Notify:
 @dataclass(frozen=True, slots=True)
 class WriteSnapshot:
     """Write the snapshot of the applied state at `index` and compact the log up to `compact_to`
-    (off the driver: it may take long); report with `snapshot_written(index, outcome, detail)`."""
+    (off the driver: it may take long); report with `snapshot_written(index, outcome, error)`."""
 
     index: int
     conf_state: ConfState
@@ -220,7 +222,7 @@ Action = SendRaft | ForwardRequest | SendDigest | Answer | Notify | WriteSnapsho
 class SnapshotOutcome(enum.Enum):
     OK = "ok"
     SUPERSEDED = "superseded"  # a newer snapshot (from the leader) was installed meanwhile
-    DISK_FULL = "disk_full"  # detail: the storage error's text; `needed_bytes` when known
+    DISK_FULL = "disk_full"  # error: the StorageFullError (its `needed_bytes` when known)
     FAILED = "failed"  # the write or fsync failed: the replica stops the process
 
 
