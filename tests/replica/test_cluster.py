@@ -3,10 +3,12 @@ and forwards that time out, the dead-leader takeover and its successor grace."""
 
 from __future__ import annotations
 
+import pytest
 from replica_harness import Cluster
 
 from rmqc.remoting import RequestCode, ResponseCode, make_request
-from rmqc.replica import COMMIT_TIMEOUT_REMARK, SUCCESSOR_GRACE_MS
+from rmqc.replica import COMMIT_TIMEOUT_REMARK, SUCCESSOR_GRACE_MS, Answer
+from rmqc.replica._reads import ReadPath
 
 REQUEST_TIMEOUT_MS = 300
 
@@ -69,3 +71,38 @@ def test_the_successor_takes_over_at_once_and_the_others_after_the_grace() -> No
     assert cluster.replicas[other].status().role == "follower"  # still giving the successor its chance
     cluster.run(20)
     assert cluster.replicas[other].status().role != "follower"  # then it campaigns, long before a timeout
+
+
+def read(opaque: int, name: str, level: str) -> object:
+    return make_request(RequestCode.CONTROLLER_GET_REPLICA_INFO, opaque, {"brokerName": name, "consistency": level})
+
+
+def test_a_linearizable_read_on_a_follower_sees_a_write_the_leader_just_acknowledged() -> None:
+    assert follower_read_after_a_write() == ResponseCode.SUCCESS
+
+
+def test_the_read_index_hook_is_what_makes_the_follower_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The simulator's `stale-read-as-linearizable` mutant replaces this hook: the same read is then
+    answered from the follower's stale state (rmqc.replica._io names the hook)."""
+    monkeypatch.setattr(ReadPath, "_read_index_reached", lambda self, index: True)
+    assert follower_read_after_a_write() != ResponseCode.SUCCESS
+
+
+def follower_read_after_a_write() -> int:
+    """The answer code of a linearizable read on a follower that had not received the write."""
+    cluster, leader, (follower, _) = elected()
+    cluster.cut.add((leader, follower))  # the follower has not even heard of the write yet
+    cluster.replicas[leader].client_request(apply_id(10, "fresh"), 1, "write")
+    cluster.settle()
+    assert cluster.answered["write"].code == ResponseCode.SUCCESS  # committed with the other follower
+    assert cluster.replicas[follower].state.group("fresh") is None
+    cluster.replicas[follower].client_request(read(11, "fresh", "stale"), 2, "stale")
+    cluster.settle()
+    assert cluster.answered["stale"].code != ResponseCode.SUCCESS  # stale: served at once, without it
+    cluster.cut.clear()  # nothing is delivered until the next settle
+    cluster.replicas[follower].client_request(read(12, "fresh", "linearizable"), 2, "linearizable")
+    assert not any(isinstance(action, Answer) and action.token == "linearizable"
+                   for action in cluster.outboxes[follower])  # it waits for a read index...
+    cluster.settle()
+    # ...and for its own applied index to reach it: the write is there when it answers
+    return cluster.answered["linearizable"].code
