@@ -35,7 +35,7 @@ from ._io import Answer, Clock, Notify, Observer, Outbox, ReplicaConfig, Replica
 from ._liveness import Liveness
 from ._operations import OPERATION_REQUESTS, Operations
 from ._proposals import NOT_LEADER_REMARK, Proposals, RequestFailed, finish_proposal
-from ._reads import ReadPath
+from ._reads import ReadPath, Respond
 from ._status import build_status, status_answer
 
 log = logging.getLogger("rmqc.replica")
@@ -48,8 +48,6 @@ SUCCESSOR_GRACE_MS = 150
 # Ticks later than this many intervals are not replayed as a burst: the node was stalled.
 MAX_TICK_BURST = 10
 KEEP_CURRENT_MASTER = "keep_current_master"  # rmqc.node._metrics's name of an election that kept the master
-
-Respond = Callable[[RemotingCommand | None], None]
 
 
 class _NullObserver:
@@ -305,10 +303,6 @@ class Replica:
         except Exception as error:  # noqa: BLE001 - Java answers any handler exception with code 1
             log.exception("request %s failed", request.code)
             out(Answer(token, make_response(request, ResponseCode.SYSTEM_ERROR, f"{error!r}")))
-
-    def forwards_from_here(self, request: RemotingCommand) -> bool:
-        """A request this node would send to the leader (the shell may want a task for it)."""
-        return self._forwarded_from_here(request)
 
     def _forwarded_from_here(self, request: RemotingCommand) -> bool:
         """Java's leader-only requests that only the leader can decide. Reads among them (1004,
