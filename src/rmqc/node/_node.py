@@ -154,19 +154,6 @@ class ControllerNode:
         """Nothing is waiting to be decided, proposed or committed (tests wait on this)."""
         return self.replica is not None and self.replica.quiescent() and not self._wakeup.is_set()
 
-    def metrics(self) -> dict[str, float]:
-        replica = self.replica
-        assert replica is not None
-        return {
-            "is_leader": float(replica.serving_as_leader),
-            "term": float(replica.term),
-            "applied_index": float(replica.applied_index),
-            "live_brokers": float(len(replica.liveness.table)),
-            "broker_groups": float(len(replica.state)),
-            "open_connections": float(self.server.open_connections),
-            "notifications_sent": float(self.notifier.sent),
-        }
-
     # ----- the two tasks that run the replica -----
 
     def _wake(self) -> None:
