@@ -9,13 +9,12 @@ from pathlib import Path
 
 import trio
 import trio.testing
-
-from rmqc.client import ControllerClient
-from rmqc.node import ControllerNode
-
 from node_helpers import wait_until
 from test_node_single import CLUSTER, register, single_config, start
 from test_node_three_in_process import three_configs
+
+from rmqc.client import ControllerClient
+from rmqc.node import ControllerNode
 
 HEARTBEAT_TIMEOUT_MS = 60_000  # a minute of virtual time
 WALL_BOUND_S = 10.0  # on a loaded 2-core machine; each case takes well under a second alone

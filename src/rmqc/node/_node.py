@@ -28,7 +28,13 @@ from rmqc.controller import ControllerConfig
 from rmqc.errors import CompactedError, RmqcError, SnapshotOutOfDateError
 from rmqc.fsm import ApplyResult, Command
 from rmqc.raft._types import Message
-from rmqc.remoting import FrameDecoder, RemotingCommand, dumps_properties, encode, make_response
+from rmqc.remoting import (
+    FrameDecoder,
+    RemotingCommand,
+    dumps_properties,
+    encode,
+    make_response,
+)
 from rmqc.replica import (
     Answer,
     ForwardRequest,
@@ -57,7 +63,8 @@ from ._config import NodeConfig, java_properties_of
 from ._metrics import NodeMetrics
 from ._notifier import Notifier
 from ._peer_codec import FrameKind, PeerProtocolError, encode_tagged
-from ._peers import PeerLinks, Reply as PeerReply
+from ._peers import PeerLinks
+from ._peers import Reply as PeerReply
 from ._server import Channel, Respond, Server
 
 log = logging.getLogger("rmqc.node")

@@ -68,7 +68,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from rmqc.raft._types import ConfState, Entry, HardState, Message, Snapshot
+from rmqc.raft._storage import Storage
+from rmqc.raft._types import ConfState, Message
 from rmqc.remoting import RemotingCommand
 
 __all__ = [
@@ -124,18 +125,9 @@ class ReplicaConfig(Protocol):
     def peer(self, node_id: str) -> PeerInfo | None: ...
 
 
-class ReplicaStorage(Protocol):
-    """rmqc.raft.Storage plus the writes the replica makes (LmdbStorage, the simulator's storage).
-    `save` raises StorageFullError (nothing written) or StorageWriteFailed (the process stops)."""
-
-    def initial_state(self) -> tuple[HardState, ConfState]: ...
-    def entries(self, lo: int, hi: int, max_bytes: int | None = None) -> list[Entry]: ...
-    def term(self, index: int) -> int: ...
-    def first_index(self) -> int: ...
-    def last_index(self) -> int: ...
-    def snapshot(self) -> Snapshot: ...
-    def save(self, hard_state: HardState | None, entries: Sequence[Entry], snapshot: Snapshot | None) -> None: ...
-    def save_conf_state(self, conf_state: ConfState) -> None: ...
+# rmqc.raft's Storage (it has `save` and `save_conf_state`): LmdbStorage, the simulator's storage.
+# `save` raises StorageFullError (nothing written) or StorageWriteFailed (the process stops).
+ReplicaStorage = Storage
 
 
 class Observer(Protocol):

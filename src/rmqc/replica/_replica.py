@@ -11,7 +11,15 @@ import random
 from collections import deque
 from collections.abc import Callable, Hashable
 
-from rmqc.controller import ControllerConfig, ControllerProcessor, NodeInfo, NoReply, Propose, Reply, RequestContext
+from rmqc.controller import (
+    ControllerConfig,
+    ControllerProcessor,
+    NodeInfo,
+    NoReply,
+    Propose,
+    Reply,
+    RequestContext,
+)
 from rmqc.fsm import ApplyResult, Command, ControllerState
 from rmqc.liveness import HeartbeatTable
 from rmqc.raft import Config as RaftConfig
@@ -19,8 +27,8 @@ from rmqc.raft import RawNode
 from rmqc.raft._types import ConfState, Message
 from rmqc.remoting import (
     LEADER_ONLY_REQUESTS,
-    RMQC_NODE_STATUS,
     READ_REQUESTS,
+    RMQC_NODE_STATUS,
     RemotingCommand,
     RequestCode,
     ResponseCode,
@@ -31,7 +39,17 @@ from ._alarms import DiskFullAlarm
 from ._disk import Disk
 from ._driver import Driver
 from ._forwarding import Forwards
-from ._io import Answer, Clock, Notify, Observer, Outbox, ReplicaConfig, ReplicaStatus, ReplicaStorage, SnapshotOutcome
+from ._io import (
+    Answer,
+    Clock,
+    Notify,
+    Observer,
+    Outbox,
+    ReplicaConfig,
+    ReplicaStatus,
+    ReplicaStorage,
+    SnapshotOutcome,
+)
 from ._liveness import Liveness
 from ._operations import OPERATION_REQUESTS, Operations
 from ._proposals import NOT_LEADER_REMARK, Proposals, RequestFailed, finish_proposal
@@ -300,7 +318,7 @@ class Replica:
                     self.forwards.forward(self.leader_id, request, token, self.now_ms())
             else:
                 self.decide(request, channel_id, lambda response: out(Answer(token, response)))
-        except Exception as error:  # noqa: BLE001 - Java answers any handler exception with code 1
+        except Exception as error:
             log.exception("request %s failed", request.code)
             out(Answer(token, make_response(request, ResponseCode.SYSTEM_ERROR, f"{error!r}")))
 
@@ -322,7 +340,7 @@ class Replica:
             self._rearm()
         try:
             outcome = self.processor.handle_heartbeat(request, now_ms, channel_id or None)
-        except Exception:  # noqa: BLE001 - same contract as any request: a bug never kills the reader
+        except Exception:
             log.exception("request %s failed", request.code)
         else:
             if isinstance(outcome, Propose):
@@ -350,7 +368,7 @@ class Replica:
                 self.propose_and_answer(request, outcome, respond)
             else:
                 respond(self._reply_of(outcome))
-        except Exception as error:  # noqa: BLE001 - Java answers any handler exception with code 1
+        except Exception as error:
             log.exception("request %s failed", request.code)
             respond(make_response(request, ResponseCode.SYSTEM_ERROR, f"{error!r}"))
 
