@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from rmqc.fsm import ApplyResult, ElectMaster
 from rmqc.remoting import RMQC_PRIVATE_REQUESTS, RequestCode, ResponseCode
 
-from rmqc.replica import DISK_FULL
+from rmqc.replica import DISK_FULL, KEEP_CURRENT_MASTER
 
 __all__ = [
     "ELECTION_RESULTS",
@@ -40,7 +40,6 @@ __all__ = [
 
 # The labels of RocketMQ's own controller metrics (spec 8.1), so dashboards read alike.
 NEW_MASTER_ELECTED = "new_master_elected"
-KEEP_CURRENT_MASTER = "keep_current_master"
 NO_MASTER_ELECTED = "no_master_elected"
 ELECTION_RESULTS = (NEW_MASTER_ELECTED, KEEP_CURRENT_MASTER, NO_MASTER_ELECTED)
 ALARMS = (DISK_FULL,)

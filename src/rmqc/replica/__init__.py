@@ -68,5 +68,6 @@ from ._proposals import (
 )
 from ._reads import CONSISTENCY_LEVELS as CONSISTENCY_LEVELS
 from ._replica import SUCCESSOR_GRACE_MS as SUCCESSOR_GRACE_MS
+from ._replica import KEEP_CURRENT_MASTER as KEEP_CURRENT_MASTER
 from ._replica import Replica as Replica
 from ._status import STATUS_VERSION as STATUS_VERSION, status_answer as status_answer, status_document as status_document

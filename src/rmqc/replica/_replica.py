@@ -65,7 +65,7 @@ MAX_INBOUND_MESSAGES = 65_536
 SUCCESSOR_GRACE_MS = 150
 # Ticks later than this many intervals are not replayed as a burst: the node was stalled.
 MAX_TICK_BURST = 10
-KEEP_CURRENT_MASTER = "keep_current_master"  # rmqc.node._metrics's name of an election that kept the master
+KEEP_CURRENT_MASTER = "keep_current_master"  # an election answered "the master still exists" (a metric's label)
 
 
 class _NullObserver:
