@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from replica_harness import Cluster
 
+from rmqc.client import heartbeat_ext
+from rmqc.liveness import BrokerKey
 from rmqc.remoting import RequestCode, ResponseCode, make_request
 from rmqc.replica import COMMIT_TIMEOUT_REMARK, SUCCESSOR_GRACE_MS, Answer
 from rmqc.replica._reads import ReadPath
@@ -106,3 +108,14 @@ def follower_read_after_a_write() -> int:
     cluster.settle()
     # ...and for its own applied index to reach it: the write is there when it answers
     return cluster.answered["linearizable"].code
+
+
+def test_a_heartbeat_heard_by_a_follower_reaches_the_leader_in_a_digest() -> None:
+    cluster, leader, (follower, _) = elected()
+    for _ in range(3):  # within one digest interval: the digest is due once, at the interval's end
+        ext = heartbeat_ext("C", "g", 1, "10.0.0.1:1", epoch=1)
+        assert cluster.replicas[follower].heartbeat(make_request(RequestCode.BROKER_HEARTBEAT, 0, ext, oneway=True), 5)
+    interval_ms = cluster.replicas[follower].config.digest_interval_ms
+    assert cluster.replicas[follower].next_wakeup_ms() <= cluster.clock.now_ms + interval_ms
+    cluster.run(interval_ms + 1)
+    assert cluster.replicas[leader].liveness.table.live_info(BrokerKey("C", "g", 1)) is not None
