@@ -84,14 +84,14 @@ def _nothing() -> None:
 class Replica:
     def __init__(self, config: ReplicaConfig, storage: ReplicaStorage, clock: Clock, rng: random.Random,
                  outbox: Outbox, *, controller_config: ControllerConfig | None = None,
-                 observer: Observer | None = None, wake: Callable[[], None] = _nothing,
-                 rearm: Callable[[], None] = _nothing) -> None:
+                 observer: Observer | None = None, wake: Callable[[], None] | None = None,
+                 rearm: Callable[[], None] | None = None) -> None:
         self.config = config
         self.storage = storage
         self.clock = clock
         self.outbox = outbox
         self.observer: Observer = observer or _NullObserver()
-        self._wake, self._rearm = wake, rearm
+        self._wake, self._rearm = wake or _nothing, rearm or _nothing
         now_ms = clock.monotonic_ms()
         self.state = ControllerState()
         table = HeartbeatTable()
