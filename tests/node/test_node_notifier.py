@@ -19,17 +19,6 @@ def notify(epoch: int) -> RemotingCommand:
     return make_request(1008, 0, {"masterEpoch": epoch, "masterBrokerId": 2}, b'{"syncStateSet":[2]}', oneway=True)
 
 
-async def test_newest_epoch_supersedes_a_waiting_notification() -> None:
-    notifier = Notifier()  # not running: everything submitted stays pending
-    notifier.submit("10.0.0.1:30911", notify(2))
-    notifier.submit("10.0.0.1:30911", notify(1))  # older: ignored
-    notifier.submit("10.0.0.1:30911", notify(3))  # newer: replaces
-    notifier.submit("10.0.0.2:30911", notify(1))
-    assert {address: int(command.ext("masterEpoch")) for address, command in notifier._pending.items()} == {
-        "10.0.0.1:30911": 3, "10.0.0.2:30911": 1}
-    assert notifier.superseded == 1
-
-
 async def test_notifications_reach_a_listening_broker_and_failures_are_counted() -> None:
     received: list[RemotingCommand] = []
 

@@ -6,7 +6,14 @@ from replica_harness import harness, leader
 
 from rmqc.raft._types import Entry, Message, MessageType
 from rmqc.remoting import RemotingCommand, RequestCode, ResponseCode
-from rmqc.replica import FEED_ENTRIES, FEED_MESSAGES, Answer, SendRaft, SnapshotOutcome, WriteSnapshot
+from rmqc.replica import (
+    FEED_ENTRIES,
+    FEED_MESSAGES,
+    Answer,
+    SendRaft,
+    SnapshotOutcome,
+    WriteSnapshot,
+)
 
 
 def heartbeat_response() -> Message:

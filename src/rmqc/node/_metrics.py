@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from rmqc.fsm import ApplyResult, ElectMaster
 from rmqc.remoting import RMQC_PRIVATE_REQUESTS, RequestCode, ResponseCode
 
-from rmqc.replica import DISK_FULL
+from rmqc.replica import DISK_FULL, KEEP_CURRENT_MASTER
 
 __all__ = [
     "ELECTION_RESULTS",
@@ -40,7 +40,6 @@ __all__ = [
 
 # The labels of RocketMQ's own controller metrics (spec 8.1), so dashboards read alike.
 NEW_MASTER_ELECTED = "new_master_elected"
-KEEP_CURRENT_MASTER = "keep_current_master"
 NO_MASTER_ELECTED = "no_master_elected"
 ELECTION_RESULTS = (NEW_MASTER_ELECTED, KEEP_CURRENT_MASTER, NO_MASTER_ELECTED)
 ALARMS = (DISK_FULL,)
@@ -206,12 +205,11 @@ class NodeMetrics:
     def update_from_node(self, node: Any) -> None:
         """Refresh the gauges from a ControllerNode's published status (rmqc.replica.ReplicaStatus)."""
         status = node.status()
-        if status is None:
-            return
-        self.update_gauges(term=status.term, commit=status.commit, applied=status.applied,
-                           is_leader=status.serving, live_brokers=status.live_brokers,
-                           broker_groups=status.broker_groups)
-        self._update_membership(status)
+        if status is not None:  # None: the node is still starting
+            self.update_gauges(term=status.term, commit=status.commit, applied=status.applied,
+                               is_leader=status.serving, live_brokers=status.live_brokers,
+                               broker_groups=status.broker_groups)
+            self._update_membership(status)
         server = getattr(node, "server", None)
         if server is not None:
             self.update_refusals(server.refusals())

@@ -28,7 +28,13 @@ from rmqc.controller import ControllerConfig
 from rmqc.errors import CompactedError, RmqcError, SnapshotOutOfDateError
 from rmqc.fsm import ApplyResult, Command
 from rmqc.raft._types import Message
-from rmqc.remoting import FrameDecoder, RemotingCommand, dumps_properties, encode, make_response
+from rmqc.remoting import (
+    FrameDecoder,
+    RemotingCommand,
+    dumps_properties,
+    encode,
+    make_response,
+)
 from rmqc.replica import (
     Answer,
     ForwardRequest,
@@ -57,7 +63,8 @@ from ._config import NodeConfig, java_properties_of
 from ._metrics import NodeMetrics
 from ._notifier import Notifier
 from ._peer_codec import FrameKind, PeerProtocolError, encode_tagged
-from ._peers import PeerLinks, Reply as PeerReply
+from ._peers import PeerLinks
+from ._peers import Reply as PeerReply
 from ._server import Channel, Respond, Server
 
 log = logging.getLogger("rmqc.node")
@@ -153,19 +160,6 @@ class ControllerNode:
     def quiescent(self) -> bool:
         """Nothing is waiting to be decided, proposed or committed (tests wait on this)."""
         return self.replica is not None and self.replica.quiescent() and not self._wakeup.is_set()
-
-    def metrics(self) -> dict[str, float]:
-        replica = self.replica
-        assert replica is not None
-        return {
-            "is_leader": float(replica.serving_as_leader),
-            "term": float(replica.term),
-            "applied_index": float(replica.applied_index),
-            "live_brokers": float(len(replica.liveness.table)),
-            "broker_groups": float(len(replica.state)),
-            "open_connections": float(self.server.open_connections),
-            "notifications_sent": float(self.notifier.sent),
-        }
 
     # ----- the two tasks that run the replica -----
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from rmqc.remoting import RMQC_NODE_STATUS, RemotingCommand
-from rmqc.replica._status import STATUS_VERSION, status_answer, status_document
+from rmqc.replica import STATUS_VERSION, status_answer, status_document
 
 __all__ = ["RMQC_NODE_STATUS", "STATUS_VERSION", "handle_status_request", "node_status"]
 

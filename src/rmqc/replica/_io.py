@@ -39,12 +39,14 @@ Inputs (methods of Replica; none blocks, none awaits):
 - `client_request(request, channel_id, token)`: any request of a remoting connection; exactly one
   `Answer(token, response)` follows (response None for a one-way request or no reply), now or later.
 - `heartbeat(request, channel_id) -> bool`: a one-way 904 served inline (False: not a 904).
+- `enqueue(commands, on_done)`: commands of the shell's own (tests, tools) for the next append.
 - `connection_closed(channel_id)`.
 - `forwarded_request(sender, request, token)`: a request a follower forwarded to us; answered by
   `Answer(token, ...)` like a client request (the shell sends it back), never forwarded again.
 - `forwarded_response(tag, response)`, `forward_not_sent(tag)`: for our own `ForwardRequest(tag)`.
 - `digest(sender, payload)`: a follower's coalesced heartbeat digest.
-- `snapshot_written(index, outcome, detail)`: the result of a `WriteSnapshot` action.
+- `snapshot_written(index, outcome, error=None)`: the result of a `WriteSnapshot` action (`error`:
+  the storage's exception for SUPERSEDED, DISK_FULL and FAILED).
 - `stop(why)`: fail everything waiting; `close()`: save a commit index still unsaved (on the way out).
 
 Outputs: the action dataclasses below. `status()` returns a `ReplicaStatus` (a frozen snapshot)
@@ -66,7 +68,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from rmqc.raft._types import ConfState, Entry, HardState, Message, Snapshot
+from rmqc.raft._storage import Storage
+from rmqc.raft._types import ConfState, Message
 from rmqc.remoting import RemotingCommand
 
 __all__ = [
@@ -122,18 +125,9 @@ class ReplicaConfig(Protocol):
     def peer(self, node_id: str) -> PeerInfo | None: ...
 
 
-class ReplicaStorage(Protocol):
-    """rmqc.raft.Storage plus the writes the replica makes (LmdbStorage, the simulator's storage).
-    `save` raises StorageFullError (nothing written) or StorageWriteFailed (the process stops)."""
-
-    def initial_state(self) -> tuple[HardState, ConfState]: ...
-    def entries(self, lo: int, hi: int, max_bytes: int | None = None) -> list[Entry]: ...
-    def term(self, index: int) -> int: ...
-    def first_index(self) -> int: ...
-    def last_index(self) -> int: ...
-    def snapshot(self) -> Snapshot: ...
-    def save(self, hard_state: HardState | None, entries: Sequence[Entry], snapshot: Snapshot | None) -> None: ...
-    def save_conf_state(self, conf_state: ConfState) -> None: ...
+# rmqc.raft's Storage (it has `save` and `save_conf_state`): LmdbStorage, the simulator's storage.
+# `save` raises StorageFullError (nothing written) or StorageWriteFailed (the process stops).
+ReplicaStorage = Storage
 
 
 class Observer(Protocol):
@@ -198,7 +192,7 @@ class Notify:
 @dataclass(frozen=True, slots=True)
 class WriteSnapshot:
     """Write the snapshot of the applied state at `index` and compact the log up to `compact_to`
-    (off the driver: it may take long); report with `snapshot_written(index, outcome, detail)`."""
+    (off the driver: it may take long); report with `snapshot_written(index, outcome, error)`."""
 
     index: int
     conf_state: ConfState
@@ -220,7 +214,7 @@ Action = SendRaft | ForwardRequest | SendDigest | Answer | Notify | WriteSnapsho
 class SnapshotOutcome(enum.Enum):
     OK = "ok"
     SUPERSEDED = "superseded"  # a newer snapshot (from the leader) was installed meanwhile
-    DISK_FULL = "disk_full"  # detail: the storage error's text; `needed_bytes` when known
+    DISK_FULL = "disk_full"  # error: the StorageFullError (its `needed_bytes` when known)
     FAILED = "failed"  # the write or fsync failed: the replica stops the process
 
 

@@ -149,7 +149,7 @@ class Liveness:
 
 
 def one_per_group(commands: list[Command]) -> list[Command]:
-    seen: set[str] = set()
+    seen: set[str | None] = set()
     unique = []
     for command in commands:
         name = getattr(command, "broker_name", None)

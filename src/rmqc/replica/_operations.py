@@ -31,7 +31,13 @@ import orjson
 from rmqc.errors import RmqcError
 from rmqc.raft._types import SnapshotMeta
 from rmqc.reads import ReadQueueFull
-from rmqc.remoting import RMQC_SNAPSHOT_SAVE, RMQC_TRANSFER_LEADER, RemotingCommand, ResponseCode, make_response
+from rmqc.remoting import (
+    RMQC_SNAPSHOT_SAVE,
+    RMQC_TRANSFER_LEADER,
+    RemotingCommand,
+    ResponseCode,
+    make_response,
+)
 from rmqc.storage import encode_snapshot_file
 
 from ._io import Answer

@@ -172,6 +172,6 @@ def finish_proposal(request: RemotingCommand, outcome: Propose, results: list[Ap
     assert results is not None
     try:
         return outcome.finish(results)
-    except Exception as failure:  # noqa: BLE001 - same contract as any handler: code 1, never raise
+    except Exception as failure:
         log.exception("request %s failed after apply", request.code)
         return make_response(request, ResponseCode.SYSTEM_ERROR, f"{failure!r}")

@@ -11,7 +11,15 @@ import random
 from collections import deque
 from collections.abc import Callable, Hashable
 
-from rmqc.controller import ControllerConfig, ControllerProcessor, NodeInfo, NoReply, Propose, Reply, RequestContext
+from rmqc.controller import (
+    ControllerConfig,
+    ControllerProcessor,
+    NodeInfo,
+    NoReply,
+    Propose,
+    Reply,
+    RequestContext,
+)
 from rmqc.fsm import ApplyResult, Command, ControllerState
 from rmqc.liveness import HeartbeatTable
 from rmqc.raft import Config as RaftConfig
@@ -19,8 +27,8 @@ from rmqc.raft import RawNode
 from rmqc.raft._types import ConfState, Message
 from rmqc.remoting import (
     LEADER_ONLY_REQUESTS,
-    RMQC_NODE_STATUS,
     READ_REQUESTS,
+    RMQC_NODE_STATUS,
     RemotingCommand,
     RequestCode,
     ResponseCode,
@@ -31,11 +39,21 @@ from ._alarms import DiskFullAlarm
 from ._disk import Disk
 from ._driver import Driver
 from ._forwarding import Forwards
-from ._io import Answer, Clock, Notify, Observer, Outbox, ReplicaConfig, ReplicaStatus, ReplicaStorage, SnapshotOutcome
+from ._io import (
+    Answer,
+    Clock,
+    Notify,
+    Observer,
+    Outbox,
+    ReplicaConfig,
+    ReplicaStatus,
+    ReplicaStorage,
+    SnapshotOutcome,
+)
 from ._liveness import Liveness
 from ._operations import OPERATION_REQUESTS, Operations
 from ._proposals import NOT_LEADER_REMARK, Proposals, RequestFailed, finish_proposal
-from ._reads import ReadPath
+from ._reads import ReadPath, Respond
 from ._status import build_status, status_answer
 
 log = logging.getLogger("rmqc.replica")
@@ -47,9 +65,7 @@ MAX_INBOUND_MESSAGES = 65_536
 SUCCESSOR_GRACE_MS = 150
 # Ticks later than this many intervals are not replayed as a burst: the node was stalled.
 MAX_TICK_BURST = 10
-KEEP_CURRENT_MASTER = "keep_current_master"  # rmqc.node._metrics's name of an election that kept the master
-
-Respond = Callable[[RemotingCommand | None], None]
+KEEP_CURRENT_MASTER = "keep_current_master"  # an election answered "the master still exists" (a metric's label)
 
 
 class _NullObserver:
@@ -68,14 +84,14 @@ def _nothing() -> None:
 class Replica:
     def __init__(self, config: ReplicaConfig, storage: ReplicaStorage, clock: Clock, rng: random.Random,
                  outbox: Outbox, *, controller_config: ControllerConfig | None = None,
-                 observer: Observer | None = None, wake: Callable[[], None] = _nothing,
-                 rearm: Callable[[], None] = _nothing) -> None:
+                 observer: Observer | None = None, wake: Callable[[], None] | None = None,
+                 rearm: Callable[[], None] | None = None) -> None:
         self.config = config
         self.storage = storage
         self.clock = clock
         self.outbox = outbox
         self.observer: Observer = observer or _NullObserver()
-        self._wake, self._rearm = wake, rearm
+        self._wake, self._rearm = wake or _nothing, rearm or _nothing
         now_ms = clock.monotonic_ms()
         self.state = ControllerState()
         table = HeartbeatTable()
@@ -302,13 +318,9 @@ class Replica:
                     self.forwards.forward(self.leader_id, request, token, self.now_ms())
             else:
                 self.decide(request, channel_id, lambda response: out(Answer(token, response)))
-        except Exception as error:  # noqa: BLE001 - Java answers any handler exception with code 1
+        except Exception as error:
             log.exception("request %s failed", request.code)
             out(Answer(token, make_response(request, ResponseCode.SYSTEM_ERROR, f"{error!r}")))
-
-    def forwards_from_here(self, request: RemotingCommand) -> bool:
-        """A request this node would send to the leader (the shell may want a task for it)."""
-        return self._forwarded_from_here(request)
 
     def _forwarded_from_here(self, request: RemotingCommand) -> bool:
         """Java's leader-only requests that only the leader can decide. Reads among them (1004,
@@ -328,7 +340,7 @@ class Replica:
             self._rearm()
         try:
             outcome = self.processor.handle_heartbeat(request, now_ms, channel_id or None)
-        except Exception:  # noqa: BLE001 - same contract as any request: a bug never kills the reader
+        except Exception:
             log.exception("request %s failed", request.code)
         else:
             if isinstance(outcome, Propose):
@@ -356,7 +368,7 @@ class Replica:
                 self.propose_and_answer(request, outcome, respond)
             else:
                 respond(self._reply_of(outcome))
-        except Exception as error:  # noqa: BLE001 - Java answers any handler exception with code 1
+        except Exception as error:
             log.exception("request %s failed", request.code)
             respond(make_response(request, ResponseCode.SYSTEM_ERROR, f"{error!r}"))
 
