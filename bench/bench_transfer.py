@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._stats import fmt, summarise_ms  # noqa: E402
 from rmqc.client import ControllerClient  # noqa: E402
-from rmqc.node._operations import RMQC_TRANSFER_LEADER  # noqa: E402
+from rmqc.remoting import RMQC_TRANSFER_LEADER  # noqa: E402
 from rmqc.testing.cluster import Cluster  # noqa: E402
 from rmqc.testing.writer import WriteLoad  # noqa: E402
 

@@ -1,6 +1,6 @@
 """`rmqc status` (and `rmqc admin sync-state-set --all`): against a node that answers the private
-status request 60001 (a ControllerNode whose handler serves it through rmqc.node._status, run in a
-thread with simulated brokers), and against a real 3-node cluster of `rmqc serve` processes, which
+status request 60001 (a ControllerNode, whose replica answers it, run in a thread with simulated
+brokers), and against a real 3-node cluster of `rmqc serve` processes, which
 shows each node from 60001 or, where a node does not answer 60001, from 1005."""
 
 from __future__ import annotations
@@ -20,28 +20,19 @@ from rmqc.brokersim import BrokerFleet, SimTiming
 from rmqc.cli.dev import LocalCluster, free_ports
 from rmqc.cli.main import app
 from rmqc.node import ControllerNode, NodeConfig, parse_peers
-from rmqc.node._status import RMQC_NODE_STATUS, handle_status_request, node_status
+from rmqc.node._status import node_status
 
 READY_TIMEOUT_S = 180.0
 GROUPS = 2
 
 
-class StatusNode(ControllerNode):
-    """A node whose request handler also answers RMQC_NODE_STATUS (the call site rmqc.node needs)."""
-
-    async def handle_request(self, request: Any, channel: Any) -> Any:
-        if request.code == RMQC_NODE_STATUS:
-            return handle_status_request(self, request)
-        return await super().handle_request(request, channel)
-
-
 class NodeWithBrokers:
-    """A StatusNode and a converged BrokerFleet, run by their own Trio loop in a thread."""
+    """A ControllerNode (its replica answers RMQC_NODE_STATUS) and a converged BrokerFleet, run by their own Trio loop in a thread."""
 
     def __init__(self, tmp_path: Path) -> None:
         (port,) = free_ports(1)
         self.config = NodeConfig(peers=parse_peers(f"n0-127.0.0.1:{port}"), data_dir=str(tmp_path / "n0"))
-        self.node = StatusNode(self.config)
+        self.node = ControllerNode(self.config)
         self._tmp_path = tmp_path
         self._ready = threading.Event()
         self._stop: trio.Event | None = None

@@ -16,7 +16,7 @@ import pytest
 import trio
 
 from rmqc.client import ControllerClient
-from rmqc.node._operations import RMQC_TRANSFER_LEADER
+from rmqc.remoting import RMQC_TRANSFER_LEADER
 from rmqc.testing.cluster import Cluster
 from rmqc.launcher import rmqc_argv
 from rmqc.testing.writer import WriteLoad

@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from rmqc.client import ControllerClient
-from rmqc.node._operations import RMQC_TRANSFER_LEADER
+from rmqc.remoting import RMQC_TRANSFER_LEADER
 from rmqc.node._status import RMQC_NODE_STATUS
 from rmqc.testing.cluster import Cluster, NodeProcess
 from rmqc.testing.writer import WriteLoad

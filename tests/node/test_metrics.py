@@ -10,9 +10,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from rmqc.fsm import ApplyResult, ApplyStatus, BrokerGroup, ElectMaster, Trigger
-from rmqc.liveness import HeartbeatTable
-from rmqc.raft._config import Role
-from rmqc.raft._progress import ProgressState
+from rmqc.replica import PeerLag, ReplicaStatus
 from rmqc.node._metrics import (
     ELECTION_RESULTS,
     NodeMetrics,
@@ -87,14 +85,15 @@ def test_elections_are_classified_like_the_java_controller_metrics() -> None:
         metrics.count_election("won")
 
 
+def replica_status(peers: dict[str, PeerLag]) -> ReplicaStatus:
+    return ReplicaStatus(node_id="n0", role="leader", leader="n0", term=7, commit=120, applied=118, last_index=120,
+                         serving=True, voters=("n0", "n1"), learners=("n3",), transferring_to=None,
+                         pending_conf_change=None, peers=peers, broker_groups=3, live_brokers=0, alarms=())
+
+
 def test_gauges_follow_the_node() -> None:
-    liveness = HeartbeatTable()
-    progress = SimpleNamespace(match=100, next=101, state=ProgressState.REPLICATE, recent_active=True)
-    status = SimpleNamespace(id="n0", term=7, commit=120, last_index=120, learners=("n3",),
-                             progress={"n0": progress, "n1": progress})
-    raft = SimpleNamespace(role=Role.FOLLOWER)  # no membership change pending: see test_raft_pending_conf_status
-    node = SimpleNamespace(raw=SimpleNamespace(status=lambda: status, raft=raft), term=7, applied_index=118,
-                           serving_as_leader=True, liveness=liveness, state=[1, 2, 3])
+    published = [replica_status({"n1": PeerLag(match=100, next=101, lag=20, state="replicate", active=True)})]
+    node = SimpleNamespace(status=lambda: published[0])
     metrics = NodeMetrics()
     metrics.update_from_node(node)
     found = samples(metrics)
@@ -108,15 +107,14 @@ def test_gauges_follow_the_node() -> None:
     assert found[("rmqc_raft_pending_conf_change", ())] == 0
     assert found[("rmqc_raft_peer_lag_entries", (("peer", "n1"),))] == 20
     assert ("rmqc_raft_peer_lag_entries", (("peer", "n0"),)) not in found  # not itself
-    status.progress = {}  # no longer the leader: no peer series
+    published[0] = replica_status({})  # no longer the leader: no peer series
     metrics.update_from_node(node)
     assert not any(name == "rmqc_raft_peer_lag_entries" for name, _ in samples(metrics))
 
 
 def test_refusals_follow_the_servers_running_totals() -> None:
     totals = {"peer_auth": 2, "connection_limit": 0, "idle_timeout": 1, "acl_bad_signature": 5}
-    node = SimpleNamespace(raw=None, term=1, applied_index=0, serving_as_leader=False, liveness=HeartbeatTable(),
-                           state=[], server=SimpleNamespace(refusals=lambda: dict(totals)))
+    node = SimpleNamespace(status=lambda: None, server=SimpleNamespace(refusals=lambda: dict(totals)))
     metrics = NodeMetrics()
     metrics.update_from_node(node)
     totals["acl_bad_signature"] = 8

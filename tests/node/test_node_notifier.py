@@ -19,17 +19,6 @@ def notify(epoch: int) -> RemotingCommand:
     return make_request(1008, 0, {"masterEpoch": epoch, "masterBrokerId": 2}, b'{"syncStateSet":[2]}', oneway=True)
 
 
-async def test_newest_epoch_supersedes_a_waiting_notification() -> None:
-    notifier = Notifier()  # not running: everything submitted stays pending
-    notifier.submit("10.0.0.1:30911", notify(2))
-    notifier.submit("10.0.0.1:30911", notify(1))  # older: ignored
-    notifier.submit("10.0.0.1:30911", notify(3))  # newer: replaces
-    notifier.submit("10.0.0.2:30911", notify(1))
-    assert {address: int(command.ext("masterEpoch")) for address, command in notifier._pending.items()} == {
-        "10.0.0.1:30911": 3, "10.0.0.2:30911": 1}
-    assert notifier.superseded == 1
-
-
 async def test_notifications_reach_a_listening_broker_and_failures_are_counted() -> None:
     received: list[RemotingCommand] = []
 
@@ -169,13 +158,3 @@ async def test_senders_are_bounded_and_a_hanging_connect_gives_up(monkeypatch) -
         assert list(notifier._queued) == [broker.address]  # both senders busy: it waits
         await wait_until(lambda: broker.epochs() == [1], what="the queued broker's 1008")
         assert notifier.failed == 2 and notifier.sent == 1 and not notifier._sending
-
-
-async def test_addresses_past_the_pending_bound_are_dropped_and_counted(monkeypatch) -> None:
-    monkeypatch.setattr(_notifier, "MAX_PENDING_ADDRESSES", 2)
-    notifier = Notifier()  # not running: everything submitted stays pending
-    for host in range(3):
-        notifier.submit(f"10.0.0.{host}:30911", notify(1))
-    notifier.submit("10.0.0.0:30911", notify(2))  # a waiting address still takes a newer epoch
-    assert notifier.dropped == 1 and notifier.superseded == 1
-    assert sorted(notifier._pending) == ["10.0.0.0:30911", "10.0.0.1:30911"]

@@ -11,7 +11,7 @@ import trio
 
 from rmqc.client import ControllerClient
 from rmqc.node import ControllerNode
-from rmqc.node._operations import RMQC_SNAPSHOT_SAVE, RMQC_TRANSFER_LEADER
+from rmqc.remoting import RMQC_SNAPSHOT_SAVE, RMQC_TRANSFER_LEADER
 from rmqc.remoting import ResponseCode
 from rmqc.storage import decode_snapshot_file
 
@@ -31,14 +31,14 @@ async def test_takeover_leader_refuses_to_transfer_until_its_lease_wait_is_over(
         scopes = [trio.CancelScope() for _ in nodes]
         for node, scope in zip(nodes, scopes):
             await nursery.start(run_in_scope, node, scope)
-        await wait_until(lambda: sum(node.serving_as_leader for node in nodes) == 1, 10, "one leader")
-        old = next(index for index, node in enumerate(nodes) if node.serving_as_leader)
+        await wait_until(lambda: sum(node.replica.serving_as_leader for node in nodes) == 1, 10, "one leader")
+        old = next(index for index, node in enumerate(nodes) if node.replica.serving_as_leader)
         scopes[old].cancel()  # its port closes: a survivor takes over at once, then waits out the lease
         survivors = [node for index, node in enumerate(nodes) if index != old]
 
         def waiting_leader() -> ControllerNode | None:
-            return next((node for node in survivors if node.raw is not None
-                         and node.leader_id == node.config.node_id and node.raw.raft.commit_blocked_until_tick), None)
+            return next((node for node in survivors if node.replica.raw is not None
+                         and node.replica.leader_id == node.config.node_id and node.replica.raw.raft.commit_blocked_until_tick), None)
 
         await wait_until(lambda: waiting_leader() is not None, 10, "a takeover leader in its lease wait")
         leader = waiting_leader()
@@ -48,14 +48,14 @@ async def test_takeover_leader_refuses_to_transfer_until_its_lease_wait_is_over(
             refused = await client.request(RMQC_TRANSFER_LEADER, None, address=address)
             assert refused.code == ResponseCode.SYSTEM_ERROR
             assert "refuses to transfer until that lease has run out" in (refused.remark or ""), refused.remark
-            await wait_until(lambda: leader.serving_as_leader, 10, "the wait to end")
+            await wait_until(lambda: leader.replica.serving_as_leader, 10, "the wait to end")
             other = next(node for node in survivors if node is not leader).config.node_id
             moved = await client.request(RMQC_TRANSFER_LEADER, {"to": other}, address=address)
             assert moved.code == 0, moved.remark
             assert orjson.loads(moved.body)["to"] == other
             # any node, here the follower it now is, answers a snapshot of its applied state once it
             # has applied everything committed before the request, with the membership applied with it
-            committed = max(node.applied_index for node in survivors)
+            committed = max(node.replica.applied_index for node in survivors)
             saved = await client.request(RMQC_SNAPSHOT_SAVE, None, address=address)
             assert saved.code == 0, saved.remark
             snapshot = decode_snapshot_file(saved.body)

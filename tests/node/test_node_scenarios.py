@@ -91,7 +91,7 @@ async def test_java_scenario_over_tcp(scenario: dict[str, Any], tmp_path: Path) 
     node = ControllerNode(config)
     async with trio.open_nursery() as nursery:
         await nursery.start(node.run)
-        await wait_until(lambda: node.serving_as_leader, what="node serving")
+        await wait_until(lambda: node.replica.serving_as_leader, what="node serving")
         driver = TcpDriver(node, config.listen_address)
         try:
             problems = await replay_scenario_async(driver, scenario)

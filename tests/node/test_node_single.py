@@ -25,7 +25,7 @@ def single_config(tmp_path: Path, **changes: object) -> NodeConfig:
 async def start(nursery: trio.Nursery, config: NodeConfig) -> ControllerNode:
     node = ControllerNode(config)
     await nursery.start(node.run)
-    await wait_until(lambda: node.serving_as_leader, what="single node serving as leader")
+    await wait_until(lambda: node.replica.serving_as_leader, what="single node serving as leader")
     return node
 
 
@@ -78,7 +78,7 @@ async def test_happy_path_failover_and_1008_over_tcp(tmp_path: Path) -> None:
                 assert (elected.code, elected.ext("masterBrokerId"), elected.ext("masterEpoch")) == (0, "1", "1")
                 assert await register(client_b, "broker-a", broker_b.address) == 2
                 await client_b.heartbeat(CLUSTER, "broker-a", 2, broker_b.address)
-                await wait_until(lambda: len(node.liveness) == 2, what="two live brokers")
+                await wait_until(lambda: len(node.replica.liveness.table) == 2, what="two live brokers")
                 altered = await client_a.alter_sync_state_set("broker-a", 1, 1, [1, 2], 1)
                 assert (altered.code, altered.ext("newSyncStateSetEpoch")) == (0, "2")
             # client_a closed: broker 1's heartbeat connection is gone, so it is inactive at once
@@ -100,7 +100,7 @@ async def test_state_survives_restart_and_snapshots_compact_the_log(tmp_path: Pa
         async with ControllerClient([config.listen_address]) as client:
             for number in range(12):
                 await register(client, f"broker-{number}", f"10.0.0.{number}:30911")
-        assert node.applied_index > 12
+        assert node.replica.applied_index > 12
         nursery.cancel_scope.cancel()
     with LmdbStorage(config.data_dir) as storage:
         assert storage.snapshot().meta.index >= 8
@@ -111,7 +111,7 @@ async def test_state_survives_restart_and_snapshots_compact_the_log(tmp_path: Pa
             for number in range(12):
                 answer = await client.get_next_broker_id(CLUSTER, f"broker-{number}")
                 assert answer.ext("nextBrokerId") == "2"
-        assert len(node.state) == 12
+        assert len(node.replica.state) == 12
         nursery.cancel_scope.cancel()
 
 
@@ -132,7 +132,7 @@ async def test_shutdown_fails_waiting_requests(tmp_path: Path) -> None:
     config = single_config(tmp_path)
     async with trio.open_nursery() as nursery:
         node = await start(nursery, config)
-        node.serving_as_leader = False  # nothing will commit from now on: proposals must fail
+        node.replica.serving_as_leader = False  # nothing will commit from now on: proposals must fail
         results: list[object] = []
 
         async def propose() -> None:
@@ -160,7 +160,7 @@ async def test_status_request_and_metrics_are_wired(tmp_path: Path) -> None:
             assert answer is not None and answer.code == 0
             status = orjson.loads(answer.body)
             assert (status["nodeId"], status["servingAsLeader"], status["groupNames"]) == ("n0", True, ["broker-s"])
-            assert status["applied"] == node.applied_index
+            assert status["applied"] == node.replica.applied_index
         exposition = node.node_metrics.exposition().decode()
         assert 'request="CONTROLLER_APPLY_BROKER_ID"' in exposition
         fsyncs = next(line for line in exposition.splitlines() if line.startswith("rmqc_fsync_seconds_count"))
@@ -177,7 +177,7 @@ async def test_elections_are_counted_by_result_including_a_kept_master(tmp_path:
         async with ControllerClient([config.listen_address]) as client:
             assert await register(client, "broker-k", "10.0.0.1:30911") == 1
             await client.heartbeat(CLUSTER, "broker-k", 1, "10.0.0.1:30911")
-            await wait_until(lambda: len(node.liveness) == 1, what="one live broker")
+            await wait_until(lambda: len(node.replica.liveness.table) == 1, what="one live broker")
             assert (await client.elect_master(CLUSTER, "broker-k", 1)).code == 0
             assert (await client.elect_master(CLUSTER, "broker-k", 1)).code == 2011
         registry = node.node_metrics.registry
@@ -194,7 +194,7 @@ async def test_a_stopped_node_has_saved_the_commit_index_of_everything_it_answer
         node = await start(nursery, config)
         async with ControllerClient([config.listen_address]) as client:
             await register(client, "broker-s", "10.0.0.9:30911")
-        answered_through = node.applied_index
+        answered_through = node.replica.applied_index
         nursery.cancel_scope.cancel()
     with LmdbStorage(config.data_dir) as storage:
         hard_state, _ = storage.initial_state()
@@ -210,7 +210,7 @@ async def test_a_single_node_serves_without_waiting_an_election_timeout(tmp_path
             started_s = trio.current_time()
             node = ControllerNode(config)
             await nursery.start(node.run)
-            await wait_until(lambda: node.serving_as_leader, timeout_s=10, what="serving")
+            await wait_until(lambda: node.replica.serving_as_leader, timeout_s=10, what="serving")
             assert trio.current_time() - started_s < 2.0  # far below the 5 s election timeout
             nursery.cancel_scope.cancel()
 

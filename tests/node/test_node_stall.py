@@ -91,17 +91,17 @@ async def master_with_replica(node: ControllerNode, address: str) -> AsyncIterat
             assert (await client.elect_master(CLUSTER, GROUP, 1)).code == 0
             assert await register(client, GROUP, ADDRESSES[2]) == 2
             await client.heartbeat(CLUSTER, GROUP, 2, ADDRESSES[2], heartbeat_timeout_ms=HEARTBEAT_TIMEOUT_MS)
-            await wait_until(lambda: len(node.liveness) == 2, what="two live brokers")
+            await wait_until(lambda: len(node.replica.liveness.table) == 2, what="two live brokers")
             assert (await client.alter_sync_state_set(GROUP, 1, 1, [1, 2], 1)).code == 0
-            setup_channel = node.liveness.live_info(key(1)).channel_id
+            setup_channel = node.replica.liveness.table.live_info(key(1)).channel_id
             brokers.start()
-            await wait_until(lambda: all(node.liveness.live_info(key(i)).channel_id not in (None, setup_channel)
+            await wait_until(lambda: all(node.replica.liveness.table.live_info(key(i)).channel_id not in (None, setup_channel)
                                          for i in (1, 2)), what="heartbeats on the thread's connections")
         yield brokers
 
 
 def master_epoch(node: ControllerNode) -> tuple[int | None, int]:
-    group = node.state.group(GROUP)
+    group = node.replica.state.group(GROUP)
     assert group is not None
     return group.master_id, group.master_epoch
 
@@ -112,23 +112,23 @@ async def test_a_stalled_loop_fails_over_no_live_master(tmp_path: Path) -> None:
         node = await start(nursery, config)
         async with master_with_replica(node, config.listen_address) as brokers:
             # the liveness loop is on its deadline schedule (its first wake-up may be the first scan)
-            rounds = node.liveness_rounds
-            await wait_until(lambda: node.liveness_rounds >= rounds + 2, timeout_s=10, what="liveness rounds")
+            rounds = node.replica.liveness.rounds
+            await wait_until(lambda: node.replica.liveness.rounds >= rounds + 2, timeout_s=10, what="liveness rounds")
             brokers.silent.add(1)
             sent = brokers.rounds
             await wait_until(lambda: brokers.rounds >= sent + 2, what="broker 1's last heartbeat read")
-            rounds = node.liveness_rounds
+            rounds = node.replica.liveness.rounds
             time.sleep(STALL_S)  # the fault: this node's event loop is blocked, the brokers are not
-            await wait_until(lambda: node.stalls.stalls >= 1 and node.liveness_rounds > rounds,
+            await wait_until(lambda: node.replica.liveness.stalls.stalls >= 1 and node.replica.liveness.rounds > rounds,
                              what="the stall seen and a liveness round after it")
             brokers.silent.discard(1)
-            assert node.stalls.longest_s >= STALL_S - 0.5
+            assert node.replica.liveness.stalls.longest_s >= STALL_S - 0.5
             # two heartbeat timeouts after the stall: anything the stall would have expired is due
             resumed = trio.current_time()
             await wait_until(lambda: trio.current_time() - resumed > 2 * HEARTBEAT_TIMEOUT_MS / 1000
                              and node.quiescent(), timeout_s=10, what="two heartbeat timeouts after the stall")
             assert master_epoch(node) == (1, 1)
-            assert node.liveness.forgiven_ms >= (STALL_S - 0.5) * 1000
+            assert node.replica.liveness.table.forgiven_ms >= (STALL_S - 0.5) * 1000
         nursery.cancel_scope.cancel()
 
 
@@ -140,5 +140,5 @@ async def test_a_master_that_really_went_silent_is_still_failed_over(tmp_path: P
             brokers.silent.add(1)  # a hung master: connection open, no heartbeats
             await wait_until(lambda: master_epoch(node) == (2, 2), timeout_s=10,
                              what="broker 2 elected once broker 1's heartbeats stopped")
-            assert node.stalls.total_s < HEARTBEAT_TIMEOUT_MS / 1000
+            assert node.replica.liveness.stalls.total_s < HEARTBEAT_TIMEOUT_MS / 1000
         nursery.cancel_scope.cancel()

@@ -29,9 +29,9 @@ async def start_three(nursery: trio.Nursery, configs: list[NodeConfig]) -> tuple
     nodes = [ControllerNode(config) for config in configs]
     for node in nodes:
         await nursery.start(node.run)
-    await wait_until(lambda: sum(node.serving_as_leader for node in nodes) == 1
-                     and all(node.leader_id for node in nodes), timeout_s=10, what="one leader")
-    leader = next(node for node in nodes if node.serving_as_leader)
+    await wait_until(lambda: sum(node.replica.serving_as_leader for node in nodes) == 1
+                     and all(node.replica.leader_id for node in nodes), timeout_s=10, what="one leader")
+    leader = next(node for node in nodes if node.replica.serving_as_leader)
     return leader, [node for node in nodes if node is not leader]
 
 
@@ -44,12 +44,12 @@ async def test_follower_forwards_writes_and_serves_linearizable_reads(tmp_path: 
                 "clusterName": CLUSTER, "brokerName": "broker-a", "appliedBrokerId": 1,
                 "registerCheckCode": "10.0.0.1:30911;1"}, address=follower)
             assert answer is not None and answer.code == 0, answer.remark  # forwarded to the leader
-            assert leader.state.group("broker-a") is not None
+            assert leader.replica.state.group("broker-a") is not None
             # a linearizable read on the follower sees the write at once (ReadIndex, then apply)
             read = await client.request(RequestCode.CONTROLLER_GET_NEXT_BROKER_ID,
                                         {"clusterName": CLUSTER, "brokerName": "broker-a"}, address=follower)
             assert read is not None and read.ext("nextBrokerId") == "2"
-            assert followers[0].state.group("broker-a") is not None  # served from its own state
+            assert followers[0].replica.state.group("broker-a") is not None  # served from its own state
             stale = await client.request(RequestCode.CONTROLLER_GET_NEXT_BROKER_ID,
                                          {"clusterName": CLUSTER, "brokerName": "nobody", "consistency": "stale"},
                                          address=follower)
@@ -67,8 +67,8 @@ async def test_heartbeats_to_a_follower_reach_the_leader(tmp_path: Path) -> None
         async with ControllerClient([follower]) as client:
             await client.heartbeat(CLUSTER, "broker-z", 3, "10.0.0.9:30911", address=follower, epoch=4)
             key = BrokerKey(CLUSTER, "broker-z", 3)
-            await wait_until(lambda: leader.liveness.live_info(key) is not None, what="digest at the leader")
-            info = leader.liveness.live_info(key)
+            await wait_until(lambda: leader.replica.liveness.table.live_info(key) is not None, what="digest at the leader")
+            info = leader.replica.liveness.table.live_info(key)
             assert info is not None and info.epoch == 4
         nursery.cancel_scope.cancel()
 
@@ -92,11 +92,11 @@ async def test_idle_followers_wake_only_for_scans_and_deadlines(tmp_path: Path) 
     scan_ms = 50
     async with trio.open_nursery() as nursery:
         _leader, followers = await start_three(nursery, three_configs(tmp_path, scan_inactive_master_interval_ms=scan_ms))
-        await wait_until(lambda: all(f.liveness_rounds >= 2 for f in followers), what="scans on followers")
-        before = [f.liveness_rounds for f in followers]
+        await wait_until(lambda: all(f.replica.liveness.rounds >= 2 for f in followers), what="scans on followers")
+        before = [f.replica.liveness.rounds for f in followers]
         window_s = 0.5
         await trio.sleep(window_s)  # the measured window itself: rounds counted over a fixed time
-        rounds = [f.liveness_rounds - b for f, b in zip(followers, before)]
+        rounds = [f.replica.liveness.rounds - b for f, b in zip(followers, before)]
         # one scan per interval (plus slack for a late wake-up), never a busy loop
         assert all(r <= window_s * 1000 / scan_ms + 3 for r in rounds), rounds
         nursery.cancel_scope.cancel()
@@ -118,8 +118,8 @@ async def test_a_write_that_cannot_commit_times_out_and_the_leader_forgets_it(tm
     async with trio.open_nursery() as nursery:
         for node, scope in zip(nodes, scopes):
             await nursery.start(run, node, scope)
-        await wait_until(lambda: sum(node.serving_as_leader for node in nodes) == 1, timeout_s=10, what="a leader")
-        leader = next(node for node in nodes if node.serving_as_leader)
+        await wait_until(lambda: sum(node.replica.serving_as_leader for node in nodes) == 1, timeout_s=10, what="a leader")
+        leader = next(node for node in nodes if node.replica.serving_as_leader)
         for node, scope in zip(nodes, scopes):
             if node is not leader:
                 scope.cancel()
@@ -131,8 +131,8 @@ async def test_a_write_that_cannot_commit_times_out_and_the_leader_forgets_it(tm
             waited_s = trio.current_time() - started_s
         assert answer is not None and answer.code == 1 and "TimeoutException" in (answer.remark or ""), answer
         assert waited_s >= 0.3
-        assert not leader._waiting and not leader._proposals
-        assert leader.state.group("broker-x") is None
+        assert not leader.replica.proposals
+        assert leader.replica.state.group("broker-x") is None
         nursery.cancel_scope.cancel()
 
 
@@ -154,8 +154,8 @@ async def test_when_the_successor_cannot_win_another_survivor_takes_over_quickly
     async with trio.open_nursery() as nursery:
         for node_id in by_id:
             await nursery.start(run, node_id)
-        await wait_until(lambda: sum(n.serving_as_leader for n in nodes.values()) == 1, timeout_s=20, what="a leader")
-        leader = next(n for n in nodes.values() if n.serving_as_leader)
+        await wait_until(lambda: sum(n.replica.serving_as_leader for n in nodes.values()) == 1, timeout_s=20, what="a leader")
+        leader = next(n for n in nodes.values() if n.replica.serving_as_leader)
         successor = next(node_id for node_id in by_id if node_id != leader.config.node_id)
         other = next(node_id for node_id in by_id if node_id not in (leader.config.node_id, successor))
         scopes[successor].cancel()
@@ -165,9 +165,9 @@ async def test_when_the_successor_cannot_win_another_survivor_takes_over_quickly
                 "registerCheckCode": "10.0.0.7:30911;1"})
         assert answer is not None and answer.code == 0  # committed by the leader and `other` alone
         await nursery.start(run, successor)  # back, with the shorter log
-        await wait_until(lambda: nodes[other].leader_id == leader.config.node_id, what="other follows the leader")
+        await wait_until(lambda: nodes[other].replica.leader_id == leader.config.node_id, what="other follows the leader")
         scopes[leader.config.node_id].cancel()
         killed_s = trio.current_time()
-        await wait_until(lambda: nodes[other].serving_as_leader, timeout_s=10, what="a new leader")
+        await wait_until(lambda: nodes[other].replica.serving_as_leader, timeout_s=10, what="a new leader")
         assert trio.current_time() - killed_s < 1.5, "waited for an election timeout"
         nursery.cancel_scope.cancel()

@@ -4,7 +4,7 @@ hold one."""
 
 from __future__ import annotations
 
-from rmqc.node._status import pending_conf_change
+from rmqc.replica._status import pending_conf_change
 from rmqc.raft._types import ConfChange, ConfChangeType
 
 from .raftnet import Network

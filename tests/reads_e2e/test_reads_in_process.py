@@ -15,7 +15,7 @@ import trio
 
 from rmqc.client import ControllerClient
 from rmqc.node import ControllerNode, NodeConfig, parse_peers
-from rmqc.node._reads import ReadPath
+from rmqc.replica._reads import ReadPath
 from rmqc.testing import check_history
 from rmqc.chaos._tcp_proxy import ProxyMesh
 
@@ -38,13 +38,13 @@ async def start_cluster(nursery: trio.Nursery, tmp_path: Path, seed: int) -> tup
         node = ControllerNode(config, rng=random.Random(seed + i))
         await nursery.start(node.run)
         nodes.append(node)
-    await wait_until(lambda: sum(n.serving_as_leader for n in nodes) == 1 and all(n.leader_id for n in nodes),
+    await wait_until(lambda: sum(n.replica.serving_as_leader for n in nodes) == 1 and all(n.replica.leader_id for n in nodes),
                      timeout_s=15, what="one leader")
     return mesh, nodes
 
 
 def split(nodes: list[ControllerNode]) -> tuple[ControllerNode, list[ControllerNode]]:
-    leader = next(node for node in nodes if node.serving_as_leader)
+    leader = next(node for node in nodes if node.replica.serving_as_leader)
     return leader, [node for node in nodes if node is not leader]
 
 
@@ -73,8 +73,8 @@ async def test_every_level_on_leader_and_follower(tmp_path: Path, seed: int) -> 
                         assert int(answer[1]["appliedIndex"]) > 0 and int(answer[1]["appliedAgeMs"]) >= 0
             bad = await history.read(client, "r", "g", follower.listen_address, "sometimes")
             assert bad is not None and bad[0] == 1 and "is not one of" in bad[1]["remark"]
-        assert leader.reads.lease_reads >= 1  # the lease served on the leader, no read index
-        assert follower.reads.lease_reads == 0  # a follower's lease read is a ReadIndex read
+        assert leader.replica.reads.lease_reads >= 1  # the lease served on the leader, no read index
+        assert follower.replica.reads.lease_reads == 0  # a follower's lease read is a ReadIndex read
         assert all(result.ok for result in check_history(history.ops, initial="10.0.0.1:1")), seed
         nursery.cancel_scope.cancel()
 
@@ -86,13 +86,13 @@ async def test_follower_batches_concurrent_reads(tmp_path: Path, seed: int) -> N
         async with ControllerClient([leader.listen_address], timeout_ms=5000, max_in_flight=1024) as client:
             await make_group(client, "g", "10.0.0.1:1")
             history = History()
-            before = follower.reads.batches_sent
+            before = follower.replica.reads.batches_sent
             async with trio.open_nursery() as readers:
                 for i in range(200):
                     readers.start_soon(history.read, client, f"r{i}", "g", follower.listen_address, "linearizable")
             reads = [op for op in history.ops if op.kind == "read"]
             assert len(reads) == 200 and {op.value for op in reads} == {"10.0.0.1:1"}
-            assert follower.reads.batches_sent - before < 100, "one read-index context per batch, not per read"
+            assert follower.replica.reads.batches_sent - before < 100, "one read-index context per batch, not per read"
         nursery.cancel_scope.cancel()
 
 
@@ -103,7 +103,7 @@ async def test_cut_off_follower_refuses_linearizable_reads(tmp_path: Path, seed:
         history = History()
         async with ControllerClient([leader.listen_address], timeout_ms=5000) as client:
             await make_group(client, "g", "10.0.0.1:1")
-            await wait_until(lambda: follower.applied_index == leader.applied_index, what="follower caught up")
+            await wait_until(lambda: follower.replica.applied_index == leader.replica.applied_index, what="follower caught up")
             mesh.isolate(follower.config.node_id)
             assert await history.write(client, "w", "g", "10.0.0.1:2", node=leader.listen_address)
             for level in ("linearizable", "lease"):
@@ -132,7 +132,7 @@ async def test_checker_catches_follower_that_skips_the_read_index(tmp_path: Path
         history = History()
         async with ControllerClient([leader.listen_address], timeout_ms=5000) as client:
             await make_group(client, "g", "10.0.0.1:1")
-            await wait_until(lambda: follower.applied_index == leader.applied_index, what="follower caught up")
+            await wait_until(lambda: follower.replica.applied_index == leader.replica.applied_index, what="follower caught up")
             monkeypatch.setattr(ReadPath, "_confirm", serve_without_read_index)
             mesh.isolate(follower.config.node_id)
             assert await history.write(client, "w", "g", "10.0.0.1:2", node=leader.listen_address)
@@ -146,7 +146,7 @@ async def test_checker_catches_follower_that_skips_the_read_index(tmp_path: Path
 
 async def test_reads_beyond_the_bound_are_refused_busy(tmp_path: Path, seed: int,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("rmqc.node._reads.MAX_READS_AWAITING_INDEX", 2)
+    monkeypatch.setattr("rmqc.replica._reads.MAX_READS_AWAITING_INDEX", 2)
     async with trio.open_nursery() as nursery:
         mesh, nodes = await start_cluster(nursery, tmp_path, seed)
         leader, (follower, _) = split(nodes)
@@ -166,41 +166,4 @@ async def test_reads_beyond_the_bound_are_refused_busy(tmp_path: Path, seed: int
         assert codes == [1, 1, 2], answers  # two time out waiting, the third is refused at once
         busy = next(answer for answer in answers if answer is not None and answer[0] == 2)
         assert "reads await a read index (max 2)" in busy[1]["remark"]
-        nursery.cancel_scope.cancel()
-
-
-async def test_lease_is_not_used_when_the_core_clock_lost_ticks(tmp_path: Path, seed: int) -> None:
-    async with trio.open_nursery() as nursery:
-        _, nodes = await start_cluster(nursery, tmp_path, seed)
-        leader, _ = split(nodes)
-        history = History()
-        async with ControllerClient([leader.listen_address], timeout_ms=5000) as client:
-            await make_group(client, "g", "10.0.0.1:1")
-            assert leader.raw is not None
-            # as if the process had stalled for a second and the ticker had dropped those ticks
-            counted = leader.raw.raft.ticks + leader._ticks
-            leader.reads._clock_origin = (trio.current_time() - 1.0, counted)
-            leader._wake()
-            await wait_until(lambda: leader.reads._lease_index() is None, what="lease refused after lost ticks")
-            lease_before, index_before = leader.reads.lease_reads, leader.reads.index_reads
-            answer = await history.read(client, "r", "g", leader.listen_address, "lease")
-            assert answer is not None and answer[0] == 0
-            assert (leader.reads.lease_reads, leader.reads.index_reads) == (lease_before, index_before + 1)
-        nursery.cancel_scope.cancel()
-
-
-async def test_lease_is_not_used_once_it_ran_out_in_monotonic_time(tmp_path: Path, seed: int) -> None:
-    """After a stall a reader may run before the ticker has counted the missed ticks: the lease is
-    also measured from the monotonic time its start tick was fed, so it is refused at once."""
-    async with trio.open_nursery() as nursery:
-        _, nodes = await start_cluster(nursery, tmp_path, seed)
-        leader, _ = split(nodes)
-        async with ControllerClient([leader.listen_address], timeout_ms=5000) as client:
-            await make_group(client, "g", "10.0.0.1:1")
-            assert leader.raw is not None
-            await wait_until(lambda: leader.reads._lease_index() is not None, what="a lease")
-            # as if the whole process had been stalled for a second since every tick was fed
-            leader.reads._tick_times = type(leader.reads._tick_times)(
-                ((tick, when - 1.0) for tick, when in leader.reads._tick_times), leader.reads._tick_times.maxlen)
-            assert leader.reads._lease_index() is None
         nursery.cancel_scope.cancel()

@@ -6,13 +6,12 @@ import random
 
 import pytest
 
-from rmqc.errors import StorageError
 from rmqc.raft import MemoryStorage
 from rmqc.raft._types import ConfState, Entry, EntryType, HardState
 from rmqc.testing._simcheck import SafetyChecker
 from rmqc.testing._simclock import EventQueue
 from rmqc.testing._simnet import LINK_IN_FLIGHT_MAX, LinkFaults, SimNetwork
-from rmqc.testing._simstorage import CrashableStorage
+from rmqc.testing._simstorage import CrashableStorage, PowerCut
 
 
 def test_events_run_in_time_then_insertion_order() -> None:
@@ -152,19 +151,27 @@ def test_checker_durable_majority() -> None:
     assert checker.ok
 
 
-def test_crashable_storage_loses_only_unflushed_writes() -> None:
-    storage = CrashableStorage()
-    storage.stage(HardState(1, "n0", 0), [entry(1, 1)], None)
-    assert storage.last_index() == 0  # not durable yet: the core must not read it from here
-    storage.flush()
-    assert storage.last_index() == 1 and storage.initial_state()[0].vote == "n0"
-    storage.stage(HardState(2, "n1", 1), [entry(2, 2)], None)
-    assert storage.staged_entries == (entry(2, 2),)
-    storage.crash()
-    assert storage.last_index() == 1 and storage.initial_state()[0] == HardState(1, "n0", 0)
-    assert storage.lost_writes == 1
-    with pytest.raises(StorageError):
-        storage.flush()
-    storage.stage(None, [], None)
-    with pytest.raises(StorageError):
-        storage.stage(None, [], None)
+class Watcher:
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def before_save(self, storage: CrashableStorage, entries: list) -> None:
+        self.seen.append(f"before {len(entries)}")
+
+    def after_save(self, storage: CrashableStorage, entries: list, snapshot: object) -> None:
+        self.seen.append(f"after {storage.last_index()}")
+
+
+def test_crashable_storage_is_watched_and_loses_power_inside_a_write() -> None:
+    watcher = Watcher()
+    storage = CrashableStorage(watcher)
+    storage.save(HardState(1, "n0", 0), [entry(1, 1)], None)
+    assert storage.last_index() == 1 and watcher.seen == ["before 1", "after 1"]
+    storage.arm_crash = True
+    storage.save(HardState(2, "n0", 1), [], None)  # no entries: not the write that loses power
+    with pytest.raises(PowerCut):
+        storage.save(HardState(2, "n1", 1), [entry(2, 2)], None)
+    assert storage.last_index() == 1 and storage.initial_state()[0] == HardState(2, "n0", 1)
+    assert not storage.arm_crash  # one crash per arming
+    storage.save(None, [entry(2, 2)], None)
+    assert storage.last_index() == 2

@@ -74,7 +74,7 @@ REMARK_HINTS: tuple[tuple[int, str, str], ...] = (
      "stop the broker(s) first, or pass --clean-living to remove them anyway"),
     (ResponseCode.CONTROLLER_INVALID_CLEAN_BROKER_METADATA, "NumberFormatException",
      'give the ids as numbers, like -b "1;2"'),
-    # rmqc's own operations (rmqc.node._operations) refuse with code 1 and say why
+    # rmqc's own operations (rmqc.replica._operations) refuse with code 1 and say why
     (ResponseCode.SYSTEM_ERROR, "unknown node id", "name one of the voters (`rmqc status` lists them)"),
     (ResponseCode.SYSTEM_ERROR, "is a learner", "only a voter can lead: name a voter"),
     (ResponseCode.SYSTEM_ERROR, "is the only voter", "a group of one node has no one to hand the leadership to"),

@@ -22,13 +22,13 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from rmqc.errors import ConfigError
+from rmqc.replica import CONSISTENCY_LEVELS
 
 DEFAULT_PEERS = "n0-127.0.0.1:9878"
 PEER_MAGIC = b"RMQP"
 # A remoting frame starts with its length; the peer handshake starts with PEER_MAGIC read as a length.
 # Keeping every frame bound below that value is what lets one port serve both protocols.
 PEER_MAGIC_AS_LENGTH = int.from_bytes(PEER_MAGIC, "big")
-CONSISTENCY_LEVELS = ("linearizable", "lease", "stale")
 LOG_FORMATS = ("text", "json")
 TLS_MODES = ("disabled", "permissive", "enforcing")  # RocketMQ's TlsMode names
 ENV_PREFIX = "RMQC_"

@@ -26,8 +26,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from rmqc.fsm import ApplyResult, ElectMaster
 from rmqc.remoting import RMQC_PRIVATE_REQUESTS, RequestCode, ResponseCode
 
-from ._alarms import DISK_FULL
-from ._status import peer_progress, pending_conf_change
+from rmqc.replica import DISK_FULL, KEEP_CURRENT_MASTER
 
 __all__ = [
     "ELECTION_RESULTS",
@@ -41,7 +40,6 @@ __all__ = [
 
 # The labels of RocketMQ's own controller metrics (spec 8.1), so dashboards read alike.
 NEW_MASTER_ELECTED = "new_master_elected"
-KEEP_CURRENT_MASTER = "keep_current_master"
 NO_MASTER_ELECTED = "no_master_elected"
 ELECTION_RESULTS = (NEW_MASTER_ELECTED, KEEP_CURRENT_MASTER, NO_MASTER_ELECTED)
 ALARMS = (DISK_FULL,)
@@ -205,26 +203,22 @@ class NodeMetrics:
         self._flush_oneway()
 
     def update_from_node(self, node: Any) -> None:
-        """Refresh the gauges from a ControllerNode (duck-typed: raw, serving_as_leader, liveness, state)."""
-        status = node.raw.status() if node.raw is not None else None
-        self.update_gauges(
-            term=status.term if status else node.term,
-            commit=status.commit if status else 0,
-            applied=node.applied_index,
-            is_leader=node.serving_as_leader,
-            live_brokers=len(node.liveness),
-            broker_groups=len(node.state),
-        )
-        self._update_membership(node, status)
+        """Refresh the gauges from a ControllerNode's published status (rmqc.replica.ReplicaStatus)."""
+        status = node.status()
+        if status is not None:  # None: the node is still starting
+            self.update_gauges(term=status.term, commit=status.commit, applied=status.applied,
+                               is_leader=status.serving, live_brokers=status.live_brokers,
+                               broker_groups=status.broker_groups)
+            self._update_membership(status)
         server = getattr(node, "server", None)
         if server is not None:
             self.update_refusals(server.refusals())
 
-    def _update_membership(self, node: Any, status: Any) -> None:
-        """The same figures as `rmqc status` (rmqc.node._status)."""
-        self.learners.set(len(status.learners) if status else 0)
-        self.pending_conf_change.set(0 if pending_conf_change(node.raw, node.applied_index) is None else 1)
-        lags = {peer: progress["lag"] for peer, progress in peer_progress(status).items()}
+    def _update_membership(self, status: Any) -> None:
+        """The same figures as `rmqc status` (rmqc.replica._status)."""
+        self.learners.set(len(status.learners))
+        self.pending_conf_change.set(0 if status.pending_conf_change is None else 1)
+        lags = {peer: lag.lag for peer, lag in status.peers.items()}
         for gone in self._lag_peers - lags.keys():  # only a leader knows them; peers come and go
             self.peer_lag.remove(gone)
         for peer, lag in lags.items():

@@ -1,7 +1,7 @@
 """NOTIFY_BROKER_ROLE_CHANGED (1008) fan-out: one-way, best-effort, newest epoch wins (spec 5.4).
 
-The leader submits (address, command) pairs after elections. Per address at most one notification
-waits; a newer masterEpoch replaces an older one still waiting, an older one never replaces a newer.
+The replica emits Notify(address, command) actions after elections; what waits, and which newer
+masterEpoch supersedes which, is decided by rmqc.replica.PendingNotifications. This is the transport.
 
 Each address with a notification waiting gets a sender of its own (up to MAX_SENDERS at once; more
 addresses wait their turn in submission order), so a broker that refuses, hangs or is slow to
@@ -19,6 +19,7 @@ from collections import OrderedDict, deque
 import trio
 
 from rmqc.remoting import RemotingCommand, encode
+from rmqc.replica import PendingNotifications
 
 log = logging.getLogger("rmqc.node.notifier")
 
@@ -33,21 +34,11 @@ SEND_TIMEOUT_S = 3.0
 # when all start together (with 2,000 at once, live loopback brokers timed out). A hanging broker
 # holds one sender for CONNECT_TIMEOUT_S, so it takes 512 of them before live ones wait at all.
 MAX_SENDERS = 512
-# Addresses with a notification waiting; past this the new notification is dropped and counted
-# (each broker address has at most one waiting, so this is far above any real cluster's size).
-MAX_PENDING_ADDRESSES = 100_000
 # Open connections to brokers kept for reuse; the least recently used is closed beyond this. Above
 # the broker count of a large cluster (1,000 groups of 3), so a mass failover reconnects nobody.
 MAX_CACHED_CONNECTIONS = 4096
 # What a failed connect or send raises (ValueError: an address without a numeric port).
 SEND_ERRORS = (OSError, ValueError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError)
-
-
-def master_epoch_of(command: RemotingCommand) -> int:
-    try:
-        return int(command.ext("masterEpoch") or -1)
-    except ValueError:
-        return -1
 
 
 async def open_stream(address: str) -> trio.SocketStream:
@@ -70,29 +61,27 @@ async def open_stream(address: str) -> trio.SocketStream:
 
 class Notifier:
     def __init__(self) -> None:
-        self._pending: dict[str, RemotingCommand] = {}  # address -> the newest notification waiting
+        self._pending = PendingNotifications()  # what waits, and which one supersedes which
         self._queued: deque[str] = deque()  # pending addresses without a sender, oldest first
         self._sending: set[str] = set()  # addresses a sender serves right now
         self._connections: OrderedDict[str, trio.SocketStream] = OrderedDict()  # least recently used first
         self._nursery: trio.Nursery | None = None
         self.sent = 0
         self.failed = 0
-        self.superseded = 0
-        self.dropped = 0
         self.reconnected = 0  # cached connections found closed by the broker and replaced
         self.evicted = 0  # cached connections closed for MAX_CACHED_CONNECTIONS
 
+    @property
+    def superseded(self) -> int:
+        return self._pending.superseded
+
+    @property
+    def dropped(self) -> int:
+        return self._pending.dropped
+
     def submit(self, address: str, command: RemotingCommand) -> None:
-        waiting = self._pending.get(address)
-        if waiting is not None:
-            if master_epoch_of(command) >= master_epoch_of(waiting):
-                self._pending[address] = command
-                self.superseded += 1
+        if not self._pending.offer(address, command):
             return
-        if len(self._pending) >= MAX_PENDING_ADDRESSES:
-            self.dropped += 1
-            return
-        self._pending[address] = command
         if address not in self._sending:  # a busy sender takes it after its current send
             self._queued.append(address)
             self._start_senders()
@@ -125,7 +114,7 @@ class Notifier:
     async def _sender(self, address: str) -> None:
         """Send what waits for `address` until nothing does, then serve the next queued address."""
         while True:
-            while (command := self._pending.pop(address, None)) is not None:
+            while (command := self._pending.pop(address)) is not None:
                 await self._send(address, command)
             self._sending.discard(address)
             if not self._queued:

@@ -9,7 +9,8 @@ global registries of what the whole cluster has done:
 - durability: an entry applied anywhere (so committed) is never overwritten in any durable log;
 - leader completeness: a leader's log holds every entry committed before it was elected;
 - state-machine safety: every node applies the same entry at each index and reaches the same
-  key-value state there (also after installing a snapshot).
+  key-value state there (also after installing a snapshot);
+- apply after persist: a node applies an entry only once its own durable log holds it.
 
 The first violation is recorded as text; the run stops at it.
 """
@@ -23,7 +24,8 @@ from rmqc.errors import CompactedError, UnavailableError
 from rmqc.raft._storage import Storage
 from rmqc.raft._types import Entry
 
-KvState = tuple[tuple[str, str], ...]
+# What a node's state machine looks like at an index: any value that compares equal on equal states.
+KvState = object
 
 
 @dataclass(slots=True)
@@ -130,6 +132,12 @@ class SafetyChecker:
             )
         elif record.kv != kv:
             self.fail(f"state-machine safety: {node} reaches a different state at index {entry.index}")
+
+    def check_applied_durable(self, node: str, storage: Storage, index: int, term: int) -> None:
+        """The Ready contract: a node applies (and answers from) an entry only once it is in its
+        own durable log (or behind its snapshot)."""
+        if not _holds(storage, index, term):
+            self.fail(f"{node} applies entry {index} (term {term}) before it is durable in its own log")
 
     def on_snapshot_installed(self, node: str, index: int, term: int, kv: KvState) -> None:
         record = self.applied.get(index)

@@ -16,7 +16,8 @@ from rmqc.errors import RaftError
 from rmqc.raft._types import ConfChange, ConfChangeType
 
 if TYPE_CHECKING:
-    from ._simnode import SimNode
+    from ._simbrokers import SimBrokerClient
+    from ._simreplica import ReplicaSimNode
     from ._simworld import World
 
 
@@ -48,6 +49,9 @@ class NemesisKnobs:
             "skew_clocks": 1,
         }
     )
+    # Faults of the simulated brokers, in runs that have them (the controller load): a broker
+    # process dies (no heartbeats, answers lost) and restarts later with its id.
+    broker_weights: dict[str, int] = field(default_factory=lambda: {"crash_broker": 3})
 
 
 class Nemesis:
@@ -56,9 +60,12 @@ class Nemesis:
         self.rng = rng
         self.knobs = knobs
         self.active = True
-        names = sorted(name for name, weight in knobs.weights.items() if weight > 0)
+        weights = dict(knobs.weights)
+        if world.brokers:
+            weights.update(knobs.broker_weights)
+        names = sorted(name for name, weight in weights.items() if weight > 0)
         self.actions: list[Callable[[], None]] = [getattr(self, f"_{name}") for name in names]
-        self.weights = [knobs.weights[name] for name in names]
+        self.weights = [weights[name] for name in names]
 
     def start(self) -> None:
         self._schedule()
@@ -127,11 +134,11 @@ class Nemesis:
     def _crash_leader(self) -> None:
         self._crash_node(self.world.leader())
 
-    def _crash_node(self, node: SimNode | None) -> None:
+    def _crash_node(self, node: ReplicaSimNode | None) -> None:
         if node is not None:
             self.crash(node)
 
-    def crash(self, node: SimNode) -> None:
+    def crash(self, node: ReplicaSimNode) -> None:
         """Crash `node` now and restart it after a random downtime."""
         if not node.up:
             return
@@ -147,7 +154,7 @@ class Nemesis:
                 delay = self.rng.randint(0, self.knobs.refused_after_max_us)
                 self.world.events.after(delay, self.world.nodes[other].on_peer_down, node_id)
 
-    def _restart(self, node: SimNode) -> None:
+    def _restart(self, node: ReplicaSimNode) -> None:
         if not node.up:
             node.start()
             self.world.trace(f"{node.id} restarts")
@@ -158,7 +165,7 @@ class Nemesis:
     def _pause_leader(self) -> None:
         self._pause_node(self.world.leader())
 
-    def _pause_node(self, node: SimNode | None) -> None:
+    def _pause_node(self, node: ReplicaSimNode | None) -> None:
         if node is None or node.paused:
             return
         node.pause()
@@ -203,7 +210,7 @@ class Nemesis:
         self.world.trace(f"nemesis: propose {change.type.name} {change.node_id} on {leader.id}")
         leader.poke()
 
-    def _next_change(self, leader: SimNode) -> ConfChange | None:
+    def _next_change(self, leader: ReplicaSimNode) -> ConfChange | None:
         conf = leader.conf_state
         outside = sorted(set(self.world.node_ids) - set(conf.voters) - set(conf.learners))
         if conf.learners:
@@ -215,6 +222,21 @@ class Nemesis:
             return None
         return ConfChange(ConfChangeType.REMOVE_NODE, self.rng.choice(sorted(conf.voters)))
 
-    def _pick_up_node(self) -> SimNode | None:
+    def _crash_broker(self) -> None:
+        running = [self.world.brokers[name] for name in sorted(self.world.brokers) if self.world.brokers[name].running]
+        if not running:
+            return
+        broker = self.rng.choice(running)
+        broker.crash()
+        down = self.rng.randint(self.knobs.down_min_us, self.knobs.down_max_us)
+        self.world.events.after(down, self._restart_broker, broker)
+        self.world.trace(f"nemesis: crash broker {broker.name} (id {broker.broker_id}) for {down // 1000} ms")
+
+    def _restart_broker(self, broker: SimBrokerClient) -> None:
+        if not broker.running:
+            broker.restart(self.world.events.now_us)
+            self.world.trace(f"broker {broker.name} restarts")
+
+    def _pick_up_node(self) -> ReplicaSimNode | None:
         up = [node for node in self.world.nodes.values() if node.up]
         return self.rng.choice(up) if up else None

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from rmqc.raft._config import Role
 
 if TYPE_CHECKING:
-    from ._simnode import SimNode
+    from ._simreplica import ReplicaSimNode
 
 _ROLE_NAMES = {
     Role.FOLLOWER: "follower",
@@ -26,7 +26,7 @@ class NodeView:
     commit: int
 
 
-def node_view(node: SimNode) -> NodeView:
+def node_view(node: ReplicaSimNode) -> NodeView:
     assert node.raw is not None
     # Read straight from the core: RawNode.status() also builds the progress table, which would
     # dominate the simulator's run time when called after every step.

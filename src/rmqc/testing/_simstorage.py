@@ -1,54 +1,41 @@
-"""The simulated disk: a MemoryStorage whose writes become durable only when their simulated fsync
-completes. A crash before that loses them, as a power cut loses what was still in the page cache.
+"""The simulated disk: a MemoryStorage whose `save` is watched (the checkers see every write before
+and after it lands) and can lose power in the middle of a write.
 
-Reads (by the Raft core, after a restart too) see only durable data; the core itself keeps the
-entries of a Ready that is not yet persisted, exactly as with a real disk. Membership records,
-snapshots and compaction are separate small writes and stay immediate."""
+`save` is synchronous, as the replica's contract has it (one transaction + fsync inside its driver
+step). An armed crash raises `PowerCut` from inside the next `save` that carries entries: nothing of
+that write is stored, and the replica's step ends there, so the actions it emitted before the save
+happen and nothing after. Membership records, snapshots and compaction are separate small writes
+and stay immediate."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import Protocol
 
-from rmqc.errors import StorageError
+from rmqc.errors import RmqcError
 from rmqc.raft import MemoryStorage
 from rmqc.raft._types import Entry, HardState, Snapshot
 
 
-@dataclass(frozen=True, slots=True)
-class _Write:
-    hard_state: HardState | None
-    entries: tuple[Entry, ...]
-    snapshot: Snapshot | None
+class PowerCut(RmqcError):
+    """The simulated power cut, raised from inside `save` by an armed disk."""
+
+
+class SaveWatcher(Protocol):
+    def before_save(self, storage: CrashableStorage, entries: Sequence[Entry]) -> None: ...
+    def after_save(self, storage: CrashableStorage, entries: Sequence[Entry], snapshot: Snapshot | None) -> None: ...
 
 
 class CrashableStorage(MemoryStorage):
-    """`stage()` a Ready's write, `flush()` it when the fsync completes, `crash()` to lose it."""
-
-    def __init__(self) -> None:
+    def __init__(self, watcher: SaveWatcher) -> None:
         super().__init__()
-        self._staged: _Write | None = None
-        self.lost_writes = 0
+        self._watcher = watcher
+        self.arm_crash = False  # set by the nemesis: the next write with entries loses power
 
-    def stage(self, hard_state: HardState | None, entries: Sequence[Entry], snapshot: Snapshot | None) -> None:
-        # One write in flight at a time, as the Ready contract allows one outstanding Ready.
-        if self._staged is not None:
-            raise StorageError("a write is already waiting for its fsync")
-        self._staged = _Write(hard_state, tuple(entries), snapshot)
-
-    @property
-    def staged_entries(self) -> tuple[Entry, ...]:
-        return self._staged.entries if self._staged is not None else ()
-
-    def flush(self) -> None:
-        """The fsync completed: the staged write is durable now."""
-        if self._staged is None:
-            raise StorageError("flush without a staged write")
-        write, self._staged = self._staged, None
-        self.save(write.hard_state, write.entries, write.snapshot)
-
-    def crash(self) -> None:
-        """Power cut: whatever was staged and not flushed is gone."""
-        if self._staged is not None:
-            self.lost_writes += 1
-        self._staged = None
+    def save(self, hard_state: HardState | None, entries: Sequence[Entry], snapshot: Snapshot | None = None) -> None:
+        if self.arm_crash and entries:
+            self.arm_crash = False
+            raise PowerCut("power lost during the fsync")
+        self._watcher.before_save(self, entries)
+        super().save(hard_state, entries, snapshot)
+        self._watcher.after_save(self, entries, snapshot)

@@ -1,4 +1,5 @@
-"""One simulated run: nodes, network, clients and nemesis on one event queue, checked as it goes.
+"""One simulated run: replicas, network, brokers, admins and nemesis on one event queue, checked as
+it goes.
 
 Determinism: all randomness comes from `random.Random` instances seeded from the run's seed and a
 purpose name; events are ordered by (time, sequence number); collections are iterated in sorted
@@ -12,34 +13,40 @@ from dataclasses import dataclass, field
 
 from rmqc.errors import RmqcError
 from rmqc.raft._types import Message
+from rmqc.remoting import RemotingCommand
 
+from ._simadmin import AdminKnobs, SimAdminClient
+from ._simbrokers import Answer, BrokerKnobs, Outgoing, SimBrokerClient
 from ._simcheck import SafetyChecker
-from ._simclient import ClientKnobs, ClientRequest, ClientStats, SimClient
 from ._simclock import EventQueue
+from ._simcontroller_check import BrokerBelief, ControllerChecker
+from ._simhistory import ControllerHistory
 from ._simnemesis import Nemesis, NemesisKnobs
 from ._simnet import LinkFaults, SimNetwork
-from ._simnode import NodeKnobs, SimNode
+from ._simreplica import NodeKnobs, Remote, ReplicaSimNode
 from ._simstatus import node_view
-from rmqc.linearizability import Op, SearchBoundExceeded, check_history
 
 # The last lines of what happened, printed with a failing seed; enough to see the faults and
 # leader changes that led to it without drowning the reader.
 TRACE_LINES_KEPT = 40
 
 
+
+
 @dataclass(frozen=True, slots=True)
 class SimKnobs:
     nodes: int = 3
-    active_us: int = 1_000_000  # clients and faults
-    quiet_us: int = 300_000  # network healed, every node up, clients still running
+    active_us: int = 1_000_000  # load and faults
+    quiet_us: int = 300_000  # network healed, every node and broker up, load still running
     max_drift: float = 0.02  # tick rate of each node within +-2% (lease_drift_ticks covers it)
     drift_extremes: bool = False  # every node at -max_drift or +max_drift (worst case for leases)
     client_delay_min_us: int = 200
     client_delay_max_us: int = 2_000
     faults: LinkFaults = field(default_factory=LinkFaults)
     node: NodeKnobs = field(default_factory=NodeKnobs)
-    clients: ClientKnobs = field(default_factory=ClientKnobs)
     nemesis: NemesisKnobs = field(default_factory=NemesisKnobs)
+    brokers: BrokerKnobs = field(default_factory=BrokerKnobs)
+    admins: AdminKnobs = field(default_factory=AdminKnobs)
 
 
 @dataclass(slots=True)
@@ -48,10 +55,9 @@ class SeedResult:
     nodes: int
     violations: list[str]
     ops: int
-    ops_ok: int
     sim_seconds: float
     trace: list[str]
-    history: list[Op]
+    history: ControllerHistory
     counts: dict[str, int]
 
     @property
@@ -70,41 +76,44 @@ class World:
         self.trace_lines: deque[str] = deque(maxlen=TRACE_LINES_KEPT)
         self.node_ids = tuple(f"n{i}" for i in range(knobs.nodes))
         drift_rng = random.Random(f"{seed}/drift")
-        self.nodes = {node_id: SimNode(self, node_id, self._drift(drift_rng), knobs.node) for node_id in self.node_ids}
-        self.history: list[Op] = []
-        self.client_stats = ClientStats()
-        self._op_ids = 0
-        self.clients = {
-            name: SimClient(
-                name=name,
-                rng=random.Random(f"{seed}/{name}"),
-                knobs=knobs.clients,
-                node_ids=self.node_ids,
-                now_us=lambda: self.events.now_us,
-                schedule=self.events.after,
-                send=self.send_request,
-                next_op_id=self._next_op_id,
-                history=self.history,
-                stats=self.client_stats,
-            )
-            for name in (f"c{i}" for i in range(knobs.clients.count))
-        }
+        self.nodes = {node_id: ReplicaSimNode(self, node_id, self._drift(drift_rng), knobs.node)
+                      for node_id in self.node_ids}
+        self.controller_checker = ControllerChecker(violations=self.checker.violations)
+        self.controller_history = ControllerHistory()
+        self.brokers: dict[str, SimBrokerClient] = {}
+        self.admins: dict[str, SimAdminClient] = {}
+        self._make_brokers_and_admins()
         self.nemesis = Nemesis(self, random.Random(f"{seed}/nemesis"), knobs.nemesis)
         self.last_view: dict[str, tuple[str, int]] = {}
         self.counts: dict[str, int] = {}  # what happened, for the summary (leaders, crashes, ...)
         self.commit_seen: dict[tuple[str, int], int] = {}
         self._highest_sent: dict[tuple[str, str, int], int] = {}  # (leader, follower, term) -> index
 
+    def _make_brokers_and_admins(self) -> None:
+        k = self.knobs.brokers
+        groups = [f"g{i}" for i in range(k.groups)]
+        for group in groups:
+            for slot in range(k.replicas):
+                broker = SimBrokerClient(group, slot, self.node_ids, random.Random(f"{self.seed}/{group}.{slot}"), k,
+                                         self.controller_history, self._running_ids, groups)
+                self.brokers[broker.name] = broker
+        self.broker_by_address = {broker.address: broker for broker in self.brokers.values()}
+        for i in range(self.knobs.admins.count):
+            name = f"admin{i}"
+            self.admins[name] = SimAdminClient(name, self.node_ids, groups, k.replicas + 2,
+                                               random.Random(f"{self.seed}/{name}"), self.knobs.admins,
+                                               self.controller_history)
+
+    def _running_ids(self, group: str) -> list[int]:
+        return sorted(b.broker_id for b in self.brokers.values()
+                      if b.group == group and b.running and b.broker_id is not None)
+
     def _drift(self, rng: random.Random) -> float:
         if self.knobs.drift_extremes:
             return rng.choice((-self.knobs.max_drift, self.knobs.max_drift))
         return rng.uniform(-self.knobs.max_drift, self.knobs.max_drift)
 
-    def _next_op_id(self) -> int:
-        self._op_ids += 1
-        return self._op_ids
-
-    # -- services for nodes and clients ----------------------------------------------------------
+    # -- services for nodes ----------------------------------------------------------
     def count(self, what: str) -> None:
         self.counts[what] = self.counts.get(what, 0) + 1
 
@@ -135,18 +144,57 @@ class World:
     def _client_delay_us(self) -> int:
         return self.rng.randint(self.knobs.client_delay_min_us, self.knobs.client_delay_max_us)
 
-    def send_request(self, node_id: str, request: ClientRequest) -> None:
-        self.events.after(self._client_delay_us(), self.nodes[node_id].request, request)
+    # -- brokers and admins -----------------------------------------------------------------------
+    def _client_step(self, name: str) -> None:
+        client = self.brokers.get(name) or self.admins[name]
+        self._send_remote(name, client.step(self.events.now_us))
+        step_us = self.knobs.brokers.step_us
+        self.events.after(step_us, self._client_step, name)
 
-    def reply(self, node: SimNode, request: ClientRequest, ok: bool, value: str | None) -> None:
+    def _send_remote(self, sender: str, outgoing: list[Outgoing]) -> None:
+        for node_id, request in outgoing:
+            if self.rng.random() < self.knobs.faults.drop_p:
+                continue  # lost on the way: the client times out
+            node = self.nodes[node_id]
+            self.events.after(self._client_delay_us(), node.remote, Remote(sender, request))  # type: ignore[union-attr]
+
+    def peer_call(self, frm: str, to: str, method: str, *args: object) -> None:
+        """A message between two nodes outside Raft (a forward, its answer, a digest): it travels
+        the same simulated link as Raft messages, and may be lost, duplicated or cut."""
+        for delay in self.net.delays_us(frm, to):
+            self.events.after(delay, self._peer_arrive, frm, to, method, args)
+
+    def _peer_arrive(self, frm: str, to: str, method: str, args: tuple[object, ...]) -> None:
+        if self.net.arrived(frm, to):
+            getattr(self.nodes[to], method)(*args)
+
+    def answer(self, node: ReplicaSimNode, remote: Remote, response: RemotingCommand) -> None:
         hint = node_view(node).leader if node.raw is not None else None
-        client = self.clients[request.client]
-        self.events.after(self._client_delay_us(), client.on_reply, request.op_id, ok, value, hint)
+        answer = Answer(response, node.id, node.incarnation, hint, self.events.now_us)
+        if self.rng.random() >= self.knobs.faults.drop_p:
+            self.events.after(self._client_delay_us(), self._deliver_answer, remote.sender, remote.request.opaque, answer)
 
-    def is_leader(self, node: SimNode) -> bool:
+    def _deliver_answer(self, sender: str, opaque: int, answer: Answer) -> None:
+        now_us = self.events.now_us
+        if sender in self.brokers:
+            self._send_remote(sender, self.brokers[sender].on_answer(opaque, answer, now_us))
+        else:
+            self.admins[sender].on_answer(opaque, answer, now_us)
+
+    def notify(self, address: str, command: RemotingCommand) -> None:
+        """A 1008 from the leader to the broker at `address` (one-way: it may be lost)."""
+        self.count("notifications")
+        broker = self.broker_by_address.get(address)
+        if broker is not None and self.rng.random() >= self.knobs.faults.drop_p:
+            self.events.after(self._client_delay_us(), self._deliver_notify, broker, command)
+
+    def _deliver_notify(self, broker: SimBrokerClient, command: RemotingCommand) -> None:
+        broker.on_notify(command, self.events.now_us)
+
+    def is_leader(self, node: ReplicaSimNode) -> bool:
         return node.raw is not None and node_view(node).role == "leader"
 
-    def leader(self) -> SimNode | None:
+    def leader(self) -> ReplicaSimNode | None:
         """The up, unpaused leader with the highest term, if any."""
         best = None
         for node_id in self.node_ids:
@@ -157,7 +205,7 @@ class World:
         return best
 
     # -- checks ---------------------------------------------------------------------------------
-    def after_step(self, node: SimNode) -> None:
+    def after_step(self, node: ReplicaSimNode) -> None:
         if node.raw is None:
             return
         view = node_view(node)
@@ -174,7 +222,7 @@ class World:
             self.checker.fail(f"commit went down on {node.id}: {self.commit_seen[key]} -> {view.commit}")
         self.commit_seen[key] = view.commit
 
-    def after_persist(self, node: SimNode) -> None:
+    def after_persist(self, node: ReplicaSimNode) -> None:
         if node.raw is not None:
             view = node_view(node)
             if view.role == "leader":
@@ -182,7 +230,7 @@ class World:
 
     # -- the run --------------------------------------------------------------------------------
     def run(self) -> SeedResult:
-        """The whole seeded run: faults and clients, then a quiet phase, then the final checks."""
+        """The whole seeded run: faults and load, then a quiet phase, then the final checks."""
         self.boot()
         self.run_until(self.knobs.active_us)
         if self.checker.ok:
@@ -193,8 +241,8 @@ class World:
     def boot(self) -> None:
         for node_id in self.node_ids:
             self.nodes[node_id].start(self.node_ids)
-        for name in sorted(self.clients):
-            self.clients[name].start()
+        for name in sorted(self.brokers) + sorted(self.admins):
+            self.events.after(self.rng.randrange(self.knobs.brokers.step_us), self._client_step, name)
         self.nemesis.start()
 
     def run_until(self, until_us: int) -> None:
@@ -209,27 +257,32 @@ class World:
         self.events.now_us = max(self.events.now_us, until_us)
 
     def finish(self) -> SeedResult:
-        """Give every unanswered op an unknown outcome, check the history, report."""
-        for name in sorted(self.clients):
-            client = self.clients[name]
-            client.stopped = True
-            if client.pending is not None:  # no answer by the end: outcome unknown
-                client.on_timeout(client.pending.request.op_id)
+        """The end-of-run checks, and the report."""
         if self.checker.ok:
             self.checker.check_durable_majority({n: self.nodes[n].storage for n in self.node_ids})
         if self.checker.ok:
-            self._check_history()
+            self.controller_checker.finish(self.controller_history, self._beliefs())
+        self._count_controller()
         return SeedResult(
             seed=self.seed,
             nodes=self.knobs.nodes,
             violations=list(self.checker.violations),
-            ops=len(self.history),
-            ops_ok=self.client_stats.ok,
+            ops=self.controller_history.size(),
             sim_seconds=self.events.now_us / 1e6,
             trace=list(self.trace_lines),
-            history=self.history,
+            history=self.controller_history,
             counts=dict(sorted(self.counts.items())),
         )
+
+    def _beliefs(self) -> list[BrokerBelief]:
+        return [BrokerBelief(b.name, b.group, b.running, b.running_since_us, b.polled_us, b.broker_id,
+                             b.master_id, b.master_epoch)
+                for b in self.brokers.values()]
+
+    def _count_controller(self) -> None:
+        self.counts["controller_elections"] = self.controller_checker.elections
+        self.counts["controller_broker_requests"] = self.controller_history.requests
+        self.counts["controller_notifications"] = self.counts.get("notifications", 0)
 
     def _calm_down(self) -> None:
         self.nemesis.stop()
@@ -239,18 +292,11 @@ class World:
             if not node.up:
                 node.start()
             node.resume()
-        self.trace("quiet phase: network healed, all nodes up")
-
-    def _check_history(self) -> None:
-        try:
-            results = check_history(self.history)
-        except SearchBoundExceeded as exc:
-            # Inconclusive is not a pass: a run whose history cannot be checked is reported.
-            self.checker.fail(f"linearizability not checked: {exc}")
-            return
-        for result in results:
-            if not result.ok:
-                self.checker.fail(f"linearizability of key {result.key}: {result.witness}")
+        for name in sorted(self.brokers):
+            broker = self.brokers[name]
+            if not broker.running:
+                broker.restart(self.events.now_us)
+        self.trace("quiet phase: network healed, all nodes and brokers up")
 
 
 def run_seed(seed: int, knobs: SimKnobs | None = None) -> SeedResult:

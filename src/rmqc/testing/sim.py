@@ -1,33 +1,42 @@
-"""Deterministic simulation of an rmqc Raft cluster, seed by seed.
+"""Deterministic simulation of an rmqc controller cluster, seed by seed.
 
     python -m rmqc.testing.sim --seeds N [--start S] [--nodes 3|5] [--progress-every K]
     python -m rmqc.testing.sim --seed S          # replay one seed and print its trace
     python -m rmqc.testing.sim --mutant NAME ... # the same with a known bug put back (MUTANTS)
+    python -m rmqc.testing.sim --list-mutants
 
-Each seed runs 3 or 5 nodes (alternating by seed unless --nodes) with the REAL `RawNode` for 1.3 s
-of virtual time: 1 s of client load and faults, then 0.3 s with the network healed and every node
-up. The same seed always gives the same run (virtual time, seeded `random.Random`s, sorted
-iteration; no clock, no global random).
+Each seed runs 3 or 5 nodes (alternating by seed unless --nodes), each the REPLICA THAT SHIPS
+(`rmqc.replica.Replica`: driver, group commit, read path, forwarding, liveness and its elections,
+dead-leader takeover, notifier, with the real `ControllerState`, `ControllerProcessor` and heartbeat
+table) for 1.3 s of virtual time: 1 s of load and faults, then 0.3 s with the network healed and
+every node and broker up. The same seed always gives the same run (virtual time, seeded
+`random.Random`s, sorted iteration; no clock, no global random).
 
-Faults (`_simnemesis`, `_simnet`, `_simnode`): message delay, loss, duplication and reordering;
+Load (`_simbrokers`, `_simadmin`): brokers that get ids (1012/1013), register (1003), ask for
+elections (1002), heartbeat every node (904), expand and shrink their SyncStateSet (1001), poll and
+read their groups' metadata (1004) at every consistency level on any node, and follow 1008; admins
+that designate masters (1002), clean ids (1011) and change live options (1009).
+
+Faults (`_simnemesis`, `_simnet`, `_simreplica`): message delay, loss, duplication and reordering;
 symmetric partitions, isolating the leader, one-way link cuts, a leader cut off REJECT-style (links
 reset and refused, so the others take over at once while it lives on); crashes (also of the leader,
-and in the middle of an fsync) that lose every write not yet persisted, after which the others
-find its port refusing them; pauses with missed ticks replayed on resume; per-node clock rates
-(and a "leader slowest" skew); leadership transfers; single-server membership changes through
-learners; snapshots and log compaction.
+and inside an fsync: the actions emitted before it happen, nothing after); pauses (the node's clock
+jumps on resume); per-node clock rates (and a "leader slowest" skew); leadership transfers;
+single-server membership changes through learners; snapshots and log compaction; broker crashes.
 
-Clients (`_simclient`) write unique values and read through ReadIndex on any node and lease reads on
-the leader. Checked after every step (`_simcheck`): one leader per term, log matching, durability
-of committed entries, leader completeness, state-machine safety, commit never going down; at the end:
-committed entries durable on a majority, and the client history linearizable per key.
+Checked after every step: the Raft invariants (`_simcheck`: one leader per term, log matching,
+durability, leader completeness, state-machine safety, apply after persist, commit never going
+down) and the controller's (`_simcontroller_check`: one master per masterEpoch, epochs never going
+down, clean elections inside the SyncStateSet, stale 1001s refused); at the end: committed entries
+durable on a majority, acknowledged ids kept and never shared, brokers following the newest
+master, linearizable and lease reads linearizable per group, stale reads monotonic per node.
 
-Mutants (`--mutant NAME`) put a fixed bug back into the core for the run, to show the checkers
-catch it: `takeover-without-lease-wait` (issue 19: a node that takes over from a leader whose port
-refuses it commits at once, while that leader, alive, still serves lease reads).
+Mutants (`--mutant NAME`) put a known bug back into shipped code for the run (MUTANTS, each in the
+profile where it shows): the checkers must catch it.
 
 Output: every failing seed with the last lines of its trace, a line of event counts, then one JSON
-line {"seeds": N, "violations": V, "ops": ..., "sim_seconds": ..., "wall_seconds": ...}.
+line {"seeds": N, "violations": V, "ops": ..., "controller": {"elections": ..., "notifications": ...,
+"broker_requests": ...}, "sim_seconds": ..., "wall_seconds": ...}.
 """
 
 from __future__ import annotations
@@ -35,36 +44,120 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 
+import rmqc.controller._processor as processor_module
+import rmqc.fsm._state as state_module
+import rmqc.raft._core as core_module
+from rmqc.controller._policy import _choose_within
+from rmqc.fsm import BrokerGroup
 from rmqc.raft._core import RaftCore
+from rmqc.replica._driver import Driver
+from rmqc.replica._reads import ReadPath
 
-from ._simclient import ClientKnobs
+from ._simadmin import AdminKnobs
+from ._simbrokers import BrokerKnobs
+from ._simhistory import ControllerHistory
 from ._simnemesis import NemesisKnobs
 from ._simworld import SeedResult, SimKnobs, run_seed
 
-__all__ = ["MUTANTS", "PROFILES", "SeedResult", "SimKnobs", "SimSummary", "mutant", "run_seed", "run_seeds",
-           "main"]
+__all__ = [
+    "MUTANTS",
+    "PROFILES",
+    "Mutant",
+    "SeedResult",
+    "SimKnobs",
+    "SimSummary",
+    "main",
+    "mutant",
+    "run_seed",
+    "run_seeds",
+]
 
-# Where a kind of bug has the most chances to show. "reject-partition": the leader is cut off
-# REJECT-style (or crashed) again and again while many clients write one key and read it with
-# lease reads, wherever they believe the leader is.
+# Where a kind of bug has the most chances to show. "default": the replica that ships under
+# brokers, admins and every fault. "reject-partition": the leader is cut off REJECT-style (or
+# crashed) again and again while brokers read with lease reads on the node they believe leads.
+# "lease-drift": the leader's clock runs slow, the others' fast, the leader is isolated again and
+# again, with the same lease-heavy reads.
+LEASE_READERS = BrokerKnobs(read_think_max_us=2_000, read_level_weights=(1, 8, 1), read_follow_hint_p=0.9,
+                            alter_us=10_000)
+BUSY_ADMINS = AdminKnobs(count=3, think_min_us=5_000, think_max_us=20_000, timeout_us=50_000, weights=(1, 0, 0),
+                         follow_hint_p=0.5)
 PROFILES: dict[str, SimKnobs] = {
     "default": SimKnobs(),
     "reject-partition": replace(
         SimKnobs(),
-        clients=ClientKnobs(count=8, keys=("x",), kind_weights=(4, 1, 5), think_max_us=5_000,
-                            timeout_us=100_000, follow_hint_p=0.5),
+        brokers=LEASE_READERS,
+        admins=BUSY_ADMINS,
         nemesis=NemesisKnobs(interval_min_us=150_000, interval_max_us=300_000,
-                             weights={"heal": 2, "refuse_leader": 4, "crash_leader": 1, "skew_clocks": 1}),
+                             weights={"heal": 2, "refuse_leader": 4, "crash_leader": 1, "skew_clocks": 1},
+                             broker_weights={}),
+    ),
+    "lease-drift": replace(
+        SimKnobs(),
+        # +-50% clock rates, and a lease margin that covers them: the fastest follower forgets the
+        # leader after 9 of its 5 ms ticks (45 ms); a lease of 3 of the leader's 15 ms ticks fits.
+        max_drift=0.5,
+        node=replace(SimKnobs().node, lease_drift_ticks=7),
+        brokers=LEASE_READERS,
+        admins=BUSY_ADMINS,
+        nemesis=NemesisKnobs(interval_min_us=100_000, interval_max_us=200_000,
+                             weights={"heal": 1, "isolate_leader": 3, "skew_clocks": 2}, broker_weights={}),
     ),
 }
 
-# name -> (class, method, broken replacement): each brings back one bug that was really shipped.
-MUTANTS: dict[str, tuple[type, str, Callable[..., object]]] = {
-    "takeover-without-lease-wait": (RaftCore, "_takeover_wait_ticks", lambda self: 0),
+
+@dataclass(frozen=True, slots=True)
+class Mutant:
+    """A known bug put back into shipped code: each (owner, attribute) is replaced for the run.
+    `profile`: the profile where it shows (used unless --profile names another)."""
+
+    patches: tuple[tuple[object, str, Callable[..., object]], ...]
+    profile: str = "default"
+
+
+def _choose_ignoring_sync_state_set(group: BrokerGroup, *, unclean: bool, preferred: int | None,
+                                    is_alive: Callable[[int], bool], live_info: Callable[[int], object]) -> int | None:
+    """The election policy with every registered replica as a candidate, in or out of the set."""
+    return _choose_within(group.replicas.keys(), group.master_id, preferred, is_alive, live_info)  # type: ignore[arg-type]
+
+
+_check_alter = state_module.check_alter_sync_state_set
+
+
+def _check_alter_without_sss_epoch(group: BrokerGroup | None, master_id: int, master_epoch: int,
+                                   sync_state_set_epoch: int, new_set: frozenset[int],
+                                   is_alive: Callable[[int], bool] | None = None) -> tuple[object, int | None]:
+    """1001's fencing without the syncStateSetEpoch: any epoch the master sends is taken as current."""
+    current = group.sync_state_set_epoch if group is not None else sync_state_set_epoch
+    return _check_alter(group, master_id, master_epoch, current, new_set, is_alive)
+
+
+def _apply_then_persist(self: Driver, ready: object, snapshot: object) -> bool:
+    """The Ready handled with apply (and so the answers) before the save of the same Ready."""
+    if snapshot is not None:
+        self._install_snapshot(snapshot)
+    self._apply_committed(ready)
+    if not self._persist(ready.hard_state, ready.entries, snapshot):  # type: ignore[attr-defined]
+        return False
+    self._send(ready.persist_messages)  # type: ignore[attr-defined]
+    return True
+
+
+# name -> the bug: each was really shipped once, or is the classic bug of that code path.
+MUTANTS: dict[str, Mutant] = {
+    "takeover-without-lease-wait": Mutant(((RaftCore, "_takeover_wait_ticks", lambda self: 0),),
+                                          "reject-partition"),
+    "elect-outside-sss": Mutant(((processor_module, "choose_master", _choose_ignoring_sync_state_set),)),
+    "skip-sss-epoch-check": Mutant(((state_module, "check_alter_sync_state_set", _check_alter_without_sss_epoch),
+                                    (processor_module, "check_alter_sync_state_set", _check_alter_without_sss_epoch))),
+    "apply-before-persist": Mutant(((Driver, "_persist_then_apply", _apply_then_persist),)),
+    "stale-read-as-linearizable": Mutant(((ReadPath, "_read_index_reached", lambda self, index: True),)),
+    "lease-ignores-drift": Mutant(((core_module, "lease_duration_ticks", lambda lease_ticks, drift_ticks: lease_ticks),),
+                                  "lease-drift"),
 }
 
 
@@ -74,13 +167,15 @@ def mutant(name: str | None) -> Iterator[None]:
     if name is None:
         yield
         return
-    owner, method, broken = MUTANTS[name]
-    original = owner.__dict__[method]
-    setattr(owner, method, broken)
+    patches = MUTANTS[name].patches
+    originals = [vars(owner)[attribute] for owner, attribute, _ in patches]
+    for owner, attribute, broken in patches:
+        setattr(owner, attribute, broken)
     try:
         yield
     finally:
-        setattr(owner, method, original)
+        for (owner, attribute, _), original in zip(patches, originals):
+            setattr(owner, attribute, original)
 
 
 @dataclass(slots=True)
@@ -93,11 +188,14 @@ class SimSummary:
     counts: dict[str, int] | None = None
 
     def as_json(self, wall_seconds: float) -> str:
+        counts = self.counts or {}
         return json.dumps(
             {
                 "seeds": self.seeds,
                 "violations": self.violations,
                 "ops": self.ops,
+                "controller": {what: counts.get(f"controller_{what}", 0)
+                               for what in ("elections", "notifications", "broker_requests")},
                 "sim_seconds": round(self.sim_seconds, 3),
                 "wall_seconds": round(wall_seconds, 3),
             }
@@ -142,7 +240,7 @@ def _run_one(seed: int, knobs: SimKnobs) -> SeedResult:
     try:
         return run_seed(seed, knobs)
     except Exception as exc:  # noqa: BLE001 - reported as this seed's failure, never swallowed
-        return SeedResult(seed, knobs.nodes, [f"crashed: {type(exc).__name__}: {exc}"], 0, 0, 0.0, [], [], {})
+        return SeedResult(seed, knobs.nodes, [f"crashed: {type(exc).__name__}: {exc}"], 0, 0.0, [], ControllerHistory(), {})
 
 
 def describe_failure(result: SeedResult) -> str:
@@ -160,10 +258,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=None, help="replay one seed and print its trace")
     parser.add_argument("--progress-every", type=int, default=0, metavar="K",
                         help="also print the running totals to stderr every K seeds")
-    parser.add_argument("--profile", choices=sorted(PROFILES), default="default",
-                        help="faults and clients of each run (default: every fault, mixed clients)")
+    parser.add_argument("--profile", choices=sorted(PROFILES), default=None,
+                        help="faults and load of each run (default: the mutant's, else every fault on the "
+                             "controller with brokers and admins)")
     parser.add_argument("--mutant", choices=sorted(MUTANTS), default=None,
-                        help="put a known bug back into the core (the checkers must catch it)")
+                        help="put a known bug back into shipped code (the checkers must catch it)")
+    parser.add_argument("--list-mutants", action="store_true", help="print the mutants' names, one a line")
     return parser.parse_args(argv)
 
 
@@ -175,6 +275,12 @@ def _replay(seed: int, nodes: int | None, knobs: SimKnobs) -> SimSummary:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
+    # The replica warns about stalls and slow saves: under simulated pauses those are the point.
+    logging.getLogger("rmqc").setLevel(logging.ERROR)
+    if args.list_mutants:
+        print("\n".join(sorted(MUTANTS)))
+        return 0
+    profile = PROFILES[args.profile or (MUTANTS[args.mutant].profile if args.mutant else "default")]
     from ._wallclock import wall_seconds  # the only real clock, and only in the command line
 
     started = wall_seconds()
@@ -185,12 +291,12 @@ def main(argv: list[str] | None = None) -> int:
 
     with mutant(args.mutant):
         if args.seed is not None:
-            summary = _replay(args.seed, args.nodes, PROFILES[args.profile])
+            summary = _replay(args.seed, args.nodes, profile)
         else:
             summary = run_seeds(
                 range(args.start, args.start + args.seeds),
                 args.nodes,
-                PROFILES[args.profile],
+                profile,
                 on_failure=lambda result: print(describe_failure(result), flush=True),
                 on_progress=progress,
             )

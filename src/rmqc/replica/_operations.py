@@ -22,21 +22,30 @@ index and membership belong together.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import orjson
-import trio
 
 from rmqc.errors import RmqcError
 from rmqc.raft._types import SnapshotMeta
 from rmqc.reads import ReadQueueFull
-from rmqc.remoting import RMQC_SNAPSHOT_SAVE, RMQC_TRANSFER_LEADER, RemotingCommand, ResponseCode, make_response
+from rmqc.remoting import (
+    RMQC_SNAPSHOT_SAVE,
+    RMQC_TRANSFER_LEADER,
+    RemotingCommand,
+    ResponseCode,
+    make_response,
+)
 from rmqc.storage import encode_snapshot_file
 
-from ._clock import monotonic_ms, wall_ms
+from ._io import Answer
 
-log = logging.getLogger("rmqc.node")
+if TYPE_CHECKING:
+    from ._replica import Replica
+
+log = logging.getLogger("rmqc.replica")
 
 OPERATION_REQUESTS = frozenset({RMQC_TRANSFER_LEADER, RMQC_SNAPSHOT_SAVE})
 # Room left in a frame for the remoting header around a snapshot body.
@@ -45,63 +54,74 @@ FRAME_HEADER_ROOM_BYTES = 64 * 1024
 
 @dataclass(slots=True)
 class _Transfer:
+    request: RemotingCommand
+    token: Hashable
     target: str
     start_term: int
     started_ms: int
     sent: bool = False
-    done: trio.Event = field(default_factory=trio.Event)
-    error: str | None = None
-    new_term: int = 0
-
-    def finish(self, error: str | None = None, new_term: int = 0) -> None:
-        self.error, self.new_term = error, new_term
-        self.done.set()
 
 
 class Operations:
-    """The operator requests of one ControllerNode. `feed` and `on_applied` run in its driver (the
-    only task that touches the Raft core); the request handlers run in the request's task."""
+    """The operator requests of one Replica. `feed` and `on_applied` run in its driver pass, the
+    rest when the request arrives or its time runs out; each request ends in exactly one Answer."""
 
-    def __init__(self, node: Any) -> None:
+    def __init__(self, node: Replica) -> None:
         self._node = node
+        self._out = node.outbox.append
         self._transfer: _Transfer | None = None
 
-    async def handle(self, request: RemotingCommand) -> RemotingCommand:
+    def handle(self, request: RemotingCommand, token: Hashable) -> None:
         if request.code == RMQC_SNAPSHOT_SAVE:
-            return await self._snapshot(request)
-        return await self._transfer_leader(request)
+            self._snapshot(request, token)
+        else:
+            self._transfer_leader(request, token)
 
     # ----- transfer -----
 
-    async def _transfer_leader(self, request: RemotingCommand) -> RemotingCommand:
+    def _transfer_leader(self, request: RemotingCommand, token: Hashable) -> None:
         node = self._node
         if node.leader_id != node.config.node_id:
-            return self._not_leader(request)
+            self._out(Answer(token, self._not_leader(request)))
+            return
         if not node.serving_as_leader:
-            return make_response(request, ResponseCode.SYSTEM_ERROR, self._not_serving_yet())
+            self._out(Answer(token, make_response(request, ResponseCode.SYSTEM_ERROR, self._not_serving_yet())))
+            return
         target, refusal = self._choose_target(request.ext("to") or None)
         if refusal is not None:
-            return make_response(request, ResponseCode.SYSTEM_ERROR, refusal)
+            self._out(Answer(token, make_response(request, ResponseCode.SYSTEM_ERROR, refusal)))
+            return
         assert target is not None
         if target == node.config.node_id:
-            return _transferred(request, target, target, node.term, 0)
-        transfer = _Transfer(target, node.term, monotonic_ms())
-        self._transfer = transfer
-        node._wake()
-        timeout_ms = node.config.request_timeout_ms
-        try:
-            with trio.move_on_after(timeout_ms / 1000):
-                await transfer.done.wait()
-        finally:
-            self._transfer = None
-        took_ms = monotonic_ms() - transfer.started_ms
-        if not transfer.done.is_set():
-            transfer.error = (f"{target} did not take over within {timeout_ms} ms "
-                              f"(request_timeout_ms); the leader is now {node.leader_id or 'unknown'}")
-        if transfer.error is not None:
-            return make_response(request, ResponseCode.SYSTEM_ERROR, f"leadership not transferred: {transfer.error}")
-        log.info("%s: leadership transferred to %s in %d ms", node.config.node_id, target, took_ms)
-        return _transferred(request, node.config.node_id, target, transfer.new_term, took_ms)
+            self._out(Answer(token, _transferred(request, target, target, node.term, 0)))
+            return
+        self._transfer = _Transfer(request, token, target, node.term, node.now_ms())
+        node.wake_driver()
+
+    def _finish(self, error: str | None = None, new_term: int = 0) -> None:
+        transfer, self._transfer = self._transfer, None
+        assert transfer is not None
+        node = self._node
+        request = transfer.request
+        if error is not None:
+            response = make_response(request, ResponseCode.SYSTEM_ERROR, f"leadership not transferred: {error}")
+        else:
+            took_ms = node.now_ms() - transfer.started_ms
+            log.info("%s: leadership transferred to %s in %d ms", node.config.node_id, transfer.target, took_ms)
+            response = _transferred(request, node.config.node_id, transfer.target, new_term, took_ms)
+        self._out(Answer(transfer.token, response))
+
+    def next_deadline_ms(self) -> int | None:
+        transfer = self._transfer
+        return None if transfer is None else transfer.started_ms + self._node.config.request_timeout_ms
+
+    def expire(self, now_ms: int) -> None:
+        deadline = self.next_deadline_ms()
+        if deadline is not None and now_ms >= deadline:
+            assert self._transfer is not None
+            node = self._node
+            self._finish(f"{self._transfer.target} did not take over within {node.config.request_timeout_ms} ms "
+                         f"(request_timeout_ms); the leader is now {node.leader_id or 'unknown'}")
 
     def _not_leader(self, request: RemotingCommand) -> RemotingCommand:
         node = self._node
@@ -147,52 +167,50 @@ class Operations:
         transfer.sent = True
         if self._node.leader_id != self._node.config.node_id:
             # a follower's core would pass the request on to whoever leads now: not what was asked
-            transfer.finish(f"{self._node.config.node_id} lost the leadership before the transfer started")
+            self._finish(f"{self._node.config.node_id} lost the leadership before the transfer started")
             return
         try:
             raw.transfer_leader(transfer.target)
         except RmqcError as error:
-            transfer.finish(str(error))
+            self._finish(str(error))
 
     def on_applied(self, term: int) -> None:
         """Driver, after committed entries of `term` were applied: is the transfer over?"""
         transfer = self._transfer
-        if transfer is None or not transfer.sent or transfer.done.is_set():
+        if transfer is None or not transfer.sent:
             return
         node = self._node
         leader = node.leader_id
         if term > transfer.start_term and term == node.term and leader is not None and leader != node.config.node_id:
             error = None if leader == transfer.target else f"{leader} was elected instead of {transfer.target}"
-            transfer.finish(error, term)
+            self._finish(error, term)
         elif leader == node.config.node_id and node.raw.status().lead_transferee is None:
-            transfer.finish(f"{transfer.target} did not take over within one election timeout (behind, slow "
+            self._finish(f"{transfer.target} did not take over within one election timeout (behind, slow "
                             f"or unreachable); {node.config.node_id} stays leader")
 
     # ----- snapshot -----
 
-    async def _snapshot(self, request: RemotingCommand) -> RemotingCommand:
+    def _snapshot(self, request: RemotingCommand, token: Hashable) -> None:
         """After a ReadIndex round (bounded by request_timeout_ms), so that the state holds every
         write acknowledged before the request, on a follower too."""
-        done, failures = trio.Event(), list[str | None]()
 
         def confirmed(failure: str | None) -> None:
-            failures.append(failure)
-            done.set()
+            if failure is not None:
+                self._out(Answer(token, make_response(request, ResponseCode.SYSTEM_ERROR,
+                                                      f"snapshot not taken: {failure}")))
+            else:
+                self._out(Answer(token, self._snapshot_now(request)))
 
         try:
             self._node.reads.confirm_linearizable(confirmed)
         except ReadQueueFull as error:
-            return make_response(request, ResponseCode.SYSTEM_BUSY, f"[OVERLOAD]{error}")
-        await done.wait()
-        if failures[0] is not None:
-            return make_response(request, ResponseCode.SYSTEM_ERROR, f"snapshot not taken: {failures[0]}")
-        return self._snapshot_now(request)
+            self._out(Answer(token, make_response(request, ResponseCode.SYSTEM_BUSY, f"[OVERLOAD]{error}")))
 
     def _snapshot_now(self, request: RemotingCommand) -> RemotingCommand:
         node = self._node
         index = node.applied_index
-        meta = SnapshotMeta(index=index, term=node.storage.term(index), conf_state=node._conf_state)
-        origin = {"group": node.config.group, "nodeId": node.config.node_id, "savedAtMs": wall_ms()}
+        meta = SnapshotMeta(index=index, term=node.storage.term(index), conf_state=node.conf_state)
+        origin = {"group": node.config.group, "nodeId": node.config.node_id, "savedAtMs": node.clock.wall_ms()}
         body = encode_snapshot_file(meta, node.state.snapshot(), origin)
         limit = node.config.max_frame_bytes - FRAME_HEADER_ROOM_BYTES
         if len(body) > limit:

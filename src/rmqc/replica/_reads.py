@@ -34,22 +34,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import trio
-
 from rmqc.controller import NoReply, Reply
 from rmqc.raft import RawNode, ReadIndexDropped, ReadState
 from rmqc.reads import PendingReads, ReadQueueFull
 from rmqc.remoting import RemotingCommand, RequestCode, ResponseCode, make_response
 
-from ._clock import monotonic_ms
-from ._config import CONSISTENCY_LEVELS
-
 if TYPE_CHECKING:
-    from ._node import ControllerNode
-    from ._server import Channel, Respond
+    from ._replica import Replica
 
-log = logging.getLogger("rmqc.node.reads")
+log = logging.getLogger("rmqc.replica.reads")
 
+Respond = Callable[[RemotingCommand | None], None]
+CONSISTENCY_LEVELS = ("linearizable", "lease", "stale")
 LINEARIZABLE, LEASE, STALE = CONSISTENCY_LEVELS
 CONSISTENCY_KEY = "consistency"
 APPLIED_INDEX_KEY = "appliedIndex"
@@ -82,7 +78,7 @@ class _Read:
     """One read waiting for confirmation; `on_done(failure or None)` runs exactly once."""
 
     on_done: Callable[[str | None], None]
-    deadline_s: float
+    deadline_ms: int
     finished: bool = False
     awaiting_index: bool = True  # counted in ReadPath._awaiting_index until indexed or given up
 
@@ -90,15 +86,15 @@ class _Read:
 @dataclass(slots=True)
 class _Batch:
     reads: list[_Read]
-    sent_s: float
+    sent_ms: int
     resent: bool = False
 
 
 class ReadPath:
-    """Owned by one ControllerNode; `serve_with` runs in the connection reader (or a forwarded
-    request's task), the rest in the driver task. Nothing here awaits."""
+    """Owned by one Replica; `serve_with` runs for a request, `flush` and the `on_*` methods in its
+    driver pass. Nothing here awaits."""
 
-    def __init__(self, node: ControllerNode, rng: random.Random) -> None:
+    def __init__(self, node: Replica, rng: random.Random) -> None:
         self._node = node
         # A restarted node must never take an answer meant for its previous life as its own.
         self._nonce = rng.getrandbits(64).to_bytes(8, "big")
@@ -108,10 +104,10 @@ class ReadPath:
         self._awaiting_index = 0
         self._pending = PendingReads()
         self._by_deadline: deque[_Read] = deque()  # every waiting read, oldest first (one timeout)
-        self._clock_origin: tuple[float, int] | None = None  # (monotonic s, core ticks) at the baseline
-        self._lease_blocked_until_s = 0.0
-        self._tick_times: deque[tuple[int, float]] = deque(maxlen=TICK_TIMES_KEPT)  # (core tick, when fed)
-        self.last_progress_ms = monotonic_ms()
+        self._clock_origin: tuple[int, int] | None = None  # (monotonic ms, core ticks) at the baseline
+        self._lease_blocked_until_ms = 0
+        self._tick_times: deque[tuple[int, int]] = deque(maxlen=TICK_TIMES_KEPT)  # (core tick, ms when fed)
+        self.last_progress_ms = node.now_ms()
         self.leader_contact_ms = 0
         self.lease_reads = 0
         self.index_reads = 0
@@ -121,7 +117,7 @@ class ReadPath:
 
     # ----- request side -----
 
-    def serve_with(self, request: RemotingCommand, channel: Channel, respond: Respond) -> None:
+    def serve_with(self, request: RemotingCommand, channel_id: int, respond: Respond) -> None:
         """Serve a read; `respond(answer)` runs exactly once: at once when nothing needs waiting for
         (a bad level, a stale read, a lease read already applied), else from the driver when the
         read index is confirmed and applied (or from the timeout sweep). No task per read."""
@@ -131,14 +127,14 @@ class ReadPath:
             return
         if level == STALE:
             self.stale_reads += 1
-            self._answer(request, channel, lambda response: respond(self._stamped_stale(request, response)))
+            self._answer(request, channel_id, lambda response: respond(self._stamped_stale(request, response)))
             return
 
         def confirmed(failure: str | None) -> None:
             if failure is not None:
                 respond(_response(request, ResponseCode.SYSTEM_ERROR, failure))
             else:
-                self._answer(request, channel, respond)
+                self._answer(request, channel_id, respond)
 
         try:
             self._confirm(level, confirmed)
@@ -165,13 +161,13 @@ class ReadPath:
             index = self._lease_index()
             if index is not None:
                 self.lease_reads += 1
-                self._await_applied(index, _Read(then, self._deadline_s(), awaiting_index=False))
+                self._await_applied(index, _Read(then, self._deadline_ms(), awaiting_index=False))
                 return
         self.index_reads += 1
-        self._enqueue(_Read(then, self._deadline_s()))
+        self._enqueue(_Read(then, self._deadline_ms()))
 
-    def _deadline_s(self) -> float:
-        return trio.current_time() + self._node.config.request_timeout_ms / 1000
+    def _deadline_ms(self) -> int:
+        return self._node.now_ms() + self._node.config.request_timeout_ms
 
     def _enqueue(self, read: _Read) -> None:
         if self._awaiting_index >= MAX_READS_AWAITING_INDEX:
@@ -179,20 +175,31 @@ class ReadPath:
         self._queued.append(read)
         self._by_deadline.append(read)
         self._awaiting_index += 1
-        self._node._wake()
+        self._node.wake_driver()
 
     def _await_applied(self, index: int, read: _Read) -> None:
-        if self._node.applied_index >= index:
+        if self._read_index_reached(index):
             _finish(read)
         else:
             self._pending.add(read, index)
             self._by_deadline.append(read)
 
+    def _read_index_reached(self, index: int) -> bool:
+        """A read confirmed at `index` may be served from local state (the mutant hook of
+        `stale-read-as-linearizable`, rmqc.replica._io)."""
+        return self._node.applied_index >= index
+
+    def next_deadline_ms(self) -> int | None:
+        queue = self._by_deadline
+        while queue and queue[0].finished:
+            queue.popleft()
+        return queue[0].deadline_ms if queue else None
+
     def _expire(self) -> None:
         """Driver: fail the reads whose confirmation did not come within the request timeout."""
         queue = self._by_deadline
-        now_s = trio.current_time()
-        while queue and (queue[0].finished or queue[0].deadline_s <= now_s):
+        now_ms = self._node.now_ms()
+        while queue and (queue[0].finished or queue[0].deadline_ms <= now_ms):
             read = queue.popleft()
             if not read.finished:
                 self._stop_awaiting(read)  # the driver skips it from now on
@@ -206,9 +213,9 @@ class ReadPath:
         raw = self._node.raw
         if raw is None or self._node.leader_id != self._node.config.node_id:
             return None
-        if trio.current_time() < self._lease_blocked_until_s:
+        if self._node.now_ms() < self._lease_blocked_until_ms:
             return None
-        unfed_ticks = self._node._ticks
+        unfed_ticks = self._node.unfed_ticks
         lease = raw.raft.lease
         if unfed_ticks > MAX_UNFED_TICKS or lease.remaining_ticks(raw.raft.ticks) <= unfed_ticks:
             return None
@@ -218,7 +225,7 @@ class ReadPath:
 
     def on_ticks_fed(self, core_tick: int) -> None:
         """Driver: the core's tick count is now `core_tick` (after one tick or a burst)."""
-        self._tick_times.append((core_tick, trio.current_time()))
+        self._tick_times.append((core_tick, self._node.now_ms()))
 
     def _lease_holds_in_monotonic_time(self, start_tick: int | None, duration_ticks: int) -> bool:
         """The lease's round was sent no earlier than its start tick was fed to the core, so the
@@ -230,7 +237,7 @@ class ReadPath:
             return False
         # An entry stands for the burst of ticks fed after the previous entry: find the one whose
         # burst holds the start tick, newest first (the lease is at most a few ticks old).
-        holder: tuple[int, float] | None = None
+        holder: tuple[int, int] | None = None
         covered = False
         for tick, fed_s in reversed(self._tick_times):
             if tick < start_tick:
@@ -241,11 +248,12 @@ class ReadPath:
             covered = holder is not None and holder[0] == start_tick  # nothing older remembered
         if not covered or holder is None:
             return False
-        return trio.current_time() - holder[1] < duration_ticks * self._node.config.tick_ms / 1000
+        # both stamps are whole milliseconds (truncated): 1 ms less keeps the judgement on the safe side
+        return self._node.now_ms() - holder[1] < duration_ticks * self._node.config.tick_ms - 1
 
-    def _answer(self, request: RemotingCommand, channel: Channel, respond: Respond) -> None:
+    def _answer(self, request: RemotingCommand, channel_id: int, respond: Respond) -> None:
         node = self._node
-        outcome = node.processor.handle(request, node._context(channel, True))
+        outcome = node.processor.handle(request, node.context(channel_id, True))
         if isinstance(outcome, Reply):
             respond(outcome.response)
         elif isinstance(outcome, NoReply):
@@ -269,7 +277,7 @@ class ReadPath:
     def applied_age_ms(self) -> int:
         if self._lease_index() is not None:
             return 0
-        return max(0, monotonic_ms() - max(self.last_progress_ms, self.leader_contact_ms))
+        return max(0, self._node.now_ms() - max(self.last_progress_ms, self.leader_contact_ms))
 
     # ----- driver side -----
 
@@ -295,37 +303,37 @@ class ReadPath:
         except ReadIndexDropped:
             self._queued.extend(reads)  # no leader known yet: try again next loop (ticks wake us)
             return
-        self._in_flight[context] = _Batch(reads, trio.current_time())
+        self._in_flight[context] = _Batch(reads, self._node.now_ms())
         self.batches_sent += 1
-        self._node.node_metrics.count_read_index_round()
+        self._node.observer.count_read_index_round()
 
     def _resend_lost(self) -> None:
         """A READ_INDEX (or its answer) may be lost with a peer link: after one election timeout
         without an answer its reads go out again in a new batch (a newer read index is as good for
         reads queued earlier). The old context still counts if its answer comes after all: a slow
         leader is not a lost one, and dropping its answer would starve a loaded follower."""
-        now_s = trio.current_time()
-        election_timeout_s = self._node.config.election_tick * self._node.config.tick_ms / 1000
+        now_ms = self._node.now_ms()
+        election_timeout_ms = self._node.config.election_tick * self._node.config.tick_ms
         for context, batch in list(self._in_flight.items()):
-            age_s = now_s - batch.sent_s
-            if age_s > self._node.config.request_timeout_ms / 1000:
+            age_ms = now_ms - batch.sent_ms
+            if age_ms > self._node.config.request_timeout_ms:
                 del self._in_flight[context]  # every read in it has timed out by now
-            elif not batch.resent and age_s > election_timeout_s:
+            elif not batch.resent and age_ms > election_timeout_ms:
                 batch.resent = True
                 self._queued.extend(batch.reads)
 
     def _note_lost_ticks(self, raw: RawNode) -> None:
-        now_s = trio.current_time()
-        tick_s = self._node.config.tick_ms / 1000
-        counted = raw.raft.ticks + self._node._ticks
+        now_ms = self._node.now_ms()
+        tick_ms = self._node.config.tick_ms
+        counted = raw.raft.ticks + self._node.unfed_ticks
         if self._clock_origin is None:
-            self._clock_origin = (now_s, counted)
+            self._clock_origin = (now_ms, counted)
             return
-        origin_s, origin_ticks = self._clock_origin
-        lost_ticks = (now_s - origin_s) / tick_s - (counted - origin_ticks)
+        origin_ms, origin_ticks = self._clock_origin
+        lost_ticks = (now_ms - origin_ms) / tick_ms - (counted - origin_ticks)
         if lost_ticks > LOST_TICKS_TOLERATED:
-            self._lease_blocked_until_s = now_s + self._node.config.election_tick * tick_s
-            self._clock_origin = (now_s, counted)
+            self._lease_blocked_until_ms = now_ms + self._node.config.election_tick * tick_ms
+            self._clock_origin = (now_ms, counted)
             log.debug("%s: core clock %.0f ticks behind; no lease reads for one election timeout",
                      self._node.config.node_id, lost_ticks)
 
@@ -335,11 +343,14 @@ class ReadPath:
             batch = self._in_flight.pop(state.context, None)
             if batch is None:
                 continue  # from a previous life of this node, or already expired
-            self.leader_contact_ms = monotonic_ms()
+            self.leader_contact_ms = self._node.now_ms()
             for read in batch.reads:
                 if read.awaiting_index and not read.finished:
                     self._stop_awaiting(read)
-                    self._pending.add(read, state.index)
+                    if self._read_index_reached(state.index):
+                        _finish(read)
+                    else:
+                        self._pending.add(read, state.index)
         self.release()
 
     def _stop_awaiting(self, read: _Read) -> None:
@@ -349,7 +360,7 @@ class ReadPath:
 
     def on_applied(self) -> None:
         """Driver: the applied index moved (entries or a snapshot)."""
-        self.last_progress_ms = monotonic_ms()
+        self.last_progress_ms = self._node.now_ms()
         self.release()
 
     def release(self) -> None:
@@ -358,7 +369,7 @@ class ReadPath:
 
     def heard_from(self, sender: str) -> None:
         if sender == self._node.leader_id:
-            self.leader_contact_ms = monotonic_ms()
+            self.leader_contact_ms = self._node.now_ms()
 
     def on_leader_change(self) -> None:
         """Contexts sent to the old leader will not be answered: send them again to the new one."""

@@ -1,0 +1,276 @@
+"""The driver: the only code that touches the Raft core. One pass takes every input that arrived
+(ticks, peer messages, proposals from all connections: ONE propose_batch = group commit), then
+handles a Ready in the order Raft requires: send what may go early, persist (one transaction +
+fsync, synchronous: no thread hop), send what had to wait, apply committed entries, answer the
+waiting requests, snapshot every N entries, advance. A run of Readies returns between two of them
+so that the shell lets the rest of the node run (issue 13)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from rmqc.errors import RmqcError
+from rmqc.fsm import ApplyResult, decode_commands
+from rmqc.raft import decode_conf_change
+from rmqc.raft._types import Entry, EntryType, Message
+from rmqc.storage import StorageFullError, StorageWriteFailed
+
+from ._io import SendRaft, SnapshotOutcome, WriteSnapshot
+
+if TYPE_CHECKING:
+    from ._replica import Replica
+
+log = logging.getLogger("rmqc.replica")
+
+# One pass of the driver steps at most this many peer messages, or messages carrying this many
+# entries, before it persists, sends and lets the node's other tasks run: a peer's backlog (a
+# resumed node's, a catch-up) is worked off in slices, never in one stall (issue 13).
+FEED_MESSAGES = 512
+FEED_ENTRIES = 4096
+# A save (one transaction + fsync) slower than this is logged: the node answers nothing meanwhile.
+SLOW_PERSIST_MS = 100
+# Keep this many entries behind a snapshot so a briefly lagging follower catches up from the log.
+COMPACTION_LAG_ENTRIES = 1_000
+
+
+class Driver:
+    def __init__(self, replica: Replica) -> None:
+        self._r = replica
+        self._out = replica.outbox.append
+        self.in_run = False  # a Ready is due right away (the previous pass returned in a run)
+        self.unsaved_hard_state: Any = None  # a commit-only HardState waiting for the next write
+        self.snapshot_in_flight = False  # at most one WriteSnapshot at a time
+
+    def drive(self) -> bool:
+        """One pass; True when another Ready is due at once (the shell yields, then calls again)."""
+        r = self._r
+        raw = r.raw
+        if not self.in_run:
+            r.drive_wanted = False
+            self._feed()
+        self.in_run = False
+        if not raw.has_ready():
+            return False
+        ready = raw.ready()
+        if not self._handle_ready(ready):
+            # the disk is full: the core offers the same Ready again; the next pass (a tick at the
+            # latest) sends what needs no write and tries the write when due
+            self._apply_entries(raw.not_persisted(ready))
+            return False
+        raw.advance(ready)
+        # everything that arrived while we persisted (ticks and peer messages too, or a busy
+        # leader would starve its heartbeats) goes into the next Ready: group commit
+        r.drive_wanted = False
+        self._feed()
+        self.in_run = raw.has_ready()
+        return self.in_run
+
+    def _feed(self) -> None:
+        r = self._r
+        raw = r.raw
+        ticks, r.unfed_ticks = r.unfed_ticks, 0
+        for _ in range(min(ticks, r.config.election_tick)):
+            raw.tick()
+        if ticks:
+            r.reads.on_ticks_fed(raw.raft.ticks)
+        self._step_inbound()
+        if r.sole_voter and r.leader_id is None:
+            # no one to wait for, so no election timeout before serving: a restarted single-node
+            # controller serves once its log is applied (the core refuses before, pitfall 3)
+            raw.campaign()
+        r.reads.flush(raw)
+        r.operations.feed(raw)
+        r.proposals.expire(r.now_ms())
+        r.disk.look_for_space()
+        proposed = r.proposals.propose(raw, r.serving_as_leader, r.term)
+        if proposed:
+            r.observer.observe_append(proposed)
+
+    def _step_inbound(self) -> None:
+        """Step one slice of the waiting peer messages (FEED_MESSAGES, FEED_ENTRIES); the rest
+        wait for the next pass, which is due at once."""
+        r = self._r
+        inbound, raw = r.inbound, r.raw
+        messages = entries = 0
+        while inbound and messages < FEED_MESSAGES and entries < FEED_ENTRIES:
+            message = inbound.popleft()
+            try:
+                raw.step(message)
+            except RmqcError as error:
+                log.debug("step %s from %s: %s", message.type.name, message.frm, error)
+            messages += 1
+            entries += len(message.entries)
+        if inbound:
+            r.wake_driver()
+
+    # ----- the Ready -----
+
+    def _handle_ready(self, ready: Any) -> bool:
+        """Everything a Ready asks for, in the order Raft requires; False when its write found the
+        disk full: then only its early messages and read states were used (they need no write of
+        ours), and nothing that depends on the write was done (no ack sent, nothing applied)."""
+        r = self._r
+        if ready.soft_state is not None:
+            r.on_soft_state(ready.soft_state.leader or None)
+        if ready.hard_state is not None:
+            r.term = ready.hard_state.term
+        self._send(ready.messages)
+        snapshot = ready.snapshot if ready.snapshot is not None and not ready.snapshot.is_empty else None
+        # A Ready that only moves the commit index (no entries, term or vote: must_sync is False)
+        # carries entries already durable on a quorum: apply them, and so answer the waiting
+        # requests, before writing the new commit index instead of after its fsync.
+        if not ready.must_sync and not ready.entries and snapshot is None:
+            self._apply_committed(ready)
+            # Nor does the new commit index need an fsync of its own (etcd's MustSync): it rides
+            # with the next write. A restart may then find a lower commit index, which Raft learns
+            # again; _take_snapshot writes it first so it never lags a snapshot.
+            if ready.hard_state is not None:
+                self.unsaved_hard_state = ready.hard_state
+            self._send(ready.persist_messages)  # they wait for no write of ours here
+        elif not self._persist_then_apply(ready, snapshot):
+            r.reads.on_read_states(ready.read_states)
+            return False
+        if (r.applied_index - r.snapshot_index >= r.config.snapshot_every_entries
+                and r.disk.alarm is None  # a snapshot needs space: taken once writes succeed again
+                and not self.snapshot_in_flight):
+            self._take_snapshot()
+        return True
+
+    def _persist_then_apply(self, ready: Any, snapshot: Any) -> bool:
+        """Persist, install the snapshot, send what had to wait, apply and answer: in this order
+        (the mutant hook of `apply-before-persist`, rmqc.replica._io). False: the disk is full."""
+        if not self._persist(ready.hard_state, ready.entries, snapshot):
+            return False
+        if snapshot is not None:
+            self._install_snapshot(snapshot)
+        self._send(ready.persist_messages)
+        self._apply_committed(ready)
+        return True
+
+    def _send(self, messages: Sequence[Message]) -> None:
+        if messages:
+            self._out(SendRaft(tuple(messages)))
+
+    def _persist(self, hard_state: Any, entries: Sequence[Entry], snapshot: Any) -> bool:
+        """One transaction + fsync; carries a commit index not yet saved. False: the disk is full
+        (nothing was written; tried again once look_for_space finds room). A write that fails for
+        another reason stops the process."""
+        r = self._r
+        hard_state = hard_state or self.unsaved_hard_state
+        if hard_state is None and not entries and snapshot is None:
+            return True
+        if r.disk.alarm is not None:  # until look_for_space finds room again
+            return False
+        started_ms = r.now_ms()
+        # In the driver itself, not a worker thread: the leader sent its appends before this save,
+        # so followers persist meanwhile, and a thread hand-off costs two cross-thread wake-ups per
+        # write (on two busy cores, each may wait for a time slice) for no overlap worth having.
+        try:
+            r.storage.save(hard_state, list(entries), snapshot)
+        except StorageFullError as error:
+            r.disk.full(error)
+            return False
+        except StorageWriteFailed as error:
+            r.disk.failed(error)
+        self.unsaved_hard_state = None
+        persist_ms = r.now_ms() - started_ms
+        r.observer.observe_fsync(persist_ms / 1000)
+        if persist_ms >= SLOW_PERSIST_MS:
+            # the whole node waits for this save (it runs in the driver): say so, or a silent node
+            # under disk contention looks like a bug in the node
+            log.warning("%s: saving %d entries took %d ms", r.config.node_id, len(entries), persist_ms)
+        return True
+
+    def save_unsaved_commit(self) -> None:
+        """On the way out, the commit index still waiting to ride with the next write is saved, so a
+        stopped node's log (and `rmqc log export`) covers everything it saw committed."""
+        if self.unsaved_hard_state is not None:
+            try:
+                self._r.storage.save(self.unsaved_hard_state, [], None)
+            except StorageFullError as error:  # Raft learns the commit index again on restart
+                log.warning("%s: commit index not saved on the way out: %s", self._r.config.node_id, error)
+            except StorageWriteFailed as error:
+                self._r.disk.failed(error)
+            self.unsaved_hard_state = None
+
+    # ----- apply -----
+
+    def _apply_committed(self, ready: Any) -> None:
+        self._apply_entries(ready.committed_entries)
+        self._r.reads.on_read_states(ready.read_states)
+
+    def _apply_entries(self, entries: Sequence[Entry]) -> None:
+        r = self._r
+        applied_before = r.applied_index
+        for entry in entries:
+            self._apply_entry(entry)
+        if r.applied_index != applied_before:
+            r.reads.on_applied()
+            r.operations.on_applied(entries[-1].term)
+
+    def _install_snapshot(self, snapshot: Any) -> None:
+        r = self._r
+        r.state.restore(snapshot.data)
+        r.applied_index = snapshot.meta.index
+        r.snapshot_index = snapshot.meta.index
+        r.set_conf_state(snapshot.meta.conf_state)
+        log.info("%s: installed snapshot at %d", r.config.node_id, snapshot.meta.index)
+
+    def _apply_entry(self, entry: Entry) -> None:
+        r = self._r
+        if entry.index <= r.applied_index:
+            return
+        if entry.type == EntryType.CONF_CHANGE:
+            self._apply_conf_change(entry)
+            results: list[ApplyResult] = []
+        elif entry.data:
+            results = r.state.apply_all(decode_commands(entry.data))
+        else:
+            results = []  # a leader's no-op
+        r.applied_index = entry.index
+        r.proposals.applied(entry.index, entry.term, results)
+        if r.leader_id == r.config.node_id:
+            if entry.term == r.term and not r.serving_as_leader:
+                r.serving_as_leader = True
+                log.info("%s: serving as leader of term %d from index %d", r.config.node_id, r.term, entry.index)
+            if results:
+                r.after_apply_on_leader(results)
+
+    def _apply_conf_change(self, entry: Entry) -> None:
+        r = self._r
+        r.set_conf_state(r.raw.apply_conf_change(decode_conf_change(entry.data)))
+        try:
+            r.storage.save_conf_state(r.conf_state)
+        except (StorageFullError, StorageWriteFailed) as error:
+            # mid-apply there is no going back; a restart applies the entry again from the log
+            r.disk.failed(StorageWriteFailed(f"saving the membership in {r.config.data_dir}: {error}"))
+
+    # ----- snapshots -----
+
+    def _take_snapshot(self) -> None:
+        """Capture the applied state now; the shell writes it off the driver (WriteSnapshot): on a
+        loaded disk that took seconds, with no Ready handled (no heartbeats sent, no request
+        answered) and the leadership lost (docs/chaos.md)."""
+        r = self._r
+        if not self._persist(None, [], None):  # the commit index first: it must not lag the snapshot
+            return
+        index, data = r.applied_index, r.state.snapshot()
+        compact_to = index - min(COMPACTION_LAG_ENTRIES, r.config.snapshot_every_entries // 2)
+        self.snapshot_in_flight = True
+        self._out(WriteSnapshot(index, r.conf_state, data, compact_to))
+
+    def snapshot_written(self, index: int, outcome: SnapshotOutcome, error: Exception | None) -> None:
+        r = self._r
+        self.snapshot_in_flight = False
+        if outcome is SnapshotOutcome.OK:
+            r.snapshot_index = max(r.snapshot_index, index)
+            log.info("%s: snapshot at %d", r.config.node_id, index)
+        elif outcome is SnapshotOutcome.SUPERSEDED:  # the leader's snapshot is newer
+            log.info("%s: snapshot at %d superseded: %s", r.config.node_id, index, error)
+        elif outcome is SnapshotOutcome.DISK_FULL:
+            assert isinstance(error, StorageFullError)
+            r.disk.full(error)
+        else:
+            r.disk.failed(error if isinstance(error, StorageWriteFailed) else StorageWriteFailed(str(error)))

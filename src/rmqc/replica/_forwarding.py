@@ -1,0 +1,96 @@
+"""Forwarding: a follower sends the leader-only requests it cannot decide to the leader (design.md
+"Write path" 1) and answers the client with the leader's answer. Each forward holds a slot until
+the answer comes, the request timeout passes, or the leader it went to is no longer ours."""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+from rmqc.remoting import RemotingCommand, ResponseCode, make_response
+
+from ._io import Answer, ForwardRequest, Outbox
+from ._proposals import NOT_LEADER_REMARK, OVERLOAD_REMARK
+
+# Requests forwarded to the leader and not yet answered.
+MAX_FORWARDS_IN_FLIGHT = 16_384
+FORWARD_TIMEOUT_REMARK = "java.util.concurrent.TimeoutException: forwarded to leader"
+
+
+@dataclass(slots=True)
+class _Slot:
+    leader_id: str
+    token: Hashable
+    request: RemotingCommand
+    deadline_ms: int
+
+
+class Forwards:
+    """The forwards of one follower, by tag; every slot ends in exactly one Answer."""
+
+    def __init__(self, outbox: Outbox, request_timeout_ms: int) -> None:
+        self._out = outbox.append
+        self._timeout_ms = request_timeout_ms
+        self._slots: dict[int, _Slot] = {}
+        self._by_deadline: deque[int] = deque()  # tags, oldest first (one timeout for all)
+        self._tags = itertools.count(1)
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def forward(self, leader_id: str, request: RemotingCommand, token: Hashable, now_ms: int) -> None:
+        """Send `request` to the leader; a one-way request is answered (None) at once."""
+        if len(self._slots) >= MAX_FORWARDS_IN_FLIGHT:
+            self._out(Answer(token, make_response(request, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)))
+            return
+        tag = next(self._tags)
+        if request.is_oneway:
+            self._out(ForwardRequest(leader_id, tag, request))
+            self._out(Answer(token, None))
+            return
+        self._slots[tag] = _Slot(leader_id, token, request, now_ms + self._timeout_ms)
+        self._by_deadline.append(tag)
+        self._out(ForwardRequest(leader_id, tag, request))
+
+    def answered(self, tag: int, response: RemotingCommand) -> None:
+        slot = self._slots.pop(tag, None)
+        if slot is not None:  # else: timed out or abandoned already
+            response.opaque = slot.request.opaque
+            self._out(Answer(slot.token, response))
+
+    def not_sent(self, tag: int) -> None:
+        """The shell could not send the forward (the peer's outbox is full)."""
+        self._fail(tag, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
+
+    def abandon(self, except_to: str | None = None) -> None:
+        """Requests forwarded to a leader that is no longer ours will never be answered: the
+        client retries after finding the new one."""
+        for tag in [tag for tag, slot in self._slots.items() if slot.leader_id != except_to]:
+            self._fail(tag, ResponseCode.CONTROLLER_NOT_LEADER, NOT_LEADER_REMARK)
+
+    def expire(self, now_ms: int) -> None:
+        queue = self._by_deadline
+        while queue:
+            slot = self._slots.get(queue[0])
+            if slot is not None and slot.deadline_ms > now_ms:
+                return
+            tag = queue.popleft()
+            if slot is not None:
+                self._fail(tag, ResponseCode.SYSTEM_ERROR, FORWARD_TIMEOUT_REMARK)
+
+    def next_deadline_ms(self) -> int | None:
+        queue = self._by_deadline
+        while queue and queue[0] not in self._slots:
+            queue.popleft()
+        return self._slots[queue[0]].deadline_ms if queue else None
+
+    def fail_all(self, remark: str) -> None:
+        for tag in list(self._slots):
+            self._fail(tag, ResponseCode.SYSTEM_ERROR, remark)
+
+    def _fail(self, tag: int, code: int, remark: str) -> None:
+        slot = self._slots.pop(tag, None)
+        if slot is not None:
+            self._out(Answer(slot.token, make_response(slot.request, code, remark)))

@@ -1,0 +1,252 @@
+"""The contract of the sans-IO replica: what goes in, what comes out, what it is given.
+
+A `Replica` (rmqc.replica._replica) is the whole decision logic of one controller node. It never
+awaits, never reads a clock of its own, starts no thread and opens no socket. Its shell (the Trio
+node in rmqc.node, or the simulator in rmqc.testing) gives it:
+
+- a config (`ReplicaConfig`: the fields of rmqc.node.NodeConfig it reads);
+- a storage (`ReplicaStorage`: the synchronous Raft storage with `save` / `save_conf_state`, as
+  LmdbStorage and the simulator's CrashableStorage have). Persisting is a SYNCHRONOUS call inside
+  `drive()`: one transaction + fsync, no thread hop. A crash raised from inside `storage.save`
+  propagates out of `drive()`, and the outbox then holds exactly the actions emitted before it;
+- ONE clock (`Clock`: `monotonic_ms()` for every deadline, lease, age and scan; `wall_ms()` only
+  stamped into commands);
+- a `random.Random` (the only randomness: election timeouts, read-index nonces);
+- an outbox (`Outbox`: anything with `append(action)`). Actions are appended IN THE ORDER they
+  happen. The simulator passes a list and drains it after every input; the Trio shell passes an
+  object that performs each action as it is appended (so a leader's appends leave before its own
+  fsync, as the Ready contract allows, and answers are written as soon as they are decided).
+
+Construction:
+
+    Replica(config, storage, clock, rng, outbox, *, controller_config=ControllerConfig(),
+            observer=None, wake=None, rearm=None)
+
+`wake()` is called when `drive()` becomes due, `rearm()` when `next_wakeup_ms()` moved earlier
+(both optional: a simulator may simply call `drive()` while `drive_due` and read `next_wakeup_ms()`
+after every input).
+
+Inputs (methods of Replica; none blocks, none awaits):
+- `advance_time()`: the clock moved; do everything now due (Raft ticks, expiry of waiting requests,
+  reads and forwards, heartbeat deadlines and dead-master elections, digests, the successor grace
+  of a dead-leader takeover, the disk-full retry). `next_wakeup_ms()` says when it is next needed.
+- `drive()`: one pass of the driver (feed every input that arrived into the Raft core, group
+  commit, then one Ready: send early, persist, send the rest, apply, answer, snapshot, advance).
+  Returns True when another pass is due at once (a run of Readies: the shell yields in between).
+  `drive_due` is True whenever a pass is wanted; the `wake` hook is called when it becomes so.
+- `raft_messages(sender, messages)`, `peer_unreachable(peer)`, `peer_down(peer)` (the leader's
+  port refuses us), `snapshot_sent(peer, ok)`.
+- `client_request(request, channel_id, token)`: any request of a remoting connection; exactly one
+  `Answer(token, response)` follows (response None for a one-way request or no reply), now or later.
+- `heartbeat(request, channel_id) -> bool`: a one-way 904 served inline (False: not a 904).
+- `enqueue(commands, on_done)`: commands of the shell's own (tests, tools) for the next append.
+- `connection_closed(channel_id)`.
+- `forwarded_request(sender, request, token)`: a request a follower forwarded to us; answered by
+  `Answer(token, ...)` like a client request (the shell sends it back), never forwarded again.
+- `forwarded_response(tag, response)`, `forward_not_sent(tag)`: for our own `ForwardRequest(tag)`.
+- `digest(sender, payload)`: a follower's coalesced heartbeat digest.
+- `snapshot_written(index, outcome, error=None)`: the result of a `WriteSnapshot` action (`error`:
+  the storage's exception for SUPERSEDED, DISK_FULL and FAILED).
+- `stop(why)`: fail everything waiting; `close()`: save a commit index still unsaved (on the way out).
+
+Outputs: the action dataclasses below. `status()` returns a `ReplicaStatus` (a frozen snapshot)
+for `rmqc status`, the metrics and the CLI; nothing outside reaches into the core.
+
+Hooks for the simulator's mutants (`--mutant`, rmqc.testing.sim.MUTANTS), each one small method:
+- `rmqc.replica._driver.Driver._persist_then_apply(self, ready, snapshot) -> bool`: the Ready
+  ordering "persist, install the snapshot, send what had to wait, apply and answer" (False: the
+  disk is full, nothing applied). `apply-before-persist` replaces it to apply and answer first.
+- `rmqc.replica._reads.ReadPath._read_index_reached(self, index) -> bool`: a read whose read index
+  is known may be served (applied >= index). `stale-read-as-linearizable` replaces it with True.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from rmqc.raft._storage import Storage
+from rmqc.raft._types import ConfState, Message
+from rmqc.remoting import RemotingCommand
+
+__all__ = [
+    "Action", "Answer", "Clock", "ForwardRequest", "Notify", "Observer", "Outbox", "PeerLag", "ReplicaConfig",
+    "ReplicaStatus", "ReplicaStorage", "SendDigest", "SendRaft", "SnapshotOutcome", "StopProcess", "WriteSnapshot",
+]
+
+
+class Clock(Protocol):
+    def monotonic_ms(self) -> int:
+        """Milliseconds that never step: only differences mean anything."""
+
+    def wall_ms(self) -> int:
+        """Milliseconds since the epoch, as Java stamps them; only stamped into commands."""
+
+
+class PeerInfo(Protocol):
+    id: str
+    address: str
+
+
+class ReplicaConfig(Protocol):
+    """The fields of rmqc.node.NodeConfig the replica reads."""
+
+    node_id: str
+    group: str
+    data_dir: Path
+    tick_ms: int
+    election_tick: int
+    heartbeat_tick: int
+    lease_drift_ticks: int
+    lease_ticks: int
+    max_entries_per_append: int
+    max_appends_in_flight: int
+    request_timeout_ms: int
+    digest_interval_ms: int
+    scan_inactive_master_interval_ms: int
+    group_commit: bool
+    forward_writes: bool
+    snapshot_every_entries: int
+    default_consistency: str
+    max_frame_bytes: int
+
+    @property
+    def peers(self) -> Sequence[PeerInfo]: ...
+
+    @property
+    def peer_ids(self) -> tuple[str, ...]: ...
+
+    @property
+    def listen_address(self) -> str: ...
+
+    def peer(self, node_id: str) -> PeerInfo | None: ...
+
+
+# rmqc.raft's Storage (it has `save` and `save_conf_state`): LmdbStorage, the simulator's storage.
+# `save` raises StorageFullError (nothing written) or StorageWriteFailed (the process stops).
+ReplicaStorage = Storage
+
+
+class Observer(Protocol):
+    """Where the replica reports figures (rmqc.node._metrics.NodeMetrics; the default ignores them)."""
+
+    def observe_append(self, proposals: int) -> None: ...
+    def observe_fsync(self, seconds: float) -> None: ...
+    def count_read_index_round(self) -> None: ...
+    def count_elections(self, results: Any) -> None: ...
+    def count_election(self, outcome: str) -> None: ...
+    def set_alarm(self, name: str, raised: bool) -> None: ...
+
+
+class Outbox(Protocol):
+    def append(self, action: Action, /) -> None: ...
+
+
+# ----- actions (outputs), in the order the replica emits them -----
+
+@dataclass(frozen=True, slots=True)
+class SendRaft:
+    """Raft messages to send; each names its peer in `.to` (one Ready's messages go together)."""
+
+    messages: tuple[Message, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardRequest:
+    """A leader-only request this follower sends to the leader, `tag` naming it. The answer comes
+    back as `forwarded_response(tag, ...)`; if the shell cannot send it: `forward_not_sent(tag)`."""
+
+    leader: str
+    tag: int
+    request: RemotingCommand
+
+
+@dataclass(frozen=True, slots=True)
+class SendDigest:
+    """A follower's coalesced heartbeat digest (rmqc.liveness.Digest bytes) for the leader."""
+
+    leader: str
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The one answer to the request given with `token` (None: nothing to write, the slot is free)."""
+
+    token: Hashable
+    response: RemotingCommand | None
+
+
+@dataclass(frozen=True, slots=True)
+class Notify:
+    """NOTIFY_BROKER_ROLE_CHANGED (1008) one-way to a broker; the transport keeps at most one waiting
+    per address, a newer masterEpoch superseding an older one (rmqc.replica.PendingNotifications)."""
+
+    address: str
+    command: RemotingCommand
+
+
+@dataclass(frozen=True, slots=True)
+class WriteSnapshot:
+    """Write the snapshot of the applied state at `index` and compact the log up to `compact_to`
+    (off the driver: it may take long); report with `snapshot_written(index, outcome, error)`."""
+
+    index: int
+    conf_state: ConfState
+    data: bytes
+    compact_to: int
+
+
+@dataclass(frozen=True, slots=True)
+class StopProcess:
+    """A write or fsync failed (not for lack of space): end the process now, acknowledge nothing
+    more (rmqc.node.stop_process_now). The replica raises StorageWriteFailed right after."""
+
+    reason: str
+
+
+Action = SendRaft | ForwardRequest | SendDigest | Answer | Notify | WriteSnapshot | StopProcess
+
+
+class SnapshotOutcome(enum.Enum):
+    OK = "ok"
+    SUPERSEDED = "superseded"  # a newer snapshot (from the leader) was installed meanwhile
+    DISK_FULL = "disk_full"  # error: the StorageFullError (its `needed_bytes` when known)
+    FAILED = "failed"  # the write or fsync failed: the replica stops the process
+
+
+# ----- the published status -----
+
+@dataclass(frozen=True, slots=True)
+class PeerLag:
+    match: int
+    next: int
+    lag: int
+    state: str
+    active: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaStatus:
+    """What one replica knows about itself, as of the call (rmqc status, metrics, CLI)."""
+
+    node_id: str
+    role: str  # "follower", "candidate", "pre_candidate", "leader", "learner"...
+    leader: str | None
+    term: int
+    commit: int
+    applied: int
+    last_index: int
+    serving: bool  # leader AND an entry of its own term applied: it decides writes
+    voters: tuple[str, ...]
+    learners: tuple[str, ...]
+    transferring_to: str | None
+    pending_conf_change: dict[str, Any] | None
+    peers: dict[str, PeerLag]  # the leader's view of each peer's replication (empty elsewhere)
+    broker_groups: int
+    live_brokers: int
+    alarms: tuple[dict[str, Any], ...]
+    counters: dict[str, float] = field(default_factory=dict)  # reads, waits, stalls, notifications...

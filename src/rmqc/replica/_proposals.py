@@ -1,0 +1,177 @@
+"""Proposals and their waiters: requests queued for the next append (group commit), proposed and
+waiting for their entry to be applied, and failed when they cannot be (timeout, leadership lost,
+disk full, stopping). Every waiter's `on_done` runs exactly once and never awaits: no task per
+waiting request."""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rmqc.controller import Propose
+from rmqc.errors import ProposalDropped, RmqcError
+from rmqc.fsm import ApplyResult, Command, encode_commands
+from rmqc.raft import RawNode
+from rmqc.remoting import RemotingCommand, ResponseCode, make_response
+
+log = logging.getLogger("rmqc.replica")
+
+# Requests waiting to enter the log. Beyond this a request is answered SYSTEM_BUSY at once: the
+# group commit already batches everything waiting, so a longer queue only adds latency.
+MAX_PENDING_PROPOSALS = 65_536
+# Requests proposed and not yet answered (each also holds a connection's in-flight slot).
+MAX_WAITERS = 262_144
+COMMIT_TIMEOUT_REMARK = "java.util.concurrent.TimeoutException: commit wait"
+NOT_LEADER_REMARK = "The controller is not in leader state"
+OVERLOAD_REMARK = "[OVERLOAD]system busy, start flow control for a while"
+
+
+class RequestFailed(RmqcError):
+    """A request could not be completed (not committed in time, leadership lost, node stopping)."""
+
+    def __init__(self, code: int, remark: str) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+def not_leader() -> RequestFailed:
+    return RequestFailed(ResponseCode.CONTROLLER_NOT_LEADER, NOT_LEADER_REMARK)
+
+
+OnApplied = Callable[[list[ApplyResult] | None, "RequestFailed | None"], None]
+
+
+@dataclass(slots=True)
+class Waiter:
+    """A request waiting for its entry to be applied; `on_done` runs exactly once."""
+
+    commands: list[Command]
+    deadline_ms: int
+    on_done: OnApplied
+    results: list[ApplyResult] | None = None
+    error: RequestFailed | None = None
+    finished: bool = False
+    index: int = 0
+    term: int = 0
+
+    def finish(self, results: list[ApplyResult] | None, error: RequestFailed | None = None) -> None:
+        if not self.finished:
+            self.finished = True
+            self.results, self.error = results, error
+            self.on_done(results, error)
+
+
+class Proposals:
+    """Queued (not yet in the log) and waiting (in the log, not yet applied) requests of one replica."""
+
+    def __init__(self, request_timeout_ms: int, group_commit: bool) -> None:
+        self._timeout_ms = request_timeout_ms
+        self._group_commit = group_commit
+        self.queued: list[Waiter] = []
+        self.waiting: dict[int, Waiter] = {}  # log index -> waiter
+        self._by_deadline: deque[Waiter] = deque()  # every waiter, oldest first (one timeout for all)
+
+    def __bool__(self) -> bool:
+        return bool(self.queued or self.waiting)
+
+    def enqueue(self, commands: list[Command], on_done: OnApplied, now_ms: int) -> Waiter:
+        """Queue commands for the next append. Raises RequestFailed(SYSTEM_BUSY) past the bounds."""
+        if len(self.queued) >= MAX_PENDING_PROPOSALS or len(self._by_deadline) >= MAX_WAITERS:
+            raise RequestFailed(ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
+        waiter = Waiter(commands, now_ms + self._timeout_ms, on_done)
+        self.queued.append(waiter)
+        self._by_deadline.append(waiter)
+        return waiter
+
+    def next_deadline_ms(self) -> int | None:
+        queue = self._by_deadline
+        while queue and queue[0].finished:
+            queue.popleft()
+        return queue[0].deadline_ms if queue else None
+
+    def expire(self, now_ms: int) -> None:
+        """Fail the requests whose commit did not come within the request timeout."""
+        queue = self._by_deadline
+        while queue and (queue[0].finished or queue[0].deadline_ms <= now_ms):
+            waiter = queue.popleft()
+            if not waiter.finished:
+                self.waiting.pop(waiter.index, None)
+                waiter.finish(None, RequestFailed(ResponseCode.SYSTEM_ERROR, COMMIT_TIMEOUT_REMARK))
+
+    def propose(self, raw: RawNode, serving: bool, term: int) -> int:
+        """Enter what is queued into the log as ONE append (group commit; without it, one request at a
+        time, each waiting for the previous one's apply). Returns how many were proposed."""
+        if not self.queued:
+            return 0
+        waiting = [waiter for waiter in self.queued if not waiter.finished]
+        if self._group_commit or not serving:
+            batch, self.queued = waiting, []
+        elif self.waiting:
+            self.queued = waiting  # single queue: the next request waits for this one's apply
+            return 0
+        else:
+            batch, self.queued = waiting[:1], waiting[1:]
+        if not batch:
+            return 0
+        if not serving:
+            self._fail(batch, not_leader())
+            return 0
+        try:
+            raw.propose_batch([encode_commands(waiter.commands) for waiter in batch])
+        except ProposalDropped as error:
+            self._fail(batch, RequestFailed(ResponseCode.SYSTEM_BUSY, f"proposal dropped: {error}"))
+            return 0
+        first_index = raw.status().last_index - len(batch) + 1
+        for offset, waiter in enumerate(batch):
+            waiter.index, waiter.term = first_index + offset, term
+            self.waiting[waiter.index] = waiter
+        return len(batch)
+
+    def applied(self, index: int, term: int, results: list[ApplyResult]) -> None:
+        """The entry at `index` of `term` was applied: its waiter (if any) gets the results, or
+        NOT_LEADER when another leader's entry took the index."""
+        waiter = self.waiting.pop(index, None)
+        if waiter is not None:
+            if waiter.term == term:
+                waiter.finish(results)
+            else:
+                waiter.finish(None, not_leader())
+
+    def refuse_queued(self, error: RequestFailed) -> int:
+        """Fail what is queued but not in the log (it can never be persisted now); how many."""
+        count = len(self.queued)
+        self._fail(self.queued, error)
+        self.queued = []
+        return count
+
+    def lose_leadership(self) -> None:
+        """Entries proposed in our term may still commit under the next leader, but we can no longer
+        tell the client: answer like Java does when the append is cancelled."""
+        self._fail(list(self.waiting.values()), not_leader())
+        self.waiting.clear()
+
+    def fail_all(self, error: RequestFailed) -> None:
+        self._fail([*self.queued, *self.waiting.values()], error)
+        self.queued = []
+        self.waiting.clear()
+
+    @staticmethod
+    def _fail(waiters: list[Waiter], error: RequestFailed) -> None:
+        for waiter in waiters:
+            waiter.finish(None, error)
+
+
+def finish_proposal(request: RemotingCommand, outcome: Propose, results: list[ApplyResult] | None,
+                    error: RequestFailed | None) -> RemotingCommand:
+    """The answer to a request whose commands were proposed: its processor's `finish`, or the failure."""
+    if error is not None:
+        return make_response(request, error.code, error.remark)
+    assert results is not None
+    try:
+        return outcome.finish(results)
+    except Exception as failure:
+        log.exception("request %s failed after apply", request.code)
+        return make_response(request, ResponseCode.SYSTEM_ERROR, f"{failure!r}")

@@ -1,0 +1,501 @@
+"""Replica: the facade of one sans-IO controller node (the contract is in _io.py). Its inputs are
+plain method calls that never block; everything it decides leaves as actions in its outbox. The
+work is done by one part per concern: Driver (Raft core and the Ready), Proposals (group commit
+and waiters), ReadPath (reads at every level), Forwards (follower -> leader), Liveness (deadlines,
+digests, elections), Operations (transfer-leader, snapshot save), Disk (full disk, failed write)."""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections import deque
+from collections.abc import Callable, Hashable
+
+from rmqc.controller import (
+    ControllerConfig,
+    ControllerProcessor,
+    NodeInfo,
+    NoReply,
+    Propose,
+    Reply,
+    RequestContext,
+)
+from rmqc.fsm import ApplyResult, Command, ControllerState
+from rmqc.liveness import HeartbeatTable
+from rmqc.raft import Config as RaftConfig
+from rmqc.raft import RawNode
+from rmqc.raft._types import ConfState, Message
+from rmqc.remoting import (
+    LEADER_ONLY_REQUESTS,
+    READ_REQUESTS,
+    RMQC_NODE_STATUS,
+    RemotingCommand,
+    RequestCode,
+    ResponseCode,
+    make_response,
+)
+
+from ._alarms import DiskFullAlarm
+from ._disk import Disk
+from ._driver import Driver
+from ._forwarding import Forwards
+from ._io import (
+    Answer,
+    Clock,
+    Notify,
+    Observer,
+    Outbox,
+    ReplicaConfig,
+    ReplicaStatus,
+    ReplicaStorage,
+    SnapshotOutcome,
+)
+from ._liveness import Liveness
+from ._operations import OPERATION_REQUESTS, Operations
+from ._proposals import NOT_LEADER_REMARK, Proposals, RequestFailed, finish_proposal
+from ._reads import ReadPath, Respond
+from ._status import build_status, status_answer
+
+log = logging.getLogger("rmqc.replica")
+
+# Peer messages waiting for the driver; Raft tolerates loss, so beyond this they are dropped.
+MAX_INBOUND_MESSAGES = 65_536
+# After a leader's process is gone, how long the other survivors give its designated successor to
+# win before campaigning themselves (far below an election timeout, far above a vote round trip).
+SUCCESSOR_GRACE_MS = 150
+# Ticks later than this many intervals are not replayed as a burst: the node was stalled.
+MAX_TICK_BURST = 10
+KEEP_CURRENT_MASTER = "keep_current_master"  # an election answered "the master still exists" (a metric's label)
+
+
+class _NullObserver:
+    def observe_append(self, proposals: int) -> None: ...
+    def observe_fsync(self, seconds: float) -> None: ...
+    def count_read_index_round(self) -> None: ...
+    def count_elections(self, results: object) -> None: ...
+    def count_election(self, outcome: str) -> None: ...
+    def set_alarm(self, name: str, raised: bool) -> None: ...
+
+
+def _nothing() -> None:
+    pass
+
+
+class Replica:
+    def __init__(self, config: ReplicaConfig, storage: ReplicaStorage, clock: Clock, rng: random.Random,
+                 outbox: Outbox, *, controller_config: ControllerConfig | None = None,
+                 observer: Observer | None = None, wake: Callable[[], None] | None = None,
+                 rearm: Callable[[], None] | None = None) -> None:
+        self.config = config
+        self.storage = storage
+        self.clock = clock
+        self.outbox = outbox
+        self.observer: Observer = observer or _NullObserver()
+        self._wake, self._rearm = wake or _nothing, rearm or _nothing
+        now_ms = clock.monotonic_ms()
+        self.state = ControllerState()
+        table = HeartbeatTable()
+        self.processor = ControllerProcessor(controller_config or ControllerConfig(), self.state, table)
+        self.leader_id: str | None = None
+        self.term = 0
+        self.applied_index = 0
+        self.serving_as_leader = False  # leader AND an entry of its own term is applied
+        self.became_leader_ms = 0
+        self.conf_state = ConfState()
+        self.sole_voter = False  # the only voter of the group: campaigns without a timeout
+        self.snapshot_index = 0
+        self.unfed_ticks = 0  # ticks counted by advance_time, not yet given to the core
+        self.inbound: deque[Message] = deque()
+        self.inbound_dropped = 0
+        self.drive_wanted = False
+        self.stopping = False
+        self.elections_in_flight = 0
+        self._next_tick_ms = now_ms + config.tick_ms
+        self._takeover: tuple[str, int] | None = None  # (dead leader, when the others campaign too)
+        self._node_info_cache: tuple[str | None, NodeInfo] | None = None  # (leader_id, info)
+        self.proposals = Proposals(config.request_timeout_ms, config.group_commit)
+        self.disk = Disk(self)
+        self.driver = Driver(self)
+        self.forwards = Forwards(outbox, config.request_timeout_ms)
+        self.liveness = Liveness(config, table, self.processor, outbox, self._propose_elections, now_ms)
+        self.reads = ReadPath(self, rng)
+        self.operations = Operations(self)
+        self.raw = self._open_raft(rng)
+        self.drive_wanted = True  # a new core may have a Ready already (a bootstrap's membership)
+
+    def _open_raft(self, rng: random.Random) -> RawNode:
+        hard_state, conf_state = self.storage.initial_state()
+        snapshot = self.storage.snapshot()
+        if not snapshot.is_empty:
+            self.state.restore(snapshot.data)
+            self.snapshot_index = snapshot.meta.index
+        self.applied_index = snapshot.meta.index
+        self.term = hard_state.term
+        bootstrap = () if conf_state.voters else self.config.peer_ids
+        self.set_conf_state(conf_state if conf_state.voters else ConfState(voters=self.config.peer_ids))
+        config = self.config
+        raft_config = RaftConfig(
+            id=config.node_id,
+            election_tick=config.election_tick,
+            heartbeat_tick=config.heartbeat_tick,
+            pre_vote=True,
+            check_quorum=True,
+            lease_drift_ticks=config.lease_drift_ticks,
+            lease_ticks=config.lease_ticks,
+            max_entries_per_msg=config.max_entries_per_append,
+            max_inflight_msgs=config.max_appends_in_flight,
+            applied=snapshot.meta.index,
+        )
+        raw = RawNode(raft_config, self.storage, rng, peers=bootstrap)
+        log.info("%s: term %d, snapshot at %d, log %d..%d", config.node_id, hard_state.term,
+                 snapshot.meta.index, self.storage.first_index(), self.storage.last_index())
+        return raw
+
+    # ----- what the shell reads -----
+
+    def now_ms(self) -> int:
+        return self.clock.monotonic_ms()
+
+    @property
+    def drive_due(self) -> bool:
+        """`drive()` is wanted: inputs wait for the core, or a run of Readies goes on."""
+        return self.drive_wanted or self.driver.in_run
+
+    @property
+    def disk_full(self) -> DiskFullAlarm | None:
+        return self.disk.alarm
+
+    def next_wakeup_ms(self) -> int:
+        """When `advance_time()` is next needed (monotonic ms; at most one tick away)."""
+        soonest = min(self._next_tick_ms, self.liveness.next_due_ms(self.now_ms()))
+        for deadline in (self.forwards.next_deadline_ms(), self.operations.next_deadline_ms(),
+                         self._takeover[1] if self._takeover else None):
+            if deadline is not None:
+                soonest = min(soonest, deadline)
+        return soonest
+
+    def status(self) -> ReplicaStatus:
+        return build_status(self)
+
+    def counters(self) -> dict[str, float]:
+        stalls = self.liveness.stalls
+        return {
+            **self.reads.metrics(),
+            "inbound_dropped": float(self.inbound_dropped),
+            "liveness_rounds": float(self.liveness.rounds),
+            "stalls": float(stalls.stalls),
+            "stalled_seconds": stalls.total_s,
+            "mass_expiry_deferred": float(self.liveness.mass_expiry.deferred),
+            "forwards_in_flight": float(len(self.forwards)),
+            "elections_in_flight": float(self.elections_in_flight),
+        }
+
+    def quiescent(self) -> bool:
+        """Nothing is waiting to be decided, proposed or committed (tests wait on this)."""
+        return not (self.proposals or self.elections_in_flight or self.drive_due or not self.liveness.quiet())
+
+    # ----- inputs: time and the driver -----
+
+    def advance_time(self) -> None:
+        now_ms = self.now_ms()
+        round_due = self.liveness.round_due(now_ms)
+        self._count_ticks(now_ms)
+        if self._takeover is not None and now_ms >= self._takeover[1]:
+            dead_leader, self._takeover = self._takeover[0], None
+            if self.leader_id in (None, dead_leader):
+                log.info("%s: no leader %d ms after %s went down; campaigning", self.config.node_id,
+                         SUCCESSOR_GRACE_MS, dead_leader)
+                self.raw.take_over(dead_leader)
+                self.wake_driver()
+        self.forwards.expire(now_ms)
+        self.operations.expire(now_ms)
+        self._liveness_now(now_ms, round_due)
+
+    def _liveness_now(self, now_ms: int, round_due: bool) -> None:
+        self.liveness.on_time(now_ms, self.clock.wall_ms(), self.leader_id, self.serving_as_leader, round_due)
+
+    def _count_ticks(self, now_ms: int) -> None:
+        """One tick per tick_ms; ticks missed by a short delay follow as a burst, a stall's are
+        dropped (the core must not time out everyone at once after a pause)."""
+        tick_ms = self.config.tick_ms
+        while now_ms >= self._next_tick_ms:
+            self.liveness.stalled(self._next_tick_ms, now_ms)
+            if now_ms - self._next_tick_ms > MAX_TICK_BURST * tick_ms:
+                self._next_tick_ms = now_ms
+            self.unfed_ticks += 1
+            self._next_tick_ms += tick_ms
+        if self.unfed_ticks:
+            self.wake_driver()
+
+    def drive(self) -> bool:
+        """One driver pass (Driver.drive); True when another is due at once."""
+        return self.driver.drive()
+
+    def wake_driver(self) -> None:
+        if not self.drive_wanted:
+            self.drive_wanted = True
+            self._wake()
+
+    # ----- inputs: peers -----
+
+    def raft_messages(self, sender: str, messages: list[Message]) -> None:
+        inbound = self.inbound
+        for message in messages:
+            if len(inbound) >= MAX_INBOUND_MESSAGES:
+                inbound.popleft()
+                self.inbound_dropped += 1
+            inbound.append(message)
+        self.reads.heard_from(sender)
+        self.wake_driver()
+
+    def peer_unreachable(self, peer_id: str) -> None:
+        self.raw.report_unreachable(peer_id)
+        self.wake_driver()
+
+    def snapshot_sent(self, peer_id: str, ok: bool) -> None:
+        self.raw.report_snapshot(peer_id, ok=ok)
+        self.wake_driver()
+
+    def peer_down(self, peer_id: str) -> None:
+        """The leader's port refuses us: its process is probably gone. Waiting for the election
+        timeout would cost two timeouts: the first candidate's pre-vote is refused by the other
+        follower, which still counts the dead leader's lease. Instead ONE designated survivor (the
+        first in peer order) takes over at once (RawNode.take_over): voters grant although they
+        heard the leader lately, every vote rule stays (up-to-date log, one vote per term), and
+        the winner commits nothing until the lease the old leader may still hold has run out,
+        because "refused" is no proof of death (a REJECT firewall rule, a middlebox's resets, a
+        listener closed before the process stops serving). If it cannot win, the others try after
+        SUCCESSOR_GRACE_MS (it may have restarted with a shorter log), then the timeout runs."""
+        if peer_id != self.leader_id:
+            return
+        self.forwards.abandon()
+        successor = next((node_id for node_id in self.config.peer_ids if node_id != peer_id), None)
+        if successor == self.config.node_id:
+            log.info("%s: leader %s is down; campaigning at once as its successor", self.config.node_id, peer_id)
+            self.raw.take_over(peer_id)  # the core ignores it if another leader is known by then
+            self.wake_driver()
+        else:
+            self._takeover = (peer_id, self.now_ms() + SUCCESSOR_GRACE_MS)
+            self._rearm()
+
+    def forwarded_response(self, tag: int, response: RemotingCommand) -> None:
+        self.forwards.answered(tag, response)
+
+    def forward_not_sent(self, tag: int) -> None:
+        self.forwards.not_sent(tag)
+
+    def digest(self, sender: str, payload: bytes) -> None:
+        now_ms = self.now_ms()
+        self.liveness.digest(payload, now_ms)
+        if not self.liveness.quiet():
+            self._liveness_now(now_ms, round_due=True)
+
+    def snapshot_written(self, index: int, outcome: SnapshotOutcome, error: Exception | None = None) -> None:
+        self.driver.snapshot_written(index, outcome, error)
+
+    # ----- inputs: brokers and clients -----
+
+    def client_request(self, request: RemotingCommand, channel_id: int, token: Hashable) -> None:
+        """Any request of a remoting connection; exactly one Answer(token, ...) follows."""
+        self._request(request, channel_id, token, forwarded=False)
+
+    def forwarded_request(self, sender: str, request: RemotingCommand, token: Hashable) -> None:
+        """A follower's forward: decided here or refused, never forwarded again."""
+        self._request(request, 0, token, forwarded=True)
+
+    def _request(self, request: RemotingCommand, channel_id: int, token: Hashable, *, forwarded: bool) -> None:
+        out = self.outbox.append
+        try:
+            if request.code == RMQC_NODE_STATUS:
+                out(Answer(token, status_answer(self, request)))  # rmqc's private diagnostic (rmqc status)
+            elif request.code in OPERATION_REQUESTS:
+                self.operations.handle(request, token)
+            elif self._forwarded_from_here(request):
+                if forwarded or not self.config.forward_writes or not self._leader_elsewhere():
+                    out(Answer(token, make_response(request, ResponseCode.CONTROLLER_NOT_LEADER, NOT_LEADER_REMARK)))
+                else:
+                    assert self.leader_id is not None
+                    self.forwards.forward(self.leader_id, request, token, self.now_ms())
+            else:
+                self.decide(request, channel_id, lambda response: out(Answer(token, response)))
+        except Exception as error:
+            log.exception("request %s failed", request.code)
+            out(Answer(token, make_response(request, ResponseCode.SYSTEM_ERROR, f"{error!r}")))
+
+    def _forwarded_from_here(self, request: RemotingCommand) -> bool:
+        """Java's leader-only requests that only the leader can decide. Reads among them (1004,
+        1006, 1012) are served by every node through the read path instead (design.md "Read path")."""
+        return (request.code in LEADER_ONLY_REQUESTS and request.code not in READ_REQUESTS
+                and not self.serving_as_leader)
+
+    def _leader_elsewhere(self) -> bool:
+        return self.leader_id is not None and self.leader_id != self.config.node_id
+
+    def heartbeat(self, request: RemotingCommand, channel_id: int) -> bool:
+        """A one-way 904, served inline (never answered, spec 1.3); False: not a 904."""
+        if request.code != RequestCode.BROKER_HEARTBEAT:
+            return False
+        now_ms = self.now_ms()
+        if self.liveness.changed(now_ms):
+            self._rearm()
+        try:
+            outcome = self.processor.handle_heartbeat(request, now_ms, channel_id or None)
+        except Exception:
+            log.exception("request %s failed", request.code)
+        else:
+            if isinstance(outcome, Propose):
+                self._propose_quietly(list(outcome.commands), "one-way request")
+        return True
+
+    def connection_closed(self, channel_id: int) -> None:
+        now_ms = self.now_ms()
+        keys = self.liveness.table.on_channel_closed(channel_id, now_ms)
+        if keys:
+            self.liveness.closed(keys, now_ms)
+            self._liveness_now(now_ms, round_due=True)
+
+    def decide(self, request: RemotingCommand, channel_id: int, respond: Respond) -> None:
+        """The one path of every request this node decides itself: reads through the read path,
+        the rest through the processor, proposals answered once applied. Never raises."""
+        try:
+            if request.code in READ_REQUESTS:
+                self.reads.serve_with(request, channel_id, respond)
+                return
+            if request.code == RequestCode.BROKER_HEARTBEAT and self.liveness.changed(self.now_ms()):
+                self._rearm()  # a two-way 904
+            outcome = self.processor.handle(request, self.context(channel_id))
+            if isinstance(outcome, Propose):
+                self.propose_and_answer(request, outcome, respond)
+            else:
+                respond(self._reply_of(outcome))
+        except Exception as error:
+            log.exception("request %s failed", request.code)
+            respond(make_response(request, ResponseCode.SYSTEM_ERROR, f"{error!r}"))
+
+    def _reply_of(self, outcome: Reply | NoReply) -> RemotingCommand | None:
+        if isinstance(outcome, NoReply):
+            return None
+        if outcome.response.code == ResponseCode.CONTROLLER_MASTER_STILL_EXIST:
+            # decided without a proposal; elections that reach the log are counted at apply
+            self.observer.count_election(KEEP_CURRENT_MASTER)
+        return outcome.response
+
+    def context(self, channel_id: int, read_allowed: bool = False) -> RequestContext:
+        return RequestContext(
+            now_ms=self.now_ms(),
+            channel_id=channel_id or None,
+            is_leader=self.leader_id == self.config.node_id,
+            leader_ready=self.serving_as_leader,
+            node=self._node_info(),
+            read_allowed=read_allowed,
+            wall_ms=self.clock.wall_ms(),
+        )
+
+    def _node_info(self) -> NodeInfo:
+        """This node as requests see it; rebuilt only when the leader changes (the peers come from
+        the static configuration), not for every request."""
+        cached = self._node_info_cache
+        if cached is not None and cached[0] == self.leader_id:
+            return cached[1]
+        leader = self.config.peer(self.leader_id) if self.leader_id else None
+        node = NodeInfo(
+            group=self.config.group,
+            self_id=self.config.node_id,
+            leader_id=leader.id if leader else None,
+            leader_address=leader.address if leader else None,
+            peers=tuple((peer.id, peer.address) for peer in self.config.peers),
+        )
+        self._node_info_cache = (self.leader_id, node)
+        return node
+
+    # ----- proposals -----
+
+    def propose_and_answer(self, request: RemotingCommand, outcome: Propose, respond: Respond) -> None:
+        """Propose the outcome's commands; `respond` gets its response once applied (or the failure)."""
+        try:
+            self.enqueue(list(outcome.commands),
+                         lambda results, error: respond(finish_proposal(request, outcome, results, error)))
+        except RequestFailed as failure:
+            respond(make_response(request, failure.code, failure.remark))
+
+    def enqueue(self, commands: list[Command],
+                on_done: Callable[[list[ApplyResult] | None, RequestFailed | None], None]) -> None:
+        """Queue commands for the next append; `on_done` runs once applied, failed or timed out.
+        Raises RequestFailed when they cannot be queued (bounds, stopping, disk full)."""
+        if self.stopping:
+            raise RequestFailed(ResponseCode.SYSTEM_ERROR, "node stopping")
+        alarm = self.disk.alarm
+        if alarm is not None:  # it could not be persisted: refused before it enters the log
+            alarm.refused_writes += 1
+            raise RequestFailed(ResponseCode.SYSTEM_ERROR, alarm.remark)
+        self.proposals.enqueue(commands, on_done, self.now_ms())
+        self.wake_driver()
+
+    def _propose_quietly(self, commands: list[Command], what: str) -> None:
+        """Commands nobody waits for (a one-way request's): a failure is only logged."""
+        def done(_results: list[ApplyResult] | None, error: RequestFailed | None) -> None:
+            if error is not None:
+                log.info("%s not committed: %s", what, error.remark)
+
+        try:
+            self.enqueue(commands, done)
+        except RequestFailed as failure:
+            log.info("%s not committed: %s", what, failure.remark)
+
+    def _propose_elections(self, commands: list[Command]) -> None:
+        """One entry for every election of a liveness round (or the retries of one apply)."""
+        def done(_results: list[ApplyResult] | None, error: RequestFailed | None) -> None:
+            self.elections_in_flight -= 1
+            if error is not None:
+                log.info("controller-triggered elections not committed: %s", error.remark)
+
+        self.elections_in_flight += 1
+        try:
+            self.enqueue(commands, done)
+        except RequestFailed as failure:
+            done(None, failure)
+
+    # ----- what the driver tells the rest -----
+
+    def on_soft_state(self, leader: str | None) -> None:
+        if leader != self.leader_id:
+            log.info("%s: leader is now %s", self.config.node_id, leader)
+            self.reads.on_leader_change()
+        was_leader = self.leader_id == self.config.node_id
+        self.leader_id = leader
+        self.forwards.abandon(except_to=leader)
+        is_leader = leader == self.config.node_id
+        if is_leader and not was_leader:
+            self.became_leader_ms = self.now_ms()
+            self.serving_as_leader = False
+        if not is_leader:
+            self.serving_as_leader = False
+            self.proposals.lose_leadership()
+
+    def after_apply_on_leader(self, results: list[ApplyResult]) -> None:
+        """Leader only: 1008 for successful elections, and Java's retries of failed ones."""
+        now_ms = self.now_ms()
+        self.observer.count_elections(results)
+        for result in results:
+            for address, command in self.processor.notifications_for(result, now_ms):
+                self.outbox.append(Notify(address, command))
+        retries = self.processor.election_retries(results, now_ms, self.clock.wall_ms())
+        if retries:
+            self._propose_elections(retries)
+
+    def set_conf_state(self, conf_state: ConfState) -> None:
+        self.conf_state = conf_state
+        self.sole_voter = set(conf_state.voters) == {self.config.node_id}
+
+    # ----- stopping -----
+
+    def stop(self, why: str) -> None:
+        """Stop taking work and fail everything that waits."""
+        self.stopping = True
+        self.proposals.fail_all(RequestFailed(ResponseCode.SYSTEM_ERROR, why))
+        self.reads.fail_all(why)
+        self.forwards.fail_all(why)
+
+    def close(self) -> None:
+        """On the way out: save a commit index that still waits to ride with a write."""
+        self.driver.save_unsaved_commit()

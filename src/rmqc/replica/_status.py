@@ -1,0 +1,137 @@
+"""RMQC_NODE_STATUS (60001): a private rmqc request answering what one node knows about itself.
+
+Java controllers do not have it (they answer 3, REQUEST_CODE_NOT_SUPPORTED), so `rmqc status` can
+tell an rmqc node from a Java one. Any node answers, from local state only (it is a diagnostic: a
+node that cannot reach the others must still say so). Request extFields: `groupNames=true` adds the
+sorted names of every broker group (`rmqc admin sync-state-set --all` uses them). Answer: code 0,
+body JSON:
+
+    {"version": 1, "nodeId": "n0", "address": "127.0.0.1:9878", "role": "leader",
+     "servingAsLeader": true, "term": 2, "commit": 120, "applied": 120, "lastIndex": 120,
+     "leader": "n0", "leaderAddress": "127.0.0.1:9878", "voters": ["n0", "n1", "n2"], "learners": [],
+     "pendingConfChange": null, "transferringTo": null,
+     "peers": {"n1": {"match": 120, "next": 121, "lag": 0, "state": "replicate", "active": true}},
+     "brokerGroups": 200, "liveBrokers": 600, "alarms": [], "groupNames": [...]}
+
+`alarms` lists what an operator must act on, e.g. `{"alarm": "disk_full", "sinceMs": <wall ms>,
+"forMs": 1200, "dataDir": "...", "detail": "...", "refusedWrites": 3}` (docs/operations.md).
+
+`peers` (replication progress, lag = leader's last index - peer's match) is filled on the leader
+only: a follower does not know how far the others are. Also on the leader only: `pendingConfChange`
+(a membership change in the log, not yet applied: {"index", "type", "node"}) and `transferringTo`
+(the target of a leadership transfer under way).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from rmqc.errors import BoundExceeded
+from rmqc.raft import decode_conf_change
+from rmqc.raft._config import Role
+from rmqc.raft._types import EntryType
+from rmqc.remoting import RMQC_NODE_STATUS, RemotingCommand, ResponseCode, make_response
+
+from ._io import PeerLag, ReplicaStatus
+
+if TYPE_CHECKING:
+    from ._replica import Replica
+
+__all__ = ["RMQC_NODE_STATUS", "STATUS_VERSION", "build_status", "pending_conf_change", "status_answer",
+           "status_document"]
+
+STATUS_VERSION = 1
+# Names in one answer: 100,000 names of up to ~100 bytes stay well below the 16 MiB frame bound.
+MAX_GROUP_NAMES = 100_000
+
+
+def build_status(replica: Replica) -> ReplicaStatus:
+    """What `replica` knows about itself now (a frozen snapshot: nothing outside reads the core)."""
+    raw = replica.raw
+    status = raw.status()
+    return ReplicaStatus(
+        node_id=replica.config.node_id,
+        role=status.role.value,
+        leader=replica.leader_id,
+        term=status.term,
+        commit=status.commit,
+        applied=replica.applied_index,
+        last_index=status.last_index,
+        serving=replica.serving_as_leader,
+        voters=tuple(status.voters),
+        learners=tuple(status.learners),
+        transferring_to=status.lead_transferee,
+        pending_conf_change=pending_conf_change(raw, replica.applied_index),
+        peers={
+            peer_id: PeerLag(progress.match, progress.next, max(0, status.last_index - progress.match),
+                             progress.state.name.lower(), bool(progress.recent_active))
+            for peer_id, progress in status.progress.items()
+            if peer_id != status.id
+        },
+        broker_groups=len(replica.state),
+        live_brokers=len(replica.liveness.table),
+        alarms=tuple(alarm.status(replica.now_ms()) for alarm in (replica.disk_full,) if alarm is not None),
+        counters=replica.counters(),
+    )
+
+
+def status_document(replica: Replica, *, with_group_names: bool = False) -> dict[str, Any]:
+    """The body of the RMQC_NODE_STATUS answer."""
+    status = build_status(replica)
+    leader = replica.config.peer(status.leader) if status.leader else None
+    document: dict[str, Any] = {
+        "version": STATUS_VERSION,
+        "nodeId": status.node_id,
+        "address": replica.config.listen_address,
+        "role": status.role,
+        "servingAsLeader": status.serving,
+        "term": status.term,
+        "commit": status.commit,
+        "applied": status.applied,
+        "lastIndex": status.last_index,
+        "leader": status.leader,
+        "leaderAddress": leader.address if leader is not None else None,
+        "voters": list(status.voters),
+        "learners": list(status.learners),
+        "pendingConfChange": status.pending_conf_change,
+        "transferringTo": status.transferring_to,
+        "peers": {peer: {"match": lag.match, "next": lag.next, "lag": lag.lag, "state": lag.state,
+                         "active": lag.active} for peer, lag in status.peers.items()},
+        "brokerGroups": status.broker_groups,
+        "liveBrokers": status.live_brokers,
+        "alarms": list(status.alarms),
+    }
+    if with_group_names:
+        document["groupNames"] = _group_names(replica.state)
+    return document
+
+
+def pending_conf_change(raw: Any, applied: int) -> dict[str, Any] | None:
+    """The membership change in the log and not applied yet, if any (leader only: the core
+    tracks the last one it appended; on other nodes, and when none is pending, None)."""
+    if raw is None or raw.raft.role is not Role.LEADER:
+        return None
+    index = raw.raft.pending_conf_index
+    if index <= applied or index > raw.raft.log.last_index():
+        return None
+    (entry,) = raw.raft.log.entries(index, index + 1)
+    if entry.type != EntryType.CONF_CHANGE:
+        return None  # a new leader counts its whole inherited tail as pending: nothing to show
+    change = decode_conf_change(entry.data)
+    return {"index": index, "type": change.type.name.lower(), "node": change.node_id}
+
+
+def status_answer(replica: Replica, request: RemotingCommand) -> RemotingCommand:
+    """The answer to one RMQC_NODE_STATUS request."""
+    with_names = (request.ext("groupNames") or "").lower() == "true"
+    body = orjson.dumps(status_document(replica, with_group_names=with_names))
+    return make_response(request, ResponseCode.SUCCESS, None, None, body)
+
+
+def _group_names(state: Any) -> list[str]:
+    names = sorted(group.broker_name for group in state.groups())
+    if len(names) > MAX_GROUP_NAMES:
+        raise BoundExceeded(f"{len(names)} broker groups: more than {MAX_GROUP_NAMES} names in one status answer")
+    return names

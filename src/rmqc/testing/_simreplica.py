@@ -1,0 +1,413 @@
+"""The simulated node that runs the replica that ships (`rmqc.replica.Replica`): the same decision
+logic as `rmqc serve` (driver, group commit, read path, forwarding, liveness and its elections,
+dead-leader takeover, notifier), with the simulator's network, disk, clock and faults around it.
+
+- Clock: one per node, virtual time scaled by the node's drift (positive drift: a slow clock);
+  `set_drift` keeps it continuous. Wall time is the same clock (the simulator has one).
+- Disk (`_simstorage`): `save` is synchronous inside `drive()` (the replica's contract) and
+  durable at once; an armed crash (`crash_mid_next_write`) raises from inside `save`, so the actions
+  emitted before it are performed and nothing after. The next drive pass waits for the fsync's
+  simulated duration (NodeKnobs.persist_*).
+- Time: `advance_time()` runs at `next_wakeup_ms()`; a paused node runs nothing and finds on
+  resume that its clock jumped (the replica forgives the stall); inputs that reached it wait.
+- Outputs: every action of the outbox is performed after each input, in order: Raft messages and
+  digests and forwards travel the simulated network, answers and 1008s the client links.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rmqc.errors import SnapshotOutOfDateError
+from rmqc.fsm import ApplyResult
+from rmqc.raft._types import ConfState, Entry, EntryType, Message, Snapshot
+from rmqc.remoting import RemotingCommand
+from rmqc.replica import Replica
+from rmqc.replica._io import (
+    Answer,
+    ForwardRequest,
+    Notify,
+    SendDigest,
+    SendRaft,
+    SnapshotOutcome,
+    StopProcess,
+    WriteSnapshot,
+)
+
+from ._simstorage import CrashableStorage, PowerCut
+
+if TYPE_CHECKING:
+    from ._simworld import World
+
+# Virtual time one driver pass costs besides its fsync (Python's order of magnitude).
+DRIVE_COST_US = 50
+
+
+@dataclass(frozen=True, slots=True)
+class NodeKnobs:
+    tick_ms: int = 10
+    election_tick: int = 10
+    heartbeat_tick: int = 1
+    lease_drift_ticks: int = 2
+    lease_ticks: int | None = None  # None: election_tick
+    persist_min_us: int = 100  # the simulated duration of one fsync: the driver's next pass waits it out
+    persist_max_us: int = 8_000
+    snapshot_every_entries: int = 20
+
+
+@dataclass(frozen=True, slots=True)
+class Remote:
+    """A remoting request from `sender` (a broker or admin), waiting on a node."""
+
+    sender: str
+    request: RemotingCommand
+
+
+@dataclass(frozen=True, slots=True)
+class SimPeer:
+    id: str
+    address: str
+
+
+@dataclass(frozen=True, slots=True)
+class SimReplicaConfig:
+    """The ReplicaConfig fields, scaled to the simulator (rmqc.node.NodeConfig's proportions)."""
+
+    node_id: str
+    peer_list: tuple[SimPeer, ...]
+    tick_ms: int = 10
+    election_tick: int = 10
+    heartbeat_tick: int = 1
+    lease_drift_ticks: int = 1
+    lease_ticks: int = 3
+    max_entries_per_append: int = 64
+    max_appends_in_flight: int = 16
+    request_timeout_ms: int = 150
+    digest_interval_ms: int = 10
+    scan_inactive_master_interval_ms: int = 100
+    group_commit: bool = True
+    forward_writes: bool = True
+    snapshot_every_entries: int = 20
+    default_consistency: str = "linearizable"
+    max_frame_bytes: int = 16 * 1024 * 1024
+    group: str = "sim"
+    data_dir: Path = field(default=Path("/nonexistent/sim"))
+
+    @property
+    def peers(self) -> Sequence[SimPeer]:
+        return self.peer_list
+
+    @property
+    def peer_ids(self) -> tuple[str, ...]:
+        return tuple(peer.id for peer in self.peer_list)
+
+    @property
+    def listen_address(self) -> str:
+        return self.peer(self.node_id).address  # type: ignore[union-attr]
+
+    def peer(self, node_id: str) -> SimPeer | None:
+        return next((peer for peer in self.peer_list if peer.id == node_id), None)
+
+
+class _SimClock:
+    def __init__(self, node: ReplicaSimNode) -> None:
+        self._node = node
+
+    def monotonic_ms(self) -> int:
+        return self._node.local_ms()
+
+    def wall_ms(self) -> int:
+        return self._node.local_ms()
+
+
+class ReplicaSimNode:
+    def __init__(self, world: World, node_id: str, drift: float, knobs: NodeKnobs) -> None:
+        self.world = world
+        self.id = node_id
+        self.knobs = knobs
+        self.storage = CrashableStorage(self)
+        self.replica: Replica | None = None
+        self.incarnation = 0
+        self.up = False
+        self.paused = False
+        self.saved = False
+        self.deferred: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
+        self.outbox: list[Any] = []
+        self._wakeup_us: int | None = None
+        self._drive_scheduled = False
+        self._clock_base_us = 0
+        self._clock_base_local_us = 0.0
+        self.drift = drift
+
+    # -- the clock ---------------------------------------------------------------------------------
+    def set_drift(self, drift: float) -> None:
+        now_us = self.world.events.now_us
+        self._clock_base_local_us = self._local_us(now_us)
+        self._clock_base_us = now_us
+        self.drift = drift
+
+    def _local_us(self, now_us: int) -> float:
+        return self._clock_base_local_us + (now_us - self._clock_base_us) / (1.0 + self.drift)
+
+    def local_ms(self) -> int:
+        return int(self._local_us(self.world.events.now_us) // 1000)
+
+    def _virtual_us(self, local_ms: int) -> int:
+        return self._clock_base_us + int((local_ms * 1000 - self._clock_base_local_us) * (1.0 + self.drift)) + 1
+
+    # -- what the world and the nemesis see ------------------------------------------------------
+    @property
+    def raw(self) -> Any:
+        return self.replica.raw if self.replica is not None else None
+
+    @property
+    def conf_state(self) -> ConfState:
+        return self.replica.conf_state if self.replica is not None else ConfState()
+
+    @property
+    def crash_mid_next_write(self) -> bool:
+        return self.storage.arm_crash
+
+    @crash_mid_next_write.setter
+    def crash_mid_next_write(self, armed: bool) -> None:
+        self.storage.arm_crash = armed
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+    def start(self, peers: tuple[str, ...] = ()) -> None:
+        self.incarnation += 1
+        ids = peers or self.world.node_ids
+        config = SimReplicaConfig(self.id, tuple(SimPeer(n, f"127.0.0.1:{9000 + i}") for i, n in enumerate(ids)),
+                                  tick_ms=self.knobs.tick_ms,
+                                  lease_drift_ticks=self.knobs.lease_drift_ticks,
+                                  lease_ticks=self.knobs.lease_ticks or self.knobs.election_tick,
+                                  election_tick=self.knobs.election_tick, heartbeat_tick=self.knobs.heartbeat_tick,
+                                  snapshot_every_entries=self.knobs.snapshot_every_entries)
+        rng = random.Random(f"{self.world.seed}/{self.id}/{self.incarnation}")
+        self.outbox = []
+        self.up, self.paused = True, False
+        self.deferred.clear()
+        self._wakeup_us = None
+        self._drive_scheduled = False
+        # SimReplicaConfig has every field ReplicaConfig reads; its peers are frozen (read-only).
+        self.replica = Replica(config, self.storage, _SimClock(self), rng, self.outbox)  # type: ignore[arg-type]
+        self._observe_applies(self.replica)
+        self._after_input()
+
+    def _observe_applies(self, replica: Replica) -> None:
+        """Every applied entry reaches `proposals.applied` (index, term, results): the checkers
+        see the apply there (the replica has no apply observer of its own)."""
+        applied = replica.proposals.applied
+        world, node_id = self.world, self.id
+
+        def observe(index: int, term: int, results: list[ApplyResult]) -> None:
+            world.checker.check_applied_durable(node_id, self.storage, index, term)
+            world.checker.on_apply(node_id, Entry(index, term, EntryType.NORMAL, b""), replica.state.snapshot())
+            world.controller_checker.on_apply(index, results, world.events.now_us)
+            applied(index, term, results)
+
+        replica.proposals.applied = observe  # type: ignore[method-assign]
+
+    # -- the disk's watcher: the checkers see every write ---------------------------------------------
+    def before_save(self, storage: CrashableStorage, entries: Sequence[Entry]) -> None:
+        self.world.checker.before_save(self.id, storage, entries)
+
+    def after_save(self, storage: CrashableStorage, entries: Sequence[Entry], snapshot: Snapshot | None) -> None:
+        checker = self.world.checker
+        checker.after_save(self.id, storage, entries)
+        self.saved = True
+        if snapshot is not None and not snapshot.is_empty:
+            self.world.count("snapshots_installed")
+            checker.on_snapshot_installed(self.id, snapshot.meta.index, snapshot.meta.term, snapshot.data)
+
+    def crash(self) -> None:
+        self.up = False
+        self.replica = None
+        self.storage.arm_crash = False
+        self.deferred.clear()
+        self.outbox.clear()
+
+    def pause(self) -> None:
+        self.paused = True
+
+    def resume(self) -> None:
+        if not self.up or not self.paused:
+            return
+        self.paused = False
+        deferred, self.deferred = self.deferred, []
+        self._run(self._advance)
+        for action, args in deferred:
+            if self.up:
+                action(*args)
+
+    def poke(self) -> None:
+        """The nemesis called the core directly: let the driver take what it produced."""
+        if self.replica is not None:
+            self.replica.wake_driver()
+        self._after_input()
+
+    # -- inputs --------------------------------------------------------------------------------------
+    def deliver(self, message: Message) -> None:
+        self._when_running(lambda: self._run(self.replica.raft_messages, message.frm, [message]))  # type: ignore[union-attr]
+
+    def on_peer_down(self, peer: str) -> None:
+        self._when_running(lambda: self._run(self.replica.peer_down, peer))  # type: ignore[union-attr]
+
+    def remote(self, remote: Remote) -> None:
+        self._when_running(self._remote, remote)
+
+    def _remote(self, remote: Remote) -> None:
+        replica = self.replica
+        assert replica is not None
+        channel = hash(remote.sender) & 0x7FFFFFFF or 1
+        if not self._run(replica.heartbeat, remote.request, channel):
+            self._run(replica.client_request, remote.request, channel, ("client", remote))
+
+    def forwarded(self, sender: str, tag: int, request: RemotingCommand) -> None:
+        self._when_running(lambda: self._run(self.replica.forwarded_request, sender, request,  # type: ignore[union-attr]
+                                             ("forward", sender, tag)))
+
+    def forwarded_answer(self, tag: int, response: RemotingCommand | None) -> None:
+        if response is not None:
+            self._when_running(lambda: self._run(self.replica.forwarded_response, tag, response))  # type: ignore[union-attr]
+
+    def digest(self, sender: str, payload: bytes) -> None:
+        self._when_running(lambda: self._run(self.replica.digest, sender, payload))  # type: ignore[union-attr]
+
+    def _when_running(self, action: Callable[..., None], *args: Any) -> None:
+        if not self.up:
+            return
+        if self.paused:
+            self.deferred.append((action, args))
+            return
+        action(*args)
+
+    def _run(self, method: Callable[..., Any], *args: Any) -> Any:
+        """Call one input of the replica, then perform its actions and schedule what is due."""
+        incarnation = self.incarnation
+        result = method(*args)
+        if self.up and incarnation == self.incarnation:
+            self._after_input()
+        return result
+
+    # -- time and the driver -----------------------------------------------------------------------
+    def _advance(self) -> None:
+        assert self.replica is not None
+        self.replica.advance_time()
+
+    def _on_wakeup(self, incarnation: int, when_us: int) -> None:
+        if not self.up or incarnation != self.incarnation or self._wakeup_us != when_us:
+            return
+        self._wakeup_us = None
+        if self.paused:
+            return  # resume() advances the time
+        self._run(self._advance)
+
+    def _drive(self, incarnation: int) -> None:
+        if not self.up or incarnation != self.incarnation:
+            return
+        self._drive_scheduled = False
+        if self.paused:
+            self.deferred.append((self._drive_now, ()))
+            return
+        self._drive_now()
+
+    def _drive_now(self) -> None:
+        replica = self.replica
+        assert replica is not None
+        self.saved = False
+        try:
+            replica.drive()
+        except PowerCut as crash:
+            self._perform()  # the actions emitted before the crash, and nothing after
+            self.world.trace(f"{self.id}: {crash}")
+            self.world.nemesis.crash(self)  # type: ignore[arg-type]
+            return
+        self._after_input()
+        if self.saved:
+            self.world.after_persist(self)  # type: ignore[arg-type]
+
+    def _after_input(self) -> None:
+        replica = self.replica
+        if replica is None:
+            return
+        self._perform()
+        if not self.up or self.replica is not replica:
+            return
+        self.world.after_step(self)  # type: ignore[arg-type]
+        if replica.drive_due and not self._drive_scheduled:
+            self._drive_scheduled = True
+            cost = DRIVE_COST_US
+            if self.saved:
+                cost += self.world.rng.randint(self.knobs.persist_min_us, self.knobs.persist_max_us)
+            self.world.events.after(cost, self._drive, self.incarnation)
+        when_us = max(self._virtual_us(replica.next_wakeup_ms()), self.world.events.now_us + 1)
+        if self._wakeup_us is None or when_us < self._wakeup_us:
+            self._wakeup_us = when_us
+            self.world.events.at(when_us, self._on_wakeup, self.incarnation, when_us)
+
+    # -- outputs -------------------------------------------------------------------------------------
+    def _perform(self) -> None:
+        while self.outbox and self.up:
+            action = self.outbox.pop(0)
+            _PERFORM[type(action)](self, action)
+
+    def _send_raft(self, action: SendRaft) -> None:
+        for message in action.messages:
+            self.world.send(message)
+
+    def _answer(self, action: Answer) -> None:
+        token: Hashable = action.token
+        kind = token[0]  # type: ignore[index]
+        if kind == "client":
+            if action.response is not None:
+                self.world.answer(self, token[1], action.response)  # type: ignore[index, arg-type]
+        else:
+            sender, tag = token[1], token[2]  # type: ignore[index]
+            self.world.peer_call(self.id, sender, "forwarded_answer", tag, action.response)
+
+    def _forward(self, action: ForwardRequest) -> None:
+        self.world.peer_call(self.id, action.leader, "forwarded", self.id, action.tag, action.request)
+
+    def _digest(self, action: SendDigest) -> None:
+        self.world.peer_call(self.id, action.leader, "digest", self.id, action.payload)
+
+    def _notify(self, action: Notify) -> None:
+        self.world.notify(action.address, action.command)
+
+    def _write_snapshot(self, action: WriteSnapshot) -> None:
+        self.world.events.after(DRIVE_COST_US, self._snapshot_now, self.incarnation, action)
+
+    def _snapshot_now(self, incarnation: int, action: WriteSnapshot) -> None:
+        if not self.up or incarnation != self.incarnation:
+            return
+        try:
+            self.storage.create_snapshot(action.index, action.conf_state, action.data)
+        except SnapshotOutOfDateError as error:
+            # bound now: the name `error` is gone after the except block, the call may be deferred
+            superseded = (action.index, SnapshotOutcome.SUPERSEDED, error)
+            self._when_running(lambda: self._run(self.replica.snapshot_written, *superseded))  # type: ignore[union-attr]
+            return
+        self.world.count("snapshots_taken")
+        if action.compact_to > self.storage.first_index():
+            self.storage.compact(action.compact_to)
+        self._when_running(lambda: self._run(self.replica.snapshot_written, action.index,  # type: ignore[union-attr]
+                                             SnapshotOutcome.OK))
+
+    def _stop(self, action: StopProcess) -> None:
+        self.world.trace(f"{self.id} stops: {action.reason}")
+        self.world.nemesis.crash(self)  # type: ignore[arg-type]
+
+
+_PERFORM: dict[type, Callable[[ReplicaSimNode, Any], None]] = {
+    SendRaft: ReplicaSimNode._send_raft,
+    Answer: ReplicaSimNode._answer,
+    ForwardRequest: ReplicaSimNode._forward,
+    SendDigest: ReplicaSimNode._digest,
+    Notify: ReplicaSimNode._notify,
+    WriteSnapshot: ReplicaSimNode._write_snapshot,
+    StopProcess: ReplicaSimNode._stop,
+}

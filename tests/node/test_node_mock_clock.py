@@ -1,0 +1,81 @@
+"""Node logic on Trio's MockClock (autojump): the node's one clock is `trio.current_time()`, so
+elections, leases and heartbeat expiry take seconds of virtual time and milliseconds of wall time.
+The nodes still talk over real loopback sockets and write real LMDB files."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import trio
+import trio.testing
+from node_helpers import wait_until
+from test_node_single import CLUSTER, register, single_config, start
+from test_node_three_in_process import three_configs
+
+from rmqc.client import ControllerClient
+from rmqc.node import ControllerNode
+
+HEARTBEAT_TIMEOUT_MS = 60_000  # a minute of virtual time
+WALL_BOUND_S = 10.0  # on a loaded 2-core machine; each case takes well under a second alone
+
+
+async def test_a_silent_master_is_replaced_after_its_heartbeat_timeout(
+        tmp_path: Path, autojump_clock: trio.testing.MockClock) -> None:
+    wall_started = time.monotonic()
+    async with trio.open_nursery() as nursery:
+        node = await start(nursery, single_config(tmp_path))
+        async with ControllerClient([node.listen_address]) as client:
+            master, replica = "10.0.0.1:1", "10.0.0.2:1"
+            assert await register(client, "g", master) == 1
+            await client.heartbeat(CLUSTER, "g", 1, master, heartbeat_timeout_ms=HEARTBEAT_TIMEOUT_MS)
+            assert (await client.elect_master(CLUSTER, "g", 1)).code == 0
+            assert await register(client, "g", replica) == 2
+            await client.heartbeat(CLUSTER, "g", 2, replica, heartbeat_timeout_ms=HEARTBEAT_TIMEOUT_MS)
+            assert (await client.alter_sync_state_set("g", 1, 1, [1, 2], 1)).code == 0
+            silent_since = trio.current_time()
+
+            def master_id() -> int | None:
+                group = node.replica.state.group("g")
+                return None if group is None else group.master_id
+
+            while master_id() == 1:  # broker 2 heartbeats every second; broker 1 is silent
+                await client.heartbeat(CLUSTER, "g", 2, replica, heartbeat_timeout_ms=HEARTBEAT_TIMEOUT_MS)
+                await trio.sleep(1.0)
+            took_s = trio.current_time() - silent_since
+        nursery.cancel_scope.cancel()
+    assert master_id() == 2
+    # expired by deadline: not before the timeout, and not a scan interval after it
+    assert HEARTBEAT_TIMEOUT_MS / 1000 <= took_s <= HEARTBEAT_TIMEOUT_MS / 1000 + 2
+    assert time.monotonic() - wall_started < WALL_BOUND_S
+
+
+async def test_a_killed_leader_is_replaced_in_virtual_time(
+        tmp_path: Path, autojump_clock: trio.testing.MockClock) -> None:
+    wall_started = time.monotonic()
+    configs = three_configs(tmp_path)
+    async with trio.open_nursery() as nursery:
+        scopes = [trio.CancelScope() for _ in configs]
+        nodes = [ControllerNode(config) for config in configs]
+        for scope, node in zip(scopes, nodes):
+            await nursery.start(run_in, scope, node)
+        await wait_until(lambda: sum(node.replica.serving_as_leader for node in nodes) == 1, 10, "a leader")
+        old = next(index for index, node in enumerate(nodes) if node.replica.serving_as_leader)
+        killed_at = trio.current_time()
+        scopes[old].cancel()  # its port closes: the survivors notice and one takes over
+        survivors = [node for index, node in enumerate(nodes) if index != old]
+        await wait_until(lambda: any(node.replica.serving_as_leader for node in survivors), 10, "a new leader")
+        took_s = trio.current_time() - killed_at
+        nursery.cancel_scope.cancel()
+    # the takeover waits out the old leader's lease (below one election timeout), no more
+    election_timeout_s = configs[0].election_tick * configs[0].tick_ms / 1000
+    assert took_s < 2 * election_timeout_s
+    assert time.monotonic() - wall_started < WALL_BOUND_S
+
+
+
+async def run_in(scope: trio.CancelScope, node: ControllerNode,
+                 *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
+    """Run a node whose process can be "killed" (its scope cancelled: its port closes at once)."""
+    with scope:
+        await node.run(task_status=task_status)

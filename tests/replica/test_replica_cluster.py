@@ -1,0 +1,121 @@
+"""Three replicas on one fake clock (tests/replica/replica_harness.Cluster): forwarding, waiters
+and forwards that time out, the dead-leader takeover and its successor grace."""
+
+from __future__ import annotations
+
+import pytest
+from replica_harness import Cluster
+
+from rmqc.client import heartbeat_ext
+from rmqc.liveness import BrokerKey
+from rmqc.remoting import RequestCode, ResponseCode, make_request
+from rmqc.replica import COMMIT_TIMEOUT_REMARK, SUCCESSOR_GRACE_MS, Answer
+from rmqc.replica._reads import ReadPath
+
+REQUEST_TIMEOUT_MS = 300
+
+
+def apply_id(opaque: int, name: str = "g") -> object:
+    return make_request(RequestCode.CONTROLLER_APPLY_BROKER_ID, opaque,
+                        {"clusterName": "C", "brokerName": name, "appliedBrokerId": 1,
+                         "registerCheckCode": f"10.0.0.{opaque}:1;1"})
+
+
+def elected() -> tuple[Cluster, str, list[str]]:
+    cluster = Cluster(request_timeout_ms=REQUEST_TIMEOUT_MS)
+    cluster.run(3_000)
+    leader = cluster.leader()
+    assert leader is not None
+    return cluster, leader, [node_id for node_id in cluster.replicas if node_id != leader]
+
+
+def test_a_follower_forwards_a_write_and_answers_with_the_leaders_answer() -> None:
+    cluster, leader, (follower, _) = elected()
+    cluster.replicas[follower].client_request(apply_id(7, "fwd"), 1, "client")
+    cluster.settle()
+    answer = cluster.answered["client"]
+    assert answer.code == ResponseCode.SUCCESS and answer.opaque == 7
+    assert cluster.replicas[leader].state.group("fwd") is not None
+
+
+def test_a_forward_to_a_silent_leader_times_out() -> None:
+    cluster, leader, (follower, _) = elected()
+    cluster.cut.add((leader, follower))  # the forward arrives, its answer never does
+    cluster.replicas[follower].client_request(apply_id(8, "lost"), 1, "client")
+    cluster.settle()
+    assert "client" not in cluster.answered
+    cluster.run(REQUEST_TIMEOUT_MS + 10)
+    assert cluster.answered["client"].code == ResponseCode.SYSTEM_ERROR
+    assert "forwarded to leader" in cluster.answered["client"].remark
+
+
+def test_a_waiting_request_fails_once_its_commit_did_not_come_in_time() -> None:
+    cluster, leader, _ = elected()
+    cluster.isolate(leader)  # it keeps leading (CheckQuorum needs an election timeout) but commits nothing
+    cluster.replicas[leader].client_request(apply_id(9, "stuck"), 1, "client")
+    cluster.run(REQUEST_TIMEOUT_MS - 10)
+    assert "client" not in cluster.answered
+    cluster.run(20)
+    assert cluster.answered["client"].remark == COMMIT_TIMEOUT_REMARK
+
+
+def test_the_successor_takes_over_at_once_and_the_others_after_the_grace() -> None:
+    cluster, leader, survivors = elected()
+    successor, other = survivors  # peer order: the first survivor is the designated successor
+    cluster.isolate(leader)
+    cluster.cut |= {(successor, other), (other, successor)}  # the successor cannot win: no votes
+    cluster.replicas[successor].peer_down(leader)
+    cluster.replicas[other].peer_down(leader)
+    cluster.settle()
+    assert cluster.replicas[successor].status().role != "follower"  # campaigning at once
+    assert cluster.replicas[other].next_wakeup_ms() <= cluster.clock.now_ms + SUCCESSOR_GRACE_MS
+    cluster.run(SUCCESSOR_GRACE_MS - 10)
+    assert cluster.replicas[other].status().role == "follower"  # still giving the successor its chance
+    cluster.run(20)
+    assert cluster.replicas[other].status().role != "follower"  # then it campaigns, long before a timeout
+
+
+def read(opaque: int, name: str, level: str) -> object:
+    return make_request(RequestCode.CONTROLLER_GET_REPLICA_INFO, opaque, {"brokerName": name, "consistency": level})
+
+
+def test_a_linearizable_read_on_a_follower_sees_a_write_the_leader_just_acknowledged() -> None:
+    assert follower_read_after_a_write() == ResponseCode.SUCCESS
+
+
+def test_the_read_index_hook_is_what_makes_the_follower_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The simulator's `stale-read-as-linearizable` mutant replaces this hook: the same read is then
+    answered from the follower's stale state (rmqc.replica._io names the hook)."""
+    monkeypatch.setattr(ReadPath, "_read_index_reached", lambda self, index: True)
+    assert follower_read_after_a_write() != ResponseCode.SUCCESS
+
+
+def follower_read_after_a_write() -> int:
+    """The answer code of a linearizable read on a follower that had not received the write."""
+    cluster, leader, (follower, _) = elected()
+    cluster.cut.add((leader, follower))  # the follower has not even heard of the write yet
+    cluster.replicas[leader].client_request(apply_id(10, "fresh"), 1, "write")
+    cluster.settle()
+    assert cluster.answered["write"].code == ResponseCode.SUCCESS  # committed with the other follower
+    assert cluster.replicas[follower].state.group("fresh") is None
+    cluster.replicas[follower].client_request(read(11, "fresh", "stale"), 2, "stale")
+    cluster.settle()
+    assert cluster.answered["stale"].code != ResponseCode.SUCCESS  # stale: served at once, without it
+    cluster.cut.clear()  # nothing is delivered until the next settle
+    cluster.replicas[follower].client_request(read(12, "fresh", "linearizable"), 2, "linearizable")
+    assert not any(isinstance(action, Answer) and action.token == "linearizable"
+                   for action in cluster.outboxes[follower])  # it waits for a read index...
+    cluster.settle()
+    # ...and for its own applied index to reach it: the write is there when it answers
+    return cluster.answered["linearizable"].code
+
+
+def test_a_heartbeat_heard_by_a_follower_reaches_the_leader_in_a_digest() -> None:
+    cluster, leader, (follower, _) = elected()
+    for _ in range(3):  # within one digest interval: the digest is due once, at the interval's end
+        ext = heartbeat_ext("C", "g", 1, "10.0.0.1:1", epoch=1)
+        assert cluster.replicas[follower].heartbeat(make_request(RequestCode.BROKER_HEARTBEAT, 0, ext, oneway=True), 5)
+    interval_ms = cluster.replicas[follower].config.digest_interval_ms
+    assert cluster.replicas[follower].next_wakeup_ms() <= cluster.clock.now_ms + interval_ms
+    cluster.run(interval_ms + 1)
+    assert cluster.replicas[leader].liveness.table.live_info(BrokerKey("C", "g", 1)) is not None

@@ -1,0 +1,58 @@
+"""The read path of the replica on a fake clock: levels, and the lease refused when the core's
+tick clock fell behind the monotonic clock (ticks dropped after a stall)."""
+
+from __future__ import annotations
+
+import itertools
+
+from replica_harness import Cluster, Harness
+
+from rmqc.remoting import RequestCode, ResponseCode, make_request
+
+_opaques = itertools.count(1)
+
+
+def read(h: Harness | Cluster, node_id: str, level: str) -> object:
+    opaque = next(_opaques)
+    request = make_request(RequestCode.CONTROLLER_GET_METADATA_INFO, opaque, {"consistency": level})
+    h.replicas[node_id].client_request(request, 1, opaque)
+    h.settle()
+    return h.answered[opaque]
+
+
+def leader_of_three() -> tuple[Cluster, str]:
+    cluster = Cluster()
+    cluster.run(3_000)
+    leader = cluster.leader()
+    assert leader is not None
+    return cluster, leader
+
+
+def test_a_lease_read_is_served_locally_by_the_leader() -> None:
+    cluster, leader = leader_of_three()
+    reads = cluster.replicas[leader].reads
+    before = (reads.lease_reads, reads.index_reads)
+    assert read(cluster, leader, "lease").code == ResponseCode.SUCCESS
+    assert (reads.lease_reads, reads.index_reads) == (before[0] + 1, before[1])
+
+
+def test_the_lease_is_refused_after_ticks_were_dropped_in_a_stall() -> None:
+    cluster, leader = leader_of_three()
+    replica = cluster.replicas[leader]
+    cluster.clock.now_ms += 2_000  # stalled: far more than MAX_TICK_BURST ticks are dropped
+    replica.advance_time()
+    cluster.settle()
+    before = (replica.reads.lease_reads, replica.reads.index_reads)
+    assert read(cluster, leader, "lease").code == ResponseCode.SUCCESS  # served after a read index round
+    assert (replica.reads.lease_reads, replica.reads.index_reads) == (before[0], before[1] + 1)
+    cluster.run(2 * 10 * 50)  # one election timeout later the lease is trusted again
+    assert read(cluster, leader, "lease").code == ResponseCode.SUCCESS
+    assert replica.reads.lease_reads == before[0] + 1
+
+
+def test_a_stale_read_on_a_follower_is_served_at_once_and_says_how_old_it_is() -> None:
+    cluster, leader = leader_of_three()
+    follower = next(node_id for node_id in cluster.replicas if node_id != leader)
+    answer = read(cluster, follower, "stale")
+    assert answer.code == ResponseCode.SUCCESS
+    assert int(answer.ext("appliedIndex")) == cluster.replicas[follower].applied_index
