@@ -234,9 +234,15 @@ def test_payloads_of_the_previous_codec_decode_and_encode_byte_for_byte() -> Non
     assert decoded == GOLDEN_COMMANDS
     assert type(decoded[2].trigger) is Trigger and type(decoded[3].new_sync_state_set) is tuple
     assert decoded[2].master_last_alive_ms is None  # written before the field existed: unknown
-    # fields added since are written after the old ones, which keep their bytes
-    added = b'"attempt":2,"master_last_alive_ms":null}'
-    assert encode_commands(GOLDEN_COMMANDS) == GOLDEN_PAYLOAD.replace(b'"attempt":2}', added)
+    assert all(command.origin is None for command in decoded)  # written before the audit: no origin
+    assert decoded[0].same_cluster_only is False  # nor the apply-time cluster check
+    # fields added since are written after the old ones, which keep their bytes and order
+    added = {"elect_master": ["master_last_alive_ms", "origin"], "apply_broker_id": ["origin", "same_cluster_only"]}
+    old_items, new_items = orjson.loads(GOLDEN_PAYLOAD), orjson.loads(encode_commands(GOLDEN_COMMANDS))
+    for (tag, old_fields), (new_tag, new_fields) in zip(old_items, new_items, strict=True):
+        assert new_tag == tag
+        assert list(new_fields.items())[: len(old_fields)] == list(old_fields.items())
+        assert list(new_fields)[len(old_fields):] == added.get(tag, ["origin"])
 
 
 def test_defaulted_fields_may_be_absent_and_unknown_fields_are_ignored() -> None:

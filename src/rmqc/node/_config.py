@@ -237,6 +237,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("enable_elect_unclean_master", _parse_bool, "allow masters outside the sync state set",
            "enableElectUncleanMaster"),
     Option("notify_broker_role_changed", _parse_bool, "send 1008 after elections", "notifyBrokerRoleChanged"),
+    Option("cluster_name_check", _parse_bool,
+           "refuse (2005) a request naming a broker group registered under another cluster name",
+           "clusterNameCheck"),
     Option("elect_master_max_retry_count", _non_negative_int,
            "controller-triggered election attempts; 0 = none", "electMasterMaxRetryCount"),
     Option("scan_not_active_broker_interval_ms", _positive_int,
@@ -320,6 +323,7 @@ class NodeConfig:
     log_format: str = "text"
     enable_elect_unclean_master: bool = False
     notify_broker_role_changed: bool = True
+    cluster_name_check: bool = True
     elect_master_max_retry_count: int = 3
     scan_not_active_broker_interval_ms: int = 5000
     scan_inactive_master_interval_ms: int = 5000

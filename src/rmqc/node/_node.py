@@ -28,7 +28,7 @@ import trio
 
 from rmqc.controller import ControllerConfig, ControllerProcessor, NodeInfo, NoReply, Propose, Reply, RequestContext
 from rmqc.errors import CompactedError, ProposalDropped, RmqcError, SnapshotOutOfDateError
-from rmqc.fsm import ApplyResult, Command, ControllerState, decode_commands, encode_commands
+from rmqc.fsm import ApplyResult, Command, ControllerState, Origin, decode_commands, encode_commands
 from rmqc.liveness import BrokerKey, Digest, HeartbeatTable, MassExpiry, StallMeter
 from rmqc.raft import Config as RaftConfig
 from rmqc.raft import RawNode, decode_conf_change
@@ -56,6 +56,7 @@ from rmqc.storage import (
 )
 
 from ._alarms import DISK_FULL, DISK_FULL_RETRY_MS, DiskFullAlarm
+from ._audit import FORWARD_CHANNEL, origin_of, with_origin
 from ._clock import monotonic_ms, wall_ms
 from ._config import NodeConfig, java_properties_of
 from ._notifier import Notifier
@@ -102,7 +103,6 @@ NOT_LEADER_REMARK = "The controller is not in leader state"
 # One-way requests the reader of a connection serves inline (no task, no request context): their
 # handling never awaits. 904 is the hot path: about one per broker per second per node.
 INLINE_ONEWAY_REQUESTS = frozenset({RequestCode.BROKER_HEARTBEAT})
-FORWARD_CHANNEL = Channel(0, "forwarded")
 # After a leader's process is gone, how long the other survivors give its designated successor to
 # win before campaigning themselves (far below an election timeout, far above a vote round trip).
 SUCCESSOR_GRACE_MS = 150
@@ -871,7 +871,8 @@ class ControllerNode:
                 return
             if request.code == RequestCode.BROKER_HEARTBEAT:
                 self._liveness_changed()  # a two-way 904
-            outcome = self.processor.handle(request, self._context(channel))
+            origin = origin_of(request, channel, self.config)
+            outcome = self.processor.handle(request, self._context(channel, origin=origin))
             if isinstance(outcome, Propose):
                 self.propose_and_answer(request, outcome, respond)
             else:
@@ -915,7 +916,7 @@ class ControllerNode:
         if self._forwarded_from_here(request):
             if forwarded or not self.config.forward_writes or not self._leader_reachable():
                 return make_response(request, ResponseCode.CONTROLLER_NOT_LEADER, NOT_LEADER_REMARK)
-            return await self._forward(request)
+            return await self._forward(with_origin(request, origin_of(request, channel, self.config)))
         return await self._decided(request, channel)
 
     def _forwarded_from_here(self, request: RemotingCommand) -> bool:
@@ -932,7 +933,7 @@ class ControllerNode:
             self.node_metrics.count_election(KEEP_CURRENT_MASTER)
         return outcome.response
 
-    def _context(self, channel: Channel, read_allowed: bool = False) -> RequestContext:
+    def _context(self, channel: Channel, read_allowed: bool = False, origin: Origin | None = None) -> RequestContext:
         return RequestContext(
             now_ms=monotonic_ms(),
             channel_id=channel.id if channel.id else None,
@@ -941,6 +942,7 @@ class ControllerNode:
             node=self._node_info(),
             read_allowed=read_allowed,
             wall_ms=wall_ms(),
+            origin=origin,
         )
 
     def _node_info(self) -> NodeInfo:
