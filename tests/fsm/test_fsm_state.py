@@ -18,6 +18,7 @@ from rmqc.fsm import (
     CommandDecodeError,
     ControllerState,
     ElectMaster,
+    Origin,
     Trigger,
     UpdateBrokerAddress,
     decode_commands,
@@ -441,3 +442,26 @@ def test_restore_and_snapshot_leave_the_garbage_collector_as_they_found_it() -> 
         assert state.snapshot() and not gc.isenabled()
     finally:
         gc.enable()
+
+
+# ---- the audit: who caused a command ------------------------------------------------------------
+
+
+def test_an_origin_round_trips_and_a_malformed_one_is_a_named_error() -> None:
+    who = Origin("ops-admin", "10.0.0.9:5000", "n1")
+    command = CleanBrokerData("C", "b", None, 5, origin=who)
+    payload = encode_commands([command])
+    assert b'"origin":{"access_key":"ops-admin","address":"10.0.0.9:5000","node":"n1"}' in payload
+    assert decode_commands(payload) == [command]
+    for bad in (b'"x"', b'{"access_key":1}', b'[1,2,3]'):
+        with pytest.raises(CommandDecodeError, match="origin"):
+            decode_commands(b'[["clean_broker_data",{"cluster_name":"C","broker_name":"b","broker_ids":null,'
+                            b'"leader_ts_ms":5,"origin":' + bad + b'}]]')
+    with pytest.raises(TypeError, match="origin"):
+        encode_commands([CleanBrokerData("C", "b", None, 5, origin=Origin(7, None, None))])  # type: ignore[arg-type]
+
+
+def test_who_is_described_by_role() -> None:
+    assert Origin("k", "h:1", "n1").caller == "k"
+    assert Origin(None, "h:1", "n1").caller == "anonymous"
+    assert Origin(None, None, "n0").caller == "controller"
