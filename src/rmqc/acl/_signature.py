@@ -9,7 +9,6 @@ of the MAC goes into `Signature` (AclUtils.combineRequestContent / calSignature)
 from __future__ import annotations
 
 import base64
-import hashlib
 import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -40,14 +39,19 @@ def _java_order(key: str) -> bytes:
 
 def signature_content(ext_fields: Mapping[str, str], body: bytes | None) -> bytes:
     keys = sorted(ext_fields)
-    if not all(key.isascii() for key in keys):  # the two orders agree on ASCII; skip the cost there
+    if not "".join(keys).isascii():  # the two orders agree on ASCII; skip the cost there
         keys.sort(key=_java_order)
     values = "".join([ext_fields[key] for key in keys if key != SIGNATURE])
     return values.encode() + (body or b"")
 
 
 def signature(secret_key: str, content: bytes) -> str:
-    return base64.b64encode(hmac.new(secret_key.encode(), content, hashlib.sha1).digest()).decode()
+    return _signature_bytes(secret_key, content).decode()
+
+
+def _signature_bytes(secret_key: str, content: bytes) -> bytes:
+    # hmac.digest is OpenSSL's one-shot HMAC: about half the cost of an hmac.new object per request
+    return base64.b64encode(hmac.digest(secret_key.encode(), content, "sha1"))
 
 
 def sign_request(request: RemotingCommand, access_key: str, secret_key: str) -> None:
@@ -62,5 +66,5 @@ def sign_request(request: RemotingCommand, access_key: str, secret_key: str) -> 
 def signature_matches(request: RemotingCommand, secret_key: str) -> bool:
     """Whether the request's Signature is the one `secret_key` makes, compared in constant time."""
     given = request.ext(SIGNATURE) or ""
-    expected = signature(secret_key, signature_content(request.ext_fields or {}, request.body))
-    return hmac.compare_digest(expected.encode(), given.encode("utf-8", "replace"))
+    expected = _signature_bytes(secret_key, signature_content(request.ext_fields or {}, request.body))
+    return hmac.compare_digest(expected, given.encode("utf-8", "replace"))
