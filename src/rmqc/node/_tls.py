@@ -95,7 +95,11 @@ class TlsStream(trio.abc.Stream):
         """Complete the handshake (a failed one raises trio.BrokenResourceError from the SSLError)."""
         while True:
             try:
-                self._tls.do_handshake()
+                # In a worker thread (OpenSSL releases the GIL): a handshake's private-key operation
+                # costs milliseconds, and a storm of new connections (brokers reconnecting at once,
+                # or an attacker) run in the event loop held the node's driver for most of a second
+                # per pass, long enough for the followers to depose a live leader (seen at 256 clients).
+                await trio.to_thread.run_sync(self._tls.do_handshake)
                 done = True
             except ssl.SSLWantReadError:
                 done = False
