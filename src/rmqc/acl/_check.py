@@ -43,8 +43,9 @@ class Allowed:
 def needs_admin(request: RemotingCommand) -> bool:
     if request.code in ADMIN_ONLY_CODES:
         return True
-    designated = (request.ext("designateElect") or "").lower() == "true"
-    return request.code == RequestCode.CONTROLLER_ELECT_MASTER and designated
+    if request.code != RequestCode.CONTROLLER_ELECT_MASTER:
+        return False
+    return (request.ext("designateElect") or "").lower() == "true"
 
 
 def check_request(rules: AclRules, request: RemotingCommand, host: str) -> Allowed | Refusal:
