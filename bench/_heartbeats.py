@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import trio
 
-from rmqc.acl import Credentials, sign_request
+from rmqc.acl import Credentials
 from rmqc.remoting import RequestCode, ResponseCode, encode, make_request
 
 from ._load import RemotingConn
@@ -39,7 +39,7 @@ def heartbeat_chunks(brokers: Sequence[Broker], credentials: Credentials | None 
     requests = [make_request(RequestCode.BROKER_HEARTBEAT, 0, heartbeat_ext(b), oneway=True) for b in brokers]
     if credentials is not None:
         for request in requests:
-            sign_request(request, credentials.access_key, credentials.secret_key)
+            credentials.sign(request)
     frames = [encode(request) for request in requests]
     return [b"".join(frames[i:i + FRAMES_PER_SEND]) for i in range(0, len(frames), FRAMES_PER_SEND)]
 

@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 import orjson
 import trio
 
-from rmqc.acl import Credentials, sign_request
+from rmqc.acl import Credentials
 from rmqc.node._tls import dial_tls
 from rmqc.remoting import FrameDecoder, RemotingCommand, encode, make_request
 
@@ -71,7 +71,7 @@ class RemotingConn:
                 oneway: bool = False) -> RemotingCommand:
         request = make_request(code, next(self._opaques), ext, body, oneway=oneway)
         if self.credentials is not None:
-            sign_request(request, self.credentials.access_key, self.credentials.secret_key)
+            self.credentials.sign(request)
         return request
 
     async def call(self, code: int, ext: Mapping[str, object] | None = None, body: bytes | None = None) -> RemotingCommand:

@@ -27,9 +27,14 @@ class Credentials:
 
     access_key: str
     secret_key: str = field(repr=False)  # never in a log line or a traceback's locals
+    _signer: SigningKey = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_signer", SigningKey(self.secret_key))
 
     def sign(self, request: RemotingCommand) -> None:
-        sign_request(request, self.access_key, self.secret_key)
+        """Add AccessKey and Signature to `request` in place."""
+        _sign(request, self.access_key, self._signer)
 
 
 def _java_order(key: str) -> bytes:
@@ -100,10 +105,14 @@ _SHA1_BLOCK = 64
 
 def sign_request(request: RemotingCommand, access_key: str, secret_key: str) -> None:
     """Add AccessKey and Signature to `request` in place (the client side)."""
+    _sign(request, access_key, SigningKey(secret_key))
+
+
+def _sign(request: RemotingCommand, access_key: str, signer: SigningKey) -> None:
     fields = dict(request.ext_fields or {})
     fields.pop(SIGNATURE, None)
     fields[ACCESS_KEY] = access_key
-    fields[SIGNATURE] = signature(secret_key, signature_content(fields, request.body))
+    fields[SIGNATURE] = signer.signature(signature_content(fields, request.body)).decode()
     request.ext_fields = fields
 
 
