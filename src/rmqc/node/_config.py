@@ -208,6 +208,8 @@ OPTIONS: tuple[Option, ...] = (
            "tls.server.trustCertPath"),
     Option("tls_auth_client", _parse_bool, "require and verify client certificates (mutual TLS)",
            "tls.server.authClient"),
+    Option("tls_notify", _parse_bool,
+           "send 1008 to brokers over TLS, checking their certificates against tls_trust_cert_path"),
     Option("tick_ms", _positive_int, "length of one Raft tick"),
     Option("election_tick", _positive_int, "election timeout in ticks (randomised up to twice this)"),
     Option("heartbeat_tick", _positive_int, "leader heartbeat interval in ticks"),
@@ -280,6 +282,7 @@ class NodeConfig:
     tls_key_path: str = ""
     tls_trust_cert_path: str = ""
     tls_auth_client: bool = False
+    tls_notify: bool = False
     # 50 ms ticks, a heartbeat every tick, elections after 0.5-1 s of silence. A leader whose
     # process dies is replaced much faster than that: its port refuses reconnection and a
     # designated survivor takes over at once (node/_node.py on_peer_down) and commits after the
@@ -409,6 +412,8 @@ def _check_tls(config: NodeConfig) -> None:
         raise ConfigError("tls_trust_cert_path: tls_auth_client needs the CA that client certificates chain to")
     if config.tls_mode != "disabled" and not config.tls_trust_cert_path:
         raise ConfigError("tls_trust_cert_path: peers check each other's certificates against it")
+    if config.tls_notify and not config.tls_trust_cert_path:
+        raise ConfigError("tls_trust_cert_path: tls_notify checks the brokers' certificates against it")
 
 
 def is_loopback(host: str) -> bool:

@@ -66,6 +66,7 @@ from ._peers import PeerLinks, Reply as PeerReply
 from ._metrics import KEEP_CURRENT_MASTER, NodeMetrics
 from ._reads import ReadPath
 from ._server import Channel, Respond, Server
+from ._tls import notify_client_context
 from ._status import RMQC_NODE_STATUS, handle_status_request
 
 log = logging.getLogger("rmqc.node")
@@ -166,7 +167,7 @@ class ControllerNode:
         self.liveness = HeartbeatTable()
         self.processor = ControllerProcessor(self._controller_config(), self.state, self.liveness)
         self.links = PeerLinks(config, self, self._rng)
-        self.notifier = Notifier()
+        self.notifier = Notifier(notify_client_context(self.config))
         self.server = Server(config, self, self.links)
         self.node_metrics = NodeMetrics()  # Prometheus series of this node (own registry)
         self.storage: LmdbStorage | None = None

@@ -48,6 +48,20 @@ def peer_client_context(config: NodeConfig) -> ssl.SSLContext | None:
     return context
 
 
+def notify_client_context(config: NodeConfig) -> ssl.SSLContext | None:
+    """The context the notifier dials brokers with (tls_notify); None: plain TCP. It checks the
+    broker's certificate against tls_trust_cert_path (by the CA: brokers are addressed by IP) and
+    presents this node's certificate, if it has one, to brokers that ask for a client's."""
+    if not config.tls_notify:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    context.check_hostname = False
+    if config.tls_cert_path:
+        _load_identity(context, config)
+    _load_trust(context, config)
+    return context
+
+
 def _load_identity(context: ssl.SSLContext, config: NodeConfig) -> None:
     try:
         context.load_cert_chain(config.tls_cert_path, config.tls_key_path or None)
