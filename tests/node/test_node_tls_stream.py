@@ -104,6 +104,7 @@ async def test_tls_stream_both_sides_and_close_notify(certs: Certs) -> None:
         # our own stream dialling: part through send_all, part encrypted and written to the socket
         nursery.start_soon(serve_one)
         ours = await dial_tls(await trio.open_tcp_stream("127.0.0.1", port), dial_ctx)
+        assert isinstance(ours, TlsStream) and ours.fd == ours.transport.socket.fileno()
         await ours.send_all(payload[:5000])
         await ours.transport.send_all(ours.encrypt(payload[5000:]))
         await take_session_tickets(ours)
