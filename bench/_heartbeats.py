@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import trio
 
+from rmqc.acl import Credentials
 from rmqc.remoting import RequestCode, ResponseCode, encode, make_request
 
 from ._load import RemotingConn
@@ -32,8 +33,14 @@ def heartbeat_ext(broker: Broker, epoch: int = 1, max_offset: int = 0) -> dict[s
             "heartbeatTimeoutMills": HEARTBEAT_TIMEOUT_MS, "electionPriority": 2**31 - 1}
 
 
-def heartbeat_chunks(brokers: Sequence[Broker]) -> list[bytes]:
-    frames = [encode(make_request(RequestCode.BROKER_HEARTBEAT, 0, heartbeat_ext(b), oneway=True)) for b in brokers]
+def heartbeat_chunks(brokers: Sequence[Broker], credentials: Credentials | None = None) -> list[bytes]:
+    """The frames, joined FRAMES_PER_SEND at a time; signed once each with `credentials` (an ACL
+    signature covers the fields only, so the same bytes stay valid every round, as in RocketMQ)."""
+    requests = [make_request(RequestCode.BROKER_HEARTBEAT, 0, heartbeat_ext(b), oneway=True) for b in brokers]
+    if credentials is not None:
+        for request in requests:
+            credentials.sign(request)
+    frames = [encode(request) for request in requests]
     return [b"".join(frames[i:i + FRAMES_PER_SEND]) for i in range(0, len(frames), FRAMES_PER_SEND)]
 
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import collections
 import os
+import ssl
 import time
 from collections.abc import Mapping
 from pathlib import Path
 
 import trio
 
+from rmqc.acl import Credentials
 from rmqc.remoting import RemotingCommand, RequestCode, ResponseCode
 from rmqc.launcher import RMQC as RMQC_BIN
 from rmqc.launcher import join_peers, serve_argv, serving_pattern, stop_processes
@@ -70,8 +72,12 @@ class RmqcCluster:
     `spawn`."""
 
     def __init__(self, root: Path, nodes: int = 3, settings: Mapping[str, object] | None = None,
-                 name: str = "rmqc") -> None:
+                 name: str = "rmqc", ssl_context: ssl.SSLContext | None = None,
+                 credentials: Credentials | None = None) -> None:
         self.root = root
+        # how the harness's own connections (metadata, probes, the loads) reach the nodes
+        self.ssl_context = ssl_context
+        self.credentials = credentials
         self.name = name
         self.ids = [f"n{i}" for i in range(nodes)]
         self.ports = dict(zip(self.ids, free_ports(nodes)))
@@ -84,6 +90,9 @@ class RmqcCluster:
 
     def address(self, node: str) -> str:
         return f"127.0.0.1:{self.ports[node]}"
+
+    async def open_conn(self, node: str) -> RemotingConn:
+        return await RemotingConn.open(self.address(node), self.ssl_context, self.credentials)
 
     @property
     def addresses(self) -> list[str]:
@@ -121,7 +130,7 @@ class RmqcCluster:
         stop_processes(self.procs.values())
 
     async def metadata(self, node: str) -> RemotingCommand:
-        conn = await RemotingConn.open(self.address(node))
+        conn = await self.open_conn(node)
         try:
             return await conn.call(RequestCode.CONTROLLER_GET_METADATA_INFO)
         finally:
@@ -138,7 +147,7 @@ class RmqcCluster:
                 try:
                     with trio.fail_after(1):
                         seen.add((await self.metadata(node)).ext_fields.get("controllerLeaderId"))
-                except (OSError, LoadError, trio.TooSlowError):
+                except (OSError, LoadError, trio.TooSlowError, trio.BrokenResourceError):
                     seen.add(None)
             if len(seen) == 1 and None not in seen and "" not in seen:
                 return str(seen.pop())
@@ -162,13 +171,13 @@ class RmqcCluster:
     async def _try_write(self, node: str, seq: int) -> bool:
         try:
             with trio.fail_after(1):
-                conn = await RemotingConn.open(self.address(node))
+                conn = await self.open_conn(node)
                 try:
                     # id 1 of a fresh broker-set: valid whatever earlier attempts did
                     return await durable_write(conn, f"probe{int(time.time() * 1000)}", 0, seq * IDS_PER_GROUP)
                 finally:
                     await conn.aclose()
-        except (OSError, LoadError, trio.TooSlowError):
+        except (OSError, LoadError, trio.TooSlowError, trio.BrokenResourceError):
             return False
 
     def rss_mb(self) -> dict[str, float | None]:

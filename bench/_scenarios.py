@@ -14,6 +14,7 @@ from ._scn_cluster import leader_kill, restart_history
 from ._scn_pauses import catch_up, pauses
 from ._scn_reads import reads_etcd, reads_rmqc
 from ._scn_scale import scale
+from ._scn_security import security
 from ._scn_writes import single_queue, writes_etcd, writes_pysyncobj, writes_rmqc
 from ._suite import Scenario, Suite, say
 
@@ -46,6 +47,7 @@ SCENARIOS: list[tuple[str, str, Scenario]] = [
     ("reads_rmqc", "reads per consistency level and node role, rmqc", reads_rmqc),
     ("reads_etcd", "reads (linearizable, serializable) per node role, etcd anchor", reads_etcd),
     ("heartbeats", "heartbeats ingested by a 3-node cluster", heartbeats),
+    ("security", "TLS + ACL + peer secret on versus off: writes and heartbeats, same run", security),
     ("leader_kill", "controller leader SIGKILL -> first write accepted", leader_kill),
     ("pauses", "leader and follower SIGSTOP 3 s, SIGCONT, under broker registrations (1012 + 1013)", pauses),
     ("catch_up", "a follower restarted far behind: write latency while it catches up", catch_up),

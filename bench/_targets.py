@@ -266,12 +266,25 @@ def _vs_single_queue(results: Results) -> Row:
     return row
 
 
+def _security(results: Results) -> Row:
+    row = Row("security on (ACL + TLS + peer secret) vs off", "writes and heartbeats >= 0.8x")
+    if (r := _ok(results, "security")) is None:
+        row.measured = _why_missing(results, "security")
+        return row
+    ratios = r["ratios"]
+    row.measured = ", ".join(f"{key.replace('_per_s', '/s').replace('_', ' ')} {value}x" for key, value in ratios.items())
+    row.anchors = f"off: {fmt(r['off']['heartbeats_per_s'], 0)} heartbeats/s"
+    row.ratio = f"{min(v for v in ratios.values() if v is not None)}x at worst"
+    row.met = all(v is not None and v >= 0.8 for v in ratios.values())
+    return row
+
+
 ROWS: tuple[Callable[[Results], Row], ...] = (
     _leader_kill, _pauses, _broker_closed, _heartbeats, _writes_256, _writes_1,
     lambda r: _single_read(r, "lease read on leader, 1 client", "lease/leader", "serializable/leader", 0.5),
     lambda r: _single_read(r, "linearizable read on a follower, 1 client", "linearizable/follower",
                            "linearizable/follower", 2),
-    _reads_many, _scale, _restart, _memory, _test_suite, _vs_etcd, _vs_single_queue,
+    _reads_many, _scale, _restart, _memory, _test_suite, _vs_etcd, _vs_single_queue, _security,
 )
 
 

@@ -16,6 +16,7 @@ from rmqc.acl import (
     Allowed,
     Credentials,
     Refusal,
+    SigningKey,
     check_request,
     parse_address_pattern,
     parse_plain_acl,
@@ -197,3 +198,21 @@ def test_whitelisted_addresses_pass_unsigned_as_in_rocketmq() -> None:
     clean.ext_fields = {"brokerName": "b", "AccessKey": "rocketmq2"}
     assert check_request(rules(), clean, "192.168.1.3") == Allowed("rocketmq2")
     assert check_request(rules(), clean, OUTSIDE) is Refusal.BAD_SIGNATURE
+
+
+@pytest.mark.parametrize("secret", ["12345678", "k" * 64, "long-" * 40, "sécret-ключ"])
+def test_the_prepared_key_signs_as_hmac_sha1(secret: str) -> None:
+    content = b"rocketmq22broker-aDefaultClustertrue1700000000000" * 3
+    expected = base64.b64encode(hmac.digest(secret.encode(), content, "sha1"))
+    assert SigningKey(secret).signature(content) == expected
+
+
+def test_key_orders_are_cached_up_to_a_bound_and_stay_right_beyond_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rmqc.acl import _signature
+
+    monkeypatch.setattr(_signature, "_ORDERS", {})
+    monkeypatch.setattr(_signature, "MAX_CACHED_ORDERS", 2)
+    for n in range(5):
+        fields = {f"k{i}": str(i) for i in range(n, -1, -1)} | {"Signature": "x"}
+        assert signature_content(fields, None) == "".join(str(i) for i in range(n + 1)).encode()
+    assert len(_signature._ORDERS) == 2

@@ -15,6 +15,7 @@ import trio
 from bench._load import Workload, closed_loop
 from bench._report import write_report
 from bench._scenarios import SCENARIOS, UnknownScenario, select
+from bench._scn_security import summarise
 from bench._scn_writes import writes_etcd, writes_rmqc
 from bench._stats import percentile, summarise_ms
 from bench._suite import PROFILES, Suite, run_scenarios
@@ -63,7 +64,29 @@ def test_targets_table_reads_the_results() -> None:
     assert rows["vs batch 1 / pipeline 1 (the single-queue design)"].measured == "single_queue failed: boom"
     assert rows["heartbeats ingested, 3-node cluster"].measured == "heartbeats not run"
     assert rows["leader paused (SIGSTOP) -> writes accepted again"].measured == "pauses not run"
-    assert len(rows) == 15  # one per row of design.md's Targets table that bench/ measures
+    assert rows["security on (ACL + TLS + peer secret) vs off"].measured == "security not run"
+    assert len(rows) == 16  # one per row of design.md's Targets table that bench/ measures
+
+
+def test_security_ratios_are_on_over_off_and_the_row_needs_every_one_at_0_8() -> None:
+    def one_round(writes_1: float, writes_4: float, heartbeats: float) -> dict:
+        return {"points": [{"clients": 1, "ops_per_s": writes_1, "p50_ms": 1.0, "p99_ms": 3.0},
+                           {"clients": 4, "ops_per_s": writes_4, "p50_ms": 2.0, "p99_ms": 5.0}],
+                "heartbeats_per_s": heartbeats}
+
+    # medians over the rounds: one disturbed round (the last "off" one) does not move them
+    figures = summarise({"off": [one_round(200, 400, 2000), one_round(200, 400, 2000), one_round(20, 40, 200)],
+                         "on": [one_round(180, 320, 1800), one_round(190, 300, 1900), one_round(170, 340, 1700)]},
+                        many=4)
+    assert figures["ratios"] == {"writes_per_s_1": 0.9, "writes_per_s_4": 0.8, "heartbeats_per_s": 0.9}
+
+    def row(result: dict):  # type: ignore[no-untyped-def]
+        rows = target_rows({"security": {"status": "ok", **result}})
+        return next(r for r in rows if r.what.startswith("security on"))
+
+    assert row(figures).met is True
+    figures["ratios"]["heartbeats_per_s"] = 0.79
+    assert row(figures).met is False and row(figures).ratio == "0.79x at worst"
 
 
 def test_pause_row_is_met_only_within_every_bound() -> None:

@@ -114,5 +114,6 @@ def test_typed_construction_rejects_bad_values() -> None:
     assert ControllerConfig({"electMasterMaxRetryCount": "7"}).elect_master_max_retry_count == 7
 
 
-def test_live_updatable_keys_are_the_documented_three() -> None:
-    assert LIVE_UPDATABLE_KEYS == {"electMasterMaxRetryCount", "enableElectUncleanMaster", "notifyBrokerRoleChanged"}
+def test_live_updatable_keys_are_the_documented_three_and_rmqcs_cluster_name_check() -> None:
+    assert LIVE_UPDATABLE_KEYS == {"electMasterMaxRetryCount", "enableElectUncleanMaster", "notifyBrokerRoleChanged",
+                                   "clusterNameCheck"}

@@ -17,6 +17,7 @@ from rmqc.fsm import (
     ControllerState,
     ElectMaster,
     HistoryExporter,
+    Origin,
     Trigger,
     encode_commands,
 )
@@ -122,3 +123,16 @@ def test_export_rows_agree_with_the_state_that_applied_the_same_entries(entries)
             assert row["master_epoch"] == (after.master_epoch if after else None)
             assert row["sync_state_set"] == (after.sorted_sync_state_set() if after else None)
     assert exporter.state.snapshot() == state.snapshot()
+
+
+def test_who_asked_is_in_the_description_and_its_own_columns() -> None:
+    who = Origin("broker-key", "10.0.0.9:5000", "n1")
+    commands = [ApplyBrokerId(C, N, 1, "h1:1", "h1:1;0", 100, origin=who),
+                ElectMaster(C, N, Trigger.CONTROLLER, None, 0, 0, 101, origin=Origin(None, None, "n0")),
+                ApplyBrokerId(C, N, 2, "h2:1", "h2:1;0", 102)]  # written before the audit
+    rows = HistoryExporter("ctl", "n1").rows_for_entry(entry(5, commands))
+    assert [(r["caller"], r["caller_address"], r["via_node"]) for r in rows] == [
+        ("broker-key", "10.0.0.9:5000", "n1"), ("controller", None, "n0"), (None, None, None)]
+    assert rows[0]["description"].endswith(" [by broker-key from 10.0.0.9:5000 via n1]")
+    assert rows[1]["description"].endswith(" [by controller n0]")
+    assert "[" not in rows[2]["description"].replace("[]", "")

@@ -18,6 +18,7 @@ from rmqc.fsm import (
     CommandDecodeError,
     ControllerState,
     ElectMaster,
+    Origin,
     Trigger,
     UpdateBrokerAddress,
     decode_commands,
@@ -234,9 +235,15 @@ def test_payloads_of_the_previous_codec_decode_and_encode_byte_for_byte() -> Non
     assert decoded == GOLDEN_COMMANDS
     assert type(decoded[2].trigger) is Trigger and type(decoded[3].new_sync_state_set) is tuple
     assert decoded[2].master_last_alive_ms is None  # written before the field existed: unknown
-    # fields added since are written after the old ones, which keep their bytes
-    added = b'"attempt":2,"master_last_alive_ms":null}'
-    assert encode_commands(GOLDEN_COMMANDS) == GOLDEN_PAYLOAD.replace(b'"attempt":2}', added)
+    assert all(command.origin is None for command in decoded)  # written before the audit: no origin
+    assert decoded[0].same_cluster_only is False  # nor the apply-time cluster check
+    # fields added since are written after the old ones, which keep their bytes and order
+    added = {"elect_master": ["master_last_alive_ms", "origin"], "apply_broker_id": ["origin", "same_cluster_only"]}
+    old_items, new_items = orjson.loads(GOLDEN_PAYLOAD), orjson.loads(encode_commands(GOLDEN_COMMANDS))
+    for (tag, old_fields), (new_tag, new_fields) in zip(old_items, new_items, strict=True):
+        assert new_tag == tag
+        assert list(new_fields.items())[: len(old_fields)] == list(old_fields.items())
+        assert list(new_fields)[len(old_fields):] == added.get(tag, ["origin"])
 
 
 def test_defaulted_fields_may_be_absent_and_unknown_fields_are_ignored() -> None:
@@ -435,3 +442,26 @@ def test_restore_and_snapshot_leave_the_garbage_collector_as_they_found_it() -> 
         assert state.snapshot() and not gc.isenabled()
     finally:
         gc.enable()
+
+
+# ---- the audit: who caused a command ------------------------------------------------------------
+
+
+def test_an_origin_round_trips_and_a_malformed_one_is_a_named_error() -> None:
+    who = Origin("ops-admin", "10.0.0.9:5000", "n1")
+    command = CleanBrokerData("C", "b", None, 5, origin=who)
+    payload = encode_commands([command])
+    assert b'"origin":{"access_key":"ops-admin","address":"10.0.0.9:5000","node":"n1"}' in payload
+    assert decode_commands(payload) == [command]
+    for bad in (b'"x"', b'{"access_key":1}', b'[1,2,3]'):
+        with pytest.raises(CommandDecodeError, match="origin"):
+            decode_commands(b'[["clean_broker_data",{"cluster_name":"C","broker_name":"b","broker_ids":null,'
+                            b'"leader_ts_ms":5,"origin":' + bad + b'}]]')
+    with pytest.raises(TypeError, match="origin"):
+        encode_commands([CleanBrokerData("C", "b", None, 5, origin=Origin(7, None, None))])  # type: ignore[arg-type]
+
+
+def test_who_is_described_by_role() -> None:
+    assert Origin("k", "h:1", "n1").caller == "k"
+    assert Origin(None, "h:1", "n1").caller == "anonymous"
+    assert Origin(None, None, "n0").caller == "controller"

@@ -158,3 +158,56 @@ async def test_senders_are_bounded_and_a_hanging_connect_gives_up(monkeypatch) -
         assert list(notifier._queued) == [broker.address]  # both senders busy: it waits
         await wait_until(lambda: broker.epochs() == [1], what="the queued broker's 1008")
         assert notifier.failed == 2 and notifier.sent == 1 and not notifier._sending
+
+
+async def test_notifications_over_tls_reuse_the_connection_and_follow_a_restarted_broker(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """tls_notify: the broker's certificate is checked, the connection is kept although the broker
+    sent its TLS session tickets on it, and a broker that closed it is reconnected to."""
+    from rmqc.node import NodeConfig, parse_peers
+    from rmqc.node._tls import accept_tls, notify_client_context, server_context
+    from rmqc.testing.certs import make_certs
+
+    certs = make_certs(tmp_path)
+    broker_side = NodeConfig(peers=parse_peers("n0-127.0.0.1:1"), tls_mode="enforcing", tls_cert_path=str(certs.node_cert),
+                             tls_key_path=str(certs.node_key), tls_trust_cert_path=str(certs.ca))
+    ours = NodeConfig(peers=parse_peers("n0-127.0.0.1:1"), tls_notify=True, tls_trust_cert_path=str(certs.ca))
+    strangers = NodeConfig(peers=parse_peers("n0-127.0.0.1:1"), tls_notify=True, tls_trust_cert_path=str(certs.other_ca))
+    received: list[RemotingCommand] = []
+    accepted: list[trio.SocketStream] = []
+    broker_context = server_context(broker_side)
+    assert broker_context is not None
+
+    async def broker(stream: trio.SocketStream) -> None:
+        accepted.append(stream)
+        try:
+            tls = await accept_tls(stream, await stream.receive_some(4), broker_context)
+            decoder = FrameDecoder()
+            while data := await tls.receive_some(4096):
+                received.extend(decoder.feed(data))
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # the stranger's handshake refused on its side; the test closing the connection
+
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(trio.serve_tcp, broker, 0)
+        address = "127.0.0.1:%d" % listeners[0].socket.getsockname()[1]
+        notifier = Notifier(notify_client_context(ours))
+        await nursery.start(notifier.run)
+        notifier.submit(address, notify(5))
+        await wait_until(lambda: len(received) == 1, what="the first 1008 over TLS")
+        await trio.sleep(0.2)  # the broker's session tickets arrive on the connection meanwhile
+        notifier.submit(address, notify(6))
+        await wait_until(lambda: len(received) == 2, what="the second 1008")
+        assert [c.ext("masterEpoch") for c in received] == ["5", "6"] and len(accepted) == 1
+        assert notifier.reconnected == 0  # the tickets did not read as a closed connection
+        await accepted[0].aclose()  # the broker goes away; the next notification reconnects
+        await trio.sleep(0.1)
+        notifier.submit(address, notify(7))
+        await wait_until(lambda: len(received) == 3, what="the 1008 after the broker closed")
+        assert notifier.reconnected == 1 and len(accepted) == 2
+        # a notifier that does not trust the broker's CA sends nothing
+        distrustful = Notifier(notify_client_context(strangers))
+        await nursery.start(distrustful.run)
+        distrustful.submit(address, notify(8))
+        await wait_until(lambda: distrustful.failed == 1, what="the refused handshake")
+        assert len(received) == 3 and distrustful.sent == 0
+        nursery.cancel_scope.cancel()

@@ -16,6 +16,7 @@ from rmqc.acl._plain_acl import parse_plain_acl as parse_plain_acl
 from rmqc.acl._signature import ACCESS_KEY as ACCESS_KEY
 from rmqc.acl._signature import SIGNATURE as SIGNATURE
 from rmqc.acl._signature import Credentials as Credentials
+from rmqc.acl._signature import SigningKey as SigningKey
 from rmqc.acl._signature import sign_request as sign_request
 from rmqc.acl._signature import signature as signature
 from rmqc.acl._signature import signature_content as signature_content
@@ -23,6 +24,6 @@ from rmqc.acl._signature import signature_matches as signature_matches
 
 __all__ = [
     "ACCESS_KEY", "ANONYMOUS", "SIGNATURE", "Account", "AclConfigError", "Credentials", "AclRules", "AddressPattern", "Allowed",
-    "Refusal", "check_request", "needs_admin", "parse_address_pattern", "parse_plain_acl", "sign_request",
+    "Refusal", "SigningKey", "check_request", "needs_admin", "parse_address_pattern", "parse_plain_acl", "sign_request",
     "signature", "signature_content", "signature_matches",
 ]

@@ -16,7 +16,7 @@ from enum import Enum
 from rmqc.remoting import RMQC_SNAPSHOT_SAVE, RMQC_TRANSFER_LEADER, RemotingCommand, RequestCode
 
 from ._plain_acl import AclRules
-from ._signature import ACCESS_KEY, signature_matches
+from ._signature import ACCESS_KEY
 
 ANONYMOUS = "anonymous"
 # rmqc's operator requests too: moving the leadership and a backup of the whole state (which holds the
@@ -43,8 +43,9 @@ class Allowed:
 def needs_admin(request: RemotingCommand) -> bool:
     if request.code in ADMIN_ONLY_CODES:
         return True
-    designated = (request.ext("designateElect") or "").lower() == "true"
-    return request.code == RequestCode.CONTROLLER_ELECT_MASTER and designated
+    if request.code != RequestCode.CONTROLLER_ELECT_MASTER:
+        return False
+    return (request.ext("designateElect") or "").lower() == "true"
 
 
 def check_request(rules: AclRules, request: RemotingCommand, host: str) -> Allowed | Refusal:
@@ -58,7 +59,7 @@ def check_request(rules: AclRules, request: RemotingCommand, host: str) -> Allow
         return Refusal.UNKNOWN_ACCESS_KEY
     if account.white_remote_address is not None and account.white_remote_address.matches(host):
         return Allowed(access_key)
-    if not signature_matches(request, account.secret_key):
+    if not account.signer.matches(request):
         return Refusal.BAD_SIGNATURE
     if needs_admin(request) and not account.admin:
         return Refusal.NOT_ADMIN

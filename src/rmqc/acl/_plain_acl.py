@@ -4,11 +4,12 @@ topicPerms, ...) mean nothing to a controller and are ignored, so one file can s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ._address import AddressPattern, parse_address_pattern
 from ._errors import AclConfigError
+from ._signature import SigningKey
 
 # RocketMQ refuses keys shorter than this (AclUtils / PlainPermissionManager), and so do we.
 MIN_KEY_CHARS = 6
@@ -18,9 +19,13 @@ MAX_ACCOUNTS = 10_000  # a bound on what one file may make us hold; real files h
 @dataclass(frozen=True, slots=True)
 class Account:
     access_key: str
-    secret_key: str
+    secret_key: str = field(repr=False)
     white_remote_address: AddressPattern | None
     admin: bool
+    signer: SigningKey = field(init=False, repr=False, compare=False)  # made once per file read
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "signer", SigningKey(self.secret_key))
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +34,8 @@ class AclRules:
     accounts: dict[str, Account]
 
     def globally_white(self, host: str) -> bool:
-        return any(pattern.matches(host) for pattern in self.global_white)
+        # checked for every request: most files list no global addresses, and then this is free
+        return bool(self.global_white) and any(pattern.matches(host) for pattern in self.global_white)
 
 
 def parse_plain_acl(text: str) -> AclRules:

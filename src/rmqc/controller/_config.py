@@ -93,6 +93,8 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("enableElectUncleanMaster", False, live=True),
     ConfigKey("isProcessReadEvent", False),
     ConfigKey("notifyBrokerRoleChanged", True, live=True),
+    # rmqc's own: refuse a request naming a broker group registered under another cluster (issue 15)
+    ConfigKey("clusterNameCheck", True, live=True),
     ConfigKey("scanInactiveMasterInterval", 5000),
     ConfigKey("metricsExporterType", "DISABLE"),
     ConfigKey("metricsGrpcExporterTarget", ""),
@@ -165,6 +167,15 @@ class ControllerConfig:
     @property
     def notify_broker_role_changed(self) -> bool:
         return bool(self._values["notifyBrokerRoleChanged"])
+
+    @property
+    def self_id(self) -> str:
+        """This controller node's id (controllerDLegerSelfId)."""
+        return str(self._values["controllerDLegerSelfId"])
+
+    @property
+    def cluster_name_check(self) -> bool:
+        return bool(self._values["clusterNameCheck"])
 
     @property
     def controller_group(self) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Hashable, NamedTuple, Sequence
 
-from rmqc.fsm import ApplyResult, Command
+from rmqc.fsm import ApplyResult, Command, Origin
 from rmqc.remoting import RemotingCommand
 
 
@@ -40,6 +40,9 @@ class RequestContext(NamedTuple):
     # stale read): read requests (1004, 1006, 1012) are then served here even on a follower.
     read_allowed: bool = False
     wall_ms: int | None = None
+    # Who asked (audit): recorded in every command this request causes. None: unknown (tests, the
+    # simulator), recorded as no origin.
+    origin: Origin | None = None
 
     @property
     def stamp_ms(self) -> int:

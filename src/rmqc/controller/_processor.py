@@ -37,6 +37,7 @@ from rmqc.fsm import (
     Command,
     ControllerState,
     ElectMaster,
+    Origin,
     Trigger,
     UpdateBrokerAddress,
     check_alter_sync_state_set,
@@ -218,6 +219,17 @@ class ControllerProcessor:
             live_info=lambda broker_id: self.liveness.live_info(key(broker_id)),
         )
 
+    def _cluster_refusal(self, request: RemotingCommand, group: BrokerGroup | None,
+                         cluster_name: str | None) -> Reply | None:
+        """With clusterNameCheck: the answer refusing a request that names `group` under another
+        cluster (Java mixes them: brokerName alone keys a group). An empty or absent name (the
+        optional field of 1002, 1011, 1012) names no cluster and passes."""
+        if not (cluster_name and group is not None and self.config.cluster_name_check):
+            return None
+        if group.cluster_name == cluster_name:
+            return None
+        return Reply(_cluster_mismatch(request, group, cluster_name))
+
     # ---- 1005 GET_METADATA_INFO ---------------------------------------------------------------
 
     def _get_metadata(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
@@ -236,6 +248,8 @@ class ControllerProcessor:
     def _get_next_broker_id(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
         h = NEXT_BROKER_ID.decode(request)
         group = self.state.group(h["brokerName"])
+        if (refusal := self._cluster_refusal(request, group, h["clusterName"])) is not None:
+            return refusal
         next_id = 1 if group is None else group.next_broker_id
         ext = {"clusterName": h["clusterName"], "brokerName": h["brokerName"], "nextBrokerId": next_id}
         return _reply(request, C.SUCCESS, ext=ext)
@@ -245,14 +259,23 @@ class ControllerProcessor:
         name, broker_id, check_code = h["brokerName"], h["appliedBrokerId"], h["registerCheckCode"]
         ext = {"clusterName": h["clusterName"], "brokerName": name}
         group = self.state.group(name)
+        if (refusal := self._cluster_refusal(request, group, h["clusterName"])) is not None:
+            return refusal
         status = check_apply_broker_id(group, broker_id, check_code)
         if status is not ApplyStatus.OK:
             return Reply(_apply_id_answer(request, status, ext, broker_id))
         if group is not None and group.is_registered(broker_id):
             return _reply(request, C.SUCCESS, ext=ext)  # idempotent retry (same check code)
         address = check_code.split(";", 1)[0]  # spec 3.4: the address is before the first ';'
-        command = ApplyBrokerId(h["clusterName"], name, broker_id, address, check_code, ctx.stamp_ms)
-        return Propose([command], lambda results: _apply_id_answer(request, results[0].status, ext, broker_id))
+        command = ApplyBrokerId(h["clusterName"], name, broker_id, address, check_code, ctx.stamp_ms,
+                                origin=ctx.origin, same_cluster_only=self.config.cluster_name_check)
+
+        def finish(results: list[ApplyResult]) -> RemotingCommand:
+            if results[0].status is ApplyStatus.CLUSTER_MISMATCH:  # another cluster created it meanwhile
+                return _cluster_mismatch(request, results[0].before, h["clusterName"])
+            return _apply_id_answer(request, results[0].status, ext, broker_id)
+
+        return Propose([command], finish)
 
     # ---- 1003 REGISTER_BROKER -----------------------------------------------------------------
 
@@ -265,9 +288,11 @@ class ControllerProcessor:
         if refusal is not None:
             return _reply(request, C.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, refusal, ext)
         assert group is not None
+        if (mismatch := self._cluster_refusal(request, group, h["clusterName"])) is not None:
+            return mismatch
         if group.address_of(broker_id) == address:
             return Reply(self._register_answer(request, group, ext, ctx.now_ms))
-        command = UpdateBrokerAddress(h["clusterName"], name, broker_id, address, ctx.stamp_ms)
+        command = UpdateBrokerAddress(h["clusterName"], name, broker_id, address, ctx.stamp_ms, origin=ctx.origin)
 
         def finish(results: list[ApplyResult]) -> RemotingCommand:
             after = results[0].after
@@ -317,6 +342,8 @@ class ControllerProcessor:
         group = self.state.group(h["brokerName"])
         if group is None:
             return _reply(request, C.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, GROUP_NOT_REGISTERED_REMARK)
+        if (refusal := self._cluster_refusal(request, group, h["clusterName"])) is not None:
+            return refusal
         requester = None if h["brokerId"] == -1 else h["brokerId"]
         trigger = _trigger_of(h["designateElect"], requester)
         if group.master_epoch == 0 and requester is not None:
@@ -335,18 +362,21 @@ class ControllerProcessor:
             # Java would bump masterEpoch of a never-elected group here, after which the first
             # broker can no longer take it (spec 3.7 step 2 needs epoch 0): answer without a change.
             return _reply(request, C.CONTROLLER_MASTER_NOT_AVAILABLE, MASTER_NOT_AVAILABLE_REMARK)
-        command = self._election_command(group, trigger, candidate, ctx.stamp_ms, requester=requester)
+        command = self._election_command(group, trigger, candidate, ctx.stamp_ms, requester=requester,
+                                         origin=ctx.origin)
         return Propose([command], lambda results: _elect_answer(request, results[0]))
 
     def _election_command(self, group: BrokerGroup, trigger: Trigger, candidate: int | None, wall_ms: int,
                           *, requester: int | None = None, liveness_lost_ms: int | None = None,
-                          master_last_alive_ms: int | None = None, attempt: int = 1) -> ElectMaster:
+                          master_last_alive_ms: int | None = None, attempt: int = 1,
+                          origin: Origin | None = None) -> ElectMaster:
         return ElectMaster(
             cluster_name=group.cluster_name, broker_name=group.broker_name, trigger=trigger,
             candidate=candidate, expected_master_epoch=group.master_epoch,
             expected_sync_state_set_epoch=group.sync_state_set_epoch, leader_ts_ms=wall_ms,
             requester_id=requester, unclean=self.config.enable_elect_unclean_master,
             liveness_lost_ms=liveness_lost_ms, master_last_alive_ms=master_last_alive_ms, attempt=attempt,
+            origin=origin,
         )
 
     # ---- 1001 ALTER_SYNC_STATE_SET ------------------------------------------------------------
@@ -361,7 +391,8 @@ class ControllerProcessor:
         facts = {"req_master": master, "req_epoch": epoch, "req_sss_epoch": body_epoch}
         if status is not ApplyStatus.OK:
             return Reply(_alter_failure(request, status, group, detail, facts))
-        command = AlterSyncStateSet(name, master, epoch, body_epoch, tuple(sorted(new_set)), ctx.stamp_ms)
+        command = AlterSyncStateSet(name, master, epoch, body_epoch, tuple(sorted(new_set)), ctx.stamp_ms,
+                                    origin=ctx.origin)
 
         def finish(results: list[ApplyResult]) -> RemotingCommand:
             result = results[0]
@@ -378,6 +409,8 @@ class ControllerProcessor:
         h = CLEAN_BROKER_DATA.decode(request)
         name = h["brokerName"]
         group = self.state.group(name)
+        if (refusal := self._cluster_refusal(request, group, h["clusterName"])) is not None:
+            return refusal
         ids = None
         if not h["isCleanLivingBroker"]:  # Java quirk: with -l the id list is ignored
             ids_or_refusal = self._ids_to_clean(h, group, ctx.now_ms)
@@ -386,7 +419,7 @@ class ControllerProcessor:
             ids = ids_or_refusal
         if group is None:
             return _reply(request, C.CONTROLLER_INVALID_CLEAN_BROKER_METADATA, _not_existed(name))
-        command = CleanBrokerData(h["clusterName"], name, ids, ctx.stamp_ms)
+        command = CleanBrokerData(h["clusterName"], name, ids, ctx.stamp_ms, origin=ctx.origin)
 
         def finish(results: list[ApplyResult]) -> RemotingCommand:
             if results[0].ok:
@@ -516,7 +549,8 @@ class ControllerProcessor:
             return None  # the master is live again: nothing to do (Java: 2011)
         return self._election_command(group, Trigger.CONTROLLER, candidate, wall_ms,
                                       liveness_lost_ms=liveness_lost_ms,
-                                      master_last_alive_ms=master_last_alive_ms, attempt=attempt)
+                                      master_last_alive_ms=master_last_alive_ms, attempt=attempt,
+                                      origin=Origin(None, None, self.config.self_id))
 
     # ---- 1008 NOTIFY_BROKER_ROLE_CHANGED (spec 5.4) -------------------------------------------
 
@@ -568,7 +602,7 @@ def _node_from_config(config: ControllerConfig, is_leader: bool) -> NodeInfo:
         node_id, sep, address = entry.strip().partition("-")
         if sep:
             peers.append((node_id, address))
-    self_id = str(config.get("controllerDLegerSelfId"))
+    self_id = config.self_id
     addresses = dict(peers)
     leader = self_id if is_leader else None
     return NodeInfo(config.controller_group, self_id, leader, addresses.get(leader) if leader else None,
@@ -587,6 +621,14 @@ def _register_refusal(group: BrokerGroup | None, name: str, broker_id: int) -> s
     if not group.is_registered(broker_id):
         return f"BrokerId: {broker_id} hasn't been registered in broker-set: {name}"
     return None
+
+
+def _cluster_mismatch(request: RemotingCommand, group: BrokerGroup | None, cluster_name: str) -> RemotingCommand:
+    registered = group.cluster_name if group is not None else "?"
+    name = group.broker_name if group is not None else "?"
+    remark = (f"Broker-set: {name} is registered in cluster {registered}, not in cluster {cluster_name}: "
+              "two clusters may not share a brokerName (clusterNameCheck)")
+    return make_response(request, C.CONTROLLER_INVALID_REQUEST, remark)
 
 
 def _apply_id_answer(request: RemotingCommand, status: ApplyStatus, ext: dict, broker_id: int) -> RemotingCommand:

@@ -12,13 +12,14 @@ from ._commands import (
     CleanBrokerData as CleanBrokerData,
     Command as Command,
     ElectMaster as ElectMaster,
+    Origin as Origin,
     Trigger as Trigger,
     UpdateBrokerAddress as UpdateBrokerAddress,
     command_tag as command_tag,
     decode_commands as decode_commands,
     encode_commands as encode_commands,
 )
-from ._describe import describe_command as describe_command
+from ._describe import describe_command as describe_command, describe_origin as describe_origin
 from ._errors import CommandDecodeError as CommandDecodeError, TooManyCommands as TooManyCommands
 from ._export import (
     EXPORT_COLUMN_NAMES as EXPORT_COLUMN_NAMES,

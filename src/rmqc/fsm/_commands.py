@@ -31,6 +31,36 @@ class Trigger(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class Origin:
+    """Who caused a command (the audit of design.md "Trust"), recorded in the replicated log.
+
+    For a request: the ACL access key it was admitted under (None: unsigned, or ACL off, i.e.
+    anonymous), the caller's `host:port`, and the controller node it arrived on (a follower's id
+    when that follower forwarded it). For the controller's own decisions (a dead master's
+    failover): no key, no address, the node that decided. Commands written before this existed
+    have no origin at all (None)."""
+
+    access_key: str | None
+    address: str | None
+    node: str | None
+
+    @property
+    def is_controller(self) -> bool:
+        return self.address is None
+
+    @property
+    def caller(self) -> str:
+        """"controller", the access key, or "anonymous"."""
+        if self.is_controller:
+            return CONTROLLER_CALLER
+        return ANONYMOUS_CALLER if self.access_key is None else self.access_key
+
+
+CONTROLLER_CALLER = "controller"
+ANONYMOUS_CALLER = "anonymous"
+
+
+@dataclass(frozen=True, slots=True)
 class ApplyBrokerId:
     """1013: give `broker_id` to the broker whose check code is `register_check_code`."""
 
@@ -40,6 +70,11 @@ class ApplyBrokerId:
     broker_address: str
     register_check_code: str
     leader_ts_ms: int
+    origin: Origin | None = None
+    # Refuse at apply, too, an id for a group registered under another cluster (the leader checked
+    # when it decided; this closes the race of two clusters creating one group at once). False in
+    # logs written before it existed, and with clusterNameCheck off.
+    same_cluster_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +86,7 @@ class UpdateBrokerAddress:
     broker_id: int
     broker_address: str
     leader_ts_ms: int
+    origin: Origin | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +111,7 @@ class ElectMaster:
     # controller trigger: when the old master was last known alive (last heartbeat or connection
     # close). None in logs written before it existed, or when the leader never heard the master.
     master_last_alive_ms: int | None = None
+    origin: Origin | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +124,7 @@ class AlterSyncStateSet:
     expected_sync_state_set_epoch: int
     new_sync_state_set: tuple[int, ...]  # sorted
     leader_ts_ms: int
+    origin: Origin | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +135,7 @@ class CleanBrokerData:
     broker_name: str
     broker_ids: tuple[int, ...] | None  # sorted; None = the whole group
     leader_ts_ms: int
+    origin: Origin | None = None
 
 
 Command = Union[ApplyBrokerId, UpdateBrokerAddress, ElectMaster, AlterSyncStateSet, CleanBrokerData]
@@ -212,6 +251,19 @@ def _int_tuple(raw: object) -> tuple[int, ...]:
     return tuple(raw)  # type: ignore[arg-type]
 
 
+def _origin(raw: object) -> Origin:
+    # A JSON object when decoding, the command's Origin when encoding; unknown keys are ignored.
+    if isinstance(raw, Origin):
+        values = (raw.access_key, raw.address, raw.node)
+    elif isinstance(raw, dict):
+        values = (raw.get("access_key"), raw.get("address"), raw.get("node"))
+    else:
+        raise TypeError(f"expected an origin object, got {raw!r}")
+    if any(value is not None and type(value) is not str for value in values):
+        raise TypeError(f"origin fields must be strings or null, got {raw!r}")
+    return Origin(*values)  # type: ignore[arg-type]
+
+
 def _optional(check: Callable[[object], object]) -> Callable[[object], object]:
     return lambda raw: None if raw is None else check(raw)
 
@@ -226,6 +278,7 @@ _CHECKS: dict[str, Callable[[object], object]] = {
     "int | None": _optional(_exactly(int)),
     "tuple[int, ...]": _int_tuple,
     "tuple[int, ...] | None": _optional(_int_tuple),
+    "Origin | None": _optional(_origin),
 }
 
 

@@ -10,6 +10,7 @@ from ._commands import (
     CleanBrokerData,
     Command,
     ElectMaster,
+    Origin,
     UpdateBrokerAddress,
 )
 
@@ -53,6 +54,16 @@ _DESCRIBERS: dict[type, Callable] = {
 }
 
 
+def describe_origin(origin: Origin) -> str:
+    """E.g. "by ops-admin from 10.0.0.9:52110 via n1", or "by controller n0"."""
+    if origin.is_controller:
+        return f"by controller {origin.node or '?'}"
+    return f"by {origin.caller} from {origin.address} via {origin.node or '?'}"
+
+
 def describe_command(command: Command) -> str:
-    """E.g. "elect master broker-a -> 2 (masterEpoch 3)" (epochs are those the command produces)."""
-    return _DESCRIBERS[type(command)](command)
+    """E.g. "elect master broker-a -> 2 (masterEpoch 3) [by ops-admin from 10.0.0.9:52110 via n1]"
+    (epochs are those the command produces; no brackets for a command written before the audit)."""
+    text = _DESCRIBERS[type(command)](command)
+    origin = command.origin
+    return text if origin is None else f"{text} [{describe_origin(origin)}]"

@@ -53,6 +53,9 @@ EXPORT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("result", "string"),
     ("description", "string"),
     ("master_last_alive_ms", "long"),
+    ("caller", "string"),
+    ("caller_address", "string"),
+    ("via_node", "string"),
 )
 EXPORT_COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _ in EXPORT_COLUMNS)
 
@@ -63,6 +66,8 @@ def _command_columns(result: ApplyResult) -> dict[str, Any]:
     group = result.after or result.before
     base = {"broker_name": c.broker_name, "leader_ts_ms": c.leader_ts_ms}
     base["cluster_name"] = getattr(c, "cluster_name", None) or (group.cluster_name if group else None)
+    if c.origin is not None:
+        base |= {"caller": c.origin.caller, "caller_address": c.origin.address, "via_node": c.origin.node}
     if isinstance(c, ApplyBrokerId):
         base |= {"broker_id": c.broker_id, "broker_address": c.broker_address,
                  "register_check_code": c.register_check_code}

@@ -54,6 +54,7 @@ class ApplyStatus(StrEnum):
     UNKNOWN_CANDIDATE = "unknown_candidate"
     TOO_MANY_GROUPS = "too_many_groups"
     TOO_MANY_REPLICAS = "too_many_replicas"
+    CLUSTER_MISMATCH = "cluster_mismatch"  # the group is registered under another cluster name
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,10 +75,14 @@ class ApplyResult:
 # ---- preconditions (shared by the leader's pre-check and apply) -------------------------------
 
 
-def check_apply_broker_id(group: BrokerGroup | None, broker_id: int, check_code: str) -> ApplyStatus:
-    """Spec 3.4: a new group must start with id 1; a used id only with the same check code."""
+def check_apply_broker_id(group: BrokerGroup | None, broker_id: int, check_code: str,
+                          cluster_name: str | None = None) -> ApplyStatus:
+    """Spec 3.4: a new group must start with id 1; a used id only with the same check code. With
+    `cluster_name`, an existing group must be registered under it (Java does not check)."""
     if group is None:
         return ApplyStatus.OK if broker_id == 1 else ApplyStatus.FIRST_ID_NOT_ONE
+    if cluster_name is not None and group.cluster_name != cluster_name:
+        return ApplyStatus.CLUSTER_MISMATCH
     existing = group.replicas.get(broker_id)
     if existing is None:
         full = len(group.replicas) >= MAX_REPLICAS_PER_GROUP
@@ -208,7 +213,8 @@ class ControllerState:
 
     def _apply_broker_id(self, cmd: ApplyBrokerId) -> ApplyResult:
         before = self._groups.get(cmd.broker_name)
-        status = check_apply_broker_id(before, cmd.broker_id, cmd.register_check_code)
+        cluster = cmd.cluster_name if cmd.same_cluster_only else None
+        status = check_apply_broker_id(before, cmd.broker_id, cmd.register_check_code, cluster)
         if status is ApplyStatus.OK and before is None and len(self._groups) >= MAX_GROUPS:
             status = ApplyStatus.TOO_MANY_GROUPS
         if status is not ApplyStatus.OK:

@@ -208,6 +208,8 @@ OPTIONS: tuple[Option, ...] = (
            "tls.server.trustCertPath"),
     Option("tls_auth_client", _parse_bool, "require and verify client certificates (mutual TLS)",
            "tls.server.authClient"),
+    Option("tls_notify", _parse_bool,
+           "send 1008 to brokers over TLS, checking their certificates against tls_trust_cert_path"),
     Option("tick_ms", _positive_int, "length of one Raft tick"),
     Option("election_tick", _positive_int, "election timeout in ticks (randomised up to twice this)"),
     Option("heartbeat_tick", _positive_int, "leader heartbeat interval in ticks"),
@@ -237,6 +239,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("enable_elect_unclean_master", _parse_bool, "allow masters outside the sync state set",
            "enableElectUncleanMaster"),
     Option("notify_broker_role_changed", _parse_bool, "send 1008 after elections", "notifyBrokerRoleChanged"),
+    Option("cluster_name_check", _parse_bool,
+           "refuse (2005) a request naming a broker group registered under another cluster name",
+           "clusterNameCheck"),
     Option("elect_master_max_retry_count", _non_negative_int,
            "controller-triggered election attempts; 0 = none", "electMasterMaxRetryCount"),
     Option("scan_not_active_broker_interval_ms", _positive_int,
@@ -277,6 +282,7 @@ class NodeConfig:
     tls_key_path: str = ""
     tls_trust_cert_path: str = ""
     tls_auth_client: bool = False
+    tls_notify: bool = False
     # 50 ms ticks, a heartbeat every tick, elections after 0.5-1 s of silence. A leader whose
     # process dies is replaced much faster than that: its port refuses reconnection and a
     # designated survivor takes over at once (node/_node.py on_peer_down) and commits after the
@@ -320,6 +326,7 @@ class NodeConfig:
     log_format: str = "text"
     enable_elect_unclean_master: bool = False
     notify_broker_role_changed: bool = True
+    cluster_name_check: bool = True
     elect_master_max_retry_count: int = 3
     scan_not_active_broker_interval_ms: int = 5000
     scan_inactive_master_interval_ms: int = 5000
@@ -405,6 +412,8 @@ def _check_tls(config: NodeConfig) -> None:
         raise ConfigError("tls_trust_cert_path: tls_auth_client needs the CA that client certificates chain to")
     if config.tls_mode != "disabled" and not config.tls_trust_cert_path:
         raise ConfigError("tls_trust_cert_path: peers check each other's certificates against it")
+    if config.tls_notify and not config.tls_trust_cert_path:
+        raise ConfigError("tls_trust_cert_path: tls_notify checks the brokers' certificates against it")
 
 
 def is_loopback(host: str) -> bool:

@@ -58,6 +58,7 @@ from rmqc.storage import (
     open_verified,
 )
 
+from ._audit import origin_of
 from ._clock import TrioClock
 from ._config import NodeConfig, java_properties_of
 from ._metrics import NodeMetrics
@@ -66,6 +67,7 @@ from ._peer_codec import FrameKind, PeerProtocolError, encode_tagged
 from ._peers import PeerLinks
 from ._peers import Reply as PeerReply
 from ._server import Channel, Respond, Server
+from ._tls import notify_client_context
 
 log = logging.getLogger("rmqc.node")
 
@@ -97,7 +99,7 @@ class ControllerNode:
         self._stop_now = stop_now  # on a failed write or fsync
         self._rng = rng or random.Random()
         self.links = PeerLinks(config, self, self._rng)
-        self.notifier = Notifier()
+        self.notifier = Notifier(notify_client_context(self.config))
         self.server = Server(config, self, self.links)
         self.node_metrics = NodeMetrics()  # Prometheus series of this node (own registry)
         self.listen_address = config.listen_address
@@ -259,7 +261,7 @@ class ControllerNode:
             self.node_metrics.observe_request(request.code, code, trio.current_time() - started_s)
             respond(response)
 
-        replica.client_request(request, channel.id, answer)
+        replica.client_request(request, channel.id, answer, origin_of(request, channel, self.config))
         return True
 
     async def handle_request(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:

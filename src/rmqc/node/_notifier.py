@@ -14,12 +14,16 @@ A failure drops the connection and the notification: brokers also converge by po
 from __future__ import annotations
 
 import logging
+import os
+import ssl
 from collections import OrderedDict, deque
 
 import trio
 
 from rmqc.remoting import RemotingCommand, encode
 from rmqc.replica import PendingNotifications
+
+from ._tls import TlsStream, dial_tls
 
 log = logging.getLogger("rmqc.node.notifier")
 
@@ -38,6 +42,8 @@ MAX_SENDERS = 512
 # the broker count of a large cluster (1,000 groups of 3), so a mass failover reconnects nobody.
 MAX_CACHED_CONNECTIONS = 4096
 # What a failed connect or send raises (ValueError: an address without a numeric port).
+# One read of what a TLS broker sent on its own (session tickets) before a notification.
+RECEIVE_BYTES = 64 * 1024
 SEND_ERRORS = (OSError, ValueError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError)
 
 
@@ -60,11 +66,13 @@ async def open_stream(address: str) -> trio.SocketStream:
 
 
 class Notifier:
-    def __init__(self) -> None:
+    def __init__(self, ssl_context: ssl.SSLContext | None = None) -> None:
+        self._ssl_context = ssl_context  # None: plain TCP (tls_notify off)
         self._pending = PendingNotifications()  # what waits, and which one supersedes which
         self._queued: deque[str] = deque()  # pending addresses without a sender, oldest first
         self._sending: set[str] = set()  # addresses a sender serves right now
-        self._connections: OrderedDict[str, trio.SocketStream] = OrderedDict()  # least recently used first
+        # least recently used first
+        self._connections: OrderedDict[str, trio.SocketStream | TlsStream] = OrderedDict()
         self._nursery: trio.Nursery | None = None
         self.sent = 0
         self.failed = 0
@@ -142,9 +150,7 @@ class Notifier:
         stream = self._connections.get(address)
         if stream is None:
             return False
-        if stream.socket.is_readable():
-            # Brokers never write on a one-way connection, so readable means end of stream or a
-            # reset: the broker process that accepted it is gone, maybe restarted on the same port.
+        if _broker_gone(stream):
             return await self._replace(address)
         self._connections.move_to_end(address)
         try:
@@ -159,9 +165,15 @@ class Notifier:
         await self._drop(address)
         return False
 
-    async def _connect(self, address: str) -> trio.SocketStream:
+    async def _connect(self, address: str) -> trio.SocketStream | TlsStream:
         with trio.fail_after(CONNECT_TIMEOUT_S):
-            stream = await open_stream(address)
+            stream: trio.SocketStream | TlsStream = await open_stream(address)
+        if self._ssl_context is not None:
+            try:
+                stream = await dial_tls(stream, self._ssl_context)  # its own deadline
+            except BaseException:
+                await trio.aclose_forcefully(stream)
+                raise
         self._connections[address] = stream
         while len(self._connections) > MAX_CACHED_CONNECTIONS:
             _, oldest = self._connections.popitem(last=False)
@@ -173,3 +185,27 @@ class Notifier:
         stream = self._connections.pop(address, None)
         if stream is not None:
             await trio.aclose_forcefully(stream)
+
+
+def _broker_gone(stream: trio.SocketStream | TlsStream) -> bool:
+    """Brokers never write on a one-way connection, so readable means end of stream or a reset: the
+    broker process that accepted it is gone, maybe restarted on the same port. Under TLS the
+    broker's own TLS messages (session tickets after the handshake) are read and set aside first."""
+    if not isinstance(stream, TlsStream):
+        return stream.socket.is_readable()
+    while stream.transport.socket.is_readable():
+        try:
+            data = os.read(stream.fd, RECEIVE_BYTES)
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
+        if not data:
+            return True
+        try:
+            stream.decrypt(data)
+        except trio.BrokenResourceError:
+            return True
+        if stream.closed_by_peer:
+            return True
+    return False

@@ -23,7 +23,7 @@ from rmqc.raft._types import Message
 from ._config import NodeConfig, Peer
 from ._outbox import PeerOutbox
 from ._peer_auth import PeerAuthError, PeerSecrets, accept, check_senders, dial
-from ._tls import dial_tls, peer_client_context
+from ._tls import TlsStream, dial_tls, peer_client_context
 from ._peer_codec import (
     FrameKind,
     PeerFrame,
@@ -83,12 +83,20 @@ class PeerHandler(Protocol):
     def on_snapshot_sent(self, peer_id: str, ok: bool) -> None: ...
 
 
+def _unchanged(data: bytes) -> bytes:
+    return data
+
+
 @dataclass(slots=True)
 class _LiveLink:
-    """The writing side of a connected link. `rest` is what the socket did not take from a direct
-    write; it goes out first, from the link's task, before anything else of this peer."""
+    """The writing side of a connected link: bytes for the socket are `encode(batch)` (encrypted
+    under TLS, as they are made, so in order), written straight to `fd` or sent through
+    `transport`. `rest` is what the socket did not take from a direct write; it goes out first,
+    from the link's task, before anything else of this peer."""
 
-    fd: int  # -1 for TLS: its bytes must go through the TLS stream, never straight to the socket
+    fd: int  # -1: a stream without a socket of its own (tests); everything goes through the task
+    transport: trio.abc.Stream
+    encode: Callable[[bytes], bytes] = _unchanged
     sending: bool = False  # the link's task is inside send_all: nothing may be written around it
     rest: bytes = b""
     rest_snapshots: list[str] = field(default_factory=list)
@@ -137,6 +145,13 @@ class PeerLinks:
             self._wakeups[peer_id].set()  # not connected, or bytes ahead of these: the task sends
             return
         data, snapshots = self._outboxes[peer_id].take_batch()
+        try:
+            data = link.encode(data)
+        except trio.BrokenResourceError:  # the TLS session failed: Raft resends what is lost here
+            for target in snapshots:
+                self._handler.on_snapshot_sent(target, False)
+            self._wakeups[peer_id].set()  # the link's task meets the failure and reconnects
+            return
         try:
             written = os.write(link.fd, data)
         except OSError:
@@ -243,7 +258,7 @@ class PeerLinks:
     async def _write_loop(self, peer: Peer, stream: trio.abc.Stream) -> None:
         self.connected.add(peer.id)
         log.info("peer link to %s (%s) up", peer.id, peer.address)
-        link = self._live[peer.id] = _LiveLink(stream.socket.fileno() if isinstance(stream, trio.SocketStream) else -1)
+        link = self._live[peer.id] = _live_link(stream)
         try:
             await self._write_outbox(peer, stream, link)
         finally:
@@ -262,11 +277,12 @@ class PeerLinks:
                 link.rest, link.rest_snapshots = b"", []
             else:
                 data, snapshot_targets = outbox.take_batch()
+                data = link.encode(data) if data else data
             if not data:
                 continue
             link.sending = True
             try:
-                await stream.send_all(data)
+                await link.transport.send_all(data)
             except BaseException:
                 for target in snapshot_targets:
                     self._handler.on_snapshot_sent(target, False)
@@ -312,6 +328,12 @@ class PeerLinks:
 
     def _dispatch(self, frames: list[PeerFrame], sender: str, reply: Reply) -> None:
         dispatch_frames(frames, sender, self._handler, reply)
+
+
+def _live_link(stream: trio.abc.Stream) -> _LiveLink:
+    if isinstance(stream, TlsStream):
+        return _LiveLink(stream.fd, stream.transport, stream.encrypt)
+    return _LiveLink(stream.socket.fileno() if isinstance(stream, trio.SocketStream) else -1, stream)
 
 
 def _is_refusal(error: BaseException) -> bool:

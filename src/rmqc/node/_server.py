@@ -27,7 +27,7 @@ from ._acl import AclGate, host_of
 from ._admission import ConnectionAdmission
 from ._config import PEER_MAGIC, NodeConfig
 from ._ratelog import RateLimitedLog
-from ._tls import TLS_HANDSHAKE_RECORD, accept_tls, server_context
+from ._tls import TLS_HANDSHAKE_RECORD, TlsStream, accept_tls, server_context
 from ._peers import PeerLinks
 
 log = logging.getLogger("rmqc.node.server")
@@ -209,9 +209,12 @@ class _RemotingConnection:
                  max_frame_bytes: int, server: Server) -> None:
         self._server = server
         self._stream = stream
-        # Plain TCP is read and written on the socket itself (the fast path); TLS only through its
-        # stream (the bytes on the socket are records, not frames).
-        self._fd = stream.socket.fileno() if isinstance(stream, trio.SocketStream) else None
+        # Plain TCP and TLS alike are read and written on the socket itself (the fast path); TLS
+        # decrypts what was read and encrypts what is written, in this task. Queued answers are
+        # bytes for the socket (ciphertext under TLS) and leave through the transport, in order.
+        self._tls = stream if isinstance(stream, TlsStream) else None
+        self._transport = stream.transport if isinstance(stream, TlsStream) else stream
+        self._fd = self._transport.socket.fileno() if isinstance(self._transport, trio.SocketStream) else None
         self._channel = channel
         self._handler = handler
         self._decoder = FrameDecoder(max_frame_bytes)
@@ -294,7 +297,12 @@ class _RemotingConnection:
             if self._reads_without_yield >= YIELD_EVERY_READS:
                 self._reads_without_yield = 0
                 await trio.lowlevel.checkpoint()
-            return data
+            if self._tls is None or not data:
+                return data
+            plain = self._tls.decrypt(data)
+            if plain or self._tls.closed_by_peer:
+                return plain  # b"" after close_notify: the end, as a closed socket
+            # an incomplete record: read on (the frame deadline still holds in _wait_readable)
 
     async def _wait_readable(self) -> None:
         """Wait for bytes, but not past the frame deadline: a client that sends nothing, or a byte
@@ -343,6 +351,12 @@ class _RemotingConnection:
         for the drain task."""
         if self._broken:
             return
+        if self._tls is not None:
+            try:
+                frame = self._tls.encrypt(frame)  # now, in the order the answers are written
+            except trio.BrokenResourceError as error:  # the TLS session failed: as a broken socket
+                self._fail(error)
+                return
         if not self._unsent and self._fd is not None:
             try:
                 written = os.write(self._fd, frame)
@@ -364,7 +378,7 @@ class _RemotingConnection:
         try:
             while self._unsent:
                 with trio.fail_after(SEND_TIMEOUT_S):
-                    await self._stream.send_all(self._unsent[0])
+                    await self._transport.send_all(self._unsent[0])
                 self._unsent_bytes -= len(self._unsent.popleft())
         except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, OSError) as error:
             self._fail(error)

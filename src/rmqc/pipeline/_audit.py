@@ -10,7 +10,7 @@ from ._group_log import APPLY_ID, AUDITED_COMMANDS, UPDATE_ADDRESS, removes_grou
 AUDIT_COLUMNS: tuple[str, ...] = (
     "controller_cluster", "cluster_name", "broker_name", "incarnation", "index", "seq",
     "leader_ts_ms", "time", "event", "broker_id", "address", "previous_address",
-    "register_check_code", "clean_ids", "result",
+    "register_check_code", "clean_ids", "result", "caller", "caller_address", "via_node",
 )  # fmt: skip
 
 

@@ -35,6 +35,9 @@ EXPORT_FIELDS: tuple[tuple[str, T.DataType], ...] = (
     ("result", T.StringType()),
     ("description", T.StringType()),
     ("master_last_alive_ms", T.LongType()),
+    ("caller", T.StringType()),
+    ("caller_address", T.StringType()),
+    ("via_node", T.StringType()),
 )
 
 EXPORT_SCHEMA = T.StructType([T.StructField(name, dtype, True) for name, dtype in EXPORT_FIELDS])

@@ -20,7 +20,7 @@ from rmqc.controller import (
     Reply,
     RequestContext,
 )
-from rmqc.fsm import ApplyResult, Command, ControllerState
+from rmqc.fsm import ApplyResult, Command, ControllerState, Origin
 from rmqc.liveness import HeartbeatTable
 from rmqc.raft import Config as RaftConfig
 from rmqc.raft import RawNode
@@ -36,6 +36,7 @@ from rmqc.remoting import (
 )
 
 from ._alarms import DiskFullAlarm
+from ._audit import forwarded_origin, with_origin
 from ._disk import Disk
 from ._driver import Driver
 from ._forwarding import Forwards
@@ -295,15 +296,19 @@ class Replica:
 
     # ----- inputs: brokers and clients -----
 
-    def client_request(self, request: RemotingCommand, channel_id: int, token: Hashable) -> None:
-        """Any request of a remoting connection; exactly one Answer(token, ...) follows."""
-        self._request(request, channel_id, token, forwarded=False)
+    def client_request(self, request: RemotingCommand, channel_id: int, token: Hashable,
+                       origin: Origin | None = None) -> None:
+        """Any request of a remoting connection; exactly one Answer(token, ...) follows. `origin`:
+        who asked (recorded in the commands it causes; None: not known to the caller)."""
+        self._request(request, channel_id, token, origin, forwarded=False)
 
     def forwarded_request(self, sender: str, request: RemotingCommand, token: Hashable) -> None:
-        """A follower's forward: decided here or refused, never forwarded again."""
-        self._request(request, 0, token, forwarded=True)
+        """A follower's forward: decided here or refused, never forwarded again. It came over an
+        authenticated peer link, so the origin the follower wrote into it is believed."""
+        self._request(request, 0, token, forwarded_origin(request), forwarded=True)
 
-    def _request(self, request: RemotingCommand, channel_id: int, token: Hashable, *, forwarded: bool) -> None:
+    def _request(self, request: RemotingCommand, channel_id: int, token: Hashable, origin: Origin | None, *,
+                 forwarded: bool) -> None:
         out = self.outbox.append
         try:
             if request.code == RMQC_NODE_STATUS:
@@ -315,9 +320,10 @@ class Replica:
                     out(Answer(token, make_response(request, ResponseCode.CONTROLLER_NOT_LEADER, NOT_LEADER_REMARK)))
                 else:
                     assert self.leader_id is not None
-                    self.forwards.forward(self.leader_id, request, token, self.now_ms())
+                    forwarded_copy = request if origin is None else with_origin(request, origin)
+                    self.forwards.forward(self.leader_id, forwarded_copy, token, self.now_ms())
             else:
-                self.decide(request, channel_id, lambda response: out(Answer(token, response)))
+                self.decide(request, channel_id, lambda response: out(Answer(token, response)), origin)
         except Exception as error:
             log.exception("request %s failed", request.code)
             out(Answer(token, make_response(request, ResponseCode.SYSTEM_ERROR, f"{error!r}")))
@@ -354,7 +360,7 @@ class Replica:
             self.liveness.closed(keys, now_ms)
             self._liveness_now(now_ms, round_due=True)
 
-    def decide(self, request: RemotingCommand, channel_id: int, respond: Respond) -> None:
+    def decide(self, request: RemotingCommand, channel_id: int, respond: Respond, origin: Origin | None = None) -> None:
         """The one path of every request this node decides itself: reads through the read path,
         the rest through the processor, proposals answered once applied. Never raises."""
         try:
@@ -363,7 +369,7 @@ class Replica:
                 return
             if request.code == RequestCode.BROKER_HEARTBEAT and self.liveness.changed(self.now_ms()):
                 self._rearm()  # a two-way 904
-            outcome = self.processor.handle(request, self.context(channel_id))
+            outcome = self.processor.handle(request, self.context(channel_id, origin=origin))
             if isinstance(outcome, Propose):
                 self.propose_and_answer(request, outcome, respond)
             else:
@@ -380,7 +386,7 @@ class Replica:
             self.observer.count_election(KEEP_CURRENT_MASTER)
         return outcome.response
 
-    def context(self, channel_id: int, read_allowed: bool = False) -> RequestContext:
+    def context(self, channel_id: int, read_allowed: bool = False, origin: Origin | None = None) -> RequestContext:
         return RequestContext(
             now_ms=self.now_ms(),
             channel_id=channel_id or None,
@@ -389,6 +395,7 @@ class Replica:
             node=self._node_info(),
             read_allowed=read_allowed,
             wall_ms=self.clock.wall_ms(),
+            origin=origin,
         )
 
     def _node_info(self) -> NodeInfo:
