@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 from rmqc.raft._types import Entry, HardState
-from rmqc.storage import FAULT_FILE_ENV, FAULT_STALL_WORD, LmdbStorage, StorageFullError, StorageWriteFailed
+from rmqc.storage import (
+    FAULT_FILE_ENV,
+    FAULT_STALL_WORD,
+    LmdbStorage,
+    StorageFullError,
+    StorageWriteFailed,
+)
 from rmqc.testing.disk import small_disk
 
 PAYLOAD = os.urandom(900)

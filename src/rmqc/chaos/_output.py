@@ -156,7 +156,9 @@ def report_markdown(summary: dict[str, Any], charts: bool = True) -> str:
         f"reads: {summary['reads']}",
         f"- lost: {summary['lost']}; duplicates: {summary['duplicates']}; "
         f"failed writes in quiet phases: {summary['quiet_errors']}",
-        f"- groups the linearizability search gave up on: {summary['unchecked_groups'] or 'none'}", "",
+        f"- groups the linearizability search gave up on: {summary['unchecked_groups'] or 'none'}",
+        _designations_line(summary.get("designations")), "",
+        *_target_lines(summary.get("rto_targets")),
         "## RTO per fault kind (ms from the fault's start)", "",
         "| fault | windows | writes p50 | p99 | max | masters p50 | p99 | max | unrecovered |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -179,6 +181,26 @@ def report_markdown(summary: dict[str, Any], charts: bool = True) -> str:
     lines += [f"| {r['window']} | {r['kind']} | {r['detail']} | {_ms(r['write_ms'])} | {_ms(r['masters_ms'])} |"
               for r in summary["window_rows"]]
     return "\n".join(lines) + "\n"
+
+
+def _designations_line(counts: dict[str, int] | None) -> str:
+    if not counts:
+        return "- master designations by the admin (1002): none"
+    return (f"- master designations by the admin (1002): {counts['sent']} sent, {counts['elected']} elected, "
+            f"{counts['still_master']} already master, {counts['refused']} refused, {counts['unanswered']} unanswered")
+
+
+def _target_lines(targets: dict[str, Any] | None) -> list[str]:
+    if not targets or not targets["kinds"]:
+        return []
+    lines = [(f"## RTO against the target: write RTO p99 <= {_ms(targets['target_p99_ms'])} ms "
+              f"(OpenChaos: about {_ms(targets['openchaos_ms'])} ms)"), "",
+             ("Kills, pauses and partitions; from the fault's start, a major-kill from the restart (no "
+              "quorum can exist before it)."), "",
+             "| fault | from | p50 ms | p99 ms | met |", "|---|---|---|---|---|"]
+    lines += [f"| {kind} | {row['from']} | {_ms(row['p50'])} | {_ms(row['p99'])} | {'yes' if row['met'] else '**no**'} |"
+              for kind, row in targets["kinds"].items()]
+    return [*lines, ""]
 
 
 def _ms(value: float | None) -> str:
