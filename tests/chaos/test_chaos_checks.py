@@ -12,7 +12,7 @@ import pytest
 
 from rmqc.chaos import ChaosConfig, all_violations, read_jsonl, schedule, summarize, write_outputs
 from rmqc.chaos._checks import history_ops, stalls
-from rmqc.chaos._output import with_initial_writes
+from rmqc.chaos._output import CLOSE_UP_WINDOWS, with_initial_writes
 from rmqc.linearizability import check_key
 
 
@@ -204,3 +204,16 @@ def test_the_client_export_checks_from_an_empty_register_as_rmqc_analyze_does() 
                                   value="1", invoke=-5, complete=-4))
     assert not check_key([op for op in ops if op.key == "g"]).ok
     assert check_key(with_initial_writes(ops)).ok
+
+
+def test_a_long_run_gets_a_close_up_of_its_first_windows(tmp_path: Path) -> None:
+    s = 1_000_000_000
+    history = clean_history()
+    history += [{"type": "window", "window": i, "kind": "kill", "detail": "SIGKILL n1", "start": i * s,
+                 "fault": i * s + s // 4, "heal": i * s + s // 2, "end": (i + 1) * s, "problems": []}
+                for i in range(1, CLOSE_UP_WINDOWS + 1)]
+    write_outputs(tmp_path / "long", history, {"seed": 3, "nodes": 3})
+    assert (tmp_path / "long" / "timeline-close-up.png").stat().st_size > 0
+    assert "(timeline-close-up.png)" in (tmp_path / "long" / "report.md").read_text()
+    write_outputs(tmp_path / "short", clean_history(), {"seed": 3, "nodes": 3})
+    assert not (tmp_path / "short" / "timeline-close-up.png").exists()

@@ -17,6 +17,8 @@ from ._history import write_jsonl
 from ._summary import summarize
 
 BUCKET_S = 0.5  # the timeline's resolution: a failover of ~0.2 s still shows as a dip
+# A long run's timeline packs a window into a few pixels: it also gets a close-up of its first ones.
+CLOSE_UP_WINDOWS = 8
 ROLE_LEVEL = {"down": 0, "follower": 1, "leader": 2}
 EXPORT_CLUSTER = "rmqc"
 
@@ -29,11 +31,14 @@ def write_outputs(out: Path, records: Sequence[Record], meta: dict[str, Any],
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     try:
         timeline_chart(records, out / "timeline.png")
+        close_up = _close_up(records)
+        if close_up is not None:
+            timeline_chart(close_up, out / "timeline-close-up.png")
         rto_chart(summary, out / "rto.png")
         charts = True
     except ImportError:  # matplotlib comes with the `pipeline` extra; the tables need nothing
-        charts = False
-    (out / "report.md").write_text(report_markdown(summary, charts))
+        charts, close_up = False, None
+    (out / "report.md").write_text(report_markdown(summary, charts, close_up=close_up is not None))
     if data_dirs:
         export_for_analyze(out, records, data_dirs)
     return summary
@@ -70,6 +75,15 @@ _STARTED_AT = {"attempt": "invoke", "role": "t", "window": "start"}
 
 def _origin(records: Sequence[Record]) -> int:
     return min((r[_STARTED_AT[r["type"]]] for r in records if r["type"] in _STARTED_AT), default=0)
+
+
+def _close_up(records: Sequence[Record]) -> list[Record] | None:
+    """The records of the first CLOSE_UP_WINDOWS windows (None when the run has no more than that)."""
+    windows = [r for r in records if r["type"] == "window"]
+    if len(windows) <= CLOSE_UP_WINDOWS:
+        return None
+    until = windows[CLOSE_UP_WINDOWS - 1]["end"]
+    return [r for r in records if r["type"] in _STARTED_AT and r[_STARTED_AT[r["type"]]] <= until]
 
 
 def timeline_chart(records: Sequence[Record], path: Path) -> None:
@@ -147,7 +161,7 @@ def rto_chart(summary: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def report_markdown(summary: dict[str, Any], charts: bool = True) -> str:
+def report_markdown(summary: dict[str, Any], charts: bool = True, *, close_up: bool = False) -> str:
     verdict = "PASS: no violation" if not summary["violations"] else f"FAIL: {len(summary['violations'])} violations"
     lines = [
         f"# Chaos run: {verdict}", "",
@@ -169,8 +183,10 @@ def report_markdown(summary: dict[str, Any], charts: bool = True) -> str:
                      f"{_ms(m['p50'])} | {_ms(m['p99'])} | {_ms(m['max'])} | {row['unrecovered']} |")
     if charts:
         lines += ["", "## Timeline", "", "Red: fault; orange: heal and recovery. Top: successful writes and "
-                  "reads and failed requests per second; bottom: each node's role.", "", "![timeline](timeline.png)",
-                  "", "## RTO per window", "", "![rto](rto.png)"]
+                  "reads and failed requests per second; bottom: each node's role.", "", "![timeline](timeline.png)"]
+        if close_up:
+            lines += ["", f"The first {CLOSE_UP_WINDOWS} windows:", "", "![timeline, first windows](timeline-close-up.png)"]
+        lines += ["", "## RTO per window", "", "![rto](rto.png)"]
     else:
         lines += ["", "(No charts: matplotlib is not installed; `pip install 'rmqc[pipeline]'`.)"]
     lines += ["", "## Violations", ""]
