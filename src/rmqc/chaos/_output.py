@@ -14,7 +14,7 @@ from rmqc.linearizability import Op, write_history
 
 from ._checks import INITIAL_NEXT_ID, Record, history_ops
 from ._history import write_jsonl
-from ._summary import summarize
+from ._summary import TARGETED_FAULTS, summarize
 
 BUCKET_S = 0.5  # the timeline's resolution: a failover of ~0.2 s still shows as a dip
 # A long run's timeline packs a window into a few pixels: it also gets a close-up of its first ones.
@@ -147,11 +147,18 @@ def rto_chart(summary: dict[str, Any], path: Path) -> None:
     kinds = sorted(summary["faults"])
     fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(kinds)), 4))
     for i, kind in enumerate(kinds):
-        writes = [r["write_ms"] for r in rows if r["kind"] == kind and r["write_ms"] is not None]
-        masters = [r["masters_ms"] for r in rows if r["kind"] == kind and r["masters_ms"] is not None]
-        ax.scatter([i - 0.12] * len(writes), writes, color="tab:blue", s=12, label="writes" if i == 0 else None)
-        ax.scatter([i + 0.12] * len(masters), masters, color="tab:purple", s=12, marker="x",
-                   label="agreed masters" if i == 0 else None)
+        of_kind = [r for r in rows if r["kind"] == kind]
+        _dots(ax, i - 0.12, [r["write_ms"] for r in of_kind], "writes" if i == 0 else None,
+              color="tab:blue", s=12)
+        _dots(ax, i + 0.12, [r["masters_ms"] for r in of_kind], "agreed masters" if i == 0 else None,
+              color="tab:purple", s=12, marker="x")
+        if TARGETED_FAULTS.get(kind) == "heal":
+            _dots(ax, i, [r["write_from_heal_ms"] for r in of_kind], "writes, from the restart",
+                  facecolors="none", edgecolors="tab:blue", s=20)
+    targets = summary.get("rto_targets")
+    if targets:
+        ax.axhline(targets["target_p99_ms"], color="tab:red", ls="--", lw=1,
+                   label=f"target: p99 <= {targets['target_p99_ms'] / 1000:g} s (kills, pauses, partitions)")
     ax.set_xticks(range(len(kinds)))
     ax.set_xticklabels(kinds, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("RTO, ms from the fault's start")
@@ -159,6 +166,11 @@ def rto_chart(summary: dict[str, Any], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
+
+
+def _dots(ax: Any, x: float, values: list[float | None], label: str | None, **style: Any) -> None:
+    ys = [v for v in values if v is not None]
+    ax.scatter([x] * len(ys), ys, label=label, **style)
 
 
 def report_markdown(summary: dict[str, Any], charts: bool = True, *, close_up: bool = False) -> str:
