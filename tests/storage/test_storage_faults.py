@@ -4,11 +4,14 @@ may mount one (root), else through the test-only fault hook (rmqc.testing.disk).
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
 import pytest
 
+from rmqc.chaos._faults import libfaketime
 from rmqc.raft._types import Entry, HardState
 from rmqc.storage import (
     FAULT_FILE_ENV,
@@ -96,3 +99,27 @@ def test_a_stalled_disk_holds_the_commit_until_released_and_then_stores_it(
             control.write_text("")
             writer.join(5)
         assert saved.is_set() and storage.last_index() == 2
+
+
+HOLD_UNDER_FAKETIME = """
+import sys, threading
+from pathlib import Path
+from rmqc.storage._faults import FaultHook
+control = Path(sys.argv[1])
+control.write_text("stall")
+threading.Timer(0.2, control.write_text, [""]).start()
+FaultHook(control).before_commit()
+print("released")
+"""
+
+
+@pytest.mark.skipif(libfaketime() is None, reason="needs libfaketime (Debian package faketime)")
+def test_a_held_commit_survives_libfaketime(tmp_path: Path) -> None:
+    """Regression (a chaos run with clock and disk-stall): under libfaketime with the real monotonic
+    clock, time.sleep fails with EINVAL, and a node whose commit was held stopped at once."""
+    (tmp_path / "clock").write_text("+0\n")
+    env = {**os.environ, "LD_PRELOAD": str(libfaketime()), "FAKETIME_TIMESTAMP_FILE": str(tmp_path / "clock"),
+           "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+    done = subprocess.run([sys.executable, "-c", HOLD_UNDER_FAKETIME, str(tmp_path / "faults")], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0 and done.stdout.strip() == "released", done.stderr

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -32,6 +33,10 @@ FAULT_STALL_WORD = "stall"
 STALL_POLL_S = 0.01  # how often a held commit reads the control file again
 # A stall the test forgot to lift ends by itself after this long: a held node is never left hanging.
 STALL_BOUND_S = 120.0
+# What a held commit waits on between two looks (never set). Not time.sleep: under libfaketime with
+# a real monotonic clock (rmqc chaos's clock fault, preloaded into the same nodes) its
+# clock_nanosleep fails with EINVAL, which stopped the node; a timed condition wait does not.
+_POLL_PAUSE = threading.Event()
 # Each fault as LMDB raises it (py-lmdb maps ENOSPC to DiskError, other errno values to Error).
 _FAULTS = {
     "enospc": lambda: lmdb.DiskError("mdb_txn_commit: No space left on device (test fault hook)"),
@@ -70,7 +75,7 @@ class FaultHook:
         log.warning("TEST-ONLY storage fault hook: commit held (%s says %s)", self.control, FAULT_STALL_WORD)
         started = time.monotonic()
         while time.monotonic() - started < STALL_BOUND_S:
-            time.sleep(STALL_POLL_S)
+            _POLL_PAUSE.wait(STALL_POLL_S)
             try:
                 if self.control.read_text().strip() != FAULT_STALL_WORD:
                     break
