@@ -51,8 +51,7 @@ async def _kill(world: World, victims: Sequence[str]) -> tuple[str, Heal]:
         await world.node(node_id).wait_exit()
 
     async def heal() -> None:
-        for node_id in victims:
-            await world.restart(node_id)
+        await world.restart(victims)
 
     return f"SIGKILL {','.join(victims)}", heal
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,9 +106,16 @@ class World:
     def disk_file(self, node_id: str) -> Path:
         return disk_file(self.config.out, node_id)
 
-    async def restart(self, node_id: str) -> None:
-        await self.node(node_id).start()
-        self.incarnation[node_id] += 1
+    async def restart(self, node_ids: Sequence[str]) -> None:
+        """Start the nodes again on their data, all at once (as an operator restarting a majority
+        would; one after the other, a major-kill's RTO from the restart counted two process starts),
+        and wait until every one serves. A node's incarnation changes as its new process starts, so
+        no read it answers is counted as the old process's."""
+        for node_id in node_ids:
+            self.incarnation[node_id] += 1
+            self.node(node_id).spawn()
+        for node_id in node_ids:
+            await self.node(node_id).wait_serving()
 
     async def leader(self) -> str | None:
         """The leader most running nodes name (None if none answers)."""
