@@ -126,8 +126,16 @@ def test_the_rto_is_set_against_the_target_and_a_major_kill_counts_from_its_rest
     targets = summarize(history, {})["rto_targets"]
     # from the fault (100 ms) the first write is the one acknowledged at 400 ms; from the restart
     # (2,000 ms), the one first tried at 2,100 ms and acknowledged at 2,400 ms
-    assert targets["kinds"] == {"major-kill": {"from": "heal", "p50": 400.0, "p99": 400.0, "met": True}}
+    assert targets["kinds"] == {"major-kill": {"from": "heal", "p50": 400.0, "p99": 400.0, "unrecovered": 0,
+                                               "met": True}}
     assert targets["all_met"] and targets["target_p99_ms"] == 2000.0
+
+
+def test_a_kind_with_a_window_never_recovered_misses_the_target() -> None:
+    history = [r for r in clean_history() if not (r["type"] == "write" and r["invoke"] >= 100 * 1_000_000)]
+    targets = summarize(history, {})["rto_targets"]
+    assert targets["kinds"]["leader-kill"]["unrecovered"] == 1
+    assert not targets["kinds"]["leader-kill"]["met"] and not targets["all_met"]
 
 
 def test_a_retry_answered_from_the_state_is_no_recovery() -> None:

@@ -225,9 +225,9 @@ def _target_lines(targets: dict[str, Any] | None) -> list[str]:
               f"(OpenChaos: about {_ms(targets['openchaos_ms'])} ms)"), "",
              ("Kills, pauses and partitions; from the fault's start, a major-kill from the restart (no "
               "quorum can exist before it)."), "",
-             "| fault | from | p50 ms | p99 ms | met |", "|---|---|---|---|---|"]
-    lines += [f"| {kind} | {row['from']} | {_ms(row['p50'])} | {_ms(row['p99'])} | {'yes' if row['met'] else '**no**'} |"
-              for kind, row in targets["kinds"].items()]
+             "| fault | from | p50 ms | p99 ms | not recovered | met |", "|---|---|---|---|---|---|"]
+    lines += [f"| {kind} | {row['from']} | {_ms(row['p50'])} | {_ms(row['p99'])} | {row['unrecovered']} | "
+              f"{'yes' if row['met'] else '**no**'} |" for kind, row in targets["kinds"].items()]
     return [*lines, ""]
 
 
