@@ -1,6 +1,7 @@
 """The chaos checkers and the summary on small hand-made histories: a clean one passes, and each
 planted fault (a lost write, a duplicated id, two masters with one epoch, a non-linearizable read,
-a stale read going back, a window not recovered) is reported as a violation."""
+a stale read going back, a designation answered wrong or lost, a window not recovered) is reported
+as a violation; the RTO is set against the design's target."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from rmqc.chaos import ChaosConfig, all_violations, read_jsonl, schedule, summarize, write_outputs
 from rmqc.chaos._checks import history_ops, stalls
-from rmqc.chaos._output import with_initial_writes
+from rmqc.chaos._output import CLOSE_UP_WINDOWS, with_initial_writes
 from rmqc.linearizability import check_key
 
 
@@ -39,6 +40,8 @@ def clean_history() -> list[dict[str, Any]]:
          "fault": 100 * ms, "heal": 200 * ms, "end": 500 * ms, "problems": []},
         {"type": "final", "key": "g", "value": "3", "t": 600 * ms},
         {"type": "brokers", "t": 600 * ms, "brokers": [["b", 0, 1], ["b", 1, 2], ["b", 2, None]]},
+        {"type": "designate", "key": "b", "id": 2, "node": "n1", "invoke": 200 * ms, "complete": 250 * ms,
+         "code": 0, "master": 2, "epoch": 2},
     ]
 
 
@@ -68,6 +71,7 @@ PLANTED = {
     "linearizability": with_change(7, value="2"),  # a lease read after id 2's ack returns the old value
     "stale_going_back": with_change(None, type="read", node="n1", incarnation=0, level="stale", key="g",
                                     value="1", invoke=10 * 1_000_000, complete=11 * 1_000_000),
+    "designations": with_change(15, master=1),  # answered SUCCESS, but another broker is master
     "aborted": with_change(None, type="aborted", reason="NodeStartFailed: n1 did not print 'serving on'"),
     "recovery": with_change(12, problems=["b: live brokers disagree on (master, masterEpoch)"]),
 }
@@ -80,6 +84,58 @@ def test_every_planted_fault_is_a_violation(checker: str) -> None:
     others = [name for name in PLANTED if name != checker and found[name]]
     assert not others, f"{checker} planted, but {others} reported too"
     assert summarize(PLANTED[checker], {})["violations"]
+
+
+def designation(invoke_ms: int, complete_ms: int, code: int, epoch: int, broker_id: int = 1) -> dict[str, Any]:
+    return {"type": "designate", "key": "b", "id": broker_id, "node": "n0", "invoke": invoke_ms * 1_000_000,
+            "complete": complete_ms * 1_000_000, "code": code, "master": broker_id, "epoch": epoch}
+
+
+@pytest.mark.parametrize(("later", "went_back"), [
+    (designation(260, 270, 2011, 2, broker_id=2), False),  # still master, the same epoch: fine
+    (designation(260, 270, 2011, 1), True),  # an answer from before the acknowledged election
+    (designation(260, 270, 0, 2), True),  # a new election cannot reuse the epoch
+    (designation(240, 270, 0, 1), False),  # concurrent with it: either order is possible
+])
+def test_designations_never_go_back_in_masterepoch(later: dict[str, Any], went_back: bool) -> None:
+    found = all_violations([*clean_history(), later])["designations"]
+    assert bool(found) == went_back, found
+
+
+def test_an_acknowledged_election_no_broker_follows_is_lost() -> None:
+    history = [*clean_history(), designation(310, 320, 0, 3)]  # no sample after 320 ms shows epoch 3
+    assert "no broker followed it" in all_violations(history)["designations"][0]
+    history.append({"type": "masters", "t": 330 * 1_000_000, "groups": {"b": [[1, 3]]}})
+    assert all_violations(history)["designations"] == []
+
+
+def test_designations_are_counted_by_answer() -> None:
+    history = [*clean_history(), designation(260, 270, 2011, 2, broker_id=2), designation(280, 290, 2012, 2),
+               {**designation(300, 310, 0, 2), "code": None, "master": None, "epoch": None}]
+    assert summarize(history, {})["designations"] == {"sent": 4, "elected": 1, "still_master": 1, "refused": 1,
+                                                      "unanswered": 1}
+
+
+def test_the_rto_is_set_against_the_target_and_a_major_kill_counts_from_its_restart() -> None:
+    ms = 1_000_000
+    history = clean_history()
+    history[12] = {**history[12], "kind": "major-kill", "detail": "SIGKILL n0,n1", "heal": 2_000 * ms,
+                   "end": 3_000 * ms}
+    history.append({"type": "write", "key": "g", "id": 3, "invoke": 2_100 * ms, "complete": 2_400 * ms})
+    history.append({"type": "final", "key": "g", "value": "4", "t": 3_100 * ms})
+    targets = summarize(history, {})["rto_targets"]
+    # from the fault (100 ms) the first write is the one acknowledged at 400 ms; from the restart
+    # (2,000 ms), the one first tried at 2,100 ms and acknowledged at 2,400 ms
+    assert targets["kinds"] == {"major-kill": {"from": "heal", "p50": 400.0, "p99": 400.0, "unrecovered": 0,
+                                               "met": True}}
+    assert targets["all_met"] and targets["target_p99_ms"] == 2000.0
+
+
+def test_a_kind_with_a_window_never_recovered_misses_the_target() -> None:
+    history = [r for r in clean_history() if not (r["type"] == "write" and r["invoke"] >= 100 * 1_000_000)]
+    targets = summarize(history, {})["rto_targets"]
+    assert targets["kinds"]["leader-kill"]["unrecovered"] == 1
+    assert not targets["kinds"]["leader-kill"]["met"] and not targets["all_met"]
 
 
 def test_a_retry_answered_from_the_state_is_no_recovery() -> None:
@@ -156,3 +212,16 @@ def test_the_client_export_checks_from_an_empty_register_as_rmqc_analyze_does() 
                                   value="1", invoke=-5, complete=-4))
     assert not check_key([op for op in ops if op.key == "g"]).ok
     assert check_key(with_initial_writes(ops)).ok
+
+
+def test_a_long_run_gets_a_close_up_of_its_first_windows(tmp_path: Path) -> None:
+    s = 1_000_000_000
+    history = clean_history()
+    history += [{"type": "window", "window": i, "kind": "kill", "detail": "SIGKILL n1", "start": i * s,
+                 "fault": i * s + s // 4, "heal": i * s + s // 2, "end": (i + 1) * s, "problems": []}
+                for i in range(1, CLOSE_UP_WINDOWS + 1)]
+    write_outputs(tmp_path / "long", history, {"seed": 3, "nodes": 3})
+    assert (tmp_path / "long" / "timeline-close-up.png").stat().st_size > 0
+    assert "(timeline-close-up.png)" in (tmp_path / "long" / "report.md").read_text()
+    write_outputs(tmp_path / "short", clean_history(), {"seed": 3, "nodes": 3})
+    assert not (tmp_path / "short" / "timeline-close-up.png").exists()

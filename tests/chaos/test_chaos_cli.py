@@ -1,6 +1,6 @@
-"""`rmqc chaos run` end to end on real processes: a short schedule of leader-kill, suspend and
-partition on 3 nodes passes with every output written; then a lost write planted into that run's
-own history is reported."""
+"""`rmqc chaos run` end to end on real processes: a short schedule of leader-kill, suspend,
+partition, loss and disk-stall on 3 nodes, with the admin designating masters, passes with every
+output written; then a lost write planted into that run's own history is reported."""
 
 from __future__ import annotations
 
@@ -14,28 +14,31 @@ from rmqc.chaos import read_jsonl, summarize
 from rmqc.launcher import rmqc_argv
 
 pytestmark = pytest.mark.slow
-RUN_BOUND_S = 240  # the run takes about 20 s here; this bound only turns a hang into a failure
-FAULTS = ("leader-kill", "suspend", "partition")
+RUN_BOUND_S = 240  # the run takes about 30 s here; this bound only turns a hang into a failure
+FAULTS = ("leader-kill", "suspend", "partition", "loss", "disk-stall")
 
 
 def test_a_short_schedule_passes_and_writes_every_output(tmp_path: Path) -> None:
     out = tmp_path / "chaos"
-    argv = [*rmqc_argv(), "chaos", "run", "--nodes", "3", "--windows", "3", "--faults", ",".join(FAULTS),
+    argv = [*rmqc_argv(), "chaos", "run", "--nodes", "3", "--windows", str(len(FAULTS)), "--faults", ",".join(FAULTS),
             "--out", str(out), "--seed", "20", "--broker-groups", "4", "--json"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_BOUND_S)
     assert "chaos seed 20" in done.stderr
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert done.returncode == 0, f"{summary['violations']}\n{done.stderr[-3000:]}"
-    assert summary["windows"] == 3 and summary["violations"] == []
+    assert summary["windows"] == len(FAULTS) and summary["violations"] == []
     assert summary["lost"] == 0 and summary["duplicates"] == 0
     assert summary["acknowledged_writes"] > 0
     assert set(summary["rto_ms"]) == set(FAULTS)
     for rto in summary["rto_ms"].values():
         assert set(rto) == {"p50", "p99", "max"} and rto["max"] is not None
+    assert set(summary["rto_targets"]["kinds"]) == {"leader-kill", "suspend", "partition"}  # the targeted ones
+    assert summary["designations"]["sent"] > 0  # the admin designated masters, every answer checked
     for name in ("history.jsonl", "summary.json", "report.md", "timeline.png", "rto.png", "clients.jsonl"):
         assert (out / name).stat().st_size > 0, name
     assert (out / "export" / "n0.jsonl").read_text().startswith('{"controller_cluster"')
-    assert "# Chaos run: PASS" in (out / "report.md").read_text()
+    report = (out / "report.md").read_text()
+    assert "# Chaos run: PASS" in report and "## RTO against the target" in report
     assert_planted_lost_write_is_found(out)
 
 

@@ -1,21 +1,31 @@
 """The link faults cut exactly the links they should, on a mesh of proxies that is not running
-(cutting only sets each proxy's state)."""
+(cutting only sets each proxy's state); the disk stall holds the chosen node's commits through the
+storage layer's real fault hook."""
 
 from __future__ import annotations
 
 import random
+import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from rmqc.chaos import FAULTS
+from rmqc.chaos._faults import LOSS_PERCENT
 from rmqc.chaos._tcp_proxy import ProxyMesh
+from rmqc.raft._types import Entry, HardState
+from rmqc.storage import FAULT_FILE_ENV, LmdbStorage
 
 
 @dataclass
 class LinkWorld:
     mesh: ProxyMesh
     leader: str = "n0"
+    root: Path = Path("unused")
+
+    def disk_file(self, node_id: str) -> Path:
+        return self.root / f"{node_id}.storage-faults"
 
     @property
     def node_ids(self) -> list[str]:
@@ -81,3 +91,32 @@ async def test_asymmetric_loses_only_what_the_victim_sends() -> None:
         assert w.mesh.proxies[(other, victim)]._cut == {"forward": False, "backward": True}
     await heal()
     assert not cut_links(w.mesh)
+
+
+async def test_loss_makes_every_link_lossy_at_one_rate_until_healed() -> None:
+    w = world(3)
+    detail, heal = await FAULTS["loss"](w, random.Random(2))  # type: ignore[arg-type]
+    rates = {proxy._loss_rate for proxy in w.mesh.proxies.values()}
+    assert len(rates) == 1
+    (rate,) = rates
+    assert LOSS_PERCENT[0] / 100 <= rate <= LOSS_PERCENT[1] / 100 and f"{round(rate * 100)}%" in detail
+    await heal()
+    assert all(proxy._loss_rate == 0 for proxy in w.mesh.proxies.values())
+
+
+async def test_disk_stall_holds_the_victims_commits_until_healed(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    w = world(3)
+    w.root, w.leader = tmp_path, "n2"
+    detail, heal = await FAULTS["disk-stall"](w, random.Random(0))  # type: ignore[arg-type]
+    victim = detail.split()[-1]
+    monkeypatch.setenv(FAULT_FILE_ENV, str(w.disk_file(victim)))  # what the victim node is started with
+    with LmdbStorage(tmp_path / "data") as storage:
+        saved = threading.Event()
+        writer = threading.Thread(target=lambda: (
+            storage.save(HardState(term=1, vote="n0", commit=0), [Entry(index=1, term=1, data=b"x")]), saved.set()))
+        writer.start()
+        assert not saved.wait(0.3)
+        await heal()
+        writer.join(5)
+        assert saved.is_set() and storage.last_index() == 1

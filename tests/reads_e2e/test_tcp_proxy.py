@@ -1,11 +1,14 @@
-"""The fault-injecting proxy: relays both ways, swallows a cut direction, delays in order, heals."""
+"""The fault-injecting proxy: relays both ways, swallows a cut direction, delays in order, loses
+chunks as TCP does (held for retransmission, reset after repeated losses), heals."""
 
 from __future__ import annotations
 
+import random
+
 import trio
 
+from rmqc.chaos._tcp_proxy import LOSS_RESET_AFTER, RTO_MIN_S, ProxyMesh, TcpProxy
 from rmqc.node._peers import _is_refusal
-from rmqc.chaos._tcp_proxy import ProxyMesh, TcpProxy
 
 
 async def echo_server(nursery: trio.Nursery) -> int:
@@ -72,6 +75,53 @@ async def test_delay_keeps_order_and_holds_each_chunk() -> None:
         started = trio.current_time()
         assert await round_trip(proxy.port, b"0123456789") == b"0123456789"
         assert trio.current_time() - started >= 0.1  # held 50 ms each way
+        await closed(proxy)
+        nursery.cancel_scope.cancel()
+
+
+class ScriptedRandom(random.Random):
+    """random() returns the scripted draws, then `rest` for ever: which chunk is lost, decided."""
+
+    def __init__(self, draws: list[float], rest: float) -> None:
+        super().__init__(0)
+        self.draws, self.rest = list(draws), rest
+
+    def random(self) -> float:
+        return self.draws.pop(0) if self.draws else self.rest
+
+
+async def test_a_lost_chunk_is_held_one_rto_and_arrives_in_order() -> None:
+    async with trio.open_nursery() as nursery:
+        port = await echo_server(nursery)
+        proxy = TcpProxy("127.0.0.1", port)
+        await nursery.start(proxy.run)
+        # the request goes through (0.9 >= 0.5); its echo is lost once (0.1), then delivered (0.9)
+        proxy.lose(0.5, ScriptedRandom([0.9, 0.1, 0.9], rest=0.9))
+        started = trio.current_time()
+        assert await round_trip(proxy.port, b"0123456789", timeout_s=5) == b"0123456789"
+        assert RTO_MIN_S <= trio.current_time() - started < 2 * RTO_MIN_S
+        assert proxy.stats.resets == 0
+        await closed(proxy)
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_chunk_lost_again_and_again_resets_the_connection() -> None:
+    async with trio.open_nursery() as nursery:
+        port = await echo_server(nursery)
+        proxy = TcpProxy("127.0.0.1", port)
+        await nursery.start(proxy.run)
+        proxy.lose(0.5, ScriptedRandom([0.0] * LOSS_RESET_AFTER, rest=0.9))
+        stream = await trio.open_tcp_stream("127.0.0.1", proxy.port)
+        await stream.send_all(b"never")
+        with trio.fail_after(5):
+            try:
+                assert await stream.receive_some(16) == b""
+            except trio.BrokenResourceError as error:
+                assert isinstance(error.__cause__, ConnectionResetError)
+        await stream.aclose()
+        assert proxy.stats.resets == 1
+        assert await round_trip(proxy.port, b"next one") == b"next one"  # the rest get through
+        proxy.heal()
         await closed(proxy)
         nursery.cancel_scope.cancel()
 

@@ -10,6 +10,11 @@ What each one proves:
 - linearizability of `linearizable` and `lease` reads per group (rmqc.linearizability).
 - stale reads going back in time: on one node (one incarnation of it), a `stale` read never returns
   less than a `stale` read that completed before it began.
+- designations: an admin's 1002 (designateElect) answered SUCCESS made the broker it named
+  master; the masterEpochs answered to designations never go back in real time (one invoked after
+  another completed gets at least its epoch, a new election a higher one); and the brokers
+  followed every acknowledged election (a later sample shows the group's master at its epoch or a
+  newer one: an acknowledged election is never lost).
 - recovery: at the end of each recovery phase every node runs, a write made after the heal was
   acknowledged, and every broker group has one agreed, notified master.
 - aborted: the run broke off (a node that did not start again, a bound exceeded); what it recorded
@@ -24,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from rmqc.linearizability import Op, SearchBoundExceeded, check_history
+from rmqc.remoting import ResponseCode
 
 # The value of nextBrokerId of a group nobody has registered in yet.
 INITIAL_NEXT_ID = "1"
@@ -117,7 +123,7 @@ def _went_back(node: str, incarnation: int, key: str, reads: list[Record]) -> li
     """Reads that returned less than a read completed before they began (one sweep)."""
     done = sorted(reads, key=lambda r: r["complete"])
     done_at = [r["complete"] for r in done]
-    best_before = []  # best_before[i]: the highest value among done[:i+1]
+    best_before: list[int] = []  # best_before[i]: the highest value among done[:i+1]
     for read in done:
         best_before.append(max(int(read["value"]), best_before[-1] if best_before else 0))
     found = []
@@ -126,6 +132,64 @@ def _went_back(node: str, incarnation: int, key: str, reads: list[Record]) -> li
         if i and int(read["value"]) < best_before[i - 1]:
             found.append(f"{node} (incarnation {incarnation}) {key}: stale read {read['value']} after "
                          f"{best_before[i - 1]} had been read there")
+    return found
+
+
+ELECTED = ResponseCode.SUCCESS
+STILL_MASTER = ResponseCode.CONTROLLER_MASTER_STILL_EXIST
+
+
+def designations(records: Sequence[Record]) -> list[str]:
+    answered = [r for r in records if r["type"] == "designate" and r["code"] in (ELECTED, STILL_MASTER)
+                and r["epoch"] is not None]
+    found = [f"{r['key']}: designated {r['id']}, answered SUCCESS with master {r['master']}"
+             for r in answered if r["code"] == ELECTED and r["master"] != r["id"]]
+    by_group: dict[str, list[Record]] = defaultdict(list)
+    for record in answered:
+        by_group[record["key"]].append(record)
+    for group, group_answers in sorted(by_group.items()):
+        found += _epochs_went_back(group, group_answers)
+    return found + _elections_not_followed(records, answered)
+
+
+def _epochs_went_back(group: str, answers: list[Record]) -> list[str]:
+    done = sorted(answers, key=lambda r: r["complete"])
+    done_at = [r["complete"] for r in done]
+    best_before: list[int] = []  # best_before[i]: the highest epoch among done[:i+1]
+    for answer in done:
+        best_before.append(max(answer["epoch"], best_before[-1] if best_before else 0))
+    found = []
+    for answer in answers:
+        i = bisect.bisect_left(done_at, answer["invoke"])
+        best = best_before[i - 1] if i else 0
+        if answer["epoch"] < best or (answer["code"] == ELECTED and answer["epoch"] == best):
+            found.append(f"{group}: designation of {answer['id']} answered masterEpoch {answer['epoch']} "
+                         f"(code {answer['code']}) after masterEpoch {best} had been answered")
+    return found
+
+
+def _elections_not_followed(records: Sequence[Record], answered: list[Record]) -> list[str]:
+    """Acknowledged elections that no later sample of the brokers reached (epoch or newer)."""
+    samples: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for record in records:
+        if record["type"] == "masters":
+            for group, claims in record["groups"].items():
+                samples[group].append((record["t"], max(epoch for _, epoch in claims)))
+    newest_from: dict[str, list[int]] = {}  # newest_from[group][i]: the highest epoch in samples[i:]
+    for group, group_samples in samples.items():
+        group_samples.sort()
+        suffix = [-1] * (len(group_samples) + 1)
+        for i in range(len(group_samples) - 1, -1, -1):
+            suffix[i] = max(group_samples[i][1], suffix[i + 1])
+        newest_from[group] = suffix
+    found = []
+    for answer in (r for r in answered if r["code"] == ELECTED):
+        group_samples = samples.get(answer["key"], [])
+        i = bisect.bisect_right(group_samples, (answer["complete"], float("inf")))
+        newest = newest_from.get(answer["key"], [-1])[i]
+        if newest < answer["epoch"]:
+            found.append(f"{answer['key']}: the election of {answer['id']} at masterEpoch {answer['epoch']} was "
+                         f"acknowledged, but no broker followed it (newest seen after: {newest})")
     return found
 
 
@@ -140,7 +204,8 @@ def all_violations(records: Sequence[Record]) -> dict[str, Any]:
     lin, unchecked = linearizability(records)
     found = {"lost": lost_writes(records), "duplicates": duplicate_ids(records),
              "split_brain": split_brains(records), "linearizability": lin,
-             "stale_going_back": stale_going_back(records), "recovery": unrecovered(records),
+             "stale_going_back": stale_going_back(records), "designations": designations(records),
+             "recovery": unrecovered(records),
              "aborted": [r["reason"] for r in records if r["type"] == "aborted"]}
     violations = [f"{name}: {text}" for name, texts in found.items() for text in texts]
     return {**found, "unchecked_groups": unchecked, "violations": violations[:MAX_VIOLATIONS_LISTED],
@@ -151,18 +216,19 @@ def all_violations(records: Sequence[Record]) -> dict[str, Any]:
 # design allows no unpaused node silent for more than 100 ms, but the monitor asks with a 150 ms
 # bound, four times a second, on a shared 2-core machine, so shorter silences are noise.
 STALL_REPORT_S = 1.0
-_PROCESS_FAULTS = ("SIGKILL", "SIGSTOP")
+# Faults that silence the node they name by design (a held fsync holds the node's driver too).
+_NODE_FAULTS = ("SIGKILL", "SIGSTOP", "disk-stall")
 
 
 def stalls(records: Sequence[Record], min_s: float = STALL_REPORT_S) -> list[dict[str, Any]]:
-    """Intervals in which a node that was neither killed nor stopped answered no role query:
+    """Intervals in which a node that was neither killed, stopped nor disk-stalled answered no role query:
     `node`, `at_s` (since the first sample) and `for_s`. Reported, not counted as violations."""
     samples = [r for r in records if r["type"] == "role"]
     if not samples:
         return []
     origin = samples[0]["t"]
     touched = [(w["fault"], w["end"], w["detail"]) for w in records
-               if w["type"] == "window" and w["detail"].startswith(_PROCESS_FAULTS)]
+               if w["type"] == "window" and w["detail"].startswith(_NODE_FAULTS)]
     found = []
     for node in sorted(samples[0]["roles"]):
         silent_since = None

@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rmqc.storage import FAULT_STALL_WORD
+
 if TYPE_CHECKING:
     from ._run import World
 
@@ -20,6 +22,9 @@ Heal = Callable[[], Awaitable[None]]
 Fault = Callable[["World", random.Random], Awaitable[tuple[str, Heal]]]
 
 DELAY_MS = (50, 250)  # a slow link, not a dead one: well under the election timeout
+# Chunks lost on every peer link: from noticeable to a link that loses a leader's heartbeats for
+# longer than the election timeout now and then (3 losses in a row hold a chunk 1.4 s).
+LOSS_PERCENT = (5, 30)
 CLOCK_STEP_S = (30, 600)  # a wall clock stepped by NTP or a bad RTC
 
 
@@ -46,8 +51,7 @@ async def _kill(world: World, victims: Sequence[str]) -> tuple[str, Heal]:
         await world.node(node_id).wait_exit()
 
     async def heal() -> None:
-        for node_id in victims:
-            await world.restart(node_id)
+        await world.restart(victims)
 
     return f"SIGKILL {','.join(victims)}", heal
 
@@ -169,6 +173,19 @@ async def delay(world: World, rng: random.Random) -> tuple[str, Heal]:
     return f"every peer link +{delay_ms} ms", heal
 
 
+async def loss(world: World, rng: random.Random) -> tuple[str, Heal]:
+    """Every peer link loses a share of its chunks, each proxy drawing from its own seeded source;
+    TCP turns each loss into a retransmission wait, and repeated ones into a reset (TcpProxy.lose)."""
+    percent = rng.randint(*LOSS_PERCENT)
+    for proxy in world.mesh.proxies.values():
+        proxy.lose(percent / 100, random.Random(rng.getrandbits(64)))
+
+    async def heal() -> None:
+        world.mesh.heal_all()
+
+    return f"every peer link loses {percent}% of chunks", heal
+
+
 async def clock(world: World, rng: random.Random) -> tuple[str, Heal]:
     """A node's wall clock steps far ahead or behind (its monotonic clock runs on: libfaketime with
     FAKETIME_DONT_FAKE_MONOTONIC), as after an NTP step."""
@@ -181,6 +198,26 @@ async def clock(world: World, rng: random.Random) -> tuple[str, Heal]:
         set_clock_offset(path, 0)
 
     return f"{victim} wall clock {step_s:+d} s", heal
+
+
+# ----- disks -----
+
+def set_disk_stall(path: Path, stalled: bool) -> None:
+    """Hold (or release) every commit of the node whose test-only storage fault hook reads `path`
+    (rmqc.storage._faults): its fsyncs hang as on a stalled disk."""
+    path.write_text(FAULT_STALL_WORD if stalled else "")
+
+
+async def disk_stall(world: World, rng: random.Random) -> tuple[str, Heal]:
+    """The leader's or a random node's (even odds) fsyncs held for the fault's duration."""
+    victim = await world.leader_or_random(rng) if rng.random() < 0.5 else rng.choice(world.node_ids)
+    path = world.disk_file(victim)
+    set_disk_stall(path, True)
+
+    async def heal() -> None:
+        set_disk_stall(path, False)
+
+    return f"disk-stall {victim}", heal
 
 
 # ----- brokers (the simulated fleet) -----
@@ -219,7 +256,9 @@ FAULTS: dict[str, Fault] = {
     "bridge": bridge,
     "ring": ring,
     "delay": delay,
+    "loss": loss,
     "clock": clock,
+    "disk-stall": disk_stall,
     "broker-kill": broker_kill,
     "broker-hang": broker_hang,
 }

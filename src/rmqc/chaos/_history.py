@@ -11,6 +11,8 @@ One record is one JSON object with a `type`:
 - `role`: every node's answer to 1005 (leader, follower or down) at `t`.
 - `masters`: per broker group, the (broker id, masterEpoch) of every live broker in role MASTER.
 - `converged`: whether every broker group had one agreed, notified master at `t`.
+- `designate`: the admin's 1002 (designateElect) of broker `id` in group `key` through `node`: the
+  answer's `code` (None: no answer), and the `master` and `epoch` (masterEpoch) it named.
 """
 
 from __future__ import annotations

@@ -14,9 +14,11 @@ from rmqc.linearizability import Op, write_history
 
 from ._checks import INITIAL_NEXT_ID, Record, history_ops
 from ._history import write_jsonl
-from ._summary import summarize
+from ._summary import TARGETED_FAULTS, summarize
 
 BUCKET_S = 0.5  # the timeline's resolution: a failover of ~0.2 s still shows as a dip
+# A long run's timeline packs a window into a few pixels: it also gets a close-up of its first ones.
+CLOSE_UP_WINDOWS = 8
 ROLE_LEVEL = {"down": 0, "follower": 1, "leader": 2}
 EXPORT_CLUSTER = "rmqc"
 
@@ -29,11 +31,14 @@ def write_outputs(out: Path, records: Sequence[Record], meta: dict[str, Any],
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     try:
         timeline_chart(records, out / "timeline.png")
+        close_up = _close_up(records)
+        if close_up is not None:
+            timeline_chart(close_up, out / "timeline-close-up.png")
         rto_chart(summary, out / "rto.png")
         charts = True
     except ImportError:  # matplotlib comes with the `pipeline` extra; the tables need nothing
-        charts = False
-    (out / "report.md").write_text(report_markdown(summary, charts))
+        charts, close_up = False, None
+    (out / "report.md").write_text(report_markdown(summary, charts, close_up=close_up is not None))
     if data_dirs:
         export_for_analyze(out, records, data_dirs)
     return summary
@@ -70,6 +75,15 @@ _STARTED_AT = {"attempt": "invoke", "role": "t", "window": "start"}
 
 def _origin(records: Sequence[Record]) -> int:
     return min((r[_STARTED_AT[r["type"]]] for r in records if r["type"] in _STARTED_AT), default=0)
+
+
+def _close_up(records: Sequence[Record]) -> list[Record] | None:
+    """The records of the first CLOSE_UP_WINDOWS windows (None when the run has no more than that)."""
+    windows = [r for r in records if r["type"] == "window"]
+    if len(windows) <= CLOSE_UP_WINDOWS:
+        return None
+    until = windows[CLOSE_UP_WINDOWS - 1]["end"]
+    return [r for r in records if r["type"] in _STARTED_AT and r[_STARTED_AT[r["type"]]] <= until]
 
 
 def timeline_chart(records: Sequence[Record], path: Path) -> None:
@@ -133,11 +147,18 @@ def rto_chart(summary: dict[str, Any], path: Path) -> None:
     kinds = sorted(summary["faults"])
     fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(kinds)), 4))
     for i, kind in enumerate(kinds):
-        writes = [r["write_ms"] for r in rows if r["kind"] == kind and r["write_ms"] is not None]
-        masters = [r["masters_ms"] for r in rows if r["kind"] == kind and r["masters_ms"] is not None]
-        ax.scatter([i - 0.12] * len(writes), writes, color="tab:blue", s=12, label="writes" if i == 0 else None)
-        ax.scatter([i + 0.12] * len(masters), masters, color="tab:purple", s=12, marker="x",
-                   label="agreed masters" if i == 0 else None)
+        of_kind = [r for r in rows if r["kind"] == kind]
+        _dots(ax, i - 0.12, [r["write_ms"] for r in of_kind], "writes" if i == 0 else None,
+              color="tab:blue", s=12)
+        _dots(ax, i + 0.12, [r["masters_ms"] for r in of_kind], "agreed masters" if i == 0 else None,
+              color="tab:purple", s=12, marker="x")
+        if TARGETED_FAULTS.get(kind) == "heal":
+            _dots(ax, i, [r["write_from_heal_ms"] for r in of_kind], "writes, from the restart",
+                  facecolors="none", edgecolors="tab:blue", s=20)
+    targets = summary.get("rto_targets")
+    if targets:
+        ax.axhline(targets["target_p99_ms"], color="tab:red", ls="--", lw=1,
+                   label=f"target: p99 <= {targets['target_p99_ms'] / 1000:g} s (kills, pauses, partitions)")
     ax.set_xticks(range(len(kinds)))
     ax.set_xticklabels(kinds, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("RTO, ms from the fault's start")
@@ -147,7 +168,12 @@ def rto_chart(summary: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def report_markdown(summary: dict[str, Any], charts: bool = True) -> str:
+def _dots(ax: Any, x: float, values: list[float | None], label: str | None, **style: Any) -> None:
+    ys = [v for v in values if v is not None]
+    ax.scatter([x] * len(ys), ys, label=label, **style)
+
+
+def report_markdown(summary: dict[str, Any], charts: bool = True, *, close_up: bool = False) -> str:
     verdict = "PASS: no violation" if not summary["violations"] else f"FAIL: {len(summary['violations'])} violations"
     lines = [
         f"# Chaos run: {verdict}", "",
@@ -156,7 +182,9 @@ def report_markdown(summary: dict[str, Any], charts: bool = True) -> str:
         f"reads: {summary['reads']}",
         f"- lost: {summary['lost']}; duplicates: {summary['duplicates']}; "
         f"failed writes in quiet phases: {summary['quiet_errors']}",
-        f"- groups the linearizability search gave up on: {summary['unchecked_groups'] or 'none'}", "",
+        f"- groups the linearizability search gave up on: {summary['unchecked_groups'] or 'none'}",
+        _designations_line(summary.get("designations")), "",
+        *_target_lines(summary.get("rto_targets")),
         "## RTO per fault kind (ms from the fault's start)", "",
         "| fault | windows | writes p50 | p99 | max | masters p50 | p99 | max | unrecovered |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -167,8 +195,10 @@ def report_markdown(summary: dict[str, Any], charts: bool = True) -> str:
                      f"{_ms(m['p50'])} | {_ms(m['p99'])} | {_ms(m['max'])} | {row['unrecovered']} |")
     if charts:
         lines += ["", "## Timeline", "", "Red: fault; orange: heal and recovery. Top: successful writes and "
-                  "reads and failed requests per second; bottom: each node's role.", "", "![timeline](timeline.png)",
-                  "", "## RTO per window", "", "![rto](rto.png)"]
+                  "reads and failed requests per second; bottom: each node's role.", "", "![timeline](timeline.png)"]
+        if close_up:
+            lines += ["", f"The first {CLOSE_UP_WINDOWS} windows:", "", "![timeline, first windows](timeline-close-up.png)"]
+        lines += ["", "## RTO per window", "", "![rto](rto.png)"]
     else:
         lines += ["", "(No charts: matplotlib is not installed; `pip install 'rmqc[pipeline]'`.)"]
     lines += ["", "## Violations", ""]
@@ -179,6 +209,26 @@ def report_markdown(summary: dict[str, Any], charts: bool = True) -> str:
     lines += [f"| {r['window']} | {r['kind']} | {r['detail']} | {_ms(r['write_ms'])} | {_ms(r['masters_ms'])} |"
               for r in summary["window_rows"]]
     return "\n".join(lines) + "\n"
+
+
+def _designations_line(counts: dict[str, int] | None) -> str:
+    if not counts:
+        return "- master designations by the admin (1002): none"
+    return (f"- master designations by the admin (1002): {counts['sent']} sent, {counts['elected']} elected, "
+            f"{counts['still_master']} already master, {counts['refused']} refused, {counts['unanswered']} unanswered")
+
+
+def _target_lines(targets: dict[str, Any] | None) -> list[str]:
+    if not targets or not targets["kinds"]:
+        return []
+    lines = [(f"## RTO against the target: write RTO p99 <= {_ms(targets['target_p99_ms'])} ms "
+              f"(OpenChaos: about {_ms(targets['openchaos_ms'])} ms)"), "",
+             ("Kills, pauses and partitions; from the fault's start, a major-kill from the restart (no "
+              "quorum can exist before it)."), "",
+             "| fault | from | p50 ms | p99 ms | not recovered | met |", "|---|---|---|---|---|---|"]
+    lines += [f"| {kind} | {row['from']} | {_ms(row['p50'])} | {_ms(row['p99'])} | {row['unrecovered']} | "
+              f"{'yes' if row['met'] else '**no**'} |" for kind, row in targets["kinds"].items()]
+    return [*lines, ""]
 
 
 def _ms(value: float | None) -> str:

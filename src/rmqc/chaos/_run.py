@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,10 +20,11 @@ import trio
 from rmqc.brokersim import BrokerFleet, Role, SimTiming, Status
 from rmqc.client import ClientError, ControllerClient
 from rmqc.remoting import RequestCode
+from rmqc.storage import FAULT_FILE_ENV
 from rmqc.chaos._tcp_proxy import ProxyMesh
 from rmqc.launcher import ServeNode, free_ports, stop_processes
 
-from ._faults import FAULTS, FIVE_NODES_ONLY, Fault, libfaketime, set_clock_offset
+from ._faults import FAULTS, FIVE_NODES_ONLY, Fault, libfaketime, set_clock_offset, set_disk_stall
 from ._history import History, now_ns
 from ._output import write_outputs
 
@@ -37,6 +38,7 @@ RETRY_PAUSE_S = 0.01  # after a refusal: a failover is under way, do not spin
 ROLE_SAMPLE_S = 0.25
 ROLE_ASK_S = 0.15  # a suspended node does not answer: one sample never waits longer per node
 MASTER_SAMPLE_S = 0.05  # the resolution of the masters' RTO
+ADMIN_PAUSE_S = (1.0, 3.0)  # between two designations of a master by the admin (1002), uniform
 FINAL_READ_BOUND_S = 30.0
 CONVERGE_BOUND_S = 60.0  # the fleet's first registration on a loaded 2-core machine
 # Ids one writer registers in one group before moving to the next: below the controller's bound of
@@ -99,11 +101,21 @@ class World:
         return next(node for node in self.nodes if node.node_id == node_id)
 
     def clock_file(self, node_id: str) -> Path:
-        return self.config.out / "nodes" / f"{node_id}.faketime"
+        return clock_file(self.config.out, node_id)
 
-    async def restart(self, node_id: str) -> None:
-        await self.node(node_id).start()
-        self.incarnation[node_id] += 1
+    def disk_file(self, node_id: str) -> Path:
+        return disk_file(self.config.out, node_id)
+
+    async def restart(self, node_ids: Sequence[str]) -> None:
+        """Start the nodes again on their data, all at once (as an operator restarting a majority
+        would; one after the other, a major-kill's RTO from the restart counted two process starts),
+        and wait until every one serves. A node's incarnation changes as its new process starts, so
+        no read it answers is counted as the old process's."""
+        for node_id in node_ids:
+            self.incarnation[node_id] += 1
+            self.node(node_id).spawn()
+        for node_id in node_ids:
+            await self.node(node_id).wait_serving()
 
     async def leader(self) -> str | None:
         """The leader most running nodes name (None if none answers)."""
@@ -159,6 +171,14 @@ async def run_chaos(config: ChaosConfig, on_window: Callable[[dict[str, Any]], N
     return history
 
 
+def clock_file(out: Path, node_id: str) -> Path:
+    return out / "nodes" / f"{node_id}.faketime"
+
+
+def disk_file(out: Path, node_id: str) -> Path:
+    return out / "nodes" / f"{node_id}.storage-faults"
+
+
 def _nodes(config: ChaosConfig, mesh: ProxyMesh) -> list[ServeNode]:
     root = config.out / "nodes"
     root.mkdir(parents=True, exist_ok=True)
@@ -166,13 +186,25 @@ def _nodes(config: ChaosConfig, mesh: ProxyMesh) -> list[ServeNode]:
     for node_id, port in mesh.listen_ports.items():
         node = ServeNode(node_id, f"127.0.0.1:{port}", mesh.peers_for(node_id), root / node_id,
                          root / f"{node_id}.log", (*NODE_SETTINGS, *config.node_settings))
-        if "clock" in config.faults:
-            clock = root / f"{node_id}.faketime"
-            set_clock_offset(clock, 0)
-            node.env = {"LD_PRELOAD": str(libfaketime()), "FAKETIME_TIMESTAMP_FILE": str(clock),
-                        "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+        node.env = _fault_env(config, node_id)
         nodes.append(node)
     return nodes
+
+
+def _fault_env(config: ChaosConfig, node_id: str) -> dict[str, str]:
+    """What a node's environment needs for the requested faults; nothing for the others, so the
+    test-only storage hook and libfaketime are on only where a fault uses them."""
+    env: dict[str, str] = {}
+    if "clock" in config.faults:
+        clock = clock_file(config.out, node_id)
+        set_clock_offset(clock, 0)
+        env |= {"LD_PRELOAD": str(libfaketime()), "FAKETIME_TIMESTAMP_FILE": str(clock),
+                "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+    if "disk-stall" in config.faults:
+        disk = disk_file(config.out, node_id)
+        set_disk_stall(disk, False)
+        env[FAULT_FILE_ENV] = str(disk)
+    return env
 
 
 async def _with_cluster(config: ChaosConfig, nodes: list[ServeNode], mesh: ProxyMesh, history: History,
@@ -194,6 +226,7 @@ async def _with_cluster(config: ChaosConfig, nodes: list[ServeNode], mesh: Proxy
                 await _windows(world, on_window)
                 load.cancel_scope.cancel()
             await _final_reads(world)
+            await _final_masters(world)
             _record_brokers(world)
 
 
@@ -205,6 +238,7 @@ def _start_load(world: World, load: trio.Nursery, rng: random.Random) -> None:
             load.start_soon(_reader, world, node, level, random.Random(rng.getrandbits(64)))
     load.start_soon(_role_monitor, world)
     load.start_soon(_master_monitor, world)
+    load.start_soon(_admin, world, random.Random(rng.getrandbits(64)))
 
 
 def register_key(slot: int, generation: int) -> str:
@@ -250,7 +284,7 @@ async def _request_ok(world: World, code: RequestCode, ext: dict[str, Any], addr
         answer = await world.client.request(code, ext, address=address)
     except ClientError:
         return False
-    return answer.code == 0
+    return answer is not None and answer.code == 0
 
 
 async def _reader(world: World, node: ServeNode, level: str, rng: random.Random) -> None:
@@ -266,7 +300,7 @@ async def _reader(world: World, node: ServeNode, level: str, rng: random.Random)
         complete = now_ns()
         ok = answer is not None and answer.code == 0
         world.history.add("attempt", proc="reader", node=node.node_id, invoke=invoke, complete=complete, ok=ok)
-        if ok and incarnation == world.incarnation[node.node_id]:
+        if answer is not None and ok and incarnation == world.incarnation[node.node_id]:
             world.history.add("read", node=node.node_id, incarnation=incarnation, level=level, key=key,
                               value=answer.ext("nextBrokerId"), invoke=invoke, complete=complete)
         await trio.sleep(READER_PAUSE_S)  # also after a refusal: a down node is asked 20 times a second at most
@@ -296,14 +330,58 @@ async def _master_monitor(world: World) -> None:
     """What the brokers believe: every live MASTER's (id, masterEpoch), and whether every group has
     one agreed, notified master."""
     while True:
-        groups: dict[str, list[tuple[int, int]]] = {}
-        for belief in world.fleet.beliefs():
-            if belief.status is Status.RUNNING and belief.role is Role.MASTER and belief.broker_id is not None:
-                groups.setdefault(belief.broker_name, []).append((belief.broker_id, belief.master_epoch))
-        t = now_ns()
-        world.history.add("masters", t=t, groups=groups)
-        world.history.add("converged", t=t, ok=not world.fleet.problems())
+        _sample_masters(world)
         await trio.sleep(MASTER_SAMPLE_S)
+
+
+def _sample_masters(world: World) -> None:
+    groups: dict[str, list[tuple[int, int]]] = {}
+    for belief in world.fleet.beliefs():
+        if belief.status is Status.RUNNING and belief.role is Role.MASTER and belief.broker_id is not None:
+            groups.setdefault(belief.broker_name, []).append((belief.broker_id, belief.master_epoch))
+    t = now_ns()
+    world.history.add("masters", t=t, groups=groups)
+    world.history.add("converged", t=t, ok=not world.fleet.problems())
+
+
+async def _admin(world: World, rng: random.Random) -> None:
+    """Now and then an operator designates a master (1002 with designateElect, mqadmin's
+    electMaster) through a random node: a live slave of a random group, one its own belief puts in
+    the SyncStateSet when there is one (the controller refuses the others, which is recorded too).
+    The answer's master and masterEpoch go into the history for the designation checker."""
+    while True:
+        await trio.sleep(rng.uniform(*ADMIN_PAUSE_S))
+        choice = _designation(world, rng)
+        if choice is None:
+            continue
+        group, broker_id = choice
+        node = rng.choice(world.nodes)
+        ext = {"clusterName": CLUSTER, "brokerName": group, "brokerId": broker_id, "designateElect": True}
+        invoke = now_ns()
+        try:
+            answer = await world.client.request(RequestCode.CONTROLLER_ELECT_MASTER, ext, address=node.address)
+        except ClientError:
+            answer = None
+        complete = now_ns()
+        world.history.add("designate", key=group, id=broker_id, node=node.node_id, invoke=invoke, complete=complete,
+                          code=None if answer is None else answer.code,
+                          master=_int_or_none(answer, "masterBrokerId"), epoch=_int_or_none(answer, "masterEpoch"))
+
+
+def _designation(world: World, rng: random.Random) -> tuple[str, int] | None:
+    slaves = [b for b in world.fleet.beliefs()
+              if b.status is Status.RUNNING and b.role is Role.SLAVE and b.broker_id is not None]
+    in_sync = [b for b in slaves if b.broker_id in b.sync_state_set]
+    if not slaves:
+        return None
+    chosen = rng.choice(in_sync or slaves)
+    assert chosen.broker_id is not None
+    return chosen.broker_name, chosen.broker_id
+
+
+def _int_or_none(answer: Any, key: str) -> int | None:
+    value = None if answer is None else answer.ext(key)
+    return None if value is None else int(value)
 
 
 async def _windows(world: World, on_window: Callable[[dict[str, Any]], None]) -> None:
@@ -362,6 +440,15 @@ async def _final_reads(world: World) -> None:
                     world.history.add("final", key=key, value=answer.ext("nextBrokerId"), t=now_ns())
                     break
                 await trio.sleep(RETRY_PAUSE_S)
+
+
+async def _final_masters(world: World) -> None:
+    """One last sample of the brokers' masters once they agree (bounded): what every designation
+    acknowledged at the very end of the load is checked against."""
+    with trio.move_on_after(FINAL_READ_BOUND_S):
+        while world.fleet.problems():
+            await trio.sleep(MASTER_SAMPLE_S)
+    _sample_masters(world)
 
 
 def _record_brokers(world: World) -> None:

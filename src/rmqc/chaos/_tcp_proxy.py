@@ -9,6 +9,12 @@ target -> client (answers on that connection). Faults:
   target), like a SYN that is answered but whose data is lost; nothing is refused, so the nodes see
   a silent network, not a dead process.
 - `delay(ms)`: every chunk is delivered `ms` after it arrived, in order.
+- `lose(rate, rng)`: packet loss as a TCP stream sees it. A stream has no holes: a lost segment is
+  sent again after the retransmission timeout (RTO, at least 200 ms on Linux, doubled at each
+  further loss of the same segment), and everything behind it waits (head-of-line blocking). So
+  each chunk is lost with probability `rate`, and each loss holds it, and the stream behind it, one
+  RTO; a chunk lost LOSS_RESET_AFTER times in a row resets the connection, as TCP gives up after
+  its retries (sooner here: tcp_retries2 takes minutes).
 - `reject()`: a firewall REJECT rule (or a host whose stack answers with resets): every connection
   is reset (RST, both sides), and new ones are refused (the port stays bound but stops listening,
   so a SYN is answered with RST: ECONNREFUSED), as if the target's process were gone, though it
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import random
 import socket as stdlib_socket
 import struct
 from collections.abc import Awaitable
@@ -42,6 +49,10 @@ MAX_CONNECTIONS = 256
 LISTEN_BACKLOG = 128
 # SO_LINGER on with a zero timeout: close() sends RST instead of FIN (a reset connection).
 _RESET_ON_CLOSE = struct.pack("ii", 1, 0)
+# Packet loss (lose()): Linux's smallest retransmission timeout (TCP_RTO_MIN), doubled at each
+# further loss of one segment; a segment lost this many times in a row resets the connection.
+RTO_MIN_S = 0.2
+LOSS_RESET_AFTER = 4
 # Re-binding the port after a reject may briefly find it taken by a socket still closing.
 REBIND_ATTEMPTS = 100
 REBIND_PAUSE_S = 0.01
@@ -65,6 +76,7 @@ class ProxyStats:
     connections: int = 0
     forwarded_bytes: int = 0
     dropped_bytes: int = 0
+    resets: int = 0  # connections reset by lose()
 
 
 class TcpProxy:
@@ -75,6 +87,8 @@ class TcpProxy:
         self._listen = (listen_host, listen_port)
         self._cut = {"forward": False, "backward": False}
         self._delay_s = 0.0
+        self._loss_rate = 0.0
+        self._loss_rng = random.Random(0)
         self._connections: set[_Connection] = set()
         self._healed = trio.Event()
         self._rejecting = False
@@ -99,6 +113,14 @@ class TcpProxy:
     def delay(self, delay_ms: float) -> None:
         self._delay_s = max(0.0, delay_ms / 1000)
 
+    def lose(self, rate: float, rng: random.Random) -> None:
+        """Lose each chunk with probability `rate` (0 <= rate < 1), drawn from `rng` (seeded)."""
+        if not 0.0 <= rate < 1.0:
+            raise ValueError(f"loss rate {rate} is not in [0, 1)")
+        self._loss_rate = rate
+        self._loss_rng = rng
+        log.info("%s: losing %.0f%% of chunks", self.name, rate * 100)
+
     def reject(self) -> None:
         """Reset every connection and refuse new ones until heal()."""
         self._rejecting = True
@@ -113,6 +135,7 @@ class TcpProxy:
     def heal(self) -> None:
         self._cut = {"forward": False, "backward": False}
         self._delay_s = 0.0
+        self._loss_rate = 0.0
         if self._rejecting:
             self._rejecting = False
             self._accepting.set()
@@ -224,6 +247,7 @@ class TcpProxy:
 
     async def _read_into(self, connection: _Connection, source: trio.SocketStream,
                          send: trio.MemorySendChannel[tuple[float, bytes]], direction: str) -> None:
+        not_before = 0.0  # in order: a chunk held by a loss holds every chunk behind it
         while True:
             data = await source.receive_some(CHUNK_BYTES)
             if not data:
@@ -232,7 +256,25 @@ class TcpProxy:
                 connection.lost_bytes += len(data)
                 self.stats.dropped_bytes += len(data)
                 continue
-            await send.send((trio.current_time() + self._delay_s, data))
+            held_s = self._retransmission_s()
+            if held_s is None:
+                connection.reset = True
+                self.stats.resets += 1
+                connection.scope.cancel()
+                return
+            not_before = max(not_before, trio.current_time() + self._delay_s + held_s)
+            await send.send((not_before, data))
+
+    def _retransmission_s(self) -> float | None:
+        """How long a chunk waits for its losses: each loss one RTO, doubled from RTO_MIN_S; None
+        when it was lost LOSS_RESET_AFTER times in a row (the connection is reset)."""
+        held_s, rto_s = 0.0, RTO_MIN_S
+        for _ in range(LOSS_RESET_AFTER):
+            if self._loss_rng.random() >= self._loss_rate:
+                return held_s
+            held_s += rto_s
+            rto_s *= 2
+        return None
 
     async def _deliver(self, receive: trio.MemoryReceiveChannel[tuple[float, bytes]],
                        sink: trio.SocketStream) -> None:

@@ -370,6 +370,15 @@ def render_chaos_summary(summary: Mapping[str, Any], out_dir: str) -> None:
     out.print(f"acknowledged writes {summary['acknowledged_writes']:,}, reads {summary['reads']:,}, "
               f"lost {summary['lost']}, duplicates {summary['duplicates']}, "
               f"failed writes in quiet phases {summary['quiet_errors']}")
+    targets = summary.get("rto_targets")
+    if targets and targets["kinds"]:
+        missed = [f"{kind} p99 {row['p99']} ms" for kind, row in targets["kinds"].items() if not row["met"]]
+        out.print(f"RTO target p99 <= {targets['target_p99_ms']:,.0f} ms: "
+                  + ("[green]met by every kind[/green]" if not missed else f"[yellow]missed by {', '.join(missed)}[/yellow]"))
+    designations = summary.get("designations")
+    if designations:
+        out.print(f"master designations: {designations['sent']} sent, {designations['elected']} elected, "
+                  f"{designations['refused']} refused, {designations['unanswered']} unanswered")
     for violation in summary["violations"][:10]:
         out.print(f"[red]violation:[/red] {violation}")
     verdict = "[red]FAIL[/red]" if summary["violations"] else "[green]PASS[/green]"

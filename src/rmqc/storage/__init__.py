@@ -20,7 +20,7 @@ from ._errors import (
     StorageFullError,
     StorageWriteFailed,
 )
-from ._faults import FAULT_FILE_ENV
+from ._faults import FAULT_FILE_ENV, FAULT_STALL_WORD
 from ._identity import IDENTITY_FILE_NAME, NodeIdentity, claim_identity, read_identity
 from ._inspect import StorageStats, VerifyReport, open_verified
 from ._lmdb_storage import DATA_FILE_NAME, DEFAULT_MAP_SIZE_BYTES, LmdbStorage, rewrite_compactly
@@ -40,6 +40,7 @@ __all__ = [
     "DATA_FILE_NAME",
     "DEFAULT_MAP_SIZE_BYTES",
     "FAULT_FILE_ENV",
+    "FAULT_STALL_WORD",
     "IDENTITY_FILE_NAME",
     "IdentityMismatchError",
     "LmdbStorage",
