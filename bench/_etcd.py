@@ -40,8 +40,8 @@ class EtcdCluster:
         self.root = root
         self.names = [f"e{i}" for i in range(members)]
         ports = free_ports(2 * members)
-        self.client_ports = dict(zip(self.names, ports[:members]))
-        self.peer_ports = dict(zip(self.names, ports[members:]))
+        self.client_ports = dict(zip(self.names, ports[:members], strict=True))
+        self.peer_ports = dict(zip(self.names, ports[members:], strict=True))
         self.procs: dict[str, Proc] = {}
         self.member_ids: dict[str, str] = {}
 

@@ -56,7 +56,8 @@ class RemotingConn:
         host, port = split_address(address)
         return cls(await trio.open_tcp_stream(host, port), address)
 
-    async def call(self, code: int, ext: Mapping[str, object] | None = None, body: bytes | None = None) -> RemotingCommand:
+    async def call(self, code: int, ext: Mapping[str, object] | None = None,
+                   body: bytes | None = None) -> RemotingCommand:
         opaque = next(self._opaques)
         await self.stream.send_all(encode(make_request(code, opaque, ext, body)))
         while True:

@@ -10,7 +10,8 @@ from ._stats import fmt, summarise_ms
 from ._suite import Suite, say
 
 
-async def load_points(suite: Suite, label: str, workload: Workload[Any], clients: Iterable[int]) -> list[dict[str, Any]]:
+async def load_points(suite: Suite, label: str, workload: Workload[Any],
+                      clients: Iterable[int]) -> list[dict[str, Any]]:
     points = []
     for count in clients:
         workload.refusals.clear()

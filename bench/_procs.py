@@ -4,11 +4,13 @@ SIGKILL) when its scenario ends, and all of them again when the run ends (stop_a
 
 from __future__ import annotations
 
-from rmqc.launcher import STOP_GRACE_S as STOP_GRACE_S
-from rmqc.launcher import Process
-from rmqc.launcher import ProcessFailed as ProcessFailed
-from rmqc.launcher import free_ports as free_ports
-from rmqc.launcher import stop_all as stop_all
+from rmqc.launcher import (
+    STOP_GRACE_S as STOP_GRACE_S,
+    Process,
+    ProcessFailed as ProcessFailed,
+    free_ports as free_ports,
+    stop_all as stop_all,
+)
 
 __all__ = ["STOP_GRACE_S", "Proc", "ProcessFailed", "free_ports", "stop_all"]
 

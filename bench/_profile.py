@@ -16,8 +16,8 @@ from pathlib import Path
 
 import trio
 
-from ._load import RemotingConn, closed_loop
 from ._heartbeats import Broker, heartbeat_chunks
+from ._load import RemotingConn, closed_loop
 from ._rmqc import CLUSTER, RmqcCluster
 from ._scn_writes import rmqc_write_workload
 
@@ -88,7 +88,8 @@ async def profile(load_name: str, out: Path) -> Path:
         svg = out / f"profile-{load_name}.svg"
         argv = [py_spy(), "record", "-p", str(cluster.procs[leader].pid), "-r", str(SAMPLE_RATE_HZ),
                 "-d", str(int(PROFILE_SECONDS)), "--nonblocking"]
-        spies = [subprocess.Popen(argv + ["-f", "raw", "-o", str(raw)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE),
+        spies = [subprocess.Popen(argv + ["-f", "raw", "-o", str(raw)], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE),
                  subprocess.Popen(argv + ["-f", "flamegraph", "-o", str(svg)], stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL)]
         figures = await LOADS[load_name](cluster, leader, PROFILE_SECONDS)

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import trio
 
+from rmqc.launcher import RMQC as RMQC_BIN, join_peers, serve_argv, serving_pattern, stop_processes
 from rmqc.remoting import RemotingCommand, RequestCode, ResponseCode
-from rmqc.launcher import RMQC as RMQC_BIN
-from rmqc.launcher import join_peers, serve_argv, serving_pattern, stop_processes
 
 from ._load import LoadError, RemotingConn
 from ._procs import Proc, ProcessFailed, free_ports
@@ -74,7 +73,7 @@ class RmqcCluster:
         self.root = root
         self.name = name
         self.ids = [f"n{i}" for i in range(nodes)]
-        self.ports = dict(zip(self.ids, free_ports(nodes)))
+        self.ports = dict(zip(self.ids, free_ports(nodes), strict=True))
         self.settings = dict(settings or {})
         self.procs: dict[str, Proc] = {}
 

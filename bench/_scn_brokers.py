@@ -28,7 +28,8 @@ async def heartbeats(suite: Suite) -> dict[str, Any]:
     await cluster.start()
     brokers = [Broker(CLUSTER, f"hb-{i // 3:05d}", i % 3 + 1, f"10.1.{i // 250 % 250}.{i % 250}:10911")
                for i in range(suite.profile.heartbeat_brokers)]
-    conns = [await RemotingConn.open(cluster.address(node)) for node in cluster.ids for _ in range(CONNECTIONS_PER_NODE)]
+    conns = [await RemotingConn.open(cluster.address(node))
+             for node in cluster.ids for _ in range(CONNECTIONS_PER_NODE)]
     share = [brokers[i::len(conns)] for i in range(len(conns))]
     chunks = [heartbeat_chunks(part) for part in share]
     sent = [0] * len(conns)
@@ -38,7 +39,7 @@ async def heartbeats(suite: Suite) -> dict[str, Any]:
     async def blast(index: int) -> None:
         frames_per_chunk = [frames_in(chunk) for chunk in chunks[index]]
         while time.perf_counter() < stop_at:
-            for chunk, frames in zip(chunks[index], frames_per_chunk):
+            for chunk, frames in zip(chunks[index], frames_per_chunk, strict=True):
                 await conns[index].stream.send_all(chunk)
                 sent[index] += frames
         await drain_marker(conns[index], share[index][0])

@@ -23,9 +23,9 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -81,7 +81,8 @@ async def epochs(cluster: RmqcCluster, names: list[str]) -> dict[str, tuple[str 
     return found
 
 
-def elections_between(before: dict[str, tuple[str | None, int]], after: dict[str, tuple[str | None, int]]) -> dict[str, Any]:
+def elections_between(before: dict[str, tuple[str | None, int]],
+                      after: dict[str, tuple[str | None, int]]) -> dict[str, Any]:
     changed = {name: (before[name], after[name]) for name in before if name in after and after[name] != before[name]}
     return {"elections": sum(after[n][1] - before[n][1] for n in before if n in after),
             "groups_changed": len(changed), "examples": dict(list(changed.items())[:5])}
@@ -107,7 +108,8 @@ class Sampler:
             percent = {k: round(100 * (cpu[k] - before[k]) / (now - then), 1)
                        for k in cpu if cpu[k] is not None and before.get(k) is not None}
         self._last = (now, cpu)
-        sample = {"t_s": round(elapsed_s), "rss_mb": {k: v and round(v, 1) for k, v in rss.items()}, "cpu_percent": percent}
+        sample = {"t_s": round(elapsed_s), "rss_mb": {k: v and round(v, 1) for k, v in rss.items()},
+                  "cpu_percent": percent}
         self.samples.append(sample)
         return sample
 
@@ -324,7 +326,8 @@ async def _hold(cluster: RmqcCluster, options: HoldOptions, load: Any, sampler: 
 def _load_figures(load: Any, episodes_before: int, converged_s: float | None) -> dict[str, Any]:
     if isinstance(load, GeneratorLoad):
         return {"load": "generator", "two_master_beliefs_after_convergence": None,
-                "load_worst_lateness_ms": round(1000 * load.worst_late_s, 1), "load_sends_late_over_1s": load.late_over_1s}
+                "load_worst_lateness_ms": round(1000 * load.worst_late_s, 1),
+                "load_sends_late_over_1s": load.late_over_1s}
     hold_from_s = converged_s if converged_s is not None else CONVERGE_BOUND_S
     held = [w for w in load.windows if w["t_s"] > hold_from_s]
     return {

@@ -42,7 +42,7 @@ class NotificationSink:
     async def open(self, count: int) -> list[str]:
         for _ in range(count):
             (listener,) = await trio.open_tcp_listeners(0, host="127.0.0.1")
-            address = "127.0.0.1:{}".format(listener.socket.getsockname()[1])
+            address = f"127.0.0.1:{listener.socket.getsockname()[1]}"
             self.listeners[address] = listener
         return list(self.listeners)
 
@@ -55,7 +55,8 @@ class NotificationSink:
         async with stream:
             while data := await stream.receive_some(65536):
                 for command in decoder.feed(data):
-                    if command.code == RequestCode.NOTIFY_BROKER_ROLE_CHANGED and int(command.ext("masterEpoch") or 0) > 1:
+                    if (command.code == RequestCode.NOTIFY_BROKER_ROLE_CHANGED
+                            and int(command.ext("masterEpoch") or 0) > 1):
                         self.first_at.setdefault(address, time.perf_counter())
 
 
@@ -161,9 +162,10 @@ async def scale(suite: Suite) -> dict[str, Any]:
         # one connection per master to be lost, as each real broker has its own: the controller
         # ties a broker's liveness to the channel its heartbeats arrive on
         doomed_conns = [await RemotingConn.open(cluster.address(leader)) for _ in doomed]
-        for conn, master in zip(doomed_conns, doomed):
+        for conn, master in zip(doomed_conns, doomed, strict=True):
             nursery.start_soon(send_rounds, conn, heartbeat_chunks([master]), 1.0)
-        conns = [await RemotingConn.open(cluster.address(n)) for n in cluster.ids for _ in range(HEARTBEAT_CONNECTIONS_PER_NODE)]
+        conns = [await RemotingConn.open(cluster.address(n))
+                 for n in cluster.ids for _ in range(HEARTBEAT_CONNECTIONS_PER_NODE)]
         for index, conn in enumerate(conns):
             nursery.start_soon(send_rounds, conn, heartbeat_chunks(others[index::len(conns)]), 1.0)
         await trio.sleep(3)  # heartbeats (and followers' digests of them) reach the leader before elections
@@ -220,7 +222,8 @@ async def steady_state(cluster: RmqcCluster, seconds: float) -> dict[str, Any]:
         await trio.sleep(min(1.0, seconds / 5))
     elapsed = time.perf_counter() - start
     cpu_after = cluster.cpu_s()
-    cpu_pct = {node: round(100 * ((cpu_after[node] or 0) - (cpu_before[node] or 0)) / elapsed, 1) for node in cluster.ids}
+    cpu_pct = {node: round(100 * ((cpu_after[node] or 0) - (cpu_before[node] or 0)) / elapsed, 1)
+               for node in cluster.ids}
     rss_last = {node: samples[-1] if samples else None for node, samples in rss_samples.items()}
     say(f"   steady {elapsed:.0f} s: CPU % per node {cpu_pct}, RSS MB per node {rss_last}")
     return {"seconds": round(elapsed, 1), "cpu_percent": cpu_pct, "rss_mb": rss_last, "rss_samples_mb": rss_samples}

@@ -15,6 +15,7 @@ from ._points import load_points
 from ._rmqc import RmqcCluster, WriteSequence, write_ext
 from ._suite import Skipped, Suite
 
+
 def write_request_bytes() -> int:
     """Size of one 1013 frame of the write load; the anchors write values of this size."""
     return len(encode(make_request(RequestCode.CONTROLLER_APPLY_BROKER_ID, 1, write_ext("0000000000", 0, 0))))

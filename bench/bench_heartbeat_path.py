@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._heartbeats import Broker, heartbeat_chunks  # noqa: E402
 from rmqc.controller import ControllerConfig, ControllerProcessor, RequestContext  # noqa: E402
+
 try:
     from rmqc.controller._heartbeat import heartbeat_of  # noqa: E402
 except ImportError:  # a --baseline tree from before the specialised decoder

@@ -196,7 +196,8 @@ def bench_restore(directory: Path, runs: int) -> None:
     print(f"snapshot: ControllerState.snapshot of the same state (a node takes one every N entries), "
           f"{len(snapshot_cpu)} runs: CPU median {statistics.median(snapshot_cpu) * 1000:.1f} ms, "
           f"min {min(snapshot_cpu) * 1000:.1f} ms")
-    print(f"restore: ControllerState.restore of {len(groups):,} groups ({len(data) / 1e6:.1f} MB), repeated in one process, "
+    print(f"restore: ControllerState.restore of {len(groups):,} groups ({len(data) / 1e6:.1f} MB), "
+          "repeated in one process, "
           f"{len(samples)} runs: "
           f"wall median {statistics.median(wall) * 1000:.1f} ms, CPU median {statistics.median(cpu) * 1000:.1f} ms, "
           f"CPU min {min(cpu) * 1000:.1f} ms")

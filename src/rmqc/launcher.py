@@ -19,7 +19,6 @@ import contextlib
 import os
 import re
 import signal
-from signal import SIGTERM
 import socket
 import subprocess
 import sys
@@ -27,6 +26,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from signal import SIGTERM
 from typing import Any, BinaryIO, TypeVar
 
 import trio
@@ -440,7 +440,7 @@ class ServeCluster:
         """stop_processes for every node; each node's exit code (None if never started)."""
         started = [node for node in self.nodes if node.process is not None]
         codes = stop_processes([node.process for node in started if node.process is not None], signum, grace_s, resume)
-        by_node = dict(zip((node.node_id for node in started), codes))
+        by_node = dict(zip((node.node_id for node in started), codes, strict=True))
         return {node.node_id: by_node.get(node.node_id) for node in self.nodes}
 
     async def stop_async(self, signum: int = SIGTERM, grace_s: float = STOP_GRACE_S,

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from rmqc import fsm, raft
 from rmqc.cli._exit import ExitCode
 from rmqc.cli.main import app
+from rmqc.launcher import RMQC, free_ports
 from rmqc.raft._types import ConfChange, ConfChangeType, ConfState, Entry, EntryType, HardState
 from rmqc.storage import (
     DATA_FILE_NAME,
@@ -22,7 +23,6 @@ from rmqc.storage import (
     acquire_node_lock,
     claim_identity,
 )
-from rmqc.launcher import RMQC, free_ports
 
 runner = CliRunner()
 LEADER_TS_MS = 1_763_000_000_000

@@ -16,7 +16,6 @@ from rmqc.fsm import ControllerState, decode_commands
 from rmqc.raft import EntryType
 from rmqc.remoting import loads_fastjson
 from rmqc.storage import LmdbStorage
-
 from rmqc.testing.cluster import CLUSTER, Cluster, FakeBroker, wait_until
 
 pytestmark = pytest.mark.slow

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import trio
 
-from rmqc.node._peers import _is_refusal
 from rmqc.chaos._tcp_proxy import ProxyMesh, TcpProxy
+from rmqc.node._peers import _is_refusal
 
 
 async def echo_server(nursery: trio.Nursery) -> int:

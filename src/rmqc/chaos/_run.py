@@ -18,10 +18,10 @@ from typing import Any
 import trio
 
 from rmqc.brokersim import BrokerFleet, Role, SimTiming, Status
-from rmqc.client import ClientError, ControllerClient
-from rmqc.remoting import RequestCode
 from rmqc.chaos._tcp_proxy import ProxyMesh
+from rmqc.client import ClientError, ControllerClient
 from rmqc.launcher import ServeNode, free_ports, stop_processes
+from rmqc.remoting import RequestCode
 
 from ._faults import FAULTS, FIVE_NODES_ONLY, Fault, libfaketime, set_clock_offset
 from ._history import History, now_ns

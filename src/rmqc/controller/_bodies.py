@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from rmqc.fsm import BrokerGroup
 from rmqc.remoting import dumps_fastjson

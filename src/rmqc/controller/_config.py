@@ -19,8 +19,8 @@ all keys of one update or none: a typo must not look applied.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Mapping
 
 from rmqc.errors import ConfigError
 from rmqc.remoting import RemotingProtocolError, dumps_properties, loads_properties

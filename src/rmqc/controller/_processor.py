@@ -24,7 +24,7 @@ bad value with 29 INVALID_PARAMETER (Java ignores the key, or keeps the old valu
 from __future__ import annotations
 
 import re
-from typing import Callable, Hashable
+from collections.abc import Callable, Hashable
 
 from rmqc.errors import BoundExceeded, ProtocolError
 from rmqc.fsm import (

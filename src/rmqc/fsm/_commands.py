@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, fields
 from enum import StrEnum
-from typing import Union
 
 import orjson
 
@@ -99,7 +98,7 @@ class CleanBrokerData:
     leader_ts_ms: int
 
 
-Command = Union[ApplyBrokerId, UpdateBrokerAddress, ElectMaster, AlterSyncStateSet, CleanBrokerData]
+Command = ApplyBrokerId | UpdateBrokerAddress | ElectMaster | AlterSyncStateSet | CleanBrokerData
 
 # The tag written into the log; also the `command` column of the history export.
 COMMAND_TAGS: dict[type, str] = {

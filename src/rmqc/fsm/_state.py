@@ -8,9 +8,9 @@ without a log entry when a request cannot succeed) and apply runs them again on 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Callable, Iterator
 
 import orjson
 

@@ -20,8 +20,9 @@ too, so a follower's stall is not counted against the brokers it relays.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Hashable, Iterable, Iterator, NamedTuple
+from typing import NamedTuple
 
 import orjson
 

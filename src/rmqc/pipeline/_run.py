@@ -15,8 +15,7 @@ from pathlib import Path
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from ._audit import audit_table
 from ._clock_steps import clock_steps
@@ -103,7 +102,8 @@ def _write(frame: DataFrame, out_dir: Path, name: str) -> str:
     return path
 
 
-def _analyse(spark: SparkSession, inputs: Sequence[str | os.PathLike[str]], out_dir: Path) -> tuple[dict[str, str], int]:
+def _analyse(spark: SparkSession, inputs: Sequence[str | os.PathLike[str]],
+             out_dir: Path) -> tuple[dict[str, str], int]:
     entries, diverging = load_entries(spark, inputs)
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or "4")
     group_log = build_group_log(entries, partitions)

@@ -16,9 +16,20 @@ from collections.abc import Callable, Sequence
 from enum import Enum
 
 from rmqc.errors import CompactedError
+from rmqc.reads import (
+    Lease,
+    ReadIndexTracker,
+    ReadRequest,
+    decode_lease_age,
+    decode_round_id,
+    encode_lease_age,
+    encode_round_id,
+    lease_duration_ticks,
+    takeover_wait_ticks,
+)
 
-from ._config import Config, Role
 from ._confchange import encode_conf_change
+from ._config import Config, Role
 from ._errors import (
     ConfChangeRefused,
     NoLeader,
@@ -35,18 +46,6 @@ from ._progress import Progress, ProgressState
 from ._quorum import VoteResult, committed_index, has_quorum, vote_result
 from ._ready import ReadState
 from ._storage import Storage
-from rmqc.reads import (
-    Lease,
-    ReadIndexTracker,
-    ReadRequest,
-    decode_lease_age,
-    decode_round_id,
-    encode_lease_age,
-    encode_round_id,
-    lease_duration_ticks,
-    takeover_wait_ticks,
-)
-
 from ._types import (
     ConfChange,
     ConfChangeType,
@@ -115,7 +114,10 @@ CAMPAIGN_CONTEXT = {
 }
 # Campaigns that first ask for pre-votes (no term change) and, once a quorum would grant, run the
 # real campaign: a node that cannot reach a quorum never raises its term (pitfall 1).
-REAL_CAMPAIGN_AFTER = {CampaignType.PRE_ELECTION: CampaignType.ELECTION, CampaignType.PRE_TAKEOVER: CampaignType.TAKEOVER}
+REAL_CAMPAIGN_AFTER = {
+    CampaignType.PRE_ELECTION: CampaignType.ELECTION,
+    CampaignType.PRE_TAKEOVER: CampaignType.TAKEOVER,
+}
 
 # The lease age of a node that never heard from any leader (brand new): no lease to wait out.
 LEASE_AGE_NEVER = 1 << 32
@@ -452,9 +454,8 @@ class RaftCore:
 
     def _step_higher_term(self, m: Message) -> bool:
         """Returns False if the message is to be ignored."""
-        if m.type in VOTE_RESPONSE_OF:
-            if m.context not in DISRUPTIVE_CAMPAIGNS and self._in_lease():
-                return False  # a removed or partitioned node must not depose us (pitfall 21)
+        if m.type in VOTE_RESPONSE_OF and m.context not in DISRUPTIVE_CAMPAIGNS and self._in_lease():
+            return False  # a removed or partitioned node must not depose us (pitfall 21)
         if m.type is MT.PRE_VOTE or (m.type is MT.PRE_VOTE_RESP and not m.reject):
             return True  # pre-votes never move terms (pitfall 1)
         leader = m.frm if m.type in (MT.APP, MT.HEARTBEAT, MT.SNAP) else None

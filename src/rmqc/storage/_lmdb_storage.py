@@ -352,7 +352,8 @@ class LmdbStorage:
             batch_hi = min(hi, lo + batch_entries)
             start, previous, batch = lo, prev_term, []
             try:
-                self._read(lambda txn: self._read_run(txn, start, batch_hi, None, previous, batch))
+                # the lambda runs at once, inside this iteration: the loop variables cannot move under it
+                self._read(lambda txn: self._read_run(txn, start, batch_hi, None, previous, batch))  # noqa: B023
             except CorruptionError:
                 yield from batch  # the good entries before the bad one, then the error
                 raise
@@ -543,7 +544,8 @@ class LmdbStorage:
         """Every stored (key, value) of the log, unchecked, in batches (for verify and stats)."""
         next_key = b""
         while True:
-            batch = self._read(lambda txn: _raw_batch(txn.cursor(db=self._dbs["log"]), next_key, batch_entries))
+            # the lambda runs at once, inside this iteration: next_key cannot move under it
+            batch = self._read(lambda txn: _raw_batch(txn.cursor(db=self._dbs["log"]), next_key, batch_entries))  # noqa: B023
             if not batch:
                 return
             yield from batch

@@ -4,6 +4,7 @@ notifications it receives) and helpers that follow the broker side of spec secti
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import time
 from collections.abc import Awaitable, Callable
@@ -13,13 +14,15 @@ from pathlib import Path
 import trio
 
 from rmqc.client import ClientError, ControllerClient
+from rmqc.launcher import (
+    RMQC as RMQC,
+    START_TIMEOUT_S as START_TIMEOUT_S,
+    ServeCluster,
+    ServeNode as NodeProcess,
+    free_ports as free_ports,
+    serve_nodes,
+)
 from rmqc.remoting import FrameDecoder, RemotingCommand
-
-from rmqc.launcher import RMQC as RMQC
-from rmqc.launcher import START_TIMEOUT_S as START_TIMEOUT_S
-from rmqc.launcher import ServeCluster, serve_nodes
-from rmqc.launcher import ServeNode as NodeProcess
-from rmqc.launcher import free_ports as free_ports
 
 __all__ = ["CLUSTER", "HEARTBEAT_TIMEOUT_MS", "RMQC", "START_TIMEOUT_S", "Cluster", "FakeBroker", "NodeProcess",
            "free_ports", "wait_until"]
@@ -74,7 +77,7 @@ class FakeBroker:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-        self.address = "127.0.0.1:%d" % listeners[0].socket.getsockname()[1]
+        self.address = f"127.0.0.1:{listeners[0].socket.getsockname()[1]}"
         with trio.CancelScope() as self._scope:
             async with ControllerClient(self.controllers, timeout_ms=3000, max_retries=5) as client:
                 self.client = client
@@ -116,11 +119,9 @@ class FakeBroker:
         assert self.client is not None
         while True:
             self.last_heartbeat_ms = time.time_ns() // 1_000_000
-            try:
+            with contextlib.suppress(ClientError):  # that controller is down; the others still hear us
                 await self.client.heartbeat(CLUSTER, self.broker_name, self.broker_id, self.address,
                                             address=controller, heartbeat_timeout_ms=HEARTBEAT_TIMEOUT_MS)
-            except ClientError:
-                pass  # that controller is down; the others still hear us
             await trio.sleep(interval_s)
 
     async def register(self) -> None:

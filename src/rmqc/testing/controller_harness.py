@@ -15,9 +15,10 @@ the TCP replay against `rmqc serve` reuses exactly this checking code.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Protocol
+from typing import Any, Protocol
 
 from rmqc.controller import (
     ControllerConfig,

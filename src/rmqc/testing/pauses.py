@@ -34,9 +34,16 @@ from typing import Any
 import orjson
 import trio
 
-from rmqc.remoting import RMQC_NODE_STATUS, FrameDecoder, RemotingCommand, RequestCode, ResponseCode, encode, make_request
-
 from rmqc.launcher import ServeCluster, ServeNode, free_ports, serve_argv, serve_nodes
+from rmqc.remoting import (
+    RMQC_NODE_STATUS,
+    FrameDecoder,
+    RemotingCommand,
+    RequestCode,
+    ResponseCode,
+    encode,
+    make_request,
+)
 
 __all__ = ["PauseConfig", "PauseRun", "PauseResult", "run_pauses"]
 
