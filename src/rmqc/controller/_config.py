@@ -21,6 +21,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import cast
 
 from rmqc.errors import ConfigError
 from rmqc.remoting import RemotingProtocolError, dumps_properties, loads_properties
@@ -156,7 +157,7 @@ class ControllerConfig:
 
     @property
     def elect_master_max_retry_count(self) -> int:
-        return int(self._values["electMasterMaxRetryCount"])  # type: ignore[call-overload]
+        return cast(int, self._values["electMasterMaxRetryCount"])  # stored as its key's type
 
     @property
     def enable_elect_unclean_master(self) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from ._commands import (
     AlterSyncStateSet,
@@ -44,7 +45,8 @@ def _clean_broker_data(c: CleanBrokerData) -> str:
     return f"clean broker data {c.broker_name}: ids {_ids(c.broker_ids)}"
 
 
-_DESCRIBERS: dict[type, Callable] = {
+# keyed by the command's type, so each describer takes that type (Any: a dict cannot say so)
+_DESCRIBERS: dict[type, Callable[[Any], str]] = {
     ApplyBrokerId: _apply_broker_id,
     UpdateBrokerAddress: _update_broker_address,
     ElectMaster: _elect_master,

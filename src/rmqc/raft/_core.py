@@ -470,21 +470,21 @@ class RaftCore:
             self._send(Message(MT.PRE_VOTE_RESP, m.frm, self.id, term=self.term, reject=True))
 
     def _handlers(self) -> dict[Role, dict[MessageType, Callable[[Message], None]]]:
-        follower = {
+        follower: dict[MessageType, Callable[[Message], None]] = {
             MT.APP: self._follower_on_append,
             MT.HEARTBEAT: self._follower_on_heartbeat,
             MT.SNAP: self._follower_on_snapshot,
             MT.TIMEOUT_NOW: self._follower_on_timeout_now,
             MT.READ_INDEX_RESP: self._follower_on_read_index_resp,
         }
-        candidate = {
+        candidate: dict[MessageType, Callable[[Message], None]] = {
             MT.APP: self._follower_on_append,
             MT.HEARTBEAT: self._follower_on_heartbeat,
             MT.SNAP: self._follower_on_snapshot,
             MT.VOTE_RESP: self._candidate_on_vote_response,
             MT.PRE_VOTE_RESP: self._candidate_on_vote_response,
         }
-        leader = {
+        leader: dict[MessageType, Callable[[Message], None]] = {
             MT.APP_RESP: self._leader_on_append_resp,
             MT.HEARTBEAT_RESP: self._leader_on_heartbeat_resp,
             MT.SNAP_STATUS: self._leader_on_snap_status,
