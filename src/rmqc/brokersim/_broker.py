@@ -64,7 +64,7 @@ def _now_ms() -> int:
 
 
 def _int_or_none(text: str | None) -> int | None:
-    return int(text) if text not in (None, "") else None
+    return int(text) if text else None
 
 
 def _sync_state_set_of(body: bytes | None) -> tuple[frozenset[int], int | None]:

@@ -118,7 +118,7 @@ def _went_back(node: str, incarnation: int, key: str, reads: list[Record]) -> li
     """Reads that returned less than a read completed before they began (one sweep)."""
     done = sorted(reads, key=lambda r: r["complete"])
     done_at = [r["complete"] for r in done]
-    best_before = []  # best_before[i]: the highest value among done[:i+1]
+    best_before: list[int] = []  # best_before[i]: the highest value among done[:i+1]
     for read in done:
         best_before.append(max(int(read["value"]), best_before[-1] if best_before else 0))
     found = []

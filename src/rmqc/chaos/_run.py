@@ -250,7 +250,7 @@ async def _request_ok(world: World, code: RequestCode, ext: dict[str, Any], addr
         answer = await world.client.request(code, ext, address=address)
     except ClientError:
         return False
-    return answer.code == 0
+    return answer is not None and answer.code == 0
 
 
 async def _reader(world: World, node: ServeNode, level: str, rng: random.Random) -> None:
@@ -267,6 +267,7 @@ async def _reader(world: World, node: ServeNode, level: str, rng: random.Random)
         ok = answer is not None and answer.code == 0
         world.history.add("attempt", proc="reader", node=node.node_id, invoke=invoke, complete=complete, ok=ok)
         if ok and incarnation == world.incarnation[node.node_id]:
+            assert answer is not None
             world.history.add("read", node=node.node_id, incarnation=incarnation, level=level, key=key,
                               value=answer.ext("nextBrokerId"), invoke=invoke, complete=complete)
         await trio.sleep(READER_PAUSE_S)  # also after a refusal: a down node is asked 20 times a second at most

@@ -12,6 +12,7 @@ import json
 import random
 import shlex
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -63,7 +64,7 @@ def run_command(
         raise typer.Exit(EXIT_VIOLATION)
 
 
-def _fault_list(faults: str, nodes: int, known: dict[str, object], five_only: frozenset[str]) -> tuple[str, ...]:
+def _fault_list(faults: str, nodes: int, known: Mapping[str, object], five_only: frozenset[str]) -> tuple[str, ...]:
     if faults.strip() == "all":
         return tuple(kind for kind in known if nodes == 5 or kind not in five_only)
     return tuple(kind.strip() for kind in faults.split(",") if kind.strip())

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Window, functions as F
+from pyspark.sql.window import WindowSpec
 
 from ._schema import GROUP_KEY, RESULT_OK
 
@@ -39,7 +40,7 @@ def removes_group() -> Column:
     return (F.col("command") == CLEAN) & (no_ids | F.col("master_epoch").isNull())
 
 
-def group_window() -> Window:
+def group_window() -> WindowSpec:
     return Window.partitionBy(*GROUP_KEY).orderBy("index", "seq")
 
 

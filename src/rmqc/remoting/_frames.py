@@ -77,7 +77,7 @@ class FrameDecoder:
         """Bytes of an incomplete frame held back until the rest arrives."""
         return len(self._buffer)
 
-    def feed(self, data: bytes) -> list[RemotingCommand]:
+    def feed(self, data: bytes | bytearray) -> list[RemotingCommand]:
         """The commands of every frame `data` completes (none of them if it raises)."""
         return list(self.iter_feed(data))
 

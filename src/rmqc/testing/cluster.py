@@ -127,7 +127,9 @@ class FakeBroker:
     async def register(self) -> None:
         """Spec 7.2 steps b-e: 1012, 1013, 1003 through the leader."""
         assert self.client is not None
-        next_id = int((await self.client.get_next_broker_id(CLUSTER, self.broker_name)).ext("nextBrokerId"))
+        next_id_text = (await self.client.get_next_broker_id(CLUSTER, self.broker_name)).ext("nextBrokerId")
+        assert next_id_text is not None, "1012 answers nextBrokerId"
+        next_id = int(next_id_text)
         applied = await self.client.apply_broker_id(CLUSTER, self.broker_name, next_id, f"{self.address};1700000000000")
         assert applied.code == 0, applied.remark
         self.broker_id = next_id
