@@ -96,7 +96,11 @@ async def profile(load_name: str, out: Path) -> Path:
         for spy in spies:
             await trio.to_thread.run_sync(spy.wait, 60)
         text = [f"py-spy on leader {leader} ({SAMPLE_RATE_HZ} Hz, {PROFILE_SECONDS:.0f} s) during: {figures}", ""]
-        text += summarise_raw(raw) if raw.exists() else [f"py-spy wrote nothing: {spies[0].stderr.read().decode()}"]
+        if raw.exists():
+            text += summarise_raw(raw)
+        else:
+            stderr = spies[0].stderr
+            text += [f"py-spy wrote nothing: {stderr.read().decode() if stderr else ''}"]
         summary = out / f"profile-{load_name}.txt"
         summary.write_text("\n".join(text) + "\n")
         print("\n".join(text[:40]))

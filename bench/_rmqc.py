@@ -136,7 +136,7 @@ class RmqcCluster:
                     continue
                 try:
                     with trio.fail_after(1):
-                        seen.add((await self.metadata(node)).ext_fields.get("controllerLeaderId"))
+                        seen.add((await self.metadata(node)).ext("controllerLeaderId"))
                 except (OSError, LoadError, trio.TooSlowError):
                     seen.add(None)
             if len(seen) == 1 and None not in seen and "" not in seen:

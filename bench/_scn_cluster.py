@@ -131,7 +131,7 @@ def history_command(index: int, groups: int) -> fsm.Command:
 async def serve_time(suite: Suite, name: str, directory: Path) -> dict[str, float]:
     """Seconds from spawning `rmqc serve` on `directory` until it listens and until it accepts a write."""
     cluster = RmqcCluster(suite.work_dir("restart"), 1, name=name)
-    cluster.data_dir = lambda _node: directory  # type: ignore[method-assign]
+    cluster.data_dir = lambda node: directory  # type: ignore[method-assign]
     t0 = time.perf_counter()
     proc = cluster.spawn("n0")
     await cluster.wait_listening("n0", timeout_s=300)

@@ -105,8 +105,8 @@ class Sampler:
         percent = {}
         if self._last is not None:
             then, before = self._last
-            percent = {k: round(100 * (cpu[k] - before[k]) / (now - then), 1)
-                       for k in cpu if cpu[k] is not None and before.get(k) is not None}
+            percent = {k: round(100 * (used - was) / (now - then), 1)
+                       for k, used in cpu.items() if used is not None and (was := before.get(k)) is not None}
         self._last = (now, cpu)
         sample = {"t_s": round(elapsed_s), "rss_mb": {k: v and round(v, 1) for k, v in rss.items()},
                   "cpu_percent": percent}

@@ -234,7 +234,7 @@ def failover_figures(sink: NotificationSink, addresses: list[str], t0: float, re
     kills = len(ready)
     per_group = [[sink.first_at.get(a) for a in addresses[2 * g:2 * g + 2]] for g in ready]
     elected = [min(t for t in pair if t is not None) for pair in per_group if any(t is not None for t in pair)]
-    notified = [max(pair) for pair in per_group if all(t is not None for t in pair)]  # type: ignore[type-var]
+    notified = [max(t for t in pair if t is not None) for pair in per_group if None not in pair]
     all_elected_s = (max(elected) - t0) if len(elected) == kills else None
     all_notified_s = (max(notified) - t0) if len(notified) == kills else None
     say(f"   {kills:,} masters lost at once: all re-elected (first 1008 per group) after "
