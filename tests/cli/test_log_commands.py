@@ -124,8 +124,11 @@ def test_dump_range_and_json(data_dir: Path) -> None:
         "index": 3,
         "term": 1,
         "type": "normal",
-        "commands": ["elect master broker-0 -> 1 (masterEpoch 1)"],
+        "commands": [{"command": "elect_master", "description": "elect master broker-0 -> 1 (masterEpoch 1)",
+                      "result": "ok"}],
     }
+    refused = records[2]["commands"][0]
+    assert (refused["command"], refused["result"]) == ("elect_master", "stale_master_epoch")
 
 
 def test_dump_range_beyond_the_log_is_clamped(data_dir: Path) -> None:

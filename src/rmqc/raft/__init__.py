@@ -4,7 +4,11 @@ No I/O, no clocks, no threads: time enters as tick(), randomness as an injected 
 The application loop is: persist (storage.save), send, apply, then RawNode.advance (see _rawnode).
 """
 
-from ._confchange import decode_conf_change as decode_conf_change, encode_conf_change as encode_conf_change
+from ._confchange import (
+    conf_state_after as conf_state_after,
+    decode_conf_change as decode_conf_change,
+    encode_conf_change as encode_conf_change,
+)
 from ._config import Config as Config, Role as Role
 from ._core import CAMPAIGN_TAKEOVER as CAMPAIGN_TAKEOVER, CAMPAIGN_TRANSFER as CAMPAIGN_TRANSFER
 from ._describe import (
@@ -83,6 +87,7 @@ __all__ = [
     "Storage",
     "TransferInProgress",
     "UncommittedSizeExceeded",
+    "conf_state_after",
     "decode_conf_change",
     "describe_entry",
     "describe_hard_state",

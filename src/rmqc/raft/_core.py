@@ -28,7 +28,7 @@ from rmqc.reads import (
     takeover_wait_ticks,
 )
 
-from ._confchange import encode_conf_change
+from ._confchange import conf_state_after, encode_conf_change
 from ._config import Config, Role
 from ._errors import (
     ConfChangeRefused,
@@ -77,13 +77,6 @@ LOCAL_TYPES = frozenset({MT.SNAP_STATUS, MT.UNREACHABLE})
 
 # Vote requests and the reply type each gets.
 VOTE_RESPONSE_OF = {MT.VOTE: MT.VOTE_RESP, MT.PRE_VOTE: MT.PRE_VOTE_RESP}
-
-# Where a member stands after each kind of change: (is a voter, is a learner).
-MEMBERSHIP_AFTER = {
-    ConfChangeType.ADD_VOTER: (True, False),
-    ConfChangeType.ADD_LEARNER: (False, True),  # also demotes a voter
-    ConfChangeType.REMOVE_NODE: (False, False),
-}
 
 # Reading the uncommitted tail / unapplied entries happens in pages of this many bytes so a long
 # log never materialises at once.
@@ -596,8 +589,7 @@ class RaftCore:
         self._bcast_append()
 
     def _conf_change_leaves_voters(self, cc: ConfChange) -> bool:
-        voters, _ = _changed_membership(self.voters, self.learners, cc)
-        return bool(voters)
+        return conf_state_after(self.conf_state(), cc) is not None
 
     def _append_entries(self, payloads: Sequence[tuple[EntryType, bytes]]) -> None:
         """Stamp (type, data) pairs with our term and the next indexes, and append them."""
@@ -887,10 +879,10 @@ class RaftCore:
         return ConfState(voters=tuple(sorted(self.voters)), learners=tuple(sorted(self.learners)))
 
     def apply_conf_change(self, cc: ConfChange) -> ConfState:
-        voters, learners = _changed_membership(self.voters, self.learners, cc)
-        if not voters:
+        after = conf_state_after(self.conf_state(), cc)
+        if after is None:
             return self.conf_state()  # validated at proposal; never apply an empty voter set
-        self._set_conf_state(ConfState(tuple(sorted(voters)), tuple(sorted(learners))))
+        self._set_conf_state(after)
         if self.role is Role.LEADER:
             self._leader_after_conf_change()
         return self.conf_state()
@@ -918,15 +910,3 @@ def _is_brand_new(storage: Storage, hard_state: HardState, conf_state: ConfState
         and storage.last_index() == 0
         and storage.snapshot().is_empty
     )
-
-
-def _changed_membership(
-    voters: set[str], learners: set[str], cc: ConfChange
-) -> tuple[set[str], set[str]]:
-    is_voter, is_learner = MEMBERSHIP_AFTER[cc.type]
-    voters, learners = set(voters) - {cc.node_id}, set(learners) - {cc.node_id}
-    if is_voter:
-        voters.add(cc.node_id)
-    if is_learner:
-        learners.add(cc.node_id)
-    return voters, learners
