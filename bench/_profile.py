@@ -83,7 +83,7 @@ async def profile(load_name: str, out: Path) -> Path:
     cluster = RmqcCluster(out / "work" / f"profile-{load_name}", 3)
     await cluster.start()
     try:
-        leader = await cluster.leader()
+        leader = await cluster.leader_id()
         raw = out / f"profile-{load_name}.raw.txt"
         svg = out / f"profile-{load_name}.svg"
         argv = [py_spy(), "record", "-p", str(cluster.procs[leader].pid), "-r", str(SAMPLE_RATE_HZ),

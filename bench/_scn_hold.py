@@ -31,11 +31,11 @@ from typing import Any
 import trio
 
 from rmqc.cli.dev import rmqc_argv
+from rmqc.launcher import STOP_GRACE_S
 from rmqc.remoting import RequestCode, ResponseCode
 
 from ._heartbeats import heartbeat_chunks
 from ._load import RemotingConn
-from ._procs import STOP_GRACE_S
 from ._rmqc import RmqcCluster
 from ._scn_scale import elect_group, for_each_group, group_brokers, register_group
 from ._suite import say
@@ -61,7 +61,7 @@ class HoldOptions:
 
 async def epochs(cluster: RmqcCluster, names: list[str]) -> dict[str, tuple[str | None, int]]:
     """(masterBrokerId, masterEpoch) of every group, by 1004 on the leader."""
-    address = cluster.address(await cluster.leader())
+    address = cluster.address(await cluster.leader_id())
     queue, found = list(names), {}
 
     async def worker() -> None:

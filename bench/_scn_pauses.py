@@ -144,7 +144,7 @@ async def _one_catch_up(suite: Suite, label: str, settings: Mapping[str, object]
     entries = suite.profile.catchup_entries
     cluster = RmqcCluster(suite.work_dir("catch_up"), 3, settings, name=label)
     await cluster.start()
-    leader = await cluster.leader()
+    leader = await cluster.leader_id()
     follower = next(node for node in cluster.ids if node != leader)
     baseline = summarise_ms(await _writes_for(cluster, leader, PROBE_CLIENTS, BASELINE_S))
     cluster.procs[follower].stop()

@@ -45,7 +45,7 @@ def rmqc_read_workload(cluster: RmqcCluster, nodes: list[str], level: str) -> Wo
 async def reads_rmqc(suite: Suite) -> dict[str, Any]:
     cluster = RmqcCluster(suite.work_dir("reads_rmqc"), 3)
     await cluster.start()
-    leader = await cluster.leader()
+    leader = await cluster.leader_id()
     follower = next(node for node in cluster.ids if node != leader)
     await prepare_read_group(cluster, leader)
     single: dict[str, Any] = {}

@@ -124,7 +124,7 @@ async def for_each_group(cluster: RmqcCluster, groups: list[list[Broker]], step:
 
     async def worker() -> None:
         while queue:
-            conn = await RemotingConn.open(cluster.address(await cluster.leader()))
+            conn = await RemotingConn.open(cluster.address(await cluster.leader_id()))
             try:
                 while queue:
                     group = queue.pop()
@@ -148,7 +148,7 @@ async def scale(suite: Suite) -> dict[str, Any]:
     total, kills = suite.profile.scale_groups, suite.profile.scale_kills
     cluster = RmqcCluster(suite.work_dir("scale"), 3)
     await cluster.start()
-    leader = await cluster.leader()
+    leader = await cluster.leader_id()
     sink = NotificationSink()
     sink_addresses = await sink.open(2 * kills)
     groups = [group_brokers(g, sink_addresses[2 * g:2 * g + 2] if g < kills else None) for g in range(total)]

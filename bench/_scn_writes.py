@@ -41,7 +41,7 @@ def rmqc_write_workload(cluster: RmqcCluster, leader: str) -> Workload[RemotingC
 async def writes_rmqc(suite: Suite) -> dict[str, Any]:
     cluster = RmqcCluster(suite.work_dir("writes_rmqc"), 3)
     await cluster.start()
-    leader = await cluster.leader()
+    leader = await cluster.leader_id()
     points = await load_points(suite, "rmqc 1013 (fsync quorum)", rmqc_write_workload(cluster, leader),
                                suite.profile.write_clients)
     cluster.stop()
@@ -110,7 +110,7 @@ async def single_queue(suite: Suite) -> dict[str, Any]:
     clients = (1, max(suite.profile.write_clients))
     cluster = RmqcCluster(suite.work_dir("single_queue"), 3, settings=SINGLE_QUEUE_SETTINGS, name="single")
     await cluster.start()
-    leader = await cluster.leader()
+    leader = await cluster.leader_id()
     points = await load_points(suite, "rmqc single-queue 1013", rmqc_write_workload(cluster, leader), clients)
     cluster.stop()
     return {"conditions": suite.base_conditions(system="rmqc, single-queue shape", nodes=3, target="leader",

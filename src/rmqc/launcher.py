@@ -299,6 +299,7 @@ def serving_pattern(node_id: str, address: str) -> str:
 @dataclass(eq=False)
 class ServeNode:
     """One `rmqc serve` node: stderr appended to `log_path`, stdout to the same name with `.out`.
+    `program` runs rmqc (default: this installation's; another tree's for a before/after);
     `command` may be replaced to start the node some other way (it must still print the line)."""
 
     node_id: str
@@ -310,6 +311,7 @@ class ServeNode:
     metrics_port: int | None = None
     process: Process | None = None
     env: dict[str, str] = field(default_factory=dict)  # added to the node's environment
+    program: Sequence[str] | None = None
 
     @property
     def out_path(self) -> Path:
@@ -320,7 +322,7 @@ class ServeNode:
         return self.log_path
 
     def command(self) -> list[str]:
-        return serve_argv(self.node_id, self.peers, self.data_dir, self.settings, self.metrics_port)
+        return serve_argv(self.node_id, self.peers, self.data_dir, self.settings, self.metrics_port, self.program)
 
     def spawn(self) -> Process:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -380,12 +382,12 @@ class ServeNode:
 
 
 def serve_nodes(root: Path, ports: Sequence[int], host: str = "127.0.0.1", settings: Sequence[str] = (),
-                metrics_base_port: int | None = None) -> list[ServeNode]:
+                metrics_base_port: int | None = None, program: Sequence[str] | None = None) -> list[ServeNode]:
     """Nodes n0, n1, ... of one cluster: data in root/nI, stderr in root/nI.log, stdout in root/nI.out;
-    node I exports metrics on metrics_base_port + I."""
+    node I exports metrics on metrics_base_port + I; `program` runs rmqc (see ServeNode)."""
     peers = join_peers((f"n{i}", f"{host}:{port}") for i, port in enumerate(ports))
     return [ServeNode(f"n{i}", f"{host}:{port}", peers, root / f"n{i}", root / f"n{i}.log", tuple(settings),
-                      None if metrics_base_port is None else metrics_base_port + i)
+                      None if metrics_base_port is None else metrics_base_port + i, program=program)
             for i, port in enumerate(ports)]
 
 
