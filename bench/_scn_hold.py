@@ -31,7 +31,7 @@ from typing import Any
 import trio
 
 from rmqc.cli.dev import rmqc_argv
-from rmqc.launcher import STOP_GRACE_S
+from rmqc.launcher import STOP_GRACE_S, cpu_s, rss_mb
 from rmqc.remoting import RequestCode, ResponseCode
 
 from ._heartbeats import heartbeat_chunks
@@ -99,8 +99,8 @@ class Sampler:
 
     def take(self, elapsed_s: float) -> dict[str, Any]:
         pids = self.load_pids()
-        cpu = {**self.cluster.cpu_s(), **{f"load-{pid}": _cpu_s(pid) for pid in pids}}
-        rss = {**self.cluster.rss_mb(), **{f"load-{pid}": _rss_mb(pid) for pid in pids}}
+        cpu = {**self.cluster.cpu_s(), **{f"load-{pid}": cpu_s(pid) for pid in pids}}
+        rss = {**self.cluster.rss_mb(), **{f"load-{pid}": rss_mb(pid) for pid in pids}}
         now = time.perf_counter()
         percent = {}
         if self._last is not None:
@@ -124,24 +124,6 @@ def _proc_pids(pid: int) -> list[int]:
         except OSError:
             continue
     return [pid, *sorted(children)]
-
-
-def _cpu_s(pid: int) -> float | None:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / 100
-
-
-def _rss_mb(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
 
 
 # ---- the simulator load -------------------------------------------------------------------------

@@ -36,8 +36,8 @@ from rmqc.errors import RmqcError
 
 __all__ = [
     "RMQC", "START_TIMEOUT_S", "STOP_GRACE_S", "NodeStartFailed", "Process", "ProcessFailed", "ServeCluster",
-    "ServeNode", "end_with_parent", "free_ports", "join_peers", "poll", "poll_blocking", "rmqc_argv", "serve_argv",
-    "serve_nodes", "serving_pattern", "stop_all", "stop_processes",
+    "ServeNode", "cpu_s", "end_with_parent", "free_ports", "join_peers", "poll", "poll_blocking", "rmqc_argv",
+    "rss_mb", "serve_argv", "serve_nodes", "serving_pattern", "stop_all", "stop_processes",
 ]
 
 T = TypeVar("T")
@@ -219,21 +219,30 @@ class Process:
         return code
 
     def rss_mb(self) -> float | None:
-        try:
-            for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-        except OSError:
-            return None
-        return None
+        return rss_mb(self.pid)
 
     def cpu_s(self) -> float | None:
-        """User + system CPU seconds used so far."""
-        try:
-            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            return None
-        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+        return cpu_s(self.pid)
+
+
+def rss_mb(pid: int) -> float | None:
+    """The resident memory of process `pid` (None once it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds process `pid` used so far (None once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
 
 
 def _append(path: Path) -> BinaryIO:
