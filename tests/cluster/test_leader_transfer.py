@@ -14,12 +14,11 @@ from pathlib import Path
 import orjson
 import pytest
 import trio
-from test_cluster import replica_info, start_group
 
 from rmqc.client import ControllerClient
 from rmqc.launcher import rmqc_argv
 from rmqc.node._operations import RMQC_TRANSFER_LEADER
-from rmqc.testing.cluster import Cluster
+from rmqc.testing.cluster import Cluster, replica_info, start_group
 from rmqc.testing.writer import WriteLoad
 
 pytestmark = pytest.mark.slow

@@ -10,6 +10,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -22,10 +23,10 @@ from rmqc.launcher import (
     free_ports as free_ports,
     serve_nodes,
 )
-from rmqc.remoting import FrameDecoder, RemotingCommand
+from rmqc.remoting import FrameDecoder, RemotingCommand, loads_fastjson
 
 __all__ = ["CLUSTER", "HEARTBEAT_TIMEOUT_MS", "RMQC", "START_TIMEOUT_S", "Cluster", "FakeBroker", "NodeProcess",
-           "free_ports", "wait_until"]
+           "free_ports", "replica_info", "start_group", "wait_until"]
 
 CLUSTER = "C"
 # Shorter than a real broker's 10 s so that a silent broker expires within a test's patience.
@@ -139,3 +140,31 @@ class FakeBroker:
 
     def notifications(self) -> list[RemotingCommand]:
         return [command for command in self.received if command.code == 1008]
+
+
+async def start_group(nursery: trio.Nursery, cluster: ServeCluster, name: str) -> tuple[FakeBroker, FakeBroker]:
+    """Two replicas of one group, registered, heartbeating, the first elected master, both in sync."""
+    first, second = FakeBroker(name, cluster.addresses), FakeBroker(name, cluster.addresses)
+    for broker in (first, second):
+        await nursery.start(broker.run)
+        await broker.register()  # heartbeats start once registered (spec 7.2 step 4)
+    assert first.client is not None
+    elected = await first.client.elect_master(CLUSTER, name, first.broker_id)
+    assert elected.code == 0, elected.remark
+    epoch = int(elected.ext("masterEpoch") or 0)  # a successful 1002 always carries it
+
+    async def both_live() -> bool:
+        assert first.client is not None
+        answer = await first.client.alter_sync_state_set(name, first.broker_id, epoch,
+                                                         [first.broker_id, second.broker_id], 1)
+        return answer.code == 0  # 2006 until the leader has heard second's heartbeat
+
+    await wait_until(both_live, 10, f"{name}: sync state set {{1, 2}}")
+    return first, second
+
+
+async def replica_info(client: ControllerClient, name: str) -> tuple[str | None, str | None, Any]:
+    """1004's masterBrokerId, masterEpoch and body (the SyncStateSet)."""
+    answer = await client.get_replica_info(name)
+    assert answer.code == 0 and answer.body is not None, answer.remark
+    return answer.ext("masterBrokerId"), answer.ext("masterEpoch"), loads_fastjson(answer.body)
