@@ -437,8 +437,8 @@ def dump(
     last: Annotated[int | None, typer.Option("--to", help="last index to print (inclusive)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON lines")] = False,
 ) -> None:
-    """One line per entry: index, term, type and its commands in words (--json: each command as
-    {command, description, result})."""
+    """One line per entry: index, term, type and its commands in words (--json: each command with
+    its tag, description and result)."""
 
     def run() -> None:
         with open_for_reading(data_dir) as storage:
