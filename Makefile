@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install serve test sim bench clean
+.PHONY: install serve lint test sim bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -18,7 +18,12 @@ install: $(STAMP)
 serve: $(STAMP)
 	$(BIN)/rmqc serve
 
-test: $(STAMP)
+# ruff and mypy first (seconds; their configuration is in pyproject.toml), then the suite
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench scripts
+	$(BIN)/mypy
+
+test: lint
 	$(BIN)/python -m pytest
 
 sim: $(STAMP)
@@ -26,4 +31,4 @@ sim: $(STAMP)
 
 # also what the README's walkthrough writes (rmqc dev cluster, rmqc sim, log export, analyze)
 clean:
-	rm -rf $(VENV) rmqc-data bench-out .pytest_cache .hypothesis rmqc-dev rmqc-sim analysis *.parquet
+	rm -rf $(VENV) rmqc-data bench-out .pytest_cache .hypothesis .mypy_cache .ruff_cache rmqc-dev rmqc-sim analysis *.parquet

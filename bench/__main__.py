@@ -49,7 +49,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def run_profiles(loads: list[str], out: Path) -> int:
     import trio
 
-    from ._procs import stop_all
+    from rmqc.launcher import stop_all
+
     from ._profile import profile
 
     try:
@@ -65,7 +66,8 @@ def run_hold(args: argparse.Namespace, out: Path) -> int:
 
     import trio
 
-    from ._procs import stop_all
+    from rmqc.launcher import stop_all
+
     from ._scn_hold import HoldOptions, hold
 
     options = HoldOptions(groups=args.groups, minutes=args.minutes, processes=args.processes, generator=args.generator)

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import trio
 
+from rmqc.launcher import Process, ProcessFailed, free_ports
+
 from ._load import HttpConn, LoadError
-from ._procs import Proc, ProcessFailed, free_ports
 
 START_TIMEOUT_S = 60.0
 
@@ -40,9 +41,9 @@ class EtcdCluster:
         self.root = root
         self.names = [f"e{i}" for i in range(members)]
         ports = free_ports(2 * members)
-        self.client_ports = dict(zip(self.names, ports[:members]))
-        self.peer_ports = dict(zip(self.names, ports[members:]))
-        self.procs: dict[str, Proc] = {}
+        self.client_ports = dict(zip(self.names, ports[:members], strict=True))
+        self.peer_ports = dict(zip(self.names, ports[members:], strict=True))
+        self.procs: dict[str, Process] = {}
         self.member_ids: dict[str, str] = {}
 
     def address(self, name: str) -> str:
@@ -65,7 +66,7 @@ class EtcdCluster:
     async def start(self) -> None:
         shutil.rmtree(self.root / "etcd", ignore_errors=True)
         for name in self.names:
-            self.procs[name] = Proc(f"etcd-{name}", self.argv(name), self.root / "logs" / f"etcd-{name}.log")
+            self.procs[name] = Process(f"etcd-{name}", self.argv(name), self.root / "logs" / f"etcd-{name}.log")
         await self.wait_writable(START_TIMEOUT_S)
 
     async def status(self, name: str) -> dict:

@@ -10,12 +10,13 @@ from ._stats import fmt, summarise_ms
 from ._suite import Suite, say
 
 
-async def load_points(suite: Suite, label: str, workload: Workload[Any], clients: Iterable[int]) -> list[dict[str, Any]]:
+async def load_points(suite: Suite, label: str, workload: Workload[Any],
+                      clients: Iterable[int]) -> list[dict[str, Any]]:
     points = []
     for count in clients:
         workload.refusals.clear()
         result = await closed_loop(workload, count, suite.profile.seconds, suite.profile.warmup_s)
-        point = {"clients": count, "ops_per_s": round(result.ops_per_s, 1), "ops": result.ops,
+        point: dict[str, Any] = {"clients": count, "ops_per_s": round(result.ops_per_s, 1), "ops": result.ops,
                  "errors": result.errors, **summarise_ms(result.latencies_ms)}
         if workload.refusals:
             point["refusals"] = dict(workload.refusals)

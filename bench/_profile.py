@@ -16,8 +16,8 @@ from pathlib import Path
 
 import trio
 
-from ._load import RemotingConn, closed_loop
 from ._heartbeats import Broker, heartbeat_chunks
+from ._load import RemotingConn, closed_loop
 from ._rmqc import CLUSTER, RmqcCluster
 from ._scn_writes import rmqc_write_workload
 
@@ -83,19 +83,24 @@ async def profile(load_name: str, out: Path) -> Path:
     cluster = RmqcCluster(out / "work" / f"profile-{load_name}", 3)
     await cluster.start()
     try:
-        leader = await cluster.leader()
+        leader = await cluster.leader_id()
         raw = out / f"profile-{load_name}.raw.txt"
         svg = out / f"profile-{load_name}.svg"
         argv = [py_spy(), "record", "-p", str(cluster.procs[leader].pid), "-r", str(SAMPLE_RATE_HZ),
                 "-d", str(int(PROFILE_SECONDS)), "--nonblocking"]
-        spies = [subprocess.Popen(argv + ["-f", "raw", "-o", str(raw)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE),
+        spies = [subprocess.Popen(argv + ["-f", "raw", "-o", str(raw)], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE),
                  subprocess.Popen(argv + ["-f", "flamegraph", "-o", str(svg)], stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL)]
         figures = await LOADS[load_name](cluster, leader, PROFILE_SECONDS)
         for spy in spies:
             await trio.to_thread.run_sync(spy.wait, 60)
         text = [f"py-spy on leader {leader} ({SAMPLE_RATE_HZ} Hz, {PROFILE_SECONDS:.0f} s) during: {figures}", ""]
-        text += summarise_raw(raw) if raw.exists() else [f"py-spy wrote nothing: {spies[0].stderr.read().decode()}"]
+        if raw.exists():
+            text += summarise_raw(raw)
+        else:
+            stderr = spies[0].stderr
+            text += [f"py-spy wrote nothing: {stderr.read().decode() if stderr else ''}"]
         summary = out / f"profile-{load_name}.txt"
         summary.write_text("\n".join(text) + "\n")
         print("\n".join(text[:40]))

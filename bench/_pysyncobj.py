@@ -11,8 +11,9 @@ from pathlib import Path
 
 import trio
 
+from rmqc.launcher import Process, ProcessFailed, free_ports
+
 from ._load import LineConn, LoadError
-from ._procs import Proc, ProcessFailed, free_ports
 
 START_TIMEOUT_S = 30.0
 REPO = Path(__file__).resolve().parent.parent
@@ -36,14 +37,14 @@ class PySyncObjCluster:
         ports = free_ports(2 * nodes)
         self.raft_addresses = [f"127.0.0.1:{p}" for p in ports[:nodes]]
         self.client_addresses = [f"127.0.0.1:{p}" for p in ports[nodes:]]
-        self.procs: list[Proc] = []
+        self.procs: list[Process] = []
 
     async def start(self) -> None:
         for i, raft_address in enumerate(self.raft_addresses):
             partners = ",".join(a for a in self.raft_addresses if a != raft_address)
             port = self.client_addresses[i].rsplit(":", 1)[1]
             argv = [sys.executable, "-m", "bench._pysyncobj_node", raft_address, partners, port]
-            self.procs.append(Proc(f"pysyncobj-{i}", argv, self.root / "logs" / f"pysyncobj-{i}.log", cwd=REPO))
+            self.procs.append(Process(f"pysyncobj-{i}", argv, self.root / "logs" / f"pysyncobj-{i}.log", cwd=REPO))
         for proc in self.procs:
             await proc.wait_for_output("serving on", START_TIMEOUT_S)
         await self.leader_address(START_TIMEOUT_S)

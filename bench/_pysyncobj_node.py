@@ -18,18 +18,23 @@ from pysyncobj.batteries import ReplDict
 MAX_LINE_BYTES = 65536
 
 
+def _settle(future: asyncio.Future[str], outcome: str) -> None:
+    if not future.done():  # a cancelled waiter has gone
+        future.set_result(outcome)
+
+
 class NodeServer:
     def __init__(self, self_address: str, partners: list[str]) -> None:
         self.data = ReplDict()
         self.sync = SyncObj(self_address, partners, consumers=[self.data], conf=SyncObjConf(autoTick=True))
         self.loop = asyncio.get_running_loop()
 
-    def put(self, key: str, value: str) -> asyncio.Future:
-        future = self.loop.create_future()
+    def put(self, key: str, value: str) -> asyncio.Future[str]:
+        future: asyncio.Future[str] = self.loop.create_future()
 
         def done(_result: object, error: int) -> None:
             outcome = "OK" if error == FAIL_REASON.SUCCESS else f"ERR {error}"
-            self.loop.call_soon_threadsafe(lambda: future.done() or future.set_result(outcome))
+            self.loop.call_soon_threadsafe(_settle, future, outcome)
 
         self.data.set(key, value, callback=done)
         return future

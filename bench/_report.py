@@ -44,7 +44,8 @@ def chart_write_latency(results: dict[str, Any], path: Path) -> bool:
     for name, label in WRITE_SERIES:
         if (r := _ok(results, name)) and r.get("points"):
             points = r["points"]
-            line = ax.plot([p["clients"] for p in points], [p["p99_ms"] for p in points], marker="o", label=f"{label} p99")
+            line = ax.plot([p["clients"] for p in points], [p["p99_ms"] for p in points], marker="o",
+                           label=f"{label} p99")
             ax.plot([p["clients"] for p in points], [p["p50_ms"] for p in points], marker=".", linestyle="--",
                     color=line[0].get_color(), label=f"{label} p50")
             drawn = True

@@ -13,12 +13,10 @@ from pathlib import Path
 import trio
 
 from rmqc.acl import Credentials
+from rmqc.launcher import RMQC as RMQC_BIN, Process, ProcessFailed, ServeCluster, free_ports, serve_nodes
 from rmqc.remoting import RemotingCommand, RequestCode, ResponseCode
-from rmqc.launcher import RMQC as RMQC_BIN
-from rmqc.launcher import join_peers, serve_argv, serving_pattern, stop_processes
 
 from ._load import LoadError, RemotingConn
-from ._procs import Proc, ProcessFailed, free_ports
 
 SERVE_TIMEOUT_S = 60.0
 # The program that runs `rmqc serve` (its first argument is "serve"): the venv's by default. A
@@ -65,11 +63,10 @@ class WriteSequence:
         return False
 
 
-class RmqcCluster:
-    """`nodes` rmqc serve processes; `settings` are --set OPTION=VALUE for every node. Started,
-    signalled and stopped by rmqc.launcher; stdout and stderr of node n in
-    root/logs/<name>-n.log. Subclasses may change `argv` (its first item is the program) and
-    `spawn`."""
+class RmqcCluster(ServeCluster):
+    """`nodes` rmqc serve processes (rmqc.launcher's ServeCluster, run by RMQC_PROGRAM) named by
+    node id; `settings` are --set OPTION=VALUE for every node. Data and logs of node nI in
+    root/<name>/nI (nI.log: stderr, nI.out: stdout)."""
 
     def __init__(self, root: Path, nodes: int = 3, settings: Mapping[str, object] | None = None,
                  name: str = "rmqc", ssl_context: ssl.SSLContext | None = None,
@@ -79,55 +76,38 @@ class RmqcCluster:
         self.ssl_context = ssl_context
         self.credentials = credentials
         self.name = name
-        self.ids = [f"n{i}" for i in range(nodes)]
-        self.ports = dict(zip(self.ids, free_ports(nodes)))
         self.settings = dict(settings or {})
-        self.procs: dict[str, Proc] = {}
-
-    @property
-    def peers(self) -> str:
-        return join_peers((node, self.address(node)) for node in self.ids)
+        super().__init__(serve_nodes(root / name, free_ports(nodes), settings=[
+            f"{option}={value}" for option, value in self.settings.items()], program=[RMQC_PROGRAM]))
+        self.ids = [node.node_id for node in self.nodes]
 
     def address(self, node: str) -> str:
-        return f"127.0.0.1:{self.ports[node]}"
+        return self.node(node).address
 
     async def open_conn(self, node: str) -> RemotingConn:
         return await RemotingConn.open(self.address(node), self.ssl_context, self.credentials)
 
     @property
-    def addresses(self) -> list[str]:
-        return [self.address(node) for node in self.ids]
+    def procs(self) -> dict[str, Process]:
+        """The processes of the nodes started so far, by node id."""
+        return {node.node_id: node.process for node in self.nodes if node.process is not None}
 
-    def data_dir(self, node: str) -> Path:
-        return self.root / self.name / node
-
-    def argv(self, node: str) -> list[str]:
-        settings = [f"{option}={value}" for option, value in self.settings.items()]
-        return serve_argv(node, self.peers, self.data_dir(node), settings, program=[RMQC_PROGRAM])
-
-    def spawn(self, node: str) -> Proc:
-        log_path = self.root / "logs" / f"{self.name}-{node}.log"
-        self.procs[node] = Proc(f"{self.name}-{node}", self.argv(node), log_path)
-        return self.procs[node]
+    def spawn(self, node: str) -> Process:
+        return self.node(node).spawn()
 
     async def start(self) -> None:
-        for node in self.ids:
-            self.spawn(node)
-        for node in self.ids:
-            await self.wait_listening(node)
+        await self.start_async(SERVE_TIMEOUT_S)
         await self.wait_writable(SERVE_TIMEOUT_S)
 
     async def wait_listening(self, node: str, timeout_s: float = SERVE_TIMEOUT_S) -> None:
-        await self.procs[node].wait_for_output(serving_pattern(node, self.address(node)), timeout_s)
+        await self.node(node).wait_serving(timeout_s)
 
-    async def restart(self, node: str) -> Proc:
-        proc = self.spawn(node)
-        await self.wait_listening(node)
-        return proc
+    async def restart(self, node: str) -> None:
+        await self.node(node).start(SERVE_TIMEOUT_S)
 
     def stop(self) -> None:
         """SIGTERM to every node at once (SIGCONT too, should one be paused), SIGKILL after the grace."""
-        stop_processes(self.procs.values())
+        self.stop_blocking()
 
     async def metadata(self, node: str) -> RemotingCommand:
         conn = await self.open_conn(node)
@@ -136,7 +116,7 @@ class RmqcCluster:
         finally:
             await conn.aclose()
 
-    async def leader(self, timeout_s: float = 10.0) -> str:
+    async def leader_id(self, timeout_s: float = 10.0) -> str:
         """The node every live node names as leader (bounded wait until they agree)."""
         deadline = time.perf_counter() + timeout_s
         while time.perf_counter() < deadline:

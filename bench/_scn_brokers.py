@@ -58,7 +58,7 @@ async def blast_heartbeats(conns: list[RemotingConn], brokers: list[Broker], sec
     async def blast(index: int) -> None:
         frames_per_chunk = [frames_in(chunk) for chunk in chunks[index]]
         while time.perf_counter() < stop_at:
-            for chunk, frames in zip(chunks[index], frames_per_chunk):
+            for chunk, frames in zip(chunks[index], frames_per_chunk, strict=True):
                 await conns[index].stream.send_all(chunk)
                 sent[index] += frames
         await drain_marker(conns[index], share[index][0])

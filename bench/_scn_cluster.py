@@ -71,16 +71,16 @@ async def leader_kill(suite: Suite) -> dict[str, Any]:
     samples_ms: list[float] = []
     timelines: list[list[tuple[float, str, str]]] = []
     for kill in range(suite.profile.leader_kills):
-        leader = await cluster.leader()
+        leader = await cluster.leader_id()
         survivors = [node for node in cluster.ids if node != leader]
         timeline: list[tuple[float, str, str]] = []
         t0 = time.perf_counter()
-        cluster.procs[leader].kill9()
+        cluster.procs[leader].kill()  # SIGKILL, a crash
         samples_ms.append(await first_write_after(cluster, survivors, t0, timeline) * 1000)
         timelines.append(timeline)
         say(f"   kill {kill + 1:>2}: leader {leader} -> write accepted after {samples_ms[-1]:.0f} ms")
         await cluster.restart(leader)
-        await cluster.leader()
+        await cluster.leader_id()
     cluster.stop()
     summary = summarise_ms(samples_ms)
     say(f"   leader kill -> first write accepted: p50 {fmt(summary['p50_ms'])} ms  p99 {fmt(summary['p99_ms'])} ms "
@@ -112,7 +112,8 @@ def build_history(directory: Path, entries: int, groups: int, snapshot: bool, ke
         if snapshot:
             storage.create_snapshot(entries, ConfState(voters=("n0",)), state.snapshot())
             storage.compact(max(1, entries - keep))
-    return {"entries": entries, "groups": groups, "snapshot": snapshot, "build_s": round(time.perf_counter() - started, 1),
+    return {"entries": entries, "groups": groups, "snapshot": snapshot,
+            "build_s": round(time.perf_counter() - started, 1),
             "file_mb": round((directory / "data.mdb").stat().st_size / 1e6, 1), "state_groups": len(state)}
 
 
@@ -130,7 +131,7 @@ def history_command(index: int, groups: int) -> fsm.Command:
 async def serve_time(suite: Suite, name: str, directory: Path) -> dict[str, float]:
     """Seconds from spawning `rmqc serve` on `directory` until it listens and until it accepts a write."""
     cluster = RmqcCluster(suite.work_dir("restart"), 1, name=name)
-    cluster.data_dir = lambda _node: directory  # type: ignore[method-assign]
+    cluster.node("n0").data_dir = directory
     t0 = time.perf_counter()
     proc = cluster.spawn("n0")
     await cluster.wait_listening("n0", timeout_s=300)
@@ -145,9 +146,8 @@ async def serve_time(suite: Suite, name: str, directory: Path) -> dict[str, floa
 async def serve_time_in_process(directory: Path) -> dict[str, float]:
     """The same, with the node started inside this process: what the history costs without the
     interpreter start-up and imports that dominate a process start on a loaded machine."""
+    from rmqc.launcher import free_ports
     from rmqc.node import ControllerNode, NodeConfig, parse_peers
-
-    from ._procs import free_ports
 
     (port,) = free_ports(1)
     config = NodeConfig(node_id="n0", peers=parse_peers(f"n0-127.0.0.1:{port}"), data_dir=str(directory))
@@ -191,7 +191,8 @@ async def restart_history(suite: Suite) -> dict[str, Any]:
         directory = work / ("snap" if snapshot else "full")
         built = await trio.to_thread.run_sync(build_history, directory, entries, groups, snapshot)
         timing = await serve_time(suite, "snap" if snapshot else "full", directory)
-        figures[label] = {**built, **timing, "history_cost_s": round(timing["serving_s"] - figures["empty"]["serving_s"], 3)}
+        history_cost_s = round(timing["serving_s"] - figures["empty"]["serving_s"], 3)
+        figures[label] = {**built, **timing, "history_cost_s": history_cost_s}
         if snapshot:
             figures[label]["in_process"] = await serve_time_in_process(directory)
             say(f"   {label}, node started inside the harness process: serving after "

@@ -23,19 +23,19 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 import trio
 
 from rmqc.cli.dev import rmqc_argv
+from rmqc.launcher import STOP_GRACE_S, cpu_s, rss_mb
 from rmqc.remoting import RequestCode, ResponseCode
 
 from ._heartbeats import heartbeat_chunks
 from ._load import RemotingConn
-from ._procs import STOP_GRACE_S
 from ._rmqc import RmqcCluster
 from ._scn_scale import elect_group, for_each_group, group_brokers, register_group
 from ._suite import say
@@ -61,7 +61,7 @@ class HoldOptions:
 
 async def epochs(cluster: RmqcCluster, names: list[str]) -> dict[str, tuple[str | None, int]]:
     """(masterBrokerId, masterEpoch) of every group, by 1004 on the leader."""
-    address = cluster.address(await cluster.leader())
+    address = cluster.address(await cluster.leader_id())
     queue, found = list(names), {}
 
     async def worker() -> None:
@@ -81,7 +81,8 @@ async def epochs(cluster: RmqcCluster, names: list[str]) -> dict[str, tuple[str 
     return found
 
 
-def elections_between(before: dict[str, tuple[str | None, int]], after: dict[str, tuple[str | None, int]]) -> dict[str, Any]:
+def elections_between(before: dict[str, tuple[str | None, int]],
+                      after: dict[str, tuple[str | None, int]]) -> dict[str, Any]:
     changed = {name: (before[name], after[name]) for name in before if name in after and after[name] != before[name]}
     return {"elections": sum(after[n][1] - before[n][1] for n in before if n in after),
             "groups_changed": len(changed), "examples": dict(list(changed.items())[:5])}
@@ -98,16 +99,17 @@ class Sampler:
 
     def take(self, elapsed_s: float) -> dict[str, Any]:
         pids = self.load_pids()
-        cpu = {**self.cluster.cpu_s(), **{f"load-{pid}": _cpu_s(pid) for pid in pids}}
-        rss = {**self.cluster.rss_mb(), **{f"load-{pid}": _rss_mb(pid) for pid in pids}}
+        cpu = {**self.cluster.cpu_s(), **{f"load-{pid}": cpu_s(pid) for pid in pids}}
+        rss = {**self.cluster.rss_mb(), **{f"load-{pid}": rss_mb(pid) for pid in pids}}
         now = time.perf_counter()
         percent = {}
         if self._last is not None:
             then, before = self._last
-            percent = {k: round(100 * (cpu[k] - before[k]) / (now - then), 1)
-                       for k in cpu if cpu[k] is not None and before.get(k) is not None}
+            percent = {k: round(100 * (used - was) / (now - then), 1)
+                       for k, used in cpu.items() if used is not None and (was := before.get(k)) is not None}
         self._last = (now, cpu)
-        sample = {"t_s": round(elapsed_s), "rss_mb": {k: v and round(v, 1) for k, v in rss.items()}, "cpu_percent": percent}
+        sample = {"t_s": round(elapsed_s), "rss_mb": {k: v and round(v, 1) for k, v in rss.items()},
+                  "cpu_percent": percent}
         self.samples.append(sample)
         return sample
 
@@ -122,24 +124,6 @@ def _proc_pids(pid: int) -> list[int]:
         except OSError:
             continue
     return [pid, *sorted(children)]
-
-
-def _cpu_s(pid: int) -> float | None:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / 100
-
-
-def _rss_mb(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
 
 
 # ---- the simulator load -------------------------------------------------------------------------
@@ -324,7 +308,8 @@ async def _hold(cluster: RmqcCluster, options: HoldOptions, load: Any, sampler: 
 def _load_figures(load: Any, episodes_before: int, converged_s: float | None) -> dict[str, Any]:
     if isinstance(load, GeneratorLoad):
         return {"load": "generator", "two_master_beliefs_after_convergence": None,
-                "load_worst_lateness_ms": round(1000 * load.worst_late_s, 1), "load_sends_late_over_1s": load.late_over_1s}
+                "load_worst_lateness_ms": round(1000 * load.worst_late_s, 1),
+                "load_sends_late_over_1s": load.late_over_1s}
     hold_from_s = converged_s if converged_s is not None else CONVERGE_BOUND_S
     held = [w for w in load.windows if w["t_s"] > hold_from_s]
     return {

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -139,11 +140,11 @@ async def _during_catch_up(cluster: RmqcCluster, leader: str, follower: str) -> 
     return [ms for t, ms in samples if t <= started + caught_up_s], caught_up_s
 
 
-async def _one_catch_up(suite: Suite, label: str, settings: dict[str, object]) -> dict[str, Any]:
+async def _one_catch_up(suite: Suite, label: str, settings: Mapping[str, object]) -> dict[str, Any]:
     entries = suite.profile.catchup_entries
     cluster = RmqcCluster(suite.work_dir("catch_up"), 3, settings, name=label)
     await cluster.start()
-    leader = await cluster.leader()
+    leader = await cluster.leader_id()
     follower = next(node for node in cluster.ids if node != leader)
     baseline = summarise_ms(await _writes_for(cluster, leader, PROBE_CLIENTS, BASELINE_S))
     cluster.procs[follower].stop()

@@ -45,7 +45,7 @@ def rmqc_read_workload(cluster: RmqcCluster, nodes: list[str], level: str) -> Wo
 async def reads_rmqc(suite: Suite) -> dict[str, Any]:
     cluster = RmqcCluster(suite.work_dir("reads_rmqc"), 3)
     await cluster.start()
-    leader = await cluster.leader()
+    leader = await cluster.leader_id()
     follower = next(node for node in cluster.ids if node != leader)
     await prepare_read_group(cluster, leader)
     single: dict[str, Any] = {}
@@ -85,7 +85,7 @@ async def reads_etcd(suite: Suite) -> dict[str, Any]:
         raise Skipped("etcd is not installed (apt-get install etcd-server etcd-client); anchor skipped")
     cluster = _etcd.EtcdCluster(suite.work_dir("reads_etcd"), 3)
     await cluster.start()
-    leader = await cluster.leader()
+    leader = await cluster.leader_id()
     follower = next(name for name in cluster.names if name != leader)
     single: dict[str, Any] = {}
     for level, serializable in (("linearizable", False), ("serializable", True)):

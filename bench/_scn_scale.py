@@ -42,7 +42,7 @@ class NotificationSink:
     async def open(self, count: int) -> list[str]:
         for _ in range(count):
             (listener,) = await trio.open_tcp_listeners(0, host="127.0.0.1")
-            address = "127.0.0.1:{}".format(listener.socket.getsockname()[1])
+            address = f"127.0.0.1:{listener.socket.getsockname()[1]}"
             self.listeners[address] = listener
         return list(self.listeners)
 
@@ -55,7 +55,8 @@ class NotificationSink:
         async with stream:
             while data := await stream.receive_some(65536):
                 for command in decoder.feed(data):
-                    if command.code == RequestCode.NOTIFY_BROKER_ROLE_CHANGED and int(command.ext("masterEpoch") or 0) > 1:
+                    if (command.code == RequestCode.NOTIFY_BROKER_ROLE_CHANGED
+                            and int(command.ext("masterEpoch") or 0) > 1):
                         self.first_at.setdefault(address, time.perf_counter())
 
 
@@ -123,7 +124,7 @@ async def for_each_group(cluster: RmqcCluster, groups: list[list[Broker]], step:
 
     async def worker() -> None:
         while queue:
-            conn = await RemotingConn.open(cluster.address(await cluster.leader()))
+            conn = await RemotingConn.open(cluster.address(await cluster.leader_id()))
             try:
                 while queue:
                     group = queue.pop()
@@ -147,7 +148,7 @@ async def scale(suite: Suite) -> dict[str, Any]:
     total, kills = suite.profile.scale_groups, suite.profile.scale_kills
     cluster = RmqcCluster(suite.work_dir("scale"), 3)
     await cluster.start()
-    leader = await cluster.leader()
+    leader = await cluster.leader_id()
     sink = NotificationSink()
     sink_addresses = await sink.open(2 * kills)
     groups = [group_brokers(g, sink_addresses[2 * g:2 * g + 2] if g < kills else None) for g in range(total)]
@@ -161,9 +162,10 @@ async def scale(suite: Suite) -> dict[str, Any]:
         # one connection per master to be lost, as each real broker has its own: the controller
         # ties a broker's liveness to the channel its heartbeats arrive on
         doomed_conns = [await RemotingConn.open(cluster.address(leader)) for _ in doomed]
-        for conn, master in zip(doomed_conns, doomed):
+        for conn, master in zip(doomed_conns, doomed, strict=True):
             nursery.start_soon(send_rounds, conn, heartbeat_chunks([master]), 1.0)
-        conns = [await RemotingConn.open(cluster.address(n)) for n in cluster.ids for _ in range(HEARTBEAT_CONNECTIONS_PER_NODE)]
+        conns = [await RemotingConn.open(cluster.address(n))
+                 for n in cluster.ids for _ in range(HEARTBEAT_CONNECTIONS_PER_NODE)]
         for index, conn in enumerate(conns):
             nursery.start_soon(send_rounds, conn, heartbeat_chunks(others[index::len(conns)]), 1.0)
         await trio.sleep(3)  # heartbeats (and followers' digests of them) reach the leader before elections
@@ -220,7 +222,8 @@ async def steady_state(cluster: RmqcCluster, seconds: float) -> dict[str, Any]:
         await trio.sleep(min(1.0, seconds / 5))
     elapsed = time.perf_counter() - start
     cpu_after = cluster.cpu_s()
-    cpu_pct = {node: round(100 * ((cpu_after[node] or 0) - (cpu_before[node] or 0)) / elapsed, 1) for node in cluster.ids}
+    cpu_pct = {node: round(100 * ((cpu_after[node] or 0) - (cpu_before[node] or 0)) / elapsed, 1)
+               for node in cluster.ids}
     rss_last = {node: samples[-1] if samples else None for node, samples in rss_samples.items()}
     say(f"   steady {elapsed:.0f} s: CPU % per node {cpu_pct}, RSS MB per node {rss_last}")
     return {"seconds": round(elapsed, 1), "cpu_percent": cpu_pct, "rss_mb": rss_last, "rss_samples_mb": rss_samples}
@@ -231,7 +234,7 @@ def failover_figures(sink: NotificationSink, addresses: list[str], t0: float, re
     kills = len(ready)
     per_group = [[sink.first_at.get(a) for a in addresses[2 * g:2 * g + 2]] for g in ready]
     elected = [min(t for t in pair if t is not None) for pair in per_group if any(t is not None for t in pair)]
-    notified = [max(pair) for pair in per_group if all(t is not None for t in pair)]  # type: ignore[type-var]
+    notified = [max(t for t in pair if t is not None) for pair in per_group if None not in pair]
     all_elected_s = (max(elected) - t0) if len(elected) == kills else None
     all_notified_s = (max(notified) - t0) if len(notified) == kills else None
     say(f"   {kills:,} masters lost at once: all re-elected (first 1008 per group) after "

@@ -59,7 +59,7 @@ async def _one_round(suite: Suite, setup: SecureSetup, mode: str, round_: int) -
                           name=f"security-{mode}-{round_}", ssl_context=setup.client_context if secure else None,
                           credentials=ACCOUNT if secure else None)
     await cluster.start()
-    leader = await cluster.leader()
+    leader = await cluster.leader_id()
     refusals: collections.Counter[str] = collections.Counter()
     writes = WriteSequence(f"{mode}{round_}", refusals)
 

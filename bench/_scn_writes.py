@@ -15,6 +15,7 @@ from ._points import load_points
 from ._rmqc import RmqcCluster, WriteSequence, write_ext
 from ._suite import Skipped, Suite
 
+
 def write_request_bytes() -> int:
     """Size of one 1013 frame of the write load; the anchors write values of this size."""
     return len(encode(make_request(RequestCode.CONTROLLER_APPLY_BROKER_ID, 1, write_ext("0000000000", 0, 0))))
@@ -40,7 +41,7 @@ def rmqc_write_workload(cluster: RmqcCluster, leader: str) -> Workload[RemotingC
 async def writes_rmqc(suite: Suite) -> dict[str, Any]:
     cluster = RmqcCluster(suite.work_dir("writes_rmqc"), 3)
     await cluster.start()
-    leader = await cluster.leader()
+    leader = await cluster.leader_id()
     points = await load_points(suite, "rmqc 1013 (fsync quorum)", rmqc_write_workload(cluster, leader),
                                suite.profile.write_clients)
     cluster.stop()
@@ -57,7 +58,7 @@ async def writes_etcd(suite: Suite) -> dict[str, Any]:
         raise Skipped("etcd is not installed (apt-get install etcd-server etcd-client); anchor skipped")
     cluster = _etcd.EtcdCluster(suite.work_dir("writes_etcd"), 3)
     await cluster.start()
-    leader = await cluster.leader()
+    leader = await cluster.leader_id()
     value = anchor_value()
 
     async def open_conn(_client: int) -> HttpConn:
@@ -109,7 +110,7 @@ async def single_queue(suite: Suite) -> dict[str, Any]:
     clients = (1, max(suite.profile.write_clients))
     cluster = RmqcCluster(suite.work_dir("single_queue"), 3, settings=SINGLE_QUEUE_SETTINGS, name="single")
     await cluster.start()
-    leader = await cluster.leader()
+    leader = await cluster.leader_id()
     points = await load_points(suite, "rmqc single-queue 1013", rmqc_write_workload(cluster, leader), clients)
     cluster.stop()
     return {"conditions": suite.base_conditions(system="rmqc, single-queue shape", nodes=3, target="leader",

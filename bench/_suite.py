@@ -15,8 +15,9 @@ from typing import Any
 
 import trio
 
+from rmqc.launcher import stop_all
+
 from ._conditions import filesystem_of, machine
-from ._procs import stop_all
 
 
 @dataclass(frozen=True)

@@ -20,11 +20,12 @@ from rmqc.remoting import FrameDecoder, RequestCode, ResponseCode, encode, make_
 
 async def echo_controller(stream: trio.SocketStream) -> None:
     decoder = FrameDecoder()
-    address = "127.0.0.1:{}".format(stream.socket.getsockname()[1])
+    address = f"127.0.0.1:{stream.socket.getsockname()[1]}"
     while data := await stream.receive_some(65536):
         replies = []
         for request in decoder.feed(data):
-            ext = {"controllerLeaderAddress": address} if request.code == RequestCode.CONTROLLER_GET_METADATA_INFO else None
+            asks_leader = request.code == RequestCode.CONTROLLER_GET_METADATA_INFO
+            ext = {"controllerLeaderAddress": address} if asks_leader else None
             replies.append(encode(make_response(request, ResponseCode.SUCCESS, ext=ext)))
         await stream.send_all(b"".join(replies))
 
@@ -66,7 +67,7 @@ async def main(requests: int, concurrency: int) -> None:
     async with trio.open_nursery() as nursery:
         serve = functools.partial(trio.serve_tcp, echo_controller, 0, host="127.0.0.1")
         [listener] = await nursery.start(serve)
-        address = "127.0.0.1:{}".format(listener.socket.getsockname()[1])
+        address = f"127.0.0.1:{listener.socket.getsockname()[1]}"
         async with ControllerClient([address], timeout_ms=10_000, max_in_flight=max(1024, concurrency)) as client:
             await client.get_replica_info("broker-a")  # warm up: discovery and connection
             await sequential(client, requests // 5)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Callable
+from collections.abc import Callable
 
-from rmqc.controller import ControllerConfig, ControllerProcessor, RequestContext
+from rmqc.controller import ControllerConfig, ControllerProcessor, Propose, RequestContext
 from rmqc.fsm import (
     AlterSyncStateSet,
     ApplyBrokerId,
@@ -43,7 +43,9 @@ def timed(label: str, count: int, unit: str, work: Callable[[], object]) -> floa
 
 
 def group_commands(groups: int) -> tuple[list[Command], list[Command], list[Command]]:
-    register, elect, alter = [], [], []
+    register: list[Command] = []
+    elect: list[Command] = []
+    alter: list[Command] = []
     for n in range(groups):
         name = f"broker-{n}"
         for broker_id in range(1, BROKERS_PER_GROUP + 1):
@@ -94,6 +96,7 @@ def bench_processor(groups: int) -> None:
     def run() -> None:
         for request in requests:
             outcome = processor.handle(request, ctx)
+            assert isinstance(outcome, Propose)
             outcome.finish(state.apply_all(list(outcome.commands)))
 
     timed("processor: 1013 decide + apply + answer", len(requests), "requests", run)

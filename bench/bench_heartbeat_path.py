@@ -43,10 +43,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._heartbeats import Broker, heartbeat_chunks  # noqa: E402
 from rmqc.controller import ControllerConfig, ControllerProcessor, RequestContext  # noqa: E402
+
 try:
     from rmqc.controller._heartbeat import heartbeat_of  # noqa: E402
 except ImportError:  # a --baseline tree from before the specialised decoder
-    from rmqc.controller._processor import HEARTBEAT  # noqa: E402
+    from rmqc.controller._processor import HEARTBEAT  # type: ignore[attr-defined]  # noqa: E402  (old trees only)
     from rmqc.liveness import BrokerKey, Heartbeat  # noqa: E402
 
     def heartbeat_of(request: RemotingCommand) -> Heartbeat | None:
@@ -114,7 +115,9 @@ def stage_update(fx: Fixture) -> Callable[[], None]:
     heartbeats = []
     for channel_id, commands in enumerate(fx.commands, start=1):
         for command in commands:
-            heartbeats.append((heartbeat_of(command), channel_id))
+            heartbeat = heartbeat_of(command)
+            assert heartbeat is not None, "the fixture's heartbeats all carry a brokerId"
+            heartbeats.append((heartbeat, channel_id))
 
     def run() -> None:
         update, now_ms = fx.table.update, fx.next_round_ms()

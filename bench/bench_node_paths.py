@@ -89,7 +89,7 @@ async def main(args: argparse.Namespace) -> None:
         cluster = RmqcCluster(Path(root), args.nodes)
         await cluster.start()
         try:
-            leader = await cluster.leader()
+            leader = await cluster.leader_id()
             if args.profile_pid_file:
                 Path(args.profile_pid_file).write_text(str(cluster.procs[leader].pid))
             await prepare_read_group(cluster, leader)

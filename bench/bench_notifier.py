@@ -59,7 +59,7 @@ async def serve_live(count: int) -> None:
         async with stream:
             while data := await stream.receive_some(RECEIVE_BYTES):
                 for command in decoder.feed(data):
-                    on_epoch(index, int(command.ext("masterEpoch")))
+                    on_epoch(index, int(command.ext("masterEpoch") or 0))  # every 1008 carries one
 
     async with trio.open_nursery() as nursery:
         for index, listener in enumerate(listeners):

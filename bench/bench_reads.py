@@ -89,7 +89,7 @@ async def main(seconds: float, clients: int) -> None:
         cluster = RmqcCluster(Path(root), 3)
         await cluster.start()
         try:
-            leader = await cluster.leader()
+            leader = await cluster.leader_id()
             follower = next(node for node in cluster.ids if node != leader)
             await prepare_read_group(cluster, leader)
             idle_share = await idle_cpu_share(cluster)

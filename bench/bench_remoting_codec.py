@@ -31,7 +31,8 @@ HEARTBEAT_EXT = {
     "electionPriority": 2147483647,
 }
 ELECT_BODY = {
-    "brokerMemberGroup": {"brokerAddrs": {1: "10.0.0.5:30911", 2: "10.0.0.6:30911"}, "brokerName": "broker-a", "cluster": "C"},
+    "brokerMemberGroup": {"brokerAddrs": {1: "10.0.0.5:30911", 2: "10.0.0.6:30911"}, "brokerName": "broker-a",
+                          "cluster": "C"},
     "syncStateSet": [1],
 }
 
@@ -41,7 +42,8 @@ def cases() -> dict[str, RemotingCommand]:
         "heartbeat 904, JSON header": make_request(904, 1, HEARTBEAT_EXT, oneway=True),
         "heartbeat 904, ROCKETMQ header": make_request(904, 1, HEARTBEAT_EXT, serialize_type=SerializeType.ROCKETMQ),
         "1001 with SyncStateSet body": make_request(
-            1001, 1, {"brokerName": "broker-a", "masterBrokerId": 1, "masterEpoch": 3}, b'{"syncStateSet":[1,2],"syncStateSetEpoch":4}'
+            1001, 1, {"brokerName": "broker-a", "masterBrokerId": 1, "masterEpoch": 3},
+            b'{"syncStateSet":[1,2],"syncStateSetEpoch":4}',
         ),
     }
 
@@ -68,7 +70,8 @@ def bench_case(name: str, cmd: RemotingCommand, frames: int) -> None:
     megabytes = len(stream) / 1e6
     print(
         f"{name:32s} {len(stream) // frames:4d} B/frame  encode {rate(frames, encode_s)}  "
-        f"decode {rate(frames, whole_s)} ({megabytes / whole_s:6.1f} MB/s)  decode 4 KiB reads {rate(frames, chunked_s)}"
+        f"decode {rate(frames, whole_s)} ({megabytes / whole_s:6.1f} MB/s)  "
+        f"decode 4 KiB reads {rate(frames, chunked_s)}"
     )
 
 
@@ -82,7 +85,8 @@ def bench_bodies(count: int) -> None:
     for _ in range(count):
         loads_fastjson(text)
     loads_s = time.perf_counter() - start
-    print(f"{'ElectMaster body (fastjson)':32s} {len(text):4d} B/body   dumps  {rate(count, dumps_s)}  loads  {rate(count, loads_s)}")
+    print(f"{'ElectMaster body (fastjson)':32s} {len(text):4d} B/body   "
+          f"dumps  {rate(count, dumps_s)}  loads  {rate(count, loads_s)}")
 
 
 if __name__ == "__main__":

@@ -31,7 +31,6 @@ import json
 import os
 import resource
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -44,12 +43,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import rmqc  # noqa: E402
 from rmqc import fsm  # noqa: E402
+from rmqc.launcher import RMQC as RMQC_BIN, Process, free_ports, serve_argv  # noqa: E402
 from rmqc.remoting import RMQC_NODE_STATUS, FrameDecoder, RequestCode, ResponseCode, encode, make_request  # noqa: E402
 from rmqc.storage import LmdbStorage  # noqa: E402
-from rmqc.testing.cluster import free_ports  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
-RMQC_BIN = str(Path(sys.executable).parent / "rmqc")
 HEAVY_PACKAGES = ("typer", "click", "rich", "cattrs", "attrs", "prometheus_client", "pyspark", "pandas", "pyarrow")
 SERVE_IMPORTS = "import rmqc.cli.main, rmqc.cli.serve, rmqc.node"
 START_BOUND_S = 60.0  # a start slower than this is a failure, not a figure
@@ -196,7 +194,8 @@ def bench_restore(directory: Path, runs: int) -> None:
     print(f"snapshot: ControllerState.snapshot of the same state (a node takes one every N entries), "
           f"{len(snapshot_cpu)} runs: CPU median {statistics.median(snapshot_cpu) * 1000:.1f} ms, "
           f"min {min(snapshot_cpu) * 1000:.1f} ms")
-    print(f"restore: ControllerState.restore of {len(groups):,} groups ({len(data) / 1e6:.1f} MB), repeated in one process, "
+    print(f"restore: ControllerState.restore of {len(groups):,} groups ({len(data) / 1e6:.1f} MB), "
+          "repeated in one process, "
           f"{len(samples)} runs: "
           f"wall median {statistics.median(wall) * 1000:.1f} ms, CPU median {statistics.median(cpu) * 1000:.1f} ms, "
           f"CPU min {min(cpu) * 1000:.1f} ms")
@@ -221,9 +220,9 @@ def call(address: tuple[str, int], code: int, ext: dict[str, object] | None, tim
         return None
 
 
-def wait_for(condition: Callable[[], bool], started: float, proc: subprocess.Popen) -> float:
+def wait_for(condition: Callable[[], bool], started: float, proc: Process) -> float:
     while not condition():
-        if proc.poll() is not None:
+        if proc.returncode is not None:
             raise RuntimeError(f"rmqc serve exited with {proc.returncode} before serving")
         if time.perf_counter() - started > START_BOUND_S:
             raise RuntimeError(f"rmqc serve not serving after {START_BOUND_S} s")
@@ -249,23 +248,17 @@ def serve_once(directory: Path, log_path: Path, run: int) -> tuple[float, float,
     """Seconds from spawn until (connect, 60001 answered, 1013 accepted)."""
     (port,) = free_ports(1)
     address = ("127.0.0.1", port)
-    argv = [RMQC_BIN, "serve", "--id", "n0", "--peers", f"n0-127.0.0.1:{port}", "--data-dir", str(directory)]
-    with log_path.open("ab") as log:
-        started = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            listening = wait_for(lambda: connects(address), started, proc)
-            status = wait_for(lambda: call(address, RMQC_NODE_STATUS, None, 1.0) == ResponseCode.SUCCESS, started, proc)
-            ext = first_id_of_a_new_group(f"restart-{os.getpid()}-{run}")
-            write = wait_for(lambda: call(address, RequestCode.CONTROLLER_APPLY_BROKER_ID, ext, 1.0)
-                             == ResponseCode.SUCCESS, started, proc)
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(STOP_BOUND_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    argv = serve_argv("n0", f"n0-127.0.0.1:{port}", directory, program=[RMQC_BIN])
+    started = time.perf_counter()
+    proc = Process(f"restart-{run}", argv, log_path)
+    try:
+        listening = wait_for(lambda: connects(address), started, proc)
+        status = wait_for(lambda: call(address, RMQC_NODE_STATUS, None, 1.0) == ResponseCode.SUCCESS, started, proc)
+        ext = first_id_of_a_new_group(f"restart-{os.getpid()}-{run}")
+        write = wait_for(lambda: call(address, RequestCode.CONTROLLER_APPLY_BROKER_ID, ext, 1.0)
+                         == ResponseCode.SUCCESS, started, proc)
+    finally:
+        proc.stop(grace_s=STOP_BOUND_S)  # SIGTERM, SIGKILL after the grace, reaped
     return listening, status, write
 
 

@@ -45,6 +45,7 @@ async def measure(root: Path, transfers: int, writers: int, settle_s: float) -> 
                     started = time.perf_counter()
                     answer = await admin.request(RMQC_TRANSFER_LEADER)
                     answered = time.perf_counter()
+                    assert answer is not None, "a two-way request is answered"
                     if answer.code != 0:
                         raise SystemExit(f"transfer refused: {answer.code} {answer.remark}")
                     with trio.fail_after(ACK_WAIT_S):
@@ -52,6 +53,8 @@ async def measure(root: Path, transfers: int, writers: int, settle_s: float) -> 
                             await trio.sleep(0.005)
                     took_ms.append((answered - started) * 1000)
                     pauses_ms.append(load.pause_s(started, answered) * 1000)
+                    if answer.body is None:
+                        raise SystemExit("transfer answered without its body")
                     moved = orjson.loads(answer.body)
                     print(f"{moved['from']} -> {moved['to']} term {moved['term']}: answered in "
                           f"{took_ms[-1]:.1f} ms, writes paused {pauses_ms[-1]:.1f} ms", file=sys.stderr)

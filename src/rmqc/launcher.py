@@ -19,7 +19,6 @@ import contextlib
 import os
 import re
 import signal
-from signal import SIGTERM
 import socket
 import subprocess
 import sys
@@ -27,6 +26,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from signal import SIGTERM
 from typing import Any, BinaryIO, TypeVar
 
 import trio
@@ -36,8 +36,8 @@ from rmqc.errors import RmqcError
 
 __all__ = [
     "RMQC", "START_TIMEOUT_S", "STOP_GRACE_S", "NodeStartFailed", "Process", "ProcessFailed", "ServeCluster",
-    "ServeNode", "end_with_parent", "free_ports", "join_peers", "poll", "poll_blocking", "rmqc_argv", "serve_argv",
-    "serve_nodes", "serving_pattern", "stop_all", "stop_processes",
+    "ServeNode", "cpu_s", "end_with_parent", "free_ports", "join_peers", "poll", "poll_blocking", "rmqc_argv",
+    "rss_mb", "serve_argv", "serve_nodes", "serving_pattern", "stop_all", "stop_processes",
 ]
 
 T = TypeVar("T")
@@ -219,21 +219,30 @@ class Process:
         return code
 
     def rss_mb(self) -> float | None:
-        try:
-            for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-        except OSError:
-            return None
-        return None
+        return rss_mb(self.pid)
 
     def cpu_s(self) -> float | None:
-        """User + system CPU seconds used so far."""
-        try:
-            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            return None
-        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+        return cpu_s(self.pid)
+
+
+def rss_mb(pid: int) -> float | None:
+    """The resident memory of process `pid` (None once it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds process `pid` used so far (None once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
 
 
 def _append(path: Path) -> BinaryIO:
@@ -299,6 +308,7 @@ def serving_pattern(node_id: str, address: str) -> str:
 @dataclass(eq=False)
 class ServeNode:
     """One `rmqc serve` node: stderr appended to `log_path`, stdout to the same name with `.out`.
+    `program` runs rmqc (default: this installation's; another tree's for a before/after);
     `command` may be replaced to start the node some other way (it must still print the line)."""
 
     node_id: str
@@ -310,6 +320,7 @@ class ServeNode:
     metrics_port: int | None = None
     process: Process | None = None
     env: dict[str, str] = field(default_factory=dict)  # added to the node's environment
+    program: Sequence[str] | None = None
 
     @property
     def out_path(self) -> Path:
@@ -320,7 +331,7 @@ class ServeNode:
         return self.log_path
 
     def command(self) -> list[str]:
-        return serve_argv(self.node_id, self.peers, self.data_dir, self.settings, self.metrics_port)
+        return serve_argv(self.node_id, self.peers, self.data_dir, self.settings, self.metrics_port, self.program)
 
     def spawn(self) -> Process:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -380,12 +391,12 @@ class ServeNode:
 
 
 def serve_nodes(root: Path, ports: Sequence[int], host: str = "127.0.0.1", settings: Sequence[str] = (),
-                metrics_base_port: int | None = None) -> list[ServeNode]:
+                metrics_base_port: int | None = None, program: Sequence[str] | None = None) -> list[ServeNode]:
     """Nodes n0, n1, ... of one cluster: data in root/nI, stderr in root/nI.log, stdout in root/nI.out;
-    node I exports metrics on metrics_base_port + I."""
+    node I exports metrics on metrics_base_port + I; `program` runs rmqc (see ServeNode)."""
     peers = join_peers((f"n{i}", f"{host}:{port}") for i, port in enumerate(ports))
     return [ServeNode(f"n{i}", f"{host}:{port}", peers, root / f"n{i}", root / f"n{i}.log", tuple(settings),
-                      None if metrics_base_port is None else metrics_base_port + i)
+                      None if metrics_base_port is None else metrics_base_port + i, program=program)
             for i, port in enumerate(ports)]
 
 
@@ -440,7 +451,7 @@ class ServeCluster:
         """stop_processes for every node; each node's exit code (None if never started)."""
         started = [node for node in self.nodes if node.process is not None]
         codes = stop_processes([node.process for node in started if node.process is not None], signum, grace_s, resume)
-        by_node = dict(zip((node.node_id for node in started), codes))
+        by_node = dict(zip((node.node_id for node in started), codes, strict=True))
         return {node.node_id: by_node.get(node.node_id) for node in self.nodes}
 
     async def stop_async(self, signum: int = SIGTERM, grace_s: float = STOP_GRACE_S,

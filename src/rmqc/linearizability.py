@@ -123,7 +123,7 @@ class _EventList:
     and put back into (dancing links), which is what makes backtracking cheap."""
 
     def __init__(self, ops: Sequence[Op]) -> None:
-        events = []
+        events: list[tuple[float, int, int]] = []  # (time, call 0 / return 1, op); math.inf: no return
         for i, op in enumerate(ops):
             end = math.inf if op.complete_ns is None else op.complete_ns
             # Calls sort before returns at the same instant: touching intervals count as

@@ -24,7 +24,15 @@ from rmqc.acl import (
     signature_content,
     signature_matches,
 )
-from rmqc.remoting import RMQC_SNAPSHOT_SAVE, RMQC_TRANSFER_LEADER, FrameDecoder, RequestCode, SerializeType, encode, make_request
+from rmqc.remoting import (
+    RMQC_SNAPSHOT_SAVE,
+    RMQC_TRANSFER_LEADER,
+    FrameDecoder,
+    RequestCode,
+    SerializeType,
+    encode,
+    make_request,
+)
 
 
 def hmac_sha1_base64(key: str, content: bytes) -> str:

@@ -54,8 +54,10 @@ async def test_closed_loop_counts_refusals_as_errors_and_samples_every_accepted_
 
 def test_targets_table_reads_the_results() -> None:
     results = {
-        "writes_rmqc": {"status": "ok", "points": [{"clients": 256, "ops_per_s": 6000.0, "p50_ms": 20.0, "p99_ms": 40.0}]},
-        "writes_etcd": {"status": "ok", "points": [{"clients": 256, "ops_per_s": 2400.0, "p50_ms": 50.0, "p99_ms": 90.0}]},
+        "writes_rmqc": {"status": "ok",
+                        "points": [{"clients": 256, "ops_per_s": 6000.0, "p50_ms": 20.0, "p99_ms": 40.0}]},
+        "writes_etcd": {"status": "ok",
+                        "points": [{"clients": 256, "ops_per_s": 2400.0, "p50_ms": 50.0, "p99_ms": 90.0}]},
         "single_queue": {"status": "failed", "message": "boom"},
     }
     rows = {row.what: row for row in target_rows(results)}

@@ -11,9 +11,9 @@ import dataclasses
 from pathlib import Path
 
 import trio
+from sim_helpers import single_node
 
 from rmqc.brokersim import FINAL_FILE, TEMP_FILE, BrokerFleet, Role, SimTiming
-from sim_helpers import single_node
 
 CONVERGE_S = 30.0
 GROUPS = 4

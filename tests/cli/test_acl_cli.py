@@ -9,11 +9,11 @@ from pathlib import Path
 
 import orjson
 import pytest
+from test_sim_process import SIM_CONVERGE_S, SimProcess, converged_summary
 from typer.testing import CliRunner
 
 from rmqc.cli.main import app
 from rmqc.launcher import ServeCluster, free_ports, poll_blocking, serve_nodes
-from test_sim_process import SIM_CONVERGE_S, SimProcess, converged_summary
 
 pytestmark = pytest.mark.slow
 ACL = """

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import orjson
 import pytest
+from test_sim_process import SIM_CONVERGE_S, SimProcess, converged_summary
 from typer.testing import CliRunner
 
 from rmqc.cli.dev import LocalCluster
 from rmqc.cli.main import app
-from test_sim_process import SimProcess, converged_summary, SIM_CONVERGE_S
 
 GROUP = "broker-0000"
 

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from rmqc import fsm, raft
 from rmqc.cli._exit import ExitCode
 from rmqc.cli.main import app
+from rmqc.launcher import RMQC, free_ports
 from rmqc.raft._types import ConfChange, ConfChangeType, ConfState, Entry, EntryType, HardState
 from rmqc.storage import (
     DATA_FILE_NAME,
@@ -22,7 +23,6 @@ from rmqc.storage import (
     acquire_node_lock,
     claim_identity,
 )
-from rmqc.launcher import RMQC, free_ports
 
 runner = CliRunner()
 LEADER_TS_MS = 1_763_000_000_000
@@ -124,8 +124,11 @@ def test_dump_range_and_json(data_dir: Path) -> None:
         "index": 3,
         "term": 1,
         "type": "normal",
-        "commands": ["elect master broker-0 -> 1 (masterEpoch 1)"],
+        "commands": [{"command": "elect_master", "description": "elect master broker-0 -> 1 (masterEpoch 1)",
+                      "result": "ok"}],
     }
+    refused = records[2]["commands"][0]
+    assert (refused["command"], refused["result"]) == ("elect_master", "stale_master_epoch")
 
 
 def test_dump_range_beyond_the_log_is_clamped(data_dir: Path) -> None:

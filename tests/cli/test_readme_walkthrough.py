@@ -232,7 +232,7 @@ def new_master_named_by_the_live(sim: SimProcess, group: str) -> list[dict]:
 def export_the_history(session: Session) -> None:
     """The README's export line, pointed at the session's node n0 (rmqc-dev/n0 rather than the
     rmqc-data of `make serve`)."""
-    (line,) = [l for l in README.read_text().splitlines() if ".venv/bin/rmqc log export" in l]
+    (line,) = [text for text in README.read_text().splitlines() if ".venv/bin/rmqc log export" in text]
     step = Step(line.split("  #")[0].strip().replace("rmqc-data", "rmqc-dev/n0"), 1, [])
     done = session.run(step)
     assert done.returncode == 0, done.stderr

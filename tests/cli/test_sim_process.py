@@ -125,7 +125,8 @@ def test_sim_over_two_processes_routes_commands_and_fails_over(one_node: LocalCl
                          SIM_CONVERGE_S, f"a converged summary of process {process}")
         killed = _unwrap(sim.ask("kill-master broker-0003", "brokerId"))
         assert killed["ok"] and killed["brokerName"] == "broker-0003"
-        answer = sim.wait_for(lambda line: line.get("process") == 1 and _unwrap(line).get("summary", {}).get("killed") == 1
+        answer = sim.wait_for(lambda line: line.get("process") == 1
+                              and _unwrap(line).get("summary", {}).get("killed") == 1
                               and converged_summary(line, 5), SIM_CONVERGE_S, "process 1 converged after the kill")
         assert _unwrap(answer)["summary"]["masters"] == 2
         wrong = _unwrap(sim.ask("hang broker-0000 x", "error"))

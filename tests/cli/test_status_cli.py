@@ -9,7 +9,6 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
@@ -89,7 +88,8 @@ def test_status_reports_role_indexes_groups_and_live_brokers(status_node: NodeWi
     assert code == 0, err
     (view,) = orjson.loads(out)
     status = view["status"]
-    assert (status["nodeId"], status["role"], status["servingAsLeader"], status["leader"]) == ("n0", "leader", True, "n0")
+    assert (status["nodeId"], status["role"], status["servingAsLeader"], status["leader"]) == (
+        "n0", "leader", True, "n0")
     assert status["brokerGroups"] == GROUPS and status["liveBrokers"] == GROUPS * 3
     assert status["term"] >= 1 and status["commit"] >= status["applied"] > 0 and status["voters"] == ["n0"]
     assert status["alarms"] == []
@@ -172,4 +172,5 @@ def test_status_table_shows_each_nodes_lag_and_the_membership_under_way() -> Non
     assert " 0 " in next(row for row in rows if "127.0.0.1:2" in row)
     assert "57 (apply 3)" in next(row for row in rows if "127.0.0.1:3" in row)
     caption = " ".join(text.split())
-    assert "learners: n3; pending membership change: add learner n3 (index 88); transferring leadership to n1" in caption
+    assert ("learners: n3; pending membership change: add learner n3 (index 88); "
+            "transferring leadership to n1") in caption

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import orjson
 import pytest
+from test_sim_process import SIM_CONVERGE_S, SimProcess, converged_summary
 from typer.testing import CliRunner
 
 from rmqc.cli.main import app
-from rmqc.testing.certs import Certs, make_certs
 from rmqc.launcher import ServeCluster, free_ports, poll_blocking, serve_nodes
-from test_sim_process import SIM_CONVERGE_S, SimProcess, converged_summary
+from rmqc.testing.certs import Certs, make_certs
 
 pytestmark = pytest.mark.slow
 LEADER_WAIT_S = 10.0  # a single node leads once its log is applied, moments after it serves

@@ -6,8 +6,8 @@ import asyncio
 
 import trio
 import trio_asyncio
-
 from client_fake_server import FakeController
+
 from rmqc.client import ClientClosed, RequestTimeout
 from rmqc.client.asyncio_client import AsyncioControllerClient, run_asyncio
 from rmqc.errors import ConfigError

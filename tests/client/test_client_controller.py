@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 import trio
-
 from client_fake_server import FakeController
+
 from rmqc.client import (
     ClientClosed,
     ConnectionLost,

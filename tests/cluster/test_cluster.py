@@ -14,40 +14,11 @@ import trio
 from rmqc.client import ControllerClient
 from rmqc.fsm import ControllerState, decode_commands
 from rmqc.raft import EntryType
-from rmqc.remoting import loads_fastjson
 from rmqc.storage import LmdbStorage
-
-from rmqc.testing.cluster import CLUSTER, Cluster, FakeBroker, wait_until
+from rmqc.testing.cluster import CLUSTER, Cluster, FakeBroker, replica_info, start_group, wait_until
 
 pytestmark = pytest.mark.slow
 GROUPS = ("broker-a", "broker-b", "broker-c")
-
-
-async def start_group(nursery: trio.Nursery, cluster: Cluster, name: str) -> tuple[FakeBroker, FakeBroker]:
-    """Two replicas of one group, registered, heartbeating, master elected, both in sync."""
-    first, second = FakeBroker(name, cluster.addresses), FakeBroker(name, cluster.addresses)
-    for broker in (first, second):
-        await nursery.start(broker.run)
-        await broker.register()  # heartbeats start once registered (spec 7.2 step 4)
-    assert first.client is not None
-    elected = await first.client.elect_master(CLUSTER, name, first.broker_id)
-    assert elected.code == 0, elected.remark
-    epoch = int(elected.ext("masterEpoch"))
-
-    async def both_live() -> bool:
-        assert first.client is not None
-        answer = await first.client.alter_sync_state_set(name, first.broker_id, epoch,
-                                                         [first.broker_id, second.broker_id], 1)
-        return answer.code == 0  # 2006 until the leader has heard second's heartbeat
-
-    await wait_until(both_live, 10, f"{name}: sync state set {{1, 2}}")
-    return first, second
-
-
-async def replica_info(client: ControllerClient, name: str) -> tuple[str | None, str | None, dict]:
-    answer = await client.get_replica_info(name)
-    assert answer.code == 0, answer.remark
-    return answer.ext("masterBrokerId"), answer.ext("masterEpoch"), loads_fastjson(answer.body)
 
 
 async def test_three_nodes_survive_leader_kill_and_broker_master_crash(tmp_path: Path) -> None:

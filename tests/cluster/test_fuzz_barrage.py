@@ -101,7 +101,7 @@ async def barrage(address: str, rng: random.Random, seeds: list[bytes]) -> int:
     host, port = address.rsplit(":", 1)
     stream = await trio.open_tcp_stream(host, int(port))
     try:
-        frames, opaques = zip(*(fuzz_request(rng) for _ in range(FRAMES_PER_CONNECTION - 1)))
+        frames, opaques = zip(*(fuzz_request(rng) for _ in range(FRAMES_PER_CONNECTION - 1)), strict=True)
         expected = sorted(opaque for opaque in opaques if opaque is not None)
         await stream.send_all(b"".join(frames))
         answers = await _answers(stream, len(expected))
@@ -212,7 +212,7 @@ async def test_hostile_bytes_change_nothing_and_the_cluster_keeps_serving(tmp_pa
             assert [s["term"] for s in after] == [s["term"] for s in before]
             assert [s["leader"] for s in after] == [s["leader"] for s in before]
             assert all(node.running for node in cluster.nodes)
-            assert all(grown - was < MAX_RSS_GROWTH_MB for grown, was in zip(rss_after, rss_before))
+            assert all(grown - was < MAX_RSS_GROWTH_MB for grown, was in zip(rss_after, rss_before, strict=True))
             answer = await client.request(RMQC_NODE_STATUS, {"groupNames": "true"})
             assert answer is not None
             names = set(orjson.loads(answer.body)["groupNames"])

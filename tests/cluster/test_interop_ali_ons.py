@@ -13,7 +13,6 @@ import pytest
 import trio
 
 from rmqc.node import ControllerNode, NodeConfig, parse_peers
-
 from rmqc.testing.cluster import free_ports
 
 pytestmark = pytest.mark.slow

@@ -6,9 +6,9 @@ refusals say what is wrong. Prints the pauses (bench/bench_transfer.py measures 
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Awaitable, Callable
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import orjson
@@ -16,11 +16,11 @@ import pytest
 import trio
 
 from rmqc.client import ControllerClient
-from rmqc.remoting import RMQC_TRANSFER_LEADER
-from rmqc.testing.cluster import Cluster
 from rmqc.launcher import rmqc_argv
+from rmqc.node._operations import RMQC_TRANSFER_LEADER
+from rmqc.remoting import RMQC_TRANSFER_LEADER
+from rmqc.testing.cluster import Cluster, replica_info, start_group
 from rmqc.testing.writer import WriteLoad
-from test_cluster import replica_info, start_group
 
 pytestmark = pytest.mark.slow
 TRANSFERS = 6

@@ -19,7 +19,6 @@ from rmqc.node._peer_codec import FrameKind, Handshake, encode_frame, encode_han
 from rmqc.node._status import RMQC_NODE_STATUS
 from rmqc.raft._types import Entry, Message, MessageType
 from rmqc.storage import LmdbStorage
-
 from rmqc.testing.cluster import CLUSTER, Cluster, wait_until
 
 pytestmark = pytest.mark.slow

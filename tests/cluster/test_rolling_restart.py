@@ -13,14 +13,13 @@ from pathlib import Path
 import orjson
 import pytest
 import trio
+from test_leader_transfer import ELECTION_TIMEOUT_MAX_S, _cancellable
 
 from rmqc.client import ControllerClient
-from rmqc.remoting import RMQC_TRANSFER_LEADER
 from rmqc.node._status import RMQC_NODE_STATUS
-from rmqc.testing.cluster import Cluster, NodeProcess
+from rmqc.remoting import RMQC_TRANSFER_LEADER
+from rmqc.testing.cluster import Cluster, NodeProcess, replica_info, start_group
 from rmqc.testing.writer import WriteLoad
-from test_cluster import replica_info, start_group
-from test_leader_transfer import ELECTION_TIMEOUT_MAX_S, _cancellable
 
 pytestmark = pytest.mark.slow
 CATCH_UP_S = 30.0

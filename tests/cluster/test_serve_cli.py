@@ -11,7 +11,6 @@ import pytest
 import trio
 
 from rmqc.client import ControllerClient
-
 from rmqc.testing.cluster import RMQC, NodeProcess, free_ports, wait_until
 
 pytestmark = pytest.mark.slow

@@ -18,13 +18,12 @@ import trio
 from rmqc import fsm
 from rmqc.client import ControllerClient
 from rmqc.controller._bodies import replicas_info_body
+from rmqc.launcher import ServeCluster, rmqc_argv, serve_nodes
 from rmqc.raft import EntryType
 from rmqc.remoting import loads_fastjson
 from rmqc.storage import LmdbStorage, read_identity, read_snapshot_file
 from rmqc.testing.cluster import Cluster, free_ports
-from rmqc.launcher import ServeCluster, rmqc_argv, serve_nodes
-from rmqc.testing.writer import CLUSTER as WRITER_CLUSTER
-from rmqc.testing.writer import WriteLoad
+from rmqc.testing.writer import CLUSTER as WRITER_CLUSTER, WriteLoad
 
 pytestmark = pytest.mark.slow
 

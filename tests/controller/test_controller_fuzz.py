@@ -3,8 +3,7 @@ only move forward (hypothesis prints the failing example)."""
 
 from __future__ import annotations
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from rmqc.controller import NoReply, Propose, Reply, RequestContext
 from rmqc.remoting import make_request

@@ -8,8 +8,7 @@ outcome, same table afterwards, on random valid and invalid headers. Examples ar
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from rmqc.controller import ControllerConfig, ControllerProcessor, MissingHeaderField, NoReply, Reply, RequestContext
 from rmqc.controller._heartbeat import heartbeat_checked, heartbeat_of

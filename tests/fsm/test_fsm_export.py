@@ -5,10 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from fsm_strategies import commands
+from hypothesis import given, settings, strategies as st
+
 from rmqc.fsm import (
     EXPORT_COLUMNS,
     AlterSyncStateSet,
@@ -118,7 +117,7 @@ def test_export_rows_agree_with_the_state_that_applied_the_same_entries(entries)
             assert [r["command"] for r in rows] == ["noop"]
             continue
         assert [r["result"] for r in rows] == [str(r.status) for r in results]
-        for row, result in zip(rows, results):
+        for row, result in zip(rows, results, strict=True):
             after = result.after
             assert row["master_epoch"] == (after.master_epoch if after else None)
             assert row["sync_state_set"] == (after.sorted_sync_state_set() if after else None)

@@ -6,8 +6,7 @@ import random
 
 import orjson
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from rmqc.liveness import (
     BrokerKey,

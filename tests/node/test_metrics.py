@@ -10,7 +10,6 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from rmqc.fsm import ApplyResult, ApplyStatus, BrokerGroup, ElectMaster, Trigger
-from rmqc.replica import PeerLag, ReplicaStatus
 from rmqc.node._metrics import (
     ELECTION_RESULTS,
     NodeMetrics,
@@ -19,6 +18,7 @@ from rmqc.node._metrics import (
     response_label,
     start_metrics_exporter,
 )
+from rmqc.replica import PeerLag, ReplicaStatus
 
 
 def samples(metrics: NodeMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

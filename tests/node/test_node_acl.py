@@ -10,20 +10,18 @@ from pathlib import Path
 
 import pytest
 import trio
+from node_helpers import free_ports
+from test_node_transport import Recorder, SlowEcho
 
 from rmqc.acl import Credentials
 from rmqc.client import ControllerClient
 from rmqc.errors import ConfigError
-from rmqc.node import NodeConfig, parse_peers
-from rmqc.node import _acl
-from rmqc.node._ratelog import RateLimitedLog
+from rmqc.node import NodeConfig, _acl, parse_peers
 from rmqc.node._metrics import NodeMetrics
 from rmqc.node._peers import PeerLinks
+from rmqc.node._ratelog import RateLimitedLog
 from rmqc.node._server import Server
 from rmqc.remoting import RemotingCommand, RequestCode, ResponseCode
-
-from node_helpers import free_ports
-from test_node_transport import Recorder, SlowEcho
 
 ACL = """
 accounts:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import orjson
 import trio
+from node_helpers import wait_until
+from test_node_three_in_process import start_three, three_configs
 from typer.testing import CliRunner
 
 from rmqc import fsm
@@ -17,11 +19,8 @@ from rmqc.cli.main import app
 from rmqc.client import ControllerClient
 from rmqc.fsm import ApplyBrokerId, Origin
 from rmqc.node import ControllerNode, NodeConfig
-from rmqc.replica._audit import ORIGIN_FIELD
 from rmqc.remoting import RequestCode, ResponseCode
-
-from node_helpers import wait_until
-from test_node_three_in_process import start_three, three_configs
+from rmqc.replica._audit import ORIGIN_FIELD
 
 ACL = """
 accounts:

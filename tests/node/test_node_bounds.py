@@ -10,16 +10,14 @@ import struct
 
 import pytest
 import trio
+from node_helpers import free_ports
+from test_node_transport import Recorder, SlowEcho, rpc, start_node
 
-from rmqc.node import NodeConfig, parse_peers
-from rmqc.node import _admission
+from rmqc.node import NodeConfig, _admission, parse_peers
 from rmqc.node._admission import ConnectionAdmission
 from rmqc.node._peers import PeerLinks
 from rmqc.node._server import Server
 from rmqc.remoting import FrameDecoder, encode, make_request
-
-from node_helpers import free_ports
-from test_node_transport import Recorder, SlowEcho, rpc, start_node
 
 
 def test_admission_counts_per_remote_address_and_frees_on_release() -> None:

@@ -13,7 +13,6 @@ refuses with `rmqc log verify`'s finding.
 from __future__ import annotations
 
 import contextlib
-import signal
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,13 +23,12 @@ import trio
 
 from rmqc.client import ClientError, ControllerClient
 from rmqc.fsm import ApplyBrokerId, decode_commands
+from rmqc.launcher import serve_nodes
 from rmqc.raft import EntryType
-from rmqc.remoting import RemotingCommand
+from rmqc.remoting import RMQC_NODE_STATUS, RemotingCommand
 from rmqc.storage import LmdbStorage
 from rmqc.testing.cluster import CLUSTER, Cluster, free_ports, wait_until
 from rmqc.testing.disk import EXT4, TMPFS, SmallDisk, small_disk
-from rmqc.remoting import RMQC_NODE_STATUS
-from rmqc.launcher import serve_nodes
 
 pytestmark = pytest.mark.slow
 DISK_FULL_REMARK = "the controller's disk is full"

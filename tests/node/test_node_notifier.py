@@ -7,12 +7,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import trio
+from node_helpers import wait_until
 
 from rmqc.node import _notifier
 from rmqc.node._notifier import Notifier
 from rmqc.remoting import FrameDecoder, RemotingCommand, make_request
-
-from node_helpers import wait_until
 
 
 def notify(epoch: int) -> RemotingCommand:

@@ -8,15 +8,13 @@ from pathlib import Path
 
 import orjson
 import trio
+from node_helpers import wait_until
+from test_node_three_in_process import three_configs
 
 from rmqc.client import ControllerClient
 from rmqc.node import ControllerNode
-from rmqc.remoting import RMQC_SNAPSHOT_SAVE, RMQC_TRANSFER_LEADER
-from rmqc.remoting import ResponseCode
+from rmqc.remoting import RMQC_SNAPSHOT_SAVE, RMQC_TRANSFER_LEADER, ResponseCode
 from rmqc.storage import decode_snapshot_file
-
-from node_helpers import wait_until
-from test_node_three_in_process import three_configs
 
 
 async def run_in_scope(node: ControllerNode, scope: trio.CancelScope, *,

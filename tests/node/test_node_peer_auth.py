@@ -13,18 +13,16 @@ from pathlib import Path
 
 import pytest
 import trio
+from node_helpers import free_ports, wait_until
+from test_node_transport import Recorder, start_node
 
 from rmqc.errors import ConfigError
-from rmqc.node import NodeConfig, parse_peers
+from rmqc.node import NodeConfig, _peer_auth, parse_peers
 from rmqc.node._config import is_loopback
-from rmqc.node import _peer_auth
 from rmqc.node._peer_auth import PROOF_BYTES, PeerSecrets, parse_secrets, proof
 from rmqc.node._peer_codec import FrameKind, Handshake, encode_frame, encode_handshake, encode_messages
 from rmqc.node._peers import PeerLinks
 from rmqc.raft._types import Entry, Message, MessageType
-
-from node_helpers import free_ports, wait_until
-from test_node_transport import Recorder, start_node
 
 OLD = "old-secret-0123456789abcdef"
 NEW = "new-secret-fedcba9876543210"

@@ -8,12 +8,11 @@ from typing import Any
 
 import pytest
 import trio
+from node_helpers import free_ports, wait_until
 
 from rmqc.node import ControllerNode, NodeConfig, parse_peers
 from rmqc.remoting import FrameDecoder, RemotingCommand, encode, make_request
 from rmqc.testing.controller_harness import load_scenarios, replay_scenario_async
-
-from node_helpers import free_ports, wait_until
 
 SCENARIOS = load_scenarios()
 # A scenario's own pauses up to this long exist only to order a one-way frame before the next

@@ -6,13 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import trio
+from node_helpers import free_ports, wait_until
 
 from rmqc.client import ControllerClient
 from rmqc.node import ControllerNode, NodeConfig, parse_peers
 from rmqc.remoting import FrameDecoder, RemotingCommand, loads_fastjson
 from rmqc.storage import LmdbStorage
-
-from node_helpers import free_ports, wait_until
 
 CLUSTER = "C"
 

@@ -11,12 +11,11 @@ import time
 from pathlib import Path
 
 import trio
+from node_helpers import wait_until
+from test_node_single import register, single_config, start
 
 from rmqc.client import ControllerClient
 from rmqc.storage import LmdbStorage
-
-from node_helpers import wait_until
-from test_node_single import CLUSTER, register, single_config, start
 
 SNAPSHOT_EVERY = 40
 HOLD_LIMIT_S = 15.0  # the held write gives up after this, should the test die before releasing it

@@ -22,14 +22,13 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import trio
+from node_helpers import wait_until
+from test_node_single import CLUSTER, register, single_config, start
 
 from rmqc.client import ControllerClient, heartbeat_ext
 from rmqc.liveness import BrokerKey
 from rmqc.node import ControllerNode
 from rmqc.remoting import RequestCode, encode, make_request
-
-from node_helpers import wait_until
-from test_node_single import CLUSTER, register, single_config, start
 
 HEARTBEAT_TIMEOUT_MS = 1000
 HEARTBEAT_EVERY_S = 0.1

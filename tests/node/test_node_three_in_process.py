@@ -7,13 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import trio
+from node_helpers import free_ports, wait_until
 
 from rmqc.client import ControllerClient
 from rmqc.liveness import BrokerKey
 from rmqc.node import ControllerNode, NodeConfig, parse_peers
 from rmqc.remoting import RequestCode
-
-from node_helpers import free_ports, wait_until
 
 CLUSTER = "C"
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 import trio
+from node_helpers import free_ports, wait_until
+from test_node_transport import Recorder, SlowEcho, start_node
 
 from rmqc.client import ClientError, ControllerClient, client_tls_context
 from rmqc.errors import ConfigError
@@ -19,9 +21,6 @@ from rmqc.node._server import Server
 from rmqc.raft._types import Message, MessageType
 from rmqc.remoting import RequestCode
 from rmqc.testing.certs import Certs, make_certs
-
-from node_helpers import free_ports, wait_until
-from test_node_transport import Recorder, SlowEcho, start_node
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 import trio
+from test_node_tls import tls_config
+from test_node_transport import Recorder
 
 from rmqc.client import client_tls_context
 from rmqc.node._peers import PeerLinks
@@ -17,9 +19,6 @@ from rmqc.node._server import Channel, Server
 from rmqc.node._tls import TlsStream, accept_tls, dial_tls, server_context
 from rmqc.remoting import FrameDecoder, RemotingCommand, encode, make_request, make_response
 from rmqc.testing.certs import Certs, make_certs
-
-from test_node_tls import tls_config
-from test_node_transport import Recorder
 
 ANSWER_BYTES = 64 * 1024
 

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from datetime import UTC, datetime
+from pathlib import Path
 
 import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from chart_reading import axis_ranges, data_pixels
 from matplotlib import dates
 from rich.console import Console
@@ -19,9 +17,9 @@ from typer.testing import CliRunner
 from rmqc import fsm
 from rmqc.cli.analyze import found_problems, render_summary
 from rmqc.cli.main import app
+from rmqc.linearizability import write_history as write_ops
 from rmqc.pipeline import LOG_DIVERGENCE, TABLES, _report, run_pipeline, synth
 from rmqc.raft._types import Entry, EntryType
-from rmqc.linearizability import write_history as write_ops
 
 # A pipeline run over the module fixture takes a minute or two on an idle 2-core machine but several
 # times that when the machine is shared; the fixture's run counts against the first test's timeout.

@@ -6,13 +6,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from chart_reading import axis_ranges, data_pixels
 from matplotlib import dates
 
 from rmqc.pipeline import _report
 from rmqc.pipeline._report import ReportData, write_report
 from rmqc.pipeline._run import FailoverStats, FlappingRecord, Summary
-
-from chart_reading import axis_ranges, data_pixels
 
 HOUR_MS = 3_600_000
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00Z

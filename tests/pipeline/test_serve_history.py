@@ -18,7 +18,7 @@ import trio
 from chart_reading import data_pixels
 
 from rmqc.pipeline import _report, run_pipeline
-from rmqc.testing.cluster import CLUSTER, HEARTBEAT_TIMEOUT_MS, RMQC, Cluster, FakeBroker, wait_until
+from rmqc.testing.cluster import HEARTBEAT_TIMEOUT_MS, RMQC, Cluster, start_group, wait_until
 
 pytestmark = pytest.mark.slow
 GROUP = "broker-x"
@@ -28,22 +28,7 @@ async def make_history(cluster: Cluster) -> Timing:
     """Two replicas, the first elected and both in sync; then the master hangs. The node stops
     while the new master still runs: its brokers' later disconnects would be further elections."""
     async with trio.open_nursery() as nursery:
-        master, replica = FakeBroker(GROUP, cluster.addresses), FakeBroker(GROUP, cluster.addresses)
-        for broker in (master, replica):
-            await nursery.start(broker.run)
-            await broker.register()
-        assert master.client is not None
-        elected = await master.client.elect_master(CLUSTER, GROUP, master.broker_id)
-        assert elected.code == 0, elected.remark
-        epoch = int(elected.ext("masterEpoch"))
-
-        async def in_sync() -> bool:
-            assert master.client is not None
-            answer = await master.client.alter_sync_state_set(
-                GROUP, master.broker_id, epoch, [master.broker_id, replica.broker_id], 1)
-            return answer.code == 0  # 2006 until the replica's heartbeat has arrived
-
-        await wait_until(in_sync, 10, "sync state set {1, 2}")
+        master, replica = await start_group(nursery, cluster, GROUP)
         master.hang()
         hung_ms = wall_ms()
         assert master.last_heartbeat_ms is not None

@@ -6,8 +6,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from rmqc.pipeline import SynthBoundExceeded, synth
 from rmqc.linearizability import check_history
+from rmqc.pipeline import SynthBoundExceeded, synth
 
 ALL_PLANTS = {kind: 1 for kind in synth.PLANTABLE_KINDS} | {"broker_id_reused": 2}
 

@@ -1,8 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from rmqc.errors import CompactedError, UnavailableError
 from rmqc.raft import ConfState, Entry, MemoryStorage, RaftInvariantError, Snapshot, SnapshotMeta

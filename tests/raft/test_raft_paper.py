@@ -365,11 +365,11 @@ def test_check_quorum_leader_steps_down_when_a_quorum_is_silent() -> None:
     net = Network(["n1", "n2", "n3"])
     net.elect("n1")
     net.isolate("n1")
-    for tick in range(1, 2 * ET + 1):
+    for _ in range(2 * ET):
         net.tick(["n1"])
         if net.nodes["n1"].raft.role is not Role.LEADER:
             break
-    assert net.nodes["n1"].raft.role is Role.FOLLOWER and tick <= 2 * ET
+    assert net.nodes["n1"].raft.role is Role.FOLLOWER  # stepped down within 2 election timeouts
 
 
 def test_membership_learner_acks_never_count_toward_commit() -> None:

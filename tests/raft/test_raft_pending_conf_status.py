@@ -4,8 +4,8 @@ hold one."""
 
 from __future__ import annotations
 
-from rmqc.replica._status import pending_conf_change
 from rmqc.raft._types import ConfChange, ConfChangeType
+from rmqc.replica._status import pending_conf_change
 
 from .raftnet import Network
 

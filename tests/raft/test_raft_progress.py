@@ -1,8 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from rmqc.raft import InflightsFull, ProgressState
 from rmqc.raft._progress import Inflights, Progress

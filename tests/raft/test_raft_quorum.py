@@ -1,7 +1,6 @@
 from __future__ import annotations
 
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from rmqc.raft._quorum import VoteResult, committed_index, has_quorum, vote_result
 

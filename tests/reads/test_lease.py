@@ -1,7 +1,6 @@
 from __future__ import annotations
 
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from rmqc.reads import Lease, lease_duration_ticks
 

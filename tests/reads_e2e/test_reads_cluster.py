@@ -8,19 +8,17 @@ from __future__ import annotations
 
 import random
 import signal
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 import trio
+from reads_helpers import History, make_group  # noqa: E402
 
+from rmqc.chaos._tcp_proxy import ProxyMesh
 from rmqc.client import ClientError, ControllerClient
 from rmqc.testing import check_history, write_history
-from rmqc.chaos._tcp_proxy import ProxyMesh
-
 from rmqc.testing.cluster import Cluster, NodeProcess, free_ports, wait_until
-from reads_helpers import History, make_group  # noqa: E402
 
 pytestmark = pytest.mark.slow
 LEVELS = ("linearizable", "lease", "stale")

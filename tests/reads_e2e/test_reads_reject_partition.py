@@ -17,16 +17,15 @@ from pathlib import Path
 
 import pytest
 import trio
+from reads_helpers import CLUSTER, MAX_OPS, now_ns  # noqa: E402
+from test_reads_cluster import proxied_cluster, wait_leader  # noqa: E402
 
+from rmqc.chaos._tcp_proxy import ProxyMesh
 from rmqc.client import ClientError, ControllerClient
 from rmqc.node._peers import STABLE_CONNECTION_S
 from rmqc.remoting import RequestCode
 from rmqc.testing import Op, check_history, write_history
-from rmqc.chaos._tcp_proxy import ProxyMesh
 from rmqc.testing.cluster import Cluster, NodeProcess, free_ports, wait_until
-
-from reads_helpers import CLUSTER, MAX_OPS, now_ns  # noqa: E402
-from test_reads_cluster import proxied_cluster, wait_leader  # noqa: E402
 
 pytestmark = pytest.mark.slow
 ROUNDS = 4

@@ -42,7 +42,8 @@ def test_dumps_writes_what_fastjson_writes() -> None:
 
 
 def test_dumps_sync_state_set_body() -> None:
-    assert dumps_fastjson({"syncStateSetEpoch": 3, "syncStateSet": [1, 2]}) == b'{"syncStateSet":[1,2],"syncStateSetEpoch":3}'
+    expected = b'{"syncStateSet":[1,2],"syncStateSetEpoch":3}'
+    assert dumps_fastjson({"syncStateSetEpoch": 3, "syncStateSet": [1, 2]}) == expected
 
 
 @pytest.mark.parametrize(

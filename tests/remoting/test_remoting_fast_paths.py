@@ -12,8 +12,7 @@ import struct
 
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from rmqc.remoting import FrameDecoder, FrameTooLarge, RemotingCommand, RemotingProtocolError, encode, make_request
 from rmqc.remoting._json_header import _checked_command, decode_json_header

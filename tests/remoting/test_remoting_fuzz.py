@@ -8,8 +8,7 @@ from __future__ import annotations
 import json
 import struct
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from rmqc.remoting import (
     FrameDecoder,
@@ -64,7 +63,7 @@ def framed_garbage(draw: st.DrawFn) -> bytes:
     header = draw(
         st.one_of(
             st.binary(max_size=120),
-            st.builds(lambda fields: _json_bytes(fields), st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=6)),
+            st.builds(_json_bytes, st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=6)),
         )
     )
     body = draw(st.binary(max_size=20))

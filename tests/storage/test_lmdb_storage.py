@@ -20,11 +20,11 @@ from rmqc.storage import (
     NodeLockedError,
     NotAStorageError,
     NotCoveredBySnapshotError,
+    _codec,
     acquire_node_lock,
     is_locked_by_live_node,
     live_lock_holder,
 )
-from rmqc.storage import _codec
 from rmqc.testing.storage_contract import make_entries
 
 
@@ -409,10 +409,8 @@ def test_resize_gate_refuses_to_resize_under_an_open_transaction() -> None:
     from rmqc.storage._gate import ResizeGate
 
     gate = ResizeGate(drain_timeout_s=0.01)
-    with gate:
-        with pytest.raises(StorageBusyError, match="stayed open"):
-            with gate.exclusive():
-                pytest.fail("resized while a transaction was open")
+    with gate, pytest.raises(StorageBusyError, match="stayed open"), gate.exclusive():
+        pytest.fail("resized while a transaction was open")
     entered = []
     with gate.exclusive():  # with nothing open, a resize goes through at once
         entered.append("exclusive")

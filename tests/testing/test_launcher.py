@@ -16,6 +16,7 @@ from rmqc.launcher import (
     ServeCluster,
     ServeNode,
     _started,
+    rmqc_argv,
     serve_argv,
     serve_nodes,
     stop_all,
@@ -107,6 +108,10 @@ def test_serve_argv_and_the_node_layout(tmp_path: Path) -> None:
     assert (nodes[1].data_dir, nodes[1].log_path, nodes[1].out_path) == (
         tmp_path / "n1", tmp_path / "n1.log", tmp_path / "n1.out")
     assert nodes[1].command()[-6:] == ["--data-dir", str(tmp_path / "n1"), "--metrics-port", "9101", "--set", "a=1"]
+    assert nodes[1].command()[:4] == [*rmqc_argv(), "serve"]
+    # another tree's rmqc (a before/after), as bench's RMQC_BENCH_PROGRAM and the pause harness run it
+    (other,) = serve_nodes(tmp_path, [7003], program=["/old/tree/rmqc"])
+    assert other.command()[:2] == ["/old/tree/rmqc", "serve"]
 
 
 def fake_node(tmp_path: Path, code: str) -> ServeNode:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from rmqc.linearizability import (
     HistoryFormatError,
@@ -130,7 +129,8 @@ def test_history_round_trips_through_json_lines(tmp_path) -> None:
 
 @pytest.mark.parametrize(
     "line",
-    ["not json", "[1]", '{"process":"a"}', '{"process":"a","key":"x","kind":"cas","value":1,"invoke_ns":0,"complete_ns":1,"ok":true}'],
+    ["not json", "[1]", '{"process":"a"}',
+     '{"process":"a","key":"x","kind":"cas","value":1,"invoke_ns":0,"complete_ns":1,"ok":true}'],
 )
 def test_bad_history_lines_are_named(tmp_path, line: str) -> None:
     path = tmp_path / "bad.jsonl"
@@ -158,7 +158,7 @@ def atomic_register_history(seed: int, op_count: int, process_count: int) -> lis
         planned.append((point, n, p, kind, start, None if unknown else end, happened))
     ops = []
     value = None
-    for point, n, p, kind, start, end, happened in sorted(planned):
+    for _point, n, p, kind, start, end, happened in sorted(planned):
         if kind == "write":
             if happened:
                 value = f"v{n}"
@@ -180,7 +180,8 @@ def make_stale(ops: list[Op]) -> list[Op]:
                 continue
             for w1 in writes:
                 if w1.complete_ns < w2.invoke_ns:
-                    return ops[:i] + [Op(read.process, "x", "read", w1.value, read.invoke_ns, read.complete_ns)] + ops[i + 1 :]
+                    stale = Op(read.process, "x", "read", w1.value, read.invoke_ns, read.complete_ns)
+                    return ops[:i] + [stale] + ops[i + 1 :]
     # No such triple in this history: add one after everything else.
     end = max((op.complete_ns or op.invoke_ns) for op in ops) + 10 if ops else 0
     return ops + [

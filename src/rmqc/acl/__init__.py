@@ -2,25 +2,26 @@
 signatures (AclClientRPCHook's algorithm) and the decision who may make which request.
 node/_acl.py reads and reloads the file and applies the decision to every remoting request."""
 
-from rmqc.acl._address import AddressPattern as AddressPattern
-from rmqc.acl._address import parse_address_pattern as parse_address_pattern
-from rmqc.acl._check import ANONYMOUS as ANONYMOUS
-from rmqc.acl._check import Allowed as Allowed
-from rmqc.acl._check import Refusal as Refusal
-from rmqc.acl._check import check_request as check_request
-from rmqc.acl._check import needs_admin as needs_admin
+from rmqc.acl._address import AddressPattern as AddressPattern, parse_address_pattern as parse_address_pattern
+from rmqc.acl._check import (
+    ANONYMOUS as ANONYMOUS,
+    Allowed as Allowed,
+    Refusal as Refusal,
+    check_request as check_request,
+    needs_admin as needs_admin,
+)
 from rmqc.acl._errors import AclConfigError as AclConfigError
-from rmqc.acl._plain_acl import Account as Account
-from rmqc.acl._plain_acl import AclRules as AclRules
-from rmqc.acl._plain_acl import parse_plain_acl as parse_plain_acl
-from rmqc.acl._signature import ACCESS_KEY as ACCESS_KEY
-from rmqc.acl._signature import SIGNATURE as SIGNATURE
-from rmqc.acl._signature import Credentials as Credentials
-from rmqc.acl._signature import SigningKey as SigningKey
-from rmqc.acl._signature import sign_request as sign_request
-from rmqc.acl._signature import signature as signature
-from rmqc.acl._signature import signature_content as signature_content
-from rmqc.acl._signature import signature_matches as signature_matches
+from rmqc.acl._plain_acl import Account as Account, AclRules as AclRules, parse_plain_acl as parse_plain_acl
+from rmqc.acl._signature import (
+    ACCESS_KEY as ACCESS_KEY,
+    SIGNATURE as SIGNATURE,
+    Credentials as Credentials,
+    SigningKey as SigningKey,
+    sign_request as sign_request,
+    signature as signature,
+    signature_content as signature_content,
+    signature_matches as signature_matches,
+)
 
 __all__ = [
     "ACCESS_KEY", "ANONYMOUS", "SIGNATURE", "Account", "AclConfigError", "Credentials", "AclRules", "AddressPattern", "Allowed",

@@ -29,7 +29,7 @@ class AddressPattern:
         if len(parts) != 4 or not all(part.isdigit() for part in parts):
             return False
         return all(any(low <= int(part) <= high for low, high in allowed)
-                   for part, allowed in zip(parts, self.octets))
+                   for part, allowed in zip(parts, self.octets, strict=True))
 
 
 ANY = ((0, 255),)

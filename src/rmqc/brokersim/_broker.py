@@ -16,6 +16,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
+
 import trio
 
 from rmqc.brokersim._errors import IdentityMismatch, RegistrationFailed
@@ -63,7 +64,7 @@ def _now_ms() -> int:
 
 
 def _int_or_none(text: str | None) -> int | None:
-    return int(text) if text not in (None, "") else None
+    return int(text) if text else None
 
 
 def _sync_state_set_of(body: bytes | None) -> tuple[frozenset[int], int | None]:
@@ -325,7 +326,8 @@ class SimBroker:
         ext = heartbeat_ext(self.cluster, self.broker_name, self.broker_id, self.address, self.epoch,
                             self.max_offset, self.max_offset, self.timing.heartbeat_timeout_ms)
         for address in self._controllers:
-            if address in self._slow_heartbeats or client.send_oneway_nowait(address, RequestCode.BROKER_HEARTBEAT, ext):
+            if (address in self._slow_heartbeats
+                    or client.send_oneway_nowait(address, RequestCode.BROKER_HEARTBEAT, ext)):
                 continue
             assert self._nursery is not None
             self._slow_heartbeats.add(address)
@@ -364,7 +366,8 @@ class SimBroker:
                 self._change_role(master_id, master_address, epoch, members, members_epoch or 0)
             else:
                 await self._elect_self()
-        elif epoch == self.master_epoch and self.role is Role.MASTER and (members_epoch or 0) > self.sync_state_set_epoch:
+        elif (epoch == self.master_epoch and self.role is Role.MASTER
+              and (members_epoch or 0) > self.sync_state_set_epoch):
             self.sync_state_set, self.sync_state_set_epoch = members, members_epoch or 0
 
     async def _shrink(self) -> None:
@@ -406,7 +409,7 @@ class SimBroker:
             listeners = await trio.open_tcp_listeners(port, host="127.0.0.1")
         except OSError:
             listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")  # the old port was taken
-        task_status.started("127.0.0.1:%d" % listeners[0].socket.getsockname()[1])
+        task_status.started(f"127.0.0.1:{listeners[0].socket.getsockname()[1]}")
         open_connections = [0]
 
         async def handle(stream: trio.SocketStream) -> None:

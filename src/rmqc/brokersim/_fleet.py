@@ -233,12 +233,12 @@ class BrokerFleet:
         for master in by_address.values():
             master.max_offset += self.timing.write_bytes_per_tick
         for slave in brokers:
-            master = by_address.get(slave.master_address or "")
-            if not self._copies_from(slave, master):
+            source = by_address.get(slave.master_address or "")
+            if not self._copies_from(slave, source):
                 continue
-            assert master is not None and slave.broker_id is not None
-            slave.max_offset, slave.epoch = master.max_offset, master.epoch
-            master.caught_up_ms[slave.broker_id] = now_ms
+            assert source is not None and slave.broker_id is not None
+            slave.max_offset, slave.epoch = source.max_offset, source.epoch
+            source.caught_up_ms[slave.broker_id] = now_ms
         for master in by_address.values():
             caught_up = {i for i, at in master.caught_up_ms.items() if at == now_ms}
             bigger = expanded_set(master.sync_state_set, caught_up)

@@ -54,13 +54,15 @@ class IdentityStore:
             return None
         fields = text.split("#", field_count - 1)
         if len(fields) != field_count or not fields[2].isdigit():
-            raise IdentityMismatch(f"{path}: {text!r} is not {'#'.join(['cluster', 'brokerName', 'brokerId', 'code'][:field_count])}")
+            expected = "#".join(["cluster", "brokerName", "brokerId", "code"][:field_count])
+            raise IdentityMismatch(f"{path}: {text!r} is not {expected}")
         return fields
 
     def _id_of(self, fields: list[str], name: str) -> int:
         if (fields[0], fields[1]) != (self.cluster, self.broker_name):
             raise IdentityMismatch(
-                f"{self.directory / name} is for {fields[0]}/{fields[1]}, this broker is {self.cluster}/{self.broker_name}"
+                f"{self.directory / name} is for {fields[0]}/{fields[1]}, "
+                f"this broker is {self.cluster}/{self.broker_name}"
             )
         return int(fields[2])
 

@@ -92,6 +92,7 @@ class Lateness:
             "worstMs": self.worst_ms,
             "worstMsByKind": {k: round(1000 * s, 1) for k, s in self.worst_s.items()},
             "window": {k: w.to_json() for k, w in window.items()},
-            "invalidBecause": None if valid else f"a {kind} step ran {1000 * worst:.0f} ms late (limit "
-                                                 f"{1000 * self.limit_s:.0f} ms, {INVALID_FRACTION:.0%} of the heartbeat timeout)",
+            "invalidBecause": None if valid else (f"a {kind} step ran {1000 * worst:.0f} ms late (limit "
+                                                  f"{1000 * self.limit_s:.0f} ms, "
+                                                  f"{INVALID_FRACTION:.0%} of the heartbeat timeout)"),
         }

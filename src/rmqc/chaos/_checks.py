@@ -85,7 +85,8 @@ def history_ops(records: Iterable[Record]) -> list[Op]:
     ops = []
     for record in records:
         if record["type"] == "write":
-            ops.append(Op("writer", record["key"], "write", str(record["id"] + 1), record["invoke"], record["complete"]))
+            ops.append(Op("writer", record["key"], "write", str(record["id"] + 1), record["invoke"],
+                          record["complete"]))
         elif record["type"] == "read" and record["level"] in CHECKED_LEVELS:
             ops.append(Op(f"{record['node']}@{record['level']}", record["key"], "read", record["value"],
                           record["invoke"], record["complete"]))

@@ -30,7 +30,8 @@ CLOCK_STEP_S = (30, 600)  # a wall clock stepped by NTP or a bad RTC
 
 def libfaketime() -> str | None:
     """Debian's multi-threaded libfaketime (package `faketime`), None if it is not installed."""
-    found = sorted(glob.glob("/usr/lib/*/faketime/libfaketimeMT.so.1") + glob.glob("/usr/lib/faketime/libfaketimeMT.so.1"))
+    found = sorted(glob.glob("/usr/lib/*/faketime/libfaketimeMT.so.1")
+                   + glob.glob("/usr/lib/faketime/libfaketimeMT.so.1"))
     return found[0] if found else None
 
 

@@ -61,7 +61,8 @@ def with_initial_writes(ops: list[Op]) -> list[Op]:
     first: dict[str, int] = {}
     for op in ops:
         first[op.key] = min(op.invoke_ns, first.get(op.key, op.invoke_ns))
-    initial = [Op("initial", key, "write", INITIAL_NEXT_ID, start - 2, start - 1) for key, start in sorted(first.items())]
+    initial = [Op("initial", key, "write", INITIAL_NEXT_ID, start - 2, start - 1)
+               for key, start in sorted(first.items())]
     return initial + ops
 
 

@@ -18,11 +18,11 @@ from typing import Any
 import trio
 
 from rmqc.brokersim import BrokerFleet, Role, SimTiming, Status
+from rmqc.chaos._tcp_proxy import ProxyMesh
 from rmqc.client import ClientError, ControllerClient
+from rmqc.launcher import ServeNode, free_ports, stop_processes
 from rmqc.remoting import RequestCode
 from rmqc.storage import FAULT_FILE_ENV
-from rmqc.chaos._tcp_proxy import ProxyMesh
-from rmqc.launcher import ServeNode, free_ports, stop_processes
 
 from ._faults import FAULTS, FIVE_NODES_ONLY, Fault, libfaketime, set_clock_offset, set_disk_stall
 from ._history import History, now_ns

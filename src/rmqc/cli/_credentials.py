@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -18,9 +18,9 @@ from rmqc.cli._render import ExitCode, fail
 ACCESS_KEY_ENV = "RMQC_ACCESS_KEY"
 SECRET_KEY_ENV = "RMQC_SECRET_KEY"
 
-AccessKeyOption = Annotated[Optional[str], typer.Option(
+AccessKeyOption = Annotated[str | None, typer.Option(
     "--access-key", envvar=ACCESS_KEY_ENV, help="ACL access key to sign requests with (controllers with acl_enabled)")]
-SecretKeyOption = Annotated[Optional[str], typer.Option(
+SecretKeyOption = Annotated[str | None, typer.Option(
     "--secret-key", envvar=SECRET_KEY_ENV, show_default=False,
     help=f"ACL secret key (prefer the environment variable {SECRET_KEY_ENV})")]
 
@@ -39,11 +39,11 @@ def credentials_of(access_key: str | None, secret_key: str | None) -> Any:
 
 TLS_ENV = {"tls": "RMQC_TLS", "ca": "RMQC_TLS_CA", "cert": "RMQC_TLS_CERT", "key": "RMQC_TLS_KEY"}
 TlsOption = Annotated[bool, typer.Option("--tls", envvar=TLS_ENV["tls"], help="connect with TLS")]
-TlsCaOption = Annotated[Optional[str], typer.Option("--tls-ca", envvar=TLS_ENV["ca"],
-                                                    help="CA file the controllers' certificates chain to (implies --tls)")]
-TlsCertOption = Annotated[Optional[str], typer.Option("--tls-cert", envvar=TLS_ENV["cert"],
-                                                      help="client certificate, for tls_auth_client controllers")]
-TlsKeyOption = Annotated[Optional[str], typer.Option("--tls-key", envvar=TLS_ENV["key"], help="its private key")]
+TlsCaOption = Annotated[str | None, typer.Option("--tls-ca", envvar=TLS_ENV["ca"],
+                                                 help="CA file the controllers' certificates chain to (implies --tls)")]
+TlsCertOption = Annotated[str | None, typer.Option("--tls-cert", envvar=TLS_ENV["cert"],
+                                                   help="client certificate, for tls_auth_client controllers")]
+TlsKeyOption = Annotated[str | None, typer.Option("--tls-key", envvar=TLS_ENV["key"], help="its private key")]
 
 
 def tls_of(tls: bool, ca: str | None, cert: str | None, key: str | None) -> Any:

@@ -43,16 +43,25 @@ WIDE_CONSOLE = 160  # when not on a terminal (pipes, tests): wide enough that ad
 HINTS: dict[int, str] = {
     ResponseCode.SYSTEM_ERROR: "the controller failed internally; see its log, then retry",
     ResponseCode.SYSTEM_BUSY: "the controller is overloaded; retry in a moment",
-    ResponseCode.REQUEST_CODE_NOT_SUPPORTED: "this node does not serve that request (a Java controller or an older rmqc?)",
-    ResponseCode.NO_PERMISSION: "the key is in configBlackList and cannot be changed at run time; edit the config file and restart",
-    ResponseCode.CONTROLLER_NOT_LEADER: "this node is not the leader; pass every controller with --controllers, or wait for an election",
-    ResponseCode.CONTROLLER_MASTER_NOT_AVAILABLE: "no replica of the group is alive and in sync; start a broker of the group",
-    ResponseCode.CONTROLLER_BROKER_NOT_ALIVE: "a named broker is not heartbeating; check that it runs and reaches the controllers",
-    ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST: "the broker group is unknown; check the name with `rmqc admin sync-state-set --all`",
-    ResponseCode.INVALID_PARAMETER: "check the key's spelling and the value's type; `rmqc admin config get` lists every key with its value",
-    ResponseCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED: "the group or broker id is not registered; brokers register themselves when they start",
+    ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+        "this node does not serve that request (a Java controller or an older rmqc?)",
+    ResponseCode.NO_PERMISSION:
+        "the key is in configBlackList and cannot be changed at run time; edit the config file and restart",
+    ResponseCode.CONTROLLER_NOT_LEADER:
+        "this node is not the leader; pass every controller with --controllers, or wait for an election",
+    ResponseCode.CONTROLLER_MASTER_NOT_AVAILABLE:
+        "no replica of the group is alive and in sync; start a broker of the group",
+    ResponseCode.CONTROLLER_BROKER_NOT_ALIVE:
+        "a named broker is not heartbeating; check that it runs and reaches the controllers",
+    ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST:
+        "the broker group is unknown; check the name with `rmqc admin sync-state-set --all`",
+    ResponseCode.INVALID_PARAMETER:
+        "check the key's spelling and the value's type; `rmqc admin config get` lists every key with its value",
+    ResponseCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED:
+        "the group or broker id is not registered; brokers register themselves when they start",
     ResponseCode.CONTROLLER_MASTER_STILL_EXIST: "that broker is already the master; nothing to do",
-    ResponseCode.CONTROLLER_ELECT_MASTER_FAILED: "the broker must be alive and in the SyncStateSet (or set enableElectUncleanMaster=true)",
+    ResponseCode.CONTROLLER_ELECT_MASTER_FAILED:
+        "the broker must be alive and in the SyncStateSet (or set enableElectUncleanMaster=true)",
     ResponseCode.CONTROLLER_BROKER_ID_INVALID: "that broker id is taken; let the broker ask for one (1012)",
 }
 
@@ -181,8 +190,8 @@ def render_sync_state_data(replicas_table: Mapping[str, Any]) -> None:
         info = replicas_table[name]
         in_sync = info.get("inSyncReplicas") or []
         table = Table(title=(f"{name}: master {info.get('masterBrokerId', '-')} {info.get('masterAddress', '')}  "
-                             f"masterEpoch {info.get('masterEpoch')}  syncStateSetEpoch {info.get('syncStateSetEpoch')}  "
-                             f"in sync {len(in_sync)}"))
+                             f"masterEpoch {info.get('masterEpoch')}  "
+                             f"syncStateSetEpoch {info.get('syncStateSetEpoch')}  in sync {len(in_sync)}"))
         for column in ("brokerId", "address", "in sync", "alive", "role"):
             table.add_column(column)
         replicas = [(r, True) for r in in_sync] + [(r, False) for r in info.get("notInSyncReplicas") or []]
@@ -322,7 +331,8 @@ class ChaosProgress:
         self.kinds: dict[str, list[int]] = {}  # kind -> [windows, not recovered]
         self.last = ""
         self._console = error_console()
-        self._live = Live(self._table(), console=self._console, auto_refresh=False) if self._console.is_terminal else None
+        self._live = (Live(self._table(), console=self._console, auto_refresh=False)
+                      if self._console.is_terminal else None)
 
     def __enter__(self) -> ChaosProgress:
         if self._live is not None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any, Optional, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -59,8 +59,8 @@ def admin_options(access_key: AccessKeyOption = None, secret_key: SecretKeyOptio
 
 ControllersOption = Annotated[str, typer.Option("--controllers", "-a", envvar="RMQC_CONTROLLERS",
                                                 help='controllers, "host:port;host:port;..."')]
-NodeOption = Annotated[Optional[str], typer.Option("--node", help="ask this node (host:port) instead of any/the leader")]
-ConsistencyOption = Annotated[Optional[str], typer.Option("--consistency",
+NodeOption = Annotated[str | None, typer.Option("--node", help="ask this node (host:port) instead of any/the leader")]
+ConsistencyOption = Annotated[str | None, typer.Option("--consistency",
                                                           help="reads: linearizable, lease or stale")]
 JsonOption = Annotated[bool, typer.Option("--json", help="print the answer as JSON")]
 TimeoutOption = Annotated[int, typer.Option("--timeout-ms", help="bound on each call, retries included")]
@@ -147,13 +147,13 @@ def metadata_command(controllers: ControllersOption = DEFAULT_CONTROLLERS, node:
 
 
 @admin_app.command("sync-state-set")
-def sync_state_set_command(names: Annotated[Optional[list[str]], typer.Argument(help="broker group names")] = None,
+def sync_state_set_command(names: Annotated[list[str] | None, typer.Argument(help="broker group names")] = None,
                            all_groups: Annotated[bool, typer.Option("--all", help="every broker group")] = False,
                            controllers: ControllersOption = DEFAULT_CONTROLLERS, node: NodeOption = None,
                            consistency: ConsistencyOption = None, as_json: JsonOption = False,
                            timeout_ms: TimeoutOption = 3000) -> None:
     """Master, epochs and replicas (in sync or not, alive or not) of broker groups (1006)."""
-    from rmqc.cli._render import answer_json, controller_refused, emit_json, render_sync_state_data
+    from rmqc.cli._render import controller_refused, emit_json, render_sync_state_data
 
     if bool(names) == all_groups:
         fail(ExitCode.USAGE, "give broker group names or --all (not both)")
@@ -190,14 +190,16 @@ def sync_state_set_command(names: Annotated[Optional[list[str]], typer.Argument(
 @admin_app.command("elect-master")
 def elect_master_command(broker_name: Annotated[str, typer.Option("--broker-name", "-n", help="broker group")],
                          broker_id: Annotated[int, typer.Option("--broker-id", "-b", help="the broker to make master")],
-                         cluster: Annotated[str, typer.Option("--cluster", help="broker cluster name")] = "DefaultCluster",
+                         cluster: Annotated[str, typer.Option("--cluster",
+                                                              help="broker cluster name")] = "DefaultCluster",
                          controllers: ControllersOption = DEFAULT_CONTROLLERS, as_json: JsonOption = False,
                          timeout_ms: TimeoutOption = 3000) -> None:
     """Make a chosen broker master (1002 with designateElect=true); it must be alive and in sync."""
     from rmqc.cli._render import answer_json, controller_refused, emit_json, render_elected
 
     addresses = parse_controllers(controllers)
-    answer = run_with_client(addresses, lambda client: client.elect_master(cluster, broker_name, broker_id, designate=True),
+    answer = run_with_client(addresses,
+                             lambda client: client.elect_master(cluster, broker_name, broker_id, designate=True),
                              timeout_ms=timeout_ms)
     if answer.code != 0:
         controller_refused(answer, f"elect-master {broker_name}/{broker_id}", as_json=as_json)
@@ -211,11 +213,11 @@ def elect_master_command(broker_name: Annotated[str, typer.Option("--broker-name
 
 @admin_app.command("clean-broker")
 def clean_broker_command(broker_name: Annotated[str, typer.Option("--broker-name", "-n", help="broker group")],
-                         broker_ids: Annotated[Optional[str], typer.Option("--broker-ids", "-b",
-                                                                           help='ids "1;2" (default: the whole group)')] = None,
-                         clean_living: Annotated[bool, typer.Option("--clean-living", "-l",
-                                                                    help="also remove live brokers (the whole group)")] = False,
-                         cluster: Annotated[Optional[str], typer.Option("--cluster", help="broker cluster name")] = None,
+                         broker_ids: Annotated[str | None, typer.Option(
+                             "--broker-ids", "-b", help='ids "1;2" (default: the whole group)')] = None,
+                         clean_living: Annotated[bool, typer.Option(
+                             "--clean-living", "-l", help="also remove live brokers (the whole group)")] = False,
+                         cluster: Annotated[str | None, typer.Option("--cluster", help="broker cluster name")] = None,
                          controllers: ControllersOption = DEFAULT_CONTROLLERS, as_json: JsonOption = False,
                          timeout_ms: TimeoutOption = 3000) -> None:
     """Remove brokers (or a whole group) from the controller's metadata (1011)."""
@@ -223,7 +225,8 @@ def clean_broker_command(broker_name: Annotated[str, typer.Option("--broker-name
 
     ids = _parse_ids(broker_ids) if broker_ids is not None else None
     addresses = parse_controllers(controllers)
-    answer = run_with_client(addresses, lambda client: client.clean_broker_data(cluster, broker_name, ids, clean_living),
+    answer = run_with_client(addresses,
+                             lambda client: client.clean_broker_data(cluster, broker_name, ids, clean_living),
                              timeout_ms=timeout_ms)
     if answer.code != 0:
         controller_refused(answer, f"clean-broker {broker_name}", as_json=as_json)
@@ -242,7 +245,7 @@ def _parse_ids(text: str) -> list[int]:
 
 
 @admin_app.command("transfer-leader")
-def transfer_leader_command(to: Annotated[Optional[str], typer.Option(
+def transfer_leader_command(to: Annotated[str | None, typer.Option(
                                 "--to", help="the voter to lead (default: the most up-to-date one)")] = None,
                             controllers: ControllersOption = DEFAULT_CONTROLLERS, as_json: JsonOption = False,
                             timeout_ms: TimeoutOption = TRANSFER_TIMEOUT_MS) -> None:
@@ -273,7 +276,7 @@ def snapshot_save_command(file: Annotated[Path, typer.Argument(help="the file to
                           as_json: JsonOption = False, timeout_ms: TimeoutOption = 10_000) -> None:
     """Save the committed state at one index, with its membership, to a checksummed file (the
     leader's, or --node's, applied state; online: the node keeps serving)."""
-    from rmqc.cli._render import controller_refused, emit_json, console
+    from rmqc.cli._render import console, controller_refused, emit_json
     from rmqc.errors import RmqcError
     from rmqc.storage import decode_snapshot_file, write_snapshot_file
 
@@ -302,7 +305,7 @@ def snapshot_save_command(file: Annotated[Path, typer.Argument(help="the file to
 
 @config_app.command("get")
 def config_get_command(controllers: ControllersOption = DEFAULT_CONTROLLERS,
-                       key: Annotated[Optional[str], typer.Option("--key", "-k", help="only this key")] = None,
+                       key: Annotated[str | None, typer.Option("--key", "-k", help="only this key")] = None,
                        as_json: JsonOption = False, timeout_ms: TimeoutOption = 3000) -> None:
     """Every setting of every node given (1010)."""
     from rmqc.cli._render import emit_json, render_config

@@ -12,8 +12,9 @@ import json
 import random
 import shlex
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -33,11 +34,12 @@ def run_command(
     nodes: Annotated[int, typer.Option("--nodes", help="controller nodes: 3 or 5")] = 3,
     windows: Annotated[int, typer.Option("--windows", min=1, max=10_000, help="fault windows")] = 10,
     faults: Annotated[str, typer.Option("--faults", help="comma-separated fault kinds, or 'all'")] = DEFAULT_FAULTS,
-    seed: Annotated[Optional[int], typer.Option("--seed", help="schedule seed (random if not given)")] = None,  # noqa: UP045 - Typer
+    seed: Annotated[int | None, typer.Option("--seed", help="schedule seed (random if not given)")] = None,
     broker_groups: Annotated[int, typer.Option("--broker-groups", min=1, max=200,
                                                help="simulated broker groups, 3 replicas each")] = 8,
     fault_s: Annotated[float, typer.Option("--fault-s", min=0.1, max=60, help="how long each fault lasts")] = 2.0,
-    node_settings: Annotated[Optional[list[str]], typer.Option("--set", help="OPTION=VALUE for every node (repeatable)")] = None,  # noqa: UP045 - Typer
+    node_settings: Annotated[list[str] | None, typer.Option(
+        "--set", help="OPTION=VALUE for every node (repeatable)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print summary.json as the last stdout line")] = False,
 ) -> None:
     """Run a seeded schedule of fault windows against real nodes; check the history; write a report."""
@@ -62,7 +64,7 @@ def run_command(
         raise typer.Exit(EXIT_VIOLATION)
 
 
-def _fault_list(faults: str, nodes: int, known: dict[str, object], five_only: frozenset[str]) -> tuple[str, ...]:
+def _fault_list(faults: str, nodes: int, known: Mapping[str, object], five_only: frozenset[str]) -> tuple[str, ...]:
     if faults.strip() == "all":
         return tuple(kind for kind in known if nodes == 5 or kind not in five_only)
     return tuple(kind.strip() for kind in faults.split(",") if kind.strip())

@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
-from rmqc.launcher import START_TIMEOUT_S, STOP_GRACE_S, ServeCluster, serve_nodes
-from rmqc.launcher import NodeStartFailed as NodeStartFailed
-from rmqc.launcher import ServeNode as NodeProcess
-from rmqc.launcher import end_with_parent as end_with_parent
-from rmqc.launcher import free_ports as free_ports
-from rmqc.launcher import rmqc_argv as rmqc_argv
+from rmqc.launcher import (
+    START_TIMEOUT_S,
+    STOP_GRACE_S,
+    NodeStartFailed as NodeStartFailed,
+    ServeCluster,
+    ServeNode as NodeProcess,
+    end_with_parent as end_with_parent,
+    free_ports as free_ports,
+    rmqc_argv as rmqc_argv,
+    serve_nodes,
+)
 
 __all__ = ["LocalCluster", "NodeProcess", "NodeStartFailed", "dev_app", "end_with_parent", "free_ports", "rmqc_argv"]
 
@@ -32,7 +37,8 @@ class LocalCluster(ServeCluster):
     """`with LocalCluster(3, data_dir=d) as cluster: cluster.controllers` ("a;b;c")."""
 
     def __init__(self, nodes: int = 3, *, data_dir: str | Path, base_port: int | None = None,
-                 host: str = "127.0.0.1", settings: list[str] | None = None, metrics_base_port: int | None = None) -> None:
+                 host: str = "127.0.0.1", settings: list[str] | None = None,
+                 metrics_base_port: int | None = None) -> None:
         if not 1 <= nodes <= MAX_NODES:
             raise typer.BadParameter(f"--nodes {nodes}: between 1 and {MAX_NODES}")
         ports = [base_port + i for i in range(nodes)] if base_port else free_ports(nodes, host)
@@ -84,12 +90,12 @@ class LocalCluster(ServeCluster):
 @dev_app.command("cluster")
 def cluster_command(
     nodes: Annotated[int, typer.Option("--nodes", "-n", help="number of nodes")] = 3,
-    base_port: Annotated[Optional[int], typer.Option("--base-port", help="first port (default: free ports)")] = None,
+    base_port: Annotated[int | None, typer.Option("--base-port", help="first port (default: free ports)")] = None,
     data_dir: Annotated[Path, typer.Option("--data-dir", help="one sub-directory per node")] = Path("rmqc-dev"),
-    metrics_base_port: Annotated[Optional[int], typer.Option("--metrics-base-port",
+    metrics_base_port: Annotated[int | None, typer.Option("--metrics-base-port",
                                                              help="Prometheus port of n0 (n1 +1, ...)")] = None,
-    settings: Annotated[Optional[list[str]], typer.Option("--set", help="OPTION=VALUE for every node")] = None,
-    run_for_s: Annotated[Optional[float], typer.Option("--run-for", help="stop after this many seconds")] = None,
+    settings: Annotated[list[str] | None, typer.Option("--set", help="OPTION=VALUE for every node")] = None,
+    run_for_s: Annotated[float | None, typer.Option("--run-for", help="stop after this many seconds")] = None,
 ) -> None:
     """Start N `rmqc serve` processes, show them live, stop them all on Ctrl-C."""
     from rmqc.cli._render import ExitCode, console, fail

@@ -22,9 +22,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from rmqc import fsm, raft
+from rmqc import fsm
 from rmqc.errors import ConfigError, CorruptionError, RmqcError
-from rmqc.raft._types import ConfChangeType, ConfState, Entry, EntryType, Snapshot
+from rmqc.raft._types import ConfState, Entry, Snapshot
 from rmqc.storage import (
     IDENTITY_FILE_NAME,
     LmdbStorage,
@@ -71,50 +71,39 @@ class ExportFormat(StrEnum):
 ProgressFn = Callable[[str, int, int], None]  # (phase, done, total)
 
 
-def describe_entry(entry: Entry) -> list[str]:
-    """The entry's commands in words (one per command; a no-op or conf change is one line)."""
-    if entry.type == EntryType.CONF_CHANGE:
-        return [_describe_conf_change(entry.data)]
-    try:
-        commands = fsm.decode_commands(entry.data)
-    except RmqcError as exc:
-        return [f"undecodable payload: {exc}"]
-    return [fsm.describe_command(c) for c in commands] or ["no-op (leader start)"]
-
-
-def _describe_conf_change(data: bytes) -> str:
-    try:
-        change = raft.decode_conf_change(data)
-    except RmqcError as exc:
-        return f"conf change, undecodable: {exc}"
-    context = f" ({change.context.decode(errors='replace')})" if change.context else ""
-    return f"conf change: {change.type.name.lower().replace('_', ' ')} {change.node_id}{context}"
-
-
 def dump_records(storage: LmdbStorage, first: int | None, last: int | None) -> Iterator[dict[str, Any]]:
-    """One record per entry in [first, last] (inclusive), clamped to what the log holds.
+    """`fsm.describe_entry` of each entry in [first, last] (inclusive), clamped to what the log holds.
 
     Committed entries are replayed (from the snapshot when the log was compacted), so a command
-    that apply refused says so and why (e.g. `REFUSED (stale_master_epoch)`): it is in the log,
+    that apply refused says so and why (`result`, e.g. `stale_master_epoch`): it is in the log,
     but changed nothing. Entries the replay cannot reach (behind the snapshot, not yet committed)
-    are described without a verdict."""
+    are described without a result."""
     lo = max(first or storage.first_index(), storage.first_index())
     hi = min(last if last is not None else storage.last_index(), storage.last_index()) + 1
-    exporter, replay_from = replaying_exporter(storage, "", "")
+    state, conf_state, replay_from = replay_start(storage)
     commit = committed_range(storage)[1] - 1
     for entry in storage.iter_entries(min(lo, replay_from), max(lo, hi)):
-        replayed = replay_from <= entry.index <= commit
-        commands = _replayed(exporter, entry) if replayed else describe_entry(entry)
+        results = None
+        if replay_from <= entry.index <= commit:
+            try:
+                applied = fsm.apply_entry(state, conf_state, entry)
+                results, conf_state = applied.results, applied.conf_state
+            except RmqcError:
+                pass  # described without a result, saying why it does not decode
         if entry.index >= lo:
-            yield {"index": entry.index, "term": entry.term, "type": entry.type.name.lower(), "commands": commands}
+            yield fsm.describe_entry(entry, results)
 
 
-def _replayed(exporter: fsm.HistoryExporter, entry: Entry) -> list[str]:
-    try:
-        rows = exporter.rows_for_entry(entry)
-    except RmqcError:
-        return describe_entry(entry)  # says why it cannot be decoded
-    return [row["description"] + ("" if row["result"] == "ok" else f" REFUSED ({row['result']})") for row in rows]
+def replay_start(storage: LmdbStorage) -> tuple[fsm.ControllerState, ConfState, int]:
+    """Where a replay of the log begins: (state, membership, first index to apply). The empty
+    state at index 1 while the log holds it; else the snapshot's state and membership (entries
+    kept behind the snapshot are in its state already)."""
+    state = fsm.ControllerState()
+    if storage.first_index() == 1:
+        return state, ConfState(), 1
+    snapshot = storage.snapshot()
+    state.restore(snapshot.data)
+    return state, snapshot.meta.conf_state, snapshot.meta.index + 1
 
 
 def open_for_reading(data_dir: Path) -> LmdbStorage:
@@ -164,31 +153,18 @@ def _snapshot_of_committed_state(storage: LmdbStorage, progress: ProgressFn) -> 
     commit = hi - 1
     if commit <= snapshot.meta.index:
         return snapshot, False
-    state = fsm.ControllerState()
-    conf_state = snapshot.meta.conf_state
-    if not snapshot.is_empty:
-        state.restore(snapshot.data)
-    total = commit - snapshot.meta.index
-    for done, entry in enumerate(storage.iter_entries(snapshot.meta.index + 1, hi), start=1):
-        if entry.type == EntryType.CONF_CHANGE:
-            conf_state = _apply_conf_change(conf_state, entry.data)
-        else:
-            state.apply_all(fsm.decode_commands(entry.data))
+    state, conf_state, start = replay_start(storage)
+    total = commit - start + 1
+
+    def report(entry: Entry) -> None:
+        done = entry.index - start + 1
         if done % 1000 == 0 or done == total:
             progress("replay", done, total)
+
+    conf_state = fsm.replay(storage.iter_entries(start, hi), state, conf_state, report)
     if not conf_state.voters:  # membership never went through the log: use the recorded one
         conf_state = storage.initial_state()[1]
     return storage.create_snapshot(commit, conf_state, state.snapshot()), True
-
-
-def _apply_conf_change(conf_state: ConfState, data: bytes) -> ConfState:
-    change = raft.decode_conf_change(data)
-    voters = [v for v in conf_state.voters if v != change.node_id]
-    learners = [n for n in conf_state.learners if n != change.node_id]
-    target = {ConfChangeType.ADD_VOTER: voters, ConfChangeType.ADD_LEARNER: learners}.get(change.type)
-    if target is not None:
-        target.append(change.node_id)
-    return ConfState(voters=tuple(voters), learners=tuple(learners))
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,22 +247,11 @@ def export_data_dir(
     follows it (entries kept behind the snapshot are in that state already, so not replayed).
     """
     with open_for_reading(data_dir) as storage:
-        exporter, lo = replaying_exporter(storage, cluster, node_id)
+        state, conf_state, lo = replay_start(storage)
+        exporter = fsm.HistoryExporter(cluster, node_id, state, conf_state)
         hi = committed_range(storage)[1]
         count = _WRITERS[fmt](export_rows(storage, exporter, lo, hi), out)
     return ExportOutcome(count, lo, max(lo, hi) - 1, lo - 1 if lo > 1 else 0)
-
-
-def replaying_exporter(storage: LmdbStorage, cluster: str, node_id: str) -> tuple[fsm.HistoryExporter, int]:
-    """An exporter holding the state the log continues from, and the first index to feed it: the
-    snapshot's state when the log was compacted (entries kept behind the snapshot are in that
-    state already), else the empty state and index 1."""
-    exporter = fsm.HistoryExporter(cluster, node_id)
-    if storage.first_index() == 1:
-        return exporter, 1
-    snapshot = storage.snapshot()
-    exporter.restore(snapshot.data)
-    return exporter, snapshot.meta.index + 1
 
 
 def checked_snapshot_file(path: Path) -> tuple[SnapshotFile, fsm.ControllerState]:
@@ -325,7 +290,8 @@ def render_dump_record(record: dict[str, Any], as_json: bool) -> None:
     if as_json:
         _out.out(orjson.dumps(record).decode(), highlight=False)
         return
-    text = "; ".join(record["commands"])
+    text = "; ".join(c["description"] + ("" if c.get("result", "ok") == "ok" else f" REFUSED ({c['result']})")
+                     for c in record["commands"])
     _out.out(f"{record['index']:>10} {record['term']:>6} {record['type']:<11} {text}", highlight=False)
 
 
@@ -471,7 +437,8 @@ def dump(
     last: Annotated[int | None, typer.Option("--to", help="last index to print (inclusive)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON lines")] = False,
 ) -> None:
-    """One line per entry: index, term, type and its commands in words."""
+    """One line per entry: index, term, type and its commands in words (--json: each command with
+    its tag, description and result)."""
 
     def run() -> None:
         with open_for_reading(data_dir) as storage:

@@ -56,14 +56,22 @@ def typer_app() -> "typer.Typer":
     def serve_command(ctx: typer.Context) -> None:
         raise typer.Exit(serve_main(ctx.args))
 
-    # Command groups register themselves below, one line each.
-    from .log import log_app; app.add_typer(log_app, name="log")
-    from .analyze import analyze_command; app.command("analyze")(analyze_command)
-    from .admin import admin_app; app.add_typer(admin_app, name="admin")
-    from .status import status_command; app.command("status")(status_command)
-    from .dev import dev_app; app.add_typer(dev_app, name="dev")
-    from .sim import sim_app; app.add_typer(sim_app, name="sim")
-    from .chaos import chaos_app; app.add_typer(chaos_app, name="chaos")
+    # The other command groups, one line each.
+    from .admin import admin_app
+    from .analyze import analyze_command
+    from .chaos import chaos_app
+    from .dev import dev_app
+    from .log import log_app
+    from .sim import sim_app
+    from .status import status_command
+
+    app.add_typer(log_app, name="log")
+    app.command("analyze")(analyze_command)
+    app.add_typer(admin_app, name="admin")
+    app.command("status")(status_command)
+    app.add_typer(dev_app, name="dev")
+    app.add_typer(sim_app, name="sim")
+    app.add_typer(chaos_app, name="chaos")
     return app
 
 

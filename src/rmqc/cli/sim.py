@@ -16,7 +16,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -66,13 +66,14 @@ def brokers_command(
         "on a 2-core machine (measured: 900 brokers at 1 heartbeat/s to 3 controllers use ~32 % of a core); "
         "beyond that it falls behind its schedule and its summaries say so"))] = 1,
     first_group: Annotated[int, typer.Option("--first-group", help="index of the first group")] = 0,
-    state_dir: Annotated[Path, typer.Option("--state-dir", help="identity files, one dir per broker")] = Path("rmqc-sim"),
+    state_dir: Annotated[Path, typer.Option("--state-dir",
+                                            help="identity files, one dir per broker")] = Path("rmqc-sim"),
     cluster: Annotated[str, typer.Option("--cluster", help="broker cluster name")] = "DefaultCluster",
     fast: Annotated[bool, typer.Option("--fast", help="short timings (poll 0.5 s, heartbeat timeout 3 s)")] = False,
-    duration_s: Annotated[Optional[float], typer.Option("--duration", help="stop after this many seconds")] = None,
+    duration_s: Annotated[float | None, typer.Option("--duration", help="stop after this many seconds")] = None,
     report_every_s: Annotated[float, typer.Option("--report-every", help="seconds between summaries")] = 5.0,
-    beliefs_out: Annotated[Optional[Path], typer.Option("--beliefs-out", help="write every belief here at exit")] = None,
-    seed: Annotated[Optional[int], typer.Option("--seed", help="seed of the simulator's randomness")] = None,
+    beliefs_out: Annotated[Path | None, typer.Option("--beliefs-out", help="write every belief here at exit")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="seed of the simulator's randomness")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="summaries as JSON lines")] = False,
     access_key: AccessKeyOption = None,
     secret_key: SecretKeyOption = None,

@@ -12,7 +12,6 @@ from typing import Annotated, Any
 
 import typer
 
-from rmqc.cli._render import ExitCode, fail
 from rmqc.cli._credentials import (
     AccessKeyOption,
     SecretKeyOption,
@@ -23,6 +22,7 @@ from rmqc.cli._credentials import (
     credentials_of,
     tls_of,
 )
+from rmqc.cli._render import ExitCode, fail
 from rmqc.cli.admin import DEFAULT_CONTROLLERS, RMQC_NODE_STATUS, parse_controllers
 
 __all__ = ["fetch_node_views", "status_command"]
@@ -72,8 +72,9 @@ async def _status_from_metadata(client: Any, address: str) -> dict[str, Any]:
 
 
 def status_command(
-    controllers: Annotated[str, typer.Option("--controllers", "-a", envvar="RMQC_CONTROLLERS",
-                                             help='nodes to ask, "host:port;host:port" (or one node)')] = DEFAULT_CONTROLLERS,
+    controllers: Annotated[str, typer.Option(
+        "--controllers", "-a", envvar="RMQC_CONTROLLERS",
+        help='nodes to ask, "host:port;host:port" (or one node)')] = DEFAULT_CONTROLLERS,
     peers: Annotated[str | None, typer.Option(
         "--peers", help='instead of --controllers: the nodes as `rmqc serve --peers` names them, '
                         '"n0-host:port;n1-host:port" (plain host:port items too)')] = None,

@@ -5,18 +5,22 @@ programs use `rmqc.client.asyncio_client` (through trio-asyncio).
 """
 
 from rmqc.acl import Credentials as Credentials
-from rmqc.client._client import CONSISTENCY_LEVELS as CONSISTENCY_LEVELS
-from rmqc.client._client import ControllerClient as ControllerClient
-from rmqc.client._client import heartbeat_ext as heartbeat_ext
-from rmqc.client._errors import ClientClosed as ClientClosed
-from rmqc.client._errors import ClientError as ClientError
-from rmqc.client._errors import ConnectionLost as ConnectionLost
-from rmqc.client._errors import NoLeaderError as NoLeaderError
-from rmqc.client._errors import NotLeaderError as NotLeaderError
-from rmqc.client._errors import RequestTimeout as RequestTimeout
-from rmqc.client._errors import RetriesExhausted as RetriesExhausted
-from rmqc.client._errors import TooManyConnections as TooManyConnections
-from rmqc.client._errors import TooManyInFlight as TooManyInFlight
+from rmqc.client._client import (
+    CONSISTENCY_LEVELS as CONSISTENCY_LEVELS,
+    ControllerClient as ControllerClient,
+    heartbeat_ext as heartbeat_ext,
+)
+from rmqc.client._errors import (
+    ClientClosed as ClientClosed,
+    ClientError as ClientError,
+    ConnectionLost as ConnectionLost,
+    NoLeaderError as NoLeaderError,
+    NotLeaderError as NotLeaderError,
+    RequestTimeout as RequestTimeout,
+    RetriesExhausted as RetriesExhausted,
+    TooManyConnections as TooManyConnections,
+    TooManyInFlight as TooManyInFlight,
+)
 from rmqc.client._tls import client_tls_context as client_tls_context
 
 __all__ = [

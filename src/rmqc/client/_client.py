@@ -341,7 +341,8 @@ class ControllerClient:
         """CONTROLLER_GET_METADATA_INFO (1005) from `address`, or from any controller."""
         return await self._answer(RequestCode.CONTROLLER_GET_METADATA_INFO, None, address=address, leader=False)
 
-    async def get_next_broker_id(self, cluster: str, broker_name: str, *, address: str | None = None) -> RemotingCommand:
+    async def get_next_broker_id(self, cluster: str, broker_name: str, *,
+                                 address: str | None = None) -> RemotingCommand:
         """CONTROLLER_GET_NEXT_BROKER_ID (1012); answer extFields `nextBrokerId`."""
         ext = {"clusterName": cluster, "brokerName": broker_name}
         return await self._answer(RequestCode.CONTROLLER_GET_NEXT_BROKER_ID, ext, address=address)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from rmqc.fsm import BrokerGroup
 from rmqc.remoting import dumps_fastjson
@@ -33,7 +33,8 @@ def replicas_info_body(groups: list[BrokerGroup], is_alive: Callable[[BrokerGrou
     """`BrokerReplicasInfo` (1006): every registered id once, in or not in the SyncStateSet."""
     table = {}
     for group in groups:
-        in_sync, not_in_sync = [], []
+        in_sync: list[dict[str, object]] = []
+        not_in_sync: list[dict[str, object]] = []
         for broker_id in sorted(group.replicas):
             identity = {
                 "alive": is_alive(group, broker_id),

@@ -19,8 +19,9 @@ all keys of one update or none: a typo must not look applied.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import cast
 
 from rmqc.errors import ConfigError
 from rmqc.remoting import RemotingProtocolError, dumps_properties, loads_properties
@@ -158,7 +159,7 @@ class ControllerConfig:
 
     @property
     def elect_master_max_retry_count(self) -> int:
-        return int(self._values["electMasterMaxRetryCount"])  # type: ignore[call-overload]
+        return cast(int, self._values["electMasterMaxRetryCount"])  # stored as its key's type
 
     @property
     def enable_elect_unclean_master(self) -> bool:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any
 
 from rmqc.errors import ProtocolError
 from rmqc.remoting import RemotingCommand
@@ -54,6 +55,11 @@ _PARSERS: dict[str, Callable[[str, object], object]] = {
 }
 
 
+# name -> value of the type its HeaderField.kind says (str, int or bool; the default when absent):
+# a per-request table, which a type checker cannot follow, hence Any
+DecodedHeader = dict[str, Any]
+
+
 @dataclass(frozen=True, slots=True)
 class HeaderField:
     name: str
@@ -72,14 +78,14 @@ class HeaderSpec:
         self.fields = fields
         self._rows = tuple((f.name, _PARSERS[f.kind], f.default, f.required) for f in fields)
 
-    def decode(self, request: RemotingCommand) -> dict[str, object]:
+    def decode(self, request: RemotingCommand) -> DecodedHeader:
         ext = request.ext_fields
         if ext is None:
             for name, _, _, required in self._rows:
                 if required == "needed":
                     raise MissingHeaderField(name)
             return {name: default for name, _, default, _ in self._rows}
-        values: dict[str, object] = {}
+        values: DecodedHeader = {}
         for name, parse, default, required in self._rows:
             text = ext.get(name)
             if text is None:

@@ -39,6 +39,7 @@ def heartbeat_of(request: RemotingCommand) -> Heartbeat | None:
     """The heartbeat a 904 with extFields carries, or None when it has no usable brokerId (Java
     answers 2005). Raises MissingHeaderField for a missing cluster, address or broker name.
     A 904 without extFields is the caller's to refuse (Java does not decode it at all)."""
+    assert request.ext_fields is not None, "the caller refuses a 904 without extFields"
     try:
         cluster, address, name, broker_id, epoch, max_offset, confirm_offset, timeout_ms, priority = (
             _HEARTBEAT_FIELDS(request.ext_fields))

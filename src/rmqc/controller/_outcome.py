@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Hashable, NamedTuple, Sequence
+from typing import NamedTuple
 
 from rmqc.fsm import ApplyResult, Command, Origin
 from rmqc.remoting import RemotingCommand

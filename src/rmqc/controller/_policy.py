@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from rmqc.fsm import BrokerGroup
 from rmqc.liveness import LiveInfo

@@ -24,7 +24,7 @@ bad value with 29 INVALID_PARAMETER (Java ignores the key, or keeps the old valu
 from __future__ import annotations
 
 import re
-from typing import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 
 from rmqc.errors import BoundExceeded, ProtocolError
 from rmqc.fsm import (
@@ -58,7 +58,7 @@ from rmqc.remoting import (
 
 from . import _bodies
 from ._config import ConfigBlackListed, ConfigInvalid, ControllerConfig, PropertiesSyntaxError
-from ._headers import BadRequestBody, HeaderField, HeaderSpec
+from ._headers import BadRequestBody, DecodedHeader, HeaderField, HeaderSpec
 from ._heartbeat import heartbeat_of
 from ._outcome import NodeInfo, NoReply, Outcome, Propose, Reply, RequestContext
 from ._policy import choose_master
@@ -210,7 +210,9 @@ class ControllerProcessor:
         return any(self._is_alive(group, broker_id, now_ms) for broker_id in group.replicas)
 
     def _choose(self, group: BrokerGroup, preferred: int | None, now_ms: int) -> int | None:
-        key = lambda broker_id: BrokerKey(group.cluster_name, group.broker_name, broker_id)  # noqa: E731
+        def key(broker_id: int) -> BrokerKey:
+            return BrokerKey(group.cluster_name, group.broker_name, broker_id)
+
         return choose_master(
             group,
             unclean=self.config.enable_elect_unclean_master,  # read at every election (spec 15)
@@ -299,11 +301,12 @@ class ControllerProcessor:
             refusal = _register_refusal(after, name, broker_id)
             if refusal is not None:
                 return make_response(request, C.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, refusal, ext)
+            assert after is not None  # no refusal: the group exists
             return self._register_answer(request, after, ext, ctx.now_ms)
 
         return Propose([command], finish)
 
-    def _register_answer(self, request: RemotingCommand, group: BrokerGroup, ext: dict,
+    def _register_answer(self, request: RemotingCommand, group: BrokerGroup, ext: dict[str, object],
                          now_ms: int) -> RemotingCommand:
         ext = dict(ext)
         master = group.master_id
@@ -398,6 +401,7 @@ class ControllerProcessor:
             result = results[0]
             if not result.ok:
                 return _alter_failure(request, result.status, result.after, result.detail, facts)
+            assert result.after is not None  # an applied 1001 leaves its group in place
             ext = {"newSyncStateSetEpoch": result.after.sync_state_set_epoch}
             return make_response(request, C.SUCCESS, ext=ext, body=_bodies.sync_state_set_body(result.after))
 
@@ -428,7 +432,7 @@ class ControllerProcessor:
 
         return Propose([command], finish)
 
-    def _ids_to_clean(self, h: dict, group: BrokerGroup | None, now_ms: int) -> tuple[int, ...] | None | str:
+    def _ids_to_clean(self, h: DecodedHeader, group: BrokerGroup | None, now_ms: int) -> tuple[int, ...] | None | str:
         """The ids to clean (None = whole group), or the 2009 remark refusing the request."""
         name, text = h["brokerName"], (h["brokerControllerIdsToClean"] or "").strip()
         if not text:
@@ -585,7 +589,7 @@ class ControllerProcessor:
 # ---- small pure helpers ---------------------------------------------------------------------------
 
 
-def _reply(request: RemotingCommand, code: int, remark: str | None = None, ext: dict | None = None,
+def _reply(request: RemotingCommand, code: int, remark: str | None = None, ext: Mapping[str, object] | None = None,
            body: bytes | None = None) -> Reply:
     return Reply(make_response(request, code, remark, ext, body))
 
@@ -631,7 +635,8 @@ def _cluster_mismatch(request: RemotingCommand, group: BrokerGroup | None, clust
     return make_response(request, C.CONTROLLER_INVALID_REQUEST, remark)
 
 
-def _apply_id_answer(request: RemotingCommand, status: ApplyStatus, ext: dict, broker_id: int) -> RemotingCommand:
+def _apply_id_answer(request: RemotingCommand, status: ApplyStatus, ext: dict[str, object],
+                     broker_id: int) -> RemotingCommand:
     if status is ApplyStatus.OK:
         return make_response(request, C.SUCCESS, ext=ext)
     remark = _APPLY_ID_REMARKS[status].format(name=ext["brokerName"], id=broker_id)
@@ -646,8 +651,9 @@ def _master_still_exists(request: RemotingCommand, group: BrokerGroup) -> Remoti
 
 
 def _elect_answer(request: RemotingCommand, result: ApplyResult) -> RemotingCommand:
-    group = result.after
-    if result.ok and group is not None and result.command.candidate is not None:
+    group, command = result.after, result.command
+    assert isinstance(command, ElectMaster), "the answer to a 1002 proposal"
+    if result.ok and group is not None and command.candidate is not None:
         ext = {"masterBrokerId": group.master_id, "masterAddress": group.master_address,
                "masterEpoch": group.master_epoch, "syncStateSetEpoch": group.sync_state_set_epoch}
         return make_response(request, C.SUCCESS, None, ext, _bodies.elect_master_body(group))
@@ -661,7 +667,7 @@ def _elect_answer(request: RemotingCommand, result: ApplyResult) -> RemotingComm
 
 
 def _alter_failure(request: RemotingCommand, status: ApplyStatus, group: BrokerGroup | None,
-                   detail: int | None, facts: dict) -> RemotingCommand:
+                   detail: int | None, facts: dict[str, object]) -> RemotingCommand:
     code, template = _ALTER_FAILURES[status]
     remark = template.format(
         master=group.master_id if group else None, epoch=group.master_epoch if group else None,

@@ -19,7 +19,11 @@ from ._commands import (
     decode_commands as decode_commands,
     encode_commands as encode_commands,
 )
-from ._describe import describe_command as describe_command, describe_origin as describe_origin
+from ._describe import (
+    describe_command as describe_command,
+    describe_entry as describe_entry,
+    describe_origin as describe_origin,
+)
 from ._errors import CommandDecodeError as CommandDecodeError, TooManyCommands as TooManyCommands
 from ._export import (
     EXPORT_COLUMN_NAMES as EXPORT_COLUMN_NAMES,
@@ -27,6 +31,7 @@ from ._export import (
     HistoryExporter as HistoryExporter,
 )
 from ._model import BrokerGroup as BrokerGroup, Replica as Replica
+from ._replay import Applied as Applied, apply_entry as apply_entry, replay as replay
 from ._state import (
     MAX_GROUPS as MAX_GROUPS,
     MAX_REPLICAS_PER_GROUP as MAX_REPLICAS_PER_GROUP,

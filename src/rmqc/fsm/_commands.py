@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, fields
 from enum import StrEnum
-from typing import Union
 
 import orjson
 
@@ -138,7 +137,7 @@ class CleanBrokerData:
     origin: Origin | None = None
 
 
-Command = Union[ApplyBrokerId, UpdateBrokerAddress, ElectMaster, AlterSyncStateSet, CleanBrokerData]
+Command = ApplyBrokerId | UpdateBrokerAddress | ElectMaster | AlterSyncStateSet | CleanBrokerData
 
 # The tag written into the log; also the `command` column of the history export.
 COMMAND_TAGS: dict[type, str] = {
@@ -193,9 +192,10 @@ def _decode_one(position: int, item: object) -> Command:
     if cls is None:
         raise CommandDecodeError(f"command {position} has unknown tag {item[0]!r}")
     try:
-        return cls(*[_field_value(item[1], spec) for spec in _FIELD_SPECS[cls]])
+        command: Command = cls(*[_field_value(item[1], spec) for spec in _FIELD_SPECS[cls]])
     except (ValueError, TypeError) as exc:
         raise CommandDecodeError(f"command {position} ({item[0]}) has bad fields: {exc}") from None
+    return command
 
 
 # ---- the fields of a command in the log ----------------------------------------------------------
@@ -222,7 +222,7 @@ def _fields_of(command: Command) -> dict[str, object]:
     return values
 
 
-def _field_value(raw_fields: dict, spec: tuple[str, Callable[[object], object], object]) -> object:
+def _field_value(raw_fields: dict[str, object], spec: tuple[str, Callable[[object], object], object]) -> object:
     name, check, default = spec
     raw = raw_fields.get(name, _MISSING_FIELD)
     if raw is _MISSING_FIELD:
@@ -246,9 +246,16 @@ def _exactly(kind: type) -> Callable[[object], object]:
 
 def _int_tuple(raw: object) -> tuple[int, ...]:
     # A JSON array when decoding, the command's tuple when encoding.
-    if type(raw) not in (list, tuple) or any(type(i) is not int for i in raw):  # type: ignore[union-attr]
+    # isinstance for the type checker, type() to refuse subclasses (a namedtuple is no list of ids)
+    if not isinstance(raw, list | tuple) or type(raw) not in (list, tuple) or any(type(i) is not int for i in raw):
         raise TypeError(f"expected a list of integers, got {raw!r}")
-    return tuple(raw)  # type: ignore[arg-type]
+    return tuple(raw)
+
+
+def _trigger(raw: object) -> Trigger:
+    if not isinstance(raw, str):
+        raise TypeError(f"expected a trigger name, got {raw!r}")
+    return Trigger(raw)  # ValueError for an unknown name
 
 
 def _origin(raw: object) -> Origin:
@@ -273,7 +280,7 @@ _CHECKS: dict[str, Callable[[object], object]] = {
     "str": _exactly(str),
     "int": _exactly(int),
     "bool": _exactly(bool),
-    "Trigger": Trigger,
+    "Trigger": _trigger,
     "str | None": _optional(_exactly(str)),
     "int | None": _optional(_exactly(int)),
     "tuple[int, ...]": _int_tuple,

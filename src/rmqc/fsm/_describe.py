@@ -1,8 +1,15 @@
-"""`describe_command`: one command in human words, as `rmqc log dump` prints it."""
+"""Log entries and commands in human words, described in one place: `describe_entry` is what
+`rmqc log dump` prints and what `rmqc log export` writes (and `rmqc analyze` reads) as `command`,
+`description` and `result`."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rmqc.errors import ProtocolError
+from rmqc.raft import decode_conf_change
+from rmqc.raft._types import Entry, EntryType
 
 from ._commands import (
     AlterSyncStateSet,
@@ -12,7 +19,10 @@ from ._commands import (
     ElectMaster,
     Origin,
     UpdateBrokerAddress,
+    command_tag,
+    decode_commands,
 )
+from ._state import ApplyResult
 
 
 def _ids(ids: tuple[int, ...] | None) -> str:
@@ -45,7 +55,8 @@ def _clean_broker_data(c: CleanBrokerData) -> str:
     return f"clean broker data {c.broker_name}: ids {_ids(c.broker_ids)}"
 
 
-_DESCRIBERS: dict[type, Callable] = {
+# keyed by the command's type, so each describer takes that type (Any: a dict cannot say so)
+_DESCRIBERS: dict[type, Callable[[Any], str]] = {
     ApplyBrokerId: _apply_broker_id,
     UpdateBrokerAddress: _update_broker_address,
     ElectMaster: _elect_master,
@@ -67,3 +78,39 @@ def describe_command(command: Command) -> str:
     text = _DESCRIBERS[type(command)](command)
     origin = command.origin
     return text if origin is None else f"{text} [{describe_origin(origin)}]"
+
+
+def describe_entry(entry: Entry, results: Sequence[ApplyResult] | None = None) -> dict[str, Any]:
+    """`{"index", "term", "type", "commands"}`, each command a `{"command", "description"}` dict
+    (`command`: the tag of the export, "noop" for a leader's empty entry, "conf_change", or
+    "undecodable"). `results` (from `apply_entry`) add each command's `result`: "ok" or why apply
+    refused it. Without them the payload is decoded here; one that does not decode is described
+    as such, naming why."""
+    return {"index": entry.index, "term": entry.term, "type": entry.type.name.lower(),
+            "commands": _entry_commands(entry, results)}
+
+
+def _entry_commands(entry: Entry, results: Sequence[ApplyResult] | None) -> list[dict[str, str]]:
+    if entry.type == EntryType.CONF_CHANGE:
+        return [{"command": "conf_change", "description": _describe_conf_change(entry.data)}]
+    if results is not None:
+        return [{"command": command_tag(r.command), "description": describe_command(r.command),
+                 "result": str(r.status)} for r in results] or [dict(_NOOP)]
+    try:
+        commands = decode_commands(entry.data)
+    except ProtocolError as exc:
+        return [{"command": "undecodable", "description": f"undecodable payload: {exc}"}]
+    return [{"command": command_tag(c), "description": describe_command(c)} for c in commands] or [dict(_NOOP)]
+
+
+_NOOP = {"command": "noop", "description": "no-op (leader start)"}
+
+
+def _describe_conf_change(data: bytes) -> str:
+    try:
+        change = decode_conf_change(data)
+    except ProtocolError as exc:  # still say the entry is there
+        return f"conf change (undecodable: {exc})"
+    kind = change.type.name.lower().replace("_", " ")
+    context = change.context.decode("utf-8", "replace")
+    return f"conf change: {kind} {change.node_id}" + (f" ({context})" if context else "")

@@ -1,17 +1,19 @@
 """History export: one row per command of the committed log (docs/export-schema.md).
 
-`HistoryExporter` replays entries into its own `ControllerState`, so each row can say what the
-command did (result, epochs and SyncStateSet after, master and set before) exactly as every replica
-saw it. Start it from the snapshot the log continues from (`restore`), then feed entries in order.
+`HistoryExporter` replays entries (`apply_entry`, as every replica applies them) into its own
+`ControllerState`, so each row can say what the command did (result, epochs and SyncStateSet
+after, master and set before) exactly as every replica saw it; `describe_entry` gives the rows'
+`command`, `description` and `result`. Start it from the state the log continues from, then feed
+entries in order.
 """
 
 from __future__ import annotations
 
+from itertools import zip_longest
 from typing import Any
 
-from rmqc import raft
 from rmqc.errors import ProtocolError
-from rmqc.raft._types import Entry, EntryType
+from rmqc.raft._types import ConfState, Entry, EntryType
 
 from ._commands import (
     AlterSyncStateSet,
@@ -19,10 +21,9 @@ from ._commands import (
     CleanBrokerData,
     ElectMaster,
     UpdateBrokerAddress,
-    command_tag,
-    decode_commands,
 )
-from ._describe import describe_command
+from ._describe import describe_entry
+from ._replay import Applied, apply_entry
 from ._state import ApplyResult, ControllerState
 
 # Column names and types, in the order of docs/export-schema.md (types as Spark/Arrow name them).
@@ -97,45 +98,35 @@ def _group_columns(result: ApplyResult) -> dict[str, Any]:
     }
 
 
-def _describe_conf_change(data: bytes) -> str:
-    decode = getattr(raft, "decode_conf_change", None)
-    if decode is None:
-        return "conf change"
-    try:
-        change = decode(data)
-    except ProtocolError as exc:  # the row must still say the entry was there
-        return f"conf change (undecodable: {exc})"
-    kind = change.type.name.lower().replace("_", " ")
-    context = change.context.decode("utf-8", "replace")
-    return f"conf change: {kind} {change.node_id}" + (f" ({context})" if context else "")
-
-
 class HistoryExporter:
-    """Turns committed entries into export rows, replaying them into its own state."""
+    """Turns committed entries into export rows, replaying them into its own state (by default
+    empty, as before index 1)."""
 
-    def __init__(self, controller_cluster: str, node_id: str) -> None:
+    def __init__(self, controller_cluster: str, node_id: str, state: ControllerState | None = None,
+                 conf_state: ConfState | None = None) -> None:
         self.controller_cluster = controller_cluster
         self.node_id = node_id
-        self.state = ControllerState()
+        self.state = ControllerState() if state is None else state
+        self.conf_state = ConfState() if conf_state is None else conf_state
 
     def restore(self, snapshot_bytes: bytes) -> None:
         self.state.restore(snapshot_bytes)
 
     def rows_for_entry(self, entry: Entry) -> list[dict[str, Any]]:
-        if entry.type == EntryType.CONF_CHANGE:
-            return [self._row(entry, 0, command="conf_change",
-                              description=_describe_conf_change(entry.data))]
-        commands = decode_commands(entry.data)
-        if not commands:
-            return [self._row(entry, 0, command="noop", description="no-op (leader start)")]
+        """One row per command (one for a no-op or a conf change). Raises CommandDecodeError for
+        a NORMAL payload that does not decode; an undecodable conf change still gets its row."""
+        try:
+            applied = apply_entry(self.state, self.conf_state, entry)
+        except ProtocolError:
+            if entry.type != EntryType.CONF_CHANGE:
+                raise
+            applied = Applied([], self.conf_state)  # the membership it meant is unknown: kept
+        self.conf_state = applied.conf_state
+        described = describe_entry(entry, applied.results)["commands"]
         rows = []
-        for seq, command in enumerate(commands):
-            result = self.state.apply(command)
-            rows.append(self._row(
-                entry, seq, command=command_tag(command), result=str(result.status),
-                description=describe_command(command),
-                **_command_columns(result), **_group_columns(result),
-            ))
+        for seq, (command, result) in enumerate(zip_longest(described, applied.results)):
+            columns = {} if result is None else {**_command_columns(result), **_group_columns(result)}
+            rows.append(self._row(entry, seq, **command, **columns))
         return rows
 
     def _row(self, entry: Entry, seq: int, **columns: Any) -> dict[str, Any]:

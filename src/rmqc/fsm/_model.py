@@ -12,8 +12,8 @@ mutation of committed state impossible.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 
 @dataclass(frozen=True, slots=True)

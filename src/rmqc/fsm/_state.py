@@ -8,9 +8,10 @@ without a log entry when a request cannot succeed) and apply runs them again on 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Callable, Iterator
+from typing import Any
 
 import orjson
 
@@ -289,7 +290,8 @@ class ControllerState:
         return self._result(cmd, ApplyStatus.OK, before, after)
 
 
-_APPLIERS: dict[type, Callable[[ControllerState, Command], ApplyResult]] = {
+# keyed by the command's type, so each applier takes that type (Any: a dict cannot say so)
+_APPLIERS: dict[type, Callable[[ControllerState, Any], ApplyResult]] = {
     ApplyBrokerId: ControllerState._apply_broker_id,
     UpdateBrokerAddress: ControllerState._update_broker_address,
     ElectMaster: ControllerState._elect_master,
@@ -310,7 +312,7 @@ _APPLIERS: dict[type, Callable[[ControllerState, Command], ApplyResult]] = {
 _NO_IDS: frozenset[int] = frozenset()  # shared by every group with an empty sync state set
 
 
-def _group_to_row(g: BrokerGroup) -> list:
+def _group_to_row(g: BrokerGroup) -> list[Any]:
     sync_state_set = g.sync_state_set
     return [
         g.cluster_name, g.broker_name, g.next_broker_id,
@@ -326,8 +328,8 @@ def _group_from_row(position: int, row: object) -> BrokerGroup:
         raise CommandDecodeError(f"snapshot group {position} is malformed: {exc}") from None
 
 
-def _build_group(row: object) -> BrokerGroup:
-    cluster, name, next_id, replica_rows, master, epoch, sss, sss_epoch = row  # type: ignore[misc]
+def _build_group(row: Any) -> BrokerGroup:  # a decoded JSON row: every field checked below
+    cluster, name, next_id, replica_rows, master, epoch, sss, sss_epoch = row
     if not (type(cluster) is str and type(name) is str and type(next_id) is int and type(epoch) is int
             and type(sss_epoch) is int and (master is None or type(master) is int)):
         raise ValueError("a field has the wrong type")

@@ -4,6 +4,12 @@ Pure: time enters as `now_ms` arguments (one monotonic clock, never the wall clo
 opaque hashable ids chosen by the server.
 """
 
+from ._stall import (
+    MASS_EXPIRY_MASTERS as MASS_EXPIRY_MASTERS,
+    STALL_TOLERANCE_S as STALL_TOLERANCE_S,
+    MassExpiry as MassExpiry,
+    StallMeter as StallMeter,
+)
 from ._table import (
     DEFAULT_ELECTION_PRIORITY as DEFAULT_ELECTION_PRIORITY,
     DEFAULT_HEARTBEAT_TIMEOUT_MS as DEFAULT_HEARTBEAT_TIMEOUT_MS,
@@ -15,10 +21,4 @@ from ._table import (
     HeartbeatTable as HeartbeatTable,
     LiveInfo as LiveInfo,
     LivenessTableFull as LivenessTableFull,
-)
-from ._stall import (
-    MASS_EXPIRY_MASTERS as MASS_EXPIRY_MASTERS,
-    STALL_TOLERANCE_S as STALL_TOLERANCE_S,
-    MassExpiry as MassExpiry,
-    StallMeter as StallMeter,
 )

@@ -20,8 +20,9 @@ too, so a follower's stall is not counted against the brokers it relays.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Hashable, Iterable, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -92,6 +93,11 @@ class LiveInfo:
             self.epoch, self.max_offset, self.confirm_offset = epoch, max_offset, confirm_offset
 
 
+# [cluster, broker name, broker id, address, timeout ms, epoch, max offset, confirm offset,
+# election priority, heard ms ago]: mixed types, one plain list per row (see Digest)
+DigestRow = list[Any]
+
+
 @dataclass(frozen=True, slots=True)
 class Digest:
     """What a follower forwards to the leader: the latest values of each broker heard since the last
@@ -100,7 +106,7 @@ class Digest:
     offset, confirm offset, election priority, heard ms ago]; rows travel and merge as they are
     (no object per row: the leader merges every follower's heartbeats)."""
 
-    rows: tuple[list, ...] = ()
+    rows: tuple[DigestRow, ...] = ()
     closed: tuple[BrokerKey, ...] = ()
 
     @classmethod
@@ -129,14 +135,14 @@ class Digest:
         return cls(rows, closed)
 
 
-def _key_from_row(row: list) -> BrokerKey:
+def _key_from_row(row: DigestRow) -> BrokerKey:
     cluster, name, broker_id = row
     if not (isinstance(cluster, str) and isinstance(name, str) and isinstance(broker_id, int)):
         raise ValueError(f"bad broker key {row!r}")
     return BrokerKey(cluster, name, broker_id)
 
 
-def _checked_row(row: list) -> list:
+def _checked_row(row: DigestRow) -> DigestRow:
     """A digest row as sent; a row of 9 (a peer that sends no age) counts as heard just now."""
     if type(row) is not list or len(row) not in (9, 10):
         raise ValueError(f"bad digest row {row!r}")
@@ -314,16 +320,16 @@ class HeartbeatTable:
 
     # ---- internals -------------------------------------------------------------------------
 
-    def _merge_row(self, row: list, heard_ms: int) -> None:
+    def _merge_row(self, row: DigestRow, heard_ms: int) -> None:
         # The leader merges every follower's heartbeats, so a known broker costs no object: a plain
         # (cluster, name, id) tuple finds its BrokerKey, and row[2:9] lines up with a Heartbeat's
         # fields for absorb (which ignores the key slot).
         key = (row[0], row[1], row[2])
-        info = self._live.get(key)
+        info = self._live.get(key)  # type: ignore[call-overload]  # equal and hashed as its BrokerKey
         if info is None:
             self._record(Heartbeat(BrokerKey(*key), *row[3:9]), heard_ms, None)
         else:
-            info.absorb(row[2:9], heard_ms)  # type: ignore[arg-type]
+            info.absorb(row[2:9], heard_ms)
             scheduled = info.scheduled_deadline_ms
             if scheduled is None or info.deadline_ms < scheduled:
                 self._schedule(BrokerKey(*key), info)

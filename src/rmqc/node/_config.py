@@ -17,8 +17,8 @@ import os
 import re
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from pathlib import Path
 from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
 from typing import Any
 
 from rmqc.errors import ConfigError

@@ -25,7 +25,6 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from rmqc.fsm import ApplyResult, ElectMaster
 from rmqc.remoting import RMQC_PRIVATE_REQUESTS, RequestCode, ResponseCode
-
 from rmqc.replica import DISK_FULL, KEEP_CURRENT_MASTER
 
 __all__ = [

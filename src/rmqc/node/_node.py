@@ -64,8 +64,7 @@ from ._config import NodeConfig, java_properties_of
 from ._metrics import NodeMetrics
 from ._notifier import Notifier
 from ._peer_codec import FrameKind, PeerProtocolError, encode_tagged
-from ._peers import PeerLinks
-from ._peers import Reply as PeerReply
+from ._peers import PeerLinks, Reply as PeerReply
 from ._server import Channel, Respond, Server
 from ._tls import notify_client_context
 

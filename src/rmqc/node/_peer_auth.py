@@ -36,7 +36,6 @@ from rmqc.errors import ConfigError, RmqcError
 from rmqc.raft._types import Message
 
 from ._config import NodeConfig, Peer
-from ._watched_file import Stamp, current_stamp, read_watched_text, stamp_of
 from ._peer_codec import (
     MAX_HANDSHAKE_BYTES,
     NONCE_BYTES,
@@ -46,6 +45,7 @@ from ._peer_codec import (
     decode_handshake,
     encode_handshake,
 )
+from ._watched_file import Stamp, current_stamp, read_watched_text, stamp_of
 
 log = logging.getLogger("rmqc.node.peer_auth")
 

@@ -23,7 +23,6 @@ from rmqc.raft._types import Message
 from ._config import NodeConfig, Peer
 from ._outbox import PeerOutbox
 from ._peer_auth import PeerAuthError, PeerSecrets, accept, check_senders, dial
-from ._tls import TlsStream, dial_tls, peer_client_context
 from ._peer_codec import (
     FrameKind,
     PeerFrame,
@@ -32,6 +31,7 @@ from ._peer_codec import (
     decode_tagged,
     encode_frame,
 )
+from ._tls import TlsStream, dial_tls, peer_client_context
 
 log = logging.getLogger("rmqc.node.peers")
 

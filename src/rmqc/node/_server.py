@@ -26,9 +26,9 @@ from rmqc.remoting import FrameDecoder, RemotingCommand, encode
 from ._acl import AclGate, host_of
 from ._admission import ConnectionAdmission
 from ._config import PEER_MAGIC, NodeConfig
+from ._peers import PeerLinks
 from ._ratelog import RateLimitedLog
 from ._tls import TLS_HANDSHAKE_RECORD, TlsStream, accept_tls, server_context
-from ._peers import PeerLinks
 
 log = logging.getLogger("rmqc.node.server")
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
-from pyspark.sql import functions as F
+from pyspark.sql import Column, DataFrame, Window, functions as F
 
 from ._group_log import APPLY_ID, AUDITED_COMMANDS, UPDATE_ADDRESS, removes_group
 

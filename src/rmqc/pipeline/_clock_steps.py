@@ -13,8 +13,7 @@ which is not a step of anything and is not flagged.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, Window, functions as F
 
 CLOCK_STEP_COLUMNS = ("controller_cluster", "term", "prev_index", "prev_seq", "prev_leader_ts_ms", "index", "seq",
                       "leader_ts_ms", "step_ms")

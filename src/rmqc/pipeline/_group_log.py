@@ -2,8 +2,9 @@
 
 Only rows whose command applied (`result == "ok"`) changed the state, so only they make the state
 history. A clean that removes the group (no id list, or every id: the export then shows no state
-after it, masterEpoch null) ends it: what follows is a new *incarnation* that starts again from masterEpoch 0, syncStateSetEpoch 0 and broker id 1, so
-every invariant is checked within one incarnation.
+after it, masterEpoch null) ends it: what follows is a new *incarnation* that starts again from
+masterEpoch 0, syncStateSetEpoch 0 and broker id 1, so every invariant is checked within one
+incarnation.
 
 The frame is partitioned by group and persisted: every later window or aggregation keyed by the
 group (or a finer key) then runs without another shuffle.
@@ -12,8 +13,8 @@ group (or a finer key) then runs without another shuffle.
 from __future__ import annotations
 
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, Window
-from pyspark.sql import functions as F
+from pyspark.sql import Column, DataFrame, Window, functions as F
+from pyspark.sql.window import WindowSpec
 
 from ._schema import GROUP_KEY, RESULT_OK
 
@@ -40,7 +41,7 @@ def removes_group() -> Column:
     return (F.col("command") == CLEAN) & (no_ids | F.col("master_epoch").isNull())
 
 
-def group_window() -> Window:
+def group_window() -> WindowSpec:
     return Window.partitionBy(*GROUP_KEY).orderBy("index", "seq")
 
 

@@ -7,8 +7,7 @@ involved, so an operator can look each one up with `rmqc log dump`.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
-from pyspark.sql import functions as F
+from pyspark.sql import Column, DataFrame, Window, functions as F
 
 from ._group_log import ALTER, APPLY_ID, CLEAN, ELECT, removes_group
 

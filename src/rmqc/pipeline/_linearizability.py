@@ -12,8 +12,7 @@ import os
 from collections.abc import Sequence
 
 import pandas as pd
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, SparkSession, functions as F
 
 LINEARIZABILITY_SCHEMA = "key string, ok boolean, ops_checked long, witness string"
 # Witness text beyond this is cut: a report cell, not a dump (the full ops are in the input).

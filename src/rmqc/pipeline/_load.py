@@ -11,8 +11,7 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from ._errors import InputNotFound, UnknownInputFormat
 from ._schema import CONTENT_COLUMNS, ENTRY_KEY, EXPORT_FIELDS, EXPORT_SCHEMA

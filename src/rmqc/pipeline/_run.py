@@ -15,8 +15,7 @@ from pathlib import Path
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, Row, SparkSession, functions as F
 
 from ._audit import audit_table
 from ._clock_steps import clock_steps
@@ -103,7 +102,8 @@ def _write(frame: DataFrame, out_dir: Path, name: str) -> str:
     return path
 
 
-def _analyse(spark: SparkSession, inputs: Sequence[str | os.PathLike[str]], out_dir: Path) -> tuple[dict[str, str], int]:
+def _analyse(spark: SparkSession, inputs: Sequence[str | os.PathLike[str]],
+             out_dir: Path) -> tuple[dict[str, str], int]:
     entries, diverging = load_entries(spark, inputs)
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or "4")
     group_log = build_group_log(entries, partitions)
@@ -124,16 +124,23 @@ def _analyse(spark: SparkSession, inputs: Sequence[str | os.PathLike[str]], out_
     return tables, entries.count()
 
 
+def _the_row(aggregate: DataFrame) -> Row:
+    """The row of an aggregate without grouping (which always has exactly one)."""
+    row = aggregate.first()
+    assert row is not None
+    return row
+
+
 def _failover_stats(spark: SparkSession, path: str) -> FailoverStats:
     rows = spark.read.parquet(path)
     duration = F.when(~F.col("clock_stepped"), F.col("duration_ms"))  # a stepped clock measures nothing
-    stats = rows.agg(
+    stats = _the_row(rows.agg(
         F.count(F.lit(1)).alias("count"),
         F.count(F.when(F.col("resolved"), 1)).alias("resolved"),
         F.count(duration).alias("timed"),
         F.percentile_approx(duration, [0.5, 0.9, 0.99], 10_000).alias("p"),
         F.max(duration).alias("max"),
-    ).first()
+    ))
     p = stats["p"] or [None, None, None]
     return FailoverStats(stats["count"], stats["resolved"], stats["timed"], p[0], p[1], p[2], stats["max"])
 
@@ -166,12 +173,12 @@ def _linearizability(spark: SparkSession, histories: Sequence[str | os.PathLike[
                      tables: dict[str, str]) -> LinearizabilityStats:
     tables["linearizability"] = _write(check_client_histories(spark, histories), out_dir, "linearizability")
     rows = spark.read.parquet(tables["linearizability"])
-    stats = rows.agg(
+    stats = _the_row(rows.agg(
         F.count(F.lit(1)).alias("keys"),
         F.sum(F.when(F.col("ok"), 1).otherwise(0)).alias("good"),
         F.sum(F.when(~F.col("ok"), 1).otherwise(0)).alias("bad"),
         F.sum(F.when(F.col("ok").isNull(), 1).otherwise(0)).alias("undecided"),
-    ).first()
+    ))
     failing = rows.filter(~F.col("ok")).orderBy("key").limit(SUMMARY_LIST_LIMIT).collect()
     return LinearizabilityStats(
         stats["keys"], stats["good"] or 0, stats["bad"] or 0, stats["undecided"] or 0,
@@ -184,9 +191,9 @@ def _fleet_counts(spark: SparkSession, tables: dict[str, str]) -> tuple[int, int
     key = ["controller_cluster", "broker_name"]
     timeline = spark.read.parquet(tables["master_timeline"])
     groups = timeline.select(key).unionByName(spark.read.parquet(tables["audit"]).select(key)).distinct()
-    counts = groups.agg(
+    counts = _the_row(groups.agg(
         F.countDistinct("controller_cluster").alias("clusters"), F.count(F.lit(1)).alias("groups")
-    ).first()
+    ))
     return counts["clusters"], counts["groups"], timeline.count()
 
 

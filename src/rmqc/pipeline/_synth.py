@@ -124,7 +124,7 @@ def _validate(config: SynthConfig) -> list[tuple[str, int]]:
         raise SynthBoundExceeded(f"groups must be in 1..{MAX_GROUPS}, got {config.groups}")
     if config.rows_per_group < 8:
         raise SynthBoundExceeded(f"rows_per_group must be at least 8, got {config.rows_per_group}")
-    plants = []
+    plants: list[tuple[str, int]] = []
     for kind, count in config.plant.items():
         if kind not in PLANTABLE_KINDS:
             raise SynthBoundExceeded(f"cannot plant {kind!r}; plantable: {PLANTABLE_KINDS}")
@@ -158,7 +158,8 @@ class _Scripts:
 
 def _build_scripts(config: SynthConfig, plants: list[tuple[str, int]], count: int) -> _Scripts:
     columns: dict[str, list] = {name: [] for name in SCRIPT_COLUMNS}
-    lengths, planted = [], []
+    lengths: list[int] = []
+    planted: list[tuple[int, str, int]] = []
     for script_id in range(count):
         plant = plants[script_id] if script_id < len(plants) else None
         script = _play(config, script_id, plant)
@@ -234,14 +235,13 @@ class _Layout:
 
     @staticmethod
     def _pseudo_plan(config: SynthConfig, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
-        clusters, offsets, kinds = [], [], []
+        rows: list[tuple[int, int, int]] = []  # (cluster, offset, kind)
         for c in range(config.controller_clusters):
             term_starts = np.sort(rng.integers(0, config.span_ms, config.terms_per_cluster))
             term_starts[0] = -1  # the first leader's no-op precedes every group command
-            for voter in range(3):
-                clusters.append(c), offsets.append(config.start_ms - 10 + voter), kinds.append(voter)
-            for start in term_starts:
-                clusters.append(c), offsets.append(config.start_ms + int(start)), kinds.append(3)
+            rows += [(c, config.start_ms - 10 + voter, voter) for voter in range(3)]
+            rows += [(c, config.start_ms + int(start), 3) for start in term_starts]
+        clusters, offsets, kinds = zip(*rows, strict=True)
         return np.asarray(clusters), np.asarray(offsets, dtype=np.int64), np.asarray(kinds)
 
     def _number_entries(self, rng: np.random.Generator, pseudo_base: int) -> None:

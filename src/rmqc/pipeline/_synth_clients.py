@@ -69,13 +69,13 @@ def _linearize(timed: list[_Timed]) -> list[Op]:
 def _plant_stale_read(ops: list[Op]) -> tuple[list[Op], PlantedStaleRead]:
     """Make a read return the value of a write that a later completed write overwrote before the
     read began: w1 completes, then w2 runs, then r starts and reads w1's (unique) value."""
-    writes = [o for o in ops if o.kind == WRITE and o.ok and o.complete_ns is not None]
+    writes = [(o.complete_ns, o) for o in ops if o.kind == WRITE and o.ok and o.complete_ns is not None]
     for position, read in enumerate(ops):
         if read.kind != READ or read.complete_ns is None:
             continue
-        before = [w for w in writes if w.complete_ns < read.invoke_ns]
-        for w2 in before:
-            stale = [w1 for w1 in before if w1.complete_ns < w2.invoke_ns and w1.value != read.value]
+        before = [(done, w) for done, w in writes if done < read.invoke_ns]
+        for _, w2 in before:
+            stale = [w1 for done, w1 in before if done < w2.invoke_ns and w1.value != read.value]
             if stale:
                 planted = replace(read, value=stale[-1].value)
                 changed = ops[:position] + [planted] + ops[position + 1 :]

@@ -99,7 +99,7 @@ class GroupScript:
     def _record(self, command: str, description: str, *, prev_set: frozenset[int] | None,
                 result: str = "ok", **values: object) -> int:
         s = self.state
-        row = {name: None for name in SCRIPT_COLUMNS}
+        row: dict[str, object] = dict.fromkeys(SCRIPT_COLUMNS)
         row.update(
             rel_ts_ms=self.now_ms, command=command, result=result, description=description,
             master_epoch=s.master_epoch, sync_state_set_epoch=s.sync_state_set_epoch,
@@ -306,6 +306,7 @@ class GroupScript:
             self._plant(kind, self.elect(outsider, "controller", lost_ms=lost_ms))
         elif kind == SYNC_STATE_SET_EPOCH_JUMP:
             self._ensure_spare_in_set()
+            assert s.master is not None  # _ensure_spare_in_set leaves a master
             self._plant(kind, self.alter(frozenset((s.master,)), epoch_step=2))
         elif kind == BROKER_ID_REUSED:
             self._plant_reuse(flavour)

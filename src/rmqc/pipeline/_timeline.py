@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, Window, functions as F
 
 from ._group_log import ELECT
 from ._schema import GROUP_KEY

@@ -16,9 +16,20 @@ from collections.abc import Callable, Sequence
 from enum import Enum
 
 from rmqc.errors import CompactedError
+from rmqc.reads import (
+    Lease,
+    ReadIndexTracker,
+    ReadRequest,
+    decode_lease_age,
+    decode_round_id,
+    encode_lease_age,
+    encode_round_id,
+    lease_duration_ticks,
+    takeover_wait_ticks,
+)
 
+from ._confchange import conf_state_after, encode_conf_change
 from ._config import Config, Role
-from ._confchange import encode_conf_change
 from ._errors import (
     ConfChangeRefused,
     NoLeader,
@@ -35,18 +46,6 @@ from ._progress import Progress, ProgressState
 from ._quorum import VoteResult, committed_index, has_quorum, vote_result
 from ._ready import ReadState
 from ._storage import Storage
-from rmqc.reads import (
-    Lease,
-    ReadIndexTracker,
-    ReadRequest,
-    decode_lease_age,
-    decode_round_id,
-    encode_lease_age,
-    encode_round_id,
-    lease_duration_ticks,
-    takeover_wait_ticks,
-)
-
 from ._types import (
     ConfChange,
     ConfChangeType,
@@ -79,13 +78,6 @@ LOCAL_TYPES = frozenset({MT.SNAP_STATUS, MT.UNREACHABLE})
 # Vote requests and the reply type each gets.
 VOTE_RESPONSE_OF = {MT.VOTE: MT.VOTE_RESP, MT.PRE_VOTE: MT.PRE_VOTE_RESP}
 
-# Where a member stands after each kind of change: (is a voter, is a learner).
-MEMBERSHIP_AFTER = {
-    ConfChangeType.ADD_VOTER: (True, False),
-    ConfChangeType.ADD_LEARNER: (False, True),  # also demotes a voter
-    ConfChangeType.REMOVE_NODE: (False, False),
-}
-
 # Reading the uncommitted tail / unapplied entries happens in pages of this many bytes so a long
 # log never materialises at once.
 SCAN_PAGE_BYTES = 1024 * 1024
@@ -115,7 +107,10 @@ CAMPAIGN_CONTEXT = {
 }
 # Campaigns that first ask for pre-votes (no term change) and, once a quorum would grant, run the
 # real campaign: a node that cannot reach a quorum never raises its term (pitfall 1).
-REAL_CAMPAIGN_AFTER = {CampaignType.PRE_ELECTION: CampaignType.ELECTION, CampaignType.PRE_TAKEOVER: CampaignType.TAKEOVER}
+REAL_CAMPAIGN_AFTER = {
+    CampaignType.PRE_ELECTION: CampaignType.ELECTION,
+    CampaignType.PRE_TAKEOVER: CampaignType.TAKEOVER,
+}
 
 # The lease age of a node that never heard from any leader (brand new): no lease to wait out.
 LEASE_AGE_NEVER = 1 << 32
@@ -452,9 +447,8 @@ class RaftCore:
 
     def _step_higher_term(self, m: Message) -> bool:
         """Returns False if the message is to be ignored."""
-        if m.type in VOTE_RESPONSE_OF:
-            if m.context not in DISRUPTIVE_CAMPAIGNS and self._in_lease():
-                return False  # a removed or partitioned node must not depose us (pitfall 21)
+        if m.type in VOTE_RESPONSE_OF and m.context not in DISRUPTIVE_CAMPAIGNS and self._in_lease():
+            return False  # a removed or partitioned node must not depose us (pitfall 21)
         if m.type is MT.PRE_VOTE or (m.type is MT.PRE_VOTE_RESP and not m.reject):
             return True  # pre-votes never move terms (pitfall 1)
         leader = m.frm if m.type in (MT.APP, MT.HEARTBEAT, MT.SNAP) else None
@@ -469,21 +463,21 @@ class RaftCore:
             self._send(Message(MT.PRE_VOTE_RESP, m.frm, self.id, term=self.term, reject=True))
 
     def _handlers(self) -> dict[Role, dict[MessageType, Callable[[Message], None]]]:
-        follower = {
+        follower: dict[MessageType, Callable[[Message], None]] = {
             MT.APP: self._follower_on_append,
             MT.HEARTBEAT: self._follower_on_heartbeat,
             MT.SNAP: self._follower_on_snapshot,
             MT.TIMEOUT_NOW: self._follower_on_timeout_now,
             MT.READ_INDEX_RESP: self._follower_on_read_index_resp,
         }
-        candidate = {
+        candidate: dict[MessageType, Callable[[Message], None]] = {
             MT.APP: self._follower_on_append,
             MT.HEARTBEAT: self._follower_on_heartbeat,
             MT.SNAP: self._follower_on_snapshot,
             MT.VOTE_RESP: self._candidate_on_vote_response,
             MT.PRE_VOTE_RESP: self._candidate_on_vote_response,
         }
-        leader = {
+        leader: dict[MessageType, Callable[[Message], None]] = {
             MT.APP_RESP: self._leader_on_append_resp,
             MT.HEARTBEAT_RESP: self._leader_on_heartbeat_resp,
             MT.SNAP_STATUS: self._leader_on_snap_status,
@@ -595,8 +589,7 @@ class RaftCore:
         self._bcast_append()
 
     def _conf_change_leaves_voters(self, cc: ConfChange) -> bool:
-        voters, _ = _changed_membership(self.voters, self.learners, cc)
-        return bool(voters)
+        return conf_state_after(self.conf_state(), cc) is not None
 
     def _append_entries(self, payloads: Sequence[tuple[EntryType, bytes]]) -> None:
         """Stamp (type, data) pairs with our term and the next indexes, and append them."""
@@ -886,10 +879,10 @@ class RaftCore:
         return ConfState(voters=tuple(sorted(self.voters)), learners=tuple(sorted(self.learners)))
 
     def apply_conf_change(self, cc: ConfChange) -> ConfState:
-        voters, learners = _changed_membership(self.voters, self.learners, cc)
-        if not voters:
+        after = conf_state_after(self.conf_state(), cc)
+        if after is None:
             return self.conf_state()  # validated at proposal; never apply an empty voter set
-        self._set_conf_state(ConfState(tuple(sorted(voters)), tuple(sorted(learners))))
+        self._set_conf_state(after)
         if self.role is Role.LEADER:
             self._leader_after_conf_change()
         return self.conf_state()
@@ -917,15 +910,3 @@ def _is_brand_new(storage: Storage, hard_state: HardState, conf_state: ConfState
         and storage.last_index() == 0
         and storage.snapshot().is_empty
     )
-
-
-def _changed_membership(
-    voters: set[str], learners: set[str], cc: ConfChange
-) -> tuple[set[str], set[str]]:
-    is_voter, is_learner = MEMBERSHIP_AFTER[cc.type]
-    voters, learners = set(voters) - {cc.node_id}, set(learners) - {cc.node_id}
-    if is_voter:
-        voters.add(cc.node_id)
-    if is_learner:
-        learners.add(cc.node_id)
-    return voters, learners

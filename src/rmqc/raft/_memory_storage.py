@@ -14,7 +14,6 @@ from rmqc.errors import CompactedError, SnapshotOutOfDateError, StorageError, Un
 
 from ._types import ConfState, Entry, HardState, Snapshot, SnapshotMeta
 
-
 # Entry.size_bytes() is payload + a fixed overhead; taking the overhead once keeps the hot loops
 # free of a method call per entry while staying defined by the shared type.
 ENTRY_OVERHEAD_BYTES = Entry(0, 0).size_bytes()

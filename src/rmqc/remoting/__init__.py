@@ -5,31 +5,33 @@ no trio: the Trio shells (node/, client/) move the bytes and close the connectio
 raises `RemotingProtocolError`.
 """
 
-from rmqc.remoting._builders import make_request as make_request
-from rmqc.remoting._builders import make_response as make_response
-from rmqc.remoting._codes import LEADER_ONLY_REQUESTS as LEADER_ONLY_REQUESTS
-from rmqc.remoting._codes import READ_REQUESTS as READ_REQUESTS
-from rmqc.remoting._codes import RMQC_NODE_STATUS as RMQC_NODE_STATUS
-from rmqc.remoting._codes import RMQC_PRIVATE_REQUESTS as RMQC_PRIVATE_REQUESTS
-from rmqc.remoting._codes import RMQC_SNAPSHOT_SAVE as RMQC_SNAPSHOT_SAVE
-from rmqc.remoting._codes import RMQC_TRANSFER_LEADER as RMQC_TRANSFER_LEADER
-from rmqc.remoting._codes import LanguageCode as LanguageCode
-from rmqc.remoting._codes import RequestCode as RequestCode
-from rmqc.remoting._codes import ResponseCode as ResponseCode
-from rmqc.remoting._command import ONEWAY_FLAG as ONEWAY_FLAG
-from rmqc.remoting._command import RESPONSE_FLAG as RESPONSE_FLAG
-from rmqc.remoting._command import RemotingCommand as RemotingCommand
-from rmqc.remoting._command import SerializeType as SerializeType
-from rmqc.remoting._errors import FrameTooLarge as FrameTooLarge
-from rmqc.remoting._errors import RemotingProtocolError as RemotingProtocolError
+from rmqc.remoting._builders import make_request as make_request, make_response as make_response
+from rmqc.remoting._codes import (
+    LEADER_ONLY_REQUESTS as LEADER_ONLY_REQUESTS,
+    READ_REQUESTS as READ_REQUESTS,
+    RMQC_NODE_STATUS as RMQC_NODE_STATUS,
+    RMQC_PRIVATE_REQUESTS as RMQC_PRIVATE_REQUESTS,
+    RMQC_SNAPSHOT_SAVE as RMQC_SNAPSHOT_SAVE,
+    RMQC_TRANSFER_LEADER as RMQC_TRANSFER_LEADER,
+    LanguageCode as LanguageCode,
+    RequestCode as RequestCode,
+    ResponseCode as ResponseCode,
+)
+from rmqc.remoting._command import (
+    ONEWAY_FLAG as ONEWAY_FLAG,
+    RESPONSE_FLAG as RESPONSE_FLAG,
+    RemotingCommand as RemotingCommand,
+    SerializeType as SerializeType,
+)
+from rmqc.remoting._errors import FrameTooLarge as FrameTooLarge, RemotingProtocolError as RemotingProtocolError
 from rmqc.remoting._ext_fields import ext_fields_from as ext_fields_from
-from rmqc.remoting._fastjson import dumps_fastjson as dumps_fastjson
-from rmqc.remoting._fastjson import loads_fastjson as loads_fastjson
-from rmqc.remoting._frames import DEFAULT_MAX_FRAME_BYTES as DEFAULT_MAX_FRAME_BYTES
-from rmqc.remoting._frames import FrameDecoder as FrameDecoder
-from rmqc.remoting._frames import encode as encode
-from rmqc.remoting._properties import dumps_properties as dumps_properties
-from rmqc.remoting._properties import loads_properties as loads_properties
+from rmqc.remoting._fastjson import dumps_fastjson as dumps_fastjson, loads_fastjson as loads_fastjson
+from rmqc.remoting._frames import (
+    DEFAULT_MAX_FRAME_BYTES as DEFAULT_MAX_FRAME_BYTES,
+    FrameDecoder as FrameDecoder,
+    encode as encode,
+)
+from rmqc.remoting._properties import dumps_properties as dumps_properties, loads_properties as loads_properties
 
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",

@@ -77,11 +77,11 @@ class FrameDecoder:
         """Bytes of an incomplete frame held back until the rest arrives."""
         return len(self._buffer)
 
-    def feed(self, data: bytes) -> list[RemotingCommand]:
+    def feed(self, data: bytes | bytearray) -> list[RemotingCommand]:
         """The commands of every frame `data` completes (none of them if it raises)."""
         return list(self.iter_feed(data))
 
-    def iter_feed(self, data: bytes) -> Iterator[RemotingCommand]:
+    def iter_feed(self, data: bytes | bytearray) -> Iterator[RemotingCommand]:
         """`feed`, one command at a time: each frame is decoded when the next command is asked
         for, so a server handles a command while its bytes and objects are still in the CPU cache
         (decoding a whole 64 KiB read first, ~200 heartbeats, made each cost ~15% more). On bad

@@ -21,7 +21,6 @@ INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
 # The int properties of Java's RemotingCommand; each must be a JSON integer within int32.
 _DEFAULT_LANGUAGE = "JAVA"  # Java's RemotingCommand default when the property is missing
-_INT_KEYS = (("code", "code"), ("flag", "flag"), ("opaque", "opaque"), ("version", "version"))
 _ONLY_STR = frozenset({str})  # the types extFields values have when Java sent them
 _JSON = SerializeType.JSON  # a module constant: reading an enum member costs more on every frame
 
@@ -73,9 +72,11 @@ def _checked_command(header: object, offset: int) -> RemotingCommand:
     """The header checked key by key: the first wrong one raises RemotingProtocolError naming it."""
     if not isinstance(header, dict):
         raise RemotingProtocolError(f"JSON header is a {type(header).__name__}, not an object", offset)
-    ints = {field: _int_property(header, key, offset) for key, field in _INT_KEYS}
     return RemotingCommand(
-        **ints,
+        code=_int_property(header, "code", offset),
+        flag=_int_property(header, "flag", offset),
+        opaque=_int_property(header, "opaque", offset),
+        version=_int_property(header, "version", offset),
         language=_language(header, offset),
         remark=_optional_str(header, "remark", offset),
         ext_fields=_ext_fields(header.get("extFields"), offset),
@@ -95,7 +96,7 @@ def _language(header: dict[str, Any], offset: int) -> str:
 
 def _int_property(header: dict[str, Any], key: str, offset: int) -> int:
     # Java's defaults for a missing property are 0 (the opaque counter aside); keep them.
-    value = header.get(key, 0)
+    value: object = header.get(key, 0)
     if isinstance(value, bool) or not isinstance(value, int):
         raise RemotingProtocolError(f"JSON header {key!r} is {value!r}, not an integer", offset)
     if not INT32_MIN <= value <= INT32_MAX:

@@ -1,7 +1,8 @@
 """Java properties text, the body of UPDATE_CONTROLLER_CONFIG (1009) and GET_CONTROLLER_CONFIG (1010).
 
 Java reads 1009 bodies with `Properties.load(InputStream)` (ISO-8859-1, backslash escapes), so
-`dumps_properties` escapes separators, control characters and everything outside ASCII as `\\u` followed by four hex digits.
+`dumps_properties` escapes separators, control characters and everything outside ASCII as `\\u`
+followed by four hex digits.
 `loads_properties` follows `Properties.load` (comments, continuation lines, the three separators,
 escapes) but decodes the bytes as UTF-8, because Java writes 1010 bodies raw in UTF-8.
 """

@@ -22,8 +22,7 @@ from rmqc.controller import (
 )
 from rmqc.fsm import ApplyResult, Command, ControllerState, Origin
 from rmqc.liveness import HeartbeatTable
-from rmqc.raft import Config as RaftConfig
-from rmqc.raft import RawNode
+from rmqc.raft import Config as RaftConfig, RawNode
 from rmqc.raft._types import ConfState, Message
 from rmqc.remoting import (
     LEADER_ONLY_REQUESTS,

@@ -132,10 +132,10 @@ class LmdbStorage:
         except BaseException:
             self._env.close()
             raise
-        self._reserve_fd = None if readonly else os.open(self.path / DATA_FILE_NAME, os.O_RDWR | os.O_CLOEXEC)
+        self._reserve_fd = fd = None if readonly else os.open(self.path / DATA_FILE_NAME, os.O_RDWR | os.O_CLOEXEC)
         # The data file's size as of our last reservation: LMDB only grows it by writing past it,
         # and then a stale (smaller) value merely costs one needless posix_fallocate.
-        self._file_bytes = 0 if readonly else os.fstat(self._reserve_fd).st_size
+        self._file_bytes = 0 if fd is None else os.fstat(fd).st_size
         self._page_bytes = int(self._env.stat()["psize"])
         if not readonly and self._has_leftovers():
             self._sweep_compacted()
@@ -155,6 +155,7 @@ class LmdbStorage:
             if raw_meta is not None:
                 snapshot = _SnapshotState(*_codec.decode_snapshot_meta(raw_meta))
             compacted_index, compacted_term = 0, 0
+            last_term: int | None  # None: the last entry's term is read when first asked for
             raw_boundary = txn.get(_BOUNDARY_KEY, db=self._dbs["snapshot_meta"])
             if raw_boundary is not None:
                 compacted_index, compacted_term = _codec.decode_boundary(raw_boundary)
@@ -350,9 +351,11 @@ class LmdbStorage:
         prev_term = bounds.compacted_term if lo == bounds.first_index else 0
         while lo < hi:
             batch_hi = min(hi, lo + batch_entries)
-            start, previous, batch = lo, prev_term, []
+            batch: list[Entry] = []
+            start, previous = lo, prev_term
             try:
-                self._read(lambda txn: self._read_run(txn, start, batch_hi, None, previous, batch))
+                # the lambda runs at once, inside this iteration: the loop variables cannot move under it
+                self._read(lambda txn: self._read_run(txn, start, batch_hi, None, previous, batch))  # noqa: B023
             except CorruptionError:
                 yield from batch  # the good entries before the bad one, then the error
                 raise
@@ -543,7 +546,8 @@ class LmdbStorage:
         """Every stored (key, value) of the log, unchecked, in batches (for verify and stats)."""
         next_key = b""
         while True:
-            batch = self._read(lambda txn: _raw_batch(txn.cursor(db=self._dbs["log"]), next_key, batch_entries))
+            # the lambda runs at once, inside this iteration: next_key cannot move under it
+            batch = self._read(lambda txn: _raw_batch(txn.cursor(db=self._dbs["log"]), next_key, batch_entries))  # noqa: B023
             if not batch:
                 return
             yield from batch
@@ -621,7 +625,7 @@ def _fsync_path(path: Path) -> None:
         os.close(fd)
 
 
-def _pages(stat: dict[str, int]) -> int:
+def _pages(stat: lmdb._StatDict) -> int:
     return stat["branch_pages"] + stat["leaf_pages"] + stat["overflow_pages"]
 
 

@@ -8,14 +8,16 @@
 - `rmqc.testing.storage_contract`: the contract suite every Storage must pass.
 """
 
-from rmqc.linearizability import HistoryFormatError as HistoryFormatError
-from rmqc.linearizability import KeyResult as KeyResult
-from rmqc.linearizability import Op as Op
-from rmqc.linearizability import SearchBoundExceeded as SearchBoundExceeded
-from rmqc.linearizability import check_history as check_history
-from rmqc.linearizability import check_key as check_key
-from rmqc.linearizability import read_history as read_history
-from rmqc.linearizability import write_history as write_history
+from rmqc.linearizability import (
+    HistoryFormatError as HistoryFormatError,
+    KeyResult as KeyResult,
+    Op as Op,
+    SearchBoundExceeded as SearchBoundExceeded,
+    check_history as check_history,
+    check_key as check_key,
+    read_history as read_history,
+    write_history as write_history,
+)
 
 __all__ = [
     "HistoryFormatError",

@@ -4,25 +4,29 @@ notifications it receives) and helpers that follow the broker side of spec secti
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import trio
 
 from rmqc.client import ClientError, ControllerClient
-from rmqc.remoting import FrameDecoder, RemotingCommand
-
-from rmqc.launcher import RMQC as RMQC
-from rmqc.launcher import START_TIMEOUT_S as START_TIMEOUT_S
-from rmqc.launcher import ServeCluster, serve_nodes
-from rmqc.launcher import ServeNode as NodeProcess
-from rmqc.launcher import free_ports as free_ports
+from rmqc.launcher import (
+    RMQC as RMQC,
+    START_TIMEOUT_S as START_TIMEOUT_S,
+    ServeCluster,
+    ServeNode as NodeProcess,
+    free_ports as free_ports,
+    serve_nodes,
+)
+from rmqc.remoting import FrameDecoder, RemotingCommand, loads_fastjson
 
 __all__ = ["CLUSTER", "HEARTBEAT_TIMEOUT_MS", "RMQC", "START_TIMEOUT_S", "Cluster", "FakeBroker", "NodeProcess",
-           "free_ports", "wait_until"]
+           "free_ports", "replica_info", "start_group", "wait_until"]
 
 CLUSTER = "C"
 # Shorter than a real broker's 10 s so that a silent broker expires within a test's patience.
@@ -74,7 +78,7 @@ class FakeBroker:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-        self.address = "127.0.0.1:%d" % listeners[0].socket.getsockname()[1]
+        self.address = f"127.0.0.1:{listeners[0].socket.getsockname()[1]}"
         with trio.CancelScope() as self._scope:
             async with ControllerClient(self.controllers, timeout_ms=3000, max_retries=5) as client:
                 self.client = client
@@ -116,17 +120,17 @@ class FakeBroker:
         assert self.client is not None
         while True:
             self.last_heartbeat_ms = time.time_ns() // 1_000_000
-            try:
+            with contextlib.suppress(ClientError):  # that controller is down; the others still hear us
                 await self.client.heartbeat(CLUSTER, self.broker_name, self.broker_id, self.address,
                                             address=controller, heartbeat_timeout_ms=HEARTBEAT_TIMEOUT_MS)
-            except ClientError:
-                pass  # that controller is down; the others still hear us
             await trio.sleep(interval_s)
 
     async def register(self) -> None:
         """Spec 7.2 steps b-e: 1012, 1013, 1003 through the leader."""
         assert self.client is not None
-        next_id = int((await self.client.get_next_broker_id(CLUSTER, self.broker_name)).ext("nextBrokerId"))
+        next_id_text = (await self.client.get_next_broker_id(CLUSTER, self.broker_name)).ext("nextBrokerId")
+        assert next_id_text is not None, "1012 answers nextBrokerId"
+        next_id = int(next_id_text)
         applied = await self.client.apply_broker_id(CLUSTER, self.broker_name, next_id, f"{self.address};1700000000000")
         assert applied.code == 0, applied.remark
         self.broker_id = next_id
@@ -136,3 +140,31 @@ class FakeBroker:
 
     def notifications(self) -> list[RemotingCommand]:
         return [command for command in self.received if command.code == 1008]
+
+
+async def start_group(nursery: trio.Nursery, cluster: ServeCluster, name: str) -> tuple[FakeBroker, FakeBroker]:
+    """Two replicas of one group, registered, heartbeating, the first elected master, both in sync."""
+    first, second = FakeBroker(name, cluster.addresses), FakeBroker(name, cluster.addresses)
+    for broker in (first, second):
+        await nursery.start(broker.run)
+        await broker.register()  # heartbeats start once registered (spec 7.2 step 4)
+    assert first.client is not None
+    elected = await first.client.elect_master(CLUSTER, name, first.broker_id)
+    assert elected.code == 0, elected.remark
+    epoch = int(elected.ext("masterEpoch") or 0)  # a successful 1002 always carries it
+
+    async def both_live() -> bool:
+        assert first.client is not None
+        answer = await first.client.alter_sync_state_set(name, first.broker_id, epoch,
+                                                         [first.broker_id, second.broker_id], 1)
+        return answer.code == 0  # 2006 until the leader has heard second's heartbeat
+
+    await wait_until(both_live, 10, f"{name}: sync state set {{1, 2}}")
+    return first, second
+
+
+async def replica_info(client: ControllerClient, name: str) -> tuple[str | None, str | None, Any]:
+    """1004's masterBrokerId, masterEpoch and body (the SyncStateSet)."""
+    answer = await client.get_replica_info(name)
+    assert answer.code == 0 and answer.body is not None, answer.remark
+    return answer.ext("masterBrokerId"), answer.ext("masterEpoch"), loads_fastjson(answer.body)

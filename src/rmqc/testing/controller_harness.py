@@ -15,9 +15,10 @@ the TCP replay against `rmqc serve` reuses exactly this checking code.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Protocol
+from typing import Any, ClassVar, Protocol
 
 from rmqc.controller import (
     ControllerConfig,
@@ -300,15 +301,38 @@ def _match_all(expected: list[Any], actual: list[Any]) -> bool:
 
 @dataclass(frozen=True)
 class Action:
-    """One thing a scenario asks the driver to do: "send" (two-way, check `expect`), "oneway"
-    (on `connection`), "sleep" (`ms`), or "close" (`connection`)."""
+    """One thing a scenario asks the driver to do; `kind` names the driver call."""
 
-    kind: str
+    kind: ClassVar[str]
     label: str  # "step N (code)" for problem reports
-    request: RemotingCommand | None = None
-    expect: dict[str, Any] | None = None
-    connection: str | None = None
-    ms: int = 0
+
+
+@dataclass(frozen=True)
+class Send(Action):
+    """A two-way request whose answer is checked against `expect`."""
+
+    kind = "send"
+    request: RemotingCommand
+    expect: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Oneway(Action):
+    kind = "oneway"
+    connection: str
+    request: RemotingCommand
+
+
+@dataclass(frozen=True)
+class Sleep(Action):
+    kind = "sleep"
+    ms: int
+
+
+@dataclass(frozen=True)
+class Close(Action):
+    kind = "close"
+    connection: str
 
 
 def scenario_actions(scenario: dict[str, Any]) -> Iterator[Action]:
@@ -317,28 +341,28 @@ def scenario_actions(scenario: dict[str, Any]) -> Iterator[Action]:
     for number, step in enumerate(scenario["steps"]):
         label = f"step {number} ({step.get('send', step.get('oneway', ''))})"
         if "sleep_ms" in step:
-            yield Action("sleep", label, ms=step["sleep_ms"])
+            yield Sleep(label, step["sleep_ms"])
         elif "close_heartbeat_connection_of" in step:
-            yield Action("close", label, connection=step["close_heartbeat_connection_of"])
+            yield Close(label, step["close_heartbeat_connection_of"])
         elif "oneway" in step:
-            yield Action("oneway", label, scenario_request(step, number + 1), connection=connection_of(step))
+            yield Oneway(label, connection_of(step), scenario_request(step, number + 1))
         else:
-            yield Action("send", label, scenario_request(step, number + 1), expect=step["expect"])
+            yield Send(label, scenario_request(step, number + 1), step["expect"])
     for connection in sorted({connection_of(s) for s in scenario["steps"] if "oneway" in s}):
-        yield Action("close", "end of scenario", connection=connection)
+        yield Close("end of scenario", connection)
 
 
 def replay_scenario(driver: ScenarioDriver, scenario: dict[str, Any]) -> list[str]:
     """Every problem of every step, each prefixed with the step number and request code."""
     problems = []
     for action in scenario_actions(scenario):
-        if action.kind == "sleep":
+        if isinstance(action, Sleep):
             driver.sleep(action.ms)
-        elif action.kind == "close":
+        elif isinstance(action, Close):
             driver.close_connection(action.connection)
-        elif action.kind == "oneway":
+        elif isinstance(action, Oneway):
             driver.send_oneway(action.connection, action.request)
-        else:
+        elif isinstance(action, Send):
             problems += [f"{action.label}: {p}" for p in check_response(action.expect, driver.send(action.request))]
     return problems
 
@@ -347,13 +371,13 @@ async def replay_scenario_async(driver: AsyncScenarioDriver, scenario: dict[str,
     """The same replay for a driver whose operations are coroutines (e.g. over TCP on Trio)."""
     problems = []
     for action in scenario_actions(scenario):
-        if action.kind == "sleep":
+        if isinstance(action, Sleep):
             await driver.sleep(action.ms)
-        elif action.kind == "close":
+        elif isinstance(action, Close):
             await driver.close_connection(action.connection)
-        elif action.kind == "oneway":
+        elif isinstance(action, Oneway):
             await driver.send_oneway(action.connection, action.request)
-        else:
+        elif isinstance(action, Send):
             response = await driver.send(action.request)
             problems += [f"{action.label}: {p}" for p in check_response(action.expect, response)]
     return problems

@@ -34,9 +34,16 @@ from typing import Any
 import orjson
 import trio
 
-from rmqc.remoting import RMQC_NODE_STATUS, FrameDecoder, RemotingCommand, RequestCode, ResponseCode, encode, make_request
-
-from rmqc.launcher import ServeCluster, ServeNode, free_ports, serve_argv, serve_nodes
+from rmqc.launcher import ServeCluster, free_ports, serve_nodes
+from rmqc.remoting import (
+    RMQC_NODE_STATUS,
+    FrameDecoder,
+    RemotingCommand,
+    RequestCode,
+    ResponseCode,
+    encode,
+    make_request,
+)
 
 __all__ = ["PauseConfig", "PauseRun", "PauseResult", "run_pauses"]
 
@@ -184,10 +191,8 @@ class PauseRun:
 
     def __init__(self, root: Path, config: PauseConfig) -> None:
         self.config = config
-        self.cluster = ServeCluster(serve_nodes(root, free_ports(3), settings=config.settings))
-        if config.program:
-            for node in self.cluster.nodes:
-                node.command = _command_with(node, config.program)  # type: ignore[method-assign]
+        self.cluster = ServeCluster(serve_nodes(root, free_ports(3), settings=config.settings,
+                                                program=config.program or None))
         self.ids = [node.node_id for node in self.cluster.nodes]
         self.probes = {node_id: _Probe() for node_id in self.ids}
         self.writers = [_Writer(i, f"p{int(time.time() * 1000)}") for i in range(config.writers)]
@@ -449,11 +454,6 @@ class PauseRun:
                 "stale_reads": len(self.stale_reads), "lost": len(self.lost),
                 "worst_harness_lag_ms": round(max((r.harness_lag_ms for r in self.results), default=0.0), 1),
                 "acked_writes": acked, "acked_writes_per_s": round(acked / max(1e-9, elapsed_s), 1)}
-
-
-def _command_with(node: ServeNode, program: tuple[str, ...]) -> Any:
-    return lambda: serve_argv(node.node_id, node.peers, node.data_dir, node.settings, node.metrics_port,
-                              program=program)
 
 
 async def run_pauses(root: Path, config: PauseConfig, on_pause: Any = None) -> PauseRun:

@@ -368,7 +368,7 @@ def _append(rng: random.Random, storage: Storage, model: _ModelLog, _f: StorageF
     if lo <= model.last_index and rng.random() < 0.5:
         model.term += 1  # a new leader overwrites a suffix with a newer term
     entries = make_entries(lo, lo + rng.randint(1, 8), model.term, size_bytes=rng.randint(0, 64))
-    hard_state = HardState(term=model.term, vote=rng.choice([None, "n1", "n2"]), commit=0)
+    hard_state: HardState | None = HardState(term=model.term, vote=rng.choice([None, "n1", "n2"]), commit=0)
     hard_state = hard_state if rng.random() < 0.5 else None
     storage.save(hard_state, entries)
     model.append(entries)

@@ -10,6 +10,7 @@ which is idempotent, until it is.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -51,8 +52,8 @@ class WriteLoad:
             while len(self.ack_times) < MAX_ACKS:
                 broker_id = self.acked[group] + 1
                 try:
-                    answer = await client.apply_broker_id(CLUSTER, group, broker_id,
-                                                          f"10.0.0.{broker_id % 250}:10911;{1_700_000_000_000 + broker_id}")
+                    address = f"10.0.0.{broker_id % 250}:10911;{1_700_000_000_000 + broker_id}"
+                    answer = await client.apply_broker_id(CLUSTER, group, broker_id, address)
                     ok = answer.code == 0
                 except ClientError:
                     ok = False
@@ -70,7 +71,7 @@ class WriteLoad:
         inside = [t for t in self.ack_times if start < t <= end]
         after = next((t for t in self.ack_times if t > end), end)
         points = [start, *inside, after]
-        return max(b - a for a, b in zip(points, points[1:])) if len(points) > 1 else 0.0
+        return max(b - a for a, b in itertools.pairwise(points)) if len(points) > 1 else 0.0
 
     async def lost_writes(self, client: ControllerClient) -> dict[str, tuple[int, int]]:
         """Groups whose acknowledged ids the controller does not have: {group: (acked, next id)}."""
