@@ -85,7 +85,7 @@ async def reads_etcd(suite: Suite) -> dict[str, Any]:
         raise Skipped("etcd is not installed (apt-get install etcd-server etcd-client); anchor skipped")
     cluster = _etcd.EtcdCluster(suite.work_dir("reads_etcd"), 3)
     await cluster.start()
-    leader = await cluster.leader_id()
+    leader = await cluster.leader()
     follower = next(name for name in cluster.names if name != leader)
     single: dict[str, Any] = {}
     for level, serializable in (("linearizable", False), ("serializable", True)):

@@ -58,7 +58,7 @@ async def writes_etcd(suite: Suite) -> dict[str, Any]:
         raise Skipped("etcd is not installed (apt-get install etcd-server etcd-client); anchor skipped")
     cluster = _etcd.EtcdCluster(suite.work_dir("writes_etcd"), 3)
     await cluster.start()
-    leader = await cluster.leader_id()
+    leader = await cluster.leader()
     value = anchor_value()
 
     async def open_conn(_client: int) -> HttpConn:
