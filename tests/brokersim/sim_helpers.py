@@ -23,7 +23,7 @@ async def single_node(tmp_path: Path, **changes: object) -> AsyncIterator[Contro
     async with trio.open_nursery() as nursery:
         await nursery.start(node.run)
         with trio.fail_after(NODE_START_TIMEOUT_S):
-            while not node.serving_as_leader:
+            while not node.replica.serving_as_leader:
                 await trio.sleep(0.01)
         yield node
         nursery.cancel_scope.cancel()

@@ -26,7 +26,7 @@ async def test_brokers_register_elect_and_fill_their_sync_state_sets(tmp_path: P
             await fleet.wait_converged(CONVERGE_S, full_sync_state_sets=True)
             for name in fleet.group_names:
                 ids = {b.broker_id for b in fleet.group(name)}
-                group = node.state.group(name)
+                group = node.replica.state.group(name)
                 # distinct ids, all registered; a 1013 that timed out may leave an orphan id (spec 7.2 c)
                 assert len(ids) == 3 and ids <= set(group.replicas), f"seed {fleet.seed}: {name} ids {ids}"
 
@@ -36,7 +36,7 @@ async def test_brokers_register_elect_and_fill_their_sync_state_sets(tmp_path: P
                 store = tmp_path / "sim" / f"{broker.broker_name}-{broker.slot}"
                 assert (store / FINAL_FILE).read_text() == f"DefaultCluster#{broker.broker_name}#{broker.broker_id}\n"
                 assert not (store / TEMP_FILE).exists()
-            assert len(node.liveness) == GROUPS * 3
+            assert len(node.replica.liveness.table) == GROUPS * 3
 
 
 async def test_killed_masters_fail_over_and_restarted_brokers_keep_their_ids(tmp_path: Path) -> None:
@@ -44,23 +44,23 @@ async def test_killed_masters_fail_over_and_restarted_brokers_keep_their_ids(tmp
         async with BrokerFleet([node.config.listen_address], groups=GROUPS, replicas=3, state_dir=tmp_path / "sim",
                                timing=SimTiming.fast(), seed=11) as fleet:
             await fleet.wait_converged(CONVERGE_S, full_sync_state_sets=True)
-            old = {name: (fleet.master_of(name), node.state.group(name).master_epoch) for name in fleet.group_names}
+            old = {name: (fleet.master_of(name), node.replica.state.group(name).master_epoch) for name in fleet.group_names}
             for name, (master, _epoch) in old.items():
                 fleet.kill(name, master)
             await fleet.wait_converged(CONVERGE_S)
             for name, (master, epoch) in old.items():
                 new_master = fleet.master_of(name)
                 assert new_master is not None and new_master != master, f"seed {fleet.seed}: {name}"
-                assert node.state.group(name).master_epoch > epoch
-                assert node.state.group(name).master_id == new_master
+                assert node.replica.state.group(name).master_epoch > epoch
+                assert node.replica.state.group(name).master_id == new_master
             name = fleet.group_names[0]
             killed_id = old[name][0]
-            next_id = node.state.group(name).next_broker_id
+            next_id = node.replica.state.group(name).next_broker_id
             await fleet.restart(name, killed_id)
             await fleet.wait_converged(CONVERGE_S, full_sync_state_sets=True)
             restarted = fleet.broker(name, killed_id)
             assert restarted.role is Role.SLAVE and restarted.master_id == fleet.master_of(name)
-            assert node.state.group(name).next_broker_id == next_id  # it read its identity file: no new id
+            assert node.replica.state.group(name).next_broker_id == next_id  # it read its identity file: no new id
 
 
 async def test_a_hung_master_is_replaced_after_its_heartbeat_timeout(tmp_path: Path) -> None:
@@ -76,7 +76,7 @@ async def test_a_hung_master_is_replaced_after_its_heartbeat_timeout(tmp_path: P
                 while fleet.master_of(name) in (None, hung):
                     await trio.sleep(0.05)
             took_s = await fleet.wait_converged(CONVERGE_S)
-            assert node.state.group(name).master_id not in (None, hung)
+            assert node.replica.state.group(name).master_id not in (None, hung)
             fleet.resume(name, hung)
             await fleet.wait_converged(CONVERGE_S)  # the old master learns the newer epoch and follows
             assert fleet.broker(name, hung).role is Role.SLAVE, f"seed {fleet.seed}, {took_s:.1f} s"
@@ -92,13 +92,13 @@ async def test_a_lagging_slave_leaves_the_sync_state_set_and_returns_when_caught
             slave = next(b.broker_id for b in fleet.group(name) if b.broker_id != master)
             fleet.lag(name, slave)
             with trio.fail_after(CONVERGE_S):
-                while slave in node.state.group(name).sync_state_set:
+                while slave in node.replica.state.group(name).sync_state_set:
                     await trio.sleep(0.05)
             assert slave not in fleet.broker(name, master).sync_state_set
             assert fleet.broker(name, slave).max_offset < fleet.broker(name, master).max_offset
             fleet.lag(name, slave, False)
             await fleet.wait_converged(CONVERGE_S, full_sync_state_sets=True)
-            assert slave in node.state.group(name).sync_state_set
+            assert slave in node.replica.state.group(name).sync_state_set
 
 
 async def test_a_restarted_broker_learns_the_next_failover_from_1008(tmp_path: Path) -> None:

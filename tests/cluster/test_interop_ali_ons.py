@@ -40,7 +40,7 @@ async def test_ali_ons_client_gets_correct_answers(ali_ons_dir: Path, tmp_path: 
     async with trio.open_nursery() as nursery:
         await nursery.start(node.run)
         with trio.fail_after(10):
-            while not node.serving_as_leader:
+            while not node.replica.serving_as_leader:
                 await trio.sleep(0.01)
         result = await trio.run_process(["node", PROBE.name, config.listen_address], cwd=ali_ons_dir,
                                         capture_stdout=True, capture_stderr=True, check=False)
