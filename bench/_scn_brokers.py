@@ -50,7 +50,7 @@ async def blast_heartbeats(conns: list[RemotingConn], brokers: list[Broker], sec
     whose answer means the node read everything before it: (heartbeats sent, seconds until the
     last answer)."""
     share = [brokers[i::len(conns)] for i in range(len(conns))]
-    chunks = [heartbeat_chunks(part, conn.credentials) for part, conn in zip(share, conns)]
+    chunks = [heartbeat_chunks(part, conn.credentials) for part, conn in zip(share, conns, strict=True)]
     sent = [0] * len(conns)
     start = time.perf_counter()
     stop_at = start + seconds

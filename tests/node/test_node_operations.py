@@ -27,7 +27,7 @@ async def test_takeover_leader_refuses_to_transfer_until_its_lease_wait_is_over(
     async with trio.open_nursery() as nursery:
         nodes = [ControllerNode(config) for config in three_configs(tmp_path)]
         scopes = [trio.CancelScope() for _ in nodes]
-        for node, scope in zip(nodes, scopes):
+        for node, scope in zip(nodes, scopes, strict=True):
             await nursery.start(run_in_scope, node, scope)
         await wait_until(lambda: sum(node.replica.serving_as_leader for node in nodes) == 1, 10, "one leader")
         old = next(index for index, node in enumerate(nodes) if node.replica.serving_as_leader)

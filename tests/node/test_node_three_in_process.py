@@ -95,7 +95,7 @@ async def test_idle_followers_wake_only_for_scans_and_deadlines(tmp_path: Path) 
         before = [f.replica.liveness.rounds for f in followers]
         window_s = 0.5
         await trio.sleep(window_s)  # the measured window itself: rounds counted over a fixed time
-        rounds = [f.replica.liveness.rounds - b for f, b in zip(followers, before)]
+        rounds = [f.replica.liveness.rounds - b for f, b in zip(followers, before, strict=True)]
         # one scan per interval (plus slack for a late wake-up), never a busy loop
         assert all(r <= window_s * 1000 / scan_ms + 3 for r in rounds), rounds
         nursery.cancel_scope.cancel()
@@ -115,11 +115,11 @@ async def test_a_write_that_cannot_commit_times_out_and_the_leader_forgets_it(tm
             await node.run(task_status=task_status)
 
     async with trio.open_nursery() as nursery:
-        for node, scope in zip(nodes, scopes):
+        for node, scope in zip(nodes, scopes, strict=True):
             await nursery.start(run, node, scope)
         await wait_until(lambda: sum(node.replica.serving_as_leader for node in nodes) == 1, timeout_s=10, what="a leader")
         leader = next(node for node in nodes if node.replica.serving_as_leader)
-        for node, scope in zip(nodes, scopes):
+        for node, scope in zip(nodes, scopes, strict=True):
             if node is not leader:
                 scope.cancel()
         async with ControllerClient([leader.config.listen_address], max_retries=0) as client:

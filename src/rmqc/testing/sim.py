@@ -174,7 +174,7 @@ def mutant(name: str | None) -> Iterator[None]:
     try:
         yield
     finally:
-        for (owner, attribute, _), original in zip(patches, originals):
+        for (owner, attribute, _), original in zip(patches, originals, strict=True):
             setattr(owner, attribute, original)
 
 
