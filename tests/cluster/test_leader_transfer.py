@@ -17,7 +17,6 @@ import trio
 
 from rmqc.client import ControllerClient
 from rmqc.launcher import rmqc_argv
-from rmqc.node._operations import RMQC_TRANSFER_LEADER
 from rmqc.remoting import RMQC_TRANSFER_LEADER
 from rmqc.testing.cluster import Cluster, replica_info, start_group
 from rmqc.testing.writer import WriteLoad

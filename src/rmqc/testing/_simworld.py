@@ -199,9 +199,9 @@ class World:
         best = None
         for node_id in self.node_ids:
             node = self.nodes[node_id]
-            if node.up and not node.paused and self.is_leader(node):
-                if best is None or node_view(node).term > node_view(best).term:
-                    best = node
+            if (node.up and not node.paused and self.is_leader(node)
+                    and (best is None or node_view(node).term > node_view(best).term)):
+                best = node
         return best
 
     # -- checks ---------------------------------------------------------------------------------
