@@ -75,7 +75,8 @@ class RemotingConn:
             self.credentials.sign(request)
         return request
 
-    async def call(self, code: int, ext: Mapping[str, object] | None = None, body: bytes | None = None) -> RemotingCommand:
+    async def call(self, code: int, ext: Mapping[str, object] | None = None,
+                   body: bytes | None = None) -> RemotingCommand:
         request = self.request(code, ext, body)
         opaque = request.opaque
         await self.stream.send_all(encode(request))

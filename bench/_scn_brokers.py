@@ -28,7 +28,8 @@ async def heartbeats(suite: Suite) -> dict[str, Any]:
     await cluster.start()
     brokers = [Broker(CLUSTER, f"hb-{i // 3:05d}", i % 3 + 1, f"10.1.{i // 250 % 250}.{i % 250}:10911")
                for i in range(suite.profile.heartbeat_brokers)]
-    conns = [await RemotingConn.open(cluster.address(node)) for node in cluster.ids for _ in range(CONNECTIONS_PER_NODE)]
+    conns = [await RemotingConn.open(cluster.address(node))
+             for node in cluster.ids for _ in range(CONNECTIONS_PER_NODE)]
     sent, elapsed = await blast_heartbeats(conns, brokers, suite.profile.heartbeat_s)
     cpu = cluster.cpu_s()
     for conn in conns:

@@ -168,10 +168,12 @@ async def test_notifications_over_tls_reuse_the_connection_and_follow_a_restarte
     from rmqc.testing.certs import make_certs
 
     certs = make_certs(tmp_path)
-    broker_side = NodeConfig(peers=parse_peers("n0-127.0.0.1:1"), tls_mode="enforcing", tls_cert_path=str(certs.node_cert),
-                             tls_key_path=str(certs.node_key), tls_trust_cert_path=str(certs.ca))
+    broker_side = NodeConfig(peers=parse_peers("n0-127.0.0.1:1"), tls_mode="enforcing",
+                             tls_cert_path=str(certs.node_cert), tls_key_path=str(certs.node_key),
+                             tls_trust_cert_path=str(certs.ca))
     ours = NodeConfig(peers=parse_peers("n0-127.0.0.1:1"), tls_notify=True, tls_trust_cert_path=str(certs.ca))
-    strangers = NodeConfig(peers=parse_peers("n0-127.0.0.1:1"), tls_notify=True, tls_trust_cert_path=str(certs.other_ca))
+    strangers = NodeConfig(peers=parse_peers("n0-127.0.0.1:1"), tls_notify=True,
+                           tls_trust_cert_path=str(certs.other_ca))
     received: list[RemotingCommand] = []
     accepted: list[trio.SocketStream] = []
     broker_context = server_context(broker_side)

@@ -172,7 +172,8 @@ class World:
         hint = node_view(node).leader if node.raw is not None else None
         answer = Answer(response, node.id, node.incarnation, hint, self.events.now_us)
         if self.rng.random() >= self.knobs.faults.drop_p:
-            self.events.after(self._client_delay_us(), self._deliver_answer, remote.sender, remote.request.opaque, answer)
+            self.events.after(self._client_delay_us(), self._deliver_answer,
+                              remote.sender, remote.request.opaque, answer)
 
     def _deliver_answer(self, sender: str, opaque: int, answer: Answer) -> None:
         now_us = self.events.now_us
