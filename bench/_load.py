@@ -60,11 +60,12 @@ class RemotingConn:
     async def open(cls, address: str, ssl_context: ssl.SSLContext | None = None,
                    credentials: Credentials | None = None) -> RemotingConn:
         host, port = split_address(address)
-        stream: trio.abc.Stream = await trio.open_tcp_stream(host, port)
+        tcp = await trio.open_tcp_stream(host, port)
+        stream: trio.abc.Stream = tcp
         if ssl_context is not None:
             # the node's own sans-IO TLS stream: the load side's cost per request stays small on
             # a machine it shares with the nodes (trio.SSLStream costs several times more)
-            stream = await dial_tls(stream, ssl_context)
+            stream = await dial_tls(tcp, ssl_context)
         return cls(stream, address, credentials)
 
     def request(self, code: int, ext: Mapping[str, object] | None = None, body: bytes | None = None,
@@ -74,7 +75,8 @@ class RemotingConn:
             self.credentials.sign(request)
         return request
 
-    async def call(self, code: int, ext: Mapping[str, object] | None = None, body: bytes | None = None) -> RemotingCommand:
+    async def call(self, code: int, ext: Mapping[str, object] | None = None,
+                   body: bytes | None = None) -> RemotingCommand:
         request = self.request(code, ext, body)
         opaque = request.opaque
         await self.stream.send_all(encode(request))

@@ -126,7 +126,8 @@ class RmqcCluster(ServeCluster):
                     continue
                 try:
                     with trio.fail_after(1):
-                        seen.add((await self.metadata(node)).ext_fields.get("controllerLeaderId"))
+                        fields = (await self.metadata(node)).ext_fields or {}  # none: names no leader
+                        seen.add(fields.get("controllerLeaderId"))
                 except (OSError, LoadError, trio.TooSlowError, trio.BrokenResourceError):
                     seen.add(None)
             if len(seen) == 1 and None not in seen and "" not in seen:

@@ -28,7 +28,8 @@ async def heartbeats(suite: Suite) -> dict[str, Any]:
     await cluster.start()
     brokers = [Broker(CLUSTER, f"hb-{i // 3:05d}", i % 3 + 1, f"10.1.{i // 250 % 250}.{i % 250}:10911")
                for i in range(suite.profile.heartbeat_brokers)]
-    conns = [await RemotingConn.open(cluster.address(node)) for node in cluster.ids for _ in range(CONNECTIONS_PER_NODE)]
+    conns = [await RemotingConn.open(cluster.address(node))
+             for node in cluster.ids for _ in range(CONNECTIONS_PER_NODE)]
     sent, elapsed = await blast_heartbeats(conns, brokers, suite.profile.heartbeat_s)
     cpu = cluster.cpu_s()
     for conn in conns:
@@ -50,7 +51,7 @@ async def blast_heartbeats(conns: list[RemotingConn], brokers: list[Broker], sec
     whose answer means the node read everything before it: (heartbeats sent, seconds until the
     last answer)."""
     share = [brokers[i::len(conns)] for i in range(len(conns))]
-    chunks = [heartbeat_chunks(part, conn.credentials) for part, conn in zip(share, conns)]
+    chunks = [heartbeat_chunks(part, conn.credentials) for part, conn in zip(share, conns, strict=True)]
     sent = [0] * len(conns)
     start = time.perf_counter()
     stop_at = start + seconds

@@ -274,7 +274,8 @@ def _security(results: Results) -> Row:
         row.measured = _why_missing(results, "security")
         return row
     ratios = r["ratios"]
-    row.measured = ", ".join(f"{key.replace('_per_s', '/s').replace('_', ' ')} {value}x" for key, value in ratios.items())
+    row.measured = ", ".join(f"{key.replace('_per_s', '/s').replace('_', ' ')} {value}x"
+                             for key, value in ratios.items())
     row.anchors = f"off: {fmt(r['off']['heartbeats_per_s'], 0)} heartbeats/s"
     row.ratio = f"{min(v for v in ratios.values() if v is not None)}x at worst"
     row.met = all(v is not None and v >= 0.8 for v in ratios.values())

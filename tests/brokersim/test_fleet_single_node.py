@@ -44,7 +44,8 @@ async def test_killed_masters_fail_over_and_restarted_brokers_keep_their_ids(tmp
         async with BrokerFleet([node.config.listen_address], groups=GROUPS, replicas=3, state_dir=tmp_path / "sim",
                                timing=SimTiming.fast(), seed=11) as fleet:
             await fleet.wait_converged(CONVERGE_S, full_sync_state_sets=True)
-            old = {name: (fleet.master_of(name), node.replica.state.group(name).master_epoch) for name in fleet.group_names}
+            old = {name: (fleet.master_of(name), node.replica.state.group(name).master_epoch)
+                   for name in fleet.group_names}
             for name, (master, _epoch) in old.items():
                 fleet.kill(name, master)
             await fleet.wait_converged(CONVERGE_S)

@@ -26,7 +26,8 @@ GROUPS = 2
 
 
 class NodeWithBrokers:
-    """A ControllerNode (its replica answers RMQC_NODE_STATUS) and a converged BrokerFleet, run by their own Trio loop in a thread."""
+    """A ControllerNode (its replica answers RMQC_NODE_STATUS) and a converged BrokerFleet, run by
+    their own Trio loop in a thread."""
 
     def __init__(self, tmp_path: Path) -> None:
         (port,) = free_ports(1)

@@ -102,7 +102,8 @@ async def test_a_group_registered_under_another_cluster_is_refused(tmp_path: Pat
         await wait_until(lambda: node.replica.serving_as_leader, what="the single node leads")
         address = single.listen_address
         async with ControllerClient([address], max_retries=0) as client:
-            first = await client.request(RequestCode.CONTROLLER_APPLY_BROKER_ID, apply_id("broker-a", 1), address=address)
+            first = await client.request(RequestCode.CONTROLLER_APPLY_BROKER_ID, apply_id("broker-a", 1),
+                                         address=address)
             assert first is not None and first.code == ResponseCode.SUCCESS, first.remark
             other = await client.request(RequestCode.CONTROLLER_APPLY_BROKER_ID, apply_id("broker-a", 2, "OTHER"),
                                          address=address)

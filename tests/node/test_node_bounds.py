@@ -119,7 +119,8 @@ async def test_silent_and_slowloris_clients_are_closed_and_busy_ones_kept() -> N
         assert trio.current_time() - started >= 0.35
         await busy.send_all(frame)
         assert len(await rpc(busy, FrameDecoder(), 1)) == 1  # the busy client was never closed
-        assert server.idle_closed == 1 and server.refusals()["idle_timeout"] == 1  # the slowloris (silent: no frame begun)
+        # the slowloris (silent: no frame begun)
+        assert server.idle_closed == 1 and server.refusals()["idle_timeout"] == 1
         for stream in (silent, slowloris, busy):
             await stream.aclose()
         nursery.cancel_scope.cancel()

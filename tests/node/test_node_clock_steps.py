@@ -89,7 +89,7 @@ async def drift(clocks: list[Path], rates: tuple[float, ...]) -> None:
     started = trio.current_time()
     while True:
         elapsed = trio.current_time() - started
-        for clock, rate in zip(clocks, rates):
+        for clock, rate in zip(clocks, rates, strict=True):
             set_offset(clock, (rate - 1) * elapsed)
         await trio.sleep(DRIFT_STEP_S)
 

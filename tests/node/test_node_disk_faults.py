@@ -50,7 +50,7 @@ def cluster_on_small_disks(tmp_path: Path, size: int, *, hook: bool = False, fs:
                  for i in range(size)]
         ports = free_ports(size + 1)  # one more: the metrics port of a single node
         nodes = serve_nodes(tmp_path, ports[:size], metrics_base_port=ports[size] if metrics else None)
-        for node, disk in zip(nodes, disks):
+        for node, disk in zip(nodes, disks, strict=True):
             node.data_dir = disk.root / node.node_id
             node.env = disk.env
         yield Cluster(nodes), disks

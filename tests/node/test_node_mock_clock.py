@@ -57,7 +57,7 @@ async def test_a_killed_leader_is_replaced_in_virtual_time(
     async with trio.open_nursery() as nursery:
         scopes = [trio.CancelScope() for _ in configs]
         nodes = [ControllerNode(config) for config in configs]
-        for scope, node in zip(scopes, nodes):
+        for scope, node in zip(scopes, nodes, strict=True):
             await nursery.start(run_in, scope, node)
         await wait_until(lambda: sum(node.replica.serving_as_leader for node in nodes) == 1, 10, "a leader")
         old = next(index for index, node in enumerate(nodes) if node.replica.serving_as_leader)

@@ -29,7 +29,7 @@ async def test_notifications_reach_a_listening_broker_and_failures_are_counted()
 
     async with trio.open_nursery() as nursery:
         listeners = await nursery.start(trio.serve_tcp, broker, 0)
-        address = "127.0.0.1:%d" % listeners[0].socket.getsockname()[1]
+        address = f"127.0.0.1:{listeners[0].socket.getsockname()[1]}"
         notifier = Notifier()
         await nursery.start(notifier.run)
         notifier.submit(address, notify(5))
@@ -113,7 +113,8 @@ async def test_cached_connections_are_reused_while_the_broker_lives() -> None:
         await nursery.start(notifier.run)
         for epoch in (1, 2, 3):
             notifier.submit(broker.address, notify(epoch))
-            await wait_until(lambda: len(broker.received) == epoch, what=f"1008 of epoch {epoch}")
+            # awaited within this iteration, so the lambda always sees this epoch
+            await wait_until(lambda: len(broker.received) == epoch, what=f"1008 of epoch {epoch}")  # noqa: B023
         assert broker.epochs() == [1, 2, 3] and notifier.reconnected == 0 and len(notifier._connections) == 1
         nursery.cancel_scope.cancel()
 
@@ -167,10 +168,12 @@ async def test_notifications_over_tls_reuse_the_connection_and_follow_a_restarte
     from rmqc.testing.certs import make_certs
 
     certs = make_certs(tmp_path)
-    broker_side = NodeConfig(peers=parse_peers("n0-127.0.0.1:1"), tls_mode="enforcing", tls_cert_path=str(certs.node_cert),
-                             tls_key_path=str(certs.node_key), tls_trust_cert_path=str(certs.ca))
+    broker_side = NodeConfig(peers=parse_peers("n0-127.0.0.1:1"), tls_mode="enforcing",
+                             tls_cert_path=str(certs.node_cert), tls_key_path=str(certs.node_key),
+                             tls_trust_cert_path=str(certs.ca))
     ours = NodeConfig(peers=parse_peers("n0-127.0.0.1:1"), tls_notify=True, tls_trust_cert_path=str(certs.ca))
-    strangers = NodeConfig(peers=parse_peers("n0-127.0.0.1:1"), tls_notify=True, tls_trust_cert_path=str(certs.other_ca))
+    strangers = NodeConfig(peers=parse_peers("n0-127.0.0.1:1"), tls_notify=True,
+                           tls_trust_cert_path=str(certs.other_ca))
     received: list[RemotingCommand] = []
     accepted: list[trio.SocketStream] = []
     broker_context = server_context(broker_side)
@@ -188,7 +191,7 @@ async def test_notifications_over_tls_reuse_the_connection_and_follow_a_restarte
 
     async with trio.open_nursery() as nursery:
         listeners = await nursery.start(trio.serve_tcp, broker, 0)
-        address = "127.0.0.1:%d" % listeners[0].socket.getsockname()[1]
+        address = f"127.0.0.1:{listeners[0].socket.getsockname()[1]}"
         notifier = Notifier(notify_client_context(ours))
         await nursery.start(notifier.run)
         notifier.submit(address, notify(5))

@@ -27,7 +27,7 @@ async def test_takeover_leader_refuses_to_transfer_until_its_lease_wait_is_over(
     async with trio.open_nursery() as nursery:
         nodes = [ControllerNode(config) for config in three_configs(tmp_path)]
         scopes = [trio.CancelScope() for _ in nodes]
-        for node, scope in zip(nodes, scopes):
+        for node, scope in zip(nodes, scopes, strict=True):
             await nursery.start(run_in_scope, node, scope)
         await wait_until(lambda: sum(node.replica.serving_as_leader for node in nodes) == 1, 10, "one leader")
         old = next(index for index, node in enumerate(nodes) if node.replica.serving_as_leader)
@@ -36,7 +36,8 @@ async def test_takeover_leader_refuses_to_transfer_until_its_lease_wait_is_over(
 
         def waiting_leader() -> ControllerNode | None:
             return next((node for node in survivors if node.replica.raw is not None
-                         and node.replica.leader_id == node.config.node_id and node.replica.raw.raft.commit_blocked_until_tick), None)
+                         and node.replica.leader_id == node.config.node_id
+                         and node.replica.raw.raft.commit_blocked_until_tick), None)
 
         await wait_until(lambda: waiting_leader() is not None, 10, "a takeover leader in its lease wait")
         leader = waiting_leader()

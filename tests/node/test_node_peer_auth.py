@@ -133,7 +133,7 @@ async def test_rotation_every_step_keeps_the_links_up(tmp_path: Path) -> None:
     """docs/security.md's rotation: add the new secret second, move it first, drop the old. Nodes
     change one at a time, so each step is a pair of neighbouring stages."""
     stages = [(OLD,), (OLD, NEW), (NEW, OLD), (NEW,)]
-    for before, after in zip(stages, stages[1:]):
+    for before, after in zip(stages, stages[1:], strict=False):
         assert await linked_both_ways(tmp_path, before, after), (before, after)
     assert not await linked_both_ways(tmp_path, (OLD,), (NEW,))  # skipping a step would split the cluster
 

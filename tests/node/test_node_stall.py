@@ -94,8 +94,9 @@ async def master_with_replica(node: ControllerNode, address: str) -> AsyncIterat
             assert (await client.alter_sync_state_set(GROUP, 1, 1, [1, 2], 1)).code == 0
             setup_channel = node.replica.liveness.table.live_info(key(1)).channel_id
             brokers.start()
-            await wait_until(lambda: all(node.replica.liveness.table.live_info(key(i)).channel_id not in (None, setup_channel)
-                                         for i in (1, 2)), what="heartbeats on the thread's connections")
+            await wait_until(lambda: all(node.replica.liveness.table.live_info(key(i)).channel_id
+                                         not in (None, setup_channel) for i in (1, 2)),
+                             what="heartbeats on the thread's connections")
         yield brokers
 
 

@@ -66,7 +66,8 @@ async def test_heartbeats_to_a_follower_reach_the_leader(tmp_path: Path) -> None
         async with ControllerClient([follower]) as client:
             await client.heartbeat(CLUSTER, "broker-z", 3, "10.0.0.9:30911", address=follower, epoch=4)
             key = BrokerKey(CLUSTER, "broker-z", 3)
-            await wait_until(lambda: leader.replica.liveness.table.live_info(key) is not None, what="digest at the leader")
+            await wait_until(lambda: leader.replica.liveness.table.live_info(key) is not None,
+                             what="digest at the leader")
             info = leader.replica.liveness.table.live_info(key)
             assert info is not None and info.epoch == 4
         nursery.cancel_scope.cancel()
@@ -90,12 +91,13 @@ async def test_idle_followers_wake_only_for_scans_and_deadlines(tmp_path: Path) 
     liveness loop woke again at once, every round: an idle follower burned a third of a CPU."""
     scan_ms = 50
     async with trio.open_nursery() as nursery:
-        _leader, followers = await start_three(nursery, three_configs(tmp_path, scan_inactive_master_interval_ms=scan_ms))
+        _leader, followers = await start_three(nursery,
+                                               three_configs(tmp_path, scan_inactive_master_interval_ms=scan_ms))
         await wait_until(lambda: all(f.replica.liveness.rounds >= 2 for f in followers), what="scans on followers")
         before = [f.replica.liveness.rounds for f in followers]
         window_s = 0.5
         await trio.sleep(window_s)  # the measured window itself: rounds counted over a fixed time
-        rounds = [f.replica.liveness.rounds - b for f, b in zip(followers, before)]
+        rounds = [f.replica.liveness.rounds - b for f, b in zip(followers, before, strict=True)]
         # one scan per interval (plus slack for a late wake-up), never a busy loop
         assert all(r <= window_s * 1000 / scan_ms + 3 for r in rounds), rounds
         nursery.cancel_scope.cancel()
@@ -115,11 +117,12 @@ async def test_a_write_that_cannot_commit_times_out_and_the_leader_forgets_it(tm
             await node.run(task_status=task_status)
 
     async with trio.open_nursery() as nursery:
-        for node, scope in zip(nodes, scopes):
+        for node, scope in zip(nodes, scopes, strict=True):
             await nursery.start(run, node, scope)
-        await wait_until(lambda: sum(node.replica.serving_as_leader for node in nodes) == 1, timeout_s=10, what="a leader")
+        await wait_until(lambda: sum(node.replica.serving_as_leader for node in nodes) == 1,
+                         timeout_s=10, what="a leader")
         leader = next(node for node in nodes if node.replica.serving_as_leader)
-        for node, scope in zip(nodes, scopes):
+        for node, scope in zip(nodes, scopes, strict=True):
             if node is not leader:
                 scope.cancel()
         async with ControllerClient([leader.config.listen_address], max_retries=0) as client:
@@ -153,7 +156,8 @@ async def test_when_the_successor_cannot_win_another_survivor_takes_over_quickly
     async with trio.open_nursery() as nursery:
         for node_id in by_id:
             await nursery.start(run, node_id)
-        await wait_until(lambda: sum(n.replica.serving_as_leader for n in nodes.values()) == 1, timeout_s=20, what="a leader")
+        await wait_until(lambda: sum(n.replica.serving_as_leader for n in nodes.values()) == 1,
+                         timeout_s=20, what="a leader")
         leader = next(n for n in nodes.values() if n.replica.serving_as_leader)
         successor = next(node_id for node_id in by_id if node_id != leader.config.node_id)
         other = next(node_id for node_id in by_id if node_id not in (leader.config.node_id, successor))
@@ -164,7 +168,8 @@ async def test_when_the_successor_cannot_win_another_survivor_takes_over_quickly
                 "registerCheckCode": "10.0.0.7:30911;1"})
         assert answer is not None and answer.code == 0  # committed by the leader and `other` alone
         await nursery.start(run, successor)  # back, with the shorter log
-        await wait_until(lambda: nodes[other].replica.leader_id == leader.config.node_id, what="other follows the leader")
+        await wait_until(lambda: nodes[other].replica.leader_id == leader.config.node_id,
+                         what="other follows the leader")
         scopes[leader.config.node_id].cancel()
         killed_s = trio.current_time()
         await wait_until(lambda: nodes[other].replica.serving_as_leader, timeout_s=10, what="a new leader")

@@ -38,7 +38,8 @@ async def start_cluster(nursery: trio.Nursery, tmp_path: Path, seed: int) -> tup
         node = ControllerNode(config, rng=random.Random(seed + i))
         await nursery.start(node.run)
         nodes.append(node)
-    await wait_until(lambda: sum(n.replica.serving_as_leader for n in nodes) == 1 and all(n.replica.leader_id for n in nodes),
+    await wait_until(lambda: sum(n.replica.serving_as_leader for n in nodes) == 1
+                     and all(n.replica.leader_id for n in nodes),
                      timeout_s=15, what="one leader")
     return mesh, nodes
 
@@ -103,7 +104,8 @@ async def test_cut_off_follower_refuses_linearizable_reads(tmp_path: Path, seed:
         history = History()
         async with ControllerClient([leader.listen_address], timeout_ms=5000) as client:
             await make_group(client, "g", "10.0.0.1:1")
-            await wait_until(lambda: follower.replica.applied_index == leader.replica.applied_index, what="follower caught up")
+            await wait_until(lambda: follower.replica.applied_index == leader.replica.applied_index,
+                             what="follower caught up")
             mesh.isolate(follower.config.node_id)
             assert await history.write(client, "w", "g", "10.0.0.1:2", node=leader.listen_address)
             for level in ("linearizable", "lease"):
@@ -134,7 +136,8 @@ async def test_checker_catches_follower_that_skips_the_read_index(tmp_path: Path
         history = History()
         async with ControllerClient([leader.listen_address], timeout_ms=5000) as client:
             await make_group(client, "g", "10.0.0.1:1")
-            await wait_until(lambda: follower.replica.applied_index == leader.replica.applied_index, what="follower caught up")
+            await wait_until(lambda: follower.replica.applied_index == leader.replica.applied_index,
+                             what="follower caught up")
             monkeypatch.setattr(ReadPath, "_confirm", serve_without_read_index)
             mesh.isolate(follower.config.node_id)
             assert await history.write(client, "w", "g", "10.0.0.1:2", node=leader.listen_address)

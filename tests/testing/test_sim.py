@@ -86,7 +86,8 @@ def test_cli_runs_seeds_and_ends_with_one_json_line(capsys: pytest.CaptureFixtur
     assert summary["sim_seconds"] == pytest.approx(2 * (knobs.active_us + knobs.quiet_us) / 1e6)
 
 
-def test_cli_prints_failing_seed_with_trace(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_prints_failing_seed_with_trace(monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(RaftCore, "_candidate_log_up_to_date", lambda self, term, index: True)
     found = first_violation(SimKnobs(), range(40))
     assert found is not None

@@ -37,7 +37,8 @@ def group(master: int | None = 1, epoch: int = 1, sss: tuple[int, ...] = (1,), s
                        master, epoch, frozenset(sss), sss_epoch)
 
 
-def elect(candidate: int, before: BrokerGroup, trigger: Trigger = Trigger.CONTROLLER, unclean: bool = False) -> ElectMaster:
+def elect(candidate: int, before: BrokerGroup, trigger: Trigger = Trigger.CONTROLLER,
+          unclean: bool = False) -> ElectMaster:
     return ElectMaster("sim", "g0", trigger, candidate, before.master_epoch, before.sync_state_set_epoch, 0,
                        unclean=unclean)
 

@@ -24,7 +24,8 @@ from rmqc.acl._signature import (
 )
 
 __all__ = [
-    "ACCESS_KEY", "ANONYMOUS", "SIGNATURE", "Account", "AclConfigError", "Credentials", "AclRules", "AddressPattern", "Allowed",
+    "ACCESS_KEY", "ANONYMOUS", "SIGNATURE", "Account", "AclConfigError", "Credentials", "AclRules", "AddressPattern",
+    "Allowed",
     "Refusal", "SigningKey", "check_request", "needs_admin", "parse_address_pattern", "parse_plain_acl", "sign_request",
     "signature", "signature_content", "signature_matches",
 ]

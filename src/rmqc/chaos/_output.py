@@ -198,7 +198,8 @@ def report_markdown(summary: dict[str, Any], charts: bool = True, *, close_up: b
         lines += ["", "## Timeline", "", "Red: fault; orange: heal and recovery. Top: successful writes and "
                   "reads and failed requests per second; bottom: each node's role.", "", "![timeline](timeline.png)"]
         if close_up:
-            lines += ["", f"The first {CLOSE_UP_WINDOWS} windows:", "", "![timeline, first windows](timeline-close-up.png)"]
+            lines += ["", f"The first {CLOSE_UP_WINDOWS} windows:", "",
+                      "![timeline, first windows](timeline-close-up.png)"]
         lines += ["", "## RTO per window", "", "![rto](rto.png)"]
     else:
         lines += ["", "(No charts: matplotlib is not installed; `pip install 'rmqc[pipeline]'`.)"]

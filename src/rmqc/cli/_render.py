@@ -384,7 +384,8 @@ def render_chaos_summary(summary: Mapping[str, Any], out_dir: str) -> None:
     if targets and targets["kinds"]:
         missed = [f"{kind} p99 {row['p99']} ms" for kind, row in targets["kinds"].items() if not row["met"]]
         out.print(f"RTO target p99 <= {targets['target_p99_ms']:,.0f} ms: "
-                  + ("[green]met by every kind[/green]" if not missed else f"[yellow]missed by {', '.join(missed)}[/yellow]"))
+                  + ("[green]met by every kind[/green]" if not missed
+                     else f"[yellow]missed by {', '.join(missed)}[/yellow]"))
     designations = summary.get("designations")
     if designations:
         out.print(f"master designations: {designations['sent']} sent, {designations['elected']} elected, "

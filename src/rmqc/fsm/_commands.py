@@ -268,7 +268,7 @@ def _origin(raw: object) -> Origin:
         raise TypeError(f"expected an origin object, got {raw!r}")
     if any(value is not None and type(value) is not str for value in values):
         raise TypeError(f"origin fields must be strings or null, got {raw!r}")
-    return Origin(*values)  # type: ignore[arg-type]
+    return Origin(*values)
 
 
 def _optional(check: Callable[[object], object]) -> Callable[[object], object]:

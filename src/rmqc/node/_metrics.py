@@ -85,7 +85,8 @@ def election_result_of(result: ApplyResult) -> str | None:
     if not isinstance(command, ElectMaster):
         return None
     if not result.ok:
-        return KEEP_CURRENT_MASTER if result.before is not None and result.before.master_id is not None else NO_MASTER_ELECTED
+        had_master = result.before is not None and result.before.master_id is not None
+        return KEEP_CURRENT_MASTER if had_master else NO_MASTER_ELECTED
     return NO_MASTER_ELECTED if command.candidate is None else NEW_MASTER_ELECTED
 
 

@@ -15,6 +15,7 @@ their sockets, 1008s to the notifier.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
@@ -232,11 +233,9 @@ class ControllerNode:
         self.replica.forwarded_request(sender, request, answer)
 
     async def _reply_forward(self, reply: PeerReply, tag: int, response: RemotingCommand) -> None:
-        with trio.move_on_after(self.config.request_timeout_ms / 1000):
-            try:
-                await reply(FrameKind.FORWARD_RESPONSE, encode_tagged(tag, encode(response)))
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                pass
+        with (trio.move_on_after(self.config.request_timeout_ms / 1000),
+              contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError)):
+            await reply(FrameKind.FORWARD_RESPONSE, encode_tagged(tag, encode(response)))
 
     def on_forward_response(self, sender: str, tag: int, frame: bytes) -> None:
         try:

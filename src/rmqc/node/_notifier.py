@@ -167,12 +167,13 @@ class Notifier:
 
     async def _connect(self, address: str) -> trio.SocketStream | TlsStream:
         with trio.fail_after(CONNECT_TIMEOUT_S):
-            stream: trio.SocketStream | TlsStream = await open_stream(address)
+            tcp = await open_stream(address)
+        stream: trio.SocketStream | TlsStream = tcp
         if self._ssl_context is not None:
             try:
-                stream = await dial_tls(stream, self._ssl_context)  # its own deadline
+                stream = await dial_tls(tcp, self._ssl_context)  # its own deadline
             except BaseException:
-                await trio.aclose_forcefully(stream)
+                await trio.aclose_forcefully(tcp)
                 raise
         self._connections[address] = stream
         while len(self._connections) > MAX_CACHED_CONNECTIONS:

@@ -341,7 +341,9 @@ def _is_refusal(error: BaseException) -> bool:
     if isinstance(error, ConnectionRefusedError):
         return True
     causes = getattr(error.__cause__, "exceptions", None)
-    return bool(causes) and all(isinstance(cause, ConnectionRefusedError) for cause in causes)
+    if not causes:
+        return False
+    return all(isinstance(cause, ConnectionRefusedError) for cause in causes)
 
 
 _NODELAY = (6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY, on: Raft messages are latency-bound, not bulk

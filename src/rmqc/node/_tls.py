@@ -12,6 +12,7 @@ clients, without host name checks: the trust file is what decides).
 
 from __future__ import annotations
 
+import contextlib
 import ssl
 
 import trio
@@ -132,10 +133,8 @@ class TlsStream(trio.abc.Stream):
     async def _flush_alert(self) -> None:
         """Tell the other side why (a TLS alert), if the socket takes it."""
         if self._outgoing.pending:
-            try:
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 await self.transport.send_all(self._outgoing.read())
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                pass
 
     def decrypt(self, data: bytes) -> bytes:
         """The plaintext of every complete record once `data` (read from the socket) is added;

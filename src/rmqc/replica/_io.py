@@ -87,31 +87,72 @@ class Clock(Protocol):
 
 
 class PeerInfo(Protocol):
-    id: str
-    address: str
+    """A peer of the configuration (read-only: frozen configs and computed addresses satisfy it)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def address(self) -> str: ...
 
 
 class ReplicaConfig(Protocol):
-    """The fields of rmqc.node.NodeConfig the replica reads."""
+    """The fields of rmqc.node.NodeConfig the replica reads (read-only, so a frozen config satisfies it;
+    `data_dir` is only named in messages, a str in NodeConfig and a Path in the simulator)."""
 
-    node_id: str
-    group: str
-    data_dir: Path
-    tick_ms: int
-    election_tick: int
-    heartbeat_tick: int
-    lease_drift_ticks: int
-    lease_ticks: int
-    max_entries_per_append: int
-    max_appends_in_flight: int
-    request_timeout_ms: int
-    digest_interval_ms: int
-    scan_inactive_master_interval_ms: int
-    group_commit: bool
-    forward_writes: bool
-    snapshot_every_entries: int
-    default_consistency: str
-    max_frame_bytes: int
+    @property
+    def node_id(self) -> str: ...
+
+    @property
+    def group(self) -> str: ...
+
+    @property
+    def data_dir(self) -> str | Path: ...
+
+    @property
+    def tick_ms(self) -> int: ...
+
+    @property
+    def election_tick(self) -> int: ...
+
+    @property
+    def heartbeat_tick(self) -> int: ...
+
+    @property
+    def lease_drift_ticks(self) -> int: ...
+
+    @property
+    def lease_ticks(self) -> int: ...
+
+    @property
+    def max_entries_per_append(self) -> int: ...
+
+    @property
+    def max_appends_in_flight(self) -> int: ...
+
+    @property
+    def request_timeout_ms(self) -> int: ...
+
+    @property
+    def digest_interval_ms(self) -> int: ...
+
+    @property
+    def scan_inactive_master_interval_ms(self) -> int: ...
+
+    @property
+    def group_commit(self) -> bool: ...
+
+    @property
+    def forward_writes(self) -> bool: ...
+
+    @property
+    def snapshot_every_entries(self) -> int: ...
+
+    @property
+    def default_consistency(self) -> str: ...
+
+    @property
+    def max_frame_bytes(self) -> int: ...
 
     @property
     def peers(self) -> Sequence[PeerInfo]: ...

@@ -261,7 +261,8 @@ class SimBrokerClient:
         caught = [i for i, at in self.caught_up_us.items() if at == now_us]
         new_set = expanded_set(self.sync_state_set, caught)
         if new_set == self.sync_state_set:
-            new_set = shrunk_set(self.sync_state_set, self.broker_id, {i: t // 1000 for i, t in self.caught_up_us.items()},
+            new_set = shrunk_set(self.sync_state_set, self.broker_id,
+                                 {i: t // 1000 for i, t in self.caught_up_us.items()},
                                  connected, now_us // 1000, self.knobs.alter_us // 1000)
         if new_set == self.sync_state_set:
             return None
@@ -327,8 +328,8 @@ class SimBrokerClient:
         if response.code == C.SUCCESS:
             body = loads_fastjson(pending.request.body or b"{}")
             new_epoch = int(response.ext("newSyncStateSetEpoch") or 0)
-            self.history.add(AlterAck(self.group, self.broker_id or 0, self.master_epoch, int(body["syncStateSetEpoch"]),
-                                      tuple(body["syncStateSet"]), new_epoch, now_us))
+            self.history.add(AlterAck(self.group, self.broker_id or 0, self.master_epoch,
+                                      int(body["syncStateSetEpoch"]), tuple(body["syncStateSet"]), new_epoch, now_us))
             self.sync_state_set = frozenset(body["syncStateSet"])
             self.sync_state_set_epoch = new_epoch
         elif response.code in (C.CONTROLLER_FENCED_MASTER_EPOCH, C.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH,
@@ -355,8 +356,9 @@ class SimBrokerClient:
         if answer is None or answer.response.code != C.SUCCESS:
             return
         assert pending.level is not None
-        self.history.add(ReadRecord(answer.node, answer.incarnation, pending.level, str(pending.request.ext("brokerName")),
-                                    pending.sent_us, now_us, group_view(answer.response), answer.served_us))
+        self.history.add(ReadRecord(answer.node, answer.incarnation, pending.level,
+                                    str(pending.request.ext("brokerName")), pending.sent_us, now_us,
+                                    group_view(answer.response), answer.served_us))
 
     def _adopt(self, master: int, epoch: int, sss_epoch: int, sss: frozenset[int], now_us: int) -> None:
         self.master_id = master

@@ -144,7 +144,8 @@ class SafetyChecker:
         if record is None:
             return  # nobody applied that index through entries yet; later applies are compared
         if record.term != term or record.kv != kv:
-            self.fail(f"state-machine safety: {node} installs a snapshot at {index} that differs from the applied state")
+            self.fail(f"state-machine safety: {node} installs a snapshot at {index} "
+                      "that differs from the applied state")
 
 
     def check_durable_majority(self, storages: dict[str, Storage]) -> None:

@@ -192,8 +192,7 @@ class ReplicaSimNode:
         self.deferred.clear()
         self._wakeup_us = None
         self._drive_scheduled = False
-        # SimReplicaConfig has every field ReplicaConfig reads; its peers are frozen (read-only).
-        self.replica = Replica(config, self.storage, _SimClock(self), rng, self.outbox)  # type: ignore[arg-type]
+        self.replica = Replica(config, self.storage, _SimClock(self), rng, self.outbox)
         self._observe_applies(self.replica)
         self._after_input()
 

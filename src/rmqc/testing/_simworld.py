@@ -172,7 +172,8 @@ class World:
         hint = node_view(node).leader if node.raw is not None else None
         answer = Answer(response, node.id, node.incarnation, hint, self.events.now_us)
         if self.rng.random() >= self.knobs.faults.drop_p:
-            self.events.after(self._client_delay_us(), self._deliver_answer, remote.sender, remote.request.opaque, answer)
+            self.events.after(self._client_delay_us(), self._deliver_answer,
+                              remote.sender, remote.request.opaque, answer)
 
     def _deliver_answer(self, sender: str, opaque: int, answer: Answer) -> None:
         now_us = self.events.now_us
@@ -199,9 +200,9 @@ class World:
         best = None
         for node_id in self.node_ids:
             node = self.nodes[node_id]
-            if node.up and not node.paused and self.is_leader(node):
-                if best is None or node_view(node).term > node_view(best).term:
-                    best = node
+            if (node.up and not node.paused and self.is_leader(node)
+                    and (best is None or node_view(node).term > node_view(best).term)):
+                best = node
         return best
 
     # -- checks ---------------------------------------------------------------------------------

@@ -156,8 +156,8 @@ MUTANTS: dict[str, Mutant] = {
                                     (processor_module, "check_alter_sync_state_set", _check_alter_without_sss_epoch))),
     "apply-before-persist": Mutant(((Driver, "_persist_then_apply", _apply_then_persist),)),
     "stale-read-as-linearizable": Mutant(((ReadPath, "_read_index_reached", lambda self, index: True),)),
-    "lease-ignores-drift": Mutant(((core_module, "lease_duration_ticks", lambda lease_ticks, drift_ticks: lease_ticks),),
-                                  "lease-drift"),
+    "lease-ignores-drift": Mutant(
+        ((core_module, "lease_duration_ticks", lambda lease_ticks, drift_ticks: lease_ticks),), "lease-drift"),
 }
 
 
@@ -174,7 +174,7 @@ def mutant(name: str | None) -> Iterator[None]:
     try:
         yield
     finally:
-        for (owner, attribute, _), original in zip(patches, originals):
+        for (owner, attribute, _), original in zip(patches, originals, strict=True):
             setattr(owner, attribute, original)
 
 
@@ -240,7 +240,8 @@ def _run_one(seed: int, knobs: SimKnobs) -> SeedResult:
     try:
         return run_seed(seed, knobs)
     except Exception as exc:  # noqa: BLE001 - reported as this seed's failure, never swallowed
-        return SeedResult(seed, knobs.nodes, [f"crashed: {type(exc).__name__}: {exc}"], 0, 0.0, [], ControllerHistory(), {})
+        return SeedResult(seed, knobs.nodes, [f"crashed: {type(exc).__name__}: {exc}"], 0, 0.0, [],
+                          ControllerHistory(), {})
 
 
 def describe_failure(result: SeedResult) -> str:
