@@ -23,8 +23,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench scripts
 	$(BIN)/mypy
 
+# the whole suite: lint, the tests, then 300 seeds of the deterministic simulator (issue 14)
 test: lint
 	$(BIN)/python -m pytest
+	$(BIN)/python -m rmqc.testing.sim --seeds 300
 
 sim: $(STAMP)
 	$(BIN)/python -m rmqc.testing.sim --seeds 10000
