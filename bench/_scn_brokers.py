@@ -95,19 +95,6 @@ async def others_notified(fleet: BrokerFleet, name: str, master: int, old_epoch:
     return time.perf_counter()
 
 
-def watch_heartbeats(broker: Any) -> list[float]:
-    """Timestamps of the broker's heartbeat rounds from now on (wraps its own round, nothing else)."""
-    stamps: list[float] = []
-    original = broker._heartbeat_all
-
-    async def stamped() -> None:
-        stamps.append(time.perf_counter())
-        await original()
-
-    broker._heartbeat_all = stamped
-    return stamps
-
-
 def stuck_brokers(fleet: BrokerFleet) -> str:
     """What the brokers of the first group that did not converge believe, and their last errors."""
     problems = fleet.problems(full_sync_state_sets=True)
@@ -136,12 +123,12 @@ async def broker_failover(suite: Suite) -> dict[str, Any]:
             broker = fleet.broker(name, master)
             old_epoch = broker.master_epoch
             if hang:
-                stamps = watch_heartbeats(broker)
+                broker.heartbeat_stamps.clear()  # the next round's stamp is the last before the hang
                 with trio.fail_after(5):
-                    while not stamps:
+                    while not broker.heartbeat_stamps:
                         await trio.sleep(POLL_S)
                 fleet.hang(name, master)
-                t0 = stamps[-1] + timing.heartbeat_timeout_ms / 1000  # the controllers' deadline for it
+                t0 = broker.heartbeat_stamps[-1] + timing.heartbeat_timeout_ms / 1000  # the controllers' deadline
             else:
                 t0 = time.perf_counter()
                 fleet.kill(name, master)

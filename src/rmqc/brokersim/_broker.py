@@ -106,6 +106,9 @@ class SimBroker:
         self._reset_volatile()
         self._scope = trio.CancelScope()
         self._resumed = trio.Event()
+        # time.perf_counter() of every heartbeat round since the last reset (observers such as the
+        # broker_failover bench time a hang from the last one); bounded, newest last
+        self.heartbeat_stamps: deque[float] = deque(maxlen=16)
         self._nursery: trio.Nursery | None = None
         self._client: ControllerClient | None = None
 
@@ -321,6 +324,7 @@ class SimBroker:
         (no task: thousands of brokers heartbeat every second); to a controller not connected
         yet, a background send bounded by the send timeout, one at a time per controller, so
         one unreachable controller delays no heartbeat to the others."""
+        self.heartbeat_stamps.append(time.perf_counter())
         client = self._require_client()
         assert self.broker_id is not None
         ext = heartbeat_ext(self.cluster, self.broker_name, self.broker_id, self.address, self.epoch,
