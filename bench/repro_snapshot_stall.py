@@ -26,7 +26,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._load import LoadError, RemotingConn  # noqa: E402
+from bench._load import LoadError  # noqa: E402
 from bench._rmqc import RmqcCluster, durable_write  # noqa: E402
 from rmqc.remoting import RequestCode  # noqa: E402
 
@@ -73,7 +73,8 @@ async def main(args: argparse.Namespace) -> int:
                     return
                 took = time.perf_counter() - started
                 if took > args.slow_ms / 1000:
-                    slow.append((time.strftime("%H:%M:%S", time.localtime(time.time() - took)), node, round(took * 1000)))
+                    sent = time.strftime("%H:%M:%S", time.localtime(time.time() - took))
+                    slow.append((sent, node, round(took * 1000)))
                 if took > slowest.get(node, (0.0, 0.0))[0]:
                     slowest[node] = (took, time.time() - t0)
                 await trio.sleep(PROBE_EVERY_S)
