@@ -70,8 +70,8 @@ from ._tls import notify_client_context
 
 log = logging.getLogger("rmqc.node")
 
-# Entries a node's compaction deletes per transaction: each holds the storage's writer lock, which
-# the driver's next save waits for; 1,000 take about 1 ms (bench/bench_snapshot_stall.py).
+# Entries a node's compaction deletes per transaction, one step of _write_snapshot in the event
+# loop's thread between two checkpoints; 1,000 take about 1 ms (bench/bench_snapshot_stall.py).
 NODE_SWEEP_BATCH_ENTRIES = 1_000
 # The exit status of a node stopped by a failed write or fsync (sysexits.h EX_IOERR).
 EXIT_STORAGE_FAILED = 74
