@@ -5,10 +5,12 @@ Writers hammer the leader with durable writes until --entries; meanwhile a probe
 for its metadata every 20 ms (a read the node answers in its event loop) and records each answer's
 latency. Printed: per node, the slowest answer and when it was, the nodes' `snapshot at` lines
 and their `stalled N ms` warnings. --fsync-load N runs N threads that write 64 KB and fsync in a
-loop on the same filesystem (a contended disk, as in the chaos run).
+loop on the same filesystem (a contended disk, as in the chaos run). --faketime starts the nodes
+under libfaketime as `rmqc chaos run`'s clock fault does (offset 0); RMQC_BENCH_PROGRAM runs
+another tree's rmqc for a before/after.
 
 Run: PYTHONPATH=src .venv/bin/python bench/repro_snapshot_stall.py [--every 2000] [--entries 4500]
-     [--fsync-load 2] [--program WRAPPER]
+     [--fsync-load 2] [--faketime]
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._load import LoadError  # noqa: E402
 from bench._rmqc import RmqcCluster, durable_write  # noqa: E402
+from rmqc.chaos._faults import libfaketime, set_clock_offset  # noqa: E402
 from rmqc.remoting import RequestCode  # noqa: E402
 
 PROBE_EVERY_S = 0.02
@@ -49,6 +52,12 @@ def fsync_load(directory: Path, stop: threading.Event, index: int) -> None:
 async def main(args: argparse.Namespace) -> int:
     root = Path(tempfile.mkdtemp(prefix="snapstall-", dir=args.dir))
     cluster = RmqcCluster(root, 3, {"snapshot_every_entries": args.every})
+    if args.faketime:  # every node as rmqc.chaos starts it for its clock fault (offset 0)
+        clock = root / "clock"
+        set_clock_offset(clock, 0)
+        for node in cluster.nodes:
+            node.env = {"LD_PRELOAD": str(libfaketime()), "FAKETIME_TIMESTAMP_FILE": str(clock),
+                        "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
     stop_load = threading.Event()
     loaders = [threading.Thread(target=fsync_load, args=(root, stop_load, i), daemon=True)
                for i in range(args.fsync_load)]
@@ -98,7 +107,8 @@ async def main(args: argparse.Namespace) -> int:
     finally:
         stop_load.set()
         cluster.stop()
-    print(f"every={args.every} entries={written} fsync_load={args.fsync_load} writes/s={written / elapsed:.0f}")
+    print(f"every={args.every} entries={written} fsync_load={args.fsync_load} faketime={args.faketime} "
+          f"writes/s={written / elapsed:.0f}")
     worst = 0.0
     for node in cluster.ids:
         took, at = slowest.get(node, (0.0, 0.0))
@@ -120,6 +130,7 @@ if __name__ == "__main__":
     parser.add_argument("--entries", type=int, default=4500)
     parser.add_argument("--writers", type=int, default=16)
     parser.add_argument("--fsync-load", type=int, default=0)
+    parser.add_argument("--faketime", action="store_true", help="run the nodes under libfaketime")
     parser.add_argument("--slow-ms", type=int, default=200)
     parser.add_argument("--dir", default=None)
     sys.exit(trio.run(main, parser.parse_args()))
