@@ -1,8 +1,14 @@
 """A node keeps answering while it writes a snapshot (docs/chaos.md: on a loaded disk the write
 took seconds, and the driver waited for it: no Ready handled, no request answered, leadership lost).
 
-The slow disk is a create_snapshot held in its worker thread until the probes are done: requests
-that need the driver (writes, 1005 reads) must be answered meanwhile."""
+The write is a task of its own in the event loop's thread, one short transaction per step. The slow
+disk is a compaction of many slow batches (each a 5 ms transaction) going on until the probes are
+done: requests that need the driver (writes, 1005 reads) must be answered between two batches.
+
+And the write must not be made in a second Python thread: every step of a worker thread takes the
+GIL back from the busy event loop, and under libfaketime (the chaos run's clock fault) those
+hand-offs stalled every node for 1-2 s at a time until the snapshot was written (docs/chaos.md,
+bench/repro_snapshot_stall.py)."""
 
 from __future__ import annotations
 
@@ -23,17 +29,21 @@ ANSWER_WITHIN_S = 0.5  # a probe answered later than this means the snapshot sil
 PROBES = 10
 
 
-def hold_create_snapshot(storage: LmdbStorage) -> tuple[threading.Event, threading.Event]:
-    """(entered, release): create_snapshot sets `entered`, then waits for `release` before writing."""
+def slow_endless_sweep(storage: LmdbStorage) -> tuple[threading.Event, threading.Event]:
+    """(entered, release): the compaction's sweep sets `entered`, then, until `release`, every
+    batch is a 5 ms transaction that reports one entry deleted (a long sweep on a slow disk)."""
     entered, release = threading.Event(), threading.Event()
-    real = storage.create_snapshot
+    real = storage.sweep_batch
+    started = time.monotonic()
 
-    def held(*args: object) -> object:
+    def slow(limit: int) -> int:
         entered.set()
-        release.wait(HOLD_LIMIT_S)
-        return real(*args)
+        if release.is_set() or time.monotonic() - started > HOLD_LIMIT_S:
+            return real(limit)
+        time.sleep(0.005)
+        return 1
 
-    storage.create_snapshot = held  # type: ignore[method-assign]
+    storage.sweep_batch = slow  # type: ignore[method-assign]
     return entered, release
 
 
@@ -42,7 +52,7 @@ async def test_the_node_answers_writes_and_reads_while_a_snapshot_is_written(tmp
     async with trio.open_nursery() as nursery:
         node = await start(nursery, config)
         assert node.storage is not None
-        entered, release = hold_create_snapshot(node.storage)
+        entered, release = slow_endless_sweep(node.storage)
         try:
             async with ControllerClient([config.listen_address]) as client:
                 number = 0
@@ -57,10 +67,39 @@ async def test_the_node_answers_writes_and_reads_while_a_snapshot_is_written(tmp
                         await register(client, f"probe-{probe}", f"10.1.0.{probe}:30911")
                         await client.get_metadata()
                     slowest_s = max(slowest_s, time.perf_counter() - started)
-                assert not release.is_set()  # every probe ran while the snapshot write was held
+                assert not release.is_set()  # every probe ran while the snapshot's compaction went on
                 assert slowest_s < ANSWER_WITHIN_S, f"a probe waited {slowest_s:.2f} s for the snapshot"
         finally:
             release.set()
         await wait_until(lambda: node.storage.snapshot_meta().index > 0, what="the held snapshot written")
         await wait_until(lambda: node.storage.first_index() > 1, what="the log compacted behind it")
+        nursery.cancel_scope.cancel()
+
+
+async def test_the_snapshot_is_written_in_the_event_loops_thread(tmp_path: Path) -> None:
+    """Regression: create_snapshot, the compaction's boundary and every sweep batch run in the
+    event loop's thread (before: in trio worker threads, whose GIL hand-offs stalled the loop)."""
+    config = single_config(tmp_path, snapshot_every_entries=SNAPSHOT_EVERY)
+    async with trio.open_nursery() as nursery:
+        node = await start(nursery, config)
+        storage = node.storage
+        assert storage is not None
+        threads: dict[str, set[int]] = {"create_snapshot": set(), "compact": set(), "sweep_batch": set()}
+        for name in threads:
+            real = getattr(storage, name)
+
+            def recorded(*args: object, _real: object = real, _name: str = name, **kwargs: object) -> object:
+                threads[_name].add(threading.get_ident())
+                return _real(*args, **kwargs)  # type: ignore[operator]
+
+            setattr(storage, name, recorded)
+        async with ControllerClient([config.listen_address]) as client:
+            number = 0
+            with trio.fail_after(10):
+                while not threads["sweep_batch"] or node.replica.driver.snapshot_in_flight:
+                    await register(client, f"broker-{number}", f"10.0.0.{number}:30911")
+                    number += 1
+        assert storage.snapshot_meta().index > 0 and storage.first_index() > 1
+        loop_thread = threading.get_ident()
+        assert threads == {"create_snapshot": {loop_thread}, "compact": {loop_thread}, "sweep_batch": {loop_thread}}
         nursery.cancel_scope.cancel()

@@ -71,8 +71,8 @@ from ._tls import notify_client_context
 
 log = logging.getLogger("rmqc.node")
 
-# Entries a node's compaction deletes per transaction: each holds the storage's writer lock, which
-# the driver's next save waits for; 1,000 take about 1 ms (bench/bench_snapshot_stall.py).
+# Entries a node's compaction deletes per transaction, one step of _write_snapshot in the event
+# loop's thread between two checkpoints; 1,000 take about 1 ms (bench/bench_snapshot_stall.py).
 NODE_SWEEP_BATCH_ENTRIES = 1_000
 # The exit status of a node stopped by a failed write or fsync (sysexits.h EX_IOERR).
 EXIT_STORAGE_FAILED = 74
@@ -312,23 +312,30 @@ class ControllerNode:
     # ----- snapshots, off the driver -----
 
     async def _write_snapshot(self, action: WriteSnapshot) -> None:
-        """create_snapshot + compaction in worker threads, while the driver goes on. Each of their
-        transactions holds the storage's writer lock, which a save of the driver (in the event
-        loop's thread) then waits for: so the sweep is one short transaction per thread call, and
-        between two calls the driver's save takes the lock (a threading lock is not fair: a thread
-        sweeping in a loop could retake it first every time)."""
+        """create_snapshot + compaction as a task of its own, in the event loop's thread: one short
+        transaction per step (the snapshot, the boundary, then the sweep NODE_SWEEP_BATCH_ENTRIES
+        at a time), with a checkpoint between two steps so the driver, the peer readers, the
+        server and the timer run in between; the driver never waits for the whole write.
+
+        Not in a worker thread: the steps are each about as long as one of the driver's own saves
+        (which fsync in this thread anyway), and a second Python thread costs the event loop more
+        than the writes do. Every step of that thread re-takes the GIL from the busy event loop,
+        and under libfaketime (the chaos run's clock fault preloads it in every node) each GIL
+        hand-off goes through its pthread_cond_timedwait wrapper, which (FAKETIME_NO_CACHE) opens
+        and reads the timestamp file: the loop then stalled for 1-1.7 s at a time, each node, until
+        the snapshot was written (3-19 s in the chaos run; docs/chaos.md, bench/repro_snapshot_stall.py).
+        A single thread has no hand-off to make."""
         storage, replica = self.storage, self.replica
         assert storage is not None and replica is not None
-
-        def write() -> None:
+        try:
             storage.create_snapshot(action.index, action.conf_state, action.data)
+            await trio.lowlevel.checkpoint()
             if action.compact_to > storage.first_index():
                 storage.compact(action.compact_to, sweep=False)
-
-        try:
-            await trio.to_thread.run_sync(write)
-            while await trio.to_thread.run_sync(storage.sweep_batch, NODE_SWEEP_BATCH_ENTRIES):
-                pass
+            while True:
+                await trio.lowlevel.checkpoint()
+                if not storage.sweep_batch(NODE_SWEEP_BATCH_ENTRIES):
+                    break
         except (SnapshotOutOfDateError, CompactedError) as error:  # the leader's snapshot is newer
             replica.snapshot_written(action.index, SnapshotOutcome.SUPERSEDED, error)
         except StorageFullError as error:

@@ -1,0 +1,81 @@
+"""Regression (docs/chaos.md, "Every node stalls for seconds around the snapshots"): three `rmqc
+serve` nodes under libfaketime, as the chaos run's clock fault starts them, take snapshots under a
+write load, and every node must go on answering reads meanwhile.
+
+When a node wrote its snapshot in trio worker threads, each step of that thread took the GIL back
+from the busy event loop, and under libfaketime those hand-offs stalled the loop: 0.4-1.8 s per
+node at each snapshot here (3-19 s in the chaos run); with the write in the loop's thread, 15-110 ms
+(bench/repro_snapshot_stall.py has the figures)."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+import trio
+
+from rmqc.chaos._faults import libfaketime, set_clock_offset
+from rmqc.client import ControllerClient
+from rmqc.launcher import ServeCluster, free_ports, serve_nodes
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(libfaketime() is None, reason="needs libfaketime (Debian package faketime)")]
+
+SNAPSHOT_EVERY = 3_000
+WRITES = 6_500  # two snapshots on every node
+WRITERS = 16
+PROBE_EVERY_S = 0.02
+SLOWEST_PROBE_S = 0.3  # before the fix: 0.39-0.62 s here (6 s of test), after it 15-110 ms
+
+
+async def test_snapshots_under_libfaketime_do_not_stall_the_nodes(tmp_path: Path) -> None:
+    clock = tmp_path / "clock"
+    set_clock_offset(clock, 0)
+    nodes = serve_nodes(tmp_path, free_ports(3), settings=[f"snapshot_every_entries={SNAPSHOT_EVERY}"])
+    for node in nodes:  # as rmqc.chaos starts every node for its clock fault
+        node.env = {"LD_PRELOAD": str(libfaketime()), "FAKETIME_TIMESTAMP_FILE": str(clock),
+                    "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+    cluster = ServeCluster(nodes)
+    slowest: dict[str, float] = {}
+    written = 0
+    try:
+        await cluster.start_async()
+        done = trio.Event()
+
+        async def probe(address: str) -> None:
+            async with ControllerClient([address]) as client:
+                while not done.is_set():
+                    started = time.perf_counter()
+                    await client.get_metadata(address)
+                    slowest[address] = max(slowest.get(address, 0.0), time.perf_counter() - started)
+                    await trio.sleep(PROBE_EVERY_S)
+
+        async def writer(number: int) -> None:
+            nonlocal written
+            async with ControllerClient(cluster.addresses) as client:
+                seq = 0
+                while written < WRITES:
+                    group, broker_id = divmod(seq, 100)
+                    answer = await client.apply_broker_id("StallCluster", f"w{number}-{group}", broker_id + 1,
+                                                          f"10.0.{number}.{broker_id}:10911;{1_700_000_000_000 + seq}")
+                    if answer.code == 0:
+                        seq += 1
+                        written += 1
+            done.set()
+
+        with trio.fail_after(120):
+            async with ControllerClient(cluster.addresses) as client:  # a leader, before the probes
+                while (await client.get_metadata()).ext_fields.get("controllerLeaderId") in (None, ""):
+                    await trio.sleep(0.05)
+            async with trio.open_nursery() as nursery:
+                for address in cluster.addresses:
+                    nursery.start_soon(probe, address)
+                for number in range(WRITERS):
+                    nursery.start_soon(writer, number)
+        for node in nodes:  # each node took its own snapshots meanwhile
+            assert len(re.findall(r": snapshot at \d+", node.log_tail(5000))) >= 2, node.log_tail()
+        assert max(slowest.values()) < SLOWEST_PROBE_S, f"slowest probe answers (s): {slowest}"
+    finally:
+        cluster.stop_blocking()
