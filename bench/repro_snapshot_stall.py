@@ -99,8 +99,8 @@ async def main(args: argparse.Namespace) -> int:
             done.set()
 
         async with trio.open_nursery() as nursery:
-            for node in cluster.ids:
-                nursery.start_soon(probe, node)
+            for node_id in cluster.ids:
+                nursery.start_soon(probe, node_id)
             for client in range(args.writers):
                 nursery.start_soon(writer, client)
         elapsed = time.time() - t0
@@ -110,13 +110,13 @@ async def main(args: argparse.Namespace) -> int:
     print(f"every={args.every} entries={written} fsync_load={args.fsync_load} faketime={args.faketime} "
           f"writes/s={written / elapsed:.0f}")
     worst = 0.0
-    for node in cluster.ids:
-        took, at = slowest.get(node, (0.0, 0.0))
+    for node_id in cluster.ids:
+        took, at = slowest.get(node_id, (0.0, 0.0))
         worst = max(worst, took)
-        text = (root / "rmqc" / f"{node}.log").read_text(errors="replace")
+        text = (root / "rmqc" / f"{node_id}.log").read_text(errors="replace")
         snaps = re.findall(r"(\d\d:\d\d:\d\d),\d+ INFO \S+ \S+ snapshot at (\d+)", text)
         stalls = re.findall(r"stalled (\d+) ms", text)
-        print(f"  {node}: slowest probe {took * 1000:.0f} ms at +{at:.1f} s; snapshots {snaps}; "
+        print(f"  {node_id}: slowest probe {took * 1000:.0f} ms at +{at:.1f} s; snapshots {snaps}; "
               f"stall warnings (ms): {stalls}")
     print(f"  probes slower than {args.slow_ms} ms (sent at, node, ms): {slow}")
     print(f"WORST_PROBE_MS {worst * 1000:.0f}")
