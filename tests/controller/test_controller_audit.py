@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from rmqc.controller import Propose, RequestContext
+from rmqc.controller import ControllerConfig, Propose, RequestContext
 from rmqc.fsm import (
     AlterSyncStateSet,
     ApplyBrokerId,
@@ -16,6 +16,7 @@ from rmqc.fsm import (
     Origin,
     Trigger,
     UpdateBrokerAddress,
+    UpdateControllerConfig,
 )
 from rmqc.remoting import RemotingCommand, ResponseCode, make_request
 from rmqc.testing.controller_harness import ControllerHarness
@@ -121,3 +122,26 @@ def test_two_clusters_racing_to_create_one_group_cannot_both_win() -> None:
     assert "registered in cluster C, not in cluster X" in (answers[1].remark or "")
     assert h.results[-1].status is ApplyStatus.CLUSTER_MISMATCH
     assert h.state.group("new").replicas.keys() == {1}
+
+
+def test_1009_is_checked_then_proposed_with_its_origin_and_applied(h: ControllerHarness) -> None:
+    config = h.processor.config
+    refused = h.processor.handle(make_request(1009, 3, {}, b"electMasterMaxRetry=2"), RequestContext(h.now_ms))
+    assert not isinstance(refused, Propose) and refused.response.code == ResponseCode.INVALID_PARAMETER
+    assert len(h.log) == 1  # nothing entered the log (the registration of the fixture only)
+    outcome = decide(h, 1009, {}, b"electMasterMaxRetryCount=2\nenableElectUncleanMaster=true")
+    [command] = outcome.commands
+    assert isinstance(command, UpdateControllerConfig) and command.origin == WHO
+    assert command.properties == (("electMasterMaxRetryCount", "2"), ("enableElectUncleanMaster", "true"))
+    assert config.elect_master_max_retry_count == 3  # unchanged until applied
+    assert run(h, outcome).code == ResponseCode.SUCCESS
+    assert config.elect_master_max_retry_count == 2 and config.enable_elect_unclean_master
+    follower = h.processor.handle(make_request(1009, 4, {}, b"electMasterMaxRetryCount=1"),
+                                  RequestContext(h.now_ms, is_leader=False))
+    assert not isinstance(follower, Propose) and follower.response.code == ResponseCode.CONTROLLER_NOT_LEADER
+
+
+def test_a_replicated_1009_skips_keys_this_node_black_lists() -> None:
+    config = ControllerConfig.from_properties(b"configBlackList=electMasterMaxRetryCount")
+    config.apply_replicated({"electMasterMaxRetryCount": "7", "enableElectUncleanMaster": "true"})
+    assert config.elect_master_max_retry_count != 7 and config.enable_elect_unclean_master

@@ -12,6 +12,7 @@ from rmqc.fsm import (
     Origin,
     Trigger,
     UpdateBrokerAddress,
+    UpdateControllerConfig,
 )
 
 C = "C"
@@ -30,4 +31,7 @@ commands = st.one_of(
               st.integers(1, 3), st.none() | ts, origins),
     st.builds(AlterSyncStateSet, names, ids, st.integers(0, 4), st.integers(0, 6), small_sets, ts, origins),
     st.builds(CleanBrokerData, st.none() | st.just(C), names, st.none() | small_sets, ts, origins),
+    st.builds(UpdateControllerConfig, st.dictionaries(st.sampled_from(["electMasterMaxRetryCount", "x"]),
+                                                      st.text(max_size=4), max_size=2)
+              .map(lambda d: tuple(sorted(d.items()))), ts, origins),
 )

@@ -21,6 +21,7 @@ from rmqc.fsm import (
     Origin,
     Trigger,
     UpdateBrokerAddress,
+    UpdateControllerConfig,
     decode_commands,
     describe_command,
     encode_commands,
@@ -461,3 +462,39 @@ def test_who_is_described_by_role() -> None:
     assert Origin("k", "h:1", "n1").caller == "k"
     assert Origin(None, "h:1", "n1").caller == "anonymous"
     assert Origin(None, None, "n0").caller == "controller"
+
+
+# ---- 1009 UpdateControllerConfig -----------------------------------------------------------------
+
+RECONFIGURE = UpdateControllerConfig((("electMasterMaxRetryCount", "5"), ("enableElectUncleanMaster", "true")),
+                                     7, Origin("ops-admin", "10.0.0.9:52110", "n1"))
+
+
+def test_update_controller_config_round_trips_and_is_described() -> None:
+    payload = encode_commands([RECONFIGURE])
+    assert orjson.loads(payload) == [["update_controller_config", {
+        "properties": [["electMasterMaxRetryCount", "5"], ["enableElectUncleanMaster", "true"]],
+        "leader_ts_ms": 7, "origin": {"access_key": "ops-admin", "address": "10.0.0.9:52110", "node": "n1"}}]]
+    assert decode_commands(payload) == [RECONFIGURE]
+    assert describe_command(RECONFIGURE) == (
+        "update controller config {electMasterMaxRetryCount: 5, enableElectUncleanMaster: true} "
+        "[by ops-admin from 10.0.0.9:52110 via n1]")
+    bad = b'[["update_controller_config", {"properties": [["k"]], "leader_ts_ms": 1}]]'
+    with pytest.raises(CommandDecodeError, match="key, value"):
+        decode_commands(bad)
+
+
+def test_update_controller_config_merges_into_the_state_and_its_snapshot() -> None:
+    state = ControllerState()
+    assert b"config" not in state.snapshot()  # unchanged snapshots when no 1009 was applied
+    [result] = state.apply_all([RECONFIGURE, UpdateControllerConfig((("electMasterMaxRetryCount", "2"),), 8)])[1:]
+    assert result.ok and result.before is None and result.after is None
+    assert state.config_updates() == {"electMasterMaxRetryCount": "2", "enableElectUncleanMaster": "true"}
+    restored = ControllerState()
+    restored.restore(state.snapshot())
+    assert restored.config_updates() == state.config_updates()
+    old = ControllerState()
+    old.restore(b'{"version": 1, "groups": []}')  # a snapshot written before 1009 was replicated
+    assert old.config_updates() == {}
+    with pytest.raises(CommandDecodeError, match="config"):
+        old.restore(b'{"version": 1, "groups": [], "config": {"k": 1}}')

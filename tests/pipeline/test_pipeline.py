@@ -83,7 +83,7 @@ def _apply_id(broker_id: int, ts_ms: int) -> fsm.ApplyBrokerId:
 def _real_batches() -> list[list[fsm.Command]]:
     """Registrations, a failover (master last heard at +2000, its heartbeat timeout noticed at +5000,
     new master at +5150), refused alters, an
-    address change, a replica replaced, the group removed and registered again."""
+    address change, a replica replaced, the group removed and registered again, a 1009."""
     return [
         [_apply_id(1, T0_MS), _apply_id(2, T0_MS + 1), _apply_id(3, T0_MS + 2)],
         [fsm.ElectMaster("C", "real-b", fsm.Trigger.BROKER, 1, 0, 0, T0_MS + 10, requester_id=1)],
@@ -96,6 +96,9 @@ def _real_batches() -> list[list[fsm.Command]]:
         [fsm.CleanBrokerData("C", "real-b", None, T0_MS + 8_000)],
         [_apply_id(1, T0_MS + 9_000),
          fsm.ElectMaster("C", "real-b", fsm.Trigger.BROKER, 1, 0, 0, T0_MS + 9_010, requester_id=1)],
+        # a 1009: no broker group, so no group table has it (and it breaks none of them)
+        [fsm.UpdateControllerConfig((("electMasterMaxRetryCount", "5"),), T0_MS + 9_500,
+                                    fsm.Origin("ops", "10.9.0.1:5000", "n1"))],
     ]  # fmt: skip
 
 
@@ -295,8 +298,12 @@ def test_real_state_machine_export(planted_run):
     assert [(r["index"], r["event"], r["broker_id"], r["incarnation"]) for r in audit] == [
         (2, "id_allocated", 1, 0), (2, "id_allocated", 2, 0), (2, "id_allocated", 3, 0),
         (7, "address_changed", 3, 0), (8, "ids_cleaned", None, 0), (8, "id_allocated", 4, 0),
-        (9, "group_cleaned", None, 0), (10, "id_allocated", 1, 1),
+        (9, "group_cleaned", None, 0), (10, "id_allocated", 1, 1), (11, "config_updated", None, None),
     ]  # fmt: skip
+    config = audit[-1]
+    assert (config["settings"], config["caller"], config["caller_address"], config["via_node"]) == (
+        "electMasterMaxRetryCount: 5", "ops", "10.9.0.1:5000", "n1")
+    assert config["broker_name"] is None and config["time"] is not None
 
 
 def test_cli_says_what_is_wrong_with_a_malformed_input(spark, tmp_path):

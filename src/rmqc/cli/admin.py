@@ -329,7 +329,8 @@ def config_get_command(controllers: ControllersOption = DEFAULT_CONTROLLERS,
 def config_set_command(settings: Annotated[list[str], typer.Argument(help="KEY=VALUE (one or more)")],
                        controllers: ControllersOption = DEFAULT_CONTROLLERS, as_json: JsonOption = False,
                        timeout_ms: TimeoutOption = 3000) -> None:
-    """Change settings on every node given (1009); each node changes only itself (not replicated)."""
+    """Change settings (1009) through every node given, as mqadmin does; each accepted 1009 is
+    replicated (logged with who asked, applied on every node), so one node would be enough."""
     from rmqc.cli._render import console, emit_json
 
     properties = _parse_settings(settings)

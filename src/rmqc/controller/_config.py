@@ -1,7 +1,8 @@
 """ControllerConfig (spec 8.1, 8.2): the Java controller's options, as properties text.
 
-1010 answers with every option as properties text; 1009 updates options of the answering node only
-(not replicated), refusing black-listed keys. Which keys take effect at once:
+1010 answers with every option as properties text; 1009 is checked here (`check_update`, refusing
+black-listed and unknown keys) and then replicated: the leader logs it as an UpdateControllerConfig
+and every node applies it (`apply_replicated`) once committed. Which keys take effect at once:
 
 * live (read at every use, so 1009 changes behaviour immediately): `electMasterMaxRetryCount`,
   `enableElectUncleanMaster` (both read at each election, spec 15) and `notifyBrokerRoleChanged`
@@ -200,7 +201,31 @@ class ControllerConfig:
         Raises ConfigBlackListed (-> 16), PropertiesSyntaxError for bad text (-> 1), ConfigInvalid
         for an unknown key or a bad value (-> 29).
         """
+        typed = self._checked(parse_properties(text))
+        self._apply(typed)
+        return typed
+
+    def check_update(self, text: str | bytes) -> dict[str, str]:
+        """What `update_from_properties(text)` checks, without changing anything: the parsed
+        properties (key -> text) if all of them would be applied. Same exceptions."""
         parsed = parse_properties(text)
+        self._checked(parsed)
+        return parsed
+
+    def apply_replicated(self, properties: Mapping[str, str]) -> dict[str, object]:
+        """A committed 1009 (UpdateControllerConfig) on this node: every key this configuration
+        accepts, each on its own (the leader checked them against its configuration; a key this
+        node black-lists or cannot parse keeps its value here). Returns what was set."""
+        typed: dict[str, object] = {}
+        for name, text in properties.items():
+            try:
+                typed.update(self._checked({name: text}))
+            except ConfigError:
+                continue
+        self._apply({name: value for name, value in typed.items() if self._values.get(name) != value})
+        return typed
+
+    def _checked(self, parsed: Mapping[str, str]) -> dict[str, object]:
         forbidden = sorted(name for name in parsed if _ALIASES.get(name, name) in self.black_list())
         if forbidden:
             raise ConfigBlackListed(f"keys {forbidden} are in the black list")
@@ -208,11 +233,9 @@ class ControllerConfig:
         if unknown:
             raise ConfigInvalid("; ".join(_unknown_key(name) for name in unknown))
         try:
-            typed = self._typed_known(parsed)
+            return self._typed_known(parsed)
         except ConfigError as exc:
             raise ConfigInvalid(str(exc)) from None
-        self._apply(typed)
-        return typed
 
     def _typed_known(self, parsed: Mapping[str, str]) -> dict[str, object]:
         typed = {}

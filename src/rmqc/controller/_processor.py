@@ -18,7 +18,9 @@ checks registration of all proposed ids before liveness (spec 15); a racing elec
 its precondition answers 2011 with the winner instead of failing; a controller-triggered 1002
 (brokerId -1) on a never-elected group answers 2004 without bumping masterEpoch; the first
 election refuses (2010) a requester id that is not registered; 1009 refuses an unknown key or a
-bad value with 29 INVALID_PARAMETER (Java ignores the key, or keeps the old value).
+bad value with 29 INVALID_PARAMETER (Java ignores the key, or keeps the old value); 1009 is
+replicated (Java changes only the answering node): the leader logs it with who asked, every node
+applies it, a follower forwards it.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from rmqc.fsm import (
     Origin,
     Trigger,
     UpdateBrokerAddress,
+    UpdateControllerConfig,
     check_alter_sync_state_set,
     check_apply_broker_id,
 )
@@ -68,6 +71,8 @@ NOT_LEADER_REMARK = "The controller is not in leader state"
 _JAVA_LONG = re.compile(r"[+-]?\d{1,19}")  # Long.valueOf syntax (range checked apart)
 _HEARTBEAT_CODE = int(RequestCode.BROKER_HEARTBEAT)  # a plain int compares faster than the enum
 _NO_REPLY = NoReply()  # immutable: one instance serves every one-way request
+# Java's leader-only requests, and 1009: rmqc replicates it (every node's configuration changes).
+_LEADER_WRITES = LEADER_ONLY_REQUESTS | {int(RequestCode.UPDATE_CONTROLLER_CONFIG)}
 
 # ---- header tables (spec 3.x), Java field names exactly --------------------------------------
 
@@ -194,7 +199,7 @@ class ControllerProcessor:
         handler = self._handlers.get(request.code)
         if handler is None:
             return _reply(request, C.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported")
-        if request.code in LEADER_ONLY_REQUESTS and not _may_serve(request.code, ctx):
+        if request.code in _LEADER_WRITES and not _may_serve(request.code, ctx):
             return _reply(request, C.CONTROLLER_NOT_LEADER, NOT_LEADER_REMARK)
         try:
             return handler(request, ctx)
@@ -458,15 +463,29 @@ class ControllerProcessor:
     def _update_config(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
         if not request.body:
             return _reply(request, C.SUCCESS)
-        try:
-            self.config.update_from_properties(request.body)
+        try:  # checked before anything enters the log; applied on every node once committed
+            properties = self.config.check_update(request.body)
         except ConfigBlackListed:
             return _reply(request, C.NO_PERMISSION, "Can not update config in black list.")
         except PropertiesSyntaxError:
             return _reply(request, C.SYSTEM_ERROR, "string2Properties error")
         except ConfigInvalid as exc:  # an unknown key or a value of the wrong type: nothing changed
             return _reply(request, C.INVALID_PARAMETER, str(exc))
-        return _reply(request, C.SUCCESS)
+        if not properties:
+            return _reply(request, C.SUCCESS)  # nothing to change (a body of comments only)
+        command = UpdateControllerConfig(tuple(sorted(properties.items())), ctx.stamp_ms, origin=ctx.origin)
+        return Propose([command], lambda results: make_response(request, C.SUCCESS))
+
+    def config_applied(self, results: list[ApplyResult]) -> None:
+        """After an entry is applied on this node (leader or follower): a committed 1009 changes
+        this node's configuration."""
+        for result in results:
+            if isinstance(result.command, UpdateControllerConfig):
+                self.config.apply_replicated(dict(result.command.properties))
+
+    def config_restored(self) -> None:
+        """After the state was restored from a snapshot: the options applied 1009s set."""
+        self.config.apply_replicated(self.state.config_updates())
 
     def _get_config(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
         return _reply(request, C.SUCCESS, body=self.config.to_properties())

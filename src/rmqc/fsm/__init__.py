@@ -15,6 +15,7 @@ from ._commands import (
     Origin as Origin,
     Trigger as Trigger,
     UpdateBrokerAddress as UpdateBrokerAddress,
+    UpdateControllerConfig as UpdateControllerConfig,
     command_tag as command_tag,
     decode_commands as decode_commands,
     encode_commands as encode_commands,

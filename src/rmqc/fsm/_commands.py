@@ -137,7 +137,25 @@ class CleanBrokerData:
     origin: Origin | None = None
 
 
-Command = ApplyBrokerId | UpdateBrokerAddress | ElectMaster | AlterSyncStateSet | CleanBrokerData
+@dataclass(frozen=True, slots=True)
+class UpdateControllerConfig:
+    """1009: set controller options (`properties`: (key, value) text pairs, sorted by key) on every
+    node. The leader validated them against its own configuration before proposing; each node applies
+    what its configuration accepts once the entry is applied (node/_config's options stay local)."""
+
+    properties: tuple[tuple[str, str], ...]
+    leader_ts_ms: int
+    origin: Origin | None = None
+
+    @property
+    def broker_name(self) -> None:
+        """No broker group: the export's broker_name column stays empty."""
+        return None
+
+
+Command = (
+    ApplyBrokerId | UpdateBrokerAddress | ElectMaster | AlterSyncStateSet | CleanBrokerData | UpdateControllerConfig
+)
 
 # The tag written into the log; also the `command` column of the history export.
 COMMAND_TAGS: dict[type, str] = {
@@ -146,6 +164,7 @@ COMMAND_TAGS: dict[type, str] = {
     ElectMaster: "elect_master",
     AlterSyncStateSet: "alter_sync_state_set",
     CleanBrokerData: "clean_broker_data",
+    UpdateControllerConfig: "update_controller_config",
 }
 _TYPES_BY_TAG: dict[str, type] = {tag: cls for cls, tag in COMMAND_TAGS.items()}
 
@@ -252,6 +271,18 @@ def _int_tuple(raw: object) -> tuple[int, ...]:
     return tuple(raw)
 
 
+def _str_pairs(raw: object) -> tuple[tuple[str, str], ...]:
+    # A JSON array of [key, value] arrays when decoding, the command's tuple of pairs when encoding.
+    if not isinstance(raw, list | tuple) or type(raw) not in (list, tuple):
+        raise TypeError(f"expected a list of [key, value] pairs, got {raw!r}")
+    pairs = []
+    for pair in raw:
+        if not (type(pair) in (list, tuple) and len(pair) == 2 and all(type(text) is str for text in pair)):
+            raise TypeError(f"expected a [key, value] pair of strings, got {pair!r}")
+        pairs.append((pair[0], pair[1]))
+    return tuple(pairs)
+
+
 def _trigger(raw: object) -> Trigger:
     if not isinstance(raw, str):
         raise TypeError(f"expected a trigger name, got {raw!r}")
@@ -286,6 +317,7 @@ _CHECKS: dict[str, Callable[[object], object]] = {
     "tuple[int, ...]": _int_tuple,
     "tuple[int, ...] | None": _optional(_int_tuple),
     "Origin | None": _optional(_origin),
+    "tuple[tuple[str, str], ...]": _str_pairs,
 }
 
 

@@ -19,6 +19,7 @@ from ._commands import (
     ElectMaster,
     Origin,
     UpdateBrokerAddress,
+    UpdateControllerConfig,
     command_tag,
     decode_commands,
 )
@@ -55,6 +56,10 @@ def _clean_broker_data(c: CleanBrokerData) -> str:
     return f"clean broker data {c.broker_name}: ids {_ids(c.broker_ids)}"
 
 
+def _update_controller_config(c: UpdateControllerConfig) -> str:
+    return "update controller config {" + ", ".join(f"{key}: {value}" for key, value in c.properties) + "}"
+
+
 # keyed by the command's type, so each describer takes that type (Any: a dict cannot say so)
 _DESCRIBERS: dict[type, Callable[[Any], str]] = {
     ApplyBrokerId: _apply_broker_id,
@@ -62,6 +67,7 @@ _DESCRIBERS: dict[type, Callable[[Any], str]] = {
     ElectMaster: _elect_master,
     AlterSyncStateSet: _alter_sync_state_set,
     CleanBrokerData: _clean_broker_data,
+    UpdateControllerConfig: _update_controller_config,
 }
 
 

@@ -65,7 +65,7 @@ def _command_columns(result: ApplyResult) -> dict[str, Any]:
     """Columns that come from the command itself (one small table per command type)."""
     c = result.command
     group = result.after or result.before
-    base = {"broker_name": c.broker_name, "leader_ts_ms": c.leader_ts_ms}
+    base: dict[str, Any] = {"broker_name": c.broker_name, "leader_ts_ms": c.leader_ts_ms}
     base["cluster_name"] = getattr(c, "cluster_name", None) or (group.cluster_name if group else None)
     if c.origin is not None:
         base |= {"caller": c.origin.caller, "caller_address": c.origin.address, "via_node": c.origin.node}

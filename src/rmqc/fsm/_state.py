@@ -24,6 +24,7 @@ from ._commands import (
     Command,
     ElectMaster,
     UpdateBrokerAddress,
+    UpdateControllerConfig,
 )
 from ._errors import CommandDecodeError
 from ._model import BrokerGroup, Replica, evolve, restored_group, restored_replica
@@ -147,6 +148,13 @@ class ControllerState:
 
     def __init__(self) -> None:
         self._groups: dict[str, BrokerGroup] = {}
+        # Controller options set by applied 1009s (UpdateControllerConfig), merged, key -> text: a
+        # node applies them over its startup configuration (so a snapshot carries them too).
+        self._config: dict[str, str] = {}
+
+    def config_updates(self) -> dict[str, str]:
+        """Every option an applied 1009 set (the latest value of each), as properties text."""
+        return dict(self._config)
 
     def group(self, broker_name: str) -> BrokerGroup | None:
         return self._groups.get(broker_name)
@@ -173,7 +181,10 @@ class ControllerState:
     def snapshot(self) -> bytes:
         with collector_paused():
             groups = [_group_to_row(g) for g in self._groups.values()]
-            return orjson.dumps({"version": SNAPSHOT_FORMAT_VERSION, "groups": groups})
+            document: dict[str, object] = {"version": SNAPSHOT_FORMAT_VERSION, "groups": groups}
+            if self._config:  # absent when no 1009 was applied: the snapshot is as before
+                document["config"] = self._config
+            return orjson.dumps(document)
 
     def restore(self, data: bytes) -> None:
         """Replace the whole state by a snapshot; on a bad snapshot the state is left unchanged."""
@@ -190,11 +201,15 @@ class ControllerState:
         rows = document.get("groups")
         if not isinstance(rows, list):
             raise CommandDecodeError("snapshot has no 'groups' list")
+        config = document.get("config", {})  # absent in snapshots written before 1009 was replicated
+        if not (isinstance(config, dict) and all(type(v) is str for v in config.values())):
+            raise CommandDecodeError("snapshot 'config' is not an object of strings")
         groups = {}
         for position, row in enumerate(rows):
             group = _group_from_row(position, row)
             groups[group.broker_name] = group
         self._groups = groups
+        self._config = config
 
     # -- appliers (one per command type) --
 
@@ -203,6 +218,7 @@ class ControllerState:
         if after is None and status is not ApplyStatus.OK:
             after = before
         if status is ApplyStatus.OK:
+            assert command.broker_name is not None  # the command of a broker group
             self._store(command.broker_name, after)
         return ApplyResult(command, status, before, after, detail)
 
@@ -289,6 +305,10 @@ class ControllerState:
         after = evolve(before, replicas=replicas, sync_state_set=before.sync_state_set - removed)
         return self._result(cmd, ApplyStatus.OK, before, after)
 
+    def _update_controller_config(self, cmd: UpdateControllerConfig) -> ApplyResult:
+        self._config.update(cmd.properties)  # always applies: the leader validated the keys
+        return ApplyResult(cmd, ApplyStatus.OK, None, None)
+
 
 # keyed by the command's type, so each applier takes that type (Any: a dict cannot say so)
 _APPLIERS: dict[type, Callable[[ControllerState, Any], ApplyResult]] = {
@@ -297,6 +317,7 @@ _APPLIERS: dict[type, Callable[[ControllerState, Any], ApplyResult]] = {
     ElectMaster: ControllerState._elect_master,
     AlterSyncStateSet: ControllerState._alter_sync_state_set,
     CleanBrokerData: ControllerState._clean_broker_data,
+    UpdateControllerConfig: ControllerState._update_controller_config,
 }
 
 

@@ -1,4 +1,5 @@
-"""Audit table: broker id allocations, re-registrations, address changes and cleans."""
+"""Audit table: broker id allocations, re-registrations, address changes and cleans, and the
+controllers' configuration changes (1009, no broker group: their group columns are null)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ from ._group_log import APPLY_ID, AUDITED_COMMANDS, UPDATE_ADDRESS, removes_grou
 AUDIT_COLUMNS: tuple[str, ...] = (
     "controller_cluster", "cluster_name", "broker_name", "incarnation", "index", "seq",
     "leader_ts_ms", "time", "event", "broker_id", "address", "previous_address",
-    "register_check_code", "clean_ids", "result", "caller", "caller_address", "via_node",
+    "register_check_code", "clean_ids", "result", "caller", "caller_address", "via_node", "settings",
 )  # fmt: skip
+CONFIG_UPDATE = "update_controller_config"
+# What a 1009 set, from its description ("update controller config {key: value, ...} [by ...]").
+_SETTINGS = r"^update controller config \{(.*?)\}( \[|$)"
 
 
 def _event_name(id_seen_before: Column) -> Column:
@@ -25,8 +29,9 @@ def _event_name(id_seen_before: Column) -> Column:
     )
 
 
-def audit_table(group_log: DataFrame, refused: DataFrame) -> DataFrame:
-    """Applied and refused audit events, each with the address it set and the one it replaced."""
+def audit_table(group_log: DataFrame, refused: DataFrame, entries: DataFrame | None = None) -> DataFrame:
+    """Applied and refused audit events, each with the address it set and the one it replaced, and
+    the configuration changes among `entries` (event `config_updated`, `settings` what it set)."""
     touched = group_log.filter(F.col("command").isin(*AUDITED_COMMANDS))
     per_id = Window.partitionBy(
         "controller_cluster", "broker_name", "incarnation", "broker_id"
@@ -48,9 +53,21 @@ def audit_table(group_log: DataFrame, refused: DataFrame) -> DataFrame:
     columns = [c for c in AUDIT_COLUMNS if c != "time"]
 
     def shape(frame: DataFrame) -> DataFrame:
-        return frame.select(
-            *[F.col("broker_address").alias("address") if c == "address" else F.col(c) for c in columns]
-        )
+        return frame.select(*[
+            F.col("broker_address").alias("address") if c == "address"
+            else F.lit(None).cast("string").alias(c) if c == "settings" else F.col(c)
+            for c in columns
+        ])
 
     audited = shape(applied).unionByName(shape(refused_audit))
+    if entries is not None:
+        configs = entries.filter(F.col("command") == CONFIG_UPDATE).select(
+            *[F.lit(None).cast("long").alias(c) if c == "incarnation"
+              else F.lit("config_updated").alias(c) if c == "event"
+              else F.regexp_extract("description", _SETTINGS, 1).alias(c) if c == "settings"
+              else F.col("broker_address").alias(c) if c == "address"
+              else F.lit(None).cast("string").alias(c) if c == "previous_address"
+              else F.col(c) for c in columns]
+        )
+        audited = audited.unionByName(configs)
     return audited.withColumn("time", F.timestamp_millis("leader_ts_ms")).select(*AUDIT_COLUMNS)

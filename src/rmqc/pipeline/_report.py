@@ -220,7 +220,7 @@ def _section_flapping(summary: Summary, charts: dict[str, str | None]) -> list[s
 def _section_audit(data: ReportData) -> list[str]:
     lines = ["## Audit", ""] + _table(["event", "count"], [[e, n] for e, n in data.audit_counts])
     lines += ["", f"Latest {len(data.audit_rows)} audit events (all are in `audit/`):", ""]
-    rows = [[r["time"], r["controller_cluster"], r["broker_name"], r["event"], r["broker_id"],
+    rows = [[r["time"], r["controller_cluster"], r["broker_name"] or "-", r["event"], r["broker_id"],
              r["address"] or "-", r["previous_address"] or "-"] for r in data.audit_rows]  # fmt: skip
     return lines + _table(["time", "controller", "group", "event", "id", "address", "was"], rows) + [""]
 

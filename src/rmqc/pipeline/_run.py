@@ -115,7 +115,7 @@ def _analyse(spark: SparkSession, inputs: Sequence[str | os.PathLike[str]],
             "master_timeline": timeline,
             "failovers": failover_rows,
             "flapping": flapping(timeline, failover_rows),
-            "audit": audit_table(group_log, refused_rows(entries)),
+            "audit": audit_table(group_log, refused_rows(entries), entries),
             "clock_steps": clock_steps(entries),
         }
         tables = {name: _write(frame, out_dir, name) for name, frame in frames.items()}
@@ -190,7 +190,8 @@ def _fleet_counts(spark: SparkSession, tables: dict[str, str]) -> tuple[int, int
     """(controller clusters, broker groups, elections); a group shows in the audit or the timeline."""
     key = ["controller_cluster", "broker_name"]
     timeline = spark.read.parquet(tables["master_timeline"])
-    groups = timeline.select(key).unionByName(spark.read.parquet(tables["audit"]).select(key)).distinct()
+    audited = spark.read.parquet(tables["audit"]).filter(F.col("broker_name").isNotNull())  # not 1009s
+    groups = timeline.select(key).unionByName(audited.select(key)).distinct()
     counts = _the_row(groups.agg(
         F.countDistinct("controller_cluster").alias("clusters"), F.count(F.lit(1)).alias("groups")
     ))

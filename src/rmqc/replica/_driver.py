@@ -213,6 +213,7 @@ class Driver:
     def _install_snapshot(self, snapshot: Any) -> None:
         r = self._r
         r.state.restore(snapshot.data)
+        r.processor.config_restored()
         r.applied_index = snapshot.meta.index
         r.snapshot_index = snapshot.meta.index
         r.set_conf_state(snapshot.meta.conf_state)
@@ -227,6 +228,7 @@ class Driver:
             results: list[ApplyResult] = []
         elif entry.data:
             results = r.state.apply_all(decode_commands(entry.data))
+            r.processor.config_applied(results)  # a committed 1009 changes every node's configuration
         else:
             results = []  # a leader's no-op
         r.applied_index = entry.index

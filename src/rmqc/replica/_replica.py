@@ -65,6 +65,8 @@ MAX_INBOUND_MESSAGES = 65_536
 SUCCESSOR_GRACE_MS = 150
 # Ticks later than this many intervals are not replayed as a burst: the node was stalled.
 MAX_TICK_BURST = 10
+# Requests a follower forwards to the leader: Java's leader-only ones, and 1009 (replicated by rmqc).
+_LEADER_WRITES = LEADER_ONLY_REQUESTS | {int(RequestCode.UPDATE_CONTROLLER_CONFIG)}
 KEEP_CURRENT_MASTER = "keep_current_master"  # an election answered "the master still exists" (a metric's label)
 
 
@@ -128,6 +130,7 @@ class Replica:
         snapshot = self.storage.snapshot()
         if not snapshot.is_empty:
             self.state.restore(snapshot.data)
+            self.processor.config_restored()
             self.snapshot_index = snapshot.meta.index
         self.applied_index = snapshot.meta.index
         self.term = hard_state.term
@@ -328,9 +331,10 @@ class Replica:
             out(Answer(token, make_response(request, ResponseCode.SYSTEM_ERROR, f"{error!r}")))
 
     def _forwarded_from_here(self, request: RemotingCommand) -> bool:
-        """Java's leader-only requests that only the leader can decide. Reads among them (1004,
+        """Java's leader-only requests that only the leader can decide, and 1009 (replicated by
+        rmqc: the leader logs it). Reads among them (1004,
         1006, 1012) are served by every node through the read path instead (design.md "Read path")."""
-        return (request.code in LEADER_ONLY_REQUESTS and request.code not in READ_REQUESTS
+        return (request.code in _LEADER_WRITES and request.code not in READ_REQUESTS
                 and not self.serving_as_leader)
 
     def _leader_elsewhere(self) -> bool:

@@ -81,7 +81,7 @@ class ControllerChecker:
         for result in results:
             self._check_result(index, result, now_us)
             name = result.command.broker_name
-            if result.ok:
+            if result.ok and name is not None:  # None: a 1009, no broker group
                 self._record(index, name, result, now_us)
 
     def _record(self, index: int, name: str, result: ApplyResult, now_us: int) -> None:
@@ -102,6 +102,8 @@ class ControllerChecker:
         if not result.ok or after is None:
             return
         name = command.broker_name
+        if name is None:
+            return
         if before is not None and (after.master_epoch < before.master_epoch
                                    or after.sync_state_set_epoch < before.sync_state_set_epoch):
             self.fail(f"epochs went down in {name} at index {index}: {view_of(before)} -> {view_of(after)}")

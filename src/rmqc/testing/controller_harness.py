@@ -102,6 +102,7 @@ class ControllerHarness:
 
     def _apply_entry(self, commands: list[Command]) -> list[ApplyResult]:
         results = self.state.apply_all(commands)
+        self.processor.config_applied(results)
         self.log.append(commands)
         self.results.extend(results)
         for result in results:
