@@ -283,9 +283,13 @@ def test_hand_written_audit(planted_run):
     assert [(r["index"], r["event"], r["broker_id"], r["address"], r["previous_address"]) for r in audit] == [
         (1, "id_allocated", 1, "10.0.0.1:1", None),
         (2, "id_allocated", 2, "10.0.0.2:1", None),
+        (3, "master_elected", 1, None, None),
+        (5, "no_master_elected", None, None, None),
+        (6, "master_elected", 2, None, None),
         (8, "address_changed", 2, "10.0.0.2:2", "10.0.0.2:1"),
         (9, "group_cleaned", None, None, None),
         (10, "id_allocated", 1, "10.0.0.9:1", None),
+        (11, "master_elected", 1, None, None),
     ]
 
 
@@ -297,8 +301,10 @@ def test_real_state_machine_export(planted_run):
     audit = _hand(pq.read_table(out / "audit").to_pylist(), "real")
     assert [(r["index"], r["event"], r["broker_id"], r["incarnation"]) for r in audit] == [
         (2, "id_allocated", 1, 0), (2, "id_allocated", 2, 0), (2, "id_allocated", 3, 0),
+        (3, "master_elected", 1, 0), (5, "master_elected", 2, 0),
         (7, "address_changed", 3, 0), (8, "ids_cleaned", None, 0), (8, "id_allocated", 4, 0),
-        (9, "group_cleaned", None, 0), (10, "id_allocated", 1, 1), (11, "config_updated", None, None),
+        (9, "group_cleaned", None, 0), (10, "id_allocated", 1, 1), (10, "master_elected", 1, 1),
+        (11, "config_updated", None, None),
     ]  # fmt: skip
     config = audit[-1]
     assert (config["settings"], config["caller"], config["caller_address"], config["via_node"]) == (

@@ -1,11 +1,12 @@
-"""Audit table: broker id allocations, re-registrations, address changes and cleans, and the
-controllers' configuration changes (1009, no broker group: their group columns are null)."""
+"""Audit table: broker id allocations, re-registrations, address changes, cleans and elections,
+each with who asked (caller, caller_address, via_node; "controller" for the elections it started),
+and the controllers' configuration changes (1009, no broker group: their group columns are null)."""
 
 from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, Window, functions as F
 
-from ._group_log import APPLY_ID, AUDITED_COMMANDS, UPDATE_ADDRESS, removes_group
+from ._group_log import APPLY_ID, AUDITED_COMMANDS, ELECT, UPDATE_ADDRESS, removes_group
 
 AUDIT_COLUMNS: tuple[str, ...] = (
     "controller_cluster", "cluster_name", "broker_name", "incarnation", "index", "seq",
@@ -59,7 +60,7 @@ def audit_table(group_log: DataFrame, refused: DataFrame, entries: DataFrame | N
             for c in columns
         ])
 
-    audited = shape(applied).unionByName(shape(refused_audit))
+    audited = shape(applied).unionByName(shape(elections(group_log))).unionByName(shape(refused_audit))
     if entries is not None:
         configs = entries.filter(F.col("command") == CONFIG_UPDATE).select(
             *[F.lit(None).cast("long").alias(c) if c == "incarnation"
@@ -71,3 +72,18 @@ def audit_table(group_log: DataFrame, refused: DataFrame, entries: DataFrame | N
         )
         audited = audited.unionByName(configs)
     return audited.withColumn("time", F.timestamp_millis("leader_ts_ms")).select(*AUDIT_COLUMNS)
+
+
+def elections(group_log: DataFrame) -> DataFrame:
+    """Applied elections: who became master (broker_id), or that none could (no candidate). Kept
+    out of audit_table's per-id window: an election is not an id's registration, and between two
+    of them it would hide the address an address change replaced."""
+    elected = group_log.filter(F.col("command") == ELECT)
+    return elected.select(
+        *[c for c in elected.columns if c != "broker_id"],
+        F.col("new_master_id").alias("broker_id"),
+        F.lit(None).cast("string").alias("previous_address"),
+        F.when(F.col("new_master_id").isNotNull(), F.lit("master_elected"))
+        .otherwise(F.lit("no_master_elected")).alias("event"),
+        F.lit("ok").alias("result"),
+    )
