@@ -7,7 +7,20 @@ from collections.abc import Callable
 
 import trio
 
+from rmqc.acl import Credentials
 from rmqc.testing.cluster import free_ports as free_ports
+
+# A plain_acl.yml of one broker account and one admin (tests with ACL on)
+ACL = """
+accounts:
+  - accessKey: broker-key
+    secretKey: broker-secret
+  - accessKey: admin-key
+    secretKey: admin-secret
+    admin: true
+"""
+BROKER = Credentials("broker-key", "broker-secret")
+ADMIN = Credentials("admin-key", "admin-secret")
 
 
 async def wait_until(condition: Callable[[], bool], timeout_s: float = 5.0, what: str = "condition") -> None:

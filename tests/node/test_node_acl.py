@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import trio
-from node_helpers import free_ports
+from node_helpers import ACL, ADMIN, BROKER, free_ports
 from test_node_transport import Recorder, SlowEcho
 
 from rmqc.acl import Credentials
@@ -22,17 +22,6 @@ from rmqc.node._peers import PeerLinks
 from rmqc.node._ratelog import RateLimitedLog
 from rmqc.node._server import Server
 from rmqc.remoting import RemotingCommand, RequestCode, ResponseCode
-
-ACL = """
-accounts:
-  - accessKey: broker-key
-    secretKey: broker-secret
-  - accessKey: admin-key
-    secretKey: admin-secret
-    admin: true
-"""
-BROKER = Credentials("broker-key", "broker-secret")
-ADMIN = Credentials("admin-key", "admin-secret")
 
 
 class Served(SlowEcho):

@@ -9,12 +9,11 @@ from pathlib import Path
 
 import orjson
 import trio
-from node_helpers import wait_until
+from node_helpers import ACL, ADMIN, BROKER, wait_until
 from test_node_audit import committed_commands
 from test_node_three_in_process import start_three, three_configs
 from typer.testing import CliRunner
 
-from rmqc.acl import Credentials
 from rmqc.cli.main import app
 from rmqc.client import ControllerClient
 from rmqc.fsm import UpdateControllerConfig
@@ -22,16 +21,6 @@ from rmqc.node import ControllerNode, NodeConfig
 from rmqc.remoting import RequestCode, ResponseCode
 from rmqc.storage import LmdbStorage
 
-ACL = """
-accounts:
-  - accessKey: broker-key
-    secretKey: broker-secret
-  - accessKey: admin-key
-    secretKey: admin-secret
-    admin: true
-"""
-ADMIN = Credentials("admin-key", "admin-secret")
-BROKER = Credentials("broker-key", "broker-secret")
 CHANGE = b"enableElectUncleanMaster=true\nelectMasterMaxRetryCount=5\n"
 DESCRIBED = "update controller config {electMasterMaxRetryCount: 5, enableElectUncleanMaster: true}"
 
