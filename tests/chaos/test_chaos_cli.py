@@ -34,6 +34,8 @@ def test_a_short_schedule_passes_and_writes_every_output(tmp_path: Path) -> None
         assert set(rto) == {"p50", "p99", "max"} and rto["max"] is not None
     assert set(summary["rto_targets"]["kinds"]) == {"leader-kill", "suspend", "partition"}  # the targeted ones
     assert summary["designations"]["sent"] > 0  # the admin designated masters, every answer checked
+    # and some were elected: refusals alone (a wrong clusterName: 2005) would check nothing
+    assert summary["designations"]["elected"] > 0
     for name in ("history.jsonl", "summary.json", "report.md", "timeline.png", "rto.png", "clients.jsonl"):
         assert (out / name).stat().st_size > 0, name
     assert (out / "export" / "n0.jsonl").read_text().startswith('{"controller_cluster"')

@@ -217,7 +217,8 @@ async def _with_cluster(config: ChaosConfig, nodes: list[ServeNode], mesh: Proxy
     async with ControllerClient(addresses, timeout_ms=REQUEST_TIMEOUT_MS, max_retries=0, max_in_flight=1024) as client:
         world = World(config, nodes, mesh, client, history)
         world.register_keys = [register_key(slot, 0) for slot in range(config.register_groups)]
-        world.fleet = BrokerFleet(addresses, groups=config.broker_groups, replicas=3,
+        # the admin's 1002s name CLUSTER: the brokers must be of it (clusterNameCheck refuses others)
+        world.fleet = BrokerFleet(addresses, groups=config.broker_groups, replicas=3, cluster=CLUSTER,
                                   state_dir=config.out / "brokers", timing=BROKER_TIMING, seed=config.seed)
         async with world.fleet:
             await world.fleet.wait_converged(CONVERGE_BOUND_S)
