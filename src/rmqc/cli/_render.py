@@ -122,8 +122,7 @@ def fail(code: ExitCode, message: str, *, hint: str | None = None) -> NoReturn:
 def controller_refused(answer: RemotingCommand, what: str, *, as_json: bool = False) -> NoReturn:
     """Exit 1 for a non-zero answer: the code, the controller's remark, and what to do."""
     if as_json:
-        emit_json(answer_json(answer))
-        raise typer.Exit(int(ExitCode.REFUSED))
+        emit_json(answer_json(answer))  # and the reason on stderr, as without --json
     remark = (answer.remark or "").strip() or "no remark"
     fail(ExitCode.REFUSED, f"{what}: the controller answered {code_name(answer.code)}: {remark}",
          hint=hint_for(answer.code, answer.remark))
@@ -231,6 +230,21 @@ def render_config(per_node: Mapping[str, Mapping[str, str] | str], key: str | No
         out.print(table)
 
 
+# ---- members ----------------------------------------------------------------------------------------
+
+
+def render_members(rows: Sequence[Mapping[str, Any]]) -> None:
+    """`rmqc admin members list`: one row per member, as the leader knows it."""
+    table = Table(title="rmqc members")
+    for column in ("id", "address", "role", "leader", "match", "lag"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(str(row.get("id")), str(row.get("address")), str(row.get("role")),
+                      "[bold green]leader[/]" if row.get("isLeader") else "", _num(row.get("match")),
+                      _num(row.get("lag")))
+    console().print(table)
+
+
 # ---- status ----------------------------------------------------------------------------------------
 
 
@@ -246,6 +260,8 @@ def status_table(views: Sequence[Mapping[str, Any]]) -> Table:
             table.add_row("?", view["address"], f"[red]{view.get('error')}[/]", *["-"] * 8)
             continue
         role = status.get("role", "?")
+        if status.get("nodeId") in ((leader or {}).get("learners") or ()):
+            role = "learner"  # Raft calls it a follower; it has no vote
         role_text = f"[bold green]{role}[/]" if status.get("servingAsLeader") else role
         table.add_row(str(status.get("nodeId")), view["address"], role_text, _num(status.get("term")),
                       _num(status.get("commit")), _num(status.get("applied")), str(status.get("leader") or "-"),
