@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
 
 from rmqc.errors import CompactedError
@@ -118,7 +118,8 @@ LEASE_AGE_NEVER = 1 << 32
 
 class RaftCore:
     def __init__(
-        self, config: Config, storage: Storage, rng: random.Random, peers: Sequence[str] = ()
+        self, config: Config, storage: Storage, rng: random.Random, peers: Sequence[str] = (),
+        contexts: Mapping[str, bytes] | None = None,
     ) -> None:
         self.config = config
         self.id = config.id
@@ -127,7 +128,7 @@ class RaftCore:
         self.log = RaftLog(storage, config.applied)
         restarted = hard_state.term > 0
         if peers and _is_brand_new(storage, hard_state, conf_state):
-            hard_state = self._bootstrap(peers)
+            hard_state = self._bootstrap(peers, contexts or {})
         if not conf_state.voters and not conf_state.learners and peers:
             conf_state = ConfState(voters=tuple(peers))
         # The state machine (config.applied) may be ahead of the persisted commit (pitfall 11):
@@ -164,14 +165,15 @@ class RaftCore:
         self._role_handlers = self._handlers()
         self.become_follower(self.term, None)
 
-    def _bootstrap(self, peers: Sequence[str]) -> HardState:
+    def _bootstrap(self, peers: Sequence[str], contexts: Mapping[str, bytes]) -> HardState:
         """A brand-new group: the initial voters enter the log as committed ADD_VOTER entries at
-        term 1 (as etcd does), so a node that joins later rebuilds membership by replaying the
-        log. The core already knows them, so they count as applied here; they reach storage
-        with the first Ready and are re-applied (idempotently) after a restart."""
+        term 1 (as etcd does), each with its context (the application's: its address), so a node
+        that joins later rebuilds membership by replaying the log. The core already knows them,
+        so they count as applied here; they reach storage with the first Ready and are re-applied
+        (idempotently) after a restart."""
         entries = [
             Entry(i + 1, 1, EntryType.CONF_CHANGE,
-                  encode_conf_change(ConfChange(ConfChangeType.ADD_VOTER, peer)))
+                  encode_conf_change(ConfChange(ConfChangeType.ADD_VOTER, peer, contexts.get(peer, b""))))
             for i, peer in enumerate(peers)
         ]
         self.log.append(entries)

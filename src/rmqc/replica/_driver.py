@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any
 from rmqc.errors import RmqcError
 from rmqc.fsm import ApplyResult, decode_commands
 from rmqc.raft import decode_conf_change
-from rmqc.raft._types import Entry, EntryType, Message
+from rmqc.raft._types import ConfState, Entry, EntryType, Message
 from rmqc.storage import StorageFullError, StorageWriteFailed
 
 from ._io import SendRaft, SnapshotOutcome, WriteSnapshot
+from ._membership import book_after
 
 if TYPE_CHECKING:
     from ._replica import Replica
@@ -82,6 +83,7 @@ class Driver:
             raw.campaign()
         r.reads.flush(raw)
         r.operations.feed(raw)
+        r.membership.feed(raw)
         r.proposals.expire(r.now_ms())
         r.disk.look_for_space()
         proposed = r.proposals.propose(raw, r.serving_as_leader, r.term)
@@ -209,6 +211,7 @@ class Driver:
         if r.applied_index != applied_before:
             r.reads.on_applied()
             r.operations.on_applied(entries[-1].term)
+            r.membership.after_apply(r.applied_index)
 
     def _install_snapshot(self, snapshot: Any) -> None:
         r = self._r
@@ -216,7 +219,7 @@ class Driver:
         r.processor.config_restored()
         r.applied_index = snapshot.meta.index
         r.snapshot_index = snapshot.meta.index
-        r.set_conf_state(snapshot.meta.conf_state)
+        r.set_conf_state(r.with_known_addresses(snapshot.meta.conf_state), snapshot.meta.index)
         log.info("%s: installed snapshot at %d", r.config.node_id, snapshot.meta.index)
 
     def _apply_entry(self, entry: Entry) -> None:
@@ -225,6 +228,7 @@ class Driver:
             return
         if entry.type == EntryType.CONF_CHANGE:
             self._apply_conf_change(entry)
+            r.membership.applied(entry)
             results: list[ApplyResult] = []
         elif entry.data:
             results = r.state.apply_all(decode_commands(entry.data))
@@ -241,8 +245,12 @@ class Driver:
                 r.after_apply_on_leader(results)
 
     def _apply_conf_change(self, entry: Entry) -> None:
+        """The membership and its address book change together, and are saved together."""
         r = self._r
-        r.set_conf_state(r.raw.apply_conf_change(decode_conf_change(entry.data)))
+        change = decode_conf_change(entry.data)
+        after = r.raw.apply_conf_change(change)
+        book = book_after(r.conf_state, change, after)
+        r.set_conf_state(r.with_known_addresses(ConfState(after.voters, after.learners, book)), entry.index)
         try:
             r.storage.save_conf_state(r.conf_state)
         except (StorageFullError, StorageWriteFailed) as error:

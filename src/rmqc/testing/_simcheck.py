@@ -46,6 +46,7 @@ class SafetyChecker:
     committed_max: int = 0
     # node -> (term, committed_max when it was seen leading): checked once its log is persisted
     leaders_to_check: dict[str, tuple[int, int]] = field(default_factory=dict)
+    membership_at: dict[int, object] = field(default_factory=dict)  # index -> the membership applied there
 
     def fail(self, what: str) -> None:
         self.violations.append(what)
@@ -53,6 +54,12 @@ class SafetyChecker:
     @property
     def ok(self) -> bool:
         return not self.violations
+
+    def on_membership(self, node: str, index: int, membership: object) -> None:
+        """Every node applies the same membership (voters, learners, addresses) at each index."""
+        seen = self.membership_at.setdefault(index, membership)
+        if seen != membership:
+            self.fail(f"membership: {node} applied {membership} at index {index}, another node {seen}")
 
     # -- elections ----------------------------------------------------------------------------
     def observe_leader(self, node: str, term: int) -> None:

@@ -30,6 +30,7 @@ from rmqc.replica import Replica
 from rmqc.replica._io import (
     Answer,
     ForwardRequest,
+    MembersChanged,
     Notify,
     SendDigest,
     SendRaft,
@@ -95,6 +96,7 @@ class SimReplicaConfig:
     default_consistency: str = "linearizable"
     max_frame_bytes: int = 16 * 1024 * 1024
     group: str = "sim"
+    join: bool = False
     data_dir: Path = field(default=Path("/nonexistent/sim"))
 
     @property
@@ -396,6 +398,9 @@ class ReplicaSimNode:
         self._when_running(lambda: self._run(self.replica.snapshot_written, action.index,  # type: ignore[union-attr]
                                              SnapshotOutcome.OK))
 
+    def _members_changed(self, action: MembersChanged) -> None:
+        self.world.on_members_changed(self, action)
+
     def _stop(self, action: StopProcess) -> None:
         self.world.trace(f"{self.id} stops: {action.reason}")
         self.world.nemesis.crash(self)  # type: ignore[arg-type]
@@ -409,4 +414,5 @@ _PERFORM: dict[type, Callable[[ReplicaSimNode, Any], None]] = {
     Notify: ReplicaSimNode._notify,
     WriteSnapshot: ReplicaSimNode._write_snapshot,
     StopProcess: ReplicaSimNode._stop,
+    MembersChanged: ReplicaSimNode._members_changed,
 }

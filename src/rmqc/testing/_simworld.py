@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from rmqc.errors import RmqcError
 from rmqc.raft._types import Message
 from rmqc.remoting import RemotingCommand
+from rmqc.replica import MembersChanged
 
 from ._simadmin import AdminKnobs, SimAdminClient
 from ._simbrokers import Answer, BrokerKnobs, Outgoing, SimBrokerClient
@@ -206,6 +207,15 @@ class World:
         return best
 
     # -- checks ---------------------------------------------------------------------------------
+    def on_members_changed(self, node: ReplicaSimNode, change: MembersChanged) -> None:
+        """Every node must apply the same membership at the same index (a restarted node replays
+        the changes after its snapshot on top of the membership it saved last, so only a node's
+        first life is compared; announcements at start name no applied change)."""
+        if node.incarnation > 1 or change.index == 0:
+            return
+        self.checker.on_membership(node.id, change.index, (change.voters, change.learners,
+                                                            tuple(sorted(change.addresses.items()))))
+
     def after_step(self, node: ReplicaSimNode) -> None:
         if node.raw is None:
             return
