@@ -65,10 +65,12 @@ async def test_a_follower_names_the_leader_and_the_leader_adds_us() -> None:
 
 async def test_busy_is_asked_again_and_a_refusal_stops_at_once() -> None:
     async with trio.open_nursery() as nursery:
-        busy = await ScriptedMember([(ResponseCode.SYSTEM_BUSY, "a membership change is pending", None),
+        busy = await ScriptedMember([(ResponseCode.SYSTEM_BUSY, "[OVERLOAD] busy", None),
+                                     (ResponseCode.SYSTEM_ERROR, "a membership change (promote n2) is pending; wait "
+                                                                 "for its answer, then retry", None),
                                      (0, None, None)]).start(nursery)
         assert (await join_group(joiner(busy), random.Random(1), environ={}))["id"] == "n3"
-        assert len(busy.requests) == 2
+        assert len(busy.requests) == 3
 
         refusing = await ScriptedMember([(ResponseCode.SYSTEM_ERROR, "address 127.0.0.1:1 is used by n1", None)]
                                         ).start(nursery)

@@ -1,6 +1,7 @@
 """The peer links follow the applied membership (issue 16), over real TCP on 127.0.0.1: a member
 added is dialled, a removed one's link and inbound connections are closed and its new connections
-refused, and a joining node accepts any member of its group until it is in the membership."""
+refused, and a joining node accepts any member of its group until it is in the membership, and
+answers a member whose address it does not know yet on the connection that member opened."""
 
 from __future__ import annotations
 
@@ -63,11 +64,16 @@ async def test_a_joining_node_accepts_any_member_of_its_group_until_it_is_in() -
         links_leader.send_messages([heartbeat("n0", "n1")])
         await wait_until(lambda: r_joiner.messages, what="the leader's heartbeat at the joiner")
         assert r_joiner.messages[0][0] == "n0" and links_joiner.refused_peers == 0
+        # it does not know the leader's address yet: its answer goes back on the leader's connection
+        assert links_joiner.members == {}
+        links_joiner.send_messages([heartbeat("n1", "n0")])
+        await wait_until(lambda: r_leader.messages, what="the joiner's answer at the leader")
+        assert r_leader.messages[0][0] == "n1"
 
         links_joiner.set_members(book(leader, joiner))  # the joiner applied the membership
         await wait_until(lambda: "n0" in links_joiner.connected, what="the joiner's link to the leader")
         links_joiner.send_messages([heartbeat("n1", "n0")])
-        await wait_until(lambda: r_leader.messages, what="the joiner's message at the leader")
+        await wait_until(lambda: len(r_leader.messages) == 2, what="the joiner's message on its own link")
         nursery.cancel_scope.cancel()
 
 

@@ -289,7 +289,10 @@ JAVA_KEYS_WITHOUT_EFFECT = frozenset({
 class NodeConfig:
     node_id: str = "n0"
     peers: tuple[Peer, ...] = field(default_factory=lambda: parse_peers(DEFAULT_PEERS))
-    listen: str = ""  # "" = the own entry of peers; else added to peers (or must match its entry)
+    # "" = the own entry of peers. Given with peers, it must match that entry; given without
+    # (build_config then leaves peers empty), the node bootstraps no membership: it is a joining
+    # node, or a member restarted on its data directory, whose membership is in its log.
+    listen: str = ""
     join_address: str = ""  # members to ask for a place in the group ("" = not joining)
     data_dir: str = "./rmqc-data"
     group: str = "rmqc"
@@ -356,8 +359,6 @@ class NodeConfig:
     config_store_path: str = ""
 
     def __post_init__(self) -> None:
-        if self.listen:
-            object.__setattr__(self, "peers", _peers_with_listen(self))  # frozen: the one normalisation
         check_config(self)
 
     @property
@@ -372,6 +373,9 @@ class NodeConfig:
 
     @property
     def self_peer(self) -> Peer:
+        if self.listen:
+            host, _colon, port = self.listen.rpartition(":")
+            return Peer(self.node_id, host, int(port))
         return next(peer for peer in self.peers if peer.id == self.node_id)
 
     @property
@@ -389,22 +393,9 @@ class NodeConfig:
         return replace(self, **changes)
 
 
-def _peers_with_listen(config: NodeConfig) -> tuple[Peer, ...]:
-    """`peers` with this node at `listen`: added when missing (a joining node may name no peers at
-    all), refused when its entry names another address."""
-    own = _parse_peer(f"{config.node_id}-{config.listen}")
-    entry = next((peer for peer in config.peers if peer.id == config.node_id), None)
-    if entry is None:
-        return (*config.peers, own)
-    if entry != own:
-        raise ConfigError(f"listen: {config.listen} differs from {config.node_id}'s entry {entry.address} in peers")
-    return config.peers
-
-
 def check_config(config: NodeConfig) -> None:
     """Cross-option rules; each failure names the option it blames."""
-    if config.node_id not in {peer.id for peer in config.peers}:
-        raise ConfigError(f"node_id: {config.node_id!r} is not in peers {format_peers(config.peers)!r}")
+    _check_own_address(config)
     if config.heartbeat_tick >= config.election_tick:
         raise ConfigError(
             f"heartbeat_tick: {config.heartbeat_tick} must be below election_tick {config.election_tick}"
@@ -427,12 +418,24 @@ def check_config(config: NodeConfig) -> None:
             raise ConfigError(f"{name}: must be below {PEER_MAGIC_AS_LENGTH} (the peer handshake magic)")
 
 
+def _check_own_address(config: NodeConfig) -> None:
+    """peers names this node (at `listen`, if given), or is empty and `listen` says where it is."""
+    entry = config.peer(config.node_id)
+    if not config.peers and config.listen:
+        return
+    if entry is None:
+        raise ConfigError(f"node_id: {config.node_id!r} is not in peers {format_peers(config.peers)!r}")
+    if config.listen and entry.address != config.listen:
+        raise ConfigError(f"listen: {config.listen} differs from {config.node_id}'s entry {entry.address} in peers")
+
+
 def _check_peer_security(config: NodeConfig) -> None:
     """Secure by default: without a peer secret anyone who reaches the port could speak as a member
     (vote, append, depose the leader), which is tolerable only when every member is this machine."""
     if config.peer_secret_file or config.allow_insecure_peers or mutual_tls_enforced(config):
         return
-    remote = [f"peer {peer.id} at {peer.address}" for peer in config.peers if not is_loopback(peer.host)]
+    remote = [f"peer {peer.id} at {peer.address}" for peer in config.peers or (config.self_peer,)
+              if not is_loopback(peer.host)]
     remote += [f"join address {address}" for address in config.join_addresses
                if not is_loopback(address.rpartition(":")[0])]
     if remote:

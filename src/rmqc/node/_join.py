@@ -4,10 +4,11 @@ or snapshot bring it the log and the membership.
 
 Any member may be asked: a follower answers CONTROLLER_NOT_LEADER naming the leader and we ask
 that one next. A node that cannot be reached, an answer that did not come in time, a group
-without a leader (2007 naming none) and SYSTEM_BUSY (a membership change still pending) are
-retried with backoff, all within JOIN_TIMEOUT_S. Any other answer is a refusal (an id already a
-member at another address, an address another member uses, no permission): retrying cannot
-change it, so the node stops at once with the remark. "Already a member at this address" is
+without a leader (2007 naming none), SYSTEM_BUSY and the refusals whose remark says to retry
+(another membership change pending, a leader just elected: rmqc.replica._membership) are retried
+with backoff, all within JOIN_TIMEOUT_S. Any other answer is a refusal (an id already a member at
+another address, an address another member uses, no permission): retrying cannot change it, so
+the node stops at once with the remark. "Already a member at this address" is
 answered 0 by the leader (a restarted joiner that was added before), so the node goes on.
 """
 
@@ -45,6 +46,8 @@ ANSWER_MARGIN_MS = 2000
 ACCESS_KEY_ENV = "RMQC_ACCESS_KEY"
 SECRET_KEY_ENV = "RMQC_SECRET_KEY"
 _RETRIED_CODES = frozenset({ResponseCode.CONTROLLER_NOT_LEADER, ResponseCode.SYSTEM_BUSY})
+# The leader's refusals that go away by themselves say so (rmqc.replica._membership).
+RETRY_MARKER = "retry"
 
 
 class JoinFailed(RmqcError):
@@ -87,7 +90,7 @@ async def _ask_until_added(client: ControllerClient, config: NodeConfig, rng: ra
                 assert answer is not None  # two-way
                 if answer.code == ResponseCode.SUCCESS:
                     return dict(orjson.loads(answer.body or b"{}"))
-                if answer.code not in _RETRIED_CODES:
+                if answer.code not in _RETRIED_CODES and RETRY_MARKER not in (answer.remark or ""):
                     return JoinFailed(f"{address} refused to add {config.node_id} at {config.listen_address}: "
                                       f"{answer.remark}")
                 last = f"{address}: {answer.remark}"

@@ -109,6 +109,7 @@ class ControllerNode:
         self.replica: Replica | None = None  # from run() on: it needs the opened storage and Trio's clock
         self.started = trio.Event()
         self.members: dict[str, str] = {}  # the applied address book (MembersChanged), this node included
+        self.is_member = False  # this node is a voter or learner of the applied membership
         self._wakeup = trio.Event()  # the driver has work (replica.drive_due)
         self._rearmed = trio.Event()  # the replica's next wake-up moved earlier
         self._nursery: trio.Nursery | None = None
@@ -147,7 +148,7 @@ class ControllerNode:
             await nursery.start(self.links.run)
             await nursery.start(self.notifier.run)
             nursery.start_soon(self.server.serve, listeners, name="server")
-            if self.config.join and self.config.node_id not in self.members:
+            if self.config.join and not self.is_member:
                 nursery.start_soon(self._join, name="join")
             self.started.set()
             task_status.started(self.listen_address)
@@ -169,16 +170,17 @@ class ControllerNode:
     def members_changed(self, action: MembersChanged) -> None:
         """The applied membership: links to exactly its other members; a node outside it (joining)
         accepts any member of its group until the leader's appends bring it in."""
-        before, self.members = self.members, dict(action.addresses)
-        joining = self.config.join and self.config.node_id not in self.members
-        self.links.set_members(self.members, joining=joining)
-        if before and self.config.node_id in before and self.config.node_id not in self.members:
-            log.warning("%s: removed from the membership (voters %s, learners %s): this node takes no part any "
-                        "more; stop it", self.config.node_id, ", ".join(action.voters) or "none",
-                        ", ".join(action.learners) or "none")
-        elif before != self.members:
-            log.info("%s: membership: voters %s, learners %s", self.config.node_id,
-                     ", ".join(action.voters) or "none", ", ".join(action.learners) or "none")
+        was_member, self.is_member = self.is_member, self.config.node_id in (*action.voters, *action.learners)
+        self.members = dict(action.addresses)
+        self.links.set_members(self.members, joining=self.config.join and not self.is_member)
+        voters, learners = ", ".join(action.voters) or "none", ", ".join(action.learners) or "none"
+        if was_member and not self.is_member:
+            log.warning("%s: removed from the membership at index %d (voters %s, learners %s): this node takes no "
+                        "part any more and idles; stop its process", self.config.node_id, action.index, voters,
+                        learners)
+        else:
+            log.info("%s: membership at index %d: voters %s, learners %s", self.config.node_id, action.index,
+                     voters, learners)
 
     def status(self) -> Any:
         """The replica's published ReplicaStatus (None before the node runs)."""

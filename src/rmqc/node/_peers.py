@@ -133,6 +133,10 @@ class PeerLinks:
         # does not know the membership until the leader's appends bring it)
         self._accepted: frozenset[str] | None = None
         self._inbound: dict[str, set[trio.CancelScope]] = {}
+        # members this node has no link to yet that dialled it (it is joining and does not know their
+        # addresses before the leader's appends bring the membership): what goes to them is written
+        # back on their connection
+        self._returns: dict[str, _Link] = {}
         self._nursery: trio.Nursery | None = None
         self.connected: set[str] = set()
         others = {peer.id: peer.address for peer in config.peers if peer.id != config.node_id}
@@ -161,10 +165,16 @@ class PeerLinks:
             for scope in self._inbound.pop(peer_id):
                 scope.cancel()
 
+    def _new_outbox(self) -> PeerOutbox:
+        return PeerOutbox(self._config.peer_outbox_messages, MAX_CONTROL_FRAMES,
+                          min(RAFT_FRAME_BYTES, self._config.max_peer_frame_bytes // 2), RAFT_FRAME_ENTRIES)
+
+    def _link_to(self, peer_id: str) -> _Link | None:
+        """Where traffic for `peer_id` goes: our link to it, else the connection it opened to us."""
+        return self._links.get(peer_id) or self._returns.get(peer_id)
+
     def _open(self, peer: Peer) -> None:
-        outbox = PeerOutbox(self._config.peer_outbox_messages, MAX_CONTROL_FRAMES,
-                            min(RAFT_FRAME_BYTES, self._config.max_peer_frame_bytes // 2), RAFT_FRAME_ENTRIES)
-        link = self._links[peer.id] = _Link(peer, outbox)
+        link = self._links[peer.id] = _Link(peer, self._new_outbox())
         if self._nursery is not None:
             self._nursery.start_soon(self._link, link, name=f"peer-link-{peer.id}")
         log.info("peer %s at %s: link opened", peer.id, peer.address)
@@ -179,14 +189,17 @@ class PeerLinks:
         return self._accepted is None or peer_id in self._accepted
 
     def outbox(self, peer_id: str) -> PeerOutbox:
-        return self._links[peer_id].outbox
+        link = self._link_to(peer_id)
+        if link is None:
+            raise KeyError(peer_id)
+        return link.outbox
 
     def send_messages(self, messages: list[Message]) -> None:
         """Queue messages and write them at once where the link's socket takes them: the driver
         may save to disk right after this, and appends must be on their way during that save."""
         targets: dict[str, _Link] = {}
         for message in messages:
-            link = self._links.get(message.to)
+            link = self._link_to(message.to)
             if link is None:
                 log.warning("dropping raft message to unknown peer %s", message.to)
                 continue
@@ -220,7 +233,7 @@ class PeerLinks:
         link.wakeup.set()
 
     def send_control(self, peer_id: str, kind: FrameKind, payload: bytes) -> bool:
-        link = self._links.get(peer_id)
+        link = self._link_to(peer_id)
         if link is None or not link.outbox.put_control(kind, payload):
             return False
         link.wakeup.set()
@@ -382,7 +395,7 @@ class PeerLinks:
             with trio.CancelScope() as scope:
                 self._inbound.setdefault(sender_id, set()).add(scope)
                 try:
-                    await self._serve_member(stream, sender_id, rest)
+                    await self._serve_member(stream, sender_id, rest, remote)
                 finally:
                     self._inbound.get(sender_id, set()).discard(scope)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
@@ -390,9 +403,12 @@ class PeerLinks:
         except (ProtocolError, BoundExceeded) as error:
             log.warning("closing inbound peer connection from %s: %s", remote, error)
 
-    async def _serve_member(self, stream: trio.abc.Stream, sender_id: str, rest: bytes) -> None:
+    async def _serve_member(self, stream: trio.abc.Stream, sender_id: str, rest: bytes, remote: str) -> None:
         link = self._links.get(sender_id)
-        if link is not None and sender_id not in self.connected:
+        if link is None:
+            await self._serve_without_link(stream, sender_id, rest, remote)
+            return
+        if sender_id not in self.connected:
             link.back.set()
         send_lock = trio.Lock()
 
@@ -400,6 +416,36 @@ class PeerLinks:
             async with send_lock:
                 await stream.send_all(encode_frame(kind, payload))
 
+        await self._read_inbound(stream, sender_id, rest, reply)
+
+    async def _serve_without_link(self, stream: trio.abc.Stream, sender_id: str, rest: bytes, remote: str) -> None:
+        """A member we have no link to dialled us (we are joining): everything for it, Raft replies
+        too, is written back on this connection by one writer, until we dial it ourselves."""
+        host, _colon, port = remote.rpartition(":")
+        back = self._returns[sender_id] = _Link(Peer(sender_id, host, int(port) if port.isdigit() else 0),
+                                               self._new_outbox())
+
+        async def reply(kind: FrameKind, payload: bytes) -> None:
+            if back.outbox.put_control(kind, payload):
+                back.wakeup.set()
+
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._until_error, back.peer, self._write_back(back, stream), nursery.cancel_scope)
+                nursery.start_soon(self._until_error, back.peer, self._read_inbound(stream, sender_id, rest, reply),
+                                   nursery.cancel_scope)
+        finally:
+            if self._returns.get(sender_id) is back:
+                del self._returns[sender_id]
+
+    async def _write_back(self, back: _Link, stream: trio.abc.Stream) -> None:
+        live = back.live = _LiveLink(-1, stream)  # no direct writes: this task is the stream's only writer
+        try:
+            await self._write_outbox(back, live)
+        finally:
+            back.live = None
+
+    async def _read_inbound(self, stream: trio.abc.Stream, sender_id: str, rest: bytes, reply: Reply) -> None:
         decoder = PeerFrameDecoder(self._config.max_peer_frame_bytes)
         self._dispatch(decoder.feed(rest), sender_id, reply)
         await read_peer_frames(stream, decoder, sender_id, self._handler, reply)
