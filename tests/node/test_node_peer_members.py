@@ -1,7 +1,7 @@
 """The peer links follow the applied membership (issue 16), over real TCP on 127.0.0.1: a member
 added is dialled, a removed one's link and inbound connections are closed and its new connections
-refused, and a joining node accepts any member of its group until it is in the membership, and
-answers a member whose address it does not know yet on the connection that member opened."""
+refused, and a node outside the membership (joining) dials no one, accepts any member of its group
+and answers a member on the connection that member opened."""
 
 from __future__ import annotations
 

@@ -168,11 +168,11 @@ class ControllerNode:
                  self.config.node_id, self.listen_address, change.get("index"))
 
     def members_changed(self, action: MembersChanged) -> None:
-        """The applied membership: links to exactly its other members; a node outside it (joining)
-        accepts any member of its group until the leader's appends bring it in."""
+        """The applied membership: links to exactly its other members; a node outside it (joining,
+        or removed) dials no one and accepts any member of its group (PeerLinks.set_members)."""
         was_member, self.is_member = self.is_member, self.config.node_id in (*action.voters, *action.learners)
         self.members = dict(action.addresses)
-        self.links.set_members(self.members, joining=self.config.join and not self.is_member)
+        self.links.set_members(self.members, member=self.is_member)
         voters, learners = ", ".join(action.voters) or "none", ", ".join(action.learners) or "none"
         if was_member and not self.is_member:
             log.warning("%s: removed from the membership at index %d (voters %s, learners %s): this node takes no "

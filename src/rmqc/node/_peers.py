@@ -129,38 +129,38 @@ class PeerLinks:
         self._tls = peer_client_context(config)  # None: peers dial in plain TCP
         self.refused_peers = 0
         self._links: dict[str, _Link] = {}
-        # the ids inbound connections are accepted from; None: any id of the group (a joining node
-        # does not know the membership until the leader's appends bring it)
+        # the ids inbound connections are accepted from; None: any id of the group (a node outside
+        # the membership does not know it until the leader's appends bring it)
         self._accepted: frozenset[str] | None = None
         self._inbound: dict[str, set[trio.CancelScope]] = {}
-        # members this node has no link to yet that dialled it (it is joining and does not know their
-        # addresses before the leader's appends bring the membership): what goes to them is written
-        # back on their connection
+        # members this node has no link to that dialled it (it is outside the membership: joining,
+        # or removed and being added again): what goes to them is written back on their connection
         self._returns: dict[str, _Link] = {}
         self._nursery: trio.Nursery | None = None
         self.connected: set[str] = set()
         others = {peer.id: peer.address for peer in config.peers if peer.id != config.node_id}
-        self.set_members(others, joining=config.join)
+        self.set_members(others, member=not config.join)
 
     @property
     def members(self) -> dict[str, str]:
         """The members this node keeps links to (id -> host:port), itself excluded."""
         return {peer_id: link.peer.address for peer_id, link in self._links.items()}
 
-    def set_members(self, addresses: Mapping[str, str], *, joining: bool = False) -> None:
+    def set_members(self, addresses: Mapping[str, str], *, member: bool = True) -> None:
         """Keep links to exactly the members of `addresses` other than this node: open links to
         added ones, close the links and inbound connections of removed ones (and of a member whose
-        address changed, which is dialled again at the new one). `joining`: this node is not in the
-        membership yet, so inbound connections are accepted from any id of the group."""
+        address changed, which is dialled again at the new one). A node that is not a `member`
+        (joining, or removed and perhaps added again later) dials no one and accepts any id of its
+        group: it learns the membership from the leader that dials it, and answers on that link."""
         wanted = {peer_id: _peer_at(peer_id, address) for peer_id, address in addresses.items()
-                  if peer_id != self._config.node_id}
+                  if peer_id != self._config.node_id and member}
         for peer_id, link in list(self._links.items()):
             if wanted.get(peer_id) != link.peer:
                 self._close(peer_id, link)
         for peer_id, peer in wanted.items():
             if peer_id not in self._links:
                 self._open(peer)
-        self._accepted = None if joining else frozenset(wanted)
+        self._accepted = frozenset(wanted) if member else None
         for peer_id in [peer_id for peer_id in self._inbound if not self._accepts(peer_id)]:
             for scope in self._inbound.pop(peer_id):
                 scope.cancel()
