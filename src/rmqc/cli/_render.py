@@ -93,6 +93,19 @@ REMARK_HINTS: tuple[tuple[int, str, str], ...] = (
     (ResponseCode.SYSTEM_ERROR, "leadership not transferred",
      "look at the target in `rmqc status` (lag, alarms, unreachable) and retry, or name another voter"),
     (ResponseCode.SYSTEM_ERROR, "more than one frame carries", "see the remark; docs/operations.md, Backup"),
+    # membership changes (rmqc.replica._membership): nothing changed
+    (ResponseCode.SYSTEM_ERROR, "is pending", "one change at a time: wait for the pending one (shown under "
+                                              "`rmqc status`), then retry"),
+    (ResponseCode.SYSTEM_ERROR, "is not applied yet", "one change at a time: retry in a moment"),
+    (ResponseCode.SYSTEM_ERROR, "is the last voter", "add and promote another node first (or replace it)"),
+    (ResponseCode.SYSTEM_ERROR, "has not caught up",
+     "wait until `rmqc admin members list` shows its lag near 0, then retry (replace waits by itself)"),
+    (ResponseCode.SYSTEM_ERROR, "unknown id", "name a member: `rmqc admin members list`"),
+    (ResponseCode.SYSTEM_ERROR, "is already a member with address",
+     "an id keeps its address: remove it first, or add the node under a new id"),
+    (ResponseCode.SYSTEM_ERROR, "is already used by member", "give the new node another host:port"),
+    (ResponseCode.SYSTEM_ERROR, "not removed: leadership not transferred",
+     "look at the other voters in `rmqc status` (lag, alarms, unreachable) and retry"),
 )
 
 
