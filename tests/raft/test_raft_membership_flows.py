@@ -109,3 +109,12 @@ def test_20_a_leader_that_applies_its_own_removal_never_campaigns_again() -> Non
         n1.tick()
     net.stabilize()
     assert n1.raft.role is Role.FOLLOWER and not any(m.frm == "n1" for m in net.queue)
+
+
+def test_21_a_node_that_applied_its_own_removal_votes_no_more() -> None:
+    node, _storage = single("n3", peers=("n1", "n2", "n3"))
+    node.apply_conf_change(ConfChange(CC.REMOVE_NODE, "n3"))
+    node.raft.leader_contact_elapsed = ET  # outside any lease
+    node.step(msg(MT.VOTE, "n2", "n3", term=5, index=10, log_term=4))
+    assert node.raft.vote is None
+    assert [m.reject for m in node.raft.msgs_after_persist if m.type is MT.VOTE_RESP] == [True]

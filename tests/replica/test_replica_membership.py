@@ -221,3 +221,14 @@ def test_a_restart_on_lmdb_rebuilds_the_same_membership_and_book(tmp_path: Path)
         assert announced.addresses == dict(before.addresses) and announced.learners == ("n5",)
         restarted.advance(100)
         assert restarted.replica.conf_state == before
+
+
+def test_a_restart_takes_the_bootstrap_membership_from_storage_not_from_peers() -> None:
+    storage = MemoryStorage()
+    first = leader(storage=storage)
+    assert storage.initial_state()[1].voters == ("n0",), "saved once the bootstrap entries were durable"
+    first.replica.close()
+    restarted = harness("n0-127.0.0.1:9878;n9-127.0.0.1:9999", storage=storage)  # peers edited since
+    assert restarted.replica.conf_state.voters == ("n0",)
+    restarted.advance(100)
+    assert restarted.replica.serving_as_leader, "still the sole voter"

@@ -396,7 +396,8 @@ class RaftCore:
             or (m.type is MT.PRE_VOTE and m.term > self.term)
         )
         response = VOTE_RESPONSE_OF[m.type]
-        if can_vote and self._candidate_is_member(m.frm) and self._candidate_log_up_to_date(m.log_term, m.index):
+        if (can_vote and self._votes_as_member(m.frm)
+                and self._candidate_log_up_to_date(m.log_term, m.index)):
             # The grant echoes the request's term: a pre-vote is at term+1 (pitfall 1). A vote
             # carries our lease age, for the winner's takeover wait (rmqc.reads._lease).
             age = encode_lease_age(self.lease_age) if m.type is MT.VOTE else b""
@@ -409,12 +410,14 @@ class RaftCore:
         else:
             self._send(Message(response, m.frm, self.id, term=self.term, reject=True))
 
-    def _candidate_is_member(self, candidate: str) -> bool:
-        """A node that applied a candidate's removal refuses it: a removed node that does not know it
-        (it never learned that its removal committed) must not be elected by the old membership,
-        whose quorums need not overlap the new one's. A learner may still be a voter we have not
-        heard of yet (pitfall 22), and a joining node with no membership yet refuses no one."""
-        return candidate in self.voters or candidate in self.learners or not (self.voters or self.learners)
+    def _votes_as_member(self, candidate: str) -> bool:
+        """Membership rules of a vote. A node that applied a candidate's removal refuses it: a
+        removed node that does not know it (it never learned that its removal committed) must not
+        be elected by the old membership, whose quorums need not overlap the new one's. A node that
+        applied its own removal votes no more. A learner, candidate or voter, may be a voter not
+        yet known as one (pitfall 22); a joining node with no membership yet refuses no one."""
+        members = self.voters | self.learners
+        return not members or (candidate in members and self.id in members)
 
     def _yields_to(self, m: Message) -> bool:
         """Two pre-candidates that timed out together (the same randomised tick after the same
