@@ -396,7 +396,8 @@ class RaftCore:
             or (m.type is MT.PRE_VOTE and m.term > self.term)
         )
         response = VOTE_RESPONSE_OF[m.type]
-        if can_vote and self._candidate_log_up_to_date(m.log_term, m.index):
+        if (can_vote and self._votes_as_member(m.frm)
+                and self._candidate_log_up_to_date(m.log_term, m.index)):
             # The grant echoes the request's term: a pre-vote is at term+1 (pitfall 1). A vote
             # carries our lease age, for the winner's takeover wait (rmqc.reads._lease).
             age = encode_lease_age(self.lease_age) if m.type is MT.VOTE else b""
@@ -408,6 +409,15 @@ class RaftCore:
                 self.become_follower(self.term, None)
         else:
             self._send(Message(response, m.frm, self.id, term=self.term, reject=True))
+
+    def _votes_as_member(self, candidate: str) -> bool:
+        """Membership rules of a vote. A node that applied a candidate's removal refuses it: a
+        removed node that does not know it (it never learned that its removal committed) must not
+        be elected by the old membership, whose quorums need not overlap the new one's. A node that
+        applied its own removal votes no more. A learner, candidate or voter, may be a voter not
+        yet known as one (pitfall 22); a joining node with no membership yet refuses no one."""
+        members = self.voters | self.learners
+        return not members or (candidate in members and self.id in members)
 
     def _yields_to(self, m: Message) -> bool:
         """Two pre-candidates that timed out together (the same randomised tick after the same
@@ -540,7 +550,7 @@ class RaftCore:
         meta = snap.meta
         if meta.index <= self.log.committed:
             return False  # a delayed duplicate must not rewind state (pitfall 13)
-        if self.id not in meta.conf_state.voters and self.id not in meta.conf_state.learners:
+        if self._refuses_membership_of(meta.conf_state):
             return False  # a config without us (pitfall 17)
         if self.log.match_term(meta.index, meta.term):
             self.log.commit_to(meta.index)  # keep the matching suffix, only move commit
@@ -548,6 +558,13 @@ class RaftCore:
         self.log.restore(snap)
         self._set_conf_state(meta.conf_state)
         return True
+
+    def _refuses_membership_of(self, conf_state: ConfState) -> bool:
+        """A snapshot whose membership lacks us is refused (pitfall 17), except by a joining node
+        that has no membership yet: the leader's snapshot may predate our addition, whose entry
+        follows it in the log (we never campaign without being a voter)."""
+        joining = not (self.voters or self.learners)
+        return not joining and self.id not in conf_state.voters and self.id not in conf_state.learners
 
     def _follower_on_timeout_now(self, m: Message) -> None:
         if m.index != self.log.last_index():

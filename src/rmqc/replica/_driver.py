@@ -43,6 +43,10 @@ class Driver:
         self.in_run = False  # a Ready is due right away (the previous pass returned in a run)
         self.unsaved_hard_state: Any = None  # a commit-only HardState waiting for the next write
         self.snapshot_in_flight = False  # at most one WriteSnapshot at a time
+        # A bootstrap's membership, saved once its entries are durable: the core counts them as
+        # applied, so no apply saves it, and a restart must not fall back to the `peers` option
+        # (it names the initial members only, and may have been edited since).
+        self.bootstrap_membership_unsaved = False
 
     def drive(self) -> bool:
         """One pass; True when another Ready is due at once (the shell yields, then calls again)."""
@@ -177,6 +181,9 @@ class Driver:
         except StorageWriteFailed as error:
             r.disk.failed(error)
         self.unsaved_hard_state = None
+        if self.bootstrap_membership_unsaved:
+            self.bootstrap_membership_unsaved = False
+            self._save_membership()
         persist_ms = r.now_ms() - started_ms
         r.observer.observe_fsync(persist_ms / 1000)
         if persist_ms >= SLOW_PERSIST_MS:
@@ -251,6 +258,10 @@ class Driver:
         after = r.raw.apply_conf_change(change)
         book = book_after(r.conf_state, change, after)
         r.set_conf_state(r.with_known_addresses(ConfState(after.voters, after.learners, book)), entry.index)
+        self._save_membership()
+
+    def _save_membership(self) -> None:
+        r = self._r
         try:
             r.storage.save_conf_state(r.conf_state)
         except (StorageFullError, StorageWriteFailed) as error:

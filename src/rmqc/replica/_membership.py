@@ -11,8 +11,8 @@ RMQC_TRANSFER_LEADER does; clients retry there.
 - RMQC_MEMBERS_ADD (60005), extFields `id`, `address` (host:port): proposes ADD_LEARNER with the
   address in ConfChange.context; 0 once that entry is applied on the leader.
 - RMQC_MEMBERS_PROMOTE (60006), extFields `id`: ADD_VOTER of a learner that has caught up (its
-  match within CATCH_UP_ENTRIES of the leader's commit, no snapshot on its way to it, heard from
-  within the last election timeout); 0 once applied.
+  match within CATCH_UP_ENTRIES of the leader's commit, no snapshot on its way to it); 0 once
+  applied.
 - RMQC_MEMBERS_REMOVE (60007), extFields `id`: REMOVE_NODE; 0 once applied. The leader removing
   itself first transfers the leadership (as RMQC_TRANSFER_LEADER without `to`) and then answers
   CONTROLLER_NOT_LEADER naming the new leader: the client retries there, and the new leader
@@ -198,8 +198,8 @@ class Membership:
         raw = self._node.raw
         progress = raw.raft.progress.get(node_id)
         commit = raw.raft.log.committed
-        if progress is None or not progress.recent_active:
-            return "the leader has not heard from it within the last election timeout"
+        if progress is None:
+            return "the leader has no replication progress for it yet"
         if progress.state is ProgressState.SNAPSHOT:
             return f"a snapshot (index {progress.pending_snapshot}) is still being sent to it"
         if commit - progress.match > CATCH_UP_ENTRIES:

@@ -158,6 +158,7 @@ class Replica:
             max_inflight_msgs=config.max_appends_in_flight,
             applied=snapshot.meta.index,
         )
+        self.driver.bootstrap_membership_unsaved = bool(bootstrap)
         raw = RawNode(raft_config, self.storage, rng, peers=bootstrap,
                       contexts={node_id: address.encode() for node_id, address in self.conf_state.addresses})
         log.info("%s: term %d, snapshot at %d, log %d..%d%s", config.node_id, hard_state.term,
