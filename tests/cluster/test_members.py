@@ -26,6 +26,7 @@ from rmqc.testing.writer import WriteLoad
 pytestmark = pytest.mark.slow
 CATCH_UP_S = 30.0
 WATCH_EVERY_S = 0.05
+LAGGING_ENTRIES = 100  # more than a learner may trail the commit index and be promoted (64)
 
 
 async def cli(*args: str) -> subprocess.CompletedProcess[bytes]:
@@ -185,6 +186,10 @@ async def test_replace_a_killed_node_by_a_new_one_on_another_port(tmp_path: Path
 
 async def refusals_with_three_voters(cluster: Cluster, controllers: str) -> None:
     """Unknown id, an address in use, a learner that cannot catch up: refused, nothing changed."""
+    async with ControllerClient(cluster.addresses, timeout_ms=8000, max_retries=10) as writer:
+        for broker_id in range(1, LAGGING_ENTRIES + 1):  # a log the lagging learner is far behind
+            applied = await writer.apply_broker_id("C", "broker-l", broker_id, f"10.0.0.8:10911;{broker_id}")
+            assert applied.code == 0, applied.remark
     before = {node_id: (row["address"], row["role"]) for node_id, row in (await members(controllers)).items()}
     await refused("remove", "n9", controllers=controllers, reason="unknown id 'n9'")
     await refused("add", "n9", cluster.nodes[0].address, controllers=controllers, reason="is already used by member")
