@@ -203,7 +203,8 @@ class Option:
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option("node_id", _text, "this node's id; must appear in peers", "controllerDLegerSelfId"),
+    Option("node_id", _text, "this node's id; must appear in peers (unless listen is given without peers)",
+           "controllerDLegerSelfId"),
     Option("peers", _peers_value, "all voters, Java syntax id-host:port;...; own entry = listen address",
            "controllerDLegerPeers"),
     Option("listen", _address, "this node's host:port; default its own entry in peers (with join, peers may be "
