@@ -243,8 +243,8 @@ async def second_change_while_one_is_pending(cluster: Cluster, leader: ServeNode
     followers = [node for node in cluster.nodes if node is not leader]
     first_port, second_port = free_ports(2)
     first: list[Any] = []
-    async with trio.open_nursery() as nursery, ControllerClient([leader.address], timeout_ms=8000,
-                                                                max_retries=0) as client:
+    async with ControllerClient([leader.address], timeout_ms=8000, max_retries=0) as client, \
+            trio.open_nursery() as nursery:  # the nursery ends first: the first add is answered
         for node in followers:
             node.kill(signal.SIGSTOP)
         try:
