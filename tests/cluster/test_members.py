@@ -134,11 +134,10 @@ async def test_grow_to_five_and_shrink_to_three_under_load(tmp_path: Path) -> No
             removed = [node for node in cluster.nodes[:3] if node is not leader]
             for node in removed:
                 assert node.node_id not in (await change("remove", node.node_id, controllers=controllers))["voters"]
+                node.kill(signal.SIGTERM)  # then stop the removed node's process (docs/operations.md)
+                await node.wait_exit()
             rows = await members(controllers)
             assert sorted(rows) == sorted([leader.node_id, "n3", "n4"])
-            for node in removed:
-                node.kill(signal.SIGTERM)
-                await node.wait_exit()
             acked = len(load.ack_times)
             with trio.fail_after(15):
                 while len(load.ack_times) < acked + 100:  # the three left take writes
@@ -215,6 +214,8 @@ async def test_remove_the_leader_then_down_to_the_last_voter(tmp_path: Path) -> 
 
             gone = await change("remove", old.node_id, controllers=controllers)
             assert old.node_id not in gone["voters"] and len(gone["voters"]) == 2
+            old.kill(signal.SIGTERM)  # then stop the removed node's process (docs/operations.md)
+            await old.wait_exit()
             others = [node for node in cluster.nodes if node is not old]
             new = cluster.node(await cluster.wait_leader(admin, among=others))
             assert new is not old
