@@ -201,7 +201,9 @@ class PeerLinks:
         for message in messages:
             link = self._link_to(message.to)
             if link is None:
-                log.warning("dropping raft message to unknown peer %s", message.to)
+                # expected outside the membership (a removed node's last replies); a member's bug else
+                log.log(logging.DEBUG if self._accepted is None else logging.WARNING,
+                        "dropping raft message to unknown peer %s", message.to)
                 continue
             link.outbox.put_message(message)
             targets[message.to] = link
