@@ -225,7 +225,7 @@ class Membership:
             change = self._change.change
             raise Refused(f"a membership change ({_CHANGE_NAMES[change.type]} {change.node_id}) is pending; "
                           f"wait for its answer, then retry")
-        if raft.pending_conf_index > node.applied_index:
+        if raft.conf_change_pending():
             raise Refused(f"a membership change at index {raft.pending_conf_index} is not applied yet (applied "
                           f"{node.applied_index}); retry once it is")
 

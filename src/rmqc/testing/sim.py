@@ -56,11 +56,13 @@ from rmqc.controller._policy import _choose_within
 from rmqc.fsm import BrokerGroup
 from rmqc.raft._core import RaftCore
 from rmqc.replica._driver import Driver
+from rmqc.replica._membership import Membership
 from rmqc.replica._reads import ReadPath
 
 from ._simadmin import AdminKnobs
 from ._simbrokers import BrokerKnobs
 from ._simhistory import ControllerHistory
+from ._simmembers import MembersKnobs
 from ._simnemesis import NemesisKnobs
 from ._simworld import SeedResult, SimKnobs, run_seed
 
@@ -95,6 +97,14 @@ PROFILES: dict[str, SimKnobs] = {
         nemesis=NemesisKnobs(interval_min_us=150_000, interval_max_us=300_000,
                              weights={"heal": 2, "refuse_leader": 4, "crash_leader": 1, "skew_clocks": 1},
                              broker_weights={}),
+    ),
+    # An operator grows, shrinks and replaces the group (new nodes join with empty disks, by
+    # snapshot once the log is compacted) and moves the leadership, under every fault of the default
+    # profile but the nemesis' own membership changes (it would re-add removed nodes by id).
+    "members": replace(
+        SimKnobs(),
+        members=MembersKnobs(),
+        nemesis=NemesisKnobs(weights={**NemesisKnobs().weights, "reconfigure": 0}),
     ),
     "lease-drift": replace(
         SimKnobs(),
@@ -156,6 +166,8 @@ MUTANTS: dict[str, Mutant] = {
                                     (processor_module, "check_alter_sync_state_set", _check_alter_without_sss_epoch))),
     "apply-before-persist": Mutant(((Driver, "_persist_then_apply", _apply_then_persist),)),
     "stale-read-as-linearizable": Mutant(((ReadPath, "_read_index_reached", lambda self, index: True),)),
+    "two-pending-changes": Mutant(((RaftCore, "conf_change_pending", lambda self: False),
+                                   (Membership, "_refuse_if_pending", lambda self: None)), "members"),
     "lease-ignores-drift": Mutant(
         ((core_module, "lease_duration_ticks", lambda lease_ticks, drift_ticks: lease_ticks),), "lease-drift"),
 }
