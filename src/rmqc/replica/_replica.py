@@ -512,14 +512,15 @@ class Replica:
         """The applied membership (with its address book) as of log index `index`; the shell hears
         of it (MembersChanged) at start and whenever it changes."""
         changed = conf_state != self.conf_state
+        was_member = self.config.node_id in self.conf_state.members
         self.conf_state = conf_state
         self.sole_voter = set(conf_state.voters) == {self.config.node_id}
         if changed or announce:
             self._node_info_cache = None
             self.outbox.append(MembersChanged(index, dict(conf_state.addresses), conf_state.voters,
                                               conf_state.learners))
-            if changed and not announce and self.config.node_id not in conf_state.members:
-                log.warning("%s: not a member of the group as of index %d (voters %s, learners %s): idle, "
+            if was_member and self.config.node_id not in conf_state.members:
+                log.warning("%s: removed from the membership at index %d (voters %s, learners %s): idle, "
                             "never campaigns", self.config.node_id, index, conf_state.voters, conf_state.learners)
 
     def with_known_addresses(self, conf_state: ConfState) -> ConfState:

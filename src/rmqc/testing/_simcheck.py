@@ -10,7 +10,8 @@ global registries of what the whole cluster has done:
 - leader completeness: a leader's log holds every entry committed before it was elected;
 - state-machine safety: every node applies the same entry at each index and reaches the same
   key-value state there (also after installing a snapshot);
-- apply after persist: a node applies an entry only once its own durable log holds it.
+- apply after persist: a node applies an entry only once its own durable log holds it;
+- membership: every node applies the same membership (voters, learners, addresses) at each index.
 
 The first violation is recorded as text; the run stops at it.
 """

@@ -154,6 +154,15 @@ class World:
     def current_ids(self) -> list[str]:
         return [node_id for node_id in self.node_ids if not self.nodes[node_id].retired]
 
+    def final_voters(self) -> tuple[str, ...]:
+        """The voters of the newest membership any running node applied. Its change committed on a
+        majority of them, whose logs (or snapshots) hold every entry committed before it, and every
+        later entry commits on a majority of them too. (A joined node whose addition was given up
+        is no member and holds nothing: it does not count.)"""
+        running = [self.nodes[n] for n in self.current_ids() if self.nodes[n].replica is not None]
+        newest = max(running, key=lambda node: node.replica.applied_index if node.replica else 0, default=None)
+        return newest.conf_state.voters if newest is not None else self.initial_ids
+
     # -- services for nodes ----------------------------------------------------------
     def count(self, what: str) -> None:
         self.counts[what] = self.counts.get(what, 0) + 1
@@ -337,7 +346,7 @@ class World:
     def finish(self) -> SeedResult:
         """The end-of-run checks, and the report."""
         if self.checker.ok:
-            self.checker.check_durable_majority({n: self.nodes[n].storage for n in self.current_ids()})
+            self.checker.check_durable_majority({n: self.nodes[n].storage for n in self.final_voters()})
         if self.checker.ok:
             self.controller_checker.finish(self.controller_history, self._beliefs())
         self._count_controller()

@@ -23,10 +23,16 @@ reset and refused, so the others take over at once while it lives on); crashes (
 and inside an fsync: the actions emitted before it happen, nothing after); pauses (the node's clock
 jumps on resume); per-node clock rates (and a "leader slowest" skew); leadership transfers;
 single-server membership changes through learners; snapshots and log compaction; broker crashes.
+Profile "members" (`_simmembers`): operators send RMQC_MEMBERS_ADD/PROMOTE/REMOVE and
+RMQC_TRANSFER_LEADER through the shipped request path to grow, shrink and replace the group; new
+nodes start with empty disks and `join` (catching up by snapshot once the log is compacted), removed
+ones stop for good.
 
 Checked after every step: the Raft invariants (`_simcheck`: one leader per term, log matching,
 durability, leader completeness, state-machine safety, apply after persist, commit never going
-down) and the controller's (`_simcontroller_check`: one master per masterEpoch, epochs never going
+down, every node applying the same membership at each index, at most one membership change
+pending on a leader, no vote or candidacy from a node after it applied its own removal) and the
+controller's (`_simcontroller_check`: one master per masterEpoch, epochs never going
 down, clean elections inside the SyncStateSet, stale 1001s refused); at the end: committed entries
 durable on a majority, acknowledged ids kept and never shared, brokers following the newest
 master, linearizable and lease reads linearizable per group, stale reads monotonic per node.
