@@ -198,8 +198,8 @@ class Membership:
         raw = self._node.raw
         progress = raw.raft.progress.get(node_id)
         commit = raw.raft.log.committed
-        if progress is None:
-            return "the leader has no replication progress for it yet"
+        if progress is None or progress.match == 0:
+            return "it has not acknowledged anything yet (is it running and reachable at its address?)"
         if progress.state is ProgressState.SNAPSHOT:
             return f"a snapshot (index {progress.pending_snapshot}) is still being sent to it"
         if commit - progress.match > CATCH_UP_ENTRIES:

@@ -333,7 +333,11 @@ class Replica:
             elif request.code in MEMBERSHIP_REQUESTS:
                 self.membership.handle(request, token)
             elif self._forwarded_from_here(request):
-                if forwarded or not self.config.forward_writes or not self._leader_elsewhere():
+                if not self.is_member:
+                    # no peer link to forward over (a removed or joining node dials no one): the
+                    # client must find the leader itself, and only 2007 makes it look
+                    out(Answer(token, self.operations.not_leader(request, "not a member of the group")))
+                elif forwarded or not self.config.forward_writes or not self._leader_elsewhere():
                     out(Answer(token, make_response(request, ResponseCode.CONTROLLER_NOT_LEADER, NOT_LEADER_REMARK)))
                 else:
                     assert self.leader_id is not None
@@ -532,6 +536,11 @@ class Replica:
             if peer is not None:
                 book[member] = peer.address
         return ConfState(conf_state.voters, conf_state.learners, tuple(sorted(book.items())))
+
+    @property
+    def is_member(self) -> bool:
+        """This node is a voter or learner of the applied membership."""
+        return self.config.node_id in self.conf_state.members
 
     def address_of(self, node_id: str) -> str | None:
         """A member's address from the applied address book (None: not a member, or not known)."""
