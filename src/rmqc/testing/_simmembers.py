@@ -65,13 +65,18 @@ class MembersOperator:
         self.leader_hint: str | None = None
         self.pending: tuple[int, int] | None = None  # (opaque, sent_us)
         self.next_us = knobs.think_min_us
+        self.active = True
         self._opaque = 0
+
+    def stop(self) -> None:
+        """The quiet phase: no new request (one in flight still gets its answer handled)."""
+        self.active = False
 
     # -- the client contract ------------------------------------------------------------------------
     def step(self, now_us: int) -> list[Outgoing]:
         if self.pending is not None and now_us - self.pending[1] >= self.knobs.timeout_us:
             self.on_answer(self.pending[0], None, now_us)
-        if self.pending is not None or now_us < self.next_us:
+        if self.pending is not None or now_us < self.next_us or not self.active:
             return []
         if not self.steps:
             self._plan()

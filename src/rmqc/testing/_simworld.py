@@ -155,10 +155,11 @@ class World:
         return [node_id for node_id in self.node_ids if not self.nodes[node_id].retired]
 
     def final_voters(self) -> tuple[str, ...]:
-        """The voters of the newest membership any running node applied. Its change committed on a
-        majority of them, whose logs (or snapshots) hold every entry committed before it, and every
-        later entry commits on a majority of them too. (A joined node whose addition was given up
-        is no member and holds nothing: it does not count.)"""
+        """The voters of the newest membership any running node applied. No membership changes in
+        the quiet phase, and the load keeps committing entries under this one: each is durable on a
+        majority of these voters, whose logs then hold every earlier committed entry (log matching)
+        or a snapshot past it. (A joined node whose addition was given up is no member and holds
+        nothing: it does not count.)"""
         running = [self.nodes[n] for n in self.current_ids() if self.nodes[n].replica is not None]
         newest = max(running, key=lambda node: node.replica.applied_index if node.replica else 0, default=None)
         return newest.conf_state.voters if newest is not None else self.initial_ids
@@ -373,6 +374,9 @@ class World:
 
     def _calm_down(self) -> None:
         self.nemesis.stop()
+        for operator in self.operators.values():
+            # the membership of the final checks is settled: the load commits entries under it
+            operator.stop()
         self.net.heal()
         for node_id in self.current_ids():
             node = self.nodes[node_id]
