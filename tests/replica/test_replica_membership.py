@@ -20,6 +20,7 @@ from rmqc.remoting import (
     RMQC_MEMBERS_PROMOTE,
     RMQC_MEMBERS_REMOVE,
     RemotingCommand,
+    RequestCode,
     ResponseCode,
     make_request,
 )
@@ -164,14 +165,16 @@ def test_a_second_change_while_one_is_pending_is_refused() -> None:
 def test_promoting_a_learner_that_lags_is_refused() -> None:
     cluster, leader = elected()
     start_joiner(cluster)
-    cluster.isolate(JOINER)  # it never catches up
     body(ask(cluster, leader, RMQC_MEMBERS_ADD, id=JOINER, address=JOINER_ADDRESS))
+    cluster.run(300)
+    cluster.isolate(JOINER)  # it caught up once, then falls behind
     for i in range(CATCH_UP_ENTRIES + 5):
         cluster.replicas[leader].client_request(
             make_request(1013, i + 10, {"clusterName": "C", "brokerName": f"g{i}", "appliedBrokerId": 1,
                                          "registerCheckCode": f"10.0.0.1:{i};1"}), 1, f"w{i}")
     cluster.run(200)
-    assert "has not caught up" in refusal(ask(cluster, leader, RMQC_MEMBERS_PROMOTE, id=JOINER))
+    remark = refusal(ask(cluster, leader, RMQC_MEMBERS_PROMOTE, id=JOINER))
+    assert "has not caught up" in remark and "trails the commit index" in remark
     assert JOINER in cluster.replicas[leader].conf_state.learners
 
 
@@ -232,3 +235,23 @@ def test_a_restart_takes_the_bootstrap_membership_from_storage_not_from_peers() 
     assert restarted.replica.conf_state.voters == ("n0",)
     restarted.advance(100)
     assert restarted.replica.serving_as_leader, "still the sole voter"
+
+
+def test_a_learner_that_never_answered_is_not_promoted() -> None:
+    cluster, leader = elected()  # a young group: its commit index is far below CATCH_UP_ENTRIES
+    cluster.cut |= {(node_id, "n8") for node_id in cluster.replicas}
+    body(ask(cluster, leader, RMQC_MEMBERS_ADD, id="n8", address="127.0.0.1:8"))  # nobody runs n8
+    cluster.run(200)
+    remark = refusal(ask(cluster, leader, RMQC_MEMBERS_PROMOTE, id="n8"))
+    assert "has not caught up" in remark and "not acknowledged anything" in remark
+
+
+def test_a_removed_node_answers_leader_only_requests_with_2007_naming_the_leader() -> None:
+    cluster, leader = elected()
+    removed = next(node_id for node_id in cluster.replicas if node_id != leader)
+    body(ask(cluster, leader, RMQC_MEMBERS_REMOVE, id=removed))
+    cluster.run(200)
+    answer = ask(cluster, removed, RequestCode.CONTROLLER_APPLY_BROKER_ID, clusterName="C", brokerName="g",
+                 appliedBrokerId="1", registerCheckCode="10.0.0.1:1;1")
+    assert answer.code == ResponseCode.CONTROLLER_NOT_LEADER and "not a member" in (answer.remark or "")
+    assert answer.ext("leaderId") == leader

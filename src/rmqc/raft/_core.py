@@ -592,7 +592,7 @@ class RaftCore:
 
     def propose_conf_change(self, cc: ConfChange) -> None:
         self.check_can_propose()
-        if self.pending_conf_index > self.log.applied:
+        if self.conf_change_pending():
             raise ConfChangeRefused(
                 f"conf change refused: change at {self.pending_conf_index} not applied yet "
                 f"(applied {self.log.applied})"
@@ -606,6 +606,11 @@ class RaftCore:
         self._append_entries([(EntryType.CONF_CHANGE, encode_conf_change(cc))])
         self.pending_conf_index = self.log.last_index()
         self._bcast_append()
+
+    def conf_change_pending(self) -> bool:
+        """A membership change is in the log and not applied yet: no other may be proposed
+        (pitfall 19; the `two-pending-changes` mutant breaks this rule)."""
+        return self.pending_conf_index > self.log.applied
 
     def _conf_change_leaves_voters(self, cc: ConfChange) -> bool:
         return conf_state_after(self.conf_state(), cc) is not None

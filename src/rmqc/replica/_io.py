@@ -58,6 +58,9 @@ Hooks for the simulator's mutants (`--mutant`, rmqc.testing.sim.MUTANTS), each o
   disk is full, nothing applied). `apply-before-persist` replaces it to apply and answer first.
 - `rmqc.replica._reads.ReadPath._read_index_reached(self, index) -> bool`: a read whose read index
   is known may be served (applied >= index). `stale-read-as-linearizable` replaces it with True.
+- `rmqc.replica._membership.Membership._refuse_if_pending(self)` (with the core's
+  `RaftCore.conf_change_pending`): one membership change at a time. `two-pending-changes` disables
+  both.
 """
 
 from __future__ import annotations

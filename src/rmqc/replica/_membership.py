@@ -198,8 +198,8 @@ class Membership:
         raw = self._node.raw
         progress = raw.raft.progress.get(node_id)
         commit = raw.raft.log.committed
-        if progress is None:
-            return "the leader has no replication progress for it yet"
+        if progress is None or progress.match == 0:
+            return "it has not acknowledged anything yet (is it running and reachable at its address?)"
         if progress.state is ProgressState.SNAPSHOT:
             return f"a snapshot (index {progress.pending_snapshot}) is still being sent to it"
         if commit - progress.match > CATCH_UP_ENTRIES:
@@ -225,7 +225,7 @@ class Membership:
             change = self._change.change
             raise Refused(f"a membership change ({_CHANGE_NAMES[change.type]} {change.node_id}) is pending; "
                           f"wait for its answer, then retry")
-        if raft.pending_conf_index > node.applied_index:
+        if raft.conf_change_pending():
             raise Refused(f"a membership change at index {raft.pending_conf_index} is not applied yet (applied "
                           f"{node.applied_index}); retry once it is")
 

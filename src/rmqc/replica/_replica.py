@@ -333,7 +333,11 @@ class Replica:
             elif request.code in MEMBERSHIP_REQUESTS:
                 self.membership.handle(request, token)
             elif self._forwarded_from_here(request):
-                if forwarded or not self.config.forward_writes or not self._leader_elsewhere():
+                if not self.is_member:
+                    # no peer link to forward over (a removed or joining node dials no one): the
+                    # client must find the leader itself, and only 2007 makes it look
+                    out(Answer(token, self.operations.not_leader(request, "not a member of the group")))
+                elif forwarded or not self.config.forward_writes or not self._leader_elsewhere():
                     out(Answer(token, make_response(request, ResponseCode.CONTROLLER_NOT_LEADER, NOT_LEADER_REMARK)))
                 else:
                     assert self.leader_id is not None
@@ -512,14 +516,15 @@ class Replica:
         """The applied membership (with its address book) as of log index `index`; the shell hears
         of it (MembersChanged) at start and whenever it changes."""
         changed = conf_state != self.conf_state
+        was_member = self.config.node_id in self.conf_state.members
         self.conf_state = conf_state
         self.sole_voter = set(conf_state.voters) == {self.config.node_id}
         if changed or announce:
             self._node_info_cache = None
             self.outbox.append(MembersChanged(index, dict(conf_state.addresses), conf_state.voters,
                                               conf_state.learners))
-            if changed and not announce and self.config.node_id not in conf_state.members:
-                log.warning("%s: not a member of the group as of index %d (voters %s, learners %s): idle, "
+            if was_member and self.config.node_id not in conf_state.members:
+                log.warning("%s: removed from the membership at index %d (voters %s, learners %s): idle, "
                             "never campaigns", self.config.node_id, index, conf_state.voters, conf_state.learners)
 
     def with_known_addresses(self, conf_state: ConfState) -> ConfState:
@@ -531,6 +536,11 @@ class Replica:
             if peer is not None:
                 book[member] = peer.address
         return ConfState(conf_state.voters, conf_state.learners, tuple(sorted(book.items())))
+
+    @property
+    def is_member(self) -> bool:
+        """This node is a voter or learner of the applied membership."""
+        return self.config.node_id in self.conf_state.members
 
     def address_of(self, node_id: str) -> str | None:
         """A member's address from the applied address book (None: not a member, or not known)."""

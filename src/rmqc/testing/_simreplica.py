@@ -144,6 +144,8 @@ class ReplicaSimNode:
         self._clock_base_us = 0
         self._clock_base_local_us = 0.0
         self.drift = drift
+        self.joined = False  # started empty to join a running group (`join`), not one of the initial nodes
+        self.retired = False  # removed from the membership and stopped for good
 
     # -- the clock ---------------------------------------------------------------------------------
     def set_drift(self, drift: float) -> None:
@@ -179,10 +181,12 @@ class ReplicaSimNode:
         self.storage.arm_crash = armed
 
     # -- lifecycle -----------------------------------------------------------------------------------
-    def start(self, peers: tuple[str, ...] = ()) -> None:
+    def start(self) -> None:
+        """Start (or restart) from this node's disk: an initial node with the initial members as
+        `peers`, a joined one with `join` and only itself (it learns the rest from the leader)."""
         self.incarnation += 1
-        ids = peers or self.world.node_ids
-        config = SimReplicaConfig(self.id, tuple(SimPeer(n, f"127.0.0.1:{9000 + i}") for i, n in enumerate(ids)),
+        ids = (self.id,) if self.joined else self.world.initial_ids
+        config = SimReplicaConfig(self.id, tuple(SimPeer(n, self.world.address_of(n)) for n in ids), join=self.joined,
                                   tick_ms=self.knobs.tick_ms,
                                   lease_drift_ticks=self.knobs.lease_drift_ticks,
                                   lease_ticks=self.knobs.lease_ticks or self.knobs.election_tick,
