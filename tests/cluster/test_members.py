@@ -19,7 +19,7 @@ import trio
 
 from rmqc.client import ClientError, ControllerClient
 from rmqc.launcher import ServeNode, rmqc_argv
-from rmqc.remoting import RMQC_NODE_STATUS
+from rmqc.remoting import RMQC_NODE_STATUS, RequestCode, ResponseCode
 from rmqc.testing.cluster import Cluster, free_ports, replica_info, start_group
 from rmqc.testing.writer import WriteLoad
 
@@ -214,7 +214,12 @@ async def test_remove_the_leader_then_down_to_the_last_voter(tmp_path: Path) -> 
 
             gone = await change("remove", old.node_id, controllers=controllers)
             assert old.node_id not in gone["voters"] and len(gone["voters"]) == 2
-            old.kill(signal.SIGTERM)  # then stop the removed node's process (docs/operations.md)
+            # the removed node sends clients to the leader (it no longer forwards anything) ...
+            refused_write = await admin.request(RequestCode.CONTROLLER_APPLY_BROKER_ID, {
+                "clusterName": "C", "brokerName": "broker-x", "appliedBrokerId": 1,
+                "registerCheckCode": "10.0.0.7:10911;1"}, address=old.address)
+            assert refused_write is not None and refused_write.code == ResponseCode.CONTROLLER_NOT_LEADER
+            old.kill(signal.SIGTERM)  # ... until its process is stopped, as docs/operations.md says
             await old.wait_exit()
             others = [node for node in cluster.nodes if node is not old]
             new = cluster.node(await cluster.wait_leader(admin, among=others))
