@@ -295,10 +295,11 @@ def serve_argv(node_id: str, peers: str, data_dir: Path, settings: Iterable[str]
     """`rmqc serve` for one node; `settings` are OPTION=VALUE for --set, `program` what runs rmqc.
     Without `peers`, `listen` says where the node is (a joining node, `join` naming any member, or
     a member restarted on its data directory)."""
-    argv = [*(program or rmqc_argv()), "serve", "--id", node_id, "--data-dir", str(data_dir)]
+    argv = [*(program or rmqc_argv()), "serve", "--id", node_id]
     argv += ["--peers", peers] if peers else []
     argv += ["--listen", listen] if listen else []
     argv += ["--join", join] if join else []
+    argv += ["--data-dir", str(data_dir)]
     if metrics_port is not None:
         argv += ["--metrics-port", str(metrics_port)]
     for setting in settings:
