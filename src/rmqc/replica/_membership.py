@@ -194,7 +194,7 @@ class Membership:
         return ConfChange(ConfChangeType.ADD_VOTER, node_id)
 
     def _lagging(self, node_id: str) -> str | None:
-        """Why learner `node_id` must not become a voter yet (the rule the promote mutant breaks)."""
+        """Why learner `node_id` must not become a voter yet (None: it may)."""
         raw = self._node.raw
         progress = raw.raft.progress.get(node_id)
         commit = raw.raft.log.committed

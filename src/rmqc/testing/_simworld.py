@@ -347,7 +347,10 @@ class World:
     def finish(self) -> SeedResult:
         """The end-of-run checks, and the report."""
         if self.checker.ok:
-            self.checker.check_durable_majority({n: self.nodes[n].storage for n in self.final_voters()})
+            # a fixed set of nodes (at most one outside the voters): a majority of all of them;
+            # nodes that come and go: a majority of the voters they settled on
+            holders = self.final_voters() if self.operators else self.node_ids
+            self.checker.check_durable_majority({n: self.nodes[n].storage for n in holders})
         if self.checker.ok:
             self.controller_checker.finish(self.controller_history, self._beliefs())
         self._count_controller()
