@@ -3,7 +3,8 @@ grow 3 -> 5 and shrink 5 -> 3 while a broker group heartbeats and a writer regis
 change answered, no acknowledged write lost, the group keeps its master, one leader per term);
 replace a SIGKILLed node by a new one on another port; remove the leader, then down to the last
 voter; and the refusals (a second change while one is pending, the last voter, a lagging learner,
-an unknown id, an address in use), each exit 1 with the reason on stderr and nothing changed."""
+an unknown id, an address in use), each exit 1 with the reason on stderr and nothing changed; a
+node started with --join that the group refuses exits 1 with the reason."""
 
 from __future__ import annotations
 
@@ -162,6 +163,7 @@ async def test_replace_a_killed_node_by_a_new_one_on_another_port(tmp_path: Path
             dead.kill(signal.SIGKILL)
             await dead.wait_exit()
             await refusals_with_three_voters(cluster, controllers)
+            await joiner_refused_at_a_members_address(tmp_path, dead, leader)
 
             new = await start_joiner(cluster, tmp_path, "n3", join=leader.address)
             done = await cli("admin", "members", "replace", dead.node_id, "n3", new.address, "-a", controllers,
@@ -181,6 +183,16 @@ async def test_replace_a_killed_node_by_a_new_one_on_another_port(tmp_path: Path
                 assert answer.ext("nextBrokerId") == "2"
     finally:
         await cluster.stop()
+
+
+async def joiner_refused_at_a_members_address(root: Path, dead: ServeNode, member: ServeNode) -> None:
+    """A new id started with --join on the dead member's port: the group refuses it (the address
+    belongs to a member) and the node exits 1 with the reason, instead of waiting forever."""
+    wrong = ServeNode("n9", dead.address, "", root / "n9", root / "n9.log", join=member.address)
+    wrong.spawn()
+    assert await wrong.wait_exit(30) == 1
+    assert f"refused to add n9 at {dead.address}: address {dead.address} is already used by member " \
+           f"{dead.node_id}" in wrong.log_tail()
 
 
 async def refusals_with_three_voters(cluster: Cluster, controllers: str) -> None:
