@@ -290,9 +290,16 @@ def join_peers(addresses: Iterable[tuple[str, str]]) -> str:
 
 
 def serve_argv(node_id: str, peers: str, data_dir: Path, settings: Iterable[str] = (),
-               metrics_port: int | None = None, program: Sequence[str] | None = None) -> list[str]:
-    """`rmqc serve` for one node; `settings` are OPTION=VALUE for --set, `program` what runs rmqc."""
-    argv = [*(program or rmqc_argv()), "serve", "--id", node_id, "--peers", peers, "--data-dir", str(data_dir)]
+               metrics_port: int | None = None, program: Sequence[str] | None = None, *,
+               listen: str | None = None, join: str | None = None) -> list[str]:
+    """`rmqc serve` for one node; `settings` are OPTION=VALUE for --set, `program` what runs rmqc.
+    Without `peers`, `listen` says where the node is (a joining node, `join` naming any member, or
+    a member restarted on its data directory)."""
+    argv = [*(program or rmqc_argv()), "serve", "--id", node_id]
+    argv += ["--peers", peers] if peers else []
+    argv += ["--listen", listen] if listen else []
+    argv += ["--join", join] if join else []
+    argv += ["--data-dir", str(data_dir)]
     if metrics_port is not None:
         argv += ["--metrics-port", str(metrics_port)]
     for setting in settings:
@@ -309,7 +316,9 @@ def serving_pattern(node_id: str, address: str) -> str:
 class ServeNode:
     """One `rmqc serve` node: stderr appended to `log_path`, stdout to the same name with `.out`.
     `program` runs rmqc (default: this installation's; another tree's for a before/after);
-    `command` may be replaced to start the node some other way (it must still print the line)."""
+    `command` may be replaced to start the node some other way (it must still print the line).
+    `peers` empty: the node is started with `--listen address` (and `--join join` when given): a
+    node added to a running group, then restarted on its data directory without either."""
 
     node_id: str
     address: str
@@ -321,6 +330,7 @@ class ServeNode:
     process: Process | None = None
     env: dict[str, str] = field(default_factory=dict)  # added to the node's environment
     program: Sequence[str] | None = None
+    join: str = ""  # any member's host:port: start with --join (an empty node asks to be added)
 
     @property
     def out_path(self) -> Path:
@@ -331,7 +341,8 @@ class ServeNode:
         return self.log_path
 
     def command(self) -> list[str]:
-        return serve_argv(self.node_id, self.peers, self.data_dir, self.settings, self.metrics_port, self.program)
+        return serve_argv(self.node_id, self.peers, self.data_dir, self.settings, self.metrics_port, self.program,
+                          listen=None if self.peers else self.address, join=self.join or None)
 
     def spawn(self) -> Process:
         self.data_dir.mkdir(parents=True, exist_ok=True)

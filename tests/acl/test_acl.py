@@ -25,6 +25,10 @@ from rmqc.acl import (
     signature_matches,
 )
 from rmqc.remoting import (
+    RMQC_MEMBERS_ADD,
+    RMQC_MEMBERS_LIST,
+    RMQC_MEMBERS_PROMOTE,
+    RMQC_MEMBERS_REMOVE,
     RMQC_SNAPSHOT_SAVE,
     RMQC_TRANSFER_LEADER,
     FrameDecoder,
@@ -183,10 +187,14 @@ def test_admin_requests_need_an_admin_account() -> None:
                   (RequestCode.CLEAN_BROKER_DATA, {"brokerName": "b"}, None),
                   (RequestCode.UPDATE_CONTROLLER_CONFIG, {}, b"a=b\n"),
                   (RMQC_TRANSFER_LEADER, {}, None),
-                  (RMQC_SNAPSHOT_SAVE, {}, None)]
+                  (RMQC_SNAPSHOT_SAVE, {}, None),
+                  (RMQC_MEMBERS_ADD, {"id": "n3", "address": "10.0.0.4:9878"}, None),
+                  (RMQC_MEMBERS_PROMOTE, {"id": "n3"}, None), (RMQC_MEMBERS_REMOVE, {"id": "n3"}, None)]
     for code, ext, body in admin_only:
         assert check_request(rules(), signed(code, "RocketMQ", "12345678", ext, body), OUTSIDE) is Refusal.NOT_ADMIN
         assert check_request(rules(), signed(code, "rocketmq2", "12345678", ext, body), OUTSIDE) == Allowed("rocketmq2")
+    listing = signed(RMQC_MEMBERS_LIST, "RocketMQ", "12345678")  # a read: any account
+    assert check_request(rules(), listing, OUTSIDE) == Allowed("RocketMQ")
 
 
 def test_refusals_name_the_reason() -> None:

@@ -36,7 +36,9 @@ def test_every_admin_command_takes_the_controllers_and_json() -> None:
     """Issue 16: `-a`/`--controllers` (or RMQC_CONTROLLERS) and `--json` on every `rmqc admin` leaf."""
     leaves = [(path, command) for path, command in _commands(typer.main.get_command(typer_app()))
               if path[:1] == ("admin",) and not getattr(command, "commands", None)]
-    assert {path for path, _ in leaves} >= {("admin", "transfer-leader"), ("admin", "snapshot", "save")}
+    assert {path for path, _ in leaves} >= {("admin", "transfer-leader"), ("admin", "snapshot", "save"),
+                                            *(("admin", "members", name)
+                                              for name in ("list", "add", "promote", "remove", "replace"))}
     for path, command in leaves:
         options = {opt: param for param in command.params for opt in param.opts}
         assert "-a" in options and "--json" in options, path

@@ -73,6 +73,8 @@ def test_serve_options_parse_into_the_flags_the_node_config_reads() -> None:
                                       "--metrics-port", "9100", "--set", "a=1", "--set", "b=2=3"])
     assert (args.node_id, args.peers, args.data_dir, args.controller_conf) == ("n1", "n1-127.0.0.1:1", "d", "x.conf")
     assert args.metrics_port == 9100 and args.settings == ["a=1", "b=2=3"]
+    joining = build_parser().parse_args(["--id", "n3", "--listen", "127.0.0.1:9", "--join", "127.0.0.1:1"])
+    assert (joining.listen, joining.join_address) == ("127.0.0.1:9", "127.0.0.1:1")
 
 
 def test_serve_through_typer_passes_its_arguments_to_the_same_parser() -> None:

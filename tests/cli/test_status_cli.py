@@ -164,14 +164,36 @@ def test_status_table_shows_each_nodes_lag_and_the_membership_under_way() -> Non
               "pendingConfChange": {"index": 88, "type": "add_learner", "node": "n3"}, "transferringTo": "n1"}
     views = [{"address": "127.0.0.1:1", "status": leader},
              {"address": "127.0.0.1:2", "status": {"nodeId": "n1", "role": "follower", "commit": 90, "applied": 90}},
-             {"address": "127.0.0.1:3", "status": {"nodeId": "n2", "role": "follower", "commit": 33, "applied": 30}}]
+             {"address": "127.0.0.1:3", "status": {"nodeId": "n2", "role": "follower", "commit": 33, "applied": 30}},
+             {"address": "127.0.0.1:4", "status": {"nodeId": "n3", "role": "follower", "commit": 90, "applied": 90}}]
     console = Console(width=200, record=True)
     console.print(status_table(views))
     text = console.export_text()
     rows = text.splitlines()
     assert next(row for row in rows if "127.0.0.1:1" in row).count("leader") == 2  # its role and its lag
+    assert "learner" in next(row for row in rows if "127.0.0.1:4" in row)  # not "follower": it has no vote
     assert " 0 " in next(row for row in rows if "127.0.0.1:2" in row)
     assert "57 (apply 3)" in next(row for row in rows if "127.0.0.1:3" in row)
     caption = " ".join(text.split())
     assert ("learners: n3; pending membership change: add learner n3 (index 88); "
             "transferring leadership to n1") in caption
+
+
+async def test_status_also_asks_the_members_the_nodes_name() -> None:
+    """A node added since the command line was written is asked too (the nodes' "members")."""
+    from rmqc.cli.status import fetch_node_views
+
+    class Nodes:
+        asked: list[str] = []
+
+        async def request(self, code: int, ext: object, *, address: str) -> object:
+            from rmqc.remoting import make_request, make_response
+
+            self.asked.append(address)
+            body = {"nodeId": address, "members": {"n0": "127.0.0.1:1", "n3": "127.0.0.1:4"}}
+            return make_response(make_request(code, 1), 0, None, None, orjson.dumps(body))
+
+    nodes = Nodes()
+    views = await fetch_node_views(nodes, ["127.0.0.1:1"])
+    assert [view["address"] for view in views] == ["127.0.0.1:1", "127.0.0.1:4"] and nodes.asked == [
+        "127.0.0.1:1", "127.0.0.1:4"]

@@ -169,3 +169,31 @@ def test_every_option_is_documented_with_its_env_var() -> None:
         assert option.env_var in docs, option.env_var
         if option.java_key:
             assert option.java_key in docs, option.java_key
+
+
+def test_listen_without_peers_bootstraps_no_membership_and_join_takes_any_members() -> None:
+    """A joining node (rmqc serve --id n3 --listen ... --join ...) names no peers, not even the
+    default n0 entry: it must not bootstrap a group of its own; a restarted member is started the
+    same way without --join (its membership is in its log)."""
+    flags = {"node_id": "n3", "listen": "127.0.0.1:9900", "join_address": "127.0.0.1:9878; 127.0.0.1:9868"}
+    config = load_config(environ={}, flags=flags).config
+    assert config.peers == () and config.peer_ids == ()
+    assert config.self_peer == Peer("n3", "127.0.0.1", 9900) and config.listen_address == "127.0.0.1:9900"
+    assert config.join and config.join_addresses == ("127.0.0.1:9878", "127.0.0.1:9868")
+    assert not load_config(environ={}, flags={"node_id": "n3", "listen": "127.0.0.1:9900"}).config.join
+
+
+def test_listen_must_agree_with_the_own_entry_of_peers() -> None:
+    same = load_config(environ={}, flags={"node_id": "n1", "listen": "127.0.0.1:9868", "peers": THREE_PEERS}).config
+    assert same.peers == parse_peers(THREE_PEERS)
+    with pytest.raises(ConfigError, match="listen: 127.0.0.1:9000 differs from n1's entry 127.0.0.1:9868"):
+        load_config(environ={}, flags={"node_id": "n1", "listen": "127.0.0.1:9000", "peers": THREE_PEERS})
+    with pytest.raises(ConfigError, match="join_address: bad value 'somewhere'"):
+        load_config(environ={}, flags={"node_id": "n3", "listen": "127.0.0.1:9000", "join_address": "somewhere"})
+
+
+def test_a_join_address_off_loopback_needs_a_peer_secret() -> None:
+    with pytest.raises(ConfigError, match="join address 10.0.0.1:9878 is not on loopback"):
+        NodeConfig(node_id="n3", peers=(), listen="127.0.0.1:9900", join_address="10.0.0.1:9878")
+    with pytest.raises(ConfigError, match="peer n3 at 10.0.0.2:9900 is not on loopback"):
+        NodeConfig(node_id="n3", peers=(), listen="10.0.0.2:9900")

@@ -10,6 +10,7 @@ from rmqc.replica import (
     FEED_ENTRIES,
     FEED_MESSAGES,
     Answer,
+    MembersChanged,
     SendRaft,
     SnapshotOutcome,
     WriteSnapshot,
@@ -91,8 +92,10 @@ def test_a_crash_inside_the_save_leaves_only_the_actions_emitted_before_it() -> 
     else:
         raise AssertionError("the save was never called")
     assert not any(isinstance(action, Answer) for action in h.outbox)
-    # messages that may leave before the write are out; nothing that needed the write is
-    for action in h.outbox:
+    # messages that may leave before the write are out (and the membership announced at start);
+    # nothing that needed the write is
+    assert isinstance(h.outbox[0], MembersChanged)
+    for action in h.outbox[1:]:
         assert isinstance(action, SendRaft)
         assert all(m.type not in (MessageType.VOTE_RESP, MessageType.APP_RESP) for m in action.messages)
 

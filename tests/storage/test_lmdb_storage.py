@@ -417,3 +417,28 @@ def test_resize_gate_refuses_to_resize_under_an_open_transaction() -> None:
     with gate:  # and the gate is usable again afterwards
         entered.append("shared")
     assert entered == ["exclusive", "shared"]
+
+
+# ----- the membership's address book (issue 16) -----
+
+
+def test_membership_records_written_before_the_address_book_still_decode() -> None:
+    old = _codec._seal(b'{"voters":["n0","n1"],"learners":["n2"]}')
+    assert _codec.decode_conf_state(old) == ConfState(("n0", "n1"), ("n2",))
+
+
+def test_a_snapshot_file_carries_the_address_book_and_an_old_one_still_reads() -> None:
+    from rmqc.raft._types import SnapshotMeta
+    from rmqc.storage import decode_snapshot_file, encode_snapshot_file
+
+    conf = ConfState(("n0", "n1"), (), (("n0", "10.0.0.1:9878"), ("n1", "10.0.0.2:9878")))
+    content = encode_snapshot_file(SnapshotMeta(7, 2, conf), b"state", {"group": "g"})
+    assert decode_snapshot_file(content).meta.conf_state == conf
+    without_book = encode_snapshot_file(SnapshotMeta(7, 2, ConfState(("n0", "n1"))), b"state", {"group": "g"})
+    assert b"addresses" not in without_book, "a membership without a book is written as before issue 16"
+    assert decode_snapshot_file(without_book).meta.conf_state == ConfState(("n0", "n1"))
+
+
+def test_a_malformed_address_book_is_reported_as_corruption() -> None:
+    with pytest.raises(CorruptionError, match="membership undecodable"):
+        _codec.decode_conf_state(_codec._seal(b'{"voters":["n0"],"learners":[],"addresses":["n0"]}'))

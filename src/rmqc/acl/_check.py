@@ -5,7 +5,8 @@ passes unsigned; otherwise the request must name a known AccessKey; an address i
 `whiteRemoteAddress` passes without a signature; otherwise the signature must match. Then the
 controller's rights: every account may make the broker's requests and the reads; only `admin`
 accounts may elect a designated master (1002 with designateElect), clean a broker group away
-(1011), change the configuration (1009), move the leadership (60002) or save a snapshot (60003).
+(1011), change the configuration (1009), move the leadership (60002), save a snapshot (60003) or
+change the membership (60005-60007).
 """
 
 from __future__ import annotations
@@ -13,16 +14,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from rmqc.remoting import RMQC_SNAPSHOT_SAVE, RMQC_TRANSFER_LEADER, RemotingCommand, RequestCode
+from rmqc.remoting import (
+    RMQC_MEMBERS_ADD,
+    RMQC_MEMBERS_PROMOTE,
+    RMQC_MEMBERS_REMOVE,
+    RMQC_SNAPSHOT_SAVE,
+    RMQC_TRANSFER_LEADER,
+    RemotingCommand,
+    RequestCode,
+)
 
 from ._plain_acl import AclRules
 from ._signature import ACCESS_KEY
 
 ANONYMOUS = "anonymous"
-# rmqc's operator requests too: moving the leadership and a backup of the whole state (which holds the
-# node's only thread while it is encoded) are an operator's, not a broker's.
+# rmqc's operator requests too: moving the leadership, a backup of the whole state (which holds the
+# node's only thread while it is encoded) and changing the membership are an operator's, not a
+# broker's (listing the members is a read any account may make).
 ADMIN_ONLY_CODES = frozenset({RequestCode.UPDATE_CONTROLLER_CONFIG, RequestCode.CLEAN_BROKER_DATA,
-                              RMQC_TRANSFER_LEADER, RMQC_SNAPSHOT_SAVE})
+                              RMQC_TRANSFER_LEADER, RMQC_SNAPSHOT_SAVE, RMQC_MEMBERS_ADD, RMQC_MEMBERS_PROMOTE,
+                              RMQC_MEMBERS_REMOVE})
 
 
 class Refusal(Enum):

@@ -93,6 +93,19 @@ REMARK_HINTS: tuple[tuple[int, str, str], ...] = (
     (ResponseCode.SYSTEM_ERROR, "leadership not transferred",
      "look at the target in `rmqc status` (lag, alarms, unreachable) and retry, or name another voter"),
     (ResponseCode.SYSTEM_ERROR, "more than one frame carries", "see the remark; docs/operations.md, Backup"),
+    # membership changes (rmqc.replica._membership): nothing changed
+    (ResponseCode.SYSTEM_ERROR, "is pending", "one change at a time: wait for the pending one (shown under "
+                                              "`rmqc status`), then retry"),
+    (ResponseCode.SYSTEM_ERROR, "is not applied yet", "one change at a time: retry in a moment"),
+    (ResponseCode.SYSTEM_ERROR, "is the last voter", "add and promote another node first (or replace it)"),
+    (ResponseCode.SYSTEM_ERROR, "has not caught up",
+     "wait until `rmqc admin members list` shows its lag near 0, then retry (replace waits by itself)"),
+    (ResponseCode.SYSTEM_ERROR, "unknown id", "name a member: `rmqc admin members list`"),
+    (ResponseCode.SYSTEM_ERROR, "is already a member with address",
+     "an id keeps its address: remove it first, or add the node under a new id"),
+    (ResponseCode.SYSTEM_ERROR, "is already used by member", "give the new node another host:port"),
+    (ResponseCode.SYSTEM_ERROR, "not removed: leadership not transferred",
+     "look at the other voters in `rmqc status` (lag, alarms, unreachable) and retry"),
 )
 
 
@@ -122,8 +135,7 @@ def fail(code: ExitCode, message: str, *, hint: str | None = None) -> NoReturn:
 def controller_refused(answer: RemotingCommand, what: str, *, as_json: bool = False) -> NoReturn:
     """Exit 1 for a non-zero answer: the code, the controller's remark, and what to do."""
     if as_json:
-        emit_json(answer_json(answer))
-        raise typer.Exit(int(ExitCode.REFUSED))
+        emit_json(answer_json(answer))  # and the reason on stderr, as without --json
     remark = (answer.remark or "").strip() or "no remark"
     fail(ExitCode.REFUSED, f"{what}: the controller answered {code_name(answer.code)}: {remark}",
          hint=hint_for(answer.code, answer.remark))
@@ -231,6 +243,21 @@ def render_config(per_node: Mapping[str, Mapping[str, str] | str], key: str | No
         out.print(table)
 
 
+# ---- members ----------------------------------------------------------------------------------------
+
+
+def render_members(rows: Sequence[Mapping[str, Any]]) -> None:
+    """`rmqc admin members list`: one row per member, as the leader knows it."""
+    table = Table(title="rmqc members")
+    for column in ("id", "address", "role", "leader", "match", "lag"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(str(row.get("id")), str(row.get("address")), str(row.get("role")),
+                      "[bold green]leader[/]" if row.get("isLeader") else "", _num(row.get("match")),
+                      _num(row.get("lag")))
+    console().print(table)
+
+
 # ---- status ----------------------------------------------------------------------------------------
 
 
@@ -246,6 +273,8 @@ def status_table(views: Sequence[Mapping[str, Any]]) -> Table:
             table.add_row("?", view["address"], f"[red]{view.get('error')}[/]", *["-"] * 8)
             continue
         role = status.get("role", "?")
+        if status.get("nodeId") in ((leader or {}).get("learners") or ()):
+            role = "learner"  # Raft calls it a follower; it has no vote
         role_text = f"[bold green]{role}[/]" if status.get("servingAsLeader") else role
         table.add_row(str(status.get("nodeId")), view["address"], role_text, _num(status.get("term")),
                       _num(status.get("commit")), _num(status.get("applied")), str(status.get("leader") or "-"),

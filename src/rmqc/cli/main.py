@@ -62,11 +62,13 @@ def typer_app() -> "typer.Typer":
     from .chaos import chaos_app
     from .dev import dev_app
     from .log import log_app
+    from .members import members_app
     from .sim import sim_app
     from .status import status_command
 
     app.add_typer(log_app, name="log")
     app.command("analyze")(analyze_command)
+    admin_app.add_typer(members_app, name="members")  # here: members.py builds on admin.py's options
     app.add_typer(admin_app, name="admin")
     app.command("status")(status_command)
     app.add_typer(dev_app, name="dev")

@@ -53,6 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--id", dest="node_id", metavar="ID", help="this node's id (default n0)")
     parser.add_argument("--peers", metavar="ID-HOST:PORT;...",
                         help='every voter, e.g. "n0-127.0.0.1:9878;n1-127.0.0.1:9868"')
+    parser.add_argument("--listen", metavar="HOST:PORT",
+                        help="this node's address (default: its entry in --peers; enough alone with --join)")
+    parser.add_argument("--join", dest="join_address", metavar="ADDRESS",
+                        help="host:port of any member: an empty node asks the group to add it as a learner")
     parser.add_argument("--data-dir", metavar="DIR", help="data directory (default ./rmqc-data)")
     parser.add_argument("--group", metavar="NAME", help="Raft group name (default rmqc)")
     parser.add_argument("--config", dest="config_file", metavar="FILE", help="TOML configuration file")
@@ -73,7 +77,8 @@ def serve_main(argv: Sequence[str]) -> int:
     with collector_paused():
         from rmqc.errors import ConfigError
         from rmqc.node import load_config, run_node, setup_logging
-    flags = {"node_id": args.node_id, "peers": args.peers, "data_dir": args.data_dir, "group": args.group,
+    flags = {"node_id": args.node_id, "peers": args.peers, "listen": args.listen, "join_address": args.join_address,
+             "data_dir": args.data_dir, "group": args.group,
              "metrics_port": args.metrics_port, "log_format": args.log_format}
     try:
         flags.update(_parse_settings(args.settings))

@@ -1,6 +1,7 @@
-"""`rmqc status`: every node's role, term, commit/applied index, leader, replication lag, broker
-groups, live brokers and alarms (a full disk), from the private RMQC_NODE_STATUS request (60001)
-each node answers.
+"""`rmqc status`: every node's role (learners too), term, commit/applied index, leader, replication
+lag, broker groups, live brokers and alarms (a full disk), from the private RMQC_NODE_STATUS request
+(60001) each node answers; members the nodes name that were not given are asked too. Under the
+table: the learners, a pending membership change and a leadership transfer under way.
 
 A node that does not know 60001 (a Java controller) is shown from its 1005 answer instead (role and
 leader only). `--watch` redraws the table live. Exit codes: 0 every node answered, 3 some did not.
@@ -32,7 +33,15 @@ STATUS_TIMEOUT_MS = 2000  # one node's answer (connect included); slower nodes s
 
 
 async def fetch_node_views(client: Any, addresses: list[str]) -> list[dict[str, Any]]:
-    """Ask every node at once; one view per address: `status` (dict) or `error` (text)."""
+    """Ask every node at once, then the members the nodes name that were not asked (a node added
+    since the command line was written); one view per address: `status` (dict) or `error` (text)."""
+    views = await _ask_all(client, addresses)
+    named = {address for view in views for address in ((view.get("status") or {}).get("members") or {}).values()}
+    more = sorted(named - set(addresses))
+    return views + (await _ask_all(client, more) if more else [])
+
+
+async def _ask_all(client: Any, addresses: list[str]) -> list[dict[str, Any]]:
     import trio
 
     views: dict[str, dict[str, Any]] = {}

@@ -21,6 +21,11 @@ from rmqc.client._errors import (
     TooManyConnections as TooManyConnections,
     TooManyInFlight as TooManyInFlight,
 )
+from rmqc.client._members import (
+    MemberChangeFailed as MemberChangeFailed,
+    members_of as members_of,
+    replace_member as replace_member,
+)
 from rmqc.client._tls import client_tls_context as client_tls_context
 
 __all__ = [
@@ -30,6 +35,7 @@ __all__ = [
     "ConnectionLost",
     "ControllerClient",
     "Credentials",
+    "MemberChangeFailed",
     "NoLeaderError",
     "NotLeaderError",
     "RequestTimeout",
@@ -38,4 +44,6 @@ __all__ = [
     "TooManyInFlight",
     "client_tls_context",
     "heartbeat_ext",
+    "members_of",
+    "replace_member",
 ]

@@ -36,6 +36,10 @@ from rmqc.errors import ConfigError
 from rmqc.remoting import (
     DEFAULT_MAX_FRAME_BYTES,
     READ_REQUESTS,
+    RMQC_MEMBERS_ADD,
+    RMQC_MEMBERS_LIST,
+    RMQC_MEMBERS_PROMOTE,
+    RMQC_MEMBERS_REMOVE,
     RemotingCommand,
     RequestCode,
     ResponseCode,
@@ -457,6 +461,26 @@ class ControllerClient:
         """UPDATE_CONTROLLER_CONFIG (1009) of one node; `properties` sent as properties text."""
         body = dumps_properties(properties)
         return await self._answer(RequestCode.UPDATE_CONTROLLER_CONFIG, None, body, address=address)
+
+    async def list_members(self) -> RemotingCommand:
+        """RMQC_MEMBERS_LIST (60004) from the leader: body JSON array of {id, address, role,
+        isLeader, match, lag}, sorted by id."""
+        return await self._answer(RMQC_MEMBERS_LIST, None)
+
+    async def add_member(self, node_id: str, address: str) -> RemotingCommand:
+        """RMQC_MEMBERS_ADD (60005): `node_id` at `address` (host:port) joins as a learner; answered
+        once the change is applied on the leader, body JSON {change, id, address, index, voters,
+        learners}. An id already a member at the same address is answered 0."""
+        return await self._answer(RMQC_MEMBERS_ADD, {"id": node_id, "address": address})
+
+    async def promote_member(self, node_id: str) -> RemotingCommand:
+        """RMQC_MEMBERS_PROMOTE (60006): a learner that has caught up becomes a voter."""
+        return await self._answer(RMQC_MEMBERS_PROMOTE, {"id": node_id})
+
+    async def remove_member(self, node_id: str) -> RemotingCommand:
+        """RMQC_MEMBERS_REMOVE (60007): `node_id` leaves the membership (the leader itself hands its
+        leadership over first)."""
+        return await self._answer(RMQC_MEMBERS_REMOVE, {"id": node_id})
 
     async def _answer(
         self,

@@ -170,6 +170,20 @@ def _directory(value: Any) -> str:
     return text
 
 
+def _address(value: Any) -> str:
+    """One `host:port`, checked as a peer's address is."""
+    host, colon, port_text = _text(value).rpartition(":")
+    if not (colon and _HOST.fullmatch(host)):
+        raise ValueError(f"{value!r} is not host:port")
+    return f"{host}:{_parse_port(port_text)}"
+
+
+def _addresses(value: Any) -> str:
+    """`host:port` items separated by ';' (any member, for --join); "" = none."""
+    items = [item.strip() for item in str(value).split(";") if item.strip()]
+    return ";".join(_address(item) for item in items)
+
+
 def _peers_value(value: Any) -> tuple[Peer, ...]:
     if isinstance(value, tuple) and all(isinstance(peer, Peer) for peer in value):
         return value
@@ -189,9 +203,15 @@ class Option:
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option("node_id", _text, "this node's id; must appear in peers", "controllerDLegerSelfId"),
+    Option("node_id", _text, "this node's id; must appear in peers (unless listen is given without peers)",
+           "controllerDLegerSelfId"),
     Option("peers", _peers_value, "all voters, Java syntax id-host:port;...; own entry = listen address",
            "controllerDLegerPeers"),
+    Option("listen", _address, "this node's host:port; default its own entry in peers (with join, peers may be "
+                               "left out: the node learns the membership from the group)"),
+    Option("join_address", _addresses,
+           "host:port of any member (';' between several): with an empty data directory, ask the group to add "
+           "this node as a learner (rmqc serve --join); ignored once the node holds the log"),
     Option("data_dir", _directory, "directory of the LMDB log, hard state and snapshots", "controllerStorePath"),
     Option("group", _text, "Raft group name; peers of another group are refused", "controllerDLegerGroup"),
     Option("peer_secret_file", _any_text,
@@ -270,6 +290,11 @@ JAVA_KEYS_WITHOUT_EFFECT = frozenset({
 class NodeConfig:
     node_id: str = "n0"
     peers: tuple[Peer, ...] = field(default_factory=lambda: parse_peers(DEFAULT_PEERS))
+    # "" = the own entry of peers. Given with peers, it must match that entry; given without
+    # (build_config then leaves peers empty), the node bootstraps no membership: it is a joining
+    # node, or a member restarted on its data directory, whose membership is in its log.
+    listen: str = ""
+    join_address: str = ""  # members to ask for a place in the group ("" = not joining)
     data_dir: str = "./rmqc-data"
     group: str = "rmqc"
     peer_secret_file: str = ""
@@ -338,7 +363,20 @@ class NodeConfig:
         check_config(self)
 
     @property
+    def join(self) -> bool:
+        """Whether this node joins a running group (the replica then starts from an empty membership
+        instead of bootstrapping `peers`, as long as its storage is empty)."""
+        return bool(self.join_address)
+
+    @property
+    def join_addresses(self) -> tuple[str, ...]:
+        return tuple(item for item in self.join_address.split(";") if item)
+
+    @property
     def self_peer(self) -> Peer:
+        if self.listen:
+            host, _colon, port = self.listen.rpartition(":")
+            return Peer(self.node_id, host, int(port))
         return next(peer for peer in self.peers if peer.id == self.node_id)
 
     @property
@@ -358,8 +396,7 @@ class NodeConfig:
 
 def check_config(config: NodeConfig) -> None:
     """Cross-option rules; each failure names the option it blames."""
-    if config.node_id not in {peer.id for peer in config.peers}:
-        raise ConfigError(f"node_id: {config.node_id!r} is not in peers {format_peers(config.peers)!r}")
+    _check_own_address(config)
     if config.heartbeat_tick >= config.election_tick:
         raise ConfigError(
             f"heartbeat_tick: {config.heartbeat_tick} must be below election_tick {config.election_tick}"
@@ -382,15 +419,29 @@ def check_config(config: NodeConfig) -> None:
             raise ConfigError(f"{name}: must be below {PEER_MAGIC_AS_LENGTH} (the peer handshake magic)")
 
 
+def _check_own_address(config: NodeConfig) -> None:
+    """peers names this node (at `listen`, if given), or is empty and `listen` says where it is."""
+    entry = config.peer(config.node_id)
+    if not config.peers and config.listen:
+        return
+    if entry is None:
+        raise ConfigError(f"node_id: {config.node_id!r} is not in peers {format_peers(config.peers)!r}")
+    if config.listen and entry.address != config.listen:
+        raise ConfigError(f"listen: {config.listen} differs from {config.node_id}'s entry {entry.address} in peers")
+
+
 def _check_peer_security(config: NodeConfig) -> None:
     """Secure by default: without a peer secret anyone who reaches the port could speak as a member
     (vote, append, depose the leader), which is tolerable only when every member is this machine."""
     if config.peer_secret_file or config.allow_insecure_peers or mutual_tls_enforced(config):
         return
-    remote = [peer for peer in config.peers if not is_loopback(peer.host)]
+    remote = [f"peer {peer.id} at {peer.address}" for peer in config.peers or (config.self_peer,)
+              if not is_loopback(peer.host)]
+    remote += [f"join address {address}" for address in config.join_addresses
+               if not is_loopback(address.rpartition(":")[0])]
     if remote:
         raise ConfigError(
-            f"peer_secret_file: not set, and peer {remote[0].id} at {remote[0].address} is not on loopback, "
+            f"peer_secret_file: not set, and {remote[0]} is not on loopback, "
             "so anyone reaching the port could join the Raft group. Create a secret once "
             "(`head -c 32 /dev/urandom | base64 > peer.secret && chmod 600 peer.secret`), copy the file to "
             "every node and set peer_secret_file to its path, or enforce mutual TLS (tls_mode = enforcing, "
@@ -530,6 +581,8 @@ def build_config(sources: Iterable[tuple[str, Mapping[str, Any]]]) -> NodeConfig
                 raise ConfigError(f"{name}: unknown option (from {source})")
             chosen[name] = (source, value)
     parsed = {name: _parse_option(name, source, value) for name, (source, value) in chosen.items()}
+    if parsed.get("listen") and "peers" not in parsed:
+        parsed["peers"] = ()  # not the default n0 entry: `listen` alone makes this node's own entry
     return NodeConfig(**parsed)
 
 

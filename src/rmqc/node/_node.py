@@ -39,6 +39,7 @@ from rmqc.remoting import (
 from rmqc.replica import (
     Answer,
     ForwardRequest,
+    MembersChanged,
     Notify,
     Replica,
     RequestFailed,
@@ -62,6 +63,7 @@ from rmqc.storage import (
 from ._audit import origin_of
 from ._clock import TrioClock
 from ._config import NodeConfig, java_properties_of
+from ._join import join_group
 from ._metrics import NodeMetrics
 from ._notifier import Notifier
 from ._peer_codec import FrameKind, PeerProtocolError, encode_tagged
@@ -106,6 +108,8 @@ class ControllerNode:
         self.storage: LmdbStorage | None = None
         self.replica: Replica | None = None  # from run() on: it needs the opened storage and Trio's clock
         self.started = trio.Event()
+        self.members: dict[str, str] = {}  # the applied address book (MembersChanged), this node included
+        self.is_member = False  # this node is a voter or learner of the applied membership
         self._wakeup = trio.Event()  # the driver has work (replica.drive_due)
         self._rearmed = trio.Event()  # the replica's next wake-up moved earlier
         self._nursery: trio.Nursery | None = None
@@ -144,6 +148,8 @@ class ControllerNode:
             await nursery.start(self.links.run)
             await nursery.start(self.notifier.run)
             nursery.start_soon(self.server.serve, listeners, name="server")
+            if self.config.join and not self.is_member:
+                nursery.start_soon(self._join, name="join")
             self.started.set()
             task_status.started(self.listen_address)
 
@@ -154,6 +160,27 @@ class ControllerNode:
         with trio.move_on_after(grace_s):
             while self.server.requests_in_flight:
                 await trio.sleep(0.01)
+
+    async def _join(self) -> None:
+        """Ask the group to add this node (rmqc.node._join); a refusal ends the node (JoinFailed)."""
+        change = await join_group(self.config, self._rng)
+        log.info("%s: added to the group as a learner at %s (index %s); catching up from the leader",
+                 self.config.node_id, self.listen_address, change.get("index"))
+
+    def members_changed(self, action: MembersChanged) -> None:
+        """The applied membership: links to exactly its other members; a node outside it (joining,
+        or removed) dials no one and accepts any member of its group (PeerLinks.set_members)."""
+        was_member, self.is_member = self.is_member, self.config.node_id in (*action.voters, *action.learners)
+        self.members = dict(action.addresses)
+        self.links.set_members(self.members, member=self.is_member)
+        voters, learners = ", ".join(action.voters) or "none", ", ".join(action.learners) or "none"
+        if was_member and not self.is_member:
+            log.warning("%s: removed from the membership at index %d (voters %s, learners %s): this node takes no "
+                        "part any more and idles; stop its process", self.config.node_id, action.index, voters,
+                        learners)
+        else:
+            log.info("%s: membership at index %d: voters %s, learners %s", self.config.node_id, action.index,
+                     voters, learners)
 
     def status(self) -> Any:
         """The replica's published ReplicaStatus (None before the node runs)."""
@@ -359,6 +386,7 @@ class _Effects:
             Notify: self._notify,
             WriteSnapshot: self._write_snapshot,
             StopProcess: self._stop,
+            MembersChanged: node.members_changed,
         }
 
     def append(self, action: Any) -> None:

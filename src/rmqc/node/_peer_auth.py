@@ -165,13 +165,15 @@ async def dial(stream: trio.abc.Stream, config: NodeConfig, secrets_: PeerSecret
     return received[CHALLENGE_BYTES:]
 
 
-async def accept(stream: trio.abc.Stream, first_bytes: bytes, config: NodeConfig,
-                 secrets_: PeerSecrets) -> tuple[str, bytes]:
-    """The acceptor's side: the proven peer id and the bytes after its proof (its first frames)."""
+async def accept(stream: trio.abc.Stream, first_bytes: bytes, config: NodeConfig, secrets_: PeerSecrets,
+                 members: frozenset[str] | None) -> tuple[str, bytes]:
+    """The acceptor's side: the proven peer id and the bytes after its proof (its first frames).
+    `members`: the ids accepted (the applied membership but this node); None: any id of the group
+    (a joining node, which learns the membership from the leader that dials it)."""
     try:
         with trio.fail_after(HANDSHAKE_TIMEOUT_S):
             hello, rest = await _read_hello(stream, first_bytes)
-            _check_claim(hello, config)
+            _check_claim(hello, config, members)
             acceptor_nonce = secrets.token_bytes(NONCE_BYTES)
             keys = secrets_.keys()
 
@@ -196,11 +198,12 @@ def check_senders(messages: list[Message], sender: str) -> list[Message]:
     return messages
 
 
-def _check_claim(hello: Handshake, config: NodeConfig) -> None:
+def _check_claim(hello: Handshake, config: NodeConfig, members: frozenset[str] | None) -> None:
     if hello.group != config.group:
         raise PeerAuthError(f"claims {hello.sender_id} of group {hello.group!r}; we are group {config.group!r}")
-    if hello.sender_id == config.node_id or config.peer(hello.sender_id) is None:
-        raise PeerAuthError(f"claims id {hello.sender_id!r}, which is not another member of {config.peer_ids}")
+    if hello.sender_id == config.node_id or (members is not None and hello.sender_id not in members):
+        known = ", ".join(sorted(members or ()))
+        raise PeerAuthError(f"claims id {hello.sender_id!r}, which is not another member ({known or 'none'})")
     if hello.receiver_id != config.node_id:
         raise PeerAuthError(f"{hello.sender_id} dialled {hello.receiver_id!r}, but this is {config.node_id!r}")
 

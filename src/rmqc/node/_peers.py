@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -102,7 +102,25 @@ class _LiveLink:
     rest_snapshots: list[str] = field(default_factory=list)
 
 
+@dataclass(eq=False, slots=True)
+class _Link:
+    """Everything of the link to one member; a link task holds its own, so a member removed and
+    added again gets fresh state while the old task winds down."""
+
+    peer: Peer
+    outbox: PeerOutbox
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    wakeup: trio.Event = field(default_factory=trio.Event)
+    # set when a peer we cannot reach dials us: it is up again, so our link stops backing off
+    back: trio.Event = field(default_factory=trio.Event)
+    live: _LiveLink | None = None
+
+
 class PeerLinks:
+    """The links of one node: one dialled link per member of the applied membership other than
+    itself (the `peers` option until the replica names the membership: `set_members`), and the
+    inbound connections of members that proved the peer secret."""
+
     def __init__(self, config: NodeConfig, handler: PeerHandler, rng: random.Random) -> None:
         self._config = config
         self._handler = handler
@@ -110,82 +128,145 @@ class PeerLinks:
         self._secrets = PeerSecrets(config.peer_secret_file)  # raises ConfigError: the node does not start
         self._tls = peer_client_context(config)  # None: peers dial in plain TCP
         self.refused_peers = 0
-        self._peers = [peer for peer in config.peers if peer.id != config.node_id]
-        self._outboxes = {
-            peer.id: PeerOutbox(config.peer_outbox_messages, MAX_CONTROL_FRAMES,
-                                min(RAFT_FRAME_BYTES, config.max_peer_frame_bytes // 2), RAFT_FRAME_ENTRIES)
-            for peer in self._peers
-        }
-        self._wakeups = {peer.id: trio.Event() for peer in self._peers}
-        # set when a peer we cannot reach dials us: it is up again, so our link stops backing off
-        self._peer_back = {peer.id: trio.Event() for peer in self._peers}
-        self._live: dict[str, _LiveLink] = {}
+        self._links: dict[str, _Link] = {}
+        # the ids inbound connections are accepted from; None: any id of the group (a node outside
+        # the membership does not know it until the leader's appends bring it)
+        self._accepted: frozenset[str] | None = None
+        self._inbound: dict[str, set[trio.CancelScope]] = {}
+        # members this node has no link to that dialled it (it is outside the membership: joining,
+        # or removed and being added again): what goes to them is written back on their connection
+        self._returns: dict[str, _Link] = {}
+        self._nursery: trio.Nursery | None = None
         self.connected: set[str] = set()
+        others = {peer.id: peer.address for peer in config.peers if peer.id != config.node_id}
+        self.set_members(others, member=not config.join)
+
+    @property
+    def members(self) -> dict[str, str]:
+        """The members this node keeps links to (id -> host:port), itself excluded."""
+        return {peer_id: link.peer.address for peer_id, link in self._links.items()}
+
+    def set_members(self, addresses: Mapping[str, str], *, member: bool = True) -> None:
+        """Keep links to exactly the members of `addresses` other than this node: open links to
+        added ones, close the links and inbound connections of removed ones (and of a member whose
+        address changed, which is dialled again at the new one). A node that is not a `member`
+        (joining, or removed and perhaps added again later) dials no one and accepts any id of its
+        group: it learns the membership from the leader that dials it, and answers on that link."""
+        wanted = {peer_id: _peer_at(peer_id, address) for peer_id, address in addresses.items()
+                  if peer_id != self._config.node_id and member}
+        for peer_id, link in list(self._links.items()):
+            if wanted.get(peer_id) != link.peer:
+                self._close(peer_id, link)
+        for peer_id, peer in wanted.items():
+            if peer_id not in self._links:
+                self._open(peer)
+        self._accepted = frozenset(wanted) if member else None
+        for peer_id in [peer_id for peer_id in self._inbound if not self._accepts(peer_id)]:
+            for scope in self._inbound.pop(peer_id):
+                scope.cancel()
+
+    def _new_outbox(self) -> PeerOutbox:
+        return PeerOutbox(self._config.peer_outbox_messages, MAX_CONTROL_FRAMES,
+                          min(RAFT_FRAME_BYTES, self._config.max_peer_frame_bytes // 2), RAFT_FRAME_ENTRIES)
+
+    def _link_to(self, peer_id: str) -> _Link | None:
+        """Where traffic for `peer_id` goes: our link to it, else the connection it opened to us."""
+        return self._links.get(peer_id) or self._returns.get(peer_id)
+
+    def _open(self, peer: Peer) -> None:
+        link = self._links[peer.id] = _Link(peer, self._new_outbox())
+        if self._nursery is not None:
+            self._nursery.start_soon(self._link, link, name=f"peer-link-{peer.id}")
+        log.info("peer %s at %s: link opened", peer.id, peer.address)
+
+    def _close(self, peer_id: str, link: _Link) -> None:
+        del self._links[peer_id]
+        link.scope.cancel()
+        self.connected.discard(peer_id)
+        log.info("peer %s at %s: link closed (no longer a member at that address)", peer_id, link.peer.address)
+
+    def _accepts(self, peer_id: str) -> bool:
+        return self._accepted is None or peer_id in self._accepted
 
     def outbox(self, peer_id: str) -> PeerOutbox:
-        return self._outboxes[peer_id]
+        link = self._link_to(peer_id)
+        if link is None:
+            raise KeyError(peer_id)
+        return link.outbox
 
     def send_messages(self, messages: list[Message]) -> None:
         """Queue messages and write them at once where the link's socket takes them: the driver
         may save to disk right after this, and appends must be on their way during that save."""
-        targets = set()
+        targets: dict[str, _Link] = {}
         for message in messages:
-            outbox = self._outboxes.get(message.to)
-            if outbox is None:
-                log.warning("dropping raft message to unknown peer %s", message.to)
+            link = self._link_to(message.to)
+            if link is None:
+                # expected outside the membership (a removed node's last replies); a member's bug else
+                log.log(logging.DEBUG if self._accepted is None else logging.WARNING,
+                        "dropping raft message to unknown peer %s", message.to)
                 continue
-            outbox.put_message(message)
-            targets.add(message.to)
-        for peer_id in targets:
-            self._write_now(peer_id)
+            link.outbox.put_message(message)
+            targets[message.to] = link
+        for link in targets.values():
+            self._write_now(link)
 
-    def _write_now(self, peer_id: str) -> None:
-        link = self._live.get(peer_id)
-        if link is None or link.fd < 0 or link.sending or link.rest:
-            self._wakeups[peer_id].set()  # not connected, or bytes ahead of these: the task sends
+    def _write_now(self, link: _Link) -> None:
+        live = link.live
+        if live is None or live.fd < 0 or live.sending or live.rest:
+            link.wakeup.set()  # not connected, or bytes ahead of these: the task sends
             return
-        data, snapshots = self._outboxes[peer_id].take_batch()
+        data, snapshots = link.outbox.take_batch()
         try:
-            data = link.encode(data)
+            data = live.encode(data)
         except trio.BrokenResourceError:  # the TLS session failed: Raft resends what is lost here
             for target in snapshots:
                 self._handler.on_snapshot_sent(target, False)
-            self._wakeups[peer_id].set()  # the link's task meets the failure and reconnects
+            link.wakeup.set()  # the link's task meets the failure and reconnects
             return
         try:
-            written = os.write(link.fd, data)
+            written = os.write(live.fd, data)
         except OSError:
             written = 0  # full or broken: the link's task sends it, or meets the error and reconnects
         if written == len(data):
             for target in snapshots:
                 self._handler.on_snapshot_sent(target, True)
             return
-        link.rest, link.rest_snapshots = data[written:], snapshots
-        self._wakeups[peer_id].set()
+        live.rest, live.rest_snapshots = data[written:], snapshots
+        link.wakeup.set()
 
     def send_control(self, peer_id: str, kind: FrameKind, payload: bytes) -> bool:
-        outbox = self._outboxes.get(peer_id)
-        if outbox is None or not outbox.put_control(kind, payload):
+        link = self._link_to(peer_id)
+        if link is None or not link.outbox.put_control(kind, payload):
             return False
-        self._wakeups[peer_id].set()
+        link.wakeup.set()
         return True
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        async with trio.open_nursery() as nursery:
-            for peer in self._peers:
-                nursery.start_soon(self._link, peer, name=f"peer-link-{peer.id}")
-            task_status.started()
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                for link in self._links.values():
+                    nursery.start_soon(self._link, link, name=f"peer-link-{link.peer.id}")
+                task_status.started()
+                await trio.sleep_forever()  # open for the links of members added later (set_members)
+        finally:
+            self._nursery = None
 
-    async def _link(self, peer: Peer) -> None:
+    async def _link(self, link: _Link) -> None:
+        with link.scope:  # cancelled when the peer leaves the membership (set_members)
+            await self._keep_connected(link)
+
+    async def _keep_connected(self, link: _Link) -> None:
+        peer = link.peer
         delay_s = RECONNECT_MIN_S
         was_up = False
         while True:
             stream, refused = await self._connect(peer)
             if stream is not None:
                 started_s = trio.current_time()
-                await self._use_connection(peer, stream)
+                await self._use_connection(link, stream)
                 was_up = True
-                self._link_lost(peer)
+                self._link_lost(link)
                 if trio.current_time() - started_s >= STABLE_CONNECTION_S:
                     delay_s = RECONNECT_MIN_S
                     continue  # probe at once: a refusal now tells us the process is gone
@@ -193,28 +274,29 @@ class PeerLinks:
                 if refused and was_up:
                     was_up = False
                     self._handler.on_peer_down(peer.id)
-                self._link_lost(peer)
-            if await self._back_off(peer, delay_s * (0.5 + self._rng.random())):
+                self._link_lost(link)
+            if await self._back_off(link, delay_s * (0.5 + self._rng.random())):
                 delay_s = RECONNECT_MIN_S
             else:
                 delay_s = min(RECONNECT_MAX_S, delay_s * 2)
 
-    async def _back_off(self, peer: Peer, delay_s: float) -> bool:
+    async def _back_off(self, link: _Link, delay_s: float) -> bool:
         """Wait before reconnecting; True when cut short because the peer dialled us (a restarted
         peer is reached at once, not after up to RECONNECT_MAX_S: our votes and acks travel on
         our own link, so a survivor still backing off from the peer's downtime held up the
         peer's election after a leader kill by up to 0.75 s)."""
         with trio.move_on_after(delay_s):
-            await self._peer_back[peer.id].wait()
-        back = self._peer_back[peer.id].is_set()
+            await link.back.wait()
+        back = link.back.is_set()
         if back:
-            self._peer_back[peer.id] = trio.Event()
+            link.back = trio.Event()
         return back
 
-    def _link_lost(self, peer: Peer) -> None:
-        self.connected.discard(peer.id)
-        self._outboxes[peer.id].clear_raft()
-        self._handler.on_peer_unreachable(peer.id)
+    def _link_lost(self, link: _Link) -> None:
+        if self._links.get(link.peer.id) is link:
+            self.connected.discard(link.peer.id)
+        link.outbox.clear_raft()
+        self._handler.on_peer_unreachable(link.peer.id)
 
     async def _connect(self, peer: Peer) -> tuple[trio.SocketStream | None, bool]:
         """A connected stream, or None and whether the peer's port actively refused us."""
@@ -227,7 +309,8 @@ class PeerLinks:
         stream.setsockopt(*_NODELAY)
         return stream, False
 
-    async def _use_connection(self, peer: Peer, socket_stream: trio.SocketStream) -> None:
+    async def _use_connection(self, link: _Link, socket_stream: trio.SocketStream) -> None:
+        peer = link.peer
         stream: trio.abc.Stream = socket_stream
         try:
             if self._tls is not None:
@@ -236,7 +319,7 @@ class PeerLinks:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._until_error, peer, self._read_answers(peer, stream, rest),
                                    nursery.cancel_scope)
-                nursery.start_soon(self._until_error, peer, self._write_loop(peer, stream), nursery.cancel_scope)
+                nursery.start_soon(self._until_error, peer, self._write_loop(link, stream), nursery.cancel_scope)
         except (PeerAuthError, trio.TooSlowError) as error:
             log.warning("peer link to %s not established: %s", peer.id, error or "TLS handshake timed out")
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ProtocolError) as error:
@@ -255,40 +338,40 @@ class PeerLinks:
         finally:
             scope.cancel()
 
-    async def _write_loop(self, peer: Peer, stream: trio.abc.Stream) -> None:
-        self.connected.add(peer.id)
-        log.info("peer link to %s (%s) up", peer.id, peer.address)
-        link = self._live[peer.id] = _live_link(stream)
+    async def _write_loop(self, link: _Link, stream: trio.abc.Stream) -> None:
+        self.connected.add(link.peer.id)
+        log.info("peer link to %s (%s) up", link.peer.id, link.peer.address)
+        live = link.live = _live_link(stream)
         try:
-            await self._write_outbox(peer, stream, link)
+            await self._write_outbox(link, live)
         finally:
-            del self._live[peer.id]
-            for target in link.rest_snapshots:
+            link.live = None
+            for target in live.rest_snapshots:
                 self._handler.on_snapshot_sent(target, False)
 
-    async def _write_outbox(self, peer: Peer, stream: trio.abc.Stream, link: _LiveLink) -> None:
-        outbox = self._outboxes[peer.id]
+    async def _write_outbox(self, link: _Link, live: _LiveLink) -> None:
+        outbox = link.outbox
         while True:
-            if not link.rest and not len(outbox):
-                await self._wakeups[peer.id].wait()
-            self._wakeups[peer.id] = trio.Event()
-            if link.rest:
-                data, snapshot_targets = link.rest, link.rest_snapshots
-                link.rest, link.rest_snapshots = b"", []
+            if not live.rest and not len(outbox):
+                await link.wakeup.wait()
+            link.wakeup = trio.Event()
+            if live.rest:
+                data, snapshot_targets = live.rest, live.rest_snapshots
+                live.rest, live.rest_snapshots = b"", []
             else:
                 data, snapshot_targets = outbox.take_batch()
-                data = link.encode(data) if data else data
+                data = live.encode(data) if data else data
             if not data:
                 continue
-            link.sending = True
+            live.sending = True
             try:
-                await link.transport.send_all(data)
+                await live.transport.send_all(data)
             except BaseException:
                 for target in snapshot_targets:
                     self._handler.on_snapshot_sent(target, False)
                 raise
             finally:
-                link.sending = False
+                live.sending = False
             for target in snapshot_targets:
                 self._handler.on_snapshot_sent(target, True)
 
@@ -301,33 +384,81 @@ class PeerLinks:
         await read_peer_frames(stream, decoder, peer.id, self._handler, reply)
 
     async def serve_inbound(self, stream: trio.abc.Stream, first_bytes: bytes, remote: str) -> None:
-        """Serve a connection whose first bytes were the peer magic; returns when it closes. Nothing
-        it sends is decoded before it has proven the peer secret for a member id."""
+        """Serve a connection whose first bytes were the peer magic; returns when it closes (or when
+        its sender leaves the membership). Nothing it sends is decoded before it has proven the
+        peer secret for a member id."""
         try:
             try:
-                sender_id, rest = await accept(stream, first_bytes, self._config, self._secrets)
+                sender_id, rest = await accept(stream, first_bytes, self._config, self._secrets, self._accepted)
             except (PeerAuthError, ProtocolError) as error:
                 self.refused_peers += 1
                 log.warning("refusing peer connection from %s: %s", remote, error)
                 return
-            if sender_id not in self.connected and sender_id in self._peer_back:
-                self._peer_back[sender_id].set()
-            send_lock = trio.Lock()
-
-            async def reply(kind: FrameKind, payload: bytes) -> None:
-                async with send_lock:
-                    await stream.send_all(encode_frame(kind, payload))
-
-            decoder = PeerFrameDecoder(self._config.max_peer_frame_bytes)
-            self._dispatch(decoder.feed(rest), sender_id, reply)
-            await read_peer_frames(stream, decoder, sender_id, self._handler, reply)
+            with trio.CancelScope() as scope:
+                self._inbound.setdefault(sender_id, set()).add(scope)
+                try:
+                    await self._serve_member(stream, sender_id, rest, remote)
+                finally:
+                    self._inbound.get(sender_id, set()).discard(scope)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass
         except (ProtocolError, BoundExceeded) as error:
             log.warning("closing inbound peer connection from %s: %s", remote, error)
 
+    async def _serve_member(self, stream: trio.abc.Stream, sender_id: str, rest: bytes, remote: str) -> None:
+        link = self._links.get(sender_id)
+        if link is None:
+            await self._serve_without_link(stream, sender_id, rest, remote)
+            return
+        if sender_id not in self.connected:
+            link.back.set()
+        send_lock = trio.Lock()
+
+        async def reply(kind: FrameKind, payload: bytes) -> None:
+            async with send_lock:
+                await stream.send_all(encode_frame(kind, payload))
+
+        await self._read_inbound(stream, sender_id, rest, reply)
+
+    async def _serve_without_link(self, stream: trio.abc.Stream, sender_id: str, rest: bytes, remote: str) -> None:
+        """A member we have no link to dialled us (we are joining): everything for it, Raft replies
+        too, is written back on this connection by one writer, until we dial it ourselves."""
+        host, _colon, port = remote.rpartition(":")
+        back = self._returns[sender_id] = _Link(Peer(sender_id, host, int(port) if port.isdigit() else 0),
+                                               self._new_outbox())
+
+        async def reply(kind: FrameKind, payload: bytes) -> None:
+            if back.outbox.put_control(kind, payload):
+                back.wakeup.set()
+
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._until_error, back.peer, self._write_back(back, stream), nursery.cancel_scope)
+                nursery.start_soon(self._until_error, back.peer, self._read_inbound(stream, sender_id, rest, reply),
+                                   nursery.cancel_scope)
+        finally:
+            if self._returns.get(sender_id) is back:
+                del self._returns[sender_id]
+
+    async def _write_back(self, back: _Link, stream: trio.abc.Stream) -> None:
+        live = back.live = _LiveLink(-1, stream)  # no direct writes: this task is the stream's only writer
+        try:
+            await self._write_outbox(back, live)
+        finally:
+            back.live = None
+
+    async def _read_inbound(self, stream: trio.abc.Stream, sender_id: str, rest: bytes, reply: Reply) -> None:
+        decoder = PeerFrameDecoder(self._config.max_peer_frame_bytes)
+        self._dispatch(decoder.feed(rest), sender_id, reply)
+        await read_peer_frames(stream, decoder, sender_id, self._handler, reply)
+
     def _dispatch(self, frames: list[PeerFrame], sender: str, reply: Reply) -> None:
         dispatch_frames(frames, sender, self._handler, reply)
+
+
+def _peer_at(peer_id: str, address: str) -> Peer:
+    host, _colon, port = address.rpartition(":")
+    return Peer(peer_id, host, int(port))
 
 
 def _live_link(stream: trio.abc.Stream) -> _LiveLink:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
 
 from rmqc.errors import CompactedError
@@ -118,7 +118,8 @@ LEASE_AGE_NEVER = 1 << 32
 
 class RaftCore:
     def __init__(
-        self, config: Config, storage: Storage, rng: random.Random, peers: Sequence[str] = ()
+        self, config: Config, storage: Storage, rng: random.Random, peers: Sequence[str] = (),
+        contexts: Mapping[str, bytes] | None = None,
     ) -> None:
         self.config = config
         self.id = config.id
@@ -127,7 +128,7 @@ class RaftCore:
         self.log = RaftLog(storage, config.applied)
         restarted = hard_state.term > 0
         if peers and _is_brand_new(storage, hard_state, conf_state):
-            hard_state = self._bootstrap(peers)
+            hard_state = self._bootstrap(peers, contexts or {})
         if not conf_state.voters and not conf_state.learners and peers:
             conf_state = ConfState(voters=tuple(peers))
         # The state machine (config.applied) may be ahead of the persisted commit (pitfall 11):
@@ -164,14 +165,15 @@ class RaftCore:
         self._role_handlers = self._handlers()
         self.become_follower(self.term, None)
 
-    def _bootstrap(self, peers: Sequence[str]) -> HardState:
+    def _bootstrap(self, peers: Sequence[str], contexts: Mapping[str, bytes]) -> HardState:
         """A brand-new group: the initial voters enter the log as committed ADD_VOTER entries at
-        term 1 (as etcd does), so a node that joins later rebuilds membership by replaying the
-        log. The core already knows them, so they count as applied here; they reach storage
-        with the first Ready and are re-applied (idempotently) after a restart."""
+        term 1 (as etcd does), each with its context (the application's: its address), so a node
+        that joins later rebuilds membership by replaying the log. The core already knows them,
+        so they count as applied here; they reach storage with the first Ready and are re-applied
+        (idempotently) after a restart."""
         entries = [
             Entry(i + 1, 1, EntryType.CONF_CHANGE,
-                  encode_conf_change(ConfChange(ConfChangeType.ADD_VOTER, peer)))
+                  encode_conf_change(ConfChange(ConfChangeType.ADD_VOTER, peer, contexts.get(peer, b""))))
             for i, peer in enumerate(peers)
         ]
         self.log.append(entries)
@@ -394,7 +396,8 @@ class RaftCore:
             or (m.type is MT.PRE_VOTE and m.term > self.term)
         )
         response = VOTE_RESPONSE_OF[m.type]
-        if can_vote and self._candidate_log_up_to_date(m.log_term, m.index):
+        if (can_vote and self._votes_as_member(m.frm)
+                and self._candidate_log_up_to_date(m.log_term, m.index)):
             # The grant echoes the request's term: a pre-vote is at term+1 (pitfall 1). A vote
             # carries our lease age, for the winner's takeover wait (rmqc.reads._lease).
             age = encode_lease_age(self.lease_age) if m.type is MT.VOTE else b""
@@ -406,6 +409,15 @@ class RaftCore:
                 self.become_follower(self.term, None)
         else:
             self._send(Message(response, m.frm, self.id, term=self.term, reject=True))
+
+    def _votes_as_member(self, candidate: str) -> bool:
+        """Membership rules of a vote. A node that applied a candidate's removal refuses it: a
+        removed node that does not know it (it never learned that its removal committed) must not
+        be elected by the old membership, whose quorums need not overlap the new one's. A node that
+        applied its own removal votes no more. A learner, candidate or voter, may be a voter not
+        yet known as one (pitfall 22); a joining node with no membership yet refuses no one."""
+        members = self.voters | self.learners
+        return not members or (candidate in members and self.id in members)
 
     def _yields_to(self, m: Message) -> bool:
         """Two pre-candidates that timed out together (the same randomised tick after the same
@@ -538,7 +550,7 @@ class RaftCore:
         meta = snap.meta
         if meta.index <= self.log.committed:
             return False  # a delayed duplicate must not rewind state (pitfall 13)
-        if self.id not in meta.conf_state.voters and self.id not in meta.conf_state.learners:
+        if self._refuses_membership_of(meta.conf_state):
             return False  # a config without us (pitfall 17)
         if self.log.match_term(meta.index, meta.term):
             self.log.commit_to(meta.index)  # keep the matching suffix, only move commit
@@ -546,6 +558,13 @@ class RaftCore:
         self.log.restore(snap)
         self._set_conf_state(meta.conf_state)
         return True
+
+    def _refuses_membership_of(self, conf_state: ConfState) -> bool:
+        """A snapshot whose membership lacks us is refused (pitfall 17), except by a joining node
+        that has no membership yet: the leader's snapshot may predate our addition, whose entry
+        follows it in the log (we never campaign without being a voter)."""
+        joining = not (self.voters or self.learners)
+        return not joining and self.id not in conf_state.voters and self.id not in conf_state.learners
 
     def _follower_on_timeout_now(self, m: Message) -> None:
         if m.index != self.log.last_index():
@@ -573,7 +592,7 @@ class RaftCore:
 
     def propose_conf_change(self, cc: ConfChange) -> None:
         self.check_can_propose()
-        if self.pending_conf_index > self.log.applied:
+        if self.conf_change_pending():
             raise ConfChangeRefused(
                 f"conf change refused: change at {self.pending_conf_index} not applied yet "
                 f"(applied {self.log.applied})"
@@ -587,6 +606,11 @@ class RaftCore:
         self._append_entries([(EntryType.CONF_CHANGE, encode_conf_change(cc))])
         self.pending_conf_index = self.log.last_index()
         self._bcast_append()
+
+    def conf_change_pending(self) -> bool:
+        """A membership change is in the log and not applied yet: no other may be proposed
+        (pitfall 19; the `two-pending-changes` mutant breaks this rule)."""
+        return self.pending_conf_index > self.log.applied
 
     def _conf_change_leaves_voters(self, cc: ConfChange) -> bool:
         return conf_state_after(self.conf_state(), cc) is not None

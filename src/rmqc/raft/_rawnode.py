@@ -34,7 +34,7 @@ UncommittedSizeExceeded, ConfChangeRefused); the core never forwards proposals.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ._config import Config, Role
 from ._core import CampaignType, RaftCore
@@ -51,8 +51,9 @@ class RawNode:
         storage: Storage,
         rng: random.Random,
         peers: Sequence[str] = (),
+        contexts: Mapping[str, bytes] | None = None,
     ) -> None:
-        self.raft = RaftCore(config, storage, rng, peers)
+        self.raft = RaftCore(config, storage, rng, peers, contexts)
         self._prev_soft = self._soft_state()
         self._prev_hard = storage.initial_state()[0]  # a bootstrap's hard state still needs saving
         self._outstanding: Ready | None = None

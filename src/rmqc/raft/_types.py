@@ -39,6 +39,14 @@ class HardState:
 class ConfState:
     voters: tuple[str, ...] = ()
     learners: tuple[str, ...] = ()
+    # The application's address book of the members, sorted (id, "host:port") pairs. The core
+    # ignores it; it rides with the membership into storage and snapshots so that both always
+    # name the same members (rmqc.replica._membership keeps it).
+    addresses: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def members(self) -> tuple[str, ...]:
+        return tuple(sorted({*self.voters, *self.learners}))
 
 
 class ConfChangeType(IntEnum):

@@ -11,6 +11,10 @@ from enum import IntEnum
 __all__ = [
     "LEADER_ONLY_REQUESTS",
     "READ_REQUESTS",
+    "RMQC_MEMBERS_ADD",
+    "RMQC_MEMBERS_LIST",
+    "RMQC_MEMBERS_PROMOTE",
+    "RMQC_MEMBERS_REMOVE",
     "RMQC_NODE_STATUS",
     "RMQC_PRIVATE_REQUESTS",
     "RMQC_SNAPSHOT_SAVE",
@@ -111,8 +115,17 @@ READ_REQUESTS: frozenset[int] = frozenset({1004, 1005, 1006, 1012})
 RMQC_NODE_STATUS = 60001  # what one node knows about itself (rmqc status; node/_status.py)
 RMQC_TRANSFER_LEADER = 60002  # move the leadership (rmqc admin transfer-leader; node/_operations.py)
 RMQC_SNAPSHOT_SAVE = 60003  # an online backup of the applied state (rmqc admin snapshot save)
+# Membership changes (rmqc admin members ...; replica/_membership.py): only the leader decides.
+RMQC_MEMBERS_LIST = 60004
+RMQC_MEMBERS_ADD = 60005  # extFields id, address: joins as a learner
+RMQC_MEMBERS_PROMOTE = 60006  # extFields id: a caught-up learner becomes a voter
+RMQC_MEMBERS_REMOVE = 60007  # extFields id
 RMQC_PRIVATE_REQUESTS: dict[int, str] = {
     RMQC_NODE_STATUS: "RMQC_NODE_STATUS",
     RMQC_TRANSFER_LEADER: "RMQC_TRANSFER_LEADER",
     RMQC_SNAPSHOT_SAVE: "RMQC_SNAPSHOT_SAVE",
+    RMQC_MEMBERS_LIST: "RMQC_MEMBERS_LIST",
+    RMQC_MEMBERS_ADD: "RMQC_MEMBERS_ADD",
+    RMQC_MEMBERS_PROMOTE: "RMQC_MEMBERS_PROMOTE",
+    RMQC_MEMBERS_REMOVE: "RMQC_MEMBERS_REMOVE",
 }

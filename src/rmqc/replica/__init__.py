@@ -9,6 +9,7 @@ from ._io import (
     Answer as Answer,
     Clock as Clock,
     ForwardRequest as ForwardRequest,
+    MembersChanged as MembersChanged,
     Notify as Notify,
     Observer as Observer,
     Outbox as Outbox,

@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any
 from rmqc.errors import RmqcError
 from rmqc.fsm import ApplyResult, decode_commands
 from rmqc.raft import decode_conf_change
-from rmqc.raft._types import Entry, EntryType, Message
+from rmqc.raft._types import ConfState, Entry, EntryType, Message
 from rmqc.storage import StorageFullError, StorageWriteFailed
 
 from ._io import SendRaft, SnapshotOutcome, WriteSnapshot
+from ._membership import book_after
 
 if TYPE_CHECKING:
     from ._replica import Replica
@@ -42,6 +43,10 @@ class Driver:
         self.in_run = False  # a Ready is due right away (the previous pass returned in a run)
         self.unsaved_hard_state: Any = None  # a commit-only HardState waiting for the next write
         self.snapshot_in_flight = False  # at most one WriteSnapshot at a time
+        # A bootstrap's membership, saved once its entries are durable: the core counts them as
+        # applied, so no apply saves it, and a restart must not fall back to the `peers` option
+        # (it names the initial members only, and may have been edited since).
+        self.bootstrap_membership_unsaved = False
 
     def drive(self) -> bool:
         """One pass; True when another Ready is due at once (the shell yields, then calls again)."""
@@ -82,6 +87,7 @@ class Driver:
             raw.campaign()
         r.reads.flush(raw)
         r.operations.feed(raw)
+        r.membership.feed(raw)
         r.proposals.expire(r.now_ms())
         r.disk.look_for_space()
         proposed = r.proposals.propose(raw, r.serving_as_leader, r.term)
@@ -175,6 +181,9 @@ class Driver:
         except StorageWriteFailed as error:
             r.disk.failed(error)
         self.unsaved_hard_state = None
+        if self.bootstrap_membership_unsaved:
+            self.bootstrap_membership_unsaved = False
+            self._save_membership()
         persist_ms = r.now_ms() - started_ms
         r.observer.observe_fsync(persist_ms / 1000)
         if persist_ms >= SLOW_PERSIST_MS:
@@ -209,6 +218,7 @@ class Driver:
         if r.applied_index != applied_before:
             r.reads.on_applied()
             r.operations.on_applied(entries[-1].term)
+            r.membership.after_apply(r.applied_index)
 
     def _install_snapshot(self, snapshot: Any) -> None:
         r = self._r
@@ -216,7 +226,7 @@ class Driver:
         r.processor.config_restored()
         r.applied_index = snapshot.meta.index
         r.snapshot_index = snapshot.meta.index
-        r.set_conf_state(snapshot.meta.conf_state)
+        r.set_conf_state(r.with_known_addresses(snapshot.meta.conf_state), snapshot.meta.index)
         log.info("%s: installed snapshot at %d", r.config.node_id, snapshot.meta.index)
 
     def _apply_entry(self, entry: Entry) -> None:
@@ -225,6 +235,7 @@ class Driver:
             return
         if entry.type == EntryType.CONF_CHANGE:
             self._apply_conf_change(entry)
+            r.membership.applied(entry)
             results: list[ApplyResult] = []
         elif entry.data:
             results = r.state.apply_all(decode_commands(entry.data))
@@ -241,8 +252,16 @@ class Driver:
                 r.after_apply_on_leader(results)
 
     def _apply_conf_change(self, entry: Entry) -> None:
+        """The membership and its address book change together, and are saved together."""
         r = self._r
-        r.set_conf_state(r.raw.apply_conf_change(decode_conf_change(entry.data)))
+        change = decode_conf_change(entry.data)
+        after = r.raw.apply_conf_change(change)
+        book = book_after(r.conf_state, change, after)
+        r.set_conf_state(r.with_known_addresses(ConfState(after.voters, after.learners, book)), entry.index)
+        self._save_membership()
+
+    def _save_membership(self) -> None:
+        r = self._r
         try:
             r.storage.save_conf_state(r.conf_state)
         except (StorageFullError, StorageWriteFailed) as error:

@@ -58,6 +58,9 @@ Hooks for the simulator's mutants (`--mutant`, rmqc.testing.sim.MUTANTS), each o
   disk is full, nothing applied). `apply-before-persist` replaces it to apply and answer first.
 - `rmqc.replica._reads.ReadPath._read_index_reached(self, index) -> bool`: a read whose read index
   is known may be served (applied >= index). `stale-read-as-linearizable` replaces it with True.
+- `rmqc.replica._membership.Membership._refuse_if_pending(self)` (with the core's
+  `RaftCore.conf_change_pending`): one membership change at a time. `two-pending-changes` disables
+  both.
 """
 
 from __future__ import annotations
@@ -73,8 +76,9 @@ from rmqc.raft._types import ConfState, Message
 from rmqc.remoting import RemotingCommand
 
 __all__ = [
-    "Action", "Answer", "Clock", "ForwardRequest", "Notify", "Observer", "Outbox", "PeerLag", "ReplicaConfig",
-    "ReplicaStatus", "ReplicaStorage", "SendDigest", "SendRaft", "SnapshotOutcome", "StopProcess", "WriteSnapshot",
+    "Action", "Answer", "Clock", "ForwardRequest", "MembersChanged", "Notify", "Observer", "Outbox", "PeerLag",
+    "ReplicaConfig", "ReplicaStatus", "ReplicaStorage", "SendDigest", "SendRaft", "SnapshotOutcome", "StopProcess",
+    "WriteSnapshot",
 ]
 
 
@@ -163,6 +167,12 @@ class ReplicaConfig(Protocol):
     @property
     def listen_address(self) -> str: ...
 
+    @property
+    def join(self) -> bool:
+        """Start as a new member joining a running group: with an empty storage, do not bootstrap
+        `peers`; wait for the leader to add us (empty membership, never campaign). Ignored once the
+        storage holds anything (a restarted member needs no flag)."""
+
     def peer(self, node_id: str) -> PeerInfo | None: ...
 
 
@@ -249,7 +259,23 @@ class StopProcess:
     reason: str
 
 
-Action = SendRaft | ForwardRequest | SendDigest | Answer | Notify | WriteSnapshot | StopProcess
+@dataclass(frozen=True, slots=True)
+class MembersChanged:
+    """The applied membership as of log index `index`: emitted once at start and whenever it
+    changes (a conf change applied, a snapshot installed). `addresses` has every member whose
+    address is known (voters and learners, this node too) with its `host:port`. The shell keeps
+    peer links to exactly the members other than itself. A node that finds itself in neither
+    `voters` nor `learners` is not a member (a joining node before its addition reached it, or a
+    removed node): it never campaigns and idles; the shell logs it once."""
+
+    index: int
+    addresses: dict[str, str]
+    voters: tuple[str, ...]
+    learners: tuple[str, ...]
+
+
+Action = (SendRaft | ForwardRequest | SendDigest | Answer | Notify | WriteSnapshot | StopProcess
+          | MembersChanged)
 
 
 class SnapshotOutcome(enum.Enum):
@@ -291,3 +317,4 @@ class ReplicaStatus:
     live_brokers: int
     alarms: tuple[dict[str, Any], ...]
     counters: dict[str, float] = field(default_factory=dict)  # reads, waits, stalls, notifications...
+    members: dict[str, str] = field(default_factory=dict)  # the applied address book: id -> host:port

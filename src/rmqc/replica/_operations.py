@@ -60,6 +60,7 @@ class _Transfer:
     start_term: int
     started_ms: int
     sent: bool = False
+    removal: bool = False  # a leader's RMQC_MEMBERS_REMOVE of itself: the handover comes first
 
 
 class Operations:
@@ -82,10 +83,10 @@ class Operations:
     def _transfer_leader(self, request: RemotingCommand, token: Hashable) -> None:
         node = self._node
         if node.leader_id != node.config.node_id:
-            self._out(Answer(token, self._not_leader(request)))
+            self._out(Answer(token, self.not_leader(request)))
             return
         if not node.serving_as_leader:
-            self._out(Answer(token, make_response(request, ResponseCode.SYSTEM_ERROR, self._not_serving_yet())))
+            self._out(Answer(token, make_response(request, ResponseCode.SYSTEM_ERROR, self.not_serving_yet())))
             return
         target, refusal = self._choose_target(request.ext("to") or None)
         if refusal is not None:
@@ -98,13 +99,32 @@ class Operations:
         self._transfer = _Transfer(request, token, target, node.term, node.now_ms())
         node.wake_driver()
 
+    def hand_over_before_removal(self, request: RemotingCommand, token: Hashable) -> None:
+        """The leader was asked to remove itself (rmqc.replica._membership): it transfers the
+        leadership to the most up-to-date other voter, then answers CONTROLLER_NOT_LEADER naming
+        it, and the client retries the removal there (a leader never commits its own removal)."""
+        node = self._node
+        target, refusal = self._choose_target(None)
+        if refusal is not None:
+            self._out(Answer(token, make_response(request, ResponseCode.SYSTEM_ERROR,
+                                                  f"{node.config.node_id} not removed: {refusal}")))
+            return
+        assert target is not None
+        self._transfer = _Transfer(request, token, target, node.term, node.now_ms(), removal=True)
+        node.wake_driver()
+
     def _finish(self, error: str | None = None, new_term: int = 0) -> None:
         transfer, self._transfer = self._transfer, None
         assert transfer is not None
         node = self._node
         request = transfer.request
         if error is not None:
-            response = make_response(request, ResponseCode.SYSTEM_ERROR, f"leadership not transferred: {error}")
+            what = f"{node.config.node_id} not removed: " if transfer.removal else ""
+            response = make_response(request, ResponseCode.SYSTEM_ERROR, f"{what}leadership not transferred: {error}")
+        elif transfer.removal:
+            log.info("%s: leadership handed to %s before its own removal", node.config.node_id, transfer.target)
+            response = self.not_leader(request, f"{node.config.node_id} handed the leadership over before its "
+                                                f"removal; retry the removal at the new leader")
         else:
             took_ms = node.now_ms() - transfer.started_ms
             log.info("%s: leadership transferred to %s in %d ms", node.config.node_id, transfer.target, took_ms)
@@ -123,16 +143,18 @@ class Operations:
             self._finish(f"{self._transfer.target} did not take over within {node.config.request_timeout_ms} ms "
                          f"(request_timeout_ms); the leader is now {node.leader_id or 'unknown'}")
 
-    def _not_leader(self, request: RemotingCommand) -> RemotingCommand:
+    def not_leader(self, request: RemotingCommand, why: str = "not the leader") -> RemotingCommand:
+        """CONTROLLER_NOT_LEADER naming the leader and its address (from the applied address book)."""
         node = self._node
-        leader = node.config.peer(node.leader_id) if node.leader_id else None
-        if leader is None:
-            return make_response(request, ResponseCode.CONTROLLER_NOT_LEADER, "not the leader, and no leader is known")
+        leader = node.leader_id
+        address = node.address_of(leader) if leader else None
+        if leader is None or address is None:
+            return make_response(request, ResponseCode.CONTROLLER_NOT_LEADER, f"{why}, and no leader is known")
         return make_response(request, ResponseCode.CONTROLLER_NOT_LEADER,
-                             f"not the leader; the leader is {leader.id} at {leader.address}",
-                             {"leaderId": leader.id, "leaderAddress": leader.address})
+                             f"{why}; the leader is {leader} at {address}",
+                             {"leaderId": leader, "leaderAddress": address})
 
-    def _not_serving_yet(self) -> str:
+    def not_serving_yet(self) -> str:
         """Why a leader that has not committed an entry of its term yet refuses."""
         node = self._node
         raft = node.raw.raft

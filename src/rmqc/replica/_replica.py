@@ -42,6 +42,7 @@ from ._forwarding import Forwards
 from ._io import (
     Answer,
     Clock,
+    MembersChanged,
     Notify,
     Observer,
     Outbox,
@@ -51,6 +52,7 @@ from ._io import (
     SnapshotOutcome,
 )
 from ._liveness import Liveness
+from ._membership import MEMBERSHIP_REQUESTS, Membership
 from ._operations import OPERATION_REQUESTS, Operations
 from ._proposals import NOT_LEADER_REMARK, Proposals, RequestFailed, finish_proposal
 from ._reads import ReadPath, Respond
@@ -122,6 +124,7 @@ class Replica:
         self.liveness = Liveness(config, table, self.processor, outbox, self._propose_elections, now_ms)
         self.reads = ReadPath(self, rng)
         self.operations = Operations(self)
+        self.membership = Membership(self)
         self.raw = self._open_raft(rng)
         self.drive_wanted = True  # a new core may have a Ready already (a bootstrap's membership)
 
@@ -134,9 +137,15 @@ class Replica:
             self.snapshot_index = snapshot.meta.index
         self.applied_index = snapshot.meta.index
         self.term = hard_state.term
-        bootstrap = () if conf_state.voters else self.config.peer_ids
-        self.set_conf_state(conf_state if conf_state.voters else ConfState(voters=self.config.peer_ids))
         config = self.config
+        # `join` matters only until a membership is stored: a joining node that stored entries but
+        # crashed before applying its first membership still must not bootstrap `peers`
+        joining = getattr(config, "join", False) and not conf_state.members  # getattr: a NodeConfig before issue 16
+        if conf_state.members or joining:
+            bootstrap: tuple[str, ...] = ()
+        else:  # a new group (or a data directory older than the membership record): `peers`
+            bootstrap, conf_state = config.peer_ids, ConfState(voters=config.peer_ids)
+        self.set_conf_state(self.with_known_addresses(conf_state), snapshot.meta.index, announce=True)
         raft_config = RaftConfig(
             id=config.node_id,
             election_tick=config.election_tick,
@@ -149,9 +158,12 @@ class Replica:
             max_inflight_msgs=config.max_appends_in_flight,
             applied=snapshot.meta.index,
         )
-        raw = RawNode(raft_config, self.storage, rng, peers=bootstrap)
-        log.info("%s: term %d, snapshot at %d, log %d..%d", config.node_id, hard_state.term,
-                 snapshot.meta.index, self.storage.first_index(), self.storage.last_index())
+        self.driver.bootstrap_membership_unsaved = bool(bootstrap)
+        raw = RawNode(raft_config, self.storage, rng, peers=bootstrap,
+                      contexts={node_id: address.encode() for node_id, address in self.conf_state.addresses})
+        log.info("%s: term %d, snapshot at %d, log %d..%d%s", config.node_id, hard_state.term,
+                 snapshot.meta.index, self.storage.first_index(), self.storage.last_index(),
+                 "; joining: waiting for the leader to add us" if joining else "")
         return raw
 
     # ----- what the shell reads -----
@@ -172,7 +184,7 @@ class Replica:
         """When `advance_time()` is next needed (monotonic ms; at most one tick away)."""
         soonest = min(self._next_tick_ms, self.liveness.next_due_ms(self.now_ms()))
         for deadline in (self.forwards.next_deadline_ms(), self.operations.next_deadline_ms(),
-                         self._takeover[1] if self._takeover else None):
+                         self.membership.next_deadline_ms(), self._takeover[1] if self._takeover else None):
             if deadline is not None:
                 soonest = min(soonest, deadline)
         return soonest
@@ -212,6 +224,7 @@ class Replica:
                 self.wake_driver()
         self.forwards.expire(now_ms)
         self.operations.expire(now_ms)
+        self.membership.expire(now_ms)
         self._liveness_now(now_ms, round_due)
 
     def _liveness_now(self, now_ms: int, round_due: bool) -> None:
@@ -272,7 +285,7 @@ class Replica:
         if peer_id != self.leader_id:
             return
         self.forwards.abandon()
-        successor = next((node_id for node_id in self.config.peer_ids if node_id != peer_id), None)
+        successor = next((node_id for node_id in self.conf_state.voters if node_id != peer_id), None)
         if successor == self.config.node_id:
             log.info("%s: leader %s is down; campaigning at once as its successor", self.config.node_id, peer_id)
             self.raw.take_over(peer_id)  # the core ignores it if another leader is known by then
@@ -317,8 +330,14 @@ class Replica:
                 out(Answer(token, status_answer(self, request)))  # rmqc's private diagnostic (rmqc status)
             elif request.code in OPERATION_REQUESTS:
                 self.operations.handle(request, token)
+            elif request.code in MEMBERSHIP_REQUESTS:
+                self.membership.handle(request, token)
             elif self._forwarded_from_here(request):
-                if forwarded or not self.config.forward_writes or not self._leader_elsewhere():
+                if not self.is_member:
+                    # no peer link to forward over (a removed or joining node dials no one): the
+                    # client must find the leader itself, and only 2007 makes it look
+                    out(Answer(token, self.operations.not_leader(request, "not a member of the group")))
+                elif forwarded or not self.config.forward_writes or not self._leader_elsewhere():
                     out(Answer(token, make_response(request, ResponseCode.CONTROLLER_NOT_LEADER, NOT_LEADER_REMARK)))
                 else:
                     assert self.leader_id is not None
@@ -402,18 +421,18 @@ class Replica:
         )
 
     def _node_info(self) -> NodeInfo:
-        """This node as requests see it; rebuilt only when the leader changes (the peers come from
-        the static configuration), not for every request."""
+        """This node as requests see it; rebuilt only when the leader or the membership changes,
+        not for every request."""
         cached = self._node_info_cache
         if cached is not None and cached[0] == self.leader_id:
             return cached[1]
-        leader = self.config.peer(self.leader_id) if self.leader_id else None
+        address = self.address_of(self.leader_id) if self.leader_id else None
         node = NodeInfo(
             group=self.config.group,
             self_id=self.config.node_id,
-            leader_id=leader.id if leader else None,
-            leader_address=leader.address if leader else None,
-            peers=tuple((peer.id, peer.address) for peer in self.config.peers),
+            leader_id=self.leader_id if address else None,
+            leader_address=address,
+            peers=self.conf_state.addresses,
         )
         self._node_info_cache = (self.leader_id, node)
         return node
@@ -493,9 +512,39 @@ class Replica:
         if retries:
             self._propose_elections(retries)
 
-    def set_conf_state(self, conf_state: ConfState) -> None:
+    def set_conf_state(self, conf_state: ConfState, index: int, *, announce: bool = False) -> None:
+        """The applied membership (with its address book) as of log index `index`; the shell hears
+        of it (MembersChanged) at start and whenever it changes."""
+        changed = conf_state != self.conf_state
+        was_member = self.config.node_id in self.conf_state.members
         self.conf_state = conf_state
         self.sole_voter = set(conf_state.voters) == {self.config.node_id}
+        if changed or announce:
+            self._node_info_cache = None
+            self.outbox.append(MembersChanged(index, dict(conf_state.addresses), conf_state.voters,
+                                              conf_state.learners))
+            if was_member and self.config.node_id not in conf_state.members:
+                log.warning("%s: removed from the membership at index %d (voters %s, learners %s): idle, "
+                            "never campaigns", self.config.node_id, index, conf_state.voters, conf_state.learners)
+
+    def with_known_addresses(self, conf_state: ConfState) -> ConfState:
+        """`conf_state` with the `peers` option's address for every member its book lacks (records
+        written before the book existed, the bootstrap's voters)."""
+        book = dict(conf_state.addresses)
+        for member in conf_state.members:
+            peer = self.config.peer(member) if member not in book else None
+            if peer is not None:
+                book[member] = peer.address
+        return ConfState(conf_state.voters, conf_state.learners, tuple(sorted(book.items())))
+
+    @property
+    def is_member(self) -> bool:
+        """This node is a voter or learner of the applied membership."""
+        return self.config.node_id in self.conf_state.members
+
+    def address_of(self, node_id: str) -> str | None:
+        """A member's address from the applied address book (None: not a member, or not known)."""
+        return next((address for member, address in self.conf_state.addresses if member == node_id), None)
 
     # ----- stopping -----
 
@@ -505,7 +554,9 @@ class Replica:
         self.proposals.fail_all(RequestFailed(ResponseCode.SYSTEM_ERROR, why))
         self.reads.fail_all(why)
         self.forwards.fail_all(why)
+        self.membership.fail(why)
 
     def close(self) -> None:
         """On the way out: save a commit index that still waits to ride with a write."""
         self.driver.save_unsaved_commit()
+

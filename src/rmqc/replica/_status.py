@@ -9,6 +9,7 @@ body JSON:
     {"version": 1, "nodeId": "n0", "address": "127.0.0.1:9878", "role": "leader",
      "servingAsLeader": true, "term": 2, "commit": 120, "applied": 120, "lastIndex": 120,
      "leader": "n0", "leaderAddress": "127.0.0.1:9878", "voters": ["n0", "n1", "n2"], "learners": [],
+     "members": {"n0": "127.0.0.1:9878", "n1": "127.0.0.1:9868", "n2": "127.0.0.1:9858"},
      "pendingConfChange": null, "transferringTo": null,
      "peers": {"n1": {"match": 120, "next": 121, "lag": 0, "state": "replicate", "active": true}},
      "brokerGroups": 200, "liveBrokers": 600, "alarms": [], "groupNames": [...]}
@@ -74,13 +75,13 @@ def build_status(replica: Replica) -> ReplicaStatus:
         live_brokers=len(replica.liveness.table),
         alarms=tuple(alarm.status(replica.now_ms()) for alarm in (replica.disk_full,) if alarm is not None),
         counters=replica.counters(),
+        members=dict(replica.conf_state.addresses),
     )
 
 
 def status_document(replica: Replica, *, with_group_names: bool = False) -> dict[str, Any]:
     """The body of the RMQC_NODE_STATUS answer."""
     status = build_status(replica)
-    leader = replica.config.peer(status.leader) if status.leader else None
     document: dict[str, Any] = {
         "version": STATUS_VERSION,
         "nodeId": status.node_id,
@@ -92,9 +93,10 @@ def status_document(replica: Replica, *, with_group_names: bool = False) -> dict
         "applied": status.applied,
         "lastIndex": status.last_index,
         "leader": status.leader,
-        "leaderAddress": leader.address if leader is not None else None,
+        "leaderAddress": replica.address_of(status.leader) if status.leader else None,
         "voters": list(status.voters),
         "learners": list(status.learners),
+        "members": status.members,
         "pendingConfChange": status.pending_conf_change,
         "transferringTo": status.transferring_to,
         "peers": {peer: {"match": lag.match, "next": lag.next, "lag": lag.lag, "state": lag.state,

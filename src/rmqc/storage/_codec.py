@@ -117,14 +117,23 @@ def decode_hard_state(value: bytes) -> HardState:
 
 
 def _conf_state_json(conf_state: ConfState) -> bytes:
-    return orjson.dumps({"voters": list(conf_state.voters), "learners": list(conf_state.learners)})
+    document: dict[str, object] = {"voters": list(conf_state.voters), "learners": list(conf_state.learners)}
+    if conf_state.addresses:
+        document["addresses"] = dict(conf_state.addresses)
+    return orjson.dumps(document)
 
 
 def _conf_state_from_json(raw: bytes, what: str) -> ConfState:
+    """Records written before issue 16 have no "addresses": their book is empty (the replica then
+    takes the addresses of the `peers` option)."""
     try:
         obj = orjson.loads(raw)
-        return ConfState(voters=tuple(obj["voters"]), learners=tuple(obj["learners"]))
-    except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+        addresses = obj.get("addresses", {})
+        if not isinstance(addresses, dict):
+            raise TypeError(f"addresses is a {type(addresses).__name__}, not an object")
+        return ConfState(voters=tuple(obj["voters"]), learners=tuple(obj["learners"]),
+                         addresses=tuple(sorted((str(k), str(v)) for k, v in addresses.items())))
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
         raise CorruptionError(METADATA_INDEX, f"{what} undecodable: {exc}") from exc
 
 

@@ -10,7 +10,8 @@ global registries of what the whole cluster has done:
 - leader completeness: a leader's log holds every entry committed before it was elected;
 - state-machine safety: every node applies the same entry at each index and reaches the same
   key-value state there (also after installing a snapshot);
-- apply after persist: a node applies an entry only once its own durable log holds it.
+- apply after persist: a node applies an entry only once its own durable log holds it;
+- membership: every node applies the same membership (voters, learners, addresses) at each index.
 
 The first violation is recorded as text; the run stops at it.
 """
@@ -46,6 +47,7 @@ class SafetyChecker:
     committed_max: int = 0
     # node -> (term, committed_max when it was seen leading): checked once its log is persisted
     leaders_to_check: dict[str, tuple[int, int]] = field(default_factory=dict)
+    membership_at: dict[int, object] = field(default_factory=dict)  # index -> the membership applied there
 
     def fail(self, what: str) -> None:
         self.violations.append(what)
@@ -54,13 +56,24 @@ class SafetyChecker:
     def ok(self) -> bool:
         return not self.violations
 
+    def on_membership(self, node: str, index: int, membership: object) -> None:
+        """Every node applies the same membership (voters, learners, addresses) at each index."""
+        seen = self.membership_at.setdefault(index, membership)
+        if seen != membership:
+            self.fail(f"membership: {node} applied {membership} at index {index}, another node {seen}")
+
     # -- elections ----------------------------------------------------------------------------
     def observe_leader(self, node: str, term: int) -> None:
         holder = self.leader_of_term.get(term)
         if holder is None:
-            # First sighting of this leader: what is committed now must already be in its log.
+            # First sighting of this leader: what is committed now must already be in its log. A
+            # leader first seen after a later term's leader (it was paused between winning and
+            # noticing) need not hold what that later term committed: what was committed before
+            # its own term began is not known any more, so it is not checked.
+            stale = any(other > term for other in self.leader_of_term)
             self.leader_of_term[term] = node
-            self.leaders_to_check[node] = (term, self.committed_max)
+            if not stale:
+                self.leaders_to_check[node] = (term, self.committed_max)
         elif holder != node:
             self.fail(f"election safety: {holder} and {node} both lead term {term}")
 

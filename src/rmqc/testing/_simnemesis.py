@@ -114,7 +114,7 @@ class Nemesis:
             return
         self.world.net.isolate(leader.id, self.world.node_ids)
         self.world.trace(f"nemesis: cut leader {leader.id} off REJECT-style (links refused)")
-        self._tell_refused(leader.id)
+        self.tell_refused(leader.id)
 
     def _cut_one_way(self) -> None:
         frm, to = self.rng.sample(list(self.world.node_ids), 2)
@@ -146,16 +146,16 @@ class Nemesis:
         down = self.rng.randint(self.knobs.down_min_us, self.knobs.down_max_us)
         self.world.events.after(down, self._restart, node)
         self.world.trace(f"nemesis: crash {node.id} for {down // 1000} ms")
-        self._tell_refused(node.id)  # a dead process's port refuses reconnections
+        self.tell_refused(node.id)  # a dead process's port refuses reconnections
 
-    def _tell_refused(self, node_id: str) -> None:
+    def tell_refused(self, node_id: str) -> None:
         for other in self.world.node_ids:
             if other != node_id:
                 delay = self.rng.randint(0, self.knobs.refused_after_max_us)
                 self.world.events.after(delay, self.world.nodes[other].on_peer_down, node_id)
 
     def _restart(self, node: ReplicaSimNode) -> None:
-        if not node.up:
+        if not node.up and not node.retired:
             node.start()
             self.world.trace(f"{node.id} restarts")
 

@@ -30,6 +30,7 @@ from rmqc.replica import Replica
 from rmqc.replica._io import (
     Answer,
     ForwardRequest,
+    MembersChanged,
     Notify,
     SendDigest,
     SendRaft,
@@ -95,6 +96,7 @@ class SimReplicaConfig:
     default_consistency: str = "linearizable"
     max_frame_bytes: int = 16 * 1024 * 1024
     group: str = "sim"
+    join: bool = False
     data_dir: Path = field(default=Path("/nonexistent/sim"))
 
     @property
@@ -142,6 +144,8 @@ class ReplicaSimNode:
         self._clock_base_us = 0
         self._clock_base_local_us = 0.0
         self.drift = drift
+        self.joined = False  # started empty to join a running group (`join`), not one of the initial nodes
+        self.retired = False  # removed from the membership and stopped for good
 
     # -- the clock ---------------------------------------------------------------------------------
     def set_drift(self, drift: float) -> None:
@@ -177,10 +181,12 @@ class ReplicaSimNode:
         self.storage.arm_crash = armed
 
     # -- lifecycle -----------------------------------------------------------------------------------
-    def start(self, peers: tuple[str, ...] = ()) -> None:
+    def start(self) -> None:
+        """Start (or restart) from this node's disk: an initial node with the initial members as
+        `peers`, a joined one with `join` and only itself (it learns the rest from the leader)."""
         self.incarnation += 1
-        ids = peers or self.world.node_ids
-        config = SimReplicaConfig(self.id, tuple(SimPeer(n, f"127.0.0.1:{9000 + i}") for i, n in enumerate(ids)),
+        ids = (self.id,) if self.joined else self.world.initial_ids
+        config = SimReplicaConfig(self.id, tuple(SimPeer(n, self.world.address_of(n)) for n in ids), join=self.joined,
                                   tick_ms=self.knobs.tick_ms,
                                   lease_drift_ticks=self.knobs.lease_drift_ticks,
                                   lease_ticks=self.knobs.lease_ticks or self.knobs.election_tick,
@@ -396,6 +402,9 @@ class ReplicaSimNode:
         self._when_running(lambda: self._run(self.replica.snapshot_written, action.index,  # type: ignore[union-attr]
                                              SnapshotOutcome.OK))
 
+    def _members_changed(self, action: MembersChanged) -> None:
+        self.world.on_members_changed(self, action)
+
     def _stop(self, action: StopProcess) -> None:
         self.world.trace(f"{self.id} stops: {action.reason}")
         self.world.nemesis.crash(self)  # type: ignore[arg-type]
@@ -409,4 +418,5 @@ _PERFORM: dict[type, Callable[[ReplicaSimNode, Any], None]] = {
     Notify: ReplicaSimNode._notify,
     WriteSnapshot: ReplicaSimNode._write_snapshot,
     StopProcess: ReplicaSimNode._stop,
+    MembersChanged: ReplicaSimNode._members_changed,
 }

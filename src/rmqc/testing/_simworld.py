@@ -12,8 +12,9 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from rmqc.errors import RmqcError
-from rmqc.raft._types import Message
+from rmqc.raft._types import EntryType, Message, MessageType
 from rmqc.remoting import RemotingCommand
+from rmqc.replica import MembersChanged
 
 from ._simadmin import AdminKnobs, SimAdminClient
 from ._simbrokers import Answer, BrokerKnobs, Outgoing, SimBrokerClient
@@ -21,6 +22,7 @@ from ._simcheck import SafetyChecker
 from ._simclock import EventQueue
 from ._simcontroller_check import BrokerBelief, ControllerChecker
 from ._simhistory import ControllerHistory
+from ._simmembers import MembersKnobs, MembersOperator
 from ._simnemesis import Nemesis, NemesisKnobs
 from ._simnet import LinkFaults, SimNetwork
 from ._simreplica import NodeKnobs, Remote, ReplicaSimNode
@@ -29,6 +31,7 @@ from ._simstatus import node_view
 # The last lines of what happened, printed with a failing seed; enough to see the faults and
 # leader changes that led to it without drowning the reader.
 TRACE_LINES_KEPT = 40
+VOTE_GRANTS = frozenset({MessageType.VOTE_RESP, MessageType.PRE_VOTE_RESP})
 
 
 
@@ -47,6 +50,7 @@ class SimKnobs:
     nemesis: NemesisKnobs = field(default_factory=NemesisKnobs)
     brokers: BrokerKnobs = field(default_factory=BrokerKnobs)
     admins: AdminKnobs = field(default_factory=AdminKnobs)
+    members: MembersKnobs | None = None  # an operator adding, promoting, removing, replacing nodes
 
 
 @dataclass(slots=True)
@@ -74,15 +78,21 @@ class World:
         self.net = SimNetwork(random.Random(f"{seed}/net"), knobs.faults)
         self.checker = SafetyChecker()
         self.trace_lines: deque[str] = deque(maxlen=TRACE_LINES_KEPT)
-        self.node_ids = tuple(f"n{i}" for i in range(knobs.nodes))
-        drift_rng = random.Random(f"{seed}/drift")
-        self.nodes = {node_id: ReplicaSimNode(self, node_id, self._drift(drift_rng), knobs.node)
+        self.initial_ids = tuple(f"n{i}" for i in range(knobs.nodes))
+        self.node_ids = self.initial_ids  # grows as nodes join; retired ones stay (stopped)
+        self._drift_rng = random.Random(f"{seed}/drift")
+        self.nodes = {node_id: ReplicaSimNode(self, node_id, self._drift(self._drift_rng), knobs.node)
                       for node_id in self.node_ids}
         self.controller_checker = ControllerChecker(violations=self.checker.violations)
         self.controller_history = ControllerHistory()
         self.brokers: dict[str, SimBrokerClient] = {}
         self.admins: dict[str, SimAdminClient] = {}
+        self.operators: dict[str, MembersOperator] = {}
         self._make_brokers_and_admins()
+        for i in range(knobs.members.count if knobs.members is not None else 0):
+            name = f"members{i}"
+            assert knobs.members is not None
+            self.operators[name] = MembersOperator(name, self, random.Random(f"{seed}/{name}"), knobs.members)
         self.nemesis = Nemesis(self, random.Random(f"{seed}/nemesis"), knobs.nemesis)
         self.last_view: dict[str, tuple[str, int]] = {}
         self.counts: dict[str, int] = {}  # what happened, for the summary (leaders, crashes, ...)
@@ -100,7 +110,7 @@ class World:
         self.broker_by_address = {broker.address: broker for broker in self.brokers.values()}
         for i in range(self.knobs.admins.count):
             name = f"admin{i}"
-            self.admins[name] = SimAdminClient(name, self.node_ids, groups, k.replicas + 2,
+            self.admins[name] = SimAdminClient(name, self.initial_ids, groups, k.replicas + 2,
                                                random.Random(f"{self.seed}/{name}"), self.knobs.admins,
                                                self.controller_history)
 
@@ -113,6 +123,47 @@ class World:
             return rng.choice((-self.knobs.max_drift, self.knobs.max_drift))
         return rng.uniform(-self.knobs.max_drift, self.knobs.max_drift)
 
+    # -- membership ------------------------------------------------------------------------------
+    @staticmethod
+    def address_of(node_id: str) -> str:
+        return f"127.0.0.1:{9000 + int(node_id[1:])}"
+
+    def start_joiner(self) -> str:
+        """A new node with an empty disk, started with `join`; its id is new (never reused)."""
+        node_id = f"n{len(self.node_ids)}"
+        node = ReplicaSimNode(self, node_id, self._drift(self._drift_rng), self.knobs.node)
+        node.joined = True
+        self.nodes[node_id] = node
+        self.node_ids = (*self.node_ids, node_id)
+        node.start()
+        self.trace(f"{node_id} starts with an empty disk to join")
+        return node_id
+
+    def retire(self, node_id: str) -> None:
+        """A node removed from the membership: its process ends for good."""
+        node = self.nodes[node_id]
+        if node.retired:
+            return
+        node.retired = True
+        if node.up:
+            node.crash()
+            self.nemesis.tell_refused(node_id)
+        self.count("nodes_retired")
+        self.trace(f"{node_id} removed from the membership: stopped for good")
+
+    def current_ids(self) -> list[str]:
+        return [node_id for node_id in self.node_ids if not self.nodes[node_id].retired]
+
+    def final_voters(self) -> tuple[str, ...]:
+        """The voters of the newest membership any running node applied. No membership changes in
+        the quiet phase, and the load keeps committing entries under this one: each is durable on a
+        majority of these voters, whose logs then hold every earlier committed entry (log matching)
+        or a snapshot past it. (A joined node whose addition was given up is no member and holds
+        nothing: it does not count.)"""
+        running = [self.nodes[n] for n in self.current_ids() if self.nodes[n].replica is not None]
+        newest = max(running, key=lambda node: node.replica.applied_index if node.replica else 0, default=None)
+        return newest.conf_state.voters if newest is not None else self.initial_ids
+
     # -- services for nodes ----------------------------------------------------------
     def count(self, what: str) -> None:
         self.counts[what] = self.counts.get(what, 0) + 1
@@ -121,6 +172,8 @@ class World:
         self.trace_lines.append(f"{self.events.now_us / 1000:9.1f}ms {text}")
 
     def send(self, message: Message) -> None:
+        if message.type in VOTE_GRANTS and not message.reject:
+            self._check_member_votes(message)
         if message.entries:
             self._count_append(message)
         for delay in self.net.delays_us(message.frm, message.to):
@@ -146,7 +199,7 @@ class World:
 
     # -- brokers and admins -----------------------------------------------------------------------
     def _client_step(self, name: str) -> None:
-        client = self.brokers.get(name) or self.admins[name]
+        client = self.brokers.get(name) or self.admins.get(name) or self.operators[name]
         self._send_remote(name, client.step(self.events.now_us))
         step_us = self.knobs.brokers.step_us
         self.events.after(step_us, self._client_step, name)
@@ -179,8 +232,10 @@ class World:
         now_us = self.events.now_us
         if sender in self.brokers:
             self._send_remote(sender, self.brokers[sender].on_answer(opaque, answer, now_us))
-        else:
+        elif sender in self.admins:
             self.admins[sender].on_answer(opaque, answer, now_us)
+        else:
+            self.operators[sender].on_answer(opaque, answer, now_us)
 
     def notify(self, address: str, command: RemotingCommand) -> None:
         """A 1008 from the leader to the broker at `address` (one-way: it may be lost)."""
@@ -206,12 +261,23 @@ class World:
         return best
 
     # -- checks ---------------------------------------------------------------------------------
+    def on_members_changed(self, node: ReplicaSimNode, change: MembersChanged) -> None:
+        """Every node must apply the same membership at the same index (a restarted node replays
+        the changes after its snapshot on top of the membership it saved last, so only a node's
+        first life is compared; announcements at start name no applied change)."""
+        if node.incarnation > 1 or change.index == 0:
+            return
+        self.checker.on_membership(node.id, change.index, (change.voters, change.learners,
+                                                            tuple(sorted(change.addresses.items()))))
+
     def after_step(self, node: ReplicaSimNode) -> None:
         if node.raw is None:
             return
         view = node_view(node)
         if view.role == "leader":
             self.checker.observe_leader(node.id, view.term)
+        if view.role != "follower" and _applied_own_removal(node):
+            self.checker.fail(f"{node.id} is {view.role} in term {view.term} after applying its own removal")
         previous = self.last_view.get(node.id)
         if previous != (view.role, view.term):
             self.last_view[node.id] = (view.role, view.term)
@@ -223,11 +289,32 @@ class World:
             self.checker.fail(f"commit went down on {node.id}: {self.commit_seen[key]} -> {view.commit}")
         self.commit_seen[key] = view.commit
 
+    def _check_member_votes(self, grant: Message) -> None:
+        """A node that applied its own removal never grants a vote."""
+        node = self.nodes.get(grant.frm)
+        if node is not None and node.replica is not None and _applied_own_removal(node):
+            self.checker.fail(f"{grant.frm} grants a {grant.type.name} to {grant.to} after applying its own removal")
+
+    def _check_one_pending_change(self, leader: ReplicaSimNode) -> None:
+        """At most one membership change in the leader's log beyond what it applied."""
+        replica = leader.replica
+        assert replica is not None
+        log = replica.raw.raft.log
+        applied = max(replica.applied_index, log.applied)  # the core counts a bootstrap's entries applied
+        first, last = applied + 1, log.last_index()
+        if first > last:
+            return
+        pending = [e.index for e in log.entries(first, last + 1) if e.type == EntryType.CONF_CHANGE]
+        if len(pending) > 1:
+            self.checker.fail(f"{leader.id} leads with membership changes {pending} pending at once "
+                              f"(applied {applied})")
+
     def after_persist(self, node: ReplicaSimNode) -> None:
         if node.raw is not None:
             view = node_view(node)
             if view.role == "leader":
                 self.checker.check_leader_log(node.id, view.term, node.storage)
+                self._check_one_pending_change(node)
 
     # -- the run --------------------------------------------------------------------------------
     def run(self) -> SeedResult:
@@ -241,8 +328,8 @@ class World:
 
     def boot(self) -> None:
         for node_id in self.node_ids:
-            self.nodes[node_id].start(self.node_ids)
-        for name in sorted(self.brokers) + sorted(self.admins):
+            self.nodes[node_id].start()
+        for name in sorted(self.brokers) + sorted(self.admins) + sorted(self.operators):
             self.events.after(self.rng.randrange(self.knobs.brokers.step_us), self._client_step, name)
         self.nemesis.start()
 
@@ -260,7 +347,10 @@ class World:
     def finish(self) -> SeedResult:
         """The end-of-run checks, and the report."""
         if self.checker.ok:
-            self.checker.check_durable_majority({n: self.nodes[n].storage for n in self.node_ids})
+            # a fixed set of nodes (at most one outside the voters): a majority of all of them;
+            # nodes that come and go: a majority of the voters they settled on
+            holders = self.final_voters() if self.operators else self.node_ids
+            self.checker.check_durable_majority({n: self.nodes[n].storage for n in holders})
         if self.checker.ok:
             self.controller_checker.finish(self.controller_history, self._beliefs())
         self._count_controller()
@@ -287,8 +377,11 @@ class World:
 
     def _calm_down(self) -> None:
         self.nemesis.stop()
+        for operator in self.operators.values():
+            # the membership of the final checks is settled: the load commits entries under it
+            operator.stop()
         self.net.heal()
-        for node_id in self.node_ids:
+        for node_id in self.current_ids():
             node = self.nodes[node_id]
             if not node.up:
                 node.start()
@@ -302,3 +395,9 @@ class World:
 
 def run_seed(seed: int, knobs: SimKnobs | None = None) -> SeedResult:
     return World(seed, knobs or SimKnobs()).run()
+
+
+def _applied_own_removal(node: ReplicaSimNode) -> bool:
+    """The node's applied membership exists and lacks it (not a joining node before its addition)."""
+    members = node.conf_state.members
+    return bool(members) and node.id not in members

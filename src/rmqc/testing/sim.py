@@ -23,10 +23,16 @@ reset and refused, so the others take over at once while it lives on); crashes (
 and inside an fsync: the actions emitted before it happen, nothing after); pauses (the node's clock
 jumps on resume); per-node clock rates (and a "leader slowest" skew); leadership transfers;
 single-server membership changes through learners; snapshots and log compaction; broker crashes.
+Profile "members" (`_simmembers`): operators send RMQC_MEMBERS_ADD/PROMOTE/REMOVE and
+RMQC_TRANSFER_LEADER through the shipped request path to grow, shrink and replace the group; new
+nodes start with empty disks and `join` (catching up by snapshot once the log is compacted), removed
+ones stop for good.
 
 Checked after every step: the Raft invariants (`_simcheck`: one leader per term, log matching,
 durability, leader completeness, state-machine safety, apply after persist, commit never going
-down) and the controller's (`_simcontroller_check`: one master per masterEpoch, epochs never going
+down, every node applying the same membership at each index, at most one membership change
+pending on a leader, no vote or candidacy from a node after it applied its own removal) and the
+controller's (`_simcontroller_check`: one master per masterEpoch, epochs never going
 down, clean elections inside the SyncStateSet, stale 1001s refused); at the end: committed entries
 durable on a majority, acknowledged ids kept and never shared, brokers following the newest
 master, linearizable and lease reads linearizable per group, stale reads monotonic per node.
@@ -56,11 +62,13 @@ from rmqc.controller._policy import _choose_within
 from rmqc.fsm import BrokerGroup
 from rmqc.raft._core import RaftCore
 from rmqc.replica._driver import Driver
+from rmqc.replica._membership import Membership
 from rmqc.replica._reads import ReadPath
 
 from ._simadmin import AdminKnobs
 from ._simbrokers import BrokerKnobs
 from ._simhistory import ControllerHistory
+from ._simmembers import MembersKnobs
 from ._simnemesis import NemesisKnobs
 from ._simworld import SeedResult, SimKnobs, run_seed
 
@@ -95,6 +103,14 @@ PROFILES: dict[str, SimKnobs] = {
         nemesis=NemesisKnobs(interval_min_us=150_000, interval_max_us=300_000,
                              weights={"heal": 2, "refuse_leader": 4, "crash_leader": 1, "skew_clocks": 1},
                              broker_weights={}),
+    ),
+    # An operator grows, shrinks and replaces the group (new nodes join with empty disks, by
+    # snapshot once the log is compacted) and moves the leadership, under every fault of the default
+    # profile but the nemesis' own membership changes (it would re-add removed nodes by id).
+    "members": replace(
+        SimKnobs(),
+        members=MembersKnobs(),
+        nemesis=NemesisKnobs(weights={**NemesisKnobs().weights, "reconfigure": 0}),
     ),
     "lease-drift": replace(
         SimKnobs(),
@@ -156,6 +172,8 @@ MUTANTS: dict[str, Mutant] = {
                                     (processor_module, "check_alter_sync_state_set", _check_alter_without_sss_epoch))),
     "apply-before-persist": Mutant(((Driver, "_persist_then_apply", _apply_then_persist),)),
     "stale-read-as-linearizable": Mutant(((ReadPath, "_read_index_reached", lambda self, index: True),)),
+    "two-pending-changes": Mutant(((RaftCore, "conf_change_pending", lambda self: False),
+                                   (Membership, "_refuse_if_pending", lambda self: None)), "members"),
     "lease-ignores-drift": Mutant(
         ((core_module, "lease_duration_ticks", lambda lease_ticks, drift_ticks: lease_ticks),), "lease-drift"),
 }

@@ -318,6 +318,23 @@ class PersistentStorageContract(StorageContract):
         restarted.save(None, make_entries(24, 27, 3))
         assert restarted.entries(23, 27) == make_entries(23, 24, 2) + make_entries(24, 27, 3)
 
+    def test_restart_keeps_the_address_book(
+        self, storage: Storage, reopen: Callable[[Storage], Storage]
+    ) -> None:
+        """The membership's address book (issue 16) is saved with it and in snapshots."""
+        book = (("n1", "10.0.0.1:9878"), ("n2", "10.0.0.2:9878"), ("n4", "10.0.0.4:9878"))
+        conf = ConfState(voters=("n1", "n2"), learners=("n4",), addresses=book)
+        storage.save(HardState(term=1, commit=5), make_entries(1, 6, 1))
+        storage.save_conf_state(conf)
+        snapshot = storage.create_snapshot(5, conf, b"state at 5")
+        restarted = reopen(storage)
+        assert restarted.initial_state()[1] == conf
+        assert restarted.snapshot() == snapshot and restarted.snapshot().meta.conf_state.addresses == book
+        installed = Snapshot(SnapshotMeta(index=50, term=3, conf_state=conf), b"from the leader")
+        restarted.save(None, [], installed)
+        again = reopen(restarted)
+        assert again.initial_state()[1] == conf and again.snapshot() == installed
+
     def test_restart_after_installed_snapshot(
         self, storage: Storage, reopen: Callable[[Storage], Storage]
     ) -> None:
