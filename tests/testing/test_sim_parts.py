@@ -151,6 +151,19 @@ def test_checker_durable_majority() -> None:
     assert checker.ok
 
 
+
+def test_checker_durable_on_enough_of_two_final_voters() -> None:
+    """Shrunk to two voters with one behind: the entry on one of them meets every quorum of two
+    (the other needs its vote to lead), which is what the members profile asks; on none it fails."""
+    full, empty = MemoryStorage(), MemoryStorage()
+    full.save(HardState(1), [entry(1, 1)])
+    checker = SafetyChecker()
+    checker.on_apply("n0", entry(1, 1), ())
+    checker.check_durable_majority({"n1": full, "n4": empty}, needed=1)
+    assert checker.ok
+    checker.check_durable_majority({"n1": empty, "n4": empty}, needed=1)
+    assert not checker.ok and "durable only on no node" in checker.violations[0]
+
 class Watcher:
     def __init__(self) -> None:
         self.seen: list[str] = []

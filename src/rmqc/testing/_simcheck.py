@@ -161,15 +161,16 @@ class SafetyChecker:
                       "that differs from the applied state")
 
 
-    def check_durable_majority(self, storages: dict[str, Storage]) -> None:
-        """Durability at the end of a run: every committed entry is in the durable log of a majority
-        of the nodes (or behind their snapshot). Single-server changes keep any quorum a majority
-        of all nodes, since at most one node is ever outside the voters."""
-        majority = len(storages) // 2 + 1
+    def check_durable_majority(self, storages: dict[str, Storage], *, needed: int | None = None) -> None:
+        """Durability at the end of a run: every committed entry is in the durable log of `needed`
+        of the given nodes (or behind their snapshot); by default a majority of them. Single-server
+        changes keep any quorum a majority of all nodes, since at most one node is ever outside the
+        voters."""
+        needed = len(storages) // 2 + 1 if needed is None else needed
         for index in sorted(self.applied):
             term = self.applied[index].term
             holders = [n for n in sorted(storages) if _holds(storages[n], index, term)]
-            if len(holders) < majority:
+            if len(holders) < needed:
                 self.fail(
                     f"durability: committed entry {index} (term {term}) is durable only on "
                     f"{holders or 'no node'}"
