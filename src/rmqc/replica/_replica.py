@@ -140,7 +140,7 @@ class Replica:
         config = self.config
         # `join` matters only until a membership is stored: a joining node that stored entries but
         # crashed before applying its first membership still must not bootstrap `peers`
-        joining = getattr(config, "join", False) and not conf_state.members  # getattr: a NodeConfig before issue 16
+        joining = config.join and not conf_state.members
         if conf_state.members or joining:
             bootstrap: tuple[str, ...] = ()
         else:  # a new group (or a data directory older than the membership record): `peers`
