@@ -3,7 +3,8 @@ ids) through a ControllerClient as fast as they are answered, recording when eac
 acknowledged, so a test can measure how long writes paused (during a leadership transfer, a
 rolling restart) and check that no acknowledged write was lost.
 
-Each client fills its own broker group `<prefix>-<client>` with ids 1, 2, 3...; a write that was not
+Each client fills its own broker group `<prefix>-<client>` with ids 1, 2, 3... up to the controller's
+bound on replicas per group, then the next one (`<prefix>-<client>.1`, ...); a write that was not
 acknowledged (refused, timed out, connection lost) is repeated with the same id and check code,
 which is idempotent, until it is.
 """
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 import trio
 
 from rmqc.client import ClientError, ControllerClient
+from rmqc.fsm import MAX_REPLICAS_PER_GROUP
 
 CLUSTER = "WriterCluster"
 # One attempt's bound: a write that waits longer is repeated (idempotently) instead of waited for.
@@ -45,25 +47,33 @@ class WriteLoad:
                 await first.wait()
             task_status.started()
 
-    async def _client(self, group: str, first: trio.Event) -> None:
+    async def _client(self, name: str, first: trio.Event) -> None:
         async with ControllerClient(self.controllers, timeout_ms=ATTEMPT_TIMEOUT_MS, max_retries=5,
                                     backoff_ms=5, max_backoff_ms=20) as client:
-            self.acked[group] = 0
-            while len(self.ack_times) < MAX_ACKS:
-                broker_id = self.acked[group] + 1
-                try:
-                    address = f"10.0.0.{broker_id % 250}:10911;{1_700_000_000_000 + broker_id}"
-                    answer = await client.apply_broker_id(CLUSTER, group, broker_id, address)
-                    ok = answer.code == 0
-                except ClientError:
-                    ok = False
-                if ok:
-                    self.acked[group] = broker_id
-                    self.ack_times.append(time.perf_counter())
-                    first.set()
-                else:
-                    self.refusals += 1
-                    await trio.sleep(RETRY_PAUSE_S)
+            for generation in itertools.count():
+                if len(self.ack_times) >= MAX_ACKS:
+                    return
+                await self._fill(client, name if generation == 0 else f"{name}.{generation}", first)
+
+    async def _fill(self, client: ControllerClient, group: str, first: trio.Event) -> None:
+        """Register ids 1.. in `group` until it holds as many as the controller allows in one group
+        (beyond, every write would be refused: a long run moves on to a fresh group)."""
+        self.acked[group] = 0
+        while self.acked[group] < MAX_REPLICAS_PER_GROUP and len(self.ack_times) < MAX_ACKS:
+            broker_id = self.acked[group] + 1
+            try:
+                address = f"10.0.0.{broker_id % 250}:10911;{1_700_000_000_000 + broker_id}"
+                answer = await client.apply_broker_id(CLUSTER, group, broker_id, address)
+                ok = answer.code == 0
+            except ClientError:
+                ok = False
+            if ok:
+                self.acked[group] = broker_id
+                self.ack_times.append(time.perf_counter())
+                first.set()
+            else:
+                self.refusals += 1
+                await trio.sleep(RETRY_PAUSE_S)
 
     def pause_s(self, start: float, end: float) -> float:
         """The longest stretch without an acknowledged write from `start` to the first
