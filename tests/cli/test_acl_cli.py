@@ -14,19 +14,12 @@ from typer.testing import CliRunner
 
 from rmqc.cli.main import app
 from rmqc.launcher import ServeCluster, free_ports, poll_blocking, serve_nodes
+from rmqc.testing.acl_accounts import ADMIN, BROKER as BROKER_KEYS, PLAIN_ACL_YML as ACL
 
 pytestmark = pytest.mark.slow
-ACL = """
-accounts:
-  - accessKey: broker-key
-    secretKey: broker-secret
-  - accessKey: admin-key
-    secretKey: admin-secret
-    admin: true
-"""
-BROKER = ("--access-key", "broker-key", "--secret-key", "broker-secret")
+BROKER = ("--access-key", BROKER_KEYS.access_key, "--secret-key", BROKER_KEYS.secret_key)
 LEADER_WAIT_S = 10.0  # a single node leads once its log is applied, moments after it serves
-ADMIN_ENV = {"RMQC_ACCESS_KEY": "admin-key", "RMQC_SECRET_KEY": "admin-secret"}
+ADMIN_ENV = {"RMQC_ACCESS_KEY": ADMIN.access_key, "RMQC_SECRET_KEY": ADMIN.secret_key}
 
 
 @pytest.fixture(scope="module")

@@ -7,20 +7,10 @@ from collections.abc import Callable
 
 import trio
 
-from rmqc.acl import Credentials
+from rmqc.testing.acl_accounts import ADMIN as ADMIN, BROKER as BROKER, PLAIN_ACL_YML
 from rmqc.testing.cluster import free_ports as free_ports
 
-# A plain_acl.yml of one broker account and one admin (tests with ACL on)
-ACL = """
-accounts:
-  - accessKey: broker-key
-    secretKey: broker-secret
-  - accessKey: admin-key
-    secretKey: admin-secret
-    admin: true
-"""
-BROKER = Credentials("broker-key", "broker-secret")
-ADMIN = Credentials("admin-key", "admin-secret")
+ACL = PLAIN_ACL_YML  # tests with ACL on: one broker account and one admin
 
 
 async def wait_until(condition: Callable[[], bool], timeout_s: float = 5.0, what: str = "condition") -> None:

@@ -14,20 +14,14 @@ from test_node_three_in_process import start_three, three_configs
 from typer.testing import CliRunner
 
 from rmqc import fsm
-from rmqc.acl import Credentials
 from rmqc.cli.main import app
 from rmqc.client import ControllerClient
 from rmqc.fsm import ApplyBrokerId, Origin
 from rmqc.node import ControllerNode, NodeConfig
 from rmqc.remoting import RequestCode, ResponseCode
 from rmqc.replica._audit import ORIGIN_FIELD
+from rmqc.testing.acl_accounts import BROKER, PLAIN_ACL_YML as ACL
 
-ACL = """
-accounts:
-  - accessKey: broker-key
-    secretKey: broker-secret
-"""
-BROKER = Credentials("broker-key", "broker-secret")
 CLUSTER = "C"
 
 
