@@ -167,7 +167,8 @@ class Journal:
                 raise OSError(f"short write ({written} of {len(record)} bytes)")
             os.fdatasync(self._fd)
         except OSError as error:
-            raise StorageWriteFailed(f"journal write to {self.path} failed: {error}") from error
+            raise StorageWriteFailed(f"write to the journal of the data directory {self.path.parent} failed: "
+                                    f"{error}") from error
         self.offset += len(record)
 
     def restart(self, generation: int) -> None:
