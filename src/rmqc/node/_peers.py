@@ -13,6 +13,7 @@ import os
 import random
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Protocol
 
 import trio
@@ -21,6 +22,7 @@ from rmqc.errors import BoundExceeded, ProtocolError
 from rmqc.raft._types import Message
 
 from ._config import NodeConfig, Peer
+from ._direct_read import DirectReader
 from ._outbox import PeerOutbox
 from ._peer_auth import PeerAuthError, PeerSecrets, accept, check_senders, dial
 from ._peer_codec import (
@@ -483,8 +485,12 @@ _NODELAY = (6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY, on: Raft messages are latency-
 async def read_peer_frames(
     stream: trio.abc.Stream, decoder: PeerFrameDecoder, sender: str, handler: PeerHandler, reply: Reply
 ) -> None:
+    # a plain socket is read straight (rmqc.node._direct_read); TLS through its stream
+    fd = stream.socket.fileno() if isinstance(stream, trio.SocketStream) else -1
+    receive = (DirectReader(fd, RECEIVE_CHUNK_BYTES).read if fd >= 0
+               else partial(stream.receive_some, RECEIVE_CHUNK_BYTES))
     while True:
-        chunk = await stream.receive_some(RECEIVE_CHUNK_BYTES)
+        chunk = await receive()
         if not chunk:
             return
         since_yield = 0

@@ -26,6 +26,7 @@ from rmqc.remoting import FrameDecoder, RemotingCommand, encode
 from ._acl import AclGate, host_of
 from ._admission import ConnectionAdmission
 from ._config import PEER_MAGIC, NodeConfig
+from ._direct_read import DirectReader
 from ._peers import PeerLinks
 from ._ratelog import RateLimitedLog
 from ._tls import TLS_HANDSHAKE_RECORD, TlsStream, accept_tls, server_context
@@ -33,8 +34,6 @@ from ._tls import TLS_HANDSHAKE_RECORD, TlsStream, accept_tls, server_context
 log = logging.getLogger("rmqc.node.server")
 
 RECEIVE_CHUNK_BYTES = 64 * 1024
-# Reads that found data waiting before the reader yields anyway (fairness between connections).
-YIELD_EVERY_READS = 8
 # Requests of one connection handled at once; at the bound we stop reading that connection, which
 # pushes back on the client through TCP instead of queueing without limit.
 MAX_IN_FLIGHT_PER_CONNECTION = 1024
@@ -215,6 +214,7 @@ class _RemotingConnection:
         self._tls = stream if isinstance(stream, TlsStream) else None
         self._transport = stream.transport if isinstance(stream, TlsStream) else stream
         self._fd = self._transport.socket.fileno() if isinstance(self._transport, trio.SocketStream) else None
+        self._reader = None if self._fd is None else DirectReader(self._fd, RECEIVE_CHUNK_BYTES, self._wait_readable)
         self._channel = channel
         self._handler = handler
         self._decoder = FrameDecoder(max_frame_bytes)
@@ -224,7 +224,6 @@ class _RemotingConnection:
         self._drained = trio.Event()
         self._broken = False
         self._nursery: trio.Nursery | None = None
-        self._reads_without_yield = 0
         self._host = host_of(channel.remote)
         self._idle_timeout_s = server.idle_timeout_s
         # The time by which the next complete frame must have arrived; pushed back only when the
@@ -281,22 +280,11 @@ class _RemotingConnection:
 
     async def _receive(self) -> bytes:
         """The next bytes from the client (b"" at its end), read straight from the non-blocking
-        socket: Trio's receive_some costs two scheduler passes per read, the largest share of a
-        small request's cost. We still yield to the other tasks every YIELD_EVERY_READS reads
-        that found data waiting, so a client that never pauses cannot starve the rest."""
-        if self._fd is None:
+        socket (rmqc.node._direct_read)."""
+        if self._reader is None:
             return await self._receive_stream()
         while True:
-            try:
-                data = os.read(self._fd, RECEIVE_CHUNK_BYTES)
-            except BlockingIOError:
-                self._reads_without_yield = 0
-                await self._wait_readable()
-                continue
-            self._reads_without_yield += 1
-            if self._reads_without_yield >= YIELD_EVERY_READS:
-                self._reads_without_yield = 0
-                await trio.lowlevel.checkpoint()
+            data = await self._reader.read()
             if self._tls is None or not data:
                 return data
             plain = self._tls.decrypt(data)

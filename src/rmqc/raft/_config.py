@@ -50,6 +50,12 @@ class Config:
     lease_drift_ticks: int = 2
     lease_ticks: int | None = None
     applied: int = 0
+    # True (etcd): the leader sends every follower an append, empty if need be, as soon as the
+    # commit index moves. False: followers learn it from the next append or heartbeat (at most
+    # heartbeat_tick later), which halves the messages of a lone write (issue 21); a committed
+    # membership change, or the first commit of a term, is still sent at once (a removed follower
+    # gets no heartbeat to learn it from).
+    commit_broadcast: bool = True
 
     def __post_init__(self) -> None:
         for check in _CHECKS:

@@ -370,9 +370,10 @@ class RaftCore:
 
     def _end_takeover_wait(self) -> None:
         self.commit_blocked_until_tick = 0
+        committed_before = self.log.committed
         if self._maybe_commit():
             self._on_commit_advanced()
-            self._bcast_append()
+            self._bcast_commit(committed_before)
 
     def _poll(self, voter: str, granted: bool) -> VoteResult:
         """Record one vote (the first answer per voter counts) and tally the voter set."""
@@ -640,10 +641,19 @@ class RaftCore:
             index = page[-1].index + 1
 
     # ================================================================ leader: replication
-    def _bcast_append(self) -> None:
+    def _bcast_append(self, send_if_empty: bool = True) -> None:
         for peer in self.peer_order:
             if peer != self.id:
-                self._maybe_send_append(peer, send_if_empty=True)
+                self._maybe_send_append(peer, send_if_empty=send_if_empty)
+
+    def _bcast_commit(self, committed_before: int) -> None:
+        """The commit index moved from committed_before: appends to whoever has entries to get,
+        and empty ones too unless Config.commit_broadcast is off and nothing committed since is a
+        membership change or this term's first entry (a leader commits only entries of its term,
+        so the first one is in the range when the entry at committed_before is of another term)."""
+        urgent = (committed_before < self.pending_conf_index <= self.log.committed
+                  or not self.log.match_term(committed_before, self.term))
+        self._bcast_append(send_if_empty=self.config.commit_broadcast or urgent)
 
     def _maybe_send_append(self, to: str, send_if_empty: bool) -> bool:
         pr = self.progress[to]
@@ -696,9 +706,10 @@ class RaftCore:
         if not (pr.maybe_update(m.index) or (pr.match == m.index and pr.state is ProgressState.PROBE)):
             return  # stale or duplicate (pitfall 7)
         self._progress_after_ack(pr, m.index)
+        committed_before = self.log.committed
         if self._maybe_commit():
             self._on_commit_advanced()
-            self._bcast_append()
+            self._bcast_commit(committed_before)
         elif was_paused:
             self._maybe_send_append(m.frm, send_if_empty=True)
         while self._maybe_send_append(m.frm, send_if_empty=False):
@@ -746,9 +757,10 @@ class RaftCore:
         """The app persisted our entries up to last_index; a leader may now count itself."""
         if self.role is not Role.LEADER:
             return
+        committed_before = self.log.committed
         if self.progress[self.id].maybe_update(last_index) and self._maybe_commit():
             self._on_commit_advanced()
-            self._bcast_append()
+            self._bcast_commit(committed_before)
 
     def _leader_on_snap_status(self, m: Message) -> None:
         pr = self.progress.get(m.frm)

@@ -157,6 +157,7 @@ class Replica:
             max_entries_per_msg=config.max_entries_per_append,
             max_inflight_msgs=config.max_appends_in_flight,
             applied=snapshot.meta.index,
+            commit_broadcast=False,  # a lone write: one append and one answer per follower (issue 21)
         )
         self.driver.bootstrap_membership_unsaved = bool(bootstrap)
         raw = RawNode(raft_config, self.storage, rng, peers=bootstrap,

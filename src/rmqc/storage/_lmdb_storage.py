@@ -1,4 +1,5 @@
-"""LmdbStorage: the Raft log, hard state, membership and snapshots of one node in one LMDB environment.
+"""LmdbStorage: the Raft log, hard state, membership and snapshots of one node in one LMDB environment,
+with a journal in front of it for appends (rmqc.storage._journal: one flush per save, not LMDB's two).
 
 Synchronous; the Trio server calls it from a worker thread. Readers may run in other threads (and
 other processes, e.g. `rmqc log dump` on a live node) while one save() writes.
@@ -11,6 +12,7 @@ process dies in between, the leftovers are invisible and the next open or compac
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -37,6 +39,7 @@ from ._errors import (
 from ._faults import FaultHook, fault_hook_from_env
 from ._gate import ResizeGate
 from ._inspect import StorageStats, VerifyReport, collect_stats, verify_storage
+from ._journal import Journal, encode_record
 
 _T = TypeVar("_T")
 
@@ -67,6 +70,7 @@ _DB_NAMES = {
 }
 _KEY = b"v"  # the one key of each single-record database
 _BOUNDARY_KEY = b"boundary"  # in snapshot_meta, beside the snapshot's own metadata
+_JOURNAL_GENERATION_KEY = b"journal_generation"  # in hard_state: records of older ones are moved in
 DATA_FILE_NAME = "data.mdb"
 
 
@@ -126,9 +130,16 @@ class LmdbStorage:
         # Writers (save, snapshots, compaction) may come from different worker threads: each
         # checks and updates the cached bounds under this lock, so no update is lost.
         self._writer = threading.RLock()
+        # Entries and the hard state saved in the journal since LMDB last took them: after LMDB's
+        # last entry, consecutive; every reader sees them (the bounds include them).
+        self._journal_entries: list[Entry] = []
+        self._journal_hard_state: HardState | None = None
         try:
             self._dbs = {name: self._open_db(raw) for name, raw in _DB_NAMES.items()}
             self._bounds, self._snapshot = self._load_cached_state()
+            self._journal = Journal(self.path, self._read(self._journal_generation))
+            self.journal_replayed = self._journal.replay(self._bounds.last_index)
+            self._take_journal_contents()
         except BaseException:
             self._env.close()
             raise
@@ -137,6 +148,11 @@ class LmdbStorage:
         # and then a stale (smaller) value merely costs one needless posix_fallocate.
         self._file_bytes = 0 if fd is None else os.fstat(fd).st_size
         self._page_bytes = int(self._env.stat()["psize"])
+        if not readonly:
+            # a new generation even when nothing is moved, so no append ever follows a record
+            # that replay did not take (a torn one)
+            self._move_journal_into_lmdb(always=True)
+            self._journal.open_for_writes()
         if not readonly and self._has_leftovers():
             self._sweep_compacted()
 
@@ -165,6 +181,71 @@ class LmdbStorage:
                 # Only the key: a corrupt last entry is reported when read, so verify can run.
                 last_index, last_term = _codec.key_index(cursor.key()), None
         return _Bounds(compacted_index, compacted_term, last_index, last_term), snapshot
+
+    def _journal_generation(self, txn: lmdb.Transaction) -> int:
+        raw = txn.get(_JOURNAL_GENERATION_KEY, db=self._dbs["hard_state"])
+        return 0 if raw is None else int.from_bytes(raw, "big")
+
+    def _take_journal_contents(self) -> None:
+        contents = self.journal_replayed
+        if contents.hard_state is not None:
+            self._journal_hard_state = contents.hard_state
+        if contents.entries:
+            self._journal_entries = list(contents.entries)
+            last = contents.entries[-1]
+            bounds = self._bounds
+            self._bounds = _Bounds(bounds.compacted_index, bounds.compacted_term, last.index, last.term)
+
+    # ----- the journal -----
+
+    def _lmdb_last_index(self) -> int:
+        entries = self._journal_entries
+        return entries[0].index - 1 if entries else self._bounds.last_index
+
+    def _save_to_journal(self, hard_state: HardState | None, entries: Sequence[Entry]) -> bool:
+        """Save an append (and/or a hard state) as one journal record; False when it is not one
+        the journal takes (it conflicts with the log, or is larger than the whole journal)."""
+        if not self._journal.writable or (entries and entries[0].index != self._bounds.last_index + 1):
+            return False
+        if entries:
+            _check_consecutive(entries)
+        record = encode_record(self._journal.generation, hard_state, entries)
+        if not self._journal.fits(len(record)):
+            self._move_journal_into_lmdb()
+            record = encode_record(self._journal.generation, hard_state, entries)
+            if not self._journal.fits(len(record)):
+                return False
+        if self.fault_hook is not None:
+            _as_storage_error(self.path, self.fault_hook.before_commit)
+        self._journal.append(record)
+        if entries:
+            self._journal_entries.extend(entries)
+            bounds, last = self._bounds, entries[-1]
+            self._bounds = _Bounds(bounds.compacted_index, bounds.compacted_term, last.index, last.term)
+        if hard_state is not None:
+            self._journal_hard_state = hard_state
+        return True
+
+    def _move_journal_into_lmdb(self, *, always: bool = False) -> None:
+        """One LMDB transaction takes the journal's entries and hard state and raises its
+        generation; the journal then starts over. Before any write the journal does not take."""
+        entries, hard_state = self._journal_entries, self._journal_hard_state
+        if not (entries or hard_state or always):
+            return
+        generation = self._journal.generation + 1
+        bounds = self._bounds
+        lmdb_bounds = _Bounds(bounds.compacted_index, bounds.compacted_term, self._lmdb_last_index(), None)
+
+        def move(txn: lmdb.Transaction) -> None:
+            if entries:
+                self._append_in_txn(txn, lmdb_bounds, entries)
+            if hard_state is not None:
+                txn.put(_KEY, _codec.encode_hard_state(hard_state), db=self._dbs["hard_state"])
+            txn.put(_JOURNAL_GENERATION_KEY, generation.to_bytes(8, "big"), db=self._dbs["hard_state"])
+
+        self._write(move, sum(len(entry.data) for entry in entries))
+        self._journal.restart(generation)
+        self._journal_entries, self._journal_hard_state = [], None
 
     # ----- transactions -----
 
@@ -196,17 +277,16 @@ class LmdbStorage:
             self._reserve(2 * payload_bytes + TXN_OVERHEAD_BYTES if reserve_bytes is None else reserve_bytes)
             while True:
                 try:
-                    with self._gate, self._env.begin(write=True) as txn:
-                        result = fn(txn)
-                        if self.fault_hook is not None:
-                            self.fault_hook.before_commit()
-                        return result
+                    return _as_storage_error(self.path, lambda: self._commit(fn))
                 except lmdb.MapFullError:
                     self._grow_map()
-                except lmdb.DiskError as exc:  # ENOSPC: LMDB aborted the transaction, nothing was written over
-                    raise StorageFullError(f"no space left on the device of {self.path}: {exc}") from exc
-                except lmdb.Error as exc:
-                    raise StorageWriteFailed(f"write to the data directory {self.path} failed: {exc}") from exc
+
+    def _commit(self, fn: Callable[[lmdb.Transaction], _T]) -> _T:
+        with self._gate, self._env.begin(write=True) as txn:
+            result = fn(txn)
+            if self.fault_hook is not None:
+                self.fault_hook.before_commit()
+            return result
 
     def ensure_space(self, needed_bytes: int = TXN_OVERHEAD_BYTES) -> None:
         """Reserve `needed_bytes` and commit an empty transaction (LMDB writes nothing for it):
@@ -258,7 +338,7 @@ class LmdbStorage:
             raw_conf = txn.get(_KEY, db=self._dbs["membership"])
             hard_state = HardState() if raw_hard is None else _codec.decode_hard_state(raw_hard)
             conf_state = ConfState() if raw_conf is None else _codec.decode_conf_state(raw_conf)
-            return hard_state, conf_state
+            return self._journal_hard_state or hard_state, conf_state
 
         return self._read(read)
 
@@ -278,6 +358,9 @@ class LmdbStorage:
             raise CompactedError(f"term of index {index}: compacted up to {bounds.compacted_index}")
         if index > bounds.last_index:
             raise UnavailableError(f"term of index {index}: last index is {bounds.last_index}")
+        journal = self._journal_entries
+        if journal and index >= journal[0].index:
+            return journal[index - journal[0].index].term
         key = _codec.index_key(index)
         value = self._read(lambda txn: txn.get(key, db=self._dbs["log"]))
         if value is None:
@@ -289,11 +372,18 @@ class LmdbStorage:
     def entries(self, lo: int, hi: int, max_bytes: int | None = None) -> list[Entry]:
         self._check_range(lo, hi)
         run: list[Entry] = []
-        try:
-            self._read(lambda txn: self._read_run(txn, lo, hi, max_bytes, 0, run))
-        except CorruptionError:
-            self._raise_if_compacted_meanwhile(lo)
-            raise
+        journal = self._journal_entries
+        lmdb_hi = min(hi, journal[0].index) if journal else hi
+        if lo < lmdb_hi:
+            try:
+                self._read(lambda txn: self._read_run(txn, lo, lmdb_hi, max_bytes, 0, run))
+            except CorruptionError:
+                self._raise_if_compacted_meanwhile(lo)
+                raise
+            if len(run) < lmdb_hi - lo:
+                return run  # max_bytes reached
+        if hi > lmdb_hi:
+            _take_within(run, journal[max(lo, lmdb_hi) - journal[0].index: hi - journal[0].index], max_bytes)
         return run
 
     def _raise_if_compacted_meanwhile(self, index: int) -> None:
@@ -349,6 +439,12 @@ class LmdbStorage:
         hi = bounds.last_index + 1 if hi is None else hi
         self._check_range(lo, hi)
         prev_term = bounds.compacted_term if lo == bounds.first_index else 0
+        journal = self._journal_entries
+        journal_lo = journal[0].index if journal else hi
+        if journal and hi > journal_lo:
+            yield from self.iter_entries(lo, journal_lo, batch_entries) if lo < journal_lo else ()
+            yield from journal[max(lo, journal_lo) - journal_lo: hi - journal_lo]
+            return
         while lo < hi:
             batch_hi = min(hi, lo + batch_entries)
             batch: list[Entry] = []
@@ -392,6 +488,9 @@ class LmdbStorage:
             return
         payload_bytes = sum(len(entry.data) for entry in entries) + (len(snapshot.data) if snapshot else 0)
         with self._writer:
+            if snapshot is None and self._save_to_journal(hard_state, entries):
+                return
+            self._move_journal_into_lmdb()
             bounds, snapshot_state = self._write(
                 lambda txn: self._save_in_txn(txn, hard_state, entries, snapshot), payload_bytes
             )
@@ -470,6 +569,7 @@ class LmdbStorage:
             return self._create_snapshot_locked(index, conf_state, data)
 
     def _create_snapshot_locked(self, index: int, conf_state: ConfState, data: bytes) -> Snapshot:
+        self._move_journal_into_lmdb()  # a snapshot and the compaction after it work on LMDB alone
         if index <= self._snapshot.meta.index:
             raise SnapshotOutOfDateError(
                 f"snapshot at {index} is not newer than the stored one at {self._snapshot.meta.index}"
@@ -486,6 +586,7 @@ class LmdbStorage:
         sweep=False only moves the boundary (the entries are gone for readers at once): the
         caller deletes them with sweep_batch, one short transaction per call."""
         with self._writer:
+            self._move_journal_into_lmdb()
             dropped = self._move_boundary_locked(index)
         if sweep:
             self._sweep_compacted(progress, total=dropped)  # batches, letting saves in between
@@ -549,6 +650,7 @@ class LmdbStorage:
             # the lambda runs at once, inside this iteration: next_key cannot move under it
             batch = self._read(lambda txn: _raw_batch(txn.cursor(db=self._dbs["log"]), next_key, batch_entries))  # noqa: B023
             if not batch:
+                yield from ((_codec.index_key(e.index), _codec.encode_entry_value(e)) for e in self._journal_entries)
                 return
             yield from batch
             next_key = _codec.index_key(_codec.key_index(batch[-1][0]) + 1)
@@ -571,12 +673,22 @@ class LmdbStorage:
         return self._read(read)
 
     def copy_compacted(self, destination: str | os.PathLike[str]) -> None:
-        """Write a compact copy of the environment (no free pages) into the empty directory."""
+        """Write a compact copy of the environment (no free pages) into the empty directory; what
+        the journal holds is moved into LMDB first (a read-only storage's copy lacks it)."""
+        if not self.readonly:
+            with self._writer:
+                self._move_journal_into_lmdb()
         with self._gate:
             self._env.copy(str(destination), compact=True)
 
 
     def close(self) -> None:
+        """Closes; a writable storage first moves what its journal holds into LMDB (a stopped
+        node's data file is then complete; if that fails the journal still holds it)."""
+        if self._journal.writable:
+            with contextlib.suppress(StorageError):
+                self._move_journal_into_lmdb()
+        self._journal.close()
         if self._reserve_fd is not None:
             os.close(self._reserve_fd)
             self._reserve_fd = None
@@ -660,6 +772,30 @@ def _delete_keys(cursor: lmdb.Cursor, lo: int, hi: int | None, limit: int | None
         cursor.delete()
         deleted += 1
     return deleted
+
+
+def _take_within(run: list[Entry], more: Sequence[Entry], max_bytes: int | None) -> None:
+    """Append `more` to `run` while the whole stays within max_bytes (at least one entry)."""
+    size_bytes = sum(entry.size_bytes() for entry in run)
+    for entry in more:
+        size_bytes += entry.size_bytes()
+        if run and max_bytes is not None and size_bytes > max_bytes:
+            return
+        run.append(entry)
+
+
+def _as_storage_error(path: Path, action: Callable[[], _T]) -> _T:
+    """Run a write; LMDB's (or the fault hook's) errors become the storage's: ENOSPC a StorageFullError
+    (nothing was written; may be tried again), anything else StorageWriteFailed (never retried).
+    lmdb.MapFullError passes through: the caller grows the map and tries again."""
+    try:
+        return action()
+    except lmdb.MapFullError:
+        raise
+    except lmdb.DiskError as exc:  # ENOSPC: LMDB aborted the transaction, nothing was written over
+        raise StorageFullError(f"no space left on the device of {path}: {exc}") from exc
+    except lmdb.Error as exc:
+        raise StorageWriteFailed(f"write to the data directory {path} failed: {exc}") from exc
 
 
 def _missing(index: int) -> CorruptionError:
