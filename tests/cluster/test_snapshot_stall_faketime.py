@@ -18,13 +18,15 @@ import trio
 
 from rmqc.chaos._faults import libfaketime, set_clock_offset
 from rmqc.client import ControllerClient
-from rmqc.launcher import ServeCluster, free_ports, serve_nodes
+from rmqc.launcher import ServeCluster, ServeNode, free_ports, serve_nodes
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(libfaketime() is None, reason="needs libfaketime (Debian package faketime)")]
 
 SNAPSHOT_EVERY = 3_000
-WRITES = 6_500  # two snapshots on every node
+# Writers go on until every node logged two snapshots (requests waiting together share entries,
+# so the entries per write depend on timing), at most this many writes.
+MAX_WRITES = 60_000
 WRITERS = 16
 PROBE_EVERY_S = 0.02
 SLOWEST_PROBE_S = 0.3  # before the fix: 0.39-0.62 s here (6 s of test), after it 15-110 ms
@@ -52,11 +54,19 @@ async def test_snapshots_under_libfaketime_do_not_stall_the_nodes(tmp_path: Path
                     slowest[address] = max(slowest.get(address, 0.0), time.perf_counter() - started)
                     await trio.sleep(PROBE_EVERY_S)
 
+        def snapshots_of(node: ServeNode) -> int:
+            return len(re.findall(r": snapshot at \d+", node.log_tail(5000)))
+
+        async def until_two_snapshots_each() -> None:
+            while not done.is_set() and min(snapshots_of(node) for node in nodes) < 2:
+                await trio.sleep(0.2)
+            done.set()
+
         async def writer(number: int) -> None:
             nonlocal written
             async with ControllerClient(cluster.addresses) as client:
                 seq = 0
-                while written < WRITES:
+                while written < MAX_WRITES and not done.is_set():
                     group, broker_id = divmod(seq, 100)
                     answer = await client.apply_broker_id("StallCluster", f"w{number}-{group}", broker_id + 1,
                                                           f"10.0.{number}.{broker_id}:10911;{1_700_000_000_000 + seq}")
@@ -72,10 +82,11 @@ async def test_snapshots_under_libfaketime_do_not_stall_the_nodes(tmp_path: Path
             async with trio.open_nursery() as nursery:
                 for address in cluster.addresses:
                     nursery.start_soon(probe, address)
+                nursery.start_soon(until_two_snapshots_each)
                 for number in range(WRITERS):
                     nursery.start_soon(writer, number)
         for node in nodes:  # each node took its own snapshots meanwhile
-            assert len(re.findall(r": snapshot at \d+", node.log_tail(5000))) >= 2, node.log_tail()
+            assert snapshots_of(node) >= 2, node.log_tail()
         assert max(slowest.values()) < SLOWEST_PROBE_S, f"slowest probe answers (s): {slowest}"
     finally:
         cluster.stop_blocking()

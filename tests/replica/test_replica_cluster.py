@@ -10,6 +10,7 @@ from rmqc.client import heartbeat_ext
 from rmqc.liveness import BrokerKey
 from rmqc.remoting import RequestCode, ResponseCode, make_request
 from rmqc.replica import COMMIT_TIMEOUT_REMARK, SUCCESSOR_GRACE_MS, Answer
+from rmqc.replica._proposals import ENTRY_REQUESTS
 from rmqc.replica._reads import ReadPath
 
 REQUEST_TIMEOUT_MS = 300
@@ -119,3 +120,40 @@ def test_a_heartbeat_heard_by_a_follower_reaches_the_leader_in_a_digest() -> Non
     assert cluster.replicas[follower].next_wakeup_ms() <= cluster.clock.now_ms + interval_ms
     cluster.run(interval_ms + 1)
     assert cluster.replicas[leader].liveness.table.live_info(BrokerKey("C", "g", 1)) is not None
+
+
+def test_requests_waiting_together_share_entries_and_each_gets_its_own_answer() -> None:
+    cluster, leader, _followers = elected()
+    replica = cluster.replicas[leader]
+    before = replica.raw.status().last_index
+    count = ENTRY_REQUESTS + 3
+    for opaque in range(1, count + 1):  # all before the driver runs: one append
+        replica.client_request(apply_id(opaque, f"share-{opaque}"), 1, f"c{opaque}")
+    # the same group twice in one entry: applied in order, as separate entries would be
+    replica.client_request(apply_id(900, "share-1"), 1, "again")
+    cluster.settle()
+    assert replica.raw.status().last_index - before == 2, "129 requests in one entry, 3 in the next"
+    for opaque in range(1, count + 1):
+        answer = cluster.answered[f"c{opaque}"]
+        assert answer.code == ResponseCode.SUCCESS and answer.opaque == opaque
+        assert replica.state.group(f"share-{opaque}") is not None
+    again = cluster.answered["again"]
+    assert again.opaque == 900 and again.code != ResponseCode.SUCCESS, "the id was taken by the first"
+
+
+def test_a_request_timing_out_in_a_shared_entry_leaves_the_other_to_its_commit() -> None:
+    cluster, leader, followers = elected()
+    for follower in followers:
+        cluster.cut |= {(leader, follower)}  # the leader's appends are lost for now
+    replica = cluster.replicas[leader]
+    replica.client_request(apply_id(1, "early"), 1, "early")
+    cluster.clock.now_ms += 200  # no drive meanwhile: both go out in one append, one entry
+    replica.client_request(apply_id(2, "late"), 1, "late")
+    cluster.settle()
+    cluster.run(REQUEST_TIMEOUT_MS - 200 + 10)
+    assert cluster.answered["early"].remark == COMMIT_TIMEOUT_REMARK and "late" not in cluster.answered
+    cluster.cut.clear()
+    cluster.run(200)
+    assert cluster.answered["late"].code == ResponseCode.SUCCESS, "answered from its own part of the entry"
+    assert cluster.answered["early"].remark == COMMIT_TIMEOUT_REMARK, "answered once"
+    assert replica.state.group("early") is not None, "a timed-out write may still commit (as in Java)"

@@ -172,6 +172,7 @@ def test_promoting_a_learner_that_lags_is_refused() -> None:
         cluster.replicas[leader].client_request(
             make_request(1013, i + 10, {"clusterName": "C", "brokerName": f"g{i}", "appliedBrokerId": 1,
                                          "registerCheckCode": f"10.0.0.1:{i};1"}), 1, f"w{i}")
+        cluster.settle()  # one append each: requests waiting together share entries
     cluster.run(200)
     remark = refusal(ask(cluster, leader, RMQC_MEMBERS_PROMOTE, id=JOINER))
     assert "has not caught up" in remark and "trails the commit index" in remark

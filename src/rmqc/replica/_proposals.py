@@ -26,6 +26,12 @@ MAX_WAITERS = 262_144
 COMMIT_TIMEOUT_REMARK = "java.util.concurrent.TimeoutException: commit wait"
 NOT_LEADER_REMARK = "The controller is not in leader state"
 OVERLOAD_REMARK = "[OVERLOAD]system busy, start flow control for a while"
+# The requests of one append share entries: up to this many requests, and their commands up to
+# ENTRY_COMMANDS, per entry. Each entry costs the leader and every follower its encoding, its
+# journal record part, its Raft bookkeeping, its decoding and its apply call (issue 21); the
+# commands of one entry are applied in order, as separate entries would be.
+ENTRY_REQUESTS = 128
+ENTRY_COMMANDS = 1_024
 
 
 class RequestFailed(RmqcError):
@@ -56,6 +62,7 @@ class Waiter:
     finished: bool = False
     index: int = 0
     term: int = 0
+    first: int = 0  # its commands' place among those of its entry
 
     def finish(self, results: list[ApplyResult] | None, error: RequestFailed | None = None) -> None:
         if not self.finished:
@@ -71,7 +78,7 @@ class Proposals:
         self._timeout_ms = request_timeout_ms
         self._group_commit = group_commit
         self.queued: list[Waiter] = []
-        self.waiting: dict[int, Waiter] = {}  # log index -> waiter
+        self.waiting: dict[int, list[Waiter]] = {}  # log index -> the requests sharing that entry
         self._by_deadline: deque[Waiter] = deque()  # every waiter, oldest first (one timeout for all)
 
     def __bool__(self) -> bool:
@@ -97,8 +104,7 @@ class Proposals:
         queue = self._by_deadline
         while queue and (queue[0].finished or queue[0].deadline_ms <= now_ms):
             waiter = queue.popleft()
-            if not waiter.finished:
-                self.waiting.pop(waiter.index, None)
+            if not waiter.finished:  # its entry's other requests may still be answered
                 waiter.finish(None, RequestFailed(ResponseCode.SYSTEM_ERROR, COMMIT_TIMEOUT_REMARK))
 
     def propose(self, raw: RawNode, serving: bool, term: int) -> int:
@@ -119,24 +125,25 @@ class Proposals:
         if not serving:
             self._fail(batch, not_leader())
             return 0
+        entries = _share_entries(batch)
         try:
-            raw.propose_batch([encode_commands(waiter.commands) for waiter in batch])
+            raw.propose_batch([encode_commands([c for waiter in entry for c in waiter.commands]) for entry in entries])
         except ProposalDropped as error:
             self._fail(batch, RequestFailed(ResponseCode.SYSTEM_BUSY, f"proposal dropped: {error}"))
             return 0
-        first_index = raw.status().last_index - len(batch) + 1
-        for offset, waiter in enumerate(batch):
-            waiter.index, waiter.term = first_index + offset, term
-            self.waiting[waiter.index] = waiter
+        first_index = raw.status().last_index - len(entries) + 1
+        for offset, entry in enumerate(entries):
+            for waiter in entry:
+                waiter.index, waiter.term = first_index + offset, term
+            self.waiting[first_index + offset] = entry
         return len(batch)
 
     def applied(self, index: int, term: int, results: list[ApplyResult]) -> None:
-        """The entry at `index` of `term` was applied: its waiter (if any) gets the results, or
-        NOT_LEADER when another leader's entry took the index."""
-        waiter = self.waiting.pop(index, None)
-        if waiter is not None:
+        """The entry at `index` of `term` was applied: each of its waiters gets the results of its
+        own commands, or NOT_LEADER when another leader's entry took the index."""
+        for waiter in self.waiting.pop(index, ()):
             if waiter.term == term:
-                waiter.finish(results)
+                waiter.finish(results[waiter.first: waiter.first + len(waiter.commands)])
             else:
                 waiter.finish(None, not_leader())
 
@@ -150,11 +157,11 @@ class Proposals:
     def lose_leadership(self) -> None:
         """Entries proposed in our term may still commit under the next leader, but we can no longer
         tell the client: answer like Java does when the append is cancelled."""
-        self._fail(list(self.waiting.values()), not_leader())
+        self._fail([waiter for entry in self.waiting.values() for waiter in entry], not_leader())
         self.waiting.clear()
 
     def fail_all(self, error: RequestFailed) -> None:
-        self._fail([*self.queued, *self.waiting.values()], error)
+        self._fail([*self.queued, *(waiter for entry in self.waiting.values() for waiter in entry)], error)
         self.queued = []
         self.waiting.clear()
 
@@ -162,6 +169,21 @@ class Proposals:
     def _fail(waiters: list[Waiter], error: RequestFailed) -> None:
         for waiter in waiters:
             waiter.finish(None, error)
+
+
+def _share_entries(batch: list[Waiter]) -> list[list[Waiter]]:
+    """The requests of one append, in order, grouped into entries of at most ENTRY_REQUESTS
+    requests and ENTRY_COMMANDS commands (a request with more has an entry of its own)."""
+    entries: list[list[Waiter]] = []
+    commands = ENTRY_COMMANDS
+    for waiter in batch:
+        if not entries or len(entries[-1]) >= ENTRY_REQUESTS or commands + len(waiter.commands) > ENTRY_COMMANDS:
+            entries.append([])
+            commands = 0
+        waiter.first = commands
+        entries[-1].append(waiter)
+        commands += len(waiter.commands)
+    return entries
 
 
 def finish_proposal(request: RemotingCommand, outcome: Propose, results: list[ApplyResult] | None,
