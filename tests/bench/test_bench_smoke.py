@@ -12,9 +12,12 @@ from pathlib import Path
 import pytest
 import trio
 
-from bench._load import Workload, closed_loop
+from bench._generators import shares
+from bench._load import LoadResult, Workload, closed_loop, merge_results
+from bench._loadworker import WorkloadSpec, read_result
 from bench._report import write_report
 from bench._scenarios import SCENARIOS, UnknownScenario, select
+from bench._scn_reads import reads_rmqc
 from bench._scn_security import summarise
 from bench._scn_writes import writes_etcd, writes_rmqc
 from bench._stats import percentile, summarise_ms
@@ -50,6 +53,19 @@ async def test_closed_loop_counts_refusals_as_errors_and_samples_every_accepted_
     assert len(result.latencies_ms) == result.ops
     assert Conn.closed == 3
     assert abs(result.ops - result.errors) <= 3 * 2  # every client alternates, windows cut at most one each side
+
+
+def test_generator_shares_cover_every_client_once_and_results_merge() -> None:
+    spec = WorkloadSpec("bench._scn_reads:rmqc_read_workload", {"addresses": ["127.0.0.1:1"], "level": "stale"})
+    parts = shares(spec, clients=10, generators=3, warmup_s=0.1, duration_s=0.2, work=Path("/w"))
+    assert [(p.first_client, p.clients) for p in parts] == [(0, 4), (4, 3), (7, 3)]
+    assert len({p.result_path for p in parts}) == 3
+    with pytest.raises(ValueError):
+        shares(spec, clients=2, generators=3, warmup_s=0.1, duration_s=0.2, work=Path("/w"))
+    merged = merge_results([LoadResult(4, 2.0, ops=10, errors=1, latencies_ms=[1.0] * 10),
+                            LoadResult(3, 2.0, ops=6, latencies_ms=[2.0] * 6, first_error="LoadError: x")])
+    assert (merged.clients, merged.ops, merged.errors, merged.first_error) == (7, 16, 1, "LoadError: x")
+    assert len(merged.latencies_ms) == 16 and merged.ops_per_s == 8.0
 
 
 def test_targets_table_reads_the_results() -> None:
@@ -132,3 +148,27 @@ async def test_tiny_run_writes_results_and_report(tmp_path: Path) -> None:
     text = report.read_text()
     assert "## Targets" in text and "durable writes" in text and "writes_etcd" in text
     assert (tmp_path / "writes_throughput.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+async def test_tiny_reads_run_their_many_clients_in_two_generator_processes(tmp_path: Path) -> None:
+    profile = dataclasses.replace(PROFILES["tiny"], seconds=0.3, warmup_s=0.1, many_read_clients=5, read_generators=2)
+    suite = Suite(profile, tmp_path)
+    with trio.fail_after(120):
+        await run_scenarios(suite, [("reads_rmqc", "reads", reads_rmqc)])
+    result = suite.results["reads_rmqc"]
+    assert result["status"] == "ok", result.get("traceback")
+    assert result["conditions"]["read_generators"] == 2
+    assert result["single_client"]["lease/leader"]["ops"] > 0  # latency points stay in the harness
+    for where, point in result["many_clients"].items():
+        assert (point["clients"], point["generators"], point["errors"]) == (5, 2, 0), where
+        # both processes served their share of the clients, and the point is their sum
+        work = tmp_path / "work" / "reads_rmqc" / f"rmqc_1004_linearizable_{where.replace(' ', '_')}-g2"
+        parts = [read_result(work / f"generator-{i}.json")[0] for i in range(2)]
+        assert [part.clients for part in parts] == [3, 2] and all(part.ops > 0 for part in parts)
+        assert point["ops"] == sum(part.ops for part in parts) == point["n"]
+        cores = point["cpu_cores"]
+        assert len(cores["generators"]) == 2 and all(c > 0 for c in cores["generators"])
+        assert set(cores["nodes"]) == {"n0", "n1", "n2"} and cores["nodes"][result["leader"]] > 0
+        assert point["cpu_us_per_op"]["nodes"] > 0
+    assert result["all_over_leader"] > 0
