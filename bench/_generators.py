@@ -21,6 +21,7 @@ from ._loadworker import GO_SIGNAL, READY_LINE, Share, WorkloadSpec, read_result
 
 REPO = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_S = 30.0
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # beyond the window: closed_loop's own bound for a hung system, then the write of the samples
 EXIT_GRACE_S = 45.0
 
@@ -34,6 +35,9 @@ class SpreadRun:
     node_cpu_s: dict[str, float]
     generator_cpu_s: list[float]
     harness_cpu_s: float
+    # every CPU of the machine busy (not idle or waiting on I/O), whoever ran: with the above, what
+    # other work on the shared machine took during the window
+    machine_cpu_s: float
 
 
 def shares(spec: WorkloadSpec, clients: int, generators: int, warmup_s: float, duration_s: float,
@@ -69,6 +73,7 @@ async def run_generators(spec: WorkloadSpec, clients: int, generators: int, warm
         before, opened = _cpu(nodes, procs), time.perf_counter()
         await _sleep_until(went + warmup_s + duration_s)
         after, closed = _cpu(nodes, procs), time.perf_counter()
+        machine = after.pop("machine") - before.pop("machine")
         for proc in procs:
             if (code := await proc.wait_exit(warmup_s + duration_s + EXIT_GRACE_S)) != 0:
                 raise ProcessFailed(f"{proc.name} exited with {code}: {proc.tail()}")
@@ -80,7 +85,7 @@ async def run_generators(spec: WorkloadSpec, clients: int, generators: int, warm
                      sum((collections.Counter(refused) for _, refused in results), collections.Counter()),
                      closed - opened, {name: used[f"node {name}"] for name in nodes if f"node {name}" in used},
                      [used[f"generator {i}"] for i in range(len(procs)) if f"generator {i}" in used],
-                     used.get("harness", 0.0))
+                     used.get("harness", 0.0), machine)
 
 
 async def _sleep_until(moment: float) -> None:
@@ -91,4 +96,14 @@ def _cpu(nodes: Mapping[str, Process], procs: list[Process]) -> dict[str, float]
     """CPU seconds so far of every node, generator and this harness process (gone ones left out)."""
     pids = {**{f"node {name}": proc.pid for name, proc in nodes.items()},
             **{f"generator {i}": proc.pid for i, proc in enumerate(procs)}, "harness": os.getpid()}
-    return {name: used for name, pid in pids.items() if (used := cpu_s(pid)) is not None}
+    used = {name: used for name, pid in pids.items() if (used := cpu_s(pid)) is not None}
+    return {**used, "machine": machine_busy_s()}
+
+
+def machine_busy_s() -> float:
+    """CPU seconds all CPUs have spent busy since boot (/proc/stat: every column but idle and iowait;
+    steal, time the hypervisor gave to others, counts as busy: this machine could not use it)."""
+    with open("/proc/stat") as stat:
+        fields = [int(value) for value in stat.readline().split()[1:9]]
+    idle, iowait = fields[3], fields[4]
+    return (sum(fields) - idle - iowait) / CLOCK_TICKS

@@ -38,21 +38,26 @@ async def spread_point(suite: Suite, label: str, spec: WorkloadSpec, clients: in
     point.update(generators=generators, **cpu_figures(run))
     cores = point["cpu_cores"]
     say(f"   {'':<34} CPU cores: nodes {' + '.join(f'{c:.2f}' for c in cores['nodes'].values())}, "
-        f"generators {' + '.join(f'{c:.2f}' for c in cores['generators'])} of {suite.machine['nproc']}; "
+        f"generators {' + '.join(f'{c:.2f}' for c in cores['generators'])}, others {cores['others']:.2f}, "
+        f"busy {cores['machine']:.2f} of {suite.machine['nproc']}; "
         f"CPU us/op: nodes {fmt(point['cpu_us_per_op']['nodes'])}, generators "
         f"{fmt(point['cpu_us_per_op']['generators'])}")
     return point
 
 
 def cpu_figures(run: SpreadRun) -> dict[str, Any]:
-    """Cores busy (CPU seconds / window seconds) per process, and CPU microseconds per accepted op
-    of the nodes together and of the generators together."""
+    """Cores busy (CPU seconds / window seconds) per process, the whole machine's and the rest of it
+    (other work on the shared machine), and CPU microseconds per accepted op of the nodes together
+    and of the generators together."""
     window = run.window_s or float("nan")
     ops = run.result.ops or float("nan")
+    ours = sum(run.node_cpu_s.values()) + sum(run.generator_cpu_s) + run.harness_cpu_s
     return {"window_s": round(run.window_s, 3),
             "cpu_cores": {"nodes": {name: round(used / window, 3) for name, used in run.node_cpu_s.items()},
                           "generators": [round(used / window, 3) for used in run.generator_cpu_s],
-                          "harness": round(run.harness_cpu_s / window, 3)},
+                          "harness": round(run.harness_cpu_s / window, 3),
+                          "machine": round(run.machine_cpu_s / window, 3),
+                          "others": round(max(0.0, run.machine_cpu_s - ours) / window, 3)},
             "cpu_us_per_op": {"nodes": round(sum(run.node_cpu_s.values()) / ops * 1e6, 1),
                               "generators": round(sum(run.generator_cpu_s) / ops * 1e6, 1)}}
 

@@ -155,8 +155,8 @@ def scenario_markdown(result: dict[str, Any]) -> str:
                   f"{fmt(p['p99_ms'], 2)} |" for k, p in table.items()]
         lines.append("")
     if table := result.get("many_clients"):
-        lines += ["| many clients | ops/s | p50 ms | p99 ms | generator processes | CPU cores: nodes; generators | "
-                  "CPU us/op: nodes; generators |", "|---|---|---|---|---|---|---|"]
+        lines += ["| many clients | ops/s | p50 ms | p99 ms | generator processes | CPU cores: nodes; generators; "
+                  "others; machine busy | CPU us/op: nodes; generators |", "|---|---|---|---|---|---|---|"]
         lines += [f"| {k} ({p['clients']} clients) | {fmt(p['ops_per_s'], 0)} | {fmt(p['p50_ms'], 2)} | "
                   f"{fmt(p['p99_ms'], 2)} | {_cpu_cells(p)} |" for k, p in table.items()]
         lines.append("")
@@ -177,7 +177,9 @@ def _cpu_cells(point: dict[str, Any]) -> str:
     cores, per_op = point["cpu_cores"], point["cpu_us_per_op"]
     nodes = " + ".join(f"{name} {c:.2f}" for name, c in cores["nodes"].items())
     generators = " + ".join(f"{c:.2f}" for c in cores["generators"])
-    return f"{point['generators']} | {nodes}; {generators} | {fmt(per_op['nodes'], 0)}; {fmt(per_op['generators'], 0)}"
+    shared = f"{cores['others']:.2f}; {cores['machine']:.2f}" if "machine" in cores else "n/a; n/a"
+    return (f"{point['generators']} | {nodes}; {generators}; {shared} | "
+            f"{fmt(per_op['nodes'], 0)}; {fmt(per_op['generators'], 0)}")
 
 
 def write_report(suite: Suite) -> Path:

@@ -171,4 +171,5 @@ async def test_tiny_reads_run_their_many_clients_in_two_generator_processes(tmp_
         assert len(cores["generators"]) == 2 and all(c > 0 for c in cores["generators"])
         assert set(cores["nodes"]) == {"n0", "n1", "n2"} and cores["nodes"][result["leader"]] > 0
         assert point["cpu_us_per_op"]["nodes"] > 0
+        assert cores["machine"] >= sum(cores["nodes"].values()) + sum(cores["generators"]) - 0.1  # tick rounding
     assert result["all_over_leader"] > 0
