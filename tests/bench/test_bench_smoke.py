@@ -172,4 +172,6 @@ async def test_tiny_reads_run_their_many_clients_in_two_generator_processes(tmp_
         assert set(cores["nodes"]) == {"n0", "n1", "n2"} and cores["nodes"][result["leader"]] > 0
         assert point["cpu_us_per_op"]["nodes"] > 0
         assert cores["machine"] >= sum(cores["nodes"].values()) + sum(cores["generators"]) - 0.1  # tick rounding
-    assert result["all_over_leader"] > 0
+    assert result["all_over_leader"] > 0 and result["all_over_leader_busiest_node_bound"] > 0
+    row = next(r for r in target_rows(suite.results) if r.what == "linearizable reads, all nodes, many clients")
+    assert "2 generator processes" in row.measured and "cores busy of" in row.measured
