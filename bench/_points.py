@@ -56,7 +56,9 @@ def cpu_figures(run: SpreadRun) -> dict[str, Any]:
     busiest = max(run.node_cpu_s.values(), default=0.0) / window
     return {"window_s": round(run.window_s, 3),
             # a projection, not a measurement: the rate if the busiest node had a whole core to itself
-            # and its cost per op stayed as measured (what the nodes allow once no other process competes)
+            # and its cost per op stayed as measured (what the nodes allow once no other process
+            # competes). An rmqc node is one Python process on one Trio loop, so about one core is its
+            # ceiling; etcd's Go nodes can use more than one core, so for etcd it understates them
             "busiest_node_bound_ops_per_s": round(run.result.ops_per_s / busiest, 0) if busiest else None,
             "cpu_cores": {"nodes": {name: round(used / window, 3) for name, used in run.node_cpu_s.items()},
                           "generators": [round(used / window, 3) for used in run.generator_cpu_s],
