@@ -35,9 +35,12 @@ class SpreadRun:
     node_cpu_s: dict[str, float]
     generator_cpu_s: list[float]
     harness_cpu_s: float
-    # every CPU of the machine busy (not idle or waiting on I/O), whoever ran: with the above, what
-    # other work on the shared machine took during the window
+    # every CPU of the machine busy (not idle or waiting on I/O), whoever ran; of it, interrupt
+    # work charged to no process (irq + softirq: much of loopback TCP) and steal (the hypervisor's);
+    # the rest beyond the processes above is other work on the shared machine
     machine_cpu_s: float
+    interrupt_cpu_s: float
+    steal_cpu_s: float
 
 
 def shares(spec: WorkloadSpec, clients: int, generators: int, warmup_s: float, duration_s: float,
@@ -73,7 +76,6 @@ async def run_generators(spec: WorkloadSpec, clients: int, generators: int, warm
         before, opened = _cpu(nodes, procs), time.perf_counter()
         await _sleep_until(went + warmup_s + duration_s)
         after, closed = _cpu(nodes, procs), time.perf_counter()
-        machine = after.pop("machine") - before.pop("machine")
         for proc in procs:
             if (code := await proc.wait_exit(warmup_s + duration_s + EXIT_GRACE_S)) != 0:
                 raise ProcessFailed(f"{proc.name} exited with {code}: {proc.tail()}")
@@ -85,7 +87,7 @@ async def run_generators(spec: WorkloadSpec, clients: int, generators: int, warm
                      sum((collections.Counter(refused) for _, refused in results), collections.Counter()),
                      closed - opened, {name: used[f"node {name}"] for name in nodes if f"node {name}" in used},
                      [used[f"generator {i}"] for i in range(len(procs)) if f"generator {i}" in used],
-                     used.get("harness", 0.0), machine)
+                     used.get("harness", 0.0), used["machine"], used["interrupts"], used["steal"])
 
 
 async def _sleep_until(moment: float) -> None:
@@ -97,13 +99,14 @@ def _cpu(nodes: Mapping[str, Process], procs: list[Process]) -> dict[str, float]
     pids = {**{f"node {name}": proc.pid for name, proc in nodes.items()},
             **{f"generator {i}": proc.pid for i, proc in enumerate(procs)}, "harness": os.getpid()}
     used = {name: used for name, pid in pids.items() if (used := cpu_s(pid)) is not None}
-    return {**used, "machine": machine_busy_s()}
+    return {**used, **machine_cpu_s()}
 
 
-def machine_busy_s() -> float:
-    """CPU seconds all CPUs have spent busy since boot (/proc/stat: every column but idle and iowait;
-    steal, time the hypervisor gave to others, counts as busy: this machine could not use it)."""
+def machine_cpu_s() -> dict[str, float]:
+    """CPU seconds all CPUs have spent since boot (/proc/stat) busy (every column but idle and
+    iowait; steal, time the hypervisor gave to others, counts: this machine could not use it), in
+    interrupts (irq + softirq) and stolen."""
     with open("/proc/stat") as stat:
-        fields = [int(value) for value in stat.readline().split()[1:9]]
-    idle, iowait = fields[3], fields[4]
-    return (sum(fields) - idle - iowait) / CLOCK_TICKS
+        user, nice, system, idle, iowait, irq, softirq, steal = (int(v) for v in stat.readline().split()[1:9])
+    return {"machine": (user + nice + system + irq + softirq + steal) / CLOCK_TICKS,
+            "interrupts": (irq + softirq) / CLOCK_TICKS, "steal": steal / CLOCK_TICKS}

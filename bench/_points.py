@@ -38,8 +38,9 @@ async def spread_point(suite: Suite, label: str, spec: WorkloadSpec, clients: in
     point.update(generators=generators, **cpu_figures(run))
     cores = point["cpu_cores"]
     say(f"   {'':<34} CPU cores: nodes {' + '.join(f'{c:.2f}' for c in cores['nodes'].values())}, "
-        f"generators {' + '.join(f'{c:.2f}' for c in cores['generators'])}, others {cores['others']:.2f}, "
-        f"busy {cores['machine']:.2f} of {suite.machine['nproc']}; "
+        f"generators {' + '.join(f'{c:.2f}' for c in cores['generators'])}, interrupts {cores['interrupts']:.2f}, "
+        f"steal {cores['steal']:.2f}, others {cores['others']:.2f}, busy {cores['machine']:.2f} of "
+        f"{suite.machine['nproc']}; "
         f"CPU us/op: nodes {fmt(point['cpu_us_per_op']['nodes'])}, generators "
         f"{fmt(point['cpu_us_per_op']['generators'])}; busiest node at 1 core: "
         f"{fmt(point['busiest_node_bound_ops_per_s'], 0)} ops/s")
@@ -47,12 +48,13 @@ async def spread_point(suite: Suite, label: str, spec: WorkloadSpec, clients: in
 
 
 def cpu_figures(run: SpreadRun) -> dict[str, Any]:
-    """Cores busy (CPU seconds / window seconds) per process, the whole machine's and the rest of it
-    (other work on the shared machine), and CPU microseconds per accepted op of the nodes together
-    and of the generators together."""
+    """Cores busy (CPU seconds / window seconds) per process, the whole machine's, its interrupts'
+    and steal, and the rest of it (other work on the shared machine); CPU microseconds per accepted
+    op of the nodes together and of the generators together."""
     window = run.window_s or float("nan")
     ops = run.result.ops or float("nan")
-    ours = sum(run.node_cpu_s.values()) + sum(run.generator_cpu_s) + run.harness_cpu_s
+    accounted = (sum(run.node_cpu_s.values()) + sum(run.generator_cpu_s) + run.harness_cpu_s
+                 + run.interrupt_cpu_s + run.steal_cpu_s)
     busiest = max(run.node_cpu_s.values(), default=0.0) / window
     return {"window_s": round(run.window_s, 3),
             # a projection, not a measurement: the rate if the busiest node had a whole core to itself
@@ -64,7 +66,9 @@ def cpu_figures(run: SpreadRun) -> dict[str, Any]:
                           "generators": [round(used / window, 3) for used in run.generator_cpu_s],
                           "harness": round(run.harness_cpu_s / window, 3),
                           "machine": round(run.machine_cpu_s / window, 3),
-                          "others": round(max(0.0, run.machine_cpu_s - ours) / window, 3)},
+                          "interrupts": round(run.interrupt_cpu_s / window, 3),
+                          "steal": round(run.steal_cpu_s / window, 3),
+                          "others": round(max(0.0, run.machine_cpu_s - accounted) / window, 3)},
             "cpu_us_per_op": {"nodes": round(sum(run.node_cpu_s.values()) / ops * 1e6, 1),
                               "generators": round(sum(run.generator_cpu_s) / ops * 1e6, 1)}}
 

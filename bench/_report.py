@@ -177,7 +177,8 @@ def _cpu_cells(point: dict[str, Any]) -> str:
     cores, per_op = point["cpu_cores"], point["cpu_us_per_op"]
     nodes = " + ".join(f"{name} {c:.2f}" for name, c in cores["nodes"].items())
     generators = " + ".join(f"{c:.2f}" for c in cores["generators"])
-    shared = f"{cores['others']:.2f}; {cores['machine']:.2f}" if "machine" in cores else "n/a; n/a"
+    shared = (f"{cores['interrupts']:.2f}; {cores['others']:.2f}; {cores['machine']:.2f}" if "machine" in cores
+              else "n/a; n/a; n/a")
     return (f"{point['generators']} | {nodes}; {generators}; {shared} | "
             f"{fmt(per_op['nodes'], 0)}; {fmt(per_op['generators'], 0)}")
 
