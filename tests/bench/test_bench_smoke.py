@@ -23,6 +23,7 @@ from bench._scn_writes import writes_etcd, writes_rmqc
 from bench._stats import percentile, summarise_ms
 from bench._suite import PROFILES, Suite, run_scenarios
 from bench._targets import target_rows
+from bench.bench_floor import composed_floor, main as floor_main
 
 
 def test_percentile_is_nearest_rank() -> None:
@@ -175,3 +176,21 @@ async def test_tiny_reads_run_their_many_clients_in_two_generator_processes(tmp_
     assert result["all_over_leader"] > 0 and result["all_over_leader_busiest_node_bound"] > 0
     row = next(r for r in target_rows(suite.results) if r.what == "linearizable reads, all nodes, many clients")
     assert "2 generator processes" in row.measured and "cores busy of" in row.measured
+
+
+def test_floor_composes_the_slower_flush_and_four_hops() -> None:
+    floor = composed_floor([1.0, 3.0], [0.5])
+    assert set(floor) <= {2.0, 4.0} and 2.0 in floor and 4.0 in floor
+    assert floor.count(4.0) > floor.count(2.0)  # the slower of two: 3 of 4 pairs hold a 3.0
+
+
+@pytest.mark.slow
+def test_floor_script_measures_every_flush_and_both_hops_and_cleans_up(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    assert floor_main(["--repeat", "5", "--warmup", "1", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    for title in ("LMDB write txn commit (sync)", "append + fdatasync", "pre-zeroed pwrite + fdatasync"):
+        assert f"{title:<32} alone" in out and "(n 5)" in out and "(n 15)" in out  # 3 processes at once
+        assert f"floor, {title:<30} raw  hops" in out and f"floor, {title:<30} Trio hops" in out
+    assert "loopback TCP round trip, Trio" in out
+    assert list(tmp_path.iterdir()) == []  # the data went to a temporary directory, removed
