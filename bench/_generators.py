@@ -1,6 +1,7 @@
 """A load point run by several generator processes (bench._loadworker), and the CPU every process
 used in its measured window: so a figure can say whether the nodes or the load generator were the
-limit. On a small machine one Python generator process saturates a core before the nodes do."""
+limit. One Python generator process can saturate its core before the nodes saturate theirs (on a
+machine with cores to spare); on a machine the nodes and generators fill, the recorded CPU says so."""
 
 from __future__ import annotations
 

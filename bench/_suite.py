@@ -27,8 +27,8 @@ class Profile:
     warmup_s: float
     write_clients: tuple[int, ...]
     many_read_clients: int
-    # processes the many-clients read points run their clients in (one Python process saturates a
-    # core before the nodes do); the 1-client latency points stay in the harness's one process
+    # processes the many-clients read points run their clients in (so one Python process's core is
+    # not the limit); the 1-client latency points stay in the harness's one process
     read_generators: int
     leader_kills: int
     broker_kills: int
