@@ -1,4 +1,4 @@
-"""`python -m bench run --quick|--full|--tiny [--only a,b] [--no-anchors] [--out DIR]`;
+"""`python -m bench run --quick|--full|--tiny [--only a,b] [--no-anchors] [--read-generators N] [--out DIR]`;
 `python -m bench profile [writes] [heartbeats]` (py-spy on the leader under load);
 `python -m bench hold [--groups 1000] [--minutes 30] [--processes 2] [--generator]` (no fault: elections,
 two-master beliefs, the load's lateness, RSS and CPU of every node over time).
@@ -10,6 +10,7 @@ PNG charts into bench-out/<UTC timestamp>/ (or --out). `python -m bench list` na
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -30,6 +31,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         size.add_argument(f"--{name}", dest="profile", action="store_const", const=name)
     run.add_argument("--only", default="", help="comma-separated scenario names (default: all of the profile)")
     run.add_argument("--no-anchors", action="store_true", help="skip etcd and PySyncObj")
+    run.add_argument("--read-generators", type=int, default=None,
+                     help="generator processes of the many-clients read points (default: the profile's)")
     run.add_argument("--out", type=Path, default=None, help="output folder (default bench-out/<timestamp>)")
     commands.add_parser("list", help="name the scenarios")
     spy = commands.add_parser("profile", help="py-spy on the leader under the heaviest loads")
@@ -108,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "hold":
         return run_hold(args, out)
     profile = PROFILES[args.profile or "quick"]
+    if args.read_generators is not None:
+        profile = dataclasses.replace(profile, read_generators=args.read_generators)
     suite = Suite(profile, out, skip_anchors=args.no_anchors)
     print(f"rmqc bench ({profile.name}) -> {out}", flush=True)
     run_suite(suite, select(profile.name, args.only))

@@ -217,6 +217,18 @@ class LoadResult:
         return self.ops / self.duration_s if self.duration_s else 0.0
 
 
+def merge_results(parts: list[LoadResult]) -> LoadResult:
+    """One result of several generators' shares of the same measured window: clients, ops and
+    errors summed, latency samples pooled, the first error kept."""
+    merged = LoadResult(sum(p.clients for p in parts), max((p.duration_s for p in parts), default=0.0))
+    for part in parts:
+        merged.ops += part.ops
+        merged.errors += part.errors
+        merged.latencies_ms += part.latencies_ms
+        merged.first_error = merged.first_error or part.first_error
+    return merged
+
+
 @dataclass
 class Workload(Generic[C]):
     """How one client connects (`open(client_index)`, a connection with `aclose()`) and makes one
@@ -231,10 +243,13 @@ class Workload(Generic[C]):
 _LOAD_ERRORS = (LoadError, OSError, trio.BrokenResourceError, trio.ClosedResourceError, ValueError, KeyError)
 
 
-async def closed_loop(workload: Workload[C], clients: int, duration_s: float, warmup_s: float = 0.5) -> LoadResult:
+async def closed_loop(workload: Workload[C], clients: int, duration_s: float, warmup_s: float = 0.5,
+                      first_client: int = 0) -> LoadResult:
     """`clients` connections each sending one request after another for warmup + duration seconds;
     counts and samples the requests that complete inside the measured window (those sent during the
-    warm-up too: with hundreds of clients on a slow system one request can outlast the window)."""
+    warm-up too: with hundreds of clients on a slow system one request can outlast the window).
+    The clients are numbered from `first_client` (a generator process running its share of a load
+    keeps the numbers, so the share's clients go to the same nodes as in one process)."""
     result = LoadResult(clients, duration_s)
     start = time.perf_counter()
     measure_from = start + warmup_s
@@ -271,6 +286,6 @@ async def closed_loop(workload: Workload[C], clients: int, duration_s: float, wa
 
     with trio.move_on_after(warmup_s + duration_s + 30):  # a hung system must not hang the suite
         async with trio.open_nursery() as nursery:
-            for index in range(clients):
+            for index in range(first_client, first_client + clients):
                 nursery.start_soon(client, index)
     return result

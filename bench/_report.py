@@ -149,12 +149,17 @@ def scenario_markdown(result: dict[str, Any]) -> str:
         lines += [f"| {p['clients']} | {fmt(p['ops_per_s'], 0)} | {fmt(p['p50_ms'], 2)} | {fmt(p['p99_ms'], 2)} | "
                   f"{p['errors']} |" for p in points]
         lines.append("")
-    for key in ("single_client", "many_clients"):
-        if table := result.get(key):
-            lines += [f"| {key.replace('_', ' ')} | ops/s | p50 ms | p99 ms |", "|---|---|---|---|"]
-            lines += [f"| {k} ({p['clients']} clients) | {fmt(p['ops_per_s'], 0)} | {fmt(p['p50_ms'], 2)} | "
-                      f"{fmt(p['p99_ms'], 2)} |" for k, p in table.items()]
-            lines.append("")
+    if table := result.get("single_client"):
+        lines += ["| single client | ops/s | p50 ms | p99 ms |", "|---|---|---|---|"]
+        lines += [f"| {k} ({p['clients']} clients) | {fmt(p['ops_per_s'], 0)} | {fmt(p['p50_ms'], 2)} | "
+                  f"{fmt(p['p99_ms'], 2)} |" for k, p in table.items()]
+        lines.append("")
+    if table := result.get("many_clients"):
+        lines += ["| many clients | ops/s | p50 ms | p99 ms | generator processes | CPU cores: nodes; generators; "
+                  "others; machine busy | CPU us/op: nodes; generators |", "|---|---|---|---|---|---|---|"]
+        lines += [f"| {k} ({p['clients']} clients) | {fmt(p['ops_per_s'], 0)} | {fmt(p['p50_ms'], 2)} | "
+                  f"{fmt(p['p99_ms'], 2)} | {_cpu_cells(p)} |" for k, p in table.items()]
+        lines.append("")
     skip = {"name", "title", "status", "message", "elapsed_s", "conditions", "points", "single_client", "many_clients",
             "traceback", "timeline_median_kill", "samples_ms", "closed_samples_ms", "hung_samples_ms"}
     extra = {k: v for k, v in result.items() if k not in skip}
@@ -163,6 +168,19 @@ def scenario_markdown(result: dict[str, Any]) -> str:
         lines.append("figures: `" + (text if len(text) < 1500 else text[:1500] + " ...") + "`")
         lines.append("")
     return "\n".join(lines)
+
+
+def _cpu_cells(point: dict[str, Any]) -> str:
+    """Generators, cores and us/op of a spread_point (n/a for a point of a run before they were recorded)."""
+    if "cpu_cores" not in point:
+        return "1 (the harness) | n/a | n/a"
+    cores, per_op = point["cpu_cores"], point["cpu_us_per_op"]
+    nodes = " + ".join(f"{name} {c:.2f}" for name, c in cores["nodes"].items())
+    generators = " + ".join(f"{c:.2f}" for c in cores["generators"])
+    shared = (f"{cores['interrupts']:.2f}; {cores['others']:.2f}; {cores['machine']:.2f}" if "machine" in cores
+              else "n/a; n/a; n/a")
+    return (f"{point['generators']} | {nodes}; {generators}; {shared} | "
+            f"{fmt(per_op['nodes'], 0)}; {fmt(per_op['generators'], 0)}")
 
 
 def write_report(suite: Suite) -> Path:
@@ -177,7 +195,9 @@ def write_report(suite: Suite) -> Path:
         f"load generator share this machine.", "",
         "Load generator: one design for every system: closed loop, one TCP connection per client, one request "
         "outstanding per client, written in Python on Trio (RocketMQ remoting for rmqc, HTTP/1.1 JSON to etcd's "
-        "v3 gRPC gateway, a line protocol to a PySyncObj wrapper).", "",
+        "v3 gRPC gateway, a line protocol to a PySyncObj wrapper). The many-clients read points split their "
+        "clients over several generator processes started together (the same count for rmqc and etcd, given in "
+        "each point) and record the CPU of every node and generator over the window.", "",
         "## Targets", "", targets_markdown(results), "",
         "## Charts", "", *[f"![{name}]({name})" for name in charts], "",
         "## Scenarios", "", *[scenario_markdown(result) for result in results.values()],

@@ -27,6 +27,9 @@ class Profile:
     warmup_s: float
     write_clients: tuple[int, ...]
     many_read_clients: int
+    # processes the many-clients read points run their clients in (so one Python process's core is
+    # not the limit); the 1-client latency points stay in the harness's one process
+    read_generators: int
     leader_kills: int
     broker_kills: int
     broker_hangs: int
@@ -42,18 +45,18 @@ class Profile:
 
 
 PROFILES = {
-    "tiny": Profile("tiny", seconds=0.5, warmup_s=0.2, write_clients=(1, 4), many_read_clients=4, leader_kills=1,
-                    broker_kills=1, broker_hangs=1, fleet_groups=2, scale_groups=20, scale_kills=5,
+    "tiny": Profile("tiny", seconds=0.5, warmup_s=0.2, write_clients=(1, 4), many_read_clients=4, read_generators=2,
+                    leader_kills=1, broker_kills=1, broker_hangs=1, fleet_groups=2, scale_groups=20, scale_kills=5,
                     scale_steady_s=1.0, restart_entries=2_000, heartbeat_s=0.5, heartbeat_brokers=300,
                     pauses=2, catchup_entries=2_000),
     "quick": Profile("quick", seconds=3.0, warmup_s=0.5, write_clients=(1, 16, 64, 256), many_read_clients=64,
-                     leader_kills=8, broker_kills=8, broker_hangs=3, fleet_groups=10, scale_groups=1_000,
-                     scale_kills=100, scale_steady_s=5.0, restart_entries=200_000, heartbeat_s=3.0,
-                     heartbeat_brokers=30_000, pauses=6, catchup_entries=20_000),
+                     read_generators=2, leader_kills=8, broker_kills=8, broker_hangs=3, fleet_groups=10,
+                     scale_groups=1_000, scale_kills=100, scale_steady_s=5.0, restart_entries=200_000,
+                     heartbeat_s=3.0, heartbeat_brokers=30_000, pauses=6, catchup_entries=20_000),
     "full": Profile("full", seconds=10.0, warmup_s=1.0, write_clients=(1, 16, 64, 256), many_read_clients=128,
-                    leader_kills=30, broker_kills=30, broker_hangs=10, fleet_groups=30, scale_groups=10_000,
-                    scale_kills=1_000, scale_steady_s=30.0, restart_entries=1_000_000, heartbeat_s=10.0,
-                    heartbeat_brokers=30_000, pauses=20, catchup_entries=100_000),
+                    read_generators=2, leader_kills=30, broker_kills=30, broker_hangs=10, fleet_groups=30,
+                    scale_groups=10_000, scale_kills=1_000, scale_steady_s=30.0, restart_entries=1_000_000,
+                    heartbeat_s=10.0, heartbeat_brokers=30_000, pauses=20, catchup_entries=100_000),
 }
 
 

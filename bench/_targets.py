@@ -176,11 +176,22 @@ def _reads_many(results: Results) -> Row:
         return row
     rate = r["many_clients"]["all nodes"]["ops_per_s"]
     row.measured = (f"{fmt(rate, 0)}/s, {r['all_over_leader']:.2f}x leader-only "
-                    f"({r['conditions']['many_clients']} clients)")
+                    f"({r['conditions']['many_clients']} clients{_read_limit(r)})")
     if e is not None:
         row.ratio = _ratio(rate, e["many_clients"]["all nodes"]["ops_per_s"]) + " of etcd"
     row.met = rate >= 30_000 and r["all_over_leader"] >= 1.8
     return row
+
+
+def _read_limit(result: dict[str, Any]) -> str:
+    """How the all-nodes point was loaded and what the machine had left (runs before issue 21: nothing)."""
+    point = result["many_clients"]["all nodes"]
+    if "cpu_cores" not in point:
+        return ""
+    cores = point["cpu_cores"]
+    return (f", {point['generators']} generator processes, machine {cores['machine']:.2f} cores busy of "
+            f"{result['conditions']['nproc']}, others {cores['others']:.2f}; "
+            f"{result['all_over_leader_busiest_node_bound']:.2f}x with the busiest node at one core")
 
 
 def _scale(results: Results) -> Row:

@@ -47,7 +47,7 @@ async def writes(cluster: RmqcCluster, leader: str, seconds: float, run: int) ->
 
 
 async def reads(cluster: RmqcCluster, leader: str, seconds: float, _run: int) -> dict[str, float]:
-    result = await closed_loop(rmqc_read_workload(cluster, [leader], "lease"), 1, seconds, 0.5)
+    result = await closed_loop(rmqc_read_workload([cluster.address(leader)], "lease"), 1, seconds, 0.5)
     stats = summarise_ms(result.latencies_ms)
     return {"lease_reads_per_s": result.ops_per_s, "lease_p50_ms": stats["p50_ms"],
             "lease_p99_ms": stats["p99_ms"], "read_errors": result.errors}

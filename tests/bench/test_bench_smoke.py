@@ -12,14 +12,18 @@ from pathlib import Path
 import pytest
 import trio
 
-from bench._load import Workload, closed_loop
+from bench._generators import shares
+from bench._load import LoadResult, Workload, closed_loop, merge_results
+from bench._loadworker import WorkloadSpec, read_result
 from bench._report import write_report
 from bench._scenarios import SCENARIOS, UnknownScenario, select
+from bench._scn_reads import reads_rmqc
 from bench._scn_security import summarise
 from bench._scn_writes import writes_etcd, writes_rmqc
 from bench._stats import percentile, summarise_ms
 from bench._suite import PROFILES, Suite, run_scenarios
 from bench._targets import target_rows
+from bench.bench_floor import composed_floor, main as floor_main
 
 
 def test_percentile_is_nearest_rank() -> None:
@@ -50,6 +54,19 @@ async def test_closed_loop_counts_refusals_as_errors_and_samples_every_accepted_
     assert len(result.latencies_ms) == result.ops
     assert Conn.closed == 3
     assert abs(result.ops - result.errors) <= 3 * 2  # every client alternates, windows cut at most one each side
+
+
+def test_generator_shares_cover_every_client_once_and_results_merge() -> None:
+    spec = WorkloadSpec("bench._scn_reads:rmqc_read_workload", {"addresses": ["127.0.0.1:1"], "level": "stale"})
+    parts = shares(spec, clients=10, generators=3, warmup_s=0.1, duration_s=0.2, work=Path("/w"))
+    assert [(p.first_client, p.clients) for p in parts] == [(0, 4), (4, 3), (7, 3)]
+    assert len({p.result_path for p in parts}) == 3
+    with pytest.raises(ValueError):
+        shares(spec, clients=2, generators=3, warmup_s=0.1, duration_s=0.2, work=Path("/w"))
+    merged = merge_results([LoadResult(4, 2.0, ops=10, errors=1, latencies_ms=[1.0] * 10),
+                            LoadResult(3, 2.0, ops=6, latencies_ms=[2.0] * 6, first_error="LoadError: x")])
+    assert (merged.clients, merged.ops, merged.errors, merged.first_error) == (7, 16, 1, "LoadError: x")
+    assert len(merged.latencies_ms) == 16 and merged.ops_per_s == 8.0
 
 
 def test_targets_table_reads_the_results() -> None:
@@ -132,3 +149,48 @@ async def test_tiny_run_writes_results_and_report(tmp_path: Path) -> None:
     text = report.read_text()
     assert "## Targets" in text and "durable writes" in text and "writes_etcd" in text
     assert (tmp_path / "writes_throughput.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+async def test_tiny_reads_run_their_many_clients_in_two_generator_processes(tmp_path: Path) -> None:
+    profile = dataclasses.replace(PROFILES["tiny"], seconds=0.3, warmup_s=0.1, many_read_clients=5, read_generators=2)
+    suite = Suite(profile, tmp_path)
+    with trio.fail_after(120):
+        await run_scenarios(suite, [("reads_rmqc", "reads", reads_rmqc)])
+    result = suite.results["reads_rmqc"]
+    assert result["status"] == "ok", result.get("traceback")
+    assert result["conditions"]["read_generators"] == 2
+    assert result["single_client"]["lease/leader"]["ops"] > 0  # latency points stay in the harness
+    for where, point in result["many_clients"].items():
+        assert (point["clients"], point["generators"], point["errors"]) == (5, 2, 0), where
+        # both processes served their share of the clients, and the point is their sum
+        work = tmp_path / "work" / "reads_rmqc" / f"rmqc_1004_linearizable_{where.replace(' ', '_')}-g2"
+        parts = [read_result(work / f"generator-{i}.json")[0] for i in range(2)]
+        assert [part.clients for part in parts] == [3, 2] and all(part.ops > 0 for part in parts)
+        assert point["ops"] == sum(part.ops for part in parts) == point["n"]
+        cores = point["cpu_cores"]
+        assert len(cores["generators"]) == 2 and all(c > 0 for c in cores["generators"])
+        assert set(cores["nodes"]) == {"n0", "n1", "n2"} and cores["nodes"][result["leader"]] > 0
+        assert point["cpu_us_per_op"]["nodes"] > 0
+        assert cores["machine"] >= sum(cores["nodes"].values()) + sum(cores["generators"]) - 0.1  # tick rounding
+    assert result["all_over_leader"] > 0 and result["all_over_leader_busiest_node_bound"] > 0
+    row = next(r for r in target_rows(suite.results) if r.what == "linearizable reads, all nodes, many clients")
+    assert "2 generator processes" in row.measured and "cores busy of" in row.measured
+
+
+def test_floor_composes_the_slower_flush_and_four_hops() -> None:
+    floor = composed_floor([1.0, 3.0], [0.5])
+    assert set(floor) <= {2.0, 4.0} and 2.0 in floor and 4.0 in floor
+    assert floor.count(4.0) > floor.count(2.0)  # the slower of two: 3 of 4 pairs hold a 3.0
+
+
+@pytest.mark.slow
+def test_floor_script_measures_every_flush_and_both_hops_and_cleans_up(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    assert floor_main(["--repeat", "5", "--warmup", "1", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    for title in ("LMDB write txn commit (sync)", "append + fdatasync", "pre-zeroed pwrite + fdatasync"):
+        assert f"{title:<32} alone" in out and "(n 5)" in out and "(n 15)" in out  # 3 processes at once
+        assert f"floor, {title:<30} raw  hops" in out and f"floor, {title:<30} Trio hops" in out
+    assert "loopback TCP round trip, Trio" in out
+    assert list(tmp_path.iterdir()) == []  # the data went to a temporary directory, removed
