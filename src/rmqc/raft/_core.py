@@ -255,6 +255,17 @@ class RaftCore:
             self.leader_contact_elapsed += 1
             self._tick_election()
 
+    def quiet_ticks(self) -> int:
+        """How many next ticks only count (lease_age, leader_contact_elapsed, election_elapsed)
+        and act on nothing: the shell may feed them late, as one burst before the next step, and
+        need not wake up for them. A leader acts on every tick (heartbeats, CheckQuorum, its
+        takeover wait); a follower or candidate on the one that reaches its election timeout."""
+        if self.role is Role.LEADER:
+            return 0
+        if not self._promotable():
+            return self.config.election_tick  # never campaigns; bounded so the shell still looks
+        return max(0, self.randomized_election_timeout - self.election_elapsed - 1)
+
     def _tick_election(self) -> None:
         self.election_elapsed += 1
         if self._promotable() and self.election_elapsed >= self.randomized_election_timeout:
