@@ -213,15 +213,19 @@ class ReadPath:
         raw = self._node.raw
         if raw is None or self._node.leader_id != self._node.config.node_id:
             return None
-        if self._node.now_ms() < self._lease_blocked_until_ms:
+        now_ms = self._node.now_ms()
+        if now_ms < self._lease_blocked_until_ms:
             return None
+        self._node.count_ticks(now_ms)  # an idle leader's quiet ticks, not counted by a wake-up
         unfed_ticks = self._node.unfed_ticks
         lease = raw.raft.lease
         if unfed_ticks > MAX_UNFED_TICKS or lease.remaining_ticks(raw.raft.ticks) <= unfed_ticks:
             return None
         if not self._lease_holds_in_monotonic_time(lease.start_tick, lease.duration_ticks):
             return None
-        return raw.lease_read()
+        index = raw.lease_read()
+        self._node.plan_ticks()  # the lease is wanted now: a heartbeat every tick again
+        return index
 
     def on_ticks_fed(self, core_tick: int) -> None:
         """Driver: the core's tick count is now `core_tick` (after one tick or a burst)."""

@@ -153,6 +153,7 @@ class Replica:
             id=config.node_id,
             election_tick=config.election_tick,
             heartbeat_tick=config.heartbeat_tick,
+            idle_heartbeat_tick=config.idle_heartbeat_tick,
             pre_vote=True,
             check_quorum=True,
             lease_drift_ticks=config.lease_drift_ticks,
