@@ -49,6 +49,18 @@ def test_an_idle_leaders_first_lease_read_renews_the_lease_and_the_next_are_loca
     assert (replica.reads.lease_reads, replica.reads.index_reads) == (5, 1)
 
 
+def test_a_steady_lease_read_load_on_an_idle_configured_leader_stays_on_the_lease() -> None:
+    """A read every millisecond for a second: after the first (a ReadIndex round renews the
+    idle leader's lease) the leader heartbeats every tick again, and no tick boundary makes a
+    read fall back to ReadIndex."""
+    cluster, leader = leader_of_three(idle_heartbeat_tick=3)
+    replica = cluster.replicas[leader]
+    for _ in range(1_000):
+        cluster.run(1)
+        assert read(cluster, leader, "lease").code == ResponseCode.SUCCESS
+    assert (replica.reads.lease_reads, replica.reads.index_reads) == (999, 1)
+
+
 def test_the_lease_is_refused_after_ticks_were_dropped_in_a_stall() -> None:
     cluster, leader = leader_of_three(idle_heartbeat_tick=0)  # the lease holds while idle
     replica = cluster.replicas[leader]

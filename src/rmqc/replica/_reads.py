@@ -216,13 +216,15 @@ class ReadPath:
         now_ms = self._node.now_ms()
         if now_ms < self._lease_blocked_until_ms:
             return None
-        self._node.count_ticks(now_ms)  # an idle leader's quiet ticks, not counted by a wake-up
         unfed_ticks = self._node.unfed_ticks
         lease = raw.raft.lease
         if unfed_ticks > MAX_UNFED_TICKS or lease.remaining_ticks(raw.raft.ticks) <= unfed_ticks:
             return None
         if not self._lease_holds_in_monotonic_time(lease.start_tick, lease.duration_ticks):
             return None
+        # An idle leader's quiet ticks are counted only when it next runs, so its tick clock may
+        # lag here; the lease is also judged in monotonic time above, from when its start tick was
+        # fed (its round was sent after that), which no tick fed late can stretch.
         index = raw.lease_read()
         self._node.plan_ticks()  # the lease is wanted now: a heartbeat every tick again
         return index
