@@ -82,6 +82,14 @@ def test_heartbeat_must_be_below_election() -> None:
         NodeConfig(heartbeat_tick=20, election_tick=10)
 
 
+@pytest.mark.parametrize("idle_heartbeat_tick", [1, 10])
+def test_idle_heartbeat_must_lie_from_heartbeat_to_below_election(idle_heartbeat_tick: int) -> None:
+    with pytest.raises(ConfigError, match="idle_heartbeat_tick"):
+        NodeConfig(idle_heartbeat_tick=idle_heartbeat_tick, heartbeat_tick=2, election_tick=10)
+    assert NodeConfig(idle_heartbeat_tick=0).idle_heartbeat_tick == 0  # off: heartbeat_tick always
+    assert load_config(environ={"RMQC_IDLE_HEARTBEAT_TICK": "5"}).config.idle_heartbeat_tick == 5
+
+
 @pytest.mark.parametrize("lease_ticks", [1, 11])
 def test_lease_must_fit_between_drift_and_election_timeout(lease_ticks: int) -> None:
     with pytest.raises(ConfigError, match="lease_ticks"):

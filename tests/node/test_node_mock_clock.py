@@ -11,7 +11,7 @@ import trio
 import trio.testing
 from node_helpers import wait_until
 from test_node_single import CLUSTER, register, single_config, start
-from test_node_three_in_process import three_configs
+from test_node_three_in_process import start_three, three_configs
 
 from rmqc.client import ControllerClient
 from rmqc.node import ControllerNode
@@ -72,6 +72,49 @@ async def test_a_killed_leader_is_replaced_in_virtual_time(
     assert took_s < 2 * election_timeout_s
     assert time.monotonic() - wall_started < WALL_BOUND_S
 
+
+
+IDLE_S = 60.0
+
+
+async def test_idle_nodes_wake_their_timer_rarely_and_keep_their_leader(
+        tmp_path: Path, autojump_clock: trio.testing.MockClock) -> None:
+    """Issue 21: no timer wake-up per tick while idle. Over a virtual idle minute a follower's
+    timer wakes about once per election timeout (heartbeats feed its ticks; 10-19 ticks, less the
+    ticks since the last heartbeat), the leader's at its idle heartbeats (every
+    idle_heartbeat_tick) and CheckQuorum; before, every node woke on each of the 1,200 ticks.
+    The leader and its term do not change meanwhile."""
+    wall_started = time.monotonic()
+    configs = three_configs(tmp_path)
+    ticks = int(IDLE_S * 1000 / configs[0].tick_ms)
+    async with trio.open_nursery() as nursery:
+        leader, followers = await start_three(nursery, configs)
+        await trio.sleep(configs[0].election_tick * configs[0].tick_ms / 1000)  # the lease is no longer wanted
+        term = leader.replica.term
+        wakeups = {node.config.node_id: count_advance_time(node) for node in (leader, *followers)}
+        await trio.sleep(IDLE_S)
+        nursery.cancel_scope.cancel()
+    assert leader.replica.serving_as_leader and leader.replica.term == term
+    assert all(node.replica.leader_id == leader.config.node_id for node in followers)
+    # its idle heartbeats and its CheckQuorum every election timeout
+    idle_heartbeat_tick, election_tick = configs[0].idle_heartbeat_tick, configs[0].election_tick
+    assert wakeups[leader.config.node_id][0] <= ticks / idle_heartbeat_tick + ticks / election_tick
+    for follower in followers:  # at the timeout counted from the last heartbeat before the previous wake-up
+        assert wakeups[follower.config.node_id][0] <= ticks / (election_tick - idle_heartbeat_tick)
+    assert time.monotonic() - wall_started < WALL_BOUND_S
+
+
+def count_advance_time(node: ControllerNode) -> list[int]:
+    """A one-item list counting the node's calls of replica.advance_time from now on (its timer)."""
+    replica, calls = node.replica, [0]
+    advance_time = replica.advance_time
+
+    def counted() -> None:
+        calls[0] += 1
+        advance_time()
+
+    replica.advance_time = counted  # type: ignore[method-assign]
+    return calls
 
 
 async def run_in(scope: trio.CancelScope, node: ControllerNode,

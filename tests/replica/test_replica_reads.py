@@ -20,8 +20,8 @@ def read(h: Harness | Cluster, node_id: str, level: str) -> object:
     return h.answered[opaque]
 
 
-def leader_of_three() -> tuple[Cluster, str]:
-    cluster = Cluster()
+def leader_of_three(**options: object) -> tuple[Cluster, str]:
+    cluster = Cluster(**options)
     cluster.run(3_000)
     leader = cluster.leader()
     assert leader is not None
@@ -29,15 +29,40 @@ def leader_of_three() -> tuple[Cluster, str]:
 
 
 def test_a_lease_read_is_served_locally_by_the_leader() -> None:
-    cluster, leader = leader_of_three()
+    cluster, leader = leader_of_three(idle_heartbeat_tick=0)  # a heartbeat every tick, idle or not
     reads = cluster.replicas[leader].reads
     before = (reads.lease_reads, reads.index_reads)
     assert read(cluster, leader, "lease").code == ResponseCode.SUCCESS
     assert (reads.lease_reads, reads.index_reads) == (before[0] + 1, before[1])
 
 
+def test_an_idle_leaders_first_lease_read_renews_the_lease_and_the_next_are_local() -> None:
+    cluster, leader = leader_of_three(idle_heartbeat_tick=3)  # idle: its lease lapses between heartbeats
+    replica = cluster.replicas[leader]
+    raft = replica.raw.raft
+    assert not raft.lease.valid(raft.ticks)
+    assert read(cluster, leader, "lease").code == ResponseCode.SUCCESS
+    assert (replica.reads.lease_reads, replica.reads.index_reads) == (0, 1)  # one ReadIndex round
+    for _ in range(5):  # a read every tick: the leader heartbeats every tick again, the lease holds
+        cluster.run(replica.config.tick_ms)
+        assert read(cluster, leader, "lease").code == ResponseCode.SUCCESS
+    assert (replica.reads.lease_reads, replica.reads.index_reads) == (5, 1)
+
+
+def test_a_steady_lease_read_load_on_an_idle_configured_leader_stays_on_the_lease() -> None:
+    """A read every millisecond for a second: after the first (a ReadIndex round renews the
+    idle leader's lease) the leader heartbeats every tick again, and no tick boundary makes a
+    read fall back to ReadIndex."""
+    cluster, leader = leader_of_three(idle_heartbeat_tick=3)
+    replica = cluster.replicas[leader]
+    for _ in range(1_000):
+        cluster.run(1)
+        assert read(cluster, leader, "lease").code == ResponseCode.SUCCESS
+    assert (replica.reads.lease_reads, replica.reads.index_reads) == (999, 1)
+
+
 def test_the_lease_is_refused_after_ticks_were_dropped_in_a_stall() -> None:
-    cluster, leader = leader_of_three()
+    cluster, leader = leader_of_three(idle_heartbeat_tick=0)  # the lease holds while idle
     replica = cluster.replicas[leader]
     cluster.clock.now_ms += 2_000  # stalled: far more than MAX_TICK_BURST ticks are dropped
     replica.advance_time()

@@ -2,11 +2,12 @@
 
 The replica decides everything; this shell only does the I/O (design.md "Layers and data flow").
 Tasks (all in the node's nursery, all cancelled together on shutdown):
-- driver: the only task that calls `replica.drive()` (which touches the Raft core and persists
-  synchronously: one LMDB transaction + fsync, no thread hop); between two Readies of a run it
+- driver: calls `replica.drive()` (which touches the Raft core and persists synchronously: one
+  LMDB transaction + fsync, no thread hop) whenever it is due; between two Readies of a run it
   yields so that peer readers, the server and the timer run (issue 13).
-- timer: sleeps until `replica.next_wakeup_ms()` (ticks, heartbeat deadlines, digests, forward
-  timeouts, the successor grace) and calls `replica.advance_time()`.
+- timer: sleeps until `replica.next_wakeup_ms()` (ticks the core acts on, heartbeat deadlines,
+  digests, forward timeouts, the successor grace), calls `replica.advance_time()`, and does the
+  driver pass that made due itself: one wake-up, and the next one planned after it (issue 21).
 - peer links, the listening server, the notifier (1008 transport), snapshot writes in threads.
 Actions leave the replica through `_Effects`, which performs each one as it is emitted: Raft
 messages go to the peer outboxes (a leader's appends before its own fsync), answers straight to
@@ -112,6 +113,7 @@ class ControllerNode:
         self.is_member = False  # this node is a voter or learner of the applied membership
         self._wakeup = trio.Event()  # the driver has work (replica.drive_due)
         self._rearmed = trio.Event()  # the replica's next wake-up moved earlier
+        self._timer_driving = False  # advance_time() runs in the timer, which drives after it
         self._nursery: trio.Nursery | None = None
         self._effects = _Effects(self)
 
@@ -193,7 +195,8 @@ class ControllerNode:
     # ----- the two tasks that run the replica -----
 
     def _wake(self) -> None:
-        self._wakeup.set()
+        if not self._timer_driving:
+            self._wakeup.set()
 
     def _rearm(self) -> None:
         self._rearmed.set()
@@ -217,7 +220,18 @@ class ControllerNode:
             with trio.move_on_at(TrioClock.trio_time_of(replica.next_wakeup_ms())):
                 await self._rearmed.wait()
             self._rearmed = trio.Event()
-            replica.advance_time()
+            self._timer_driving = True
+            try:
+                replica.advance_time()
+            finally:
+                self._timer_driving = False
+            if replica.drive_due and not self._wakeup.is_set() and not replica.driver.in_run:
+                # the driver task is idle: this pass is the one it would make now; a run of
+                # Readies that follows is left to it (it yields between them)
+                if replica.drive():
+                    self._wake()
+            elif replica.drive_due:
+                self._wake()
 
     # ----- peers (PeerLinks calls these) -----
 

@@ -33,6 +33,10 @@ class Config:
     id: str
     election_tick: int = 10
     heartbeat_tick: int = 1
+    # The leader's heartbeat interval while nothing wants its lease (no write, read index or
+    # lease read for election_tick ticks); 0: always heartbeat_tick. A sparser heartbeat only
+    # lets the lease lapse earlier: the next read renews it through a ReadIndex round.
+    idle_heartbeat_tick: int = 0
     pre_vote: bool = True
     check_quorum: bool = True
     # One append is decoded in one go by the follower (a few ms per 256 KiB in Python), and the
@@ -82,6 +86,12 @@ def _check_ticks(c: Config) -> None:
         "election_tick",
         c.election_tick,
         f"must be > heartbeat_tick ({c.heartbeat_tick})",
+    )
+    _require(
+        c.idle_heartbeat_tick == 0 or c.heartbeat_tick <= c.idle_heartbeat_tick < c.election_tick,
+        "idle_heartbeat_tick",
+        c.idle_heartbeat_tick,
+        f"must be 0 or in [heartbeat_tick={c.heartbeat_tick}, election_tick={c.election_tick})",
     )
     _require(
         0 < c.probe_retry_ticks < c.election_tick,

@@ -196,6 +196,7 @@ class RaftCore:
         self.votes: dict[str, bool] = {}
         self.vote_lease_ages: dict[str, int] = {}  # of the grants of our current campaign
         self.commit_blocked_until_tick = 0  # a takeover leader's wait (_takeover_wait_ticks)
+        self.lease_wanted_until_tick = 0  # a leader heartbeats every heartbeat_tick until then
         self.pending_conf_index = 0
         self.own_term_committed = False
         self.lease_fence_index = 0
@@ -255,6 +256,21 @@ class RaftCore:
             self.leader_contact_elapsed += 1
             self._tick_election()
 
+    def quiet_ticks(self) -> int:
+        """How many next ticks only count (lease_age, leader_contact_elapsed, election_elapsed)
+        and act on nothing: the shell may feed them late, as one burst before the next step, and
+        need not wake up for them. A leader acts on every tick while its lease is wanted or it
+        waits (takeover, transfer), else on its next idle heartbeat or CheckQuorum; a follower or
+        candidate on the tick that reaches its election timeout."""
+        if self.role is Role.LEADER:
+            interval = self._heartbeat_interval()
+            if interval == self.config.heartbeat_tick or self.commit_blocked_until_tick or self.lead_transferee:
+                return 0
+            return max(0, min(interval - self.heartbeat_elapsed, self.config.election_tick - self.election_elapsed) - 1)
+        if not self._promotable():
+            return self.config.election_tick  # never campaigns; bounded so the shell still looks
+        return max(0, self.randomized_election_timeout - self.election_elapsed - 1)
+
     def _tick_election(self) -> None:
         self.election_elapsed += 1
         if self._promotable() and self.election_elapsed >= self.randomized_election_timeout:
@@ -275,9 +291,21 @@ class RaftCore:
             if self.lead_transferee is not None:
                 self._abort_transfer(fence=True)  # took longer than an election timeout
             self._expire_unreported_snapshots()
-        if self.heartbeat_elapsed >= self.config.heartbeat_tick:
+        if self.heartbeat_elapsed >= self._heartbeat_interval():
             self.heartbeat_elapsed = 0
             self._bcast_heartbeat()
+
+    def _heartbeat_interval(self) -> int:
+        """Every heartbeat_tick while the lease is wanted; idle_heartbeat_tick (if set) after."""
+        idle = self.config.idle_heartbeat_tick
+        return idle if idle and self.ticks >= self.lease_wanted_until_tick else self.config.heartbeat_tick
+
+    def _want_lease(self) -> None:
+        """A write or a read came: keep the lease fresh (a heartbeat round every heartbeat_tick)
+        for the next election timeout. Going sparse again later only ever shortens the lease
+        (it lasts from the send tick of the last acked round), and the next read renews it
+        through a ReadIndex round."""
+        self.lease_wanted_until_tick = self.ticks + self.config.election_tick
 
     def _expire_unreported_snapshots(self) -> None:
         for pr in self.progress.values():
@@ -618,6 +646,7 @@ class RaftCore:
 
     def _append_entries(self, payloads: Sequence[tuple[EntryType, bytes]]) -> None:
         """Stamp (type, data) pairs with our term and the next indexes, and append them."""
+        self._want_lease()  # a write (the no-op of a new leader too): reads are likely to follow
         size = sum(len(data) for _, data in payloads)
         limit = self.config.max_uncommitted_size
         # Empty entries are never refused, and anything fits an empty tail (pitfall 38).
@@ -831,6 +860,7 @@ class RaftCore:
         self._leader_read(m.context, m.frm)
 
     def _leader_read(self, context: bytes, requester: str) -> None:
+        self._want_lease()
         self.reads.add(context, requester, self.log.committed, self._read_index_ready())
         if self._read_index_ready() and not self.reads.reads_in_flight():
             self._bcast_heartbeat()
@@ -851,6 +881,8 @@ class RaftCore:
         )
 
     def lease_read(self) -> int | None:
+        if self.role is Role.LEADER:
+            self._want_lease()
         return self.log.committed if self._lease_valid() else None
 
     # ================================================================ leadership transfer

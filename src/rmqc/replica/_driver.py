@@ -75,8 +75,10 @@ class Driver:
     def _feed(self) -> None:
         r = self._r
         raw = r.raw
+        r.count_ticks(r.now_ms())
         ticks, r.unfed_ticks = r.unfed_ticks, 0
-        for _ in range(min(ticks, r.config.election_tick)):
+        # bounded as after a stall; quiet ticks (counted late on purpose) come on top
+        for _ in range(min(ticks, r.config.election_tick + raw.raft.quiet_ticks())):
             raw.tick()
         if ticks:
             r.reads.on_ticks_fed(raw.raft.ticks)
@@ -93,6 +95,7 @@ class Driver:
         proposed = r.proposals.propose(raw, r.serving_as_leader, r.term)
         if proposed:
             r.observer.observe_append(proposed)
+        r.plan_ticks()
 
     def _step_inbound(self) -> None:
         """Step one slice of the waiting peer messages (FEED_MESSAGES, FEED_ENTRIES); the rest

@@ -123,6 +123,9 @@ class ReplicaConfig(Protocol):
     def heartbeat_tick(self) -> int: ...
 
     @property
+    def idle_heartbeat_tick(self) -> int: ...
+
+    @property
     def lease_drift_ticks(self) -> int: ...
 
     @property

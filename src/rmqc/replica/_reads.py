@@ -213,7 +213,8 @@ class ReadPath:
         raw = self._node.raw
         if raw is None or self._node.leader_id != self._node.config.node_id:
             return None
-        if self._node.now_ms() < self._lease_blocked_until_ms:
+        now_ms = self._node.now_ms()
+        if now_ms < self._lease_blocked_until_ms:
             return None
         unfed_ticks = self._node.unfed_ticks
         lease = raw.raft.lease
@@ -221,7 +222,12 @@ class ReadPath:
             return None
         if not self._lease_holds_in_monotonic_time(lease.start_tick, lease.duration_ticks):
             return None
-        return raw.lease_read()
+        # An idle leader's quiet ticks are counted only when it next runs, so its tick clock may
+        # lag here; the lease is also judged in monotonic time above, from when its start tick was
+        # fed (its round was sent after that), which no tick fed late can stretch.
+        index = raw.lease_read()
+        self._node.plan_ticks()  # the lease is wanted now: a heartbeat every tick again
+        return index
 
     def on_ticks_fed(self, core_tick: int) -> None:
         """Driver: the core's tick count is now `core_tick` (after one tick or a burst)."""

@@ -114,7 +114,10 @@ class Replica:
         self.drive_wanted = False
         self.stopping = False
         self.elections_in_flight = 0
-        self._next_tick_ms = now_ms + config.tick_ms
+        self._next_tick_ms = now_ms + config.tick_ms  # the next tick not yet counted
+        # When the core next needs a tick, as planned after the last driver pass (plan_ticks): the
+        # ticks before it are quiet (RaftCore.quiet_ticks), counted whenever the replica next runs.
+        self._ticks_due_ms = self._next_tick_ms
         self._takeover: tuple[str, int] | None = None  # (dead leader, when the others campaign too)
         self._node_info_cache: tuple[str | None, NodeInfo] | None = None  # (leader_id, info)
         self.proposals = Proposals(config.request_timeout_ms, config.group_commit)
@@ -150,6 +153,7 @@ class Replica:
             id=config.node_id,
             election_tick=config.election_tick,
             heartbeat_tick=config.heartbeat_tick,
+            idle_heartbeat_tick=config.idle_heartbeat_tick,
             pre_vote=True,
             check_quorum=True,
             lease_drift_ticks=config.lease_drift_ticks,
@@ -182,8 +186,9 @@ class Replica:
         return self.disk.alarm
 
     def next_wakeup_ms(self) -> int:
-        """When `advance_time()` is next needed (monotonic ms; at most one tick away)."""
-        soonest = min(self._next_tick_ms, self.liveness.next_due_ms(self.now_ms()))
+        """When `advance_time()` is next needed (monotonic ms): the next tick the core acts on
+        (every tick on a leader, the election timeout on an idle follower), or any deadline."""
+        soonest = min(self._ticks_due_ms, self.liveness.next_due_ms(self.now_ms()))
         for deadline in (self.forwards.next_deadline_ms(), self.operations.next_deadline_ms(),
                          self.membership.next_deadline_ms(), self._takeover[1] if self._takeover else None):
             if deadline is not None:
@@ -215,7 +220,9 @@ class Replica:
     def advance_time(self) -> None:
         now_ms = self.now_ms()
         round_due = self.liveness.round_due(now_ms)
-        self._count_ticks(now_ms)
+        self.count_ticks(now_ms)
+        if self.unfed_ticks:
+            self.wake_driver()
         if self._takeover is not None and now_ms >= self._takeover[1]:
             dead_leader, self._takeover = self._takeover[0], None
             if self.leader_id in (None, dead_leader):
@@ -231,18 +238,37 @@ class Replica:
     def _liveness_now(self, now_ms: int, round_due: bool) -> None:
         self.liveness.on_time(now_ms, self.clock.wall_ms(), self.leader_id, self.serving_as_leader, round_due)
 
-    def _count_ticks(self, now_ms: int) -> None:
-        """One tick per tick_ms; ticks missed by a short delay follow as a burst, a stall's are
-        dropped (the core must not time out everyone at once after a pause)."""
+    def count_ticks(self, now_ms: int) -> None:
+        """One tick per tick_ms, counted whenever the replica runs (its timer, and every driver
+        pass before it steps anything, so a vote or an append meets an up-to-date lease_age and
+        election_elapsed): quiet ticks need no wake-up of their own. Ticks up to a short delay
+        after the tick the core needed follow as a burst; a later wake-up is a stall, whose ticks
+        are dropped but one (the core must not time out everyone at once after a pause)."""
         tick_ms = self.config.tick_ms
-        while now_ms >= self._next_tick_ms:
-            self.liveness.stalled(self._next_tick_ms, now_ms)
-            if now_ms - self._next_tick_ms > MAX_TICK_BURST * tick_ms:
-                self._next_tick_ms = now_ms
+        if now_ms < self._next_tick_ms:
+            return
+        due_ms = self._ticks_due_ms
+        self.liveness.stalled(min(due_ms, self.liveness.next_due_ms(now_ms)), now_ms)
+        if now_ms - due_ms > MAX_TICK_BURST * tick_ms:
             self.unfed_ticks += 1
-            self._next_tick_ms += tick_ms
-        if self.unfed_ticks:
-            self.wake_driver()
+            self._next_tick_ms = now_ms + tick_ms
+        else:
+            elapsed = (now_ms - self._next_tick_ms) // tick_ms + 1
+            self.unfed_ticks += elapsed
+            self._next_tick_ms += elapsed * tick_ms
+        # until the driver plans again, the ticks from now on are due one by one
+        self._ticks_due_ms = max(due_ms, self._next_tick_ms)
+
+    def plan_ticks(self) -> None:
+        """Driver, after each pass fed the core: when the core next needs a tick. Anything that
+        waits on driver passes (a request, a read, a full disk) keeps the replica ticking; an
+        earlier plan than the timer knows (a follower became leader) rearms it."""
+        busy = self.proposals or self.reads.next_deadline_ms() is not None or self.disk.alarm is not None
+        quiet_ticks = 0 if busy else self.raw.raft.quiet_ticks()
+        due_ms = self._next_tick_ms + quiet_ticks * self.config.tick_ms
+        if due_ms < self._ticks_due_ms:
+            self._rearm()
+        self._ticks_due_ms = due_ms
 
     def drive(self) -> bool:
         """One driver pass (Driver.drive); True when another is due at once."""
@@ -289,6 +315,7 @@ class Replica:
         successor = next((node_id for node_id in self.conf_state.voters if node_id != peer_id), None)
         if successor == self.config.node_id:
             log.info("%s: leader %s is down; campaigning at once as its successor", self.config.node_id, peer_id)
+            self.count_ticks(self.now_ms())  # the quiet ticks so far happened before the campaign
             self.raw.take_over(peer_id)  # the core ignores it if another leader is known by then
             self.wake_driver()
         else:

@@ -53,6 +53,7 @@ class NodeKnobs:
     tick_ms: int = 10
     election_tick: int = 10
     heartbeat_tick: int = 1
+    idle_heartbeat_tick: int = 3  # rmqc.node.NodeConfig's default
     lease_drift_ticks: int = 2
     lease_ticks: int | None = None  # None: election_tick
     persist_min_us: int = 100  # the simulated duration of one fsync: the driver's next pass waits it out
@@ -83,6 +84,7 @@ class SimReplicaConfig:
     tick_ms: int = 10
     election_tick: int = 10
     heartbeat_tick: int = 1
+    idle_heartbeat_tick: int = 3
     lease_drift_ticks: int = 1
     lease_ticks: int = 3
     max_entries_per_append: int = 64
@@ -191,6 +193,7 @@ class ReplicaSimNode:
                                   lease_drift_ticks=self.knobs.lease_drift_ticks,
                                   lease_ticks=self.knobs.lease_ticks or self.knobs.election_tick,
                                   election_tick=self.knobs.election_tick, heartbeat_tick=self.knobs.heartbeat_tick,
+                                  idle_heartbeat_tick=self.knobs.idle_heartbeat_tick,
                                   snapshot_every_entries=self.knobs.snapshot_every_entries)
         rng = random.Random(f"{self.world.seed}/{self.id}/{self.incarnation}")
         self.outbox = []
