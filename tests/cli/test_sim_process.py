@@ -9,6 +9,7 @@ from __future__ import annotations
 import queue
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -47,10 +48,12 @@ class SimProcess:
         self.process.stdin.flush()
 
     def wait_for(self, predicate: Callable[[dict[str, Any]], bool], timeout_s: float, what: str) -> dict[str, Any]:
-        """The first line satisfying `predicate` within `timeout_s`."""
+        """The first line satisfying `predicate` within `timeout_s` in all (lines keep coming every
+        report interval, so the bound is on the whole wait, not on each line)."""
+        deadline = time.monotonic() + timeout_s
         try:
             while True:
-                line = self.lines.get(timeout=timeout_s)
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
                 if predicate(line):
                     return line
         except queue.Empty:
