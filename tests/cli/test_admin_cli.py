@@ -3,6 +3,7 @@ output and exit codes (0 ok, 1 the controller said no, 2 usage, 3 unreachable)."
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -99,9 +100,15 @@ def test_config_get_and_set_on_every_node(cluster: LocalCluster) -> None:
     code, out, err = admin("config", "set", "-a", cluster.controllers, "electMasterMaxRetryCount=4")
     assert code == 0, err
     assert out.count("updated") == 3 and "electMasterMaxRetryCount : 4" in out
-    code, out, err = admin("config", "get", "-a", cluster.controllers, "-k", "electMasterMaxRetryCount", "--json")
-    assert code == 0, err
-    assert orjson.loads(out) == {address: {"electMasterMaxRetryCount": "4"} for address in cluster.addresses}
+    wanted = {address: {"electMasterMaxRetryCount": "4"} for address in cluster.addresses}
+    deadline = time.monotonic() + 5.0
+    while True:  # the followers apply it with the next heartbeat after the leader's answer (50 ms)
+        code, out, err = admin("config", "get", "-a", cluster.controllers, "-k", "electMasterMaxRetryCount", "--json")
+        assert code == 0, err
+        if orjson.loads(out) == wanted or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert orjson.loads(out) == wanted
     code, out, err = admin("config", "set", "-a", cluster.controllers, "configStorePath=/elsewhere")
     assert code == 1 and "NO_PERMISSION (16)" in err and "configBlackList" in err
     assert "configStorePath : " not in out

@@ -3,7 +3,7 @@
 The replica decides everything; this shell only does the I/O (design.md "Layers and data flow").
 Tasks (all in the node's nursery, all cancelled together on shutdown):
 - driver: calls `replica.drive()` (which touches the Raft core and persists synchronously: one
-  LMDB transaction + fsync, no thread hop) whenever it is due; between two Readies of a run it
+  journal record + fdatasync, no thread hop) whenever it is due; between two Readies of a run it
   yields so that peer readers, the server and the timer run (issue 13).
 - timer: sleeps until `replica.next_wakeup_ms()` (ticks the core acts on, heartbeat deadlines,
   digests, forward timeouts, the successor grace), calls `replica.advance_time()`, and does the

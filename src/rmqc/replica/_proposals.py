@@ -104,8 +104,18 @@ class Proposals:
         queue = self._by_deadline
         while queue and (queue[0].finished or queue[0].deadline_ms <= now_ms):
             waiter = queue.popleft()
-            if not waiter.finished:  # its entry's other requests may still be answered
+            if not waiter.finished:
+                self._forget(waiter)
                 waiter.finish(None, RequestFailed(ResponseCode.SYSTEM_ERROR, COMMIT_TIMEOUT_REMARK))
+
+    def _forget(self, waiter: Waiter) -> None:
+        """A timed-out request leaves its entry's list (the others of that entry may still be
+        answered); the entry is forgotten with its last waiter."""
+        entry = self.waiting.get(waiter.index)
+        if entry is not None:
+            entry[:] = [other for other in entry if other is not waiter]
+            if not entry:
+                del self.waiting[waiter.index]
 
     def propose(self, raw: RawNode, serving: bool, term: int) -> int:
         """Enter what is queued into the log as ONE append (group commit; without it, one request at a
