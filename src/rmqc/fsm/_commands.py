@@ -297,9 +297,10 @@ def _origin(raw: object) -> Origin:
         values = (raw.get("access_key"), raw.get("address"), raw.get("node"))
     else:
         raise TypeError(f"expected an origin object, got {raw!r}")
-    if any(value is not None and type(value) is not str for value in values):
-        raise TypeError(f"origin fields must be strings or null, got {raw!r}")
-    return Origin(*values)
+    for value in values:  # a loop, not any(<generator>): this runs for every command encoded
+        if value is not None and type(value) is not str:
+            raise TypeError(f"origin fields must be strings or null, got {raw!r}")
+    return raw if isinstance(raw, Origin) else Origin(*values)
 
 
 def _optional(check: Callable[[object], object]) -> Callable[[object], object]:

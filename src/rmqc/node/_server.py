@@ -296,7 +296,9 @@ class _RemotingConnection:
         """Wait for bytes, but not past the frame deadline: a client that sends nothing, or a byte
         now and then without ever finishing a frame (slowloris), loses its connection."""
         assert self._fd is not None
-        with trio.move_on_at(self._next_frame_deadline()):
+        # a CancelScope itself, not move_on_at (a generator context manager around one): this
+        # runs before every request a connection reads
+        with trio.CancelScope(deadline=self._next_frame_deadline()):
             await trio.lowlevel.wait_readable(self._fd)
             return
         raise self._idle_error()
