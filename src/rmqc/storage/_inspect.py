@@ -104,7 +104,8 @@ def verify_storage(storage: LmdbStorage) -> VerifyReport:
     checked.append("entries")
     journal = storage.journal_replayed
     if journal.records:  # a node that did not stop cleanly: its newest saves are still there
-        checked.append(f"journal: {journal.records} records, {len(journal.entries)} entries not yet in data.mdb")
+        ended = f"; replay ended at {journal.stopped}" if journal.stopped else ""
+        checked.append(f"journal: {journal.records} records, {len(journal.entries)} entries not yet in data.mdb{ended}")
     if count != storage.last_index() - storage.first_index() + 1:
         return VerifyReport(count, storage.first_index() + count, "entry missing", checked)
     if hard_state.commit > storage.last_index():
