@@ -398,10 +398,7 @@ class RaftCore:
 
     def _end_takeover_wait(self) -> None:
         self.commit_blocked_until_tick = 0
-        committed_before = self.log.committed
-        if self._maybe_commit():
-            self._on_commit_advanced()
-            self._bcast_commit(committed_before)
+        self._commit_and_tell()
 
     def _poll(self, voter: str, granted: bool) -> VoteResult:
         """Record one vote (the first answer per voter counts) and tally the voter set."""
@@ -675,14 +672,20 @@ class RaftCore:
             if peer != self.id:
                 self._maybe_send_append(peer, send_if_empty=send_if_empty)
 
-    def _bcast_commit(self, committed_before: int) -> None:
-        """The commit index moved from committed_before: appends to whoever has entries to get,
-        and empty ones too unless Config.commit_broadcast is off and nothing committed since is a
-        membership change or this term's first entry (a leader commits only entries of its term,
-        so the first one is in the range when the entry at committed_before is of another term)."""
+    def _commit_and_tell(self) -> bool:
+        """Commit what a quorum holds; if the commit index moved: its bookkeeping, then appends to
+        whoever has entries to get, and empty ones too unless Config.commit_broadcast is off and
+        nothing committed now is a membership change or this term's first entry (a leader commits
+        only entries of its term, so the first one is in the range when the entry at the old
+        commit index is of another term). True when it moved."""
+        committed_before = self.log.committed
+        if not self._maybe_commit():
+            return False
+        self._on_commit_advanced()
         urgent = (committed_before < self.pending_conf_index <= self.log.committed
                   or not self.log.match_term(committed_before, self.term))
         self._bcast_append(send_if_empty=self.config.commit_broadcast or urgent)
+        return True
 
     def _maybe_send_append(self, to: str, send_if_empty: bool) -> bool:
         pr = self.progress[to]
@@ -735,11 +738,7 @@ class RaftCore:
         if not (pr.maybe_update(m.index) or (pr.match == m.index and pr.state is ProgressState.PROBE)):
             return  # stale or duplicate (pitfall 7)
         self._progress_after_ack(pr, m.index)
-        committed_before = self.log.committed
-        if self._maybe_commit():
-            self._on_commit_advanced()
-            self._bcast_commit(committed_before)
-        elif was_paused:
+        if not self._commit_and_tell() and was_paused:
             self._maybe_send_append(m.frm, send_if_empty=True)
         while self._maybe_send_append(m.frm, send_if_empty=False):
             pass  # pipelining, bounded by the in-flight window
@@ -786,10 +785,8 @@ class RaftCore:
         """The app persisted our entries up to last_index; a leader may now count itself."""
         if self.role is not Role.LEADER:
             return
-        committed_before = self.log.committed
-        if self.progress[self.id].maybe_update(last_index) and self._maybe_commit():
-            self._on_commit_advanced()
-            self._bcast_commit(committed_before)
+        if self.progress[self.id].maybe_update(last_index):
+            self._commit_and_tell()
 
     def _leader_on_snap_status(self, m: Message) -> None:
         pr = self.progress.get(m.frm)

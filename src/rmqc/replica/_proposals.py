@@ -167,13 +167,16 @@ class Proposals:
     def lose_leadership(self) -> None:
         """Entries proposed in our term may still commit under the next leader, but we can no longer
         tell the client: answer like Java does when the append is cancelled."""
-        self._fail([waiter for entry in self.waiting.values() for waiter in entry], not_leader())
+        self._fail(self._in_the_log(), not_leader())
         self.waiting.clear()
 
     def fail_all(self, error: RequestFailed) -> None:
-        self._fail([*self.queued, *(waiter for entry in self.waiting.values() for waiter in entry)], error)
+        self._fail([*self.queued, *self._in_the_log()], error)
         self.queued = []
         self.waiting.clear()
+
+    def _in_the_log(self) -> list[Waiter]:
+        return [waiter for entry in self.waiting.values() for waiter in entry]
 
     @staticmethod
     def _fail(waiters: list[Waiter], error: RequestFailed) -> None:

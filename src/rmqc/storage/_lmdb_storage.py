@@ -188,12 +188,14 @@ class LmdbStorage:
 
     def _take_journal_contents(self) -> None:
         contents = self.journal_replayed
-        if contents.hard_state is not None:
-            self._journal_hard_state = contents.hard_state
-        if contents.entries:
-            self._journal_entries = list(contents.entries)
-            last = contents.entries[-1]
-            bounds = self._bounds
+        self._journal_hard_state = contents.hard_state
+        self._journal_holds(contents.entries)
+
+    def _journal_holds(self, entries: Sequence[Entry]) -> None:
+        """`entries`, saved in the journal, now end the log."""
+        if entries:
+            self._journal_entries.extend(entries)
+            bounds, last = self._bounds, entries[-1]
             self._bounds = _Bounds(bounds.compacted_index, bounds.compacted_term, last.index, last.term)
 
     # ----- the journal -----
@@ -218,10 +220,7 @@ class LmdbStorage:
         if self.fault_hook is not None:
             _as_storage_error(self.path, self.fault_hook.before_commit)
         self._journal.append(record)
-        if entries:
-            self._journal_entries.extend(entries)
-            bounds, last = self._bounds, entries[-1]
-            self._bounds = _Bounds(bounds.compacted_index, bounds.compacted_term, last.index, last.term)
+        self._journal_holds(entries)
         if hard_state is not None:
             self._journal_hard_state = hard_state
         return True
