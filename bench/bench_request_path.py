@@ -1,0 +1,197 @@
+"""CPU per durable write (1013 APPLY_BROKER_ID) on the leader's request path, in-process (issue 21).
+
+A one-node leader Replica (in-memory Raft storage, fake clock) serves rounds of `--clients`
+requests the way the node does at that many clients: their frames are decoded from one buffer,
+each goes to `client_request` (processor, command, proposal), one driver pass proposes them as one
+append, persists, applies and answers them, and every answer is encoded. Each stage's CPU time is
+summed over all rounds; the figures printed are microseconds of CPU per request, the median of
+`--runs` runs; "of which gc" is the cyclic collector's part of the total (`--no-gc` turns it off
+for steadier stage figures). No sockets, no trio, no fsync: only the Python a request costs on
+its way through.
+
+Run: PYTHONPATH=src .venv/bin/python bench/bench_request_path.py [--requests N] [--clients C]
+      [--runs R] [--no-gc] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import pstats
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import cast
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._rmqc import write_ext  # noqa: E402
+from rmqc.fsm import Origin  # noqa: E402
+from rmqc.node import NodeConfig, parse_peers  # noqa: E402
+from rmqc.raft import MemoryStorage  # noqa: E402
+from rmqc.remoting import FrameDecoder, RemotingCommand, RequestCode, ResponseCode, encode, make_request  # noqa: E402
+from rmqc.replica import Answer, Replica  # noqa: E402
+
+STAGES = ("decode", "client_request", "drive", "encode_answer")
+
+
+@dataclass
+class Clock:
+    now_ms: int = 1_000_000
+
+    def monotonic_ms(self) -> int:
+        return self.now_ms
+
+    def wall_ms(self) -> int:
+        return 1_700_000_000_000 + self.now_ms
+
+
+@dataclass
+class Run:
+    cpu_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
+    requests: int = 0
+    gc_s: float = 0.0  # the cyclic collector's share of the stages' time
+
+
+class CollectorTime:
+    """CPU time spent in the cyclic collector while in use (a gc callback)."""
+
+    def __init__(self) -> None:
+        self.total_s = 0.0
+        self._started_s = 0.0
+
+    def __enter__(self) -> CollectorTime:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+    def _callback(self, phase: str, _info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started_s = time.process_time()
+        else:
+            self.total_s += time.process_time() - self._started_s
+
+
+def leader() -> tuple[Replica, list[object], Clock]:
+    clock, outbox = Clock(), cast(list[object], [])
+    config = NodeConfig(peers=parse_peers("n0-127.0.0.1:9878"), data_dir="/nonexistent/bench")
+    replica = Replica(config, MemoryStorage(), clock, random.Random(1), outbox)
+    for _ in range(200):
+        clock.now_ms += 10
+        replica.advance_time()
+        while replica.drive_due:
+            replica.drive()
+        if replica.serving_as_leader:
+            outbox.clear()
+            return replica, outbox, clock
+    raise RuntimeError("the one-node replica did not become leader")
+
+
+def rounds_of_frames(requests: int, clients: int, run: int) -> list[bytes]:
+    """The request frames, `clients` per round (each client has one request in flight), each
+    round in one buffer as the connections' reads would bring them."""
+    rounds = []
+    for first in range(0, requests, clients):
+        frames = []
+        for client in range(min(clients, requests - first)):
+            seq = first // clients
+            ext = write_ext(f"r{run}", client, seq)
+            frames.append(encode(make_request(RequestCode.CONTROLLER_APPLY_BROKER_ID, first + client, ext)))
+        rounds.append(b"".join(frames))
+    return rounds
+
+
+def one_run(requests: int, clients: int, run: int, profiler: cProfile.Profile | None = None) -> Run:
+    replica, outbox, clock = leader()
+    rounds = rounds_of_frames(requests, clients, run)
+    decoder = FrameDecoder()
+    origin = Origin(None, "127.0.0.1:40000", "n0")
+    result = Run()
+    answered: list[bytes] = []
+
+    def deliver(response: RemotingCommand | None) -> None:
+        # the node's Answer action: the token is the connection's respond callback
+        if response is not None:
+            answered.append(encode(response))
+
+    if profiler is not None:
+        profiler.enable()
+    with CollectorTime() as collector:
+        serve_rounds(replica, outbox, clock, rounds, decoder, origin, deliver, result)
+    result.gc_s = collector.total_s
+    if profiler is not None:
+        profiler.disable()
+    check(answered, requests)
+    return result
+
+
+def serve_rounds(replica: Replica, outbox: list[object], clock: Clock, rounds: list[bytes], decoder: FrameDecoder,
+                 origin: Origin, deliver: Callable[[RemotingCommand | None], None], result: Run) -> None:
+    tick = time.process_time
+    for frames in rounds:
+        clock.now_ms += 1
+        t0 = tick()
+        commands = list(decoder.iter_feed(frames))
+        t1 = tick()
+        for command in commands:
+            replica.client_request(command, 1, deliver, origin)
+        t2 = tick()
+        while replica.drive_due:
+            replica.drive()
+        t3 = tick()
+        for action in outbox:
+            if isinstance(action, Answer):
+                token: Callable[[RemotingCommand | None], None] = action.token  # type: ignore[assignment]
+                token(action.response)
+        outbox.clear()
+        t4 = tick()
+        for stage, seconds in zip(STAGES, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
+            result.cpu_s[stage] += seconds
+        result.requests += len(commands)
+
+
+def check(answered: list[bytes], requests: int) -> None:
+    """Every request was answered SUCCESS (the figures are of the path that writes)."""
+    responses = FrameDecoder().feed(b"".join(answered))
+    if len(responses) != requests or any(r.code != ResponseCode.SUCCESS for r in responses):
+        codes = sorted({(r.code, r.remark) for r in responses if r.code != ResponseCode.SUCCESS})
+        raise RuntimeError(f"{len(responses)} answers to {requests} requests; refused: {codes[:3]}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=20_480)
+    parser.add_argument("--clients", type=int, default=256)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--profile", action="store_true", help="one more run under cProfile; print its top")
+    parser.add_argument("--no-gc", action="store_true", help="cyclic collector off (steadier stage figures)")
+    args = parser.parse_args()
+    if args.no_gc:
+        gc.disable()
+    runs = [one_run(args.requests, args.clients, run) for run in range(args.runs)]
+    print(f"{args.requests:,} requests, {args.clients} per round (median of {args.runs} runs, us CPU per request)")
+    totals = []
+    for stage in STAGES:
+        per_request = [r.cpu_s[stage] / r.requests * 1e6 for r in runs]
+        print(f"  {stage:16s} {statistics.median(per_request):7.2f}   runs "
+              + " ".join(f"{v:.2f}" for v in per_request))
+    totals = [sum(r.cpu_s.values()) / r.requests * 1e6 for r in runs]
+    print(f"  {'total':16s} {statistics.median(totals):7.2f}   runs " + " ".join(f"{v:.2f}" for v in totals))
+    collector = [r.gc_s / r.requests * 1e6 for r in runs]
+    print(f"  {'of which gc':16s} {statistics.median(collector):7.2f}   runs "
+          + " ".join(f"{v:.2f}" for v in collector))
+    if args.profile:
+        profiler = cProfile.Profile()
+        one_run(args.requests, args.clients, args.runs, profiler)
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(40)
+
+
+if __name__ == "__main__":
+    main()
