@@ -309,15 +309,27 @@ def _trigger(raw: object) -> Trigger:
 def _origin(raw: object) -> Origin:
     # A JSON object when decoding, the command's Origin when encoding; unknown keys are ignored.
     if isinstance(raw, Origin):
-        values = (raw.access_key, raw.address, raw.node)
+        access_key, address, node = raw.access_key, raw.address, raw.node
     elif isinstance(raw, dict):
-        values = (raw.get("access_key"), raw.get("address"), raw.get("node"))
+        get = raw.get
+        access_key, address, node = get("access_key"), get("address"), get("node")
     else:
         raise TypeError(f"expected an origin object, got {raw!r}")
-    for value in values:  # a loop, not any(<generator>): this runs for every command encoded
-        if value is not None and type(value) is not str:
-            raise TypeError(f"origin fields must be strings or null, got {raw!r}")
-    return raw if isinstance(raw, Origin) else Origin(*values)
+    # written out, not a loop: this runs for every command encoded and decoded
+    if not ((access_key is None or type(access_key) is str) and (address is None or type(address) is str)
+            and (node is None or type(node) is str)):
+        raise TypeError(f"origin fields must be strings or null, got {raw!r}")
+    if isinstance(raw, Origin):
+        return raw
+    origin: Origin = _new(Origin)  # stored as _decoded stores a command (the checks are done)
+    _set_access_key(origin, access_key)
+    _set_address(origin, address)
+    _set_node(origin, node)
+    return origin
+
+
+# by name: every field of Origin (tests/fsm compares decoded origins with constructed ones)
+_set_access_key, _set_address, _set_node = (getattr(Origin, name).__set__ for name in ("access_key", "address", "node"))
 
 
 def _optional(check: Callable[[object], object]) -> Callable[[object], object]:
