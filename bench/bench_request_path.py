@@ -10,7 +10,7 @@ for steadier stage figures). No sockets, no trio, no fsync: only the Python a re
 its way through.
 
 Run: PYTHONPATH=src .venv/bin/python bench/bench_request_path.py [--requests N] [--clients C]
-      [--runs R] [--no-gc] [--profile]
+      [--runs R] [--groups G] [--no-gc | --gc-threshold T] [--profile]
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import cast
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._rmqc import write_ext  # noqa: E402
-from rmqc.fsm import Origin  # noqa: E402
+from rmqc.fsm import ApplyBrokerId, Origin  # noqa: E402
 from rmqc.node import NodeConfig, parse_peers  # noqa: E402
 from rmqc.raft import MemoryStorage  # noqa: E402
 from rmqc.remoting import FrameDecoder, RemotingCommand, RequestCode, ResponseCode, encode, make_request  # noqa: E402
@@ -108,8 +108,18 @@ def rounds_of_frames(requests: int, clients: int, run: int) -> list[bytes]:
     return rounds
 
 
-def one_run(requests: int, clients: int, run: int, profiler: cProfile.Profile | None = None) -> Run:
+def hold_groups(replica: Replica, groups: int) -> None:
+    """Give the leader's state `groups` broker groups of 3 brokers (as a controller holding a
+    fleet has): the heap the cyclic collector's full collections walk."""
+    replica.state.apply_all([ApplyBrokerId("held", f"held-{n}", broker_id, f"10.9.{n % 250}.{broker_id}:10911",
+                                           f"10.9.{n % 250}.{broker_id}:10911;1", 1)
+                             for n in range(groups) for broker_id in (1, 2, 3)])
+
+
+def one_run(requests: int, clients: int, run: int, groups: int = 0, profiler: cProfile.Profile | None = None) -> Run:
     replica, outbox, clock = leader()
+    hold_groups(replica, groups)
+    gc.collect()  # the garbage of the run before is not this run's
     rounds = rounds_of_frames(requests, clients, run)
     decoder = FrameDecoder()
     origin = Origin(None, "127.0.0.1:40000", "n0")
@@ -171,12 +181,18 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=256)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--profile", action="store_true", help="one more run under cProfile; print its top")
+    parser.add_argument("--groups", type=int, default=0, help="broker groups (3 brokers each) the state holds")
     parser.add_argument("--no-gc", action="store_true", help="cyclic collector off (steadier stage figures)")
+    parser.add_argument("--gc-threshold", type=int, default=0,
+                        help="the collector's first threshold (0: Python's default), what serve would set")
     args = parser.parse_args()
     if args.no_gc:
         gc.disable()
-    runs = [one_run(args.requests, args.clients, run) for run in range(args.runs)]
-    print(f"{args.requests:,} requests, {args.clients} per round (median of {args.runs} runs, us CPU per request)")
+    if args.gc_threshold:
+        gc.set_threshold(args.gc_threshold, *gc.get_threshold()[1:])
+    runs = [one_run(args.requests, args.clients, run, args.groups) for run in range(args.runs)]
+    print(f"{args.requests:,} requests, {args.clients} per round, {args.groups:,} groups held, gc thresholds "
+          f"{gc.get_threshold()} (median of {args.runs} runs, us CPU per request)")
     totals = []
     for stage in STAGES:
         per_request = [r.cpu_s[stage] / r.requests * 1e6 for r in runs]
@@ -189,7 +205,7 @@ def main() -> None:
           + " ".join(f"{v:.2f}" for v in collector))
     if args.profile:
         profiler = cProfile.Profile()
-        one_run(args.requests, args.clients, args.runs, profiler)
+        one_run(args.requests, args.clients, args.runs, args.groups, profiler)
         pstats.Stats(profiler).sort_stats("tottime").print_stats(40)
 
 
