@@ -56,6 +56,7 @@ class Run:
     cpu_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
     requests: int = 0
     gc_s: float = 0.0  # the cyclic collector's share of the stages' time
+    collections: list[int] = field(default_factory=lambda: [0, 0, 0])  # by generation
 
 
 class CollectorTime:
@@ -63,6 +64,7 @@ class CollectorTime:
 
     def __init__(self) -> None:
         self.total_s = 0.0
+        self.collections = [0, 0, 0]  # by generation
         self._started_s = 0.0
 
     def __enter__(self) -> CollectorTime:
@@ -72,11 +74,12 @@ class CollectorTime:
     def __exit__(self, *_exc: object) -> None:
         gc.callbacks.remove(self._callback)
 
-    def _callback(self, phase: str, _info: dict[str, int]) -> None:
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
             self._started_s = time.process_time()
         else:
             self.total_s += time.process_time() - self._started_s
+            self.collections[info["generation"]] += 1
 
 
 def leader() -> tuple[Replica, list[object], Clock]:
@@ -135,7 +138,7 @@ def one_run(requests: int, clients: int, run: int, groups: int = 0, profiler: cP
         profiler.enable()
     with CollectorTime() as collector:
         serve_rounds(replica, outbox, clock, rounds, decoder, origin, deliver, result)
-    result.gc_s = collector.total_s
+    result.gc_s, result.collections = collector.total_s, collector.collections
     if profiler is not None:
         profiler.disable()
     check(answered, requests)
@@ -203,6 +206,9 @@ def main() -> None:
     collector = [r.gc_s / r.requests * 1e6 for r in runs]
     print(f"  {'of which gc':16s} {statistics.median(collector):7.2f}   runs "
           + " ".join(f"{v:.2f}" for v in collector))
+    # steadier than the time: how often the objects requests keep alive fill the young generation
+    per_thousand = [count * 1000 / runs[-1].requests for count in runs[-1].collections]
+    print("  collections per 1,000 requests, by generation: " + " / ".join(f"{v:.1f}" for v in per_thousand))
     if args.profile:
         profiler = cProfile.Profile()
         one_run(args.requests, args.clients, args.runs, args.groups, profiler)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Hashable, Mapping
+from functools import partial
 
 from rmqc.errors import BoundExceeded, ProtocolError
 from rmqc.fsm import (
@@ -275,14 +276,10 @@ class ControllerProcessor:
             return _reply(request, C.SUCCESS, ext=ext)  # idempotent retry (same check code)
         address = check_code.split(";", 1)[0]  # spec 3.4: the address is before the first ';'
         command = ApplyBrokerId(h["clusterName"], name, broker_id, address, check_code, ctx.stamp_ms,
-                                origin=ctx.origin, same_cluster_only=self.config.cluster_name_check)
-
-        def finish(results: list[ApplyResult]) -> RemotingCommand:
-            if results[0].status is ApplyStatus.CLUSTER_MISMATCH:  # another cluster created it meanwhile
-                return _cluster_mismatch(request, results[0].before, h["clusterName"])
-            return _apply_id_answer(request, results[0].status, ext, broker_id)
-
-        return Propose([command], finish)
+                                ctx.origin, self.config.cluster_name_check)
+        # a partial, not a closure: the hottest write keeps two objects alive while it waits, not
+        # a function and a cell per name (the cyclic collector's young generation fills slower)
+        return Propose([command], partial(_apply_id_finish, request, ext, broker_id))
 
     # ---- 1003 REGISTER_BROKER -----------------------------------------------------------------
 
@@ -652,6 +649,14 @@ def _cluster_mismatch(request: RemotingCommand, group: BrokerGroup | None, clust
     remark = (f"Broker-set: {name} is registered in cluster {registered}, not in cluster {cluster_name}: "
               "two clusters may not share a brokerName (clusterNameCheck)")
     return make_response(request, C.CONTROLLER_INVALID_REQUEST, remark)
+
+
+def _apply_id_finish(request: RemotingCommand, ext: dict[str, object], broker_id: int,
+                     results: list[ApplyResult]) -> RemotingCommand:
+    """The answer to a proposed 1013 once applied (`ext`: the request's clusterName and brokerName)."""
+    if results[0].status is ApplyStatus.CLUSTER_MISMATCH:  # another cluster created it meanwhile
+        return _cluster_mismatch(request, results[0].before, str(ext["clusterName"]))
+    return _apply_id_answer(request, results[0].status, ext, broker_id)
 
 
 def _apply_id_answer(request: RemotingCommand, status: ApplyStatus, ext: dict[str, object],

@@ -199,6 +199,21 @@ def _share_entries(batch: list[Waiter]) -> list[list[Waiter]]:
     return entries
 
 
+class AnswerOnApply:
+    """The `on_done` of a request whose commands were proposed: `respond` gets its answer
+    (finish_proposal). One object per waiting request, not a closure with a cell per name: what
+    waiting requests keep alive is what fills the cyclic collector's young generation (issue 21)."""
+
+    __slots__ = ("outcome", "request", "respond")
+
+    def __init__(self, request: RemotingCommand, outcome: Propose,
+                 respond: Callable[[RemotingCommand | None], None]) -> None:
+        self.request, self.outcome, self.respond = request, outcome, respond
+
+    def __call__(self, results: list[ApplyResult] | None, error: RequestFailed | None) -> None:
+        self.respond(finish_proposal(self.request, self.outcome, results, error))
+
+
 def finish_proposal(request: RemotingCommand, outcome: Propose, results: list[ApplyResult] | None,
                     error: RequestFailed | None) -> RemotingCommand:
     """The answer to a request whose commands were proposed: its processor's `finish`, or the failure."""

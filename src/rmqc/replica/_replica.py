@@ -54,7 +54,7 @@ from ._io import (
 from ._liveness import Liveness
 from ._membership import MEMBERSHIP_REQUESTS, Membership
 from ._operations import OPERATION_REQUESTS, Operations
-from ._proposals import NOT_LEADER_REMARK, Proposals, RequestFailed, finish_proposal
+from ._proposals import NOT_LEADER_REMARK, AnswerOnApply, Proposals, RequestFailed
 from ._reads import ReadPath, Respond
 from ._status import build_status, status_answer
 
@@ -83,6 +83,19 @@ class _NullObserver:
 
 def _nothing() -> None:
     pass
+
+
+class _AnswerAction:
+    """`respond` of a client's request: its answer leaves as Answer(token, response). An object,
+    not a lambda: a lambda would make every request build cells for both names (see AnswerOnApply)."""
+
+    __slots__ = ("out", "token")
+
+    def __init__(self, out: Callable[[Answer], None], token: Hashable) -> None:
+        self.out, self.token = out, token
+
+    def __call__(self, response: RemotingCommand | None) -> None:
+        self.out(Answer(self.token, response))
 
 
 class Replica:
@@ -372,7 +385,7 @@ class Replica:
                     forwarded_copy = request if origin is None else with_origin(request, origin)
                     self.forwards.forward(self.leader_id, forwarded_copy, token, self.now_ms())
             else:
-                self.decide(request, channel_id, lambda response: out(Answer(token, response)), origin)
+                self.decide(request, channel_id, _AnswerAction(out, token), origin)
         except Exception as error:
             log.exception("request %s failed", request.code)
             out(Answer(token, make_response(request, ResponseCode.SYSTEM_ERROR, f"{error!r}")))
@@ -471,9 +484,10 @@ class Replica:
 
     def propose_and_answer(self, request: RemotingCommand, outcome: Propose, respond: Respond) -> None:
         """Propose the outcome's commands; `respond` gets its response once applied (or the failure)."""
+        commands = outcome.commands  # a processor's own list (never changed after) needs no copy
         try:
-            self.enqueue(list(outcome.commands),
-                         lambda results, error: respond(finish_proposal(request, outcome, results, error)))
+            self.enqueue(commands if type(commands) is list else list(commands),
+                         AnswerOnApply(request, outcome, respond))
         except RequestFailed as failure:
             respond(make_response(request, failure.code, failure.remark))
 
