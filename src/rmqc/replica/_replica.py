@@ -89,13 +89,13 @@ class _AnswerAction:
     """`respond` of a client's request: its answer leaves as Answer(token, response). An object,
     not a lambda: a lambda would make every request build cells for both names (see AnswerOnApply)."""
 
-    __slots__ = ("out", "token")
+    __slots__ = ("outbox", "token")
 
-    def __init__(self, out: Callable[[Answer], None], token: Hashable) -> None:
-        self.out, self.token = out, token
+    def __init__(self, outbox: Outbox, token: Hashable) -> None:
+        self.outbox, self.token = outbox, token  # the outbox, not its bound append: one object less
 
     def __call__(self, response: RemotingCommand | None) -> None:
-        self.out(Answer(self.token, response))
+        self.outbox.append(Answer(self.token, response))
 
 
 class Replica:
@@ -385,7 +385,7 @@ class Replica:
                     forwarded_copy = request if origin is None else with_origin(request, origin)
                     self.forwards.forward(self.leader_id, forwarded_copy, token, self.now_ms())
             else:
-                self.decide(request, channel_id, _AnswerAction(out, token), origin)
+                self.decide(request, channel_id, _AnswerAction(self.outbox, token), origin)
         except Exception as error:
             log.exception("request %s failed", request.code)
             out(Answer(token, make_response(request, ResponseCode.SYSTEM_ERROR, f"{error!r}")))
