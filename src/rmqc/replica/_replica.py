@@ -69,6 +69,7 @@ SUCCESSOR_GRACE_MS = 150
 MAX_TICK_BURST = 10
 # Requests a follower forwards to the leader: Java's leader-only ones, and 1009 (replicated by rmqc).
 _LEADER_WRITES = LEADER_ONLY_REQUESTS | {int(RequestCode.UPDATE_CONTROLLER_CONFIG)}
+_HEARTBEAT_CODE = int(RequestCode.BROKER_HEARTBEAT)  # every decided request compares with it: an int reads faster
 KEEP_CURRENT_MASTER = "keep_current_master"  # an election answered "the master still exists" (a metric's label)
 
 
@@ -430,7 +431,7 @@ class Replica:
             if request.code in READ_REQUESTS:
                 self.reads.serve_with(request, channel_id, respond)
                 return
-            if request.code == RequestCode.BROKER_HEARTBEAT and self.liveness.changed(self.now_ms()):
+            if request.code == _HEARTBEAT_CODE and self.liveness.changed(self.now_ms()):
                 self._rearm()  # a two-way 904
             outcome = self.processor.handle(request, self.context(channel_id, origin=origin))
             if isinstance(outcome, Propose):
