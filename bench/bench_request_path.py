@@ -10,7 +10,8 @@ for steadier stage figures). No sockets, no trio, no fsync: only the Python a re
 its way through.
 
 Run: PYTHONPATH=src .venv/bin/python bench/bench_request_path.py [--requests N] [--clients C]
-      [--runs R] [--groups G] [--no-gc | --gc-threshold T] [--profile]
+      [--runs R] [--groups G] [--no-gc | --gc-threshold T] [--profile] [--against COMMIT]
+`--against COMMIT` prints COMMIT's figures first, then this tree's: the before/after of a change.
 """
 
 from __future__ import annotations
@@ -18,10 +19,15 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gc
+import io
+import os
 import pstats
 import random
 import statistics
+import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -178,6 +184,21 @@ def check(answered: list[bytes], requests: int) -> None:
         raise RuntimeError(f"{len(responses)} answers to {requests} requests; refused: {codes[:3]}")
 
 
+def run_against(commit: str, argv: list[str]) -> None:
+    """The same figures for `commit`'s src (git archive into a temporary directory), then for
+    this tree's: each in a process of its own, with the same arguments."""
+    root = Path(__file__).resolve().parent.parent
+    archive = subprocess.run(["git", "-C", str(root), "archive", commit, "src"], check=True,
+                             capture_output=True, timeout=60).stdout
+    with tempfile.TemporaryDirectory(prefix="rmqc-bench-") as before:
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(before, filter="data")
+        for label, src in ((f"before: {commit}", Path(before) / "src"), ("after: this tree", root / "src")):
+            print(label, flush=True)
+            subprocess.run([sys.executable, __file__, *argv], env={**os.environ, "PYTHONPATH": str(src)},
+                           check=True, timeout=3600)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=20_480)
@@ -188,7 +209,13 @@ def main() -> None:
     parser.add_argument("--no-gc", action="store_true", help="cyclic collector off (steadier stage figures)")
     parser.add_argument("--gc-threshold", type=int, default=0,
                         help="the collector's first threshold (0: Python's default), what serve would set")
+    parser.add_argument("--against", metavar="COMMIT", default="",
+                        help="print the figures of COMMIT's src first, then this tree's (same arguments)")
     args = parser.parse_args()
+    if args.against:
+        at = sys.argv.index("--against")
+        run_against(args.against, sys.argv[1:at] + sys.argv[at + 2:])
+        return
     if args.no_gc:
         gc.disable()
     if args.gc_threshold:
@@ -196,7 +223,6 @@ def main() -> None:
     runs = [one_run(args.requests, args.clients, run, args.groups) for run in range(args.runs)]
     print(f"{args.requests:,} requests, {args.clients} per round, {args.groups:,} groups held, gc thresholds "
           f"{gc.get_threshold()} (median of {args.runs} runs, us CPU per request)")
-    totals = []
     for stage in STAGES:
         per_request = [r.cpu_s[stage] / r.requests * 1e6 for r in runs]
         print(f"  {stage:16s} {statistics.median(per_request):7.2f}   runs "
