@@ -10,7 +10,6 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rmqc.controller import Propose
 from rmqc.errors import ProposalDropped, RmqcError
 from rmqc.fsm import ApplyResult, Command, encode_commands
 from rmqc.raft import RawNode
@@ -200,28 +199,26 @@ def _share_entries(batch: list[Waiter]) -> list[list[Waiter]]:
 
 
 class AnswerOnApply:
-    """The `on_done` of a request whose commands were proposed: `respond` gets its answer
-    (finish_proposal). One object per waiting request, not a closure with a cell per name: what
-    waiting requests keep alive is what fills the cyclic collector's young generation (issue 21)."""
+    """The `on_done` of a request whose commands were proposed: `respond` gets its answer, built
+    by its processor's `finish` (or the failure). One object per waiting request, not a closure
+    with a cell per name, and holding `finish` rather than the whole Propose: what waiting requests
+    keep alive is what fills the cyclic collector's young generation (issue 21)."""
 
-    __slots__ = ("outcome", "request", "respond")
+    __slots__ = ("finish", "request", "respond")
 
-    def __init__(self, request: RemotingCommand, outcome: Propose,
+    def __init__(self, request: RemotingCommand, finish: Callable[[list[ApplyResult]], RemotingCommand],
                  respond: Callable[[RemotingCommand | None], None]) -> None:
-        self.request, self.outcome, self.respond = request, outcome, respond
+        self.request, self.finish, self.respond = request, finish, respond
 
     def __call__(self, results: list[ApplyResult] | None, error: RequestFailed | None) -> None:
-        self.respond(finish_proposal(self.request, self.outcome, results, error))
+        self.respond(self._answer(results, error))
 
-
-def finish_proposal(request: RemotingCommand, outcome: Propose, results: list[ApplyResult] | None,
-                    error: RequestFailed | None) -> RemotingCommand:
-    """The answer to a request whose commands were proposed: its processor's `finish`, or the failure."""
-    if error is not None:
-        return make_response(request, error.code, error.remark)
-    assert results is not None
-    try:
-        return outcome.finish(results)
-    except Exception as failure:
-        log.exception("request %s failed after apply", request.code)
-        return make_response(request, ResponseCode.SYSTEM_ERROR, f"{failure!r}")
+    def _answer(self, results: list[ApplyResult] | None, error: RequestFailed | None) -> RemotingCommand:
+        if error is not None:
+            return make_response(self.request, error.code, error.remark)
+        assert results is not None
+        try:
+            return self.finish(results)
+        except Exception as failure:
+            log.exception("request %s failed after apply", self.request.code)
+            return make_response(self.request, ResponseCode.SYSTEM_ERROR, f"{failure!r}")

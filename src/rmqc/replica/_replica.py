@@ -488,7 +488,7 @@ class Replica:
         commands = outcome.commands  # a processor's own list (never changed after) needs no copy
         try:
             self.enqueue(commands if type(commands) is list else list(commands),
-                         AnswerOnApply(request, outcome, respond))
+                         AnswerOnApply(request, outcome.finish, respond))
         except RequestFailed as failure:
             respond(make_response(request, failure.code, failure.remark))
 
