@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 
 import orjson
 import pytest
@@ -183,6 +184,19 @@ def test_describe_command() -> None:
 @given(st.lists(commands, max_size=20))
 def test_encode_decode_round_trip(cmds) -> None:
     assert decode_commands(encode_commands(cmds)) == cmds
+
+
+def test_decoded_commands_are_the_records_their_constructors_build() -> None:
+    """Decoding stores fields straight into the slots: the records must still be frozen, equal
+    and hash alike, with every field set (a missing one would raise AttributeError here)."""
+    origin = Origin("ak", "10.0.0.9:4000", "n1")
+    built = [ApplyBrokerId(C, N, 2, "h2:1", "h2:1;7", 9, origin, True),
+             ElectMaster(C, N, Trigger.CONTROLLER, None, 2, 4, 0, liveness_lost_ms=3, attempt=2, origin=origin)]
+    decoded = decode_commands(encode_commands(built))
+    assert decoded == built and [hash(c) for c in decoded] == [hash(c) for c in built]
+    assert [repr(c) for c in decoded] == [repr(c) for c in built]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        decoded[0].broker_id = 3  # type: ignore[misc]
 
 
 def test_empty_payload_is_a_no_op() -> None:

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from rmqc.remoting import FrameDecoder, FrameTooLarge, RemotingCommand, RemotingProtocolError, encode, make_request
+from rmqc.remoting._ext_fields import ext_fields_from, ext_value_text
 from rmqc.remoting._json_header import _checked_command, decode_json_header
 
 FUZZ = settings(derandomize=True, max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -65,6 +66,19 @@ def test_the_usual_heartbeat_header_keeps_its_extfields_as_sent() -> None:
     [command] = FrameDecoder().feed(frame)
     assert command == make_request(904, 7, ext, oneway=True)
     assert command.language == "PYTHON" and command.body is None
+
+
+@FUZZ
+@given(st.dictionaries(st.text(max_size=8), st.text(max_size=8) | st.none() | st.integers() | st.booleans(),
+                       max_size=5))
+def test_extfields_of_text_only_are_copied_as_the_general_path_converts_them(values: dict[str, object]) -> None:
+    """ext_fields_from copies an all-text mapping in one go; anything else (None left out,
+    numbers and booleans as Java prints them) goes key by key: both give the same fields, and
+    never the caller's own dict."""
+    general = {key: ext_value_text(value) for key, value in values.items() if value is not None}
+    fields = ext_fields_from(values)
+    assert fields == general and list(fields) == list(general)
+    assert fields is not values
 
 
 def frame_of(header: bytes, body: bytes = b"", serialize_type: int = 0) -> bytes:

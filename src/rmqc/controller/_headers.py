@@ -43,12 +43,9 @@ def _parse_bool(text: str, default: object) -> object:
     return text.lower() == "true"  # Java Boolean.parseBoolean
 
 
-def _parse_str(text: str, default: object) -> object:
-    return text
-
-
-_PARSERS: dict[str, Callable[[str, object], object]] = {
-    "str": _parse_str,
+# by HeaderField.kind; None: the value is the text itself (taken without a call: most fields)
+_PARSERS: dict[str, Callable[[str, object], object] | None] = {
+    "str": None,
     "int": _parse_integer(INT_MIN, INT_MAX),
     "long": _parse_integer(LONG_MIN, LONG_MAX),
     "bool": _parse_bool,
@@ -92,6 +89,9 @@ class HeaderSpec:
                 if required is not None:
                     raise MissingHeaderField(name)
                 values[name] = default
+                continue
+            if parse is None:
+                values[name] = text
                 continue
             value = parse(text, default)
             if value is None and required == "needed":

@@ -54,10 +54,10 @@ class BrokerGroup:
 
 
 def evolve(group: BrokerGroup, **changes: object) -> BrokerGroup:
-    """A copy of `group` with `changes` (dataclasses.replace without its per-call introspection;
-    apply runs this once per command)."""
+    """A copy of `group` with `changes` (dataclasses.replace without its per-call introspection,
+    and stored as restore stores its records: apply runs this once per command)."""
     get = changes.get
-    return BrokerGroup(
+    return restored_group(
         get("cluster_name", group.cluster_name),  # type: ignore[arg-type]
         get("broker_name", group.broker_name),  # type: ignore[arg-type]
         get("next_broker_id", group.next_broker_id),  # type: ignore[arg-type]

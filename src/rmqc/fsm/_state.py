@@ -59,6 +59,11 @@ class ApplyStatus(StrEnum):
     CLUSTER_MISMATCH = "cluster_mismatch"  # the group is registered under another cluster name
 
 
+# Apply compares with OK several times per command: a module constant reads in a third of the
+# time of an enum member (ApplyStatus.OK goes through the enum's metaclass).
+_OK = ApplyStatus.OK
+
+
 @dataclass(frozen=True, slots=True)
 class ApplyResult:
     """What applying `command` did: the group before and after (same object when unchanged)."""
@@ -71,7 +76,7 @@ class ApplyResult:
 
     @property
     def ok(self) -> bool:
-        return self.status is ApplyStatus.OK
+        return self.status is _OK
 
 
 # ---- preconditions (shared by the leader's pre-check and apply) -------------------------------
@@ -82,15 +87,15 @@ def check_apply_broker_id(group: BrokerGroup | None, broker_id: int, check_code:
     """Spec 3.4: a new group must start with id 1; a used id only with the same check code. With
     `cluster_name`, an existing group must be registered under it (Java does not check)."""
     if group is None:
-        return ApplyStatus.OK if broker_id == 1 else ApplyStatus.FIRST_ID_NOT_ONE
+        return _OK if broker_id == 1 else ApplyStatus.FIRST_ID_NOT_ONE
     if cluster_name is not None and group.cluster_name != cluster_name:
         return ApplyStatus.CLUSTER_MISMATCH
     existing = group.replicas.get(broker_id)
     if existing is None:
         full = len(group.replicas) >= MAX_REPLICAS_PER_GROUP
-        return ApplyStatus.TOO_MANY_REPLICAS if full else ApplyStatus.OK
+        return ApplyStatus.TOO_MANY_REPLICAS if full else _OK
     same = existing.register_check_code == check_code
-    return ApplyStatus.OK if same else ApplyStatus.BROKER_ID_TAKEN
+    return _OK if same else ApplyStatus.BROKER_ID_TAKEN
 
 
 def check_alter_sync_state_set(
@@ -125,7 +130,7 @@ def check_alter_sync_state_set(
                 return ApplyStatus.REPLICA_NOT_ALIVE, broker_id
     if group.master_id not in new_set:
         return ApplyStatus.MASTER_NOT_IN_SYNC_STATE_SET, None
-    return ApplyStatus.OK, None
+    return _OK, None
 
 
 def check_elect_master(group: BrokerGroup | None, command: ElectMaster) -> ApplyStatus:
@@ -137,7 +142,7 @@ def check_elect_master(group: BrokerGroup | None, command: ElectMaster) -> Apply
         return ApplyStatus.STALE_SYNC_STATE_SET_EPOCH
     if command.candidate is not None and not group.is_registered(command.candidate):
         return ApplyStatus.UNKNOWN_CANDIDATE
-    return ApplyStatus.OK
+    return _OK
 
 
 # ---- the state -----------------------------------------------------------------------------------
@@ -215,9 +220,9 @@ class ControllerState:
 
     def _result(self, command: Command, status: ApplyStatus, before: BrokerGroup | None,
                 after: BrokerGroup | None = None, detail: int | None = None) -> ApplyResult:
-        if after is None and status is not ApplyStatus.OK:
+        if after is None and status is not _OK:
             after = before
-        if status is ApplyStatus.OK:
+        if status is _OK:
             assert command.broker_name is not None  # the command of a broker group
             self._store(command.broker_name, after)
         return ApplyResult(command, status, before, after, detail)
@@ -232,9 +237,9 @@ class ControllerState:
         before = self._groups.get(cmd.broker_name)
         cluster = cmd.cluster_name if cmd.same_cluster_only else None
         status = check_apply_broker_id(before, cmd.broker_id, cmd.register_check_code, cluster)
-        if status is ApplyStatus.OK and before is None and len(self._groups) >= MAX_GROUPS:
+        if status is _OK and before is None and len(self._groups) >= MAX_GROUPS:
             status = ApplyStatus.TOO_MANY_GROUPS
-        if status is not ApplyStatus.OK:
+        if status is not _OK:
             return self._result(cmd, status, before)
         if before is not None and before.is_registered(cmd.broker_id):
             return self._result(cmd, status, before, before)  # idempotent retry: no change at all
@@ -256,12 +261,12 @@ class ControllerState:
             return self._result(cmd, ApplyStatus.UNKNOWN_BROKER, before)
         replicas = dict(before.replicas)
         replicas[cmd.broker_id] = Replica(cmd.broker_address, replica.register_check_code)
-        return self._result(cmd, ApplyStatus.OK, before, evolve(before, replicas=replicas))
+        return self._result(cmd, _OK, before, evolve(before, replicas=replicas))
 
     def _elect_master(self, cmd: ElectMaster) -> ApplyResult:
         before = self._groups.get(cmd.broker_name)
         status = check_elect_master(before, cmd)
-        if status is not ApplyStatus.OK:
+        if status is not _OK:
             return self._result(cmd, status, before)
         assert before is not None
         if cmd.candidate is None:
@@ -282,7 +287,7 @@ class ControllerState:
         status, detail = check_alter_sync_state_set(
             before, cmd.master_id, cmd.expected_master_epoch, cmd.expected_sync_state_set_epoch, new_set
         )
-        if status is not ApplyStatus.OK:
+        if status is not _OK:
             return self._result(cmd, status, before, detail=detail)
         assert before is not None
         after = evolve(
@@ -295,19 +300,19 @@ class ControllerState:
         if before is None:
             return self._result(cmd, ApplyStatus.UNKNOWN_GROUP, before)
         if not cmd.broker_ids:
-            return self._result(cmd, ApplyStatus.OK, before, None)
+            return self._result(cmd, _OK, before, None)
         removed = frozenset(cmd.broker_ids)
         replicas = {i: r for i, r in before.replicas.items() if i not in removed}
         if not replicas:
-            return self._result(cmd, ApplyStatus.OK, before, None)
+            return self._result(cmd, _OK, before, None)
         # As Java: epochs and masterBrokerId stay (a cleaned dead master is still the master, so
         # the inactive-master scan can re-elect); unlike Java the group's two halves never split.
         after = evolve(before, replicas=replicas, sync_state_set=before.sync_state_set - removed)
-        return self._result(cmd, ApplyStatus.OK, before, after)
+        return self._result(cmd, _OK, before, after)
 
     def _update_controller_config(self, cmd: UpdateControllerConfig) -> ApplyResult:
         self._config.update(cmd.properties)  # always applies: the leader validated the keys
-        return ApplyResult(cmd, ApplyStatus.OK, None, None)
+        return ApplyResult(cmd, _OK, None, None)
 
 
 # keyed by the command's type, so each applier takes that type (Any: a dict cannot say so)

@@ -13,7 +13,7 @@ import orjson
 
 from rmqc.remoting._command import RemotingCommand, SerializeType
 from rmqc.remoting._errors import RemotingProtocolError
-from rmqc.remoting._ext_fields import ext_value_text
+from rmqc.remoting._ext_fields import ONLY_STR as _ONLY_STR, ext_value_text
 
 __all__ = ["decode_json_header", "encode_json_header"]
 
@@ -21,7 +21,6 @@ INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
 # The int properties of Java's RemotingCommand; each must be a JSON integer within int32.
 _DEFAULT_LANGUAGE = "JAVA"  # Java's RemotingCommand default when the property is missing
-_ONLY_STR = frozenset({str})  # the types extFields values have when Java sent them
 _JSON = SerializeType.JSON  # a module constant: reading an enum member costs more on every frame
 
 

@@ -10,7 +10,6 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rmqc.controller import Propose
 from rmqc.errors import ProposalDropped, RmqcError
 from rmqc.fsm import ApplyResult, Command, encode_commands
 from rmqc.raft import RawNode
@@ -199,14 +198,27 @@ def _share_entries(batch: list[Waiter]) -> list[list[Waiter]]:
     return entries
 
 
-def finish_proposal(request: RemotingCommand, outcome: Propose, results: list[ApplyResult] | None,
-                    error: RequestFailed | None) -> RemotingCommand:
-    """The answer to a request whose commands were proposed: its processor's `finish`, or the failure."""
-    if error is not None:
-        return make_response(request, error.code, error.remark)
-    assert results is not None
-    try:
-        return outcome.finish(results)
-    except Exception as failure:
-        log.exception("request %s failed after apply", request.code)
-        return make_response(request, ResponseCode.SYSTEM_ERROR, f"{failure!r}")
+class AnswerOnApply:
+    """The `on_done` of a request whose commands were proposed: `respond` gets its answer, built
+    by its processor's `finish` (or the failure). One object per waiting request, not a closure
+    with a cell per name, and holding `finish` rather than the whole Propose: what waiting requests
+    keep alive is what fills the cyclic collector's young generation (issue 21)."""
+
+    __slots__ = ("finish", "request", "respond")
+
+    def __init__(self, request: RemotingCommand, finish: Callable[[list[ApplyResult]], RemotingCommand],
+                 respond: Callable[[RemotingCommand | None], None]) -> None:
+        self.request, self.finish, self.respond = request, finish, respond
+
+    def __call__(self, results: list[ApplyResult] | None, error: RequestFailed | None) -> None:
+        self.respond(self._answer(results, error))
+
+    def _answer(self, results: list[ApplyResult] | None, error: RequestFailed | None) -> RemotingCommand:
+        if error is not None:
+            return make_response(self.request, error.code, error.remark)
+        assert results is not None
+        try:
+            return self.finish(results)
+        except Exception as failure:
+            log.exception("request %s failed after apply", self.request.code)
+            return make_response(self.request, ResponseCode.SYSTEM_ERROR, f"{failure!r}")
