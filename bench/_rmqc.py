@@ -70,7 +70,7 @@ class RmqcCluster(ServeCluster):
 
     def __init__(self, root: Path, nodes: int = 3, settings: Mapping[str, object] | None = None,
                  name: str = "rmqc", ssl_context: ssl.SSLContext | None = None,
-                 credentials: Credentials | None = None) -> None:
+                 credentials: Credentials | None = None, program: str = RMQC_PROGRAM) -> None:
         self.root = root
         # how the harness's own connections (metadata, probes, the loads) reach the nodes
         self.ssl_context = ssl_context
@@ -78,7 +78,7 @@ class RmqcCluster(ServeCluster):
         self.name = name
         self.settings = dict(settings or {})
         super().__init__(serve_nodes(root / name, free_ports(nodes), settings=[
-            f"{option}={value}" for option, value in self.settings.items()], program=[RMQC_PROGRAM]))
+            f"{option}={value}" for option, value in self.settings.items()], program=[program]))
         self.ids = [node.node_id for node in self.nodes]
 
     def address(self, node: str) -> str:

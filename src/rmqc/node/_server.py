@@ -261,10 +261,17 @@ class _RemotingConnection:
                     continue
                 if self._unsent_bytes > MAX_UNSENT_BYTES_PER_CONNECTION:
                     await self._wait_for_reader()
-                await self._in_flight.acquire()
+                try:  # acquire() yields to the scheduler twice even when a slot is free
+                    self._in_flight.acquire_nowait()
+                except trio.WouldBlock:
+                    await self._in_flight.acquire()
                 server.requests_in_flight += 1
                 if not server.serve_now(command, self._channel, self._respond_callback(command)):
                     nursery.start_soon(self._answer, command)
+                    # the answer task takes its first step before the next request is read, so a
+                    # handler that answers without waiting answers in request order (started in
+                    # one go, trio may run a batch of tasks in reverse)
+                    await trio.lowlevel.checkpoint()
             data = await self._receive()
         if not self._broken:
             self._decoder.eof()
