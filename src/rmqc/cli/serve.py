@@ -12,11 +12,10 @@ Rich (see `rmqc.cli.main`); it imports nothing but the node. The options are wri
 from __future__ import annotations
 
 import argparse
-import gc
 import sys
 from collections.abc import Callable, Sequence
 
-from rmqc._gc import collector_paused
+from rmqc._gc import collector_paused, tune_for_serving
 
 from ._exit import ExitCode
 
@@ -89,7 +88,7 @@ def serve_main(argv: Sequence[str]) -> int:
     setup_logging(loaded.config.log_format)
     for warning in loaded.warnings:
         print(f"rmqc serve: warning: {warning}", file=sys.stderr)
-    gc.freeze()  # what the imports built lives as long as the process: later full collections skip it
+    tune_for_serving()
     return run_node(loaded.config)
 
 
