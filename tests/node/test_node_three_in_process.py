@@ -175,3 +175,39 @@ async def test_when_the_successor_cannot_win_another_survivor_takes_over_quickly
         await wait_until(lambda: nodes[other].replica.serving_as_leader, timeout_s=10, what="a new leader")
         assert trio.current_time() - killed_s < 1.5, "waited for an election timeout"
         nursery.cancel_scope.cancel()
+
+
+def fsyncs(node: ControllerNode) -> float:
+    exposition = node.node_metrics.exposition().decode()
+    return float(next(line for line in exposition.splitlines()
+                      if line.startswith("rmqc_fsync_seconds_count")).split()[-1])
+
+
+async def apply_broker_id(client: ControllerClient, address: str, name: str) -> None:
+    answer = await client.request(RequestCode.CONTROLLER_APPLY_BROKER_ID, {
+        "clusterName": CLUSTER, "brokerName": name, "appliedBrokerId": 1,
+        "registerCheckCode": f"10.0.0.1:30911;{name}"}, address=address)
+    assert answer is not None and answer.code == 0, answer.remark
+
+
+async def test_a_lone_write_is_driven_in_its_tasks_and_writes_arriving_together_share_passes(tmp_path: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        leader, followers = await start_three(nursery, three_configs(tmp_path))
+        address = leader.config.listen_address
+        async with ControllerClient([address], max_in_flight=64) as client:
+            before = [node.passes_in_input_tasks for node in (leader, *followers)]
+            for i in range(10):
+                await apply_broker_id(client, address, f"lone-{i}")
+            after = [node.passes_in_input_tasks for node in (leader, *followers)]
+            # each lone request, and its followers' answers, passed in the task that read it
+            assert after[0] - before[0] >= 10
+            # each append too, on at least the follower whose answer committed it
+            assert max(after[1] - before[1], after[2] - before[2]) >= 10
+            # 64 writes at once: one is alone when it arrives, the others wait for the driver
+            # task and share its passes (group commit), not a save each
+            saves_before = fsyncs(leader)
+            async with trio.open_nursery() as writers:
+                for i in range(64):
+                    writers.start_soon(apply_broker_id, client, address, f"together-{i}")
+            assert fsyncs(leader) - saves_before < 32
+        nursery.cancel_scope.cancel()

@@ -114,6 +114,12 @@ class ControllerNode:
         self._wakeup = trio.Event()  # the driver has work (replica.drive_due)
         self._rearmed = trio.Event()  # the replica's next wake-up moved earlier
         self._timer_driving = False  # advance_time() runs in the timer, which drives after it
+        # An input (a request, peer messages) is being handed to the replica: a pass it makes due
+        # is decided after it returns (_after_input), here or in the driver task.
+        self._taking_input = False
+        self._wake_deferred = False
+        self.passes_in_input_tasks = 0  # passes made in the task of the input that made them due
+        self._failed_pass: Exception | None = None  # raised by the driver task: the node stops
         self._nursery: trio.Nursery | None = None
         self._effects = _Effects(self)
 
@@ -195,7 +201,41 @@ class ControllerNode:
     # ----- the two tasks that run the replica -----
 
     def _wake(self) -> None:
-        if not self._timer_driving:
+        if self._taking_input:
+            self._wake_deferred = True
+        elif not self._timer_driving:
+            self._wakeup.set()
+
+    def _after_input(self) -> None:
+        """The input just handed to the replica made a pass due. With no other request in flight
+        on this node and the driver task idle, the pass is made here, in the input's task: one
+        scheduler hand-off less on each hop of a lone write (the leader's request and its
+        followers' answers, a follower's append). Otherwise the driver task makes it after every
+        task the scheduler has ready, so that inputs arriving together share one pass (group
+        commit, one read-index round)."""
+        if not self._wake_deferred:
+            return
+        self._wake_deferred = False
+        replica = self.replica
+        assert replica is not None
+        if self.server.requests_in_flight <= 1 and not self._wakeup.is_set() and not replica.driver.in_run:
+            self.passes_in_input_tasks += 1
+            self._drive_here()
+        else:
+            self._wakeup.set()
+
+    def _drive_here(self) -> None:
+        """The pass the idle driver task would make next, made by the calling task; a run of
+        Readies that follows is left to the driver task (it yields between them). A pass that
+        fails is raised by the driver task, which stops the node as a failure in its own pass would."""
+        replica = self.replica
+        assert replica is not None
+        try:
+            more = replica.drive()
+        except Exception as error:
+            self._failed_pass = error
+            more = True
+        if more:
             self._wakeup.set()
 
     def _rearm(self) -> None:
@@ -208,6 +248,8 @@ class ControllerNode:
             if not replica.drive_due:
                 await self._wakeup.wait()
             self._wakeup = trio.Event()
+            if self._failed_pass is not None:
+                raise self._failed_pass
             while replica.drive():
                 # a run of Readies (a backlog, a catch-up): the peer readers, the server and the
                 # timer run between two of them, or they would starve (issue 13)
@@ -226,10 +268,7 @@ class ControllerNode:
             finally:
                 self._timer_driving = False
             if replica.drive_due and not self._wakeup.is_set() and not replica.driver.in_run:
-                # the driver task is idle: this pass is the one it would make now; a run of
-                # Readies that follows is left to it (it yields between them)
-                if replica.drive():
-                    self._wake()
+                self._drive_here()  # the driver task is idle: this is the pass it would make now
             elif replica.drive_due:
                 self._wake()
 
@@ -240,7 +279,12 @@ class ControllerNode:
 
     def on_raft_messages(self, sender: str, messages: list[Message]) -> None:
         if self.replica is not None:
-            self.replica.raft_messages(sender, messages)
+            self._taking_input = True
+            try:
+                self.replica.raft_messages(sender, messages)
+            finally:
+                self._taking_input = False
+                self._after_input()
 
     def on_peer_unreachable(self, peer_id: str) -> None:
         if self.replica is not None:
@@ -300,7 +344,12 @@ class ControllerNode:
             self.node_metrics.observe_request(request.code, code, trio.current_time() - started_s)
             respond(response)
 
-        replica.client_request(request, channel.id, answer, origin_of(request, channel, self.config))
+        self._taking_input = True
+        try:
+            replica.client_request(request, channel.id, answer, origin_of(request, channel, self.config))
+        finally:
+            self._taking_input = False
+            self._after_input()
         return True
 
     async def handle_request(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:

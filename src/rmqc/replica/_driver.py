@@ -65,17 +65,23 @@ class Driver:
             self._apply_entries(raw.not_persisted(ready))
             return False
         raw.advance(ready)
-        # everything that arrived while we persisted (ticks and peer messages too, or a busy
-        # leader would starve its heartbeats) goes into the next Ready: group commit
-        r.drive_wanted = False
-        self._feed()
+        # what the pass itself made due (ticks counted during a long save, or a busy leader would
+        # starve its heartbeats; proposals made by apply; a backlog's next slice) goes into the
+        # next Ready at once: group commit. After most passes (a lone write's) nothing is due,
+        # and only the timer's plan is brought up to date.
+        if r.drive_wanted or r.inbound or r.ticks_due():
+            r.drive_wanted = False
+            self._feed()
+        else:
+            r.plan_ticks()
         self.in_run = raw.has_ready()
         return self.in_run
 
     def _feed(self) -> None:
         r = self._r
         raw = r.raw
-        r.count_ticks(r.now_ms())
+        now_ms = r.now_ms()  # one reading for the pass's time-driven work
+        r.count_ticks(now_ms)
         ticks, r.unfed_ticks = r.unfed_ticks, 0
         # bounded as after a stall; quiet ticks (counted late on purpose) come on top
         for _ in range(min(ticks, r.config.election_tick + raw.raft.quiet_ticks())):
@@ -87,10 +93,10 @@ class Driver:
             # no one to wait for, so no election timeout before serving: a restarted single-node
             # controller serves once its log is applied (the core refuses before, pitfall 3)
             raw.campaign()
-        r.reads.flush(raw)
+        r.reads.flush(raw, now_ms)
         r.operations.feed(raw)
         r.membership.feed(raw)
-        r.proposals.expire(r.now_ms())
+        r.proposals.expire(now_ms)
         r.disk.look_for_space()
         proposed = r.proposals.propose(raw, r.serving_as_leader, r.term)
         if proposed:

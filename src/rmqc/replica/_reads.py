@@ -195,10 +195,9 @@ class ReadPath:
             queue.popleft()
         return queue[0].deadline_ms if queue else None
 
-    def _expire(self) -> None:
+    def _expire(self, now_ms: int) -> None:
         """Driver: fail the reads whose confirmation did not come within the request timeout."""
         queue = self._by_deadline
-        now_ms = self._node.now_ms()
         while queue and (queue[0].finished or queue[0].deadline_ms <= now_ms):
             read = queue.popleft()
             if not read.finished:
@@ -287,15 +286,19 @@ class ReadPath:
 
     # ----- driver side -----
 
-    def flush(self, raw: RawNode) -> None:
-        """Driver, once per loop: send this loop's reads as one batch, re-send lost ones."""
-        self._note_lost_ticks(raw)
-        self._resend_lost()
-        self._expire()
-        reads = [read for read in self._queued if read.awaiting_index and not read.finished]
-        self._queued = []
-        if reads:
-            self._send_batch(raw, reads)
+    def flush(self, raw: RawNode, now_ms: int) -> None:
+        """Driver, once per loop (`now_ms` read at its start): send this loop's reads as one
+        batch, re-send lost ones."""
+        self._note_lost_ticks(raw, now_ms)
+        if self._in_flight:
+            self._resend_lost(now_ms)
+        if self._by_deadline:
+            self._expire(now_ms)
+        if self._queued:
+            reads = [read for read in self._queued if read.awaiting_index and not read.finished]
+            self._queued = []
+            if reads:
+                self._send_batch(raw, reads)
 
     def _send_batch(self, raw: RawNode, reads: list[_Read]) -> None:
         is_leader = self._node.leader_id == self._node.config.node_id
@@ -313,12 +316,11 @@ class ReadPath:
         self.batches_sent += 1
         self._node.observer.count_read_index_round()
 
-    def _resend_lost(self) -> None:
+    def _resend_lost(self, now_ms: int) -> None:
         """A READ_INDEX (or its answer) may be lost with a peer link: after one election timeout
         without an answer its reads go out again in a new batch (a newer read index is as good for
         reads queued earlier). The old context still counts if its answer comes after all: a slow
         leader is not a lost one, and dropping its answer would starve a loaded follower."""
-        now_ms = self._node.now_ms()
         election_timeout_ms = self._node.config.election_tick * self._node.config.tick_ms
         for context, batch in list(self._in_flight.items()):
             age_ms = now_ms - batch.sent_ms
@@ -328,8 +330,7 @@ class ReadPath:
                 batch.resent = True
                 self._queued.extend(batch.reads)
 
-    def _note_lost_ticks(self, raw: RawNode) -> None:
-        now_ms = self._node.now_ms()
+    def _note_lost_ticks(self, raw: RawNode, now_ms: int) -> None:
         tick_ms = self._node.config.tick_ms
         counted = raw.raft.ticks + self._node.unfed_ticks
         if self._clock_origin is None:

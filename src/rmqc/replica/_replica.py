@@ -273,6 +273,10 @@ class Replica:
         # until the driver plans again, the ticks from now on are due one by one
         self._ticks_due_ms = max(due_ms, self._next_tick_ms)
 
+    def ticks_due(self) -> bool:
+        """A tick is counted but not fed, or one is due by the clock."""
+        return bool(self.unfed_ticks) or self.now_ms() >= self._next_tick_ms
+
     def plan_ticks(self) -> None:
         """Driver, after each pass fed the core: when the core next needs a tick. Anything that
         waits on driver passes (a request, a read, a full disk) keeps the replica ticking; an
