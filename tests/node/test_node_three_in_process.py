@@ -210,4 +210,16 @@ async def test_a_lone_write_is_driven_in_its_tasks_and_writes_arriving_together_
                 for i in range(64):
                     writers.start_soon(apply_broker_id, client, address, f"together-{i}")
             assert fsyncs(leader) - saves_before < 32
+            # 8 clients one write after another: their requests come back in waves after the
+            # answers, and the first of a wave waits for the others instead of a pass of its own
+            inline_before = leader.passes_in_input_tasks
+
+            async def writer(index: int) -> None:
+                for j in range(10):
+                    await apply_broker_id(client, address, f"wave-{index}-{j}")
+
+            async with trio.open_nursery() as writers:
+                for index in range(8):
+                    writers.start_soon(writer, index)
+            assert leader.passes_in_input_tasks - inline_before < 20  # of 80 writes
         nursery.cancel_scope.cancel()

@@ -119,6 +119,7 @@ class ControllerNode:
         self._taking_input = False
         self._wake_deferred = False
         self.passes_in_input_tasks = 0  # passes made in the task of the input that made them due
+        self._answers_last_pass = 0  # requests answered by the last pass that answered any
         self._failed_pass: Exception | None = None  # raised by the driver task: the node stops
         self._nursery: trio.Nursery | None = None
         self._effects = _Effects(self)
@@ -207,18 +208,21 @@ class ControllerNode:
             self._wakeup.set()
 
     def _after_input(self) -> None:
-        """The input just handed to the replica made a pass due. With no other request in flight
-        on this node and the driver task idle, the pass is made here, in the input's task: one
-        scheduler hand-off less on each hop of a lone write (the leader's request and its
-        followers' answers, a follower's append). Otherwise the driver task makes it after every
-        task the scheduler has ready, so that inputs arriving together share one pass (group
-        commit, one read-index round)."""
+        """The input just handed to the replica made a pass due. When requests come one at a time
+        (at most one in flight, and the last pass that answered requests answered one) and the
+        driver task is idle, the pass is made here, in the input's task: one scheduler hand-off
+        less on each hop of a lone write (the leader's request and its followers' answers, a
+        follower's append). Otherwise the driver task makes it after every task the scheduler has
+        ready, so that inputs arriving together share one pass (group commit, one read-index
+        round): several clients' requests come back in a wave after their answers, and the first
+        of a wave must not take a save of its own."""
         if not self._wake_deferred:
             return
         self._wake_deferred = False
         replica = self.replica
         assert replica is not None
-        if self.server.requests_in_flight <= 1 and not self._wakeup.is_set() and not replica.driver.in_run:
+        if (self.server.requests_in_flight <= 1 and self._answers_last_pass <= 1
+                and not self._wakeup.is_set() and not replica.driver.in_run):
             self.passes_in_input_tasks += 1
             self._drive_here()
         else:
@@ -231,12 +235,24 @@ class ControllerNode:
         replica = self.replica
         assert replica is not None
         try:
-            more = replica.drive()
+            more = self._pass()
         except Exception as error:
             self._failed_pass = error
             more = True
         if more:
             self._wakeup.set()
+
+    def _pass(self) -> bool:
+        """One driver pass (True: another is due at once), noting how many requests it answered."""
+        replica = self.replica
+        assert replica is not None
+        effects = self._effects
+        answered_before = effects.answers
+        more = replica.drive()
+        answered = effects.answers - answered_before
+        if answered:
+            self._answers_last_pass = answered
+        return more
 
     def _rearm(self) -> None:
         self._rearmed.set()
@@ -250,7 +266,7 @@ class ControllerNode:
             self._wakeup = trio.Event()
             if self._failed_pass is not None:
                 raise self._failed_pass
-            while replica.drive():
+            while self._pass():
                 # a run of Readies (a backlog, a catch-up): the peer readers, the server and the
                 # timer run between two of them, or they would starve (issue 13)
                 await trio.lowlevel.checkpoint()
@@ -441,6 +457,7 @@ class _Effects:
 
     def __init__(self, node: ControllerNode) -> None:
         self._node = node
+        self.answers = 0  # requests answered so far
         self._perform: dict[type, Callable[[Any], None]] = {
             SendRaft: self._send_raft,
             ForwardRequest: self._forward,
@@ -467,8 +484,8 @@ class _Effects:
     def _send_digest(self, action: SendDigest) -> None:
         self._node.links.send_control(action.leader, FrameKind.DIGEST, action.payload)
 
-    @staticmethod
-    def _answer(action: Answer) -> None:
+    def _answer(self, action: Answer) -> None:
+        self.answers += 1
         action.token(action.response)  # type: ignore[operator]  # the shell's tokens are its callbacks
 
     def _notify(self, action: Notify) -> None:

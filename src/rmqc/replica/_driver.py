@@ -65,11 +65,10 @@ class Driver:
             self._apply_entries(raw.not_persisted(ready))
             return False
         raw.advance(ready)
-        # what the pass itself made due (ticks counted during a long save, or a busy leader would
-        # starve its heartbeats; proposals made by apply; a backlog's next slice) goes into the
-        # next Ready at once: group commit. After most passes (a lone write's) nothing is due,
-        # and only the timer's plan is brought up to date.
-        if r.drive_wanted or r.inbound or r.ticks_due():
+        # what the pass itself made due (Replica.feed_due) goes into the next Ready at once:
+        # group commit. After most passes (a lone write's) nothing is due, and only the timer's
+        # plan is brought up to date.
+        if r.feed_due():
             r.drive_wanted = False
             self._feed()
         else:

@@ -286,6 +286,11 @@ class ReadPath:
 
     # ----- driver side -----
 
+    def queued(self) -> bool:
+        """Reads wait to be sent in a batch (the batches in flight are at their limit, or no
+        leader was known)."""
+        return bool(self._queued)
+
     def flush(self, raw: RawNode, now_ms: int) -> None:
         """Driver, once per loop (`now_ms` read at its start): send this loop's reads as one
         batch, re-send lost ones."""

@@ -273,9 +273,16 @@ class Replica:
         # until the driver plans again, the ticks from now on are due one by one
         self._ticks_due_ms = max(due_ms, self._next_tick_ms)
 
-    def ticks_due(self) -> bool:
-        """A tick is counted but not fed, or one is due by the clock."""
-        return bool(self.unfed_ticks) or self.now_ms() >= self._next_tick_ms
+    def feed_due(self) -> bool:
+        """After a pass, whether feeding the core again now has work: an input arrived or was
+        made by the pass (drive_wanted: a proposal made by apply, say), a backlog's next slice
+        waits, requests wait for the entry just applied (the single-queue shape), reads wait for
+        the read index just answered (a follower keeps one in flight), a sole voter without a
+        leader may campaign (a restarted one, once the pass applied its log), or a tick is due (a
+        long save: a busy leader must not starve its heartbeats)."""
+        return (self.drive_wanted or bool(self.inbound) or bool(self.proposals.queued)
+                or self.reads.queued() or (self.sole_voter and self.leader_id is None)
+                or bool(self.unfed_ticks) or self.now_ms() >= self._next_tick_ms)
 
     def plan_ticks(self) -> None:
         """Driver, after each pass fed the core: when the core next needs a tick. Anything that
