@@ -38,6 +38,19 @@ def rmqc_write_workload(cluster: RmqcCluster, leader: str) -> Workload[RemotingC
     return Workload(open_conn, op, refusals)
 
 
+def etcd_write_workload(cluster: _etcd.EtcdCluster, leader: str) -> Workload[HttpConn]:
+    """Puts of anchor_value() to the etcd leader, each client under keys of its own."""
+    value = anchor_value()
+
+    async def open_conn(_client: int) -> HttpConn:
+        return await HttpConn.open(cluster.address(leader))
+
+    async def put(conn: HttpConn, client: int, seq: int) -> bool:
+        return await _etcd.put(conn, f"bench/{client}/{seq}", value)
+
+    return Workload(open_conn, put)
+
+
 async def writes_rmqc(suite: Suite) -> dict[str, Any]:
     cluster = RmqcCluster(suite.work_dir("writes_rmqc"), 3)
     await cluster.start()
@@ -59,19 +72,12 @@ async def writes_etcd(suite: Suite) -> dict[str, Any]:
     cluster = _etcd.EtcdCluster(suite.work_dir("writes_etcd"), 3)
     await cluster.start()
     leader = await cluster.leader()
-    value = anchor_value()
-
-    async def open_conn(_client: int) -> HttpConn:
-        return await HttpConn.open(cluster.address(leader))
-
-    async def op(conn: HttpConn, client: int, seq: int) -> bool:
-        return await _etcd.put(conn, f"bench/{client}/{seq}", value)
-
-    points = await load_points(suite, "etcd put (fsync quorum)", Workload(open_conn, op), suite.profile.write_clients)
+    points = await load_points(suite, "etcd put (fsync quorum)", etcd_write_workload(cluster, leader),
+                               suite.profile.write_clients)
     cluster.stop()
     return {"conditions": suite.base_conditions(system=f"etcd {_etcd.etcd_version()}", nodes=3, target="leader",
                                                 fsync=suite.fsync.replace("LMDB", "bbolt+WAL"),
-                                                payload_bytes=len(value) + 20,
+                                                payload_bytes=len(anchor_value()) + 20,
                                                 request="HTTP/1.1 POST /v3/kv/put via the gRPC gateway"),
             "points": points}
 

@@ -31,9 +31,9 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import _etcd  # noqa: E402
-from bench._load import HttpConn, LoadResult, Workload, closed_loop  # noqa: E402
+from bench._load import LoadResult, closed_loop  # noqa: E402
 from bench._rmqc import RMQC_PROGRAM, RmqcCluster  # noqa: E402
-from bench._scn_writes import anchor_value, rmqc_write_workload  # noqa: E402
+from bench._scn_writes import etcd_write_workload, rmqc_write_workload  # noqa: E402
 from rmqc.launcher import cpu_s  # noqa: E402
 
 WARMUP_S = 0.5
@@ -87,15 +87,7 @@ async def etcd_points(root: Path, clients: list[int], seconds: float) -> list[Po
     await cluster.start()
     try:
         leader = await cluster.leader()
-        value = anchor_value()
-
-        async def open_conn(_client: int) -> HttpConn:
-            return await HttpConn.open(cluster.address(leader))
-
-        async def put(conn: HttpConn, client: int, seq: int) -> bool:
-            return await _etcd.put(conn, f"bench/{client}/{seq}", value)
-
-        etcd_workload = Workload(open_conn, put)
+        etcd_workload = etcd_write_workload(cluster, leader)
         pids = {name: process.pid for name, process in cluster.procs.items()}
         return [await measured(partial(closed_loop, etcd_workload, count, seconds, WARMUP_S), pids, leader, count)
                 for count in clients]

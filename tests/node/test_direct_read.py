@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 
+import pytest
 import trio
 import trio.testing
 
@@ -36,39 +37,37 @@ async def test_a_read_that_drained_the_socket_waits_before_reading_again() -> No
         assert len(waits) == 1
 
 
-async def test_after_a_short_read_the_reader_waits_even_if_bytes_came_meanwhile() -> None:
+class CountedWait:
+    """A reader's wait for readability that counts how often it was called."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.calls = 0
+
+    async def __call__(self) -> None:
+        self.calls += 1
+        await trio.lowlevel.wait_readable(self.fd)
+
+
+@pytest.mark.parametrize(("chunk", "sent_first", "sent_between", "reads", "waits"), [
+    # a short read drained the socket: the next read waits first, although bytes came meanwhile
+    # (the wait returns at once; no read that could fail with EAGAIN before it)
+    (1024, b"first", b"second", (b"first", b"second"), 1),
+    # a full chunk: more may be waiting, so the next read reads at once
+    (4, b"abcdefgh", b"", (b"abcd", b"efgh"), 0),
+], ids=["short-read-waits", "full-read-reads-on"])
+async def test_the_reader_waits_after_a_short_read_only(chunk: int, sent_first: bytes, sent_between: bytes,
+                                                        reads: tuple[bytes, bytes], waits: int) -> None:
     ours, theirs = _pair()
-    waits = 0
-
-    async def wait_readable() -> None:
-        nonlocal waits
-        waits += 1
-        await trio.lowlevel.wait_readable(ours.fileno())  # returns at once: bytes are there
-
+    wait = CountedWait(ours.fileno())
     with ours, theirs:
-        reader = DirectReader(ours.fileno(), 1024, wait_readable)
-        theirs.sendall(b"first")
-        assert await reader.read() == b"first"
-        theirs.sendall(b"second")
-        assert await reader.read() == b"second"
-        assert waits == 1  # no read that could fail with EAGAIN before it
-
-
-async def test_a_full_read_reads_again_at_once() -> None:
-    ours, theirs = _pair()
-    waits = 0
-
-    async def wait_readable() -> None:
-        nonlocal waits
-        waits += 1
-        await trio.lowlevel.wait_readable(ours.fileno())
-
-    with ours, theirs:
-        reader = DirectReader(ours.fileno(), 4, wait_readable)
-        theirs.sendall(b"abcdefgh")
-        assert await reader.read() == b"abcd"
-        assert await reader.read() == b"efgh"  # the chunk was full: more may wait, read at once
-        assert waits == 0
+        reader = DirectReader(ours.fileno(), chunk, wait)
+        theirs.sendall(sent_first)
+        assert await reader.read() == reads[0]
+        if sent_between:
+            theirs.sendall(sent_between)
+        assert await reader.read() == reads[1]
+        assert wait.calls == waits
 
 
 async def test_a_sender_that_never_pauses_cannot_starve_other_tasks() -> None:
