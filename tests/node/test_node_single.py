@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import trio
 from node_helpers import free_ports, wait_until
 
@@ -242,3 +243,31 @@ async def test_without_group_commit_one_request_at_a_time_enters_the_log(tmp_pat
             assert proposals == 40
             assert (appends == proposals) is (not group_commit), (group_commit, appends, proposals)
             nursery.cancel_scope.cancel()
+
+
+async def test_a_pass_that_fails_in_a_request_task_stops_the_node(tmp_path: Path) -> None:
+    """A lone request's pass runs in the connection's task (ControllerNode._after_input); a failure
+    there must stop the node as one in the driver task would, not end only that connection."""
+    config = single_config(tmp_path)
+    with pytest.raises(ExceptionGroup) as caught:
+        async with trio.open_nursery() as nursery:
+            node = await start(nursery, config)
+
+            def failing_pass() -> bool:
+                raise RuntimeError("the pass failed")
+
+            hand_over = node.replica.client_request
+
+            def request_then_failing_passes(*args: object) -> None:
+                # the first pass after this is the request's own (made right after it returns)
+                node.replica.drive = failing_pass
+                hand_over(*args)
+
+            node.replica.client_request = request_then_failing_passes
+            inline_before = node.passes_in_input_tasks
+            async with ControllerClient([config.listen_address], max_retries=0) as client:
+                with trio.fail_after(10):  # the node stops; the nursery cancels this request
+                    await client.request(1013, {"clusterName": "C", "brokerName": "b", "appliedBrokerId": 1,
+                                                "registerCheckCode": "10.0.0.1:1;1"})
+    assert caught.group_contains(RuntimeError, match="the pass failed", depth=None)
+    assert node.passes_in_input_tasks == inline_before + 1  # the request's own task made the pass
