@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     profile = PROFILES[args.profile or "quick"]
     if args.read_generators is not None:
         profile = dataclasses.replace(profile, read_generators=args.read_generators)
-    suite = Suite(profile, out, skip_anchors=args.no_anchors)
+    suite = Suite.for_run(profile, out, skip_anchors=args.no_anchors)
     print(f"rmqc bench ({profile.name}) -> {out}", flush=True)
     run_suite(suite, select(profile.name, args.only))
     report = write_report(suite)

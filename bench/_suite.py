@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 import traceback
 from collections.abc import Awaitable, Callable
@@ -68,6 +69,14 @@ class Suite:
     machine: dict[str, Any] = field(default_factory=machine)
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
     started_s: float = field(default_factory=time.time)
+
+    @classmethod
+    def for_run(cls, profile: Profile, out: Path, skip_anchors: bool) -> Suite:
+        """A suite that runs into `out`. An earlier run into the same folder left its data
+        directories there, and a node started on one finds a saved membership that names the old
+        run's ports and never elects, so they go first (results.json and the report are replaced)."""
+        shutil.rmtree(out / "work", ignore_errors=True)
+        return cls(profile, out, skip_anchors=skip_anchors)
 
     def work_dir(self, scenario: str) -> Path:
         path = self.out / "work" / scenario

@@ -194,3 +194,18 @@ def test_floor_script_measures_every_flush_and_both_hops_and_cleans_up(tmp_path:
         assert f"floor, {title:<30} raw  hops" in out and f"floor, {title:<30} Trio hops" in out
     assert "loopback TCP round trip, Trio" in out
     assert list(tmp_path.iterdir()) == []  # the data went to a temporary directory, removed
+
+
+def test_a_run_into_a_used_folder_starts_from_fresh_data_directories(tmp_path: Path) -> None:
+    stale = tmp_path / "work" / "writes_rmqc" / "rmqc" / "n0"
+    stale.mkdir(parents=True)
+    (stale / "data.mdb").write_bytes(b"an earlier run's log")
+    (tmp_path / "results.json").write_text("{}")
+    suite = Suite.for_run(PROFILES["tiny"], tmp_path, skip_anchors=True)
+    assert not (tmp_path / "work").exists()
+    assert (tmp_path / "results.json").exists()  # replaced by this run's, not removed up front
+    assert suite.work_dir("writes_rmqc").is_dir()
+    # rewriting a report keeps the folder's logs and data (`python -m bench report`)
+    (suite.work_dir("writes_rmqc") / "n0.log").write_text("kept")
+    Suite(PROFILES["tiny"], tmp_path)
+    assert (tmp_path / "work" / "writes_rmqc" / "n0.log").read_text() == "kept"
