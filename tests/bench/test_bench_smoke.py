@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from bench._generators import shares
+from bench._generators import CLOCK_TICKS, shares
 from bench._load import LoadResult, Workload, closed_loop, merge_results
 from bench._loadworker import WorkloadSpec, read_result
 from bench._report import write_report
@@ -172,7 +172,12 @@ async def test_tiny_reads_run_their_many_clients_in_two_generator_processes(tmp_
         assert len(cores["generators"]) == 2 and all(c > 0 for c in cores["generators"])
         assert set(cores["nodes"]) == {"n0", "n1", "n2"} and cores["nodes"][result["leader"]] > 0
         assert point["cpu_us_per_op"]["nodes"] > 0
-        assert cores["machine"] >= sum(cores["nodes"].values()) + sum(cores["generators"]) - 0.1  # tick rounding
+        # The machine's busy time includes the processes', up to how coarsely both are counted: each
+        # of the five processes' and each CPU's counter is read in whole clock ticks at both ends of
+        # the window, and /proc/stat charges a tick to whoever was running when it fired (a sample).
+        processes = sum(cores["nodes"].values()) + sum(cores["generators"])
+        ticks = (5 + suite.machine["nproc"]) / CLOCK_TICKS / point["window_s"]
+        assert cores["machine"] >= processes * 0.9 - ticks
     assert result["all_over_leader"] > 0 and result["all_over_leader_busiest_node_bound"] > 0
     row = next(r for r in target_rows(suite.results) if r.what == "linearizable reads, all nodes, many clients")
     assert "2 generator processes" in row.measured and "cores busy of" in row.measured
