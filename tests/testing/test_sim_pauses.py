@@ -34,8 +34,9 @@ LONG_PAUSES = replace(
 )
 SEEDS = range(30)
 # Share of the entries sent in appends that went to a follower again in the same term. Real
-# rejections (a resumed leader's divergent tail) cost a few percent; the bug cost 20-40 %.
-MAX_RESENT_SHARE = 0.15
+# rejections (a resumed leader's divergent tail) cost 0-16 % of a seed's few hundred entries (2 %
+# over all seeds); the bug costs 60-80 % on several seeds (28 % over all).
+MAX_RESENT_SHARE = 0.25
 
 
 def resent_share(seed: int) -> tuple[float, World]:

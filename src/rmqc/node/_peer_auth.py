@@ -231,5 +231,6 @@ async def _receive_exactly(stream: trio.abc.Stream, count: int, already: bytes) 
 async def _receive(stream: trio.abc.Stream, max_bytes: int) -> bytes:
     chunk = await stream.receive_some(max_bytes)
     if not chunk:
-        raise PeerAuthError("connection closed during the handshake (the other side refused it: see its log)")
+        raise PeerAuthError("connection closed during the handshake (by the other node: see its log; "
+                            "or by something between, a proxy or a firewall)")
     return chunk

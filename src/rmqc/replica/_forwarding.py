@@ -1,6 +1,11 @@
 """Forwarding: a follower sends the leader-only requests it cannot decide to the leader (design.md
 "Write path" 1) and answers the client with the leader's answer. Each forward holds a slot until
-the answer comes, the request timeout passes, or the leader it went to is no longer ours."""
+the answer comes, the request timeout passes, or the leader it went to is no longer ours.
+
+A leader-only request that reaches a member while no leader serves (an election under way, a
+follower whose election timer ran out after a lost heartbeat, a leader before its first commit)
+waits for one (`LeaderWaits`) instead of being refused at once: a broker has no handling of 2007
+and would retry only at its next metadata refresh, 10 s later (spec 7.1)."""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from collections import deque
 from collections.abc import Hashable
 from dataclasses import dataclass
 
+from rmqc.fsm import Origin
 from rmqc.remoting import RemotingCommand, ResponseCode, make_response
 
 from ._io import Answer, ForwardRequest, Outbox
@@ -16,6 +22,8 @@ from ._proposals import NOT_LEADER_REMARK, OVERLOAD_REMARK
 
 # Requests forwarded to the leader and not yet answered.
 MAX_FORWARDS_IN_FLIGHT = 16_384
+# Requests waiting for a leader to be known. Past this a request is answered SYSTEM_BUSY at once.
+MAX_WAITING_FOR_LEADER = 16_384
 FORWARD_TIMEOUT_REMARK = "java.util.concurrent.TimeoutException: forwarded to leader"
 
 
@@ -94,3 +102,60 @@ class Forwards:
         slot = self._slots.pop(tag, None)
         if slot is not None:
             self._out(Answer(slot.token, make_response(slot.request, code, remark)))
+
+
+@dataclass(slots=True)
+class WaitingRequest:
+    """A leader-only request held until a leader serves; `forwarded`: a follower's forward that
+    came to this node as the elected leader before its first commit (decided here, never
+    forwarded again)."""
+
+    request: RemotingCommand
+    channel_id: int
+    token: Hashable
+    origin: Origin | None
+    forwarded: bool
+    deadline_ms: int
+
+
+class LeaderWaits:
+    """Leader-only requests held while this member knows no serving leader, oldest first; each
+    ends in exactly one answer: taken back by the replica (`take_all`) once a leader is known, or
+    refused 2007 after `wait_ms`. The wait is two of the longest election timeouts: long enough
+    for a missed heartbeat or an election to resolve, short enough that the client (3 s timeouts,
+    spec 3.0) hears the refusal and tries another controller when this one is cut off."""
+
+    def __init__(self, outbox: Outbox, wait_ms: int) -> None:
+        self._out = outbox.append
+        self.wait_ms = wait_ms
+        self._waiting: deque[WaitingRequest] = deque()
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+    def hold(self, request: RemotingCommand, channel_id: int, token: Hashable, origin: Origin | None, *,
+             forwarded: bool, now_ms: int) -> None:
+        if len(self._waiting) >= MAX_WAITING_FOR_LEADER:
+            self._out(Answer(token, make_response(request, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)))
+            return
+        self._waiting.append(WaitingRequest(request, channel_id, token, origin, forwarded, now_ms + self.wait_ms))
+
+    def take_all(self) -> list[WaitingRequest]:
+        taken = list(self._waiting)
+        self._waiting.clear()
+        return taken
+
+    def expire(self, now_ms: int) -> None:
+        waiting = self._waiting
+        while waiting and waiting[0].deadline_ms <= now_ms:
+            held = waiting.popleft()
+            self._out(Answer(held.token, make_response(held.request, ResponseCode.CONTROLLER_NOT_LEADER,
+                                                       f"{NOT_LEADER_REMARK}: no leader known for "
+                                                       f"{self.wait_ms} ms")))
+
+    def next_deadline_ms(self) -> int | None:
+        return self._waiting[0].deadline_ms if self._waiting else None
+
+    def fail_all(self, remark: str) -> None:
+        for held in self.take_all():
+            self._out(Answer(held.token, make_response(held.request, ResponseCode.SYSTEM_ERROR, remark)))

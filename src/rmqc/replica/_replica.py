@@ -38,7 +38,7 @@ from ._alarms import DiskFullAlarm
 from ._audit import forwarded_origin, with_origin
 from ._disk import Disk
 from ._driver import Driver
-from ._forwarding import Forwards
+from ._forwarding import Forwards, LeaderWaits
 from ._io import (
     Answer,
     Clock,
@@ -138,6 +138,8 @@ class Replica:
         self.disk = Disk(self)
         self.driver = Driver(self)
         self.forwards = Forwards(outbox, config.request_timeout_ms)
+        longest_election_timeout_ms = 2 * config.election_tick * config.tick_ms  # the core randomises up to 2x
+        self.leader_waits = LeaderWaits(outbox, min(config.request_timeout_ms, 2 * longest_election_timeout_ms))
         self.liveness = Liveness(config, table, self.processor, outbox, self._propose_elections, now_ms)
         self.reads = ReadPath(self, rng)
         self.operations = Operations(self)
@@ -203,7 +205,8 @@ class Replica:
         """When `advance_time()` is next needed (monotonic ms): the next tick the core acts on
         (every tick on a leader, the election timeout on an idle follower), or any deadline."""
         soonest = min(self._ticks_due_ms, self.liveness.next_due_ms(self.now_ms()))
-        for deadline in (self.forwards.next_deadline_ms(), self.operations.next_deadline_ms(),
+        for deadline in (self.forwards.next_deadline_ms(), self.leader_waits.next_deadline_ms(),
+                         self.operations.next_deadline_ms(),
                          self.membership.next_deadline_ms(), self._takeover[1] if self._takeover else None):
             if deadline is not None:
                 soonest = min(soonest, deadline)
@@ -222,6 +225,7 @@ class Replica:
             "stalled_seconds": stalls.total_s,
             "mass_expiry_deferred": float(self.liveness.mass_expiry.deferred),
             "forwards_in_flight": float(len(self.forwards)),
+            "requests_waiting_for_leader": float(len(self.leader_waits)),
             "elections_in_flight": float(self.elections_in_flight),
         }
 
@@ -245,6 +249,7 @@ class Replica:
                 self.raw.take_over(dead_leader)
                 self.wake_driver()
         self.forwards.expire(now_ms)
+        self.leader_waits.expire(now_ms)
         self.operations.expire(now_ms)
         self.membership.expire(now_ms)
         self._liveness_now(now_ms, round_due)
@@ -297,7 +302,13 @@ class Replica:
 
     def drive(self) -> bool:
         """One driver pass (Driver.drive); True when another is due at once."""
-        return self.driver.drive()
+        more = self.driver.drive()
+        if self.leader_waits and (self.serving_as_leader or self._leader_elsewhere()):
+            # a leader serves now (the pass elected it, or made it commit): what waited for one
+            # goes on as if it had just arrived, in arrival order
+            for held in self.leader_waits.take_all():
+                self._request(held.request, held.channel_id, held.token, held.origin, forwarded=held.forwarded)
+        return more
 
     def wake_driver(self) -> None:
         if not self.drive_wanted:
@@ -386,21 +397,32 @@ class Replica:
             elif request.code in MEMBERSHIP_REQUESTS:
                 self.membership.handle(request, token)
             elif self._forwarded_from_here(request):
-                if not self.is_member:
-                    # no peer link to forward over (a removed or joining node dials no one): the
-                    # client must find the leader itself, and only 2007 makes it look
-                    out(Answer(token, self.operations.not_leader(request, "not a member of the group")))
-                elif forwarded or not self.config.forward_writes or not self._leader_elsewhere():
-                    out(Answer(token, make_response(request, ResponseCode.CONTROLLER_NOT_LEADER, NOT_LEADER_REMARK)))
-                else:
-                    assert self.leader_id is not None
-                    forwarded_copy = request if origin is None else with_origin(request, origin)
-                    self.forwards.forward(self.leader_id, forwarded_copy, token, self.now_ms())
+                self._toward_leader(request, channel_id, token, origin, forwarded=forwarded)
             else:
                 self.decide(request, channel_id, _AnswerAction(self.outbox, token), origin)
         except Exception as error:
             log.exception("request %s failed", request.code)
             out(Answer(token, make_response(request, ResponseCode.SYSTEM_ERROR, f"{error!r}")))
+
+    def _toward_leader(self, request: RemotingCommand, channel_id: int, token: Hashable, origin: Origin | None, *,
+                       forwarded: bool) -> None:
+        """A leader-only request this node cannot decide now: forwarded to the leader, held until
+        a leader serves (this node elected and not yet committing, or no leader known), or refused."""
+        if not self.is_member:
+            # no peer link to forward over (a removed or joining node dials no one): the client
+            # must find the leader itself, and only 2007 makes it look
+            self.outbox.append(Answer(token, self.operations.not_leader(request, "not a member of the group")))
+        elif self.leader_id == self.config.node_id or (
+                self.leader_id is None and self.config.forward_writes and not forwarded):
+            self.leader_waits.hold(request, channel_id, token, origin, forwarded=forwarded, now_ms=self.now_ms())
+        elif forwarded or not self.config.forward_writes:
+            # a forward is never forwarded again; without forwarding the client goes to the leader
+            self.outbox.append(Answer(token, make_response(request, ResponseCode.CONTROLLER_NOT_LEADER,
+                                                           NOT_LEADER_REMARK)))
+        else:
+            assert self.leader_id is not None
+            forwarded_copy = request if origin is None else with_origin(request, origin)
+            self.forwards.forward(self.leader_id, forwarded_copy, token, self.now_ms())
 
     def _forwarded_from_here(self, request: RemotingCommand) -> bool:
         """Java's leader-only requests that only the leader can decide, and 1009 (replicated by
@@ -615,6 +637,7 @@ class Replica:
         self.proposals.fail_all(RequestFailed(ResponseCode.SYSTEM_ERROR, why))
         self.reads.fail_all(why)
         self.forwards.fail_all(why)
+        self.leader_waits.fail_all(why)
         self.membership.fail(why)
 
     def close(self) -> None:
