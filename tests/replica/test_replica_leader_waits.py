@@ -12,7 +12,7 @@ from rmqc.remoting import RemotingCommand, RequestCode, ResponseCode, make_reque
 from rmqc.replica import Answer
 
 REQUEST_TIMEOUT_MS = 5_000
-WAIT_MS = 4 * 10 * 50  # two of the longest election timeouts (election_tick 10, tick_ms 50)
+WAIT_MS = 2 * 10 * 50  # the longest election timeout (election_tick 10, tick_ms 50)
 
 
 def apply_id(opaque: int, name: str) -> RemotingCommand:

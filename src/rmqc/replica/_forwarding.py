@@ -121,9 +121,10 @@ class WaitingRequest:
 class LeaderWaits:
     """Leader-only requests held while this member knows no serving leader, oldest first; each
     ends in exactly one answer: taken back by the replica (`take_all`) once a leader is known, or
-    refused 2007 after `wait_ms`. The wait is two of the longest election timeouts: long enough
-    for a missed heartbeat or an election to resolve, short enough that the client (3 s timeouts,
-    spec 3.0) hears the refusal and tries another controller when this one is cut off."""
+    refused 2007 after `wait_ms`. The wait is the longest election timeout (etcd waits one election
+    timeout for a leader too): every member that missed the leader has campaigned by then, so a
+    missed heartbeat or an election has resolved (0.3-0.5 s in chaos runs); a member still without
+    a leader is probably cut off, and its client (3 s timeouts, spec 3.0) had better try another."""
 
     def __init__(self, outbox: Outbox, wait_ms: int) -> None:
         self._out = outbox.append

@@ -139,7 +139,7 @@ class Replica:
         self.driver = Driver(self)
         self.forwards = Forwards(outbox, config.request_timeout_ms)
         longest_election_timeout_ms = 2 * config.election_tick * config.tick_ms  # the core randomises up to 2x
-        self.leader_waits = LeaderWaits(outbox, min(config.request_timeout_ms, 2 * longest_election_timeout_ms))
+        self.leader_waits = LeaderWaits(outbox, min(config.request_timeout_ms, longest_election_timeout_ms))
         self.liveness = Liveness(config, table, self.processor, outbox, self._propose_elections, now_ms)
         self.reads = ReadPath(self, rng)
         self.operations = Operations(self)
