@@ -2,10 +2,11 @@
 "Write path" 1) and answers the client with the leader's answer. Each forward holds a slot until
 the answer comes, the request timeout passes, or the leader it went to is no longer ours.
 
-A leader-only request that reaches a member while no leader serves (an election under way, a
-follower whose election timer ran out after a lost heartbeat, a leader before its first commit)
-waits for one (`LeaderWaits`) instead of being refused at once: a broker has no handling of 2007
-and would retry only at its next metadata refresh, 10 s later (spec 7.1)."""
+A leader-only request that reaches the elected leader before it serves (before its first commit;
+after a takeover from a leader whose port refused it, until that leader's lease has run out, 150-
+200 ms) waits (`LeaderWaits`) instead of being refused 2007: the others already name it as leader
+(1005), and a broker has no handling of 2007 and would retry only at its next metadata refresh,
+10 s later (spec 7.1)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from ._proposals import NOT_LEADER_REMARK, OVERLOAD_REMARK
 
 # Requests forwarded to the leader and not yet answered.
 MAX_FORWARDS_IN_FLIGHT = 16_384
-# Requests waiting for a leader to be known. Past this a request is answered SYSTEM_BUSY at once.
+# Requests waiting for this node to serve as leader. Past this a request is answered SYSTEM_BUSY at once.
 MAX_WAITING_FOR_LEADER = 16_384
 FORWARD_TIMEOUT_REMARK = "java.util.concurrent.TimeoutException: forwarded to leader"
 
@@ -106,9 +107,8 @@ class Forwards:
 
 @dataclass(slots=True)
 class WaitingRequest:
-    """A leader-only request held until a leader serves; `forwarded`: a follower's forward that
-    came to this node as the elected leader before its first commit (decided here, never
-    forwarded again)."""
+    """A leader-only request held until this node serves as leader; `forwarded`: a follower's
+    forward (decided here, never forwarded again)."""
 
     request: RemotingCommand
     channel_id: int
@@ -119,17 +119,11 @@ class WaitingRequest:
 
 
 class LeaderWaits:
-    """Leader-only requests held while this member knows no serving leader, oldest first; each
-    ends in exactly one answer: taken back by the replica (`take_all`) once a leader is known, or
-    refused 2007 after `wait_ms`, half the election timeout. An election ends within milliseconds
-    of the first campaign, and the members learn the winner with its first append, so the
-    leaderless moments of a healthy majority are short; a member still without a leader after half
-    an election timeout is probably cut off (a minority side, an isolated old leader), and its
-    client had better hear 2007 and try another controller. (Held for a whole election timeout,
-    chaos runs' writers, which pick a node at random with 1 s timeouts, got stuck on the cut-off
-    nodes: writes acknowledged during faults fell from 40-44 to 15-16 a second.) No better sign of
-    being cut off is at hand: the members that still hear the leader ignore a campaign's pre-votes
-    (the leader lease) instead of answering them."""
+    """Leader-only requests held while this node is the elected leader and does not serve yet,
+    oldest first; each ends in exactly one answer: taken back by the replica (`take_all`) once it
+    serves or is no longer the leader, or refused 2007 after `wait_ms`, half an election timeout
+    (longer than the takeover's lease wait; a leader that cannot commit by then has probably lost
+    its quorum, and its client had better try another controller)."""
 
     def __init__(self, outbox: Outbox, wait_ms: int) -> None:
         self._out = outbox.append
@@ -156,8 +150,8 @@ class LeaderWaits:
         while waiting and waiting[0].deadline_ms <= now_ms:
             held = waiting.popleft()
             self._out(Answer(held.token, make_response(held.request, ResponseCode.CONTROLLER_NOT_LEADER,
-                                                       f"{NOT_LEADER_REMARK}: no leader known for "
-                                                       f"{self.wait_ms} ms")))
+                                                       f"{NOT_LEADER_REMARK}: elected, and not serving "
+                                                       f"within {self.wait_ms} ms")))
 
     def next_deadline_ms(self) -> int | None:
         return self._waiting[0].deadline_ms if self._waiting else None

@@ -225,7 +225,7 @@ class Replica:
             "stalled_seconds": stalls.total_s,
             "mass_expiry_deferred": float(self.liveness.mass_expiry.deferred),
             "forwards_in_flight": float(len(self.forwards)),
-            "requests_waiting_for_leader": float(len(self.leader_waits)),
+            "requests_held_until_serving": float(len(self.leader_waits)),
             "elections_in_flight": float(self.elections_in_flight),
         }
 
@@ -303,9 +303,9 @@ class Replica:
     def drive(self) -> bool:
         """One driver pass (Driver.drive); True when another is due at once."""
         more = self.driver.drive()
-        if self.leader_waits and (self.serving_as_leader or self._leader_elsewhere()):
-            # a leader serves now (the pass elected it, or made it commit): what waited for one
-            # goes on as if it had just arrived, in arrival order
+        if self.leader_waits and (self.serving_as_leader or self.leader_id != self.config.node_id):
+            # this node serves now (the pass made it commit), or is no longer the leader: what
+            # waited goes on as if it had just arrived, in arrival order
             for held in self.leader_waits.take_all():
                 self._request(held.request, held.channel_id, held.token, held.origin, forwarded=held.forwarded)
         return more
@@ -406,21 +406,20 @@ class Replica:
 
     def _toward_leader(self, request: RemotingCommand, channel_id: int, token: Hashable, origin: Origin | None, *,
                        forwarded: bool) -> None:
-        """A leader-only request this node cannot decide now: forwarded to the leader, held until
-        a leader serves (this node elected and not yet committing, or no leader known), or refused."""
+        """A leader-only request this node cannot decide now: held while this node is the elected
+        leader and not yet serving (its first commit; after a takeover, the old leader's lease),
+        forwarded to the leader, or refused 2007 (no leader known: the client tries another)."""
         if not self.is_member:
             # no peer link to forward over (a removed or joining node dials no one): the client
             # must find the leader itself, and only 2007 makes it look
             self.outbox.append(Answer(token, self.operations.not_leader(request, "not a member of the group")))
-        elif self.leader_id == self.config.node_id or (
-                self.leader_id is None and self.config.forward_writes and not forwarded):
+        elif self.leader_id == self.config.node_id:
             self.leader_waits.hold(request, channel_id, token, origin, forwarded=forwarded, now_ms=self.now_ms())
-        elif forwarded or not self.config.forward_writes:
+        elif forwarded or not self.config.forward_writes or self.leader_id is None:
             # a forward is never forwarded again; without forwarding the client goes to the leader
             self.outbox.append(Answer(token, make_response(request, ResponseCode.CONTROLLER_NOT_LEADER,
                                                            NOT_LEADER_REMARK)))
         else:
-            assert self.leader_id is not None
             forwarded_copy = request if origin is None else with_origin(request, origin)
             self.forwards.forward(self.leader_id, forwarded_copy, token, self.now_ms())
 
@@ -430,9 +429,6 @@ class Replica:
         1006, 1012) are served by every node through the read path instead (design.md "Read path")."""
         return (request.code in _LEADER_WRITES and request.code not in READ_REQUESTS
                 and not self.serving_as_leader)
-
-    def _leader_elsewhere(self) -> bool:
-        return self.leader_id is not None and self.leader_id != self.config.node_id
 
     def heartbeat(self, request: RemotingCommand, channel_id: int) -> bool:
         """A one-way 904, served inline (never answered, spec 1.3); False: not a 904."""
