@@ -51,9 +51,9 @@ YIELD_AFTER_BYTES = 256 * 1024
 MAX_CONTROL_FRAMES = 8192
 # Reconnect forever to a configured peer (it is a member), but never faster than every 10 ms nor
 # slower than every 100 ms (150 with jitter), so a link that comes back (a restarted peer, a healed
-# partition) carries heartbeats again well inside a follower's election timeout (500 ms at the
-# least). At 500 ms, chaos runs saw followers lose a live leader for 0.45 s after healed faults.
-# An attempt costs a refused connect, or one waiting CONNECT_TIMEOUT_S: there is one at a time.
+# REJECT partition) carries heartbeats again well inside a follower's election timeout (500 ms at
+# the least); at a 500 ms cap the wait alone could reach 750 ms. An attempt costs a refused
+# connect, or one waiting CONNECT_TIMEOUT_S: there is one at a time.
 RECONNECT_MIN_S = 0.010
 RECONNECT_MAX_S = 0.100
 CONNECT_TIMEOUT_S = 1.0
