@@ -13,7 +13,7 @@ from rmqc.remoting import RemotingCommand, RequestCode, ResponseCode, make_reque
 from rmqc.replica import Answer
 
 REQUEST_TIMEOUT_MS = 5_000
-WAIT_MS = 10 * 50 // 2  # half the election timeout (election_tick 10, tick_ms 50)
+WAIT_MS = 10 * 50  # the election timeout (election_tick 10, tick_ms 50)
 
 
 def apply_id(opaque: int, name: str) -> RemotingCommand:

@@ -121,9 +121,9 @@ class WaitingRequest:
 class LeaderWaits:
     """Leader-only requests held while this node is the elected leader and does not serve yet,
     oldest first; each ends in exactly one answer: taken back by the replica (`take_all`) once it
-    serves or is no longer the leader, or refused 2007 after `wait_ms`, half an election timeout
-    (longer than the takeover's lease wait; a leader that cannot commit by then has probably lost
-    its quorum, and its client had better try another controller)."""
+    serves or is no longer the leader, or refused 2007 after `wait_ms`, an election timeout: well
+    past the takeover's lease wait (150-200 ms of the 500, so a stalled new leader still makes
+    it), and as long as CheckQuorum gives a leader that hears no quorum before it steps down."""
 
     def __init__(self, outbox: Outbox, wait_ms: int) -> None:
         self._out = outbox.append

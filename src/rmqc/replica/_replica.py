@@ -138,8 +138,8 @@ class Replica:
         self.disk = Disk(self)
         self.driver = Driver(self)
         self.forwards = Forwards(outbox, config.request_timeout_ms)
-        half_election_timeout_ms = config.election_tick * config.tick_ms // 2
-        self.leader_waits = LeaderWaits(outbox, min(config.request_timeout_ms, half_election_timeout_ms))
+        election_timeout_ms = config.election_tick * config.tick_ms
+        self.leader_waits = LeaderWaits(outbox, min(config.request_timeout_ms, election_timeout_ms))
         self.liveness = Liveness(config, table, self.processor, outbox, self._propose_elections, now_ms)
         self.reads = ReadPath(self, rng)
         self.operations = Operations(self)
