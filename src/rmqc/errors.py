@@ -50,6 +50,9 @@ class CorruptionError(StorageError):
         self.index = index
         self.what = what
 
+    def __reduce__(self) -> tuple[type, tuple[int, str]]:  # pickled across processes (storage's verify)
+        return type(self), (self.index, self.what)
+
 
 class ConfigError(RmqcError):
     """Configuration that cannot be used; the message names the option and the value."""

@@ -10,6 +10,7 @@ commands, which parse, call one operation and render.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from enum import StrEnum
@@ -41,6 +42,7 @@ from rmqc.storage import (
     read_snapshot_file,
     restore_data_dir,
     rewrite_compactly,
+    verify_isolated,
 )
 
 from ._exit import ExitCode
@@ -106,8 +108,17 @@ def replay_start(storage: LmdbStorage) -> tuple[fsm.ControllerState, ConfState, 
     return state, snapshot.meta.conf_state, snapshot.meta.index + 1
 
 
-def open_for_reading(data_dir: Path) -> LmdbStorage:
-    return LmdbStorage(data_dir, readonly=True)
+@contextlib.contextmanager
+def open_for_reading(data_dir: Path) -> Iterator[LmdbStorage]:
+    """The data directory read-only, once a child process read all of it without crashing
+    (storage._isolated): a damaged page that would abort LMDB is an error, not a dead command.
+    Damage that leaves something readable (a bad entry, a damaged journal) lets the command show
+    what is there, then fails it with the damage named."""
+    report = verify_isolated(data_dir)
+    with LmdbStorage(data_dir, readonly=True) as storage:
+        yield storage
+    if not report.ok:
+        raise CorruptionError(report.first_bad_index or 0, str(report.problem))
 
 
 def committed_range(storage: LmdbStorage) -> tuple[int, int]:
@@ -469,17 +480,18 @@ def verify(data_dir: Annotated[Path, typer.Argument(help="a node's data director
 
     Checked: the hard state and membership records, the snapshot (its data against its checksum),
     and every log entry (its CRC32, consecutive indexes, terms that never fall, the commit index
-    within the log). Not checked: LMDB's own pages outside those records (free or unused pages,
-    B-tree internals): a flipped byte there passes until LMDB itself reads it. A directory that is
-    not an rmqc data directory exits 4.
+    within the log), the journal (a damaged record with valid ones after it, a wrong size or a
+    missing file: a crash leaves none of these), and data.mdb's length against its meta page.
+    The read runs in a child process, so a page that crashes LMDB is reported, not fatal.
+    Not checked: free or unused LMDB pages (no record lives on them).
+    A directory that is not an rmqc data directory exits 4.
     """
 
     def run() -> None:
         if data_dir.is_file():
             render_snapshot_file(*checked_snapshot_file(data_dir))
             return
-        with open_for_reading(data_dir) as storage:
-            report = storage.verify()
+        report = verify_isolated(data_dir)
         render_verify(report)
         if not report.ok:
             raise typer.Exit(int(ExitCode.CORRUPT))

@@ -17,12 +17,14 @@ from ._errors import (
     NotAStorageError,
     NotCoveredBySnapshotError,
     StorageBusyError,
+    StorageDamagedError,
     StorageFullError,
     StorageWriteFailed,
 )
 from ._faults import FAULT_FILE_ENV, FAULT_STALL_WORD
 from ._identity import IDENTITY_FILE_NAME, NodeIdentity, claim_identity, read_identity
 from ._inspect import StorageStats, VerifyReport, open_verified
+from ._isolated import verify_isolated
 from ._lmdb_storage import DATA_FILE_NAME, DEFAULT_MAP_SIZE_BYTES, LmdbStorage, rewrite_compactly
 from ._lock import NodeLock, acquire_node_lock, is_locked_by_live_node, live_lock_holder
 from ._snapshot_file import (
@@ -54,6 +56,7 @@ __all__ = [
     "RestoreRefused",
     "SnapshotFile",
     "StorageBusyError",
+    "StorageDamagedError",
     "StorageFullError",
     "StorageWriteFailed",
     "StorageStats",
@@ -69,5 +72,6 @@ __all__ = [
     "read_snapshot_file",
     "restore_data_dir",
     "rewrite_compactly",
+    "verify_isolated",
     "write_snapshot_file",
 ]

@@ -51,3 +51,21 @@ class NotAStorageError(StorageError):
 
 class IdentityMismatchError(StorageError):
     """A node was started on the data directory of another node (or controller group)."""
+
+
+class StorageDamagedError(StorageError):
+    """A file of the data directory failed a check that a crash cannot explain (truncated, a
+    checksum mismatch with valid data after it, missing): what the node acknowledged or voted on
+    may be lost, so nothing is served from it. Names the file, the offset when known, and what to do."""
+
+    def __init__(self, path: object, what: str, offset: int | None = None) -> None:
+        where = "" if offset is None else f" at byte {offset}"
+        super().__init__(f"{path} is damaged{where}: {what}. The node must not serve from this data "
+                         f"directory: start it with `rmqc serve --repair` to rejoin it from its cluster, "
+                         f"or restore a snapshot (docs/operations.md, \"Damaged storage\")")
+        self.path = path
+        self.what = what
+        self.offset = offset
+
+    def __reduce__(self) -> tuple[type, tuple[object, str, int | None]]:  # crosses processes (_isolated)
+        return type(self), (self.path, self.what, self.offset)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import orjson
 
-from ._errors import IdentityMismatchError, NotAStorageError
+from ._errors import IdentityMismatchError, StorageDamagedError
 
 IDENTITY_FILE_NAME = "node.json"
 
@@ -34,7 +34,10 @@ def read_identity(data_dir: str | os.PathLike[str]) -> NodeIdentity | None:
     except FileNotFoundError:
         return None
     except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
-        raise NotAStorageError(f"{path} is not an rmqc node identity: {exc}") from None
+        raise StorageDamagedError(path, f"it is not an rmqc node identity ({exc}). It names the node that owns "
+                                  'this directory: write it again as {"node_id": "ID", "group": "GROUP"} with '
+                                  "this node's --id and controller group (controllerDLegerGroup), then start "
+                                  "the node") from None
 
 
 def claim_identity(data_dir: str | os.PathLike[str], identity: NodeIdentity) -> None:

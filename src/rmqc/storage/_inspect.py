@@ -7,11 +7,13 @@ import os
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rmqc.errors import CorruptionError
 
 from . import _codec
+from ._journal import JOURNAL_FILE_NAME
 
 if TYPE_CHECKING:
     from ._lmdb_storage import LmdbStorage
@@ -49,7 +51,7 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
-        return self.first_bad_index is None
+        return self.problem is None
 
 
 def collect_stats(storage: LmdbStorage) -> StorageStats:
@@ -103,6 +105,9 @@ def verify_storage(storage: LmdbStorage) -> VerifyReport:
         return VerifyReport(count, exc.index, exc.what, checked)
     checked.append("entries")
     journal = storage.journal_replayed
+    if journal.damage is not None:
+        problem = str(journal.damage.error(storage.path / JOURNAL_FILE_NAME))
+        return VerifyReport(count, journal.damage.next_index, problem, checked)
     if journal.records:  # a node that did not stop cleanly: its newest saves are still there
         ended = f"; replay ended at {journal.stopped}" if journal.stopped else ""
         checked.append(f"journal: {journal.records} records, {len(journal.entries)} entries not yet in data.mdb{ended}")
@@ -124,13 +129,16 @@ def _checked_log(storage: LmdbStorage) -> Iterator[object]:
 def open_verified(path: str | os.PathLike[str]) -> LmdbStorage:
     """Open a node's storage for writing after `verify` passed, so a node never announces that it
     serves a log it cannot read (the log is compacted every snapshot_every_entries, so this reads a
-    bounded number of entries). Raises CorruptionError naming the first bad index."""
-    from ._lmdb_storage import LmdbStorage
+    bounded number of entries). The check runs in a child process (_isolated): a damaged page
+    aborts LMDB. Raises CorruptionError naming the first bad index, or StorageDamagedError."""
+    from ._isolated import verify_isolated
+    from ._lmdb_storage import DATA_FILE_NAME, LmdbStorage
 
+    if (Path(path) / DATA_FILE_NAME).exists() or (Path(path) / JOURNAL_FILE_NAME).exists():
+        report = verify_isolated(path)
+        if not report.ok:
+            assert report.first_bad_index is not None and report.problem is not None
+            raise CorruptionError(report.first_bad_index, report.problem)
     storage = LmdbStorage(path)
-    report = storage.verify()
-    if report.ok:
-        return storage
-    storage.close()
-    assert report.first_bad_index is not None and report.problem is not None
-    raise CorruptionError(report.first_bad_index, report.problem)
+    storage.clear_stale_readers()  # a reading child killed by a signal leaves its reader slot
+    return storage

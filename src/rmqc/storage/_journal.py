@@ -15,6 +15,14 @@ the sealed log value of _codec. Replay reads records of the current generation f
 stops at the first that is not one (zeros, a torn write, an older generation's leftovers): only
 a record whose fdatasync returned was ever acknowledged, and every record after a torn one was
 written after it.
+
+What replay may cut is only the tail a crash can leave: each record is flushed before the next is
+written, so at most the last record of a generation is torn, and nothing of that generation follows
+it. A record that fails its check with a valid record of the same generation anywhere after it is
+damage (a flipped bit, a lost or zeroed write), not a crash: the records after it were acknowledged,
+so replay reports it (`JournalContents.damage`) and the storage refuses to open for writing. So does
+a journal of the wrong size (it is created full size, durably, before its generation is first
+committed) or a missing one once LMDB records a generation (see LmdbStorage's open).
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from rmqc.errors import CorruptionError
 from rmqc.raft._types import Entry, HardState
 
 from . import _codec
-from ._errors import StorageFullError, StorageWriteFailed
+from ._errors import StorageDamagedError, StorageFullError, StorageWriteFailed
 
 JOURNAL_FILE_NAME = "journal"
 # Large enough that moving its records into LMDB is rare (about 4,000 controller writes), small
@@ -53,6 +61,20 @@ class JournalContents:
     entries: list[Entry] = field(default_factory=list)
     records: int = 0
     stopped: str | None = None
+    damage: JournalDamage | None = None
+
+
+@dataclass(frozen=True)
+class JournalDamage:
+    """Where the journal failed a check that a crash cannot explain, and what was found there."""
+
+    offset: int  # byte offset in the file
+    next_index: int  # the first log index the damage may have taken
+    what: str
+
+    def error(self, path: Path) -> StorageDamagedError:
+        lost = f"; entries from index {self.next_index} on may be lost" if self.next_index else ""
+        return StorageDamagedError(path, self.what + lost, self.offset)
 
 
 def encode_record(generation: int, hard_state: HardState | None, entries: Sequence[Entry]) -> bytes:
@@ -81,12 +103,32 @@ def decode_records(data: bytes, generation: int) -> tuple[list[tuple[HardState |
             return records, offset, "no record here" if any(data[offset:offset + _HEADER.size]) else None
         if record_generation != generation:
             return records, offset, f"a record of generation {record_generation} (an earlier file's)"
-        payload = data[offset + _HEADER.size: offset + _HEADER.size + length]
-        if len(payload) != length or zlib.crc32(payload, zlib.crc32(generation.to_bytes(8, "little"))) != crc:
+        payload = _checked_payload(data, offset, length, generation, crc)
+        if payload is None:
             return records, offset, "a torn or damaged record"
         records.append(_decode_payload(payload))
         offset += _HEADER.size + length
     return records, offset, None
+
+
+def _checked_payload(data: bytes, offset: int, length: int, generation: int, crc: int) -> bytes | None:
+    """The payload of the record whose header is at `offset`, if all of it is there and its checksum holds."""
+    payload = data[offset + _HEADER.size: offset + _HEADER.size + length]
+    if len(payload) != length or zlib.crc32(payload, zlib.crc32(generation.to_bytes(8, "little"))) != crc:
+        return None
+    return payload
+
+
+def next_valid_record(data: bytes, start: int, generation: int) -> int | None:
+    """The offset of the first record of `generation` at or after `start` whose checksum holds."""
+    offset = data.find(MAGIC, start)
+    while offset >= 0:
+        if offset + _HEADER.size <= len(data):
+            _magic, length, record_generation, crc = _HEADER.unpack_from(data, offset)
+            if record_generation == generation and _checked_payload(data, offset, length, generation, crc):
+                return offset
+        offset = data.find(MAGIC, offset + 1)
+    return None
 
 
 def _decode_payload(payload: bytes) -> tuple[HardState | None, list[Entry]]:
@@ -140,6 +182,7 @@ class Journal:
         records, self.offset, stopped = decode_records(data, self.generation)
         contents = JournalContents(records=len(records), stopped=stopped)
         expected = last_index + 1
+        contents.damage = self._damage(data, records, stopped, last_index)
         for number, (hard_state, entries) in enumerate(records, 1):
             if entries and entries[0].index != expected:
                 # its checksum holds, so we wrote it: only a bug makes a journal record skip or
@@ -150,6 +193,29 @@ class Journal:
             contents.entries += entries
             expected += len(entries)
         return contents
+
+    def _damage(self, data: bytes, records: list[tuple[HardState | None, list[Entry]]], stopped: str | None,
+                last_index: int) -> JournalDamage | None:
+        next_index = last_index + 1 + sum(len(entries) for _, entries in records)
+        if len(data) != JOURNAL_BYTES:
+            return JournalDamage(min(len(data), self.offset), next_index,
+                                 f"the file is {len(data)} bytes, not the {JOURNAL_BYTES} it was created with "
+                                 "(truncated or overwritten)")
+        follower = next_valid_record(data, self.offset + 1, self.generation)
+        if follower is None:
+            return None  # zeros after the last record, or a torn tail: the one record a crash may cut
+        found = stopped or "zeros where a record was expected"
+        return JournalDamage(self.offset, next_index,
+                             f"{found}, but a valid record of generation {self.generation} follows at byte "
+                             f"{follower} (only the last record may be torn by a crash)")
+
+    def check_present(self, last_index: int) -> JournalDamage | None:
+        """A missing journal is damage once a generation was committed: the file was created
+        (durably) before that, and only a deletion removes it."""
+        if self.generation > 0 and not self.path.exists():
+            return JournalDamage(0, last_index + 1, "the file is missing (it existed when generation "
+                                                    f"{self.generation} was committed)")
+        return None
 
     @property
     def writable(self) -> bool:

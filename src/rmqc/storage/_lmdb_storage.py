@@ -28,6 +28,7 @@ from rmqc.errors import CompactedError, CorruptionError, SnapshotOutOfDateError,
 from rmqc.raft._types import ConfState, Entry, HardState, Snapshot, SnapshotMeta
 
 from . import _codec
+from ._data_file import check_data_file
 from ._errors import (
     LogGapError,
     NotAStorageError,
@@ -39,7 +40,7 @@ from ._errors import (
 from ._faults import FaultHook, fault_hook_from_env
 from ._gate import ResizeGate
 from ._inspect import StorageStats, VerifyReport, collect_stats, verify_storage
-from ._journal import Journal, encode_record
+from ._journal import JOURNAL_FILE_NAME, Journal, encode_record
 
 _T = TypeVar("_T")
 
@@ -109,6 +110,7 @@ class LmdbStorage:
         self.path = Path(path)
         self.readonly = readonly
         self._max_map_size_bytes = max_map_size_bytes
+        check_data_file(self.path / DATA_FILE_NAME, journal_exists=(self.path / JOURNAL_FILE_NAME).exists())
         if readonly and not (self.path / DATA_FILE_NAME).exists():
             raise NotAStorageError(f"no rmqc log in {self.path} (no {DATA_FILE_NAME})")
         if not readonly:
@@ -139,6 +141,11 @@ class LmdbStorage:
             self._bounds, self._snapshot = self._load_cached_state()
             self._journal = Journal(self.path, self._read(self._journal_generation))
             self.journal_replayed = self._journal.replay(self._bounds.last_index)
+            self.journal_replayed.damage = (self.journal_replayed.damage
+                                            or self._journal.check_present(self._bounds.last_index))
+            if self.journal_replayed.damage and not readonly:
+                # before anything is written: a new generation would hide the records after the damage
+                raise self.journal_replayed.damage.error(self._journal.path)
             self._take_journal_contents()
         except BaseException:
             self._env.close()
@@ -149,10 +156,11 @@ class LmdbStorage:
         self._file_bytes = 0 if fd is None else os.fstat(fd).st_size
         self._page_bytes = int(self._env.stat()["psize"])
         if not readonly:
-            # a new generation even when nothing is moved, so no append ever follows a record
-            # that replay did not take (a torn one)
-            self._move_journal_into_lmdb(always=True)
+            # the file first (a committed generation promises it exists), then a new generation
+            # even when nothing is moved, so no append ever follows a record that replay did not
+            # take (a torn one)
             self._journal.open_for_writes()
+            self._move_journal_into_lmdb(always=True)
         if not readonly and self._has_leftovers():
             self._sweep_compacted()
 
@@ -638,6 +646,11 @@ class LmdbStorage:
 
     def verify(self) -> VerifyReport:
         return verify_storage(self)
+
+    def clear_stale_readers(self) -> int:
+        """Free the reader slots of processes that died holding them (they keep old pages from
+        being reused); the number freed."""
+        return int(self._env.reader_check())
 
     def bytes_on_disk(self) -> int:
         return (self.path / DATA_FILE_NAME).stat().st_size
