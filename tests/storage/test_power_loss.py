@@ -1,0 +1,138 @@
+"""Power cuts for real processes (rmqc.testing.powerloss): after a SIGKILL the data directory is
+replaced by what was made durable (fsync, fdatasync, O_DSYNC writes, directory fsyncs), so unlike a
+plain SIGKILL a missing fsync loses data here. The model itself is checked first, then the storage's
+crash workload (tests/storage/crash_child.py) under power cuts, then the same with the journal's
+fdatasync disabled by the shim (a mutant), which the check must catch."""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_crash_safety import CHILD as CRASH_CHILD, run_child_until_killed  # type: ignore[import-not-found]
+
+from rmqc.storage import LmdbStorage
+from rmqc.testing.powerloss import PowerLossDisk, compiler
+
+pytestmark = pytest.mark.skipif(compiler() is None, reason="no C compiler (gcc) to build the power-loss shim")
+
+MODEL_CHILD = Path(__file__).with_name("powerloss_child.py")
+CUTS = 10
+SEED = 20261127
+
+
+def make_disk(tmp_path: Path, **options: str) -> PowerLossDisk:
+    return PowerLossDisk(tmp_path / "node", tmp_path / "shadow", **options)
+
+
+def test_power_cut_keeps_exactly_what_was_synced(tmp_path: Path) -> None:
+    data_dir = tmp_path / "node"
+    data_dir.mkdir()
+    # present before the process starts: durable
+    (data_dir / "existing").write_bytes(b"0123456789abcdefghij")
+    (data_dir / "dsync").write_bytes(b"0123456789")
+    (data_dir / "replaced").write_bytes(b"old")
+    (data_dir / "renamed").write_bytes(b"old contents")
+    (data_dir / "unlinked").write_bytes(b"still here")
+    disk = make_disk(tmp_path)
+    child = subprocess.Popen([sys.executable, str(MODEL_CHILD), str(data_dir)], env=disk.env(),
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        ready = child.stdout.readline()
+        assert ready == "ready\n", ready or child.communicate()[1]
+        # before the cut (a SIGKILL keeps the page cache): everything written is there
+        assert (data_dir / "synced").read_bytes() == b"durable part|lost part"
+        assert not (data_dir / "unlinked").exists()
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.communicate()
+    disk.power_cut()
+    thread_files = {f"thread-{n}": "".join(f"thread {n} line {line}\n" for line in range(50)).encode()
+                    for n in range(4)}
+    assert {path.relative_to(data_dir).as_posix(): None if path.is_dir() else path.read_bytes()
+            for path in data_dir.rglob("*")} == {
+        "synced": b"durable part|",
+        "existing": b"PWRITE6789WRITEV-two",  # the synced writes, not the later truncation
+        "dsync": b"meta456789",  # the O_DSYNC write only
+        "created-and-listed": b"listed",
+        "sub": None,
+        "sub/inner": b"inner",
+        "sub/listed-empty": b"",  # its name was synced, its data never
+        "replaced": b"new contents",
+        "renamed": b"old contents",  # the rename was not synced: undone
+        "unlinked": b"still here",  # the unlink was not synced: undone
+        # not here: created-unlisted (its directory never synced after it), renamed.tmp, never-synced
+        **thread_files,
+    }
+    # the result of a cut is durable as a whole: a second cut changes nothing
+    before = {path: path.read_bytes() for path in data_dir.rglob("*") if path.is_file()}
+    disk.power_cut()
+    assert {path: path.read_bytes() for path in data_dir.rglob("*") if path.is_file()} == before
+
+
+def durability_violations(data_dir: Path, durable_terms: dict[int, int]) -> list[str]:
+    """What a power cut broke: a log that fails verification, a reported-durable index missing
+    or of another term, an entry whose payload is not the one written. Read-only: the next child
+    does the recovery, under the shim."""
+    from crash_child import payload  # type: ignore[import-not-found]
+
+    problems = []
+    with LmdbStorage(data_dir, readonly=True) as storage:
+        report = storage.verify()
+        if not report.ok:
+            problems.append(f"verify: {report}")
+        last = storage.last_index()
+        missing = [index for index in durable_terms if index > last]
+        if missing:
+            problems.append(f"{len(missing)} reported-durable indexes lost, the first {min(missing)} "
+                            f"(the log ends at {last}; journal replay stopped: {storage.journal_replayed.stopped})")
+        for entry in storage.iter_entries():
+            if entry.data != payload(entry.index, entry.term):
+                problems.append(f"entry {entry.index}: not the payload written")
+            if durable_terms.get(entry.index, entry.term) != entry.term:
+                problems.append(f"entry {entry.index}: term {entry.term}, {durable_terms[entry.index]} reported")
+    return problems
+
+
+def run_with_power_cuts(disk: PowerLossDisk, kills: int, *, cut: bool = True) -> list[str]:
+    """crash_child under the shim, SIGKILLed at seeded moments, each kill followed by a power cut
+    (or not: a plain SIGKILL); the violations found after the first kill that has any (empty: none)."""
+    rng = random.Random(SEED)
+    durable_terms: dict[int, int] = {}
+    for kill in range(kills):
+        durable_terms.update(run_child_until_killed(disk.data_dir, term=kill + 1, rng=rng, env=disk.env()))
+        if cut:
+            disk.power_cut()
+        problems = durability_violations(disk.data_dir, durable_terms)
+        if problems:
+            where = f"seed {SEED}, after kill {kill}{' and power cut' if cut else ''}"
+            return [f"{where}: {problem}" for problem in problems]
+    return []
+
+
+@pytest.mark.slow
+def test_power_cuts_never_lose_a_durable_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(CRASH_CHILD.parent))
+    disk = make_disk(tmp_path)
+    assert run_with_power_cuts(disk, CUTS) == []
+    with LmdbStorage(disk.data_dir, readonly=True) as storage:
+        # the cuts hit a log that kept growing, and compactions (journal moves into LMDB) happened
+        assert storage.last_index() > 300 and storage.first_index() > 1, storage
+
+
+@pytest.mark.slow
+def test_power_cut_catches_the_journals_missing_fdatasync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The mutant: the journal's fdatasync makes nothing durable (as if the code skipped it). A
+    plain SIGKILL cannot see that (the page cache keeps the records); a power cut must."""
+    monkeypatch.syspath_prepend(str(CRASH_CHILD.parent))
+    sigkill_only = PowerLossDisk(tmp_path / "killed", tmp_path / "killed-shadow", unsynced_name="journal")
+    assert run_with_power_cuts(sigkill_only, CUTS, cut=False) == []  # what test_crash_safety sees
+    disk = make_disk(tmp_path, unsynced_name="journal")
+    problems = run_with_power_cuts(disk, CUTS)
+    assert problems, "the power cuts did not catch the journal's missing fdatasync"
+    assert "reported-durable indexes lost" in problems[0], problems
