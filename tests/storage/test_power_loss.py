@@ -13,10 +13,14 @@ import sys
 from pathlib import Path
 
 import pytest
+import trio
 from test_crash_safety import CHILD as CRASH_CHILD, run_child_until_killed  # type: ignore[import-not-found]
 
+from rmqc.client import ControllerClient
 from rmqc.storage import LmdbStorage
+from rmqc.testing.cluster import Cluster
 from rmqc.testing.powerloss import PowerLossDisk, compiler
+from rmqc.testing.writer import WriteLoad
 
 pytestmark = pytest.mark.skipif(compiler() is None, reason="no C compiler (gcc) to build the power-loss shim")
 
@@ -136,3 +140,57 @@ def test_power_cut_catches_the_journals_missing_fdatasync(tmp_path: Path, monkey
     problems = run_with_power_cuts(disk, CUTS)
     assert problems, "the power cuts did not catch the journal's missing fdatasync"
     assert "reported-durable indexes lost" in problems[0], problems
+
+
+CLUSTER_ROUNDS = 2
+ACKS_BEFORE_CUT = 200
+
+
+async def cut_whole_cluster_under_load(tmp_path: Path, unsynced_name: str | None = None) -> dict[str, tuple[int, int]]:
+    """Three `rmqc serve` nodes under the shim and a writer; every node SIGKILLed at once, the power
+    of all cut, the cluster restarted: CLUSTER_ROUNDS times. The acknowledged writes the restarted
+    cluster lacks ({group: (acked, next id)}; empty: none lost)."""
+    cluster = Cluster.create(tmp_path, 3)
+    options = {} if unsynced_name is None else {"unsynced_name": unsynced_name}
+    disks = [PowerLossDisk(node.data_dir, tmp_path / f"{node.node_id}.shadow", **options) for node in cluster.nodes]
+    for node, disk in zip(cluster.nodes, disks, strict=True):
+        node.env.update(disk.env(base={}))
+    loads: list[WriteLoad] = []
+    await cluster.start()
+    try:
+        async with ControllerClient(cluster.addresses, timeout_ms=8000, max_retries=10) as admin:
+            for cut in range(CLUSTER_ROUNDS):
+                await cluster.wait_leader(admin)
+                load = WriteLoad(cluster.addresses, prefix=f"cut{cut}")
+                loads.append(load)
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(load.run)
+                    with trio.fail_after(60):
+                        while len(load.ack_times) < ACKS_BEFORE_CUT:
+                            await trio.sleep(0.01)
+                    for node in cluster.nodes:  # writes still in flight
+                        node.kill(signal.SIGKILL)
+                    nursery.cancel_scope.cancel()
+                for node in cluster.nodes:
+                    await node.wait_exit()
+                for disk in disks:
+                    disk.power_cut()
+                await cluster.start()
+            await cluster.wait_leader(admin)
+            lost: dict[str, tuple[int, int]] = {}
+            for load in loads:
+                lost.update(await load.lost_writes(admin))
+            return lost
+    finally:
+        await cluster.stop()
+
+
+@pytest.mark.slow
+async def test_power_cut_of_a_whole_cluster_keeps_every_acknowledged_write(tmp_path: Path) -> None:
+    assert await cut_whole_cluster_under_load(tmp_path) == {}
+
+
+@pytest.mark.slow
+async def test_power_cut_of_a_whole_cluster_catches_the_journals_missing_fdatasync(tmp_path: Path) -> None:
+    """The journal mutant on every node: acknowledged writes are lost at the first cut."""
+    assert await cut_whole_cluster_under_load(tmp_path, unsynced_name="journal") != {}
