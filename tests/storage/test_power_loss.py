@@ -17,7 +17,7 @@ import trio
 from test_crash_safety import CHILD as CRASH_CHILD, run_child_until_killed  # type: ignore[import-not-found]
 
 from rmqc.client import ControllerClient
-from rmqc.storage import LmdbStorage
+from rmqc.storage import DATA_FILE_NAME, LmdbStorage
 from rmqc.testing.cluster import Cluster
 from rmqc.testing.powerloss import PowerLossDisk, compiler
 from rmqc.testing.writer import WriteLoad
@@ -86,6 +86,8 @@ def durability_violations(data_dir: Path, durable_terms: dict[int, int]) -> list
     from crash_child import payload  # type: ignore[import-not-found]
 
     problems = []
+    if durable_terms and not (data_dir / DATA_FILE_NAME).exists():
+        return [f"{len(durable_terms)} reported-durable indexes lost: no {DATA_FILE_NAME} at all"]
     with LmdbStorage(data_dir, readonly=True) as storage:
         report = storage.verify()
         if not report.ok:
@@ -140,6 +142,18 @@ def test_power_cut_catches_the_journals_missing_fdatasync(tmp_path: Path, monkey
     problems = run_with_power_cuts(disk, CUTS)
     assert problems, "the power cuts did not catch the journal's missing fdatasync"
     assert "reported-durable indexes lost" in problems[0], problems
+
+
+@pytest.mark.slow
+def test_power_cut_catches_a_missing_fsync_of_the_data_directory(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The mutant on the directory: the fsync that makes a new data directory's files (data.mdb,
+    the journal) durable names does nothing, so the first cut takes the whole log away."""
+    monkeypatch.syspath_prepend(str(CRASH_CHILD.parent))
+    disk = make_disk(tmp_path, unsynced_name="node")
+    problems = run_with_power_cuts(disk, 1)
+    assert problems and "reported-durable indexes lost" in problems[0], problems
+    assert sorted(path.name for path in disk.data_dir.iterdir()) == []
 
 
 CLUSTER_ROUNDS = 2

@@ -12,8 +12,8 @@ directory with that durable image, as a machine losing power would find it on re
     ...; process.kill(); process.wait()
     disk.power_cut()                             # only what was synced remains
 
-`unsynced_name="journal"` is a mutant: fsync/fdatasync of files of that name make nothing durable,
-as if the code had skipped them (production code is untouched).
+`unsynced_name="journal"` is a mutant: fsync/fdatasync of files (or directories) of that name make
+nothing durable, as if the code had skipped them (production code is untouched).
 """
 
 from __future__ import annotations

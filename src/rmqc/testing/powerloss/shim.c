@@ -6,7 +6,8 @@
  * Environment:
  *   POWERLOSS_DIR     the watched directory (absolute, canonical); nothing outside it is modelled
  *   POWERLOSS_SHADOW  the shadow directory holding the durable image (outside POWERLOSS_DIR)
- *   POWERLOSS_UNSYNCED_NAME  (mutant) fsync/fdatasync of files of this base name make nothing durable
+ *   POWERLOSS_UNSYNCED_NAME  (mutant) fsync/fdatasync of files or directories of this base name
+ *                            make nothing durable
  *
  * Shadow layout (shared by every process of the directory, guarded by flock on SHADOW/lock):
  *   ids/<ino>      the id of the file or directory that has inode <ino> now (ids are never reused)
@@ -453,9 +454,10 @@ static void sync_directory(int fd, struct fd_info *info)
     free(listing);
 }
 
+/* the mutant: a file (or directory) of this name is never made durable by its fsync */
 static int sync_is_ignored(const struct fd_info *info)
 {
-    if (!unsynced_name[0] || info->is_dir) return 0;
+    if (!unsynced_name[0]) return 0;
     const char *slash = strrchr(info->path, '/');
     return strcmp(slash ? slash + 1 : info->path, unsynced_name) == 0;
 }
