@@ -208,3 +208,36 @@ async def test_power_cut_of_a_whole_cluster_keeps_every_acknowledged_write(tmp_p
 async def test_power_cut_of_a_whole_cluster_catches_the_journals_missing_fdatasync(tmp_path: Path) -> None:
     """The journal mutant on every node: acknowledged writes are lost at the first cut."""
     assert await cut_whole_cluster_under_load(tmp_path, unsynced_name="journal") != {}
+
+
+NEW_NODE_CHILD = """
+import sys
+from rmqc.raft._types import Entry, HardState
+from rmqc.storage import LmdbStorage, acquire_node_lock
+
+with acquire_node_lock(sys.argv[1]), LmdbStorage(sys.argv[1]) as storage:
+    storage.save(HardState(term=1, vote="n1", commit=0), [Entry(1, 1, data=b"first")])
+    print("durable 1", flush=True)
+    sys.stdin.readline()
+"""
+
+
+def test_a_node_directory_the_node_lock_creates_survives_a_power_cut(tmp_path: Path) -> None:
+    """`rmqc serve --data-dir NEW` (and `rmqc log` tools) create the data directory when they take
+    the node lock: the new directory's name must be synced into its parent, or a cut takes the
+    whole log (and the vote) with it. The harness watches the parent here."""
+    disk = PowerLossDisk(tmp_path / "disk", tmp_path / "shadow")
+    data_dir = disk.data_dir / "parent" / "node"
+    child = subprocess.Popen([sys.executable, "-c", NEW_NODE_CHILD, str(data_dir)], env=disk.env(),
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        assert line == "durable 1\n", line or child.communicate()[1]
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.communicate()
+    disk.power_cut()
+    assert (data_dir / DATA_FILE_NAME).exists(), sorted(str(path) for path in disk.data_dir.rglob("*"))
+    with LmdbStorage(data_dir, readonly=True) as storage:
+        assert storage.last_index() == 1
