@@ -17,7 +17,7 @@ import trio
 from test_crash_safety import CHILD as CRASH_CHILD, run_child_until_killed  # type: ignore[import-not-found]
 
 from rmqc.client import ControllerClient
-from rmqc.storage import DATA_FILE_NAME, LmdbStorage
+from rmqc.storage import DATA_FILE_NAME, LmdbStorage, NodeIdentity, read_identity
 from rmqc.testing.cluster import Cluster
 from rmqc.testing.powerloss import PowerLossDisk, compiler
 from rmqc.testing.writer import WriteLoad
@@ -241,3 +241,36 @@ def test_a_node_directory_the_node_lock_creates_survives_a_power_cut(tmp_path: P
     assert (data_dir / DATA_FILE_NAME).exists(), sorted(str(path) for path in disk.data_dir.rglob("*"))
     with LmdbStorage(data_dir, readonly=True) as storage:
         assert storage.last_index() == 1
+
+
+RESTORE_CHILD = """
+import sys
+from rmqc.raft._types import ConfState, SnapshotMeta
+from rmqc.storage import NodeIdentity, decode_snapshot_file, encode_snapshot_file, restore_data_dir
+
+meta = SnapshotMeta(index=5, term=2, conf_state=ConfState(voters=("n0",)))
+snapshot = decode_snapshot_file(encode_snapshot_file(meta, b"state", {}))
+restore_data_dir(snapshot, sys.argv[1], NodeIdentity("n1", "rmqc"), ("n1",))
+print("restored", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_restored_data_directory_survives_a_power_cut(tmp_path: Path) -> None:
+    """`rmqc restore` writes a new data directory: once it returns, a cut must not take it away."""
+    disk = PowerLossDisk(tmp_path / "disk", tmp_path / "shadow")
+    data_dir = disk.data_dir / "node"
+    child = subprocess.Popen([sys.executable, "-c", RESTORE_CHILD, str(data_dir)], env=disk.env(),
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        assert line == "restored\n", line or child.communicate()[1]
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.communicate()
+    disk.power_cut()
+    assert (data_dir / DATA_FILE_NAME).exists(), sorted(str(path) for path in disk.data_dir.rglob("*"))
+    assert read_identity(data_dir) == NodeIdentity("n1", "rmqc")
+    with LmdbStorage(data_dir, readonly=True) as storage:
+        assert storage.snapshot_meta().index == 5
