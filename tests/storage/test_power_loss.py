@@ -79,6 +79,36 @@ def test_power_cut_keeps_exactly_what_was_synced(tmp_path: Path) -> None:
     assert {path: path.read_bytes() for path in data_dir.rglob("*") if path.is_file()} == before
 
 
+TORN_CHILD = """
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY)
+os.pwrite(fd, b"N" * (8 * 4096), 0)  # never synced
+print("written", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_torn_power_cut_keeps_some_unsynced_pages_whole(tmp_path: Path) -> None:
+    data_dir = tmp_path / "node"
+    data_dir.mkdir()
+    (data_dir / "file").write_bytes(b"o" * (8 * 4096))
+    disk = make_disk(tmp_path)
+    child = subprocess.Popen([sys.executable, "-c", TORN_CHILD, str(data_dir / "file")], env=disk.env(),
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        assert line == "written\n", line or child.communicate()[1]
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.communicate()
+    disk.power_cut(torn=random.Random(SEED))
+    data = (data_dir / "file").read_bytes()
+    pages = [data[n * 4096:(n + 1) * 4096] for n in range(8)]
+    assert len(data) == 8 * 4096 and all(page in (b"o" * 4096, b"N" * 4096) for page in pages), data
+    assert len(set(pages)) == 2  # this seed keeps some pages and drops others
+
+
 def durability_violations(data_dir: Path, durable_terms: dict[int, int]) -> list[str]:
     """What a power cut broke: a log that fails verification, a reported-durable index missing
     or of another term, an entry whose payload is not the one written. Read-only: the next child
@@ -105,15 +135,17 @@ def durability_violations(data_dir: Path, durable_terms: dict[int, int]) -> list
     return problems
 
 
-def run_with_power_cuts(disk: PowerLossDisk, kills: int, *, cut: bool = True) -> list[str]:
+def run_with_power_cuts(disk: PowerLossDisk, kills: int, *, cut: bool = True, torn: bool = False) -> list[str]:
     """crash_child under the shim, SIGKILLed at seeded moments, each kill followed by a power cut
-    (or not: a plain SIGKILL); the violations found after the first kill that has any (empty: none)."""
+    (`torn`: one that keeps a random half of the unsynced pages; or no cut: a plain SIGKILL); the
+    violations found after the first kill that has any (empty: none)."""
     rng = random.Random(SEED)
+    pages = random.Random(SEED + 1)
     durable_terms: dict[int, int] = {}
     for kill in range(kills):
         durable_terms.update(run_child_until_killed(disk.data_dir, term=kill + 1, rng=rng, env=disk.env()))
         if cut:
-            disk.power_cut()
+            disk.power_cut(torn=pages if torn else None)
         problems = durability_violations(disk.data_dir, durable_terms)
         if problems:
             where = f"seed {SEED}, after kill {kill}{' and power cut' if cut else ''}"
@@ -129,6 +161,15 @@ def test_power_cuts_never_lose_a_durable_entry(tmp_path: Path, monkeypatch: pyte
     with LmdbStorage(disk.data_dir, readonly=True) as storage:
         # the cuts hit a log that kept growing, and compactions (journal moves into LMDB) happened
         assert storage.last_index() > 300 and storage.first_index() > 1, storage
+
+
+@pytest.mark.slow
+def test_torn_power_cuts_never_lose_a_durable_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cuts that also keep a random half of the unsynced pages (half-written journal records,
+    later records without earlier ones, stray LMDB pages): recovery still finds every durable entry."""
+    monkeypatch.syspath_prepend(str(CRASH_CHILD.parent))
+    disk = make_disk(tmp_path)
+    assert run_with_power_cuts(disk, CUTS, torn=True) == []
 
 
 @pytest.mark.slow

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 import shutil
+import struct
 import subprocess
 import tempfile
 from collections.abc import Mapping
@@ -29,6 +31,9 @@ from pathlib import Path
 SHIM_SOURCE = Path(__file__).with_name("shim.c")
 _CFLAGS = ("-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror")
 _LIBS = ("-ldl", "-lpthread")
+# a dirty log's record (struct record in shim.c): kind, then two offsets
+_RECORD = struct.Struct("=QQQ")
+_REC_WRITE = 1
 # the shim keeps its shadow paths in 1024 bytes
 _MAX_SHADOW_PATH = 1000
 
@@ -119,9 +124,16 @@ class PowerLossDisk:
         self._walk_image(self._root_id(), "", image)
         return image
 
-    def power_cut(self) -> None:
+    def power_cut(self, torn: random.Random | None = None, page_bytes: int = 4096) -> None:
         """Replace the data directory's contents with its durable image (every process writing it
-        must be dead); the result is then durable as a whole, as after a reboot."""
+        must be dead); the result is then durable as a whole, as after a reboot.
+
+        `torn`: the disk had also written back some of the unsynced pages: each page an unsynced
+        write touched inside a durable file's durable size is kept with probability 1/2 (drawn
+        from `torn`), in place, so a cut can leave half of a write or a later write without an
+        earlier one (what a real disk may do), not only whole synced states."""
+        if torn is not None:
+            self._write_back_some(torn, page_bytes)
         image = self.durable_image()
         for child in list(self.data_dir.iterdir()):
             if child.is_dir() and not child.is_symlink():
@@ -136,6 +148,30 @@ class PowerLossDisk:
                 path.write_bytes(contents)
         self.cuts += 1
         self._reset()
+
+    def _write_back_some(self, rng: random.Random, page_bytes: int) -> None:
+        """Copy a random half of the pages the dirty logs name from the files (the page cache,
+        as the dead process left it) into the durable images, within their durable sizes."""
+        files = {path.lstat().st_ino: path for path in self.data_dir.rglob("*")
+                 if path.is_file() and not path.is_symlink()}
+        for log in sorted((self.shadow_dir / "dirty").iterdir()):
+            ids = self.shadow_dir / "ids" / log.name
+            source = files.get(int(log.name))
+            if source is None or not ids.exists():
+                continue  # removed, or never given a durable name or contents: nothing to keep
+            image_path = self.shadow_dir / "data" / ids.read_text()
+            image = bytearray(image_path.read_bytes() if image_path.exists() else b"")
+            current = source.read_bytes()
+            raw = log.read_bytes()
+            for kind, start, end in _RECORD.iter_unpack(raw[:len(raw) - len(raw) % _RECORD.size]):
+                if kind != _REC_WRITE:
+                    continue
+                end = min(end, len(image), len(current))
+                for page in range(start - start % page_bytes, end, page_bytes):
+                    if rng.random() < 0.5:
+                        low, high = max(page, start), min(page + page_bytes, end)
+                        image[low:high] = current[low:high]
+            image_path.write_bytes(bytes(image))
 
     # ----- the shadow directory (its layout is documented in shim.c) -----
 
