@@ -547,9 +547,15 @@ static void after_write(int fd, struct fd_info *info, ssize_t written, off_t off
     errno = saved;
 }
 
+/* a descriptor known not to be watched (a socket, a pipe, a file elsewhere) skips the mutex */
+static int known_unwatched(int fd)
+{
+    return fd >= 0 && fd < MAX_FDS && __atomic_load_n(&fds[fd].state, __ATOMIC_RELAXED) == FD_IGNORED;
+}
+
 #define WRITE_BODY(call_real, offset)                    \
     resolve_all();                                       \
-    if (!enabled) return call_real;                      \
+    if (!enabled || known_unwatched(fd)) return call_real; \
     pthread_mutex_lock(&mu);                             \
     struct fd_info *info = watched(fd);                  \
     if (!info) {                                         \
