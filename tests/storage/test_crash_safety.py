@@ -21,7 +21,8 @@ MAX_REPORTS_BEFORE_KILL = 40
 SEED = 20261122
 
 
-def run_child_until_killed(data_dir: Path, term: int, rng: random.Random) -> dict[int, int]:
+def run_child_until_killed(data_dir: Path, term: int, rng: random.Random,
+                           env: dict[str, str] | None = None) -> dict[int, int]:
     """Start the child, read a random number of durable reports, SIGKILL it; index -> term reported."""
     reports_wanted = rng.randint(1, MAX_REPORTS_BEFORE_KILL)
     child = subprocess.Popen(
@@ -29,6 +30,7 @@ def run_child_until_killed(data_dir: Path, term: int, rng: random.Random) -> dic
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=env,
     )
     reported: dict[int, int] = {}
     try:

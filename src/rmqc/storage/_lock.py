@@ -37,6 +37,23 @@ class NodeLock:
         self.release()
 
 
+def make_dirs_durably(directory: Path) -> None:
+    """`mkdir -p` whose new directories survive a power cut: each one made is synced into its
+    parent (a new data directory's name is otherwise only in the page cache, and a cut loses the
+    whole directory, its log and its vote with it, however well its files were synced)."""
+    missing = []
+    while not directory.exists():
+        missing.append(directory)
+        directory = directory.parent
+    for new in reversed(missing):
+        new.mkdir(exist_ok=True)
+        parent = os.open(new.parent, os.O_RDONLY)
+        try:
+            os.fsync(parent)
+        finally:
+            os.close(parent)
+
+
 def _lock_path(data_dir: str | os.PathLike[str]) -> Path:
     return Path(data_dir) / LOCK_FILE_NAME
 
@@ -49,7 +66,7 @@ def _read_pid(fd: int) -> int | None:
 def acquire_node_lock(data_dir: str | os.PathLike[str]) -> NodeLock:
     """Take the node lock of `data_dir` for this process or raise NodeLockedError naming the holder."""
     path = _lock_path(data_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs_durably(path.parent)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

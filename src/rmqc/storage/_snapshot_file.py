@@ -27,6 +27,7 @@ from rmqc.raft._types import ConfState, HardState, Snapshot, SnapshotMeta
 
 from . import _codec
 from ._identity import NodeIdentity, _write_atomically, claim_identity
+from ._lock import make_dirs_durably
 
 MAGIC = b"RMQCSNAP"
 FORMAT_VERSION = 1
@@ -124,6 +125,7 @@ def restore_data_dir(snapshot: SnapshotFile, data_dir: str | os.PathLike[str], i
     if identity.node_id not in voters:
         raise RestoreRefused(f"node {identity.node_id} is not one of the voters {', '.join(voters)}")
     meta = SnapshotMeta(index=snapshot.meta.index, term=snapshot.meta.term, conf_state=ConfState(voters=voters))
+    make_dirs_durably(path)  # the new directory's name survives a power cut too, not just its files
     with LmdbStorage(path) as storage:
         storage.save(HardState(term=meta.term, vote=None, commit=meta.index), [], Snapshot(meta, snapshot.data))
     claim_identity(path, identity)
