@@ -129,7 +129,11 @@ class CompactionOutcome:
 
 def compact_data_dir(data_dir: Path, keep_entries: int, progress: ProgressFn) -> CompactionOutcome:
     """Snapshot the committed state if the snapshot lags, drop entries behind it keeping
-    `keep_entries`, and rewrite the file compactly. Holds the node lock throughout."""
+    `keep_entries`, and rewrite the file compactly. Holds the node lock throughout.
+
+    A directory without a log (or no directory) raises NotAStorageError before anything is
+    written: the lock and a writable LmdbStorage would create an empty data directory there."""
+    open_for_reading(data_dir).close()
     with acquire_node_lock(data_dir):
         with LmdbStorage(data_dir) as storage:
             first_before = storage.first_index()
