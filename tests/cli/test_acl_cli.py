@@ -69,8 +69,10 @@ def test_status_signs(node: str) -> None:
         return role if role == "leader" else None
 
     poll_blocking(leader_role, LEADER_WAIT_S, lambda: AssertionError(f"no leader within {LEADER_WAIT_S} s"))
-    code, _, _ = rmqc("status", "-a", node, "--json")
-    assert code != 0  # every request refused: no status from the node
+    code, _, err = rmqc("status", "-a", node, "--json")
+    assert code == 1  # every request refused: no status from the node, which runs (not 3)
+    assert "address not allowed" in err and "sign with --access-key and --secret-key" in err
+    assert "check that these nodes run" not in err
 
 
 def test_simulated_brokers_sign_and_converge(node: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
