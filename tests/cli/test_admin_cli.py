@@ -73,6 +73,9 @@ def test_sync_state_set_shows_master_and_live_replicas(cluster: LocalCluster, br
 def test_sync_state_set_of_an_unknown_group_exits_1(cluster: LocalCluster) -> None:
     code, _, err = admin("sync-state-set", "-a", cluster.controllers, "no-such-group")
     assert code == 1 and "unknown broker group" in err and "what to do" in err
+    code, out, err = admin("sync-state-set", "-a", cluster.controllers, "no-such-group", "--json")  # exited 0
+    assert code == 1 and "unknown broker group" in err
+    assert orjson.loads(out) == {"replicasInfoTable": {}, "asked": ["no-such-group"], "unknown": ["no-such-group"]}
 
 
 def test_elect_master_moves_the_master_and_brokers_follow(cluster: LocalCluster, brokers: SimProcess) -> None:

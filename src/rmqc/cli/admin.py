@@ -177,12 +177,12 @@ def sync_state_set_command(names: Annotated[list[str] | None, typer.Argument(hel
         controller_refused(answer, "sync-state-set", as_json=as_json)
     else:
         table = (_body(answer) or {}).get("replicasInfoTable") or {}
-    if as_json:
-        emit_json({"replicasInfoTable": table, "asked": chosen})
-        return
-    render_sync_state_data(table)
     missing = sorted(set(chosen) - set(table))
-    if missing and not all_groups:
+    if as_json:
+        emit_json({"replicasInfoTable": table, "asked": chosen} | ({"unknown": missing} if missing else {}))
+    else:
+        render_sync_state_data(table)
+    if missing and not all_groups:  # with --json too: the same exit code and reason on stderr
         fail(ExitCode.REFUSED, f"unknown broker group(s): {', '.join(missing)}",
              hint="check the names with `rmqc admin sync-state-set --all`")
 
