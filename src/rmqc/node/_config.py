@@ -642,4 +642,6 @@ def java_properties_of(config: NodeConfig) -> dict[str, str]:
         elif isinstance(value, bool):
             value = "true" if value else "false"
         properties[option.java_key] = str(value)
+    if config.listen or config.peer(config.node_id) is not None:
+        properties["listenPort"] = str(config.self_peer.port)  # the port it serves on, not Java's default
     return properties
