@@ -91,3 +91,17 @@ def test_stop_kills_a_node_that_ignores_sigint(tmp_path: Path) -> None:
         os.kill(pid, signal.SIGSTOP)  # a stopped process cannot act on SIGINT
         codes = cluster.stop(grace_s=1.0)
     assert codes == {"n0": -signal.SIGKILL}
+
+
+def test_a_node_on_a_busy_port_is_named_with_its_reason_once(tmp_path: Path) -> None:
+    """`make serve` holding 9878 while the walkthrough's `dev cluster` starts: exit 1 (not 3, "no
+    controller answered") with the node's error, not its log lines joined by " | "."""
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        result = subprocess.run([*rmqc_argv(), "dev", "cluster", "--nodes", "1", "--base-port", str(port),
+                                 "--data-dir", str(tmp_path / "dev")], capture_output=True, text=True,
+                                timeout=START_TIMEOUT_S, preexec_fn=end_with_parent)
+    assert result.returncode == 1, result.stderr
+    err = " ".join(result.stderr.split())
+    assert f"error: n0: cannot serve on 127.0.0.1:{port}: 127.0.0.1:{port} is in use by another process" in err
+    assert " | " not in result.stderr and "INFO" not in result.stderr

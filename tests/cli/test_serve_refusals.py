@@ -3,6 +3,7 @@ processes, as a user starts them."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 from rmqc.launcher import Process, free_ports, rmqc_argv, serving_pattern
@@ -47,3 +48,16 @@ def test_a_member_restarted_with_its_data_directory_alone_does_not_move_to_the_d
         listen.wait_for_output_blocking(serving_pattern("n0", address), START_S)
     finally:
         assert listen.stop() == 0
+
+
+def test_a_busy_port_is_named_as_such_and_no_data_directory_is_created(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        node = serve(tmp_path, "busy", "--peers", f"n0-{address}", "--data-dir", str(tmp_path / "d"))
+        try:
+            assert node.wait_exit_blocking(START_S) == 1
+        finally:
+            node.stop()
+    assert f"cannot serve on {address}: {address} is in use by another process" in node.log_text()
+    assert "stop it, or give this node another port" in node.log_text()
+    assert not (tmp_path / "d").exists()
