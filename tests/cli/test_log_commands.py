@@ -495,3 +495,19 @@ class LiveNode:
         self.child.stdin.close()
         self.child.wait(timeout=30)
         self.child.stdout.close()
+
+
+def test_verify_compact_and_export_answer_json(data_dir: Path, tmp_path: Path) -> None:
+    result = invoke("verify", data_dir, "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["ok"] is True
+    result = invoke("compact", data_dir, "--keep", "2", "--json")
+    assert result.exit_code == 0, result.output
+    compacted = json.loads(result.stdout)
+    assert compacted["snapshot_index"] == 13 and compacted["first_index_after"] > compacted["first_index_before"]
+    out = tmp_path / "n1.jsonl"
+    result = invoke("export", data_dir, "--out", out, "--node-id", "n1", "--cluster", "c", "--json")
+    assert result.exit_code == 0, result.output
+    exported = json.loads(result.stdout)
+    assert (exported["out"], exported["nodeId"], exported["cluster"]) == (str(out), "n1", "c")
+    assert exported["rows"] == len(out.read_text().splitlines())
