@@ -66,3 +66,11 @@ def test_make_test_runs_deps_and_ci_runs_only_make_test() -> None:
           if line.strip() and not line.lstrip().startswith("#")]
     assert ci[-1] == "exec make test"
     assert not any("apt-get" in line for line in ci)
+
+
+def test_what_the_documented_commands_write_is_ignored_by_git() -> None:
+    """`rmqc chaos run --out chaos-out` (docs/chaos.md) and the README walkthrough's outputs."""
+    for path in ("chaos-out/report.md", "rmqc-dev/n0/data.mdb", "rmqc-sim/x", "analysis/report.md", "n0.parquet",
+                 "rmqc-data/data.mdb"):
+        result = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "-q", path], timeout=60)
+        assert result.returncode == 0, path
