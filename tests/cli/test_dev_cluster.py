@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from rmqc.cli.dev import LocalCluster, end_with_parent, rmqc_argv
 from rmqc.cli.main import app
+from rmqc.launcher import poll_blocking
 
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 60.0
@@ -46,8 +47,12 @@ def test_dev_cluster_runs_three_nodes_and_stops_them_on_ctrl_c(tmp_path: Path) -
                 controllers = line.split()[1]
         addresses = controllers.split(";")
         assert len(addresses) == 3 and all(accepts(address) for address in addresses)
-        status = CliRunner().invoke(app, ["status", "-a", controllers, "--json"])
-        assert status.exit_code == 0, status.stderr
+        def status_ok() -> bool | None:  # exit 3 ("no leader") until the first election is done
+            status = CliRunner().invoke(app, ["status", "-a", controllers, "--json"])
+            assert status.exit_code in (0, 3), status.stderr
+            return True if status.exit_code == 0 else None
+
+        poll_blocking(status_ok, START_TIMEOUT_S, lambda: AssertionError("status never found a leader"))
         watch_status_until_ctrl_c(controllers, tmp_path / "watch.out")
         for node in ("n0", "n1", "n2"):
             assert (tmp_path / "dev" / node).is_dir() and "serving on" in (tmp_path / "dev" / f"{node}.out").read_text()
