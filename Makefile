@@ -24,9 +24,14 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 # the whole suite: lint, the tests, then 300 seeds of the deterministic simulator (issue 14)
-test: lint
+test: deps lint
 	$(BIN)/python -m pytest
 	$(BIN)/python -m rmqc.testing.sim --seeds 300
+
+# what the suite needs beyond .venv (a Java runtime, faketime, e2fsprogs): apt-get, only when missing
+.PHONY: deps
+deps:
+	scripts/install-test-deps.sh
 
 sim: $(STAMP)
 	$(BIN)/python -m rmqc.testing.sim --seeds 10000

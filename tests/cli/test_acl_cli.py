@@ -43,11 +43,17 @@ def rmqc(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
 def test_admin_signs_with_flags_or_environment_and_rights_hold(node: str) -> None:
     code, _, err = rmqc("admin", "metadata", "-a", node)
     assert code == 1 and "NO_PERMISSION: address not allowed" in err
+    assert "what to do: the nodes require signed requests: sign with --access-key and --secret-key" in err
+    assert "configBlackList" not in err
     code, out, err = rmqc("admin", *BROKER, "metadata", "-a", node, "--json")
     assert code == 0, err
     assert orjson.loads(out)["extFields"]["controllerLeaderAddress"] == node
     code, _, err = rmqc("admin", *BROKER, "config", "set", "-a", node, "scanInactiveMasterInterval=4000")
     assert code == 1 and "not an admin" in err
+    assert "sign with an account that has admin: true" in err and "configBlackList" not in err
+    wrong_secret = ("--access-key", BROKER_KEYS.access_key, "--secret-key", "wrong")
+    code, _, err = rmqc("admin", *wrong_secret, "metadata", "-a", node)
+    assert code == 1 and "bad signature" in err and "check the secret key" in err
     code, out, err = rmqc("admin", "config", "set", "-a", node, "scanInactiveMasterInterval=4000", env=ADMIN_ENV)
     assert code == 0, err
     code, _, err = rmqc("admin", "--access-key", "broker-key", "metadata", "-a", node)
@@ -63,8 +69,10 @@ def test_status_signs(node: str) -> None:
         return role if role == "leader" else None
 
     poll_blocking(leader_role, LEADER_WAIT_S, lambda: AssertionError(f"no leader within {LEADER_WAIT_S} s"))
-    code, _, _ = rmqc("status", "-a", node, "--json")
-    assert code != 0  # every request refused: no status from the node
+    code, _, err = rmqc("status", "-a", node, "--json")
+    assert code == 1  # every request refused: no status from the node, which runs (not 3)
+    assert "address not allowed" in err and "sign with --access-key and --secret-key" in err
+    assert "check that these nodes run" not in err
 
 
 def test_simulated_brokers_sign_and_converge(node: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -73,6 +73,9 @@ def test_sync_state_set_shows_master_and_live_replicas(cluster: LocalCluster, br
 def test_sync_state_set_of_an_unknown_group_exits_1(cluster: LocalCluster) -> None:
     code, _, err = admin("sync-state-set", "-a", cluster.controllers, "no-such-group")
     assert code == 1 and "unknown broker group" in err and "what to do" in err
+    code, out, err = admin("sync-state-set", "-a", cluster.controllers, "no-such-group", "--json")  # exited 0
+    assert code == 1 and "unknown broker group" in err
+    assert orjson.loads(out) == {"replicasInfoTable": {}, "asked": ["no-such-group"], "unknown": ["no-such-group"]}
 
 
 def test_elect_master_moves_the_master_and_brokers_follow(cluster: LocalCluster, brokers: SimProcess) -> None:
@@ -114,20 +117,44 @@ def test_config_get_and_set_on_every_node(cluster: LocalCluster) -> None:
     assert "configStorePath : " not in out
 
 
+def test_config_keys_by_serve_name_and_near_misses(cluster: LocalCluster) -> None:
+    """`serve --set` names (snake_case) work in `config get/set` too; an option fixed while the node
+    runs, or a near miss of one, exits 2 saying so (both printed an empty table, exit 0)."""
+    code, out, err = admin("config", "get", "-a", cluster.controllers, "-k", "enable_elect_unclean_master", "--json")
+    assert code == 0, err
+    assert orjson.loads(out) == {address: {"enableElectUncleanMaster": "false"} for address in cluster.addresses}
+    for key in ("tick_ms", "tickMs"):
+        code, out, err = admin("config", "get", "-a", cluster.controllers, "-k", key)
+        assert code == 2 and "'tick_ms' is an option of `rmqc serve` that has no run-time key" in err, err
+        assert "rmqc serve --set tick_ms=VALUE" in err and out == ""
+    code, out, err = admin("config", "set", "-a", cluster.controllers, "tickms=20")
+    assert code == 2 and "unknown key 'tickms' (did you mean 'tick_ms'?)" in err and out == ""
+    code, out, err = admin("config", "get", "-a", cluster.controllers, "-k", "electMasterMaxRetryCont")
+    assert code == 2 and "did you mean 'electMasterMaxRetryCount'?" in err
+    code, out, err = admin("config", "get", "-a", cluster.controllers, "--json")
+    ports = {address: values["listenPort"] for address, values in orjson.loads(out).items()}
+    assert ports == {address: address.rsplit(":", 1)[1] for address in cluster.addresses}  # not 9878 thrice
+
+
 @pytest.mark.parametrize(("setting", "remark"), [
     ("noSuchKey=1", "unknown key 'noSuchKey'"),
     ("enableElectUnclenMaster=true", "did you mean 'enableElectUncleanMaster'?"),
-    ("enableElectUncleanMaster=maybe", "bad value for enableElectUncleanMaster: 'maybe'"),
+    ("enableElectUncleanMaster=maybe", "bad value for enableElectUncleanMaster: 'maybe' (expected true or false)"),
+    ("electMasterMaxRetryCount=lots", "bad value for electMasterMaxRetryCount: 'lots' (expected a whole number)"),
+    ("electmastermaxretrycount=1", "did you mean 'electMasterMaxRetryCount'?"),
 ])
 def test_config_set_refuses_unknown_keys_and_bad_values(cluster: LocalCluster, setting: str, remark: str) -> None:
     code, out, err = admin("config", "set", "-a", cluster.controllers, setting)
     assert code == 1 and "updated" not in out
     assert "INVALID_PARAMETER (29)" in err and remark in err
+    assert "invalid literal" not in err
+    assert out == ""  # the refusal once, on stderr (it was printed on stdout too)
     assert "rmqc admin config get` lists every key" in err  # not "the controller failed internally"
     key = setting.partition("=")[0]
     code, out, _ = admin("config", "get", "-a", cluster.controllers, "--json")
     assert code == 0 and all(values.get("enableElectUncleanMaster") == "false" and key not in values
-                             for values in orjson.loads(out).values() if key != "enableElectUncleanMaster")
+                             for values in orjson.loads(out).values()
+                             if key not in ("enableElectUncleanMaster", "electMasterMaxRetryCount"))
 
 
 def test_metadata_reads_at_a_named_consistency(cluster: LocalCluster) -> None:

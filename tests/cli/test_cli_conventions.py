@@ -80,3 +80,50 @@ def test_help_shows_what_to_type_not_python_types() -> None:
         assert result.exit_code == 0, path
         for python_label in ("<bool>", "<str>", "<int>", "<float>", "<path>", "<list[", "{"):
             assert python_label not in result.stdout, (path, python_label, result.stdout)
+
+
+def _leaves() -> list[tuple[tuple[str, ...], object]]:
+    return [(path, command) for path, command in _commands(typer.main.get_command(typer_app()))
+            if path and not getattr(command, "commands", None)]
+
+
+def test_every_command_takes_h_as_help() -> None:
+    """`rmqc -h` was refused while `rmqc serve -h` worked."""
+    for path, _command in _commands(typer.main.get_command(typer_app())):
+        short = CliRunner().invoke(app, [*path, "-h"], terminal_width=160)
+        long = CliRunner().invoke(app, [*path, "--help"], terminal_width=160)
+        assert (short.exit_code, long.exit_code) == (0, 0), (path, short.output)
+        assert short.stdout == long.stdout and "Usage" in short.stdout.replace("usage", "Usage"), path
+
+
+def test_short_version() -> None:
+    result = CliRunner().invoke(app, ["-V"])
+    assert (result.exit_code, result.stdout) == (0, f"rmqc {__version__}\n")
+
+
+def test_a_misspelled_option_exits_2_naming_the_option_on_every_command() -> None:
+    """Click's commands say "Did you mean"/"Possible options"; serve (argparse) says it too."""
+    for path, command in _leaves():
+        if path == ("serve",):
+            continue
+        options = sorted(opt for param in getattr(command, "params", []) for opt in param.opts
+                         if opt.startswith("--") and len(opt) > 4)
+        assert options, path
+        result = CliRunner().invoke(app, [*path, options[0][:-1] + "x"], terminal_width=200)
+        assert result.exit_code == ExitCode.USAGE, (path, result.output)
+        assert options[0] in result.output, (path, result.output)
+    serve = CliRunner().invoke(app, ["serve", "--data-dri", "d"])
+    assert serve.exit_code == ExitCode.USAGE
+    assert "unrecognized arguments: --data-dri d (did you mean --data-dir?)" in serve.output
+
+
+def test_every_command_that_reports_takes_json() -> None:
+    """`--json` on every command that prints a result (docs/operations.md says every command); not
+    on those that run until stopped (serve, dev cluster, sim brokers, chaos run) or write reports
+    (analyze)."""
+    long_running = {("serve",), ("dev", "cluster"), ("sim", "brokers"), ("chaos", "run"), ("analyze",)}
+    for path, command in _leaves():
+        if path in long_running:
+            continue
+        options = {opt for param in getattr(command, "params", []) for opt in param.opts}
+        assert "--json" in options, path

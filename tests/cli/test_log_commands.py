@@ -143,6 +143,21 @@ def test_dump_on_a_directory_without_a_log(tmp_path: Path) -> None:
     assert "no rmqc log" in result.output
 
 
+@pytest.mark.parametrize("command", ["verify", "dump", "stats", "compact", "export"])
+@pytest.mark.parametrize("exists", [True, False], ids=["empty-directory", "no-directory"])
+def test_a_directory_without_a_log_is_not_a_data_directory_and_stays_as_it_was(
+        tmp_path: Path, command: str, exists: bool) -> None:
+    """`log compact /nonexistent` used to create an empty data directory there and exit 0."""
+    target = tmp_path / "nodir"
+    if exists:
+        target.mkdir()
+    extra = ["--out", str(tmp_path / "out.jsonl"), "--node-id", "n0", "--cluster", "c"] if command == "export" else []
+    result = invoke(command, target, *extra)
+    assert result.exit_code == ExitCode.NOT_A_DATA_DIR, result.output
+    assert f"no rmqc log in {target}" in result.output
+    assert (list(target.iterdir()) == []) if exists else not target.exists()
+
+
 @pytest.mark.parametrize("command", ["verify", "dump", "stats", "compact"])
 def test_a_data_file_that_is_not_lmdb_is_not_a_data_directory(tmp_path: Path, command: str) -> None:
     (tmp_path / DATA_FILE_NAME).write_bytes(b"not lmdb at all\n" * 1000)
@@ -480,3 +495,19 @@ class LiveNode:
         self.child.stdin.close()
         self.child.wait(timeout=30)
         self.child.stdout.close()
+
+
+def test_verify_compact_and_export_answer_json(data_dir: Path, tmp_path: Path) -> None:
+    result = invoke("verify", data_dir, "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["ok"] is True
+    result = invoke("compact", data_dir, "--keep", "2", "--json")
+    assert result.exit_code == 0, result.output
+    compacted = json.loads(result.stdout)
+    assert compacted["snapshot_index"] == 13 and compacted["first_index_after"] > compacted["first_index_before"]
+    out = tmp_path / "n1.jsonl"
+    result = invoke("export", data_dir, "--out", out, "--node-id", "n1", "--cluster", "c", "--json")
+    assert result.exit_code == 0, result.output
+    exported = json.loads(result.stdout)
+    assert (exported["out"], exported["nodeId"], exported["cluster"]) == (str(out), "n1", "c")
+    assert exported["rows"] == len(out.read_text().splitlines())

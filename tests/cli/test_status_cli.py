@@ -136,7 +136,45 @@ def test_status_of_a_real_cluster_and_of_a_missing_node(tmp_path: Path) -> None:
         assert sum(view["status"]["servingAsLeader"] for view in views) == 1
         (missing,) = free_ports(1)
         code, out, err = run("status", "-a", f"{cluster.controllers};127.0.0.1:{missing}")
-        assert code == 3 and f"127.0.0.1:{missing}" in err and "unreachable" in out
+        # a leader serves: not "no controller answered" (3), but a node did not answer (1)
+        assert code == 1 and f"no status from 127.0.0.1:{missing} (the group has a leader and serves)" in err
+        row = next(line for line in out.splitlines() if f"127.0.0.1:{missing}" in line)
+        assert "unreachable: could not connect" in row and "RetriesExhausted" not in row
+
+
+def test_status_without_a_leader_exits_3(tmp_path: Path) -> None:
+    """One voter of three running: it answers, but no node leads (it used to exit 0)."""
+    from rmqc.launcher import Process, rmqc_argv, serving_pattern
+
+    ports = free_ports(3)
+    peers = ";".join(f"n{i}-127.0.0.1:{port}" for i, port in enumerate(ports))
+    node = Process("n0", [*rmqc_argv(), "serve", "--id", "n0", "--peers", peers, "--data-dir", str(tmp_path / "n0")],
+                   tmp_path / "n0.out", err_path=tmp_path / "n0.err")
+    try:
+        node.wait_for_output_blocking(serving_pattern("n0", f"127.0.0.1:{ports[0]}"), READY_TIMEOUT_S)
+        code, out, err = run("status", "-a", f"127.0.0.1:{ports[0]};127.0.0.1:{ports[1]}")
+        assert code == 3, (out, err)
+        assert "no leader" in err and f"127.0.0.1:{ports[1]}" in err
+    finally:
+        node.stop()
+    code, _, err = run("status", "-a", f"127.0.0.1:{ports[0]}")
+    assert code == 3 and f"no controller answered (127.0.0.1:{ports[0]})" in err
+
+
+def test_status_verdicts() -> None:
+    from rmqc.cli._exit import ExitCode
+    from rmqc.cli.status import status_verdict
+
+    leader = {"address": "a:1", "status": {"nodeId": "n0", "role": "leader", "servingAsLeader": True}}
+    follower = {"address": "a:2", "status": {"nodeId": "n1", "role": "follower", "servingAsLeader": False}}
+    down = {"address": "a:3", "error": "unreachable: connection refused"}
+    refused = {"address": "a:4", "error": "answered 16: NO_PERMISSION: bad signature", "refusedCode": 16}
+    assert status_verdict([leader, follower]) is None
+    assert status_verdict([leader, follower, down])[0] == ExitCode.PROBLEMS_FOUND  # type: ignore[index]
+    assert status_verdict([follower, down])[0] == ExitCode.UNREACHABLE  # type: ignore[index]
+    assert status_verdict([down])[0] == ExitCode.UNREACHABLE  # type: ignore[index]
+    code, message, hint = status_verdict([refused])  # type: ignore[misc]
+    assert code == ExitCode.REFUSED and "bad signature" in message and "secret key" in hint
 
 
 def test_an_alarm_shows_in_the_status_table() -> None:

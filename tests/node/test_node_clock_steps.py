@@ -30,7 +30,7 @@ DRIFT_STEP_S = 0.1  # how often the drifting clocks' offsets are rewritten
 
 
 def libfaketime() -> str:
-    """The multi-threaded libfaketime of Debian's `faketime` package (.ci/run installs it)."""
+    """The multi-threaded libfaketime of Debian's `faketime` package (`make deps`, run by `make test`, installs it)."""
     found = sorted(glob.glob("/usr/lib/*/faketime/libfaketimeMT.so.1")
                    + glob.glob("/usr/lib/faketime/libfaketimeMT.so.1"))
     assert found, "libfaketime not found: install Debian's faketime package (apt-get install faketime)"

@@ -205,3 +205,12 @@ def test_a_join_address_off_loopback_needs_a_peer_secret() -> None:
         NodeConfig(node_id="n3", peers=(), listen="127.0.0.1:9900", join_address="10.0.0.1:9878")
     with pytest.raises(ConfigError, match="peer n3 at 10.0.0.2:9900 is not on loopback"):
         NodeConfig(node_id="n3", peers=(), listen="10.0.0.2:9900")
+
+
+@pytest.mark.parametrize("encoding", ["iso-8859-1", "utf-8"])
+def test_java_controller_conf_in_latin_1_or_utf_8(tmp_path: Path, encoding: str) -> None:
+    """Java's Properties.load reads ISO-8859-1: a Latin-1 comment crashed serve (UnicodeDecodeError)."""
+    conf = tmp_path / "controller.conf"
+    conf.write_bytes("# maintained by J\u00fcrgen\ncontrollerDLegerGroup = from-conf\n".encode(encoding))
+    loaded = load_config(java_properties_path=str(conf), environ={})
+    assert loaded.config.group == "from-conf"

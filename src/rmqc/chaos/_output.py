@@ -208,9 +208,15 @@ def report_markdown(summary: dict[str, Any], charts: bool = True, *, close_up: b
     lines += ["", "## Stalls (running nodes no fault touched, silent for 1 s or more; not violations)", ""]
     lines += [f"- {s['node']} at {s['at_s']} s for {s['for_s']} s" for s in summary.get("stalls", [])] or ["none"]
     lines += ["", "## Windows", "", "| # | fault | what | write RTO ms | masters RTO ms |", "|---|---|---|---|---|"]
-    lines += [f"| {r['window']} | {r['kind']} | {r['detail']} | {_ms(r['write_ms'])} | {_ms(r['masters_ms'])} |"
-              for r in summary["window_rows"]]
+    lines += [f"| {r['window']} | {_cell(r['kind'])} | {_cell(r['detail'])} | {_ms(r['write_ms'])} | "
+              f"{_ms(r['masters_ms'])} |" for r in summary["window_rows"]]
     return "\n".join(lines) + "\n"
+
+
+def _cell(value: object) -> str:
+    """A Markdown table cell: a `|` in the text (a partition's sides, `['n2']|['n0', 'n1']`) would
+    end the cell, a newline the row."""
+    return str(value).replace("|", "\\|").replace("\n", " ")
 
 
 def _designations_line(counts: dict[str, int] | None) -> str:

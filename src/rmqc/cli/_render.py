@@ -45,8 +45,7 @@ HINTS: dict[int, str] = {
     ResponseCode.SYSTEM_BUSY: "the controller is overloaded; retry in a moment",
     ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
         "this node does not serve that request (a Java controller or an older rmqc?)",
-    ResponseCode.NO_PERMISSION:
-        "the key is in configBlackList and cannot be changed at run time; edit the config file and restart",
+    ResponseCode.NO_PERMISSION: "this account or address may not make that request (docs/security.md)",
     ResponseCode.CONTROLLER_NOT_LEADER:
         "this node is not the leader; pass every controller with --controllers, or wait for an election",
     ResponseCode.CONTROLLER_MASTER_NOT_AVAILABLE:
@@ -76,7 +75,20 @@ def error_console() -> Console:
 
 
 # Answers whose one code covers several causes: the remark (Java's fixed text) says which.
+SIGN_WITH = "--access-key and --secret-key (or RMQC_ACCESS_KEY and RMQC_SECRET_KEY)"
 REMARK_HINTS: tuple[tuple[int, str, str], ...] = (
+    # 1009 of a key in configBlackList (Java's text), and the ACL's refusals (rmqc.acl Refusal)
+    (ResponseCode.NO_PERMISSION, "black list",
+     "the key is in configBlackList and cannot be changed at run time; edit the config file and restart"),
+    (ResponseCode.NO_PERMISSION, "address not allowed",
+     f"the nodes require signed requests: sign with {SIGN_WITH}, an account of their plain_acl.yml "
+     "(docs/security.md)"),
+    (ResponseCode.NO_PERMISSION, "unknown access key",
+     f"check the access key given with {SIGN_WITH} against the nodes' plain_acl.yml"),
+    (ResponseCode.NO_PERMISSION, "bad signature",
+     f"check the secret key given with {SIGN_WITH}: it must be the access key's secret in plain_acl.yml"),
+    (ResponseCode.NO_PERMISSION, "not an admin",
+     f"sign with an account that has admin: true in the nodes' plain_acl.yml ({SIGN_WITH})"),
     (ResponseCode.CONTROLLER_INVALID_CLEAN_BROKER_METADATA, "is not existed",
      "the broker group is unknown; check the name with `rmqc admin sync-state-set --all`"),
     (ResponseCode.CONTROLLER_INVALID_CLEAN_BROKER_METADATA, "still alive",

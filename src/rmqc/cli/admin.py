@@ -177,12 +177,12 @@ def sync_state_set_command(names: Annotated[list[str] | None, typer.Argument(hel
         controller_refused(answer, "sync-state-set", as_json=as_json)
     else:
         table = (_body(answer) or {}).get("replicasInfoTable") or {}
-    if as_json:
-        emit_json({"replicasInfoTable": table, "asked": chosen})
-        return
-    render_sync_state_data(table)
     missing = sorted(set(chosen) - set(table))
-    if missing and not all_groups:
+    if as_json:
+        emit_json({"replicasInfoTable": table, "asked": chosen} | ({"unknown": missing} if missing else {}))
+    else:
+        render_sync_state_data(table)
+    if missing and not all_groups:  # with --json too: the same exit code and reason on stderr
         fail(ExitCode.REFUSED, f"unknown broker group(s): {', '.join(missing)}",
              hint="check the names with `rmqc admin sync-state-set --all`")
 
@@ -311,12 +311,17 @@ def config_get_command(controllers: ControllersOption = DEFAULT_CONTROLLERS,
     from rmqc.cli._render import emit_json, render_config
 
     addresses = parse_controllers(controllers)
+    key = None if key is None else resolve_config_key(key)
     per_node, failed = _on_every_node(addresses, lambda client, address: client.get_config(address), timeout_ms)
     from rmqc.remoting import loads_properties
 
     result: dict[str, Any] = {}
     for address, answer in per_node.items():
         result[address] = loads_properties(answer.body or b"") if answer.code == 0 else f"{answer.code} {answer.remark}"
+    known = {name for values in result.values() if isinstance(values, dict) for name in values}
+    if key is not None and known and key not in known:
+        fail(ExitCode.USAGE, f"--key {key!r}: no node has that key{_did_you_mean(key, known)}",
+             hint="`rmqc admin config get` lists every key with its value")
     if as_json:
         emit_json({address: ({k: v for k, v in values.items() if key is None or k == key}
                              if isinstance(values, dict) else {"error": values}) for address, values in result.items()})
@@ -343,8 +348,8 @@ def config_set_command(settings: Annotated[list[str], typer.Argument(help="KEY=V
     else:
         out = console()
         for address, answer in per_node.items():
-            state = "updated" if answer.code == 0 else f"[red]refused: {answer.code} {answer.remark}[/]"
-            out.print(f"{address}: {state}")
+            if answer.code == 0:  # refusals: once, on stderr (_exit_for_failures)
+                out.print(f"{address}: updated")
         if not failed and all(answer.code == 0 for answer in per_node.values()):
             for key, value in properties.items():
                 out.print(f"{key} : {value}")
@@ -357,8 +362,50 @@ def _parse_settings(settings: list[str]) -> dict[str, str]:
         key, equals, value = setting.partition("=")
         if not equals or not key.strip():
             fail(ExitCode.USAGE, f"{setting!r} is not KEY=VALUE")
-        properties[key.strip()] = value
+        properties[resolve_config_key(key.strip())] = value
     return properties
+
+
+def resolve_config_key(name: str) -> str:
+    """The 1009/1010 key (Java's name) for `name`: a Java key as it is, an `rmqc serve` option
+    (snake_case, docs/configuration.md) as its Java key. An option that has no Java key (fixed while
+    the node runs), or a near miss of one, exits 2 saying so; any other name is left to the
+    controller to judge (it names the nearest key it knows; a Java controller may know keys rmqc
+    does not)."""
+    from rmqc.controller._config import CONFIG_KEYS
+    from rmqc.node._config import OPTIONS
+
+    java_keys = {key.name for key in CONFIG_KEYS}
+    if name in java_keys:
+        return name
+    options = {option.name: option.java_key for option in OPTIONS}
+    if options.get(name):
+        return str(options[name])
+    fixed = {option for option, java_key in options.items() if java_key is None}
+    option = name if name in fixed else _nearest(name, fixed)
+    if option is not None:
+        unknown = "" if option == name else f"unknown key {name!r} (did you mean {option!r}?): "
+        fail(ExitCode.USAGE, f"{unknown}{option!r} is an option of `rmqc serve` that has no run-time key (it is "
+                             "fixed while the node runs)",
+             hint=f"set it when the node starts: rmqc serve --set {option}=VALUE (docs/configuration.md)")
+    return name
+
+
+def _nearest(name: str, known: set[str]) -> str | None:
+    """The known name nearest to `name` ignoring case and underscores (tickMs, tickms: tick_ms), if any."""
+    import difflib
+
+    def folded(text: str) -> str:
+        return text.replace("_", "").lower()
+
+    by_folded = {folded(key): key for key in sorted(known)}
+    nearest = difflib.get_close_matches(folded(name), list(by_folded), n=1, cutoff=0.8)
+    return by_folded[nearest[0]] if nearest else None
+
+
+def _did_you_mean(name: str, known: set[str]) -> str:
+    nearest = _nearest(name, known)
+    return f" (did you mean {nearest!r}?)" if nearest else ""
 
 
 def _on_every_node(addresses: list[str], call: Callable[[Any, str], Awaitable[Any]], timeout_ms: int

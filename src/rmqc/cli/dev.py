@@ -8,6 +8,7 @@ stop sends SIGINT to each PID, waits (bounded), then SIGKILLs any still running.
 
 from __future__ import annotations
 
+import re
 import signal
 from pathlib import Path
 from typing import Annotated, Any
@@ -87,6 +88,16 @@ class LocalCluster(ServeCluster):
         return [node.describe() for node in self.nodes]
 
 
+_LOG_LINE = re.compile(r"^\S+ \S+ (?:ERROR|CRITICAL) [\w.]+: (.*)$")
+
+
+def why_not_started(cluster: LocalCluster, error: Exception) -> str:
+    """The errors the nodes that exited logged, one per line (not their whole log tail in one)."""
+    errors = [match[1] for node in cluster.nodes if node.process is not None and not node.process.alive
+              for line in node.process.log_text().splitlines() if (match := _LOG_LINE.match(line))]
+    return "\n".join(errors) if errors else str(error)
+
+
 @dev_app.command("cluster")
 def cluster_command(
     nodes: Annotated[int, typer.Option("--nodes", "-n", help="number of nodes")] = 3,
@@ -106,7 +117,7 @@ def cluster_command(
         cluster.start()
     except NodeStartFailed as error:
         cluster.stop()
-        fail(ExitCode.UNREACHABLE, str(error), hint="is the port free? see the node logs in --data-dir")
+        fail(ExitCode.CANNOT_SERVE, why_not_started(cluster, error), hint=f"the nodes' logs are in {data_dir}/")
     out = console()
     out.print(f"controllers: [bold]{cluster.controllers}[/]  (export RMQC_CONTROLLERS='{cluster.controllers}')")
     try:

@@ -140,7 +140,13 @@ class CompactionOutcome:
 
 def compact_data_dir(data_dir: Path, keep_entries: int, progress: ProgressFn) -> CompactionOutcome:
     """Snapshot the committed state if the snapshot lags, drop entries behind it keeping
-    `keep_entries`, and rewrite the file compactly. Holds the node lock throughout."""
+    `keep_entries`, and rewrite the file compactly. Holds the node lock throughout.
+
+    A directory without a log (or no directory) raises NotAStorageError before anything is
+    written: the lock and a writable LmdbStorage would create an empty data directory there; a
+    damaged one raises its damage (compacting it would write over what a repair needs)."""
+    with open_for_reading(data_dir):
+        pass
     with acquire_node_lock(data_dir):
         with LmdbStorage(data_dir) as storage:
             first_before = storage.first_index()
@@ -473,8 +479,16 @@ def stats(
     _guarded(run)
 
 
+JsonOption = Annotated[bool, typer.Option("--json", help="one JSON object")]
+
+
+def render_json(document: dict[str, Any]) -> None:
+    _out.out(orjson.dumps(document).decode(), highlight=False)
+
+
 @log_app.command()
-def verify(data_dir: Annotated[Path, typer.Argument(help="a node's data directory, or a snapshot file")]) -> None:
+def verify(data_dir: Annotated[Path, typer.Argument(help="a node's data directory, or a snapshot file")],
+           as_json: JsonOption = False) -> None:
     """Check what the node reads: exit 1 naming the first bad index. Given a snapshot file
     (`rmqc admin snapshot save`), check its header, checksums and state instead.
 
@@ -489,10 +503,20 @@ def verify(data_dir: Annotated[Path, typer.Argument(help="a node's data director
 
     def run() -> None:
         if data_dir.is_file():
-            render_snapshot_file(*checked_snapshot_file(data_dir))
+            snapshot, state = checked_snapshot_file(data_dir)
+            if as_json:
+                meta = snapshot.meta
+                render_json({"ok": True, "snapshotFile": str(data_dir), "index": meta.index, "term": meta.term,
+                             "brokerGroups": len(state), "voters": list(meta.conf_state.voters),
+                             "learners": list(meta.conf_state.learners), "group": snapshot.group})
+            else:
+                render_snapshot_file(snapshot, state)
             return
         report = verify_isolated(data_dir)
-        render_verify(report)
+        if as_json:
+            render_json({"ok": report.ok, **asdict(report)})
+        else:
+            render_verify(report)
         if not report.ok:
             raise typer.Exit(int(ExitCode.CORRUPT))
 
@@ -503,6 +527,7 @@ def verify(data_dir: Annotated[Path, typer.Argument(help="a node's data director
 def compact(
     data_dir: DataDir,
     keep: Annotated[int, typer.Option(min=0, help="entries to keep behind the snapshot")] = DEFAULT_KEEP_ENTRIES,
+    as_json: JsonOption = False,
 ) -> None:
     """Snapshot the committed state, drop entries behind it (keeping N), rewrite the file compactly.
 
@@ -511,7 +536,10 @@ def compact(
     def run() -> None:
         with ProgressBar() as progress:
             outcome = compact_data_dir(data_dir, keep, progress)
-        render_compaction(outcome)
+        if as_json:
+            render_json(asdict(outcome))
+        else:
+            render_compaction(outcome)
 
     _guarded(run)
 
@@ -525,6 +553,7 @@ def export(
         "--cluster", help="controller group to write in the rows; default: the one recorded in the directory")] = None,
     node_id: Annotated[str | None, typer.Option(
         "--node-id", help="node id to write in the rows; default: the one recorded in the directory")] = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Every committed entry's commands as flat rows (docs/export-schema.md), JSON lines or Parquet.
 
@@ -533,7 +562,11 @@ def export(
 
     def run() -> None:
         identity = export_identity(data_dir, cluster, node_id)
-        render_export(export_data_dir(data_dir, out, fmt, identity.group, identity.node_id), out)
+        outcome = export_data_dir(data_dir, out, fmt, identity.group, identity.node_id)
+        if as_json:
+            render_json({**asdict(outcome), "out": str(out), "cluster": identity.group, "nodeId": identity.node_id})
+        else:
+            render_export(outcome, out)
 
     _guarded(run)
 
@@ -547,6 +580,7 @@ def restore(
     peers: Annotated[str, typer.Option("--peers", help='the new group\'s voters, "n0-host:port;n1-host:port"')],
     group: Annotated[str | None, typer.Option(
         "--group", help="controller group; default: the one the snapshot was saved from")] = None,
+    as_json: JsonOption = False,
 ) -> None:
     """A new data directory that starts a NEW controller group from a snapshot file (as `etcdutl
     snapshot restore`): the state at the snapshot's index, an empty log after it, `--peers` as the
@@ -554,6 +588,10 @@ def restore(
 
     def run() -> None:
         snapshot, state, identity = restore_from_file(file, data_dir, node_id, peers, group)
-        render_restore(snapshot, state, identity, data_dir, peers)
+        if as_json:
+            render_json({"index": snapshot.meta.index, "term": snapshot.meta.term, "brokerGroups": len(state),
+                         "dataDir": str(data_dir), "nodeId": identity.node_id, "group": identity.group})
+        else:
+            render_restore(snapshot, state, identity, data_dir, peers)
 
     _guarded(run)

@@ -35,6 +35,7 @@ def typer_app() -> "typer.Typer":
         help="rmqc: a high-availability controller for Apache RocketMQ 5.",
         no_args_is_help=True,
         add_completion=False,
+        context_settings={"help_option_names": ["-h", "--help"]},  # every command inherits it
     )
 
     def print_version(asked: bool) -> None:
@@ -45,7 +46,7 @@ def typer_app() -> "typer.Typer":
             raise typer.Exit()
 
     @app.callback()
-    def main(version: bool = typer.Option(False, "--version", is_eager=True, callback=print_version,
+    def main(version: bool = typer.Option(False, "--version", "-V", is_eager=True, callback=print_version,
                                           expose_value=False, help="print the version and exit")) -> None:
         """rmqc: a high-availability controller for Apache RocketMQ 5."""
 

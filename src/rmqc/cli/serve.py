@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from rmqc._gc import collector_paused, tune_for_serving
 
@@ -38,6 +39,20 @@ class _Parser(argparse.ArgumentParser):
 
     def format_usage(self) -> str:
         return self._formatted(super().format_usage)
+
+    def error(self, message: str) -> NoReturn:
+        """argparse's usage error, with the nearest option for a misspelled one (as the Click
+        commands say it: `--data-dri` -> did you mean --data-dir?)."""
+        if message.startswith("unrecognized arguments: "):
+            import difflib
+
+            known = [option for action in self._actions for option in action.option_strings]
+            for word in message.removeprefix("unrecognized arguments: ").split():
+                nearest = difflib.get_close_matches(word.split("=", 1)[0], known, n=1) if word.startswith("--") else []
+                if nearest:
+                    message += f" (did you mean {nearest[0]}?)"
+                    break
+        super().error(message)
 
     def _formatted(self, format_text: Callable[[], str]) -> str:
         from rich_argparse import RichHelpFormatter

@@ -4,7 +4,9 @@ lag, broker groups, live brokers and alarms (a full disk), from the private RMQC
 table: the learners, a pending membership change and a leadership transfer under way.
 
 A node that does not know 60001 (a Java controller) is shown from its 1005 answer instead (role and
-leader only). `--watch` redraws the table live. Exit codes: 0 every node answered, 3 some did not.
+leader only). `--watch` redraws the table live. Exit codes (status_verdict): 0 every node answered
+and one serves as leader; 3 no node answered, or none leads; 1 a leader serves but some node did not
+answer, or every node refused the request (ACL).
 """
 
 from __future__ import annotations
@@ -66,10 +68,23 @@ async def _view_of(client: Any, address: str) -> dict[str, Any]:
         if answer.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
             return {"address": address, "status": await _status_from_metadata(client, address)}
         if answer.code != ResponseCode.SUCCESS:
-            return {"address": address, "error": f"answered {answer.code}: {answer.remark}"}
+            return {"address": address, "error": f"answered {answer.code}: {answer.remark}", "refusedCode": answer.code}
         return {"address": address, "status": orjson.loads(answer.body or b"{}")}
     except ClientError as error:
-        return {"address": address, "error": f"unreachable ({type(error).__name__})"}
+        return {"address": address, "error": f"unreachable: {_cause(error)}"}
+
+
+def _cause(error: Exception) -> str:
+    """Why a node could not be asked, in words (the last attempt's error, not the client's class)."""
+    from rmqc.client import ConnectionLost, RequestTimeout, RetriesExhausted
+
+    while isinstance(error, RetriesExhausted):
+        error = error.last_error
+    if isinstance(error, ConnectionLost):
+        return "could not connect" if "connect failed" in str(error) else "connection lost"
+    if isinstance(error, RequestTimeout):
+        return f"no answer within {STATUS_TIMEOUT_MS} ms"
+    return str(error) or type(error).__name__
 
 
 async def _status_from_metadata(client: Any, address: str) -> dict[str, Any]:
@@ -112,10 +127,38 @@ def status_command(
         from rmqc.cli._render import render_status
 
         render_status(views)
-    silent = [view["address"] for view in views if "status" not in view]
-    if silent:
-        fail(ExitCode.UNREACHABLE, f"no status from {', '.join(silent)}",
-             hint="check that these nodes run; `rmqc dev cluster` starts a local cluster")
+    verdict = status_verdict(views)
+    if verdict is not None:
+        fail(*verdict[:2], hint=verdict[2])
+
+
+def status_verdict(views: list[dict[str, Any]]) -> tuple[ExitCode, str, str] | None:
+    """What is wrong (exit code, message, what to do), None when nothing is (README "Exit codes"):
+    3 when no node answered or none names a serving leader (the group takes no writes); 1 when every
+    node refused the request (ACL) or, with a leader, some node did not answer."""
+    from rmqc.cli._render import hint_for
+
+    answered = [view for view in views if "status" in view]
+    refused = [view for view in views if "refusedCode" in view]
+    silent = [view["address"] for view in views if "status" not in view and "refusedCode" not in view]
+    if refused and not answered:
+        first = refused[0]
+        return (ExitCode.REFUSED, f"{', '.join(view['address'] for view in refused)} refused the status request: "
+                f"{first['error']}", hint_for(first["refusedCode"], first["error"]))
+    if not answered:
+        return (ExitCode.UNREACHABLE, f"no controller answered ({', '.join(silent)})",
+                "check that these nodes run and that the addresses are right; `rmqc dev cluster` starts a local "
+                "cluster")
+    leaders = [view for view in answered if view["status"].get("servingAsLeader")]
+    if not leaders:
+        return (ExitCode.UNREACHABLE, "no leader: no node serves as leader, so the group takes no writes",
+                "a majority of the voters must run and reach each other: start the nodes that do not answer"
+                + (f" ({', '.join(silent)})" if silent else "") + ", or look at their logs")
+    if silent or refused:
+        others = silent + [view["address"] for view in refused]
+        return (ExitCode.PROBLEMS_FOUND, f"no status from {', '.join(others)} (the group has a leader and serves)",
+                "check that these nodes run and reach the others; their rows above say why")
+    return None
 
 
 def _addresses_of_peers(text: str) -> str:

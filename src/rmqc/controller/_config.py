@@ -57,12 +57,15 @@ def _parse_bool(text: str) -> bool:
     # silently disable an option, so rmqc accepts only true/false.
     lowered = text.strip().lower()
     if lowered not in ("true", "false"):
-        raise ValueError(f"expected true or false, got {text!r}")
+        raise ValueError("expected true or false")
     return lowered == "true"
 
 
 def _parse_int(text: str) -> int:
-    return int(text.strip())
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise ValueError("expected a whole number") from None  # not "invalid literal for int() with base 10"
 
 
 _PARSERS: dict[type, Callable[[str], object]] = {bool: _parse_bool, int: _parse_int, str: str}
@@ -262,8 +265,9 @@ class ControllerConfig:
 
 
 def _unknown_key(name: str) -> str:
-    nearest = difflib.get_close_matches(name, [*_KEYS, *_ALIASES], n=1)
-    return f"unknown key {name!r}" + (f" (did you mean {nearest[0]!r}?)" if nearest else "")
+    known = {key.replace("_", "").lower(): key for key in [*_KEYS, *_ALIASES]}  # tickms, electmaster...: any case
+    nearest = difflib.get_close_matches(name.replace("_", "").lower(), list(known), n=1)
+    return f"unknown key {name!r}" + (f" (did you mean {known[nearest[0]]!r}?)" if nearest else "")
 
 
 def _parse_value(key: ConfigKey, text: str) -> object:

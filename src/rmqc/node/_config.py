@@ -544,18 +544,27 @@ def _split_property(line: str) -> tuple[str, str]:
 def read_java_properties(path: str) -> tuple[dict[str, Any], list[str]]:
     """Options from a Java controller.conf, plus warnings for keys rmqc does not know."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            properties = parse_java_properties(handle.read())
+        properties = parse_java_properties(_properties_text(path))
     except OSError as error:
         raise ConfigError(f"-c: cannot read {path}: {error}") from error
     tls_file = properties.get("tls.config.file")
     if tls_file:  # RocketMQ's tls.properties: its tls.* keys, under the ones controller.conf sets itself
         try:
-            with open(tls_file, encoding="utf-8") as handle:
-                properties = {**parse_java_properties(handle.read()), **properties}
+            properties = {**parse_java_properties(_properties_text(tls_file)), **properties}
         except OSError as error:
             raise ConfigError(f"tls.config.file: cannot read {tls_file}: {error}") from error
     return java_properties_to_options(properties)
+
+
+def _properties_text(path: str) -> str:
+    """A properties file's text: UTF-8, or else ISO-8859-1, the encoding of Java's Properties.load
+    (a comment `# J\xfcrgen` written by a Latin-1 editor is not valid UTF-8)."""
+    with open(path, "rb") as handle:
+        data = handle.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("iso-8859-1")
 
 
 def java_properties_to_options(properties: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
@@ -642,4 +651,6 @@ def java_properties_of(config: NodeConfig) -> dict[str, str]:
         elif isinstance(value, bool):
             value = "true" if value else "false"
         properties[option.java_key] = str(value)
+    if config.listen or config.peer(config.node_id) is not None:
+        properties["listenPort"] = str(config.self_peer.port)  # the port it serves on, not Java's default
     return properties

@@ -27,9 +27,9 @@ from typing import Any, NoReturn
 import trio
 
 from rmqc.controller import ControllerConfig
-from rmqc.errors import CompactedError, RmqcError, SnapshotOutOfDateError
+from rmqc.errors import CompactedError, ConfigError, RmqcError, SnapshotOutOfDateError
 from rmqc.fsm import ApplyResult, Command
-from rmqc.raft._types import Message
+from rmqc.raft._types import ConfState, Message
 from rmqc.remoting import (
     FrameDecoder,
     RemotingCommand,
@@ -95,6 +95,25 @@ def stop_process_now(message: str) -> NoReturn:
     os._exit(EXIT_STORAGE_FAILED)
 
 
+def check_own_membership(config: NodeConfig, conf_state: ConfState) -> None:
+    """Refuse to serve what can never work, with the reason (ConfigError): a node with no
+    membership that is not joining (`listen` without `peers` or `join` on a data directory without
+    a log: it would wait in term 0 for a leader that cannot exist), or a member whose log records
+    it at another address than it would listen on (its peers and brokers look for it there; a
+    restart with `--data-dir` alone would take the default 127.0.0.1:9878)."""
+    if not conf_state.members and not config.join:
+        raise ConfigError(
+            f"{config.data_dir} holds no log, and neither peers nor join was given: there is no group to "
+            f"serve; start a new group with --peers {config.node_id}-{config.listen_address} (one node; list "
+            "every voter for more), or join a running one with --join HOST:PORT")
+    recorded = dict(conf_state.addresses).get(config.node_id)
+    if recorded is not None and recorded != config.listen_address:
+        raise ConfigError(
+            f"the log in {config.data_dir} records {config.node_id} at {recorded}, but it would listen on "
+            f"{config.listen_address}; restart it with --listen {recorded} (a member moves to another address "
+            "only by a replacement: rmqc admin members replace)")
+
+
 class ControllerNode:
     def __init__(self, config: NodeConfig, *, rng: random.Random | None = None,
                  stop_now: Callable[[str], None] = stop_process_now) -> None:
@@ -138,6 +157,7 @@ class ControllerNode:
                 self.config, self.storage, TrioClock(), self._rng, self._effects,
                 controller_config=ControllerConfig.from_properties(dumps_properties(java_properties_of(self.config))),
                 observer=self.node_metrics, wake=self._wake, rearm=self._rearm)
+            check_own_membership(self.config, self.replica.conf_state)
             try:
                 await self._serve(task_status)
             finally:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import signal
+import socket
 import sys
 
 import orjson
@@ -49,15 +51,37 @@ def run_node(config: NodeConfig) -> int:
     port taken, data directory locked by a live node, storage unreadable)."""
     failures: list[BaseException] = []
     try:
-        trio.run(serve_until_signalled, config)
-    except* (OSError, RmqcError) as group:
-        failures.extend(_leaves(group))
+        _check_port_free(config)  # before the data directory is created or locked
+    except OSError as error:
+        failures.append(error)
+    else:
+        try:
+            trio.run(serve_until_signalled, config)
+        except* (OSError, RmqcError) as group:
+            failures.extend(_leaves(group))
     for failure in failures:
-        log.error("%s: cannot serve on %s: %s", config.node_id, config.listen_address, failure)
+        log.error("%s: cannot serve on %s: %s", config.node_id, config.listen_address, _in_words(failure, config))
     if any(isinstance(failure, CorruptionError) for failure in failures):
         log.error("%s: refusing to serve from a damaged log; `rmqc log verify %s` finds: %s", config.node_id,
                   config.data_dir, verify_finding(config.data_dir))
     return 1 if failures else 0
+
+
+def _check_port_free(config: NodeConfig) -> None:
+    """Bind the node's address once, as the node will (SO_REUSEADDR), and let go: OSError if it cannot."""
+    peer = config.self_peer
+    with socket.create_server((peer.host, peer.port)):
+        pass
+
+
+def _in_words(failure: BaseException, config: NodeConfig) -> str:
+    if isinstance(failure, OSError) and failure.errno == errno.EADDRINUSE:
+        return (f"{config.listen_address} is in use by another process (another rmqc serve? `make serve` takes "
+                "127.0.0.1:9878, as does the README's `rmqc dev cluster --base-port 9876`): stop it, or give this "
+                "node another port (--listen, --peers)")
+    if isinstance(failure, OSError) and failure.errno == errno.EADDRNOTAVAIL:
+        return f"{config.listen_address} is not an address of this machine ({failure.strerror})"
+    return str(failure)
 
 
 def _leaves(group: BaseExceptionGroup) -> list[BaseException]:

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# What the test suite needs beyond .venv (`make deps`, which `make test` runs first), installed with
+# apt-get only when it is missing, so a second run installs nothing:
+# - a Java runtime: pyspark (rmqc analyze, tests/pipeline) runs on it;
+# - Debian's faketime package: tests/node/test_node_clock_steps.py steps and drifts the nodes' wall
+#   clocks with libfaketime;
+# - e2fsprogs: tests/node/test_node_disk_faults.py mounts small ext4 filesystems (mkfs.ext4, e2fsck;
+#   it falls back to a fault hook without them).
+# DEPS_ROOT (default empty: /) is where the libraries are looked for; the tests of this script set it.
+set -euo pipefail
+root="${DEPS_ROOT:-}"
+missing=()
+command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
+compgen -G "$root/usr/lib/*/faketime/libfaketimeMT.so.1" >/dev/null \
+  || [ -e "$root/usr/lib/faketime/libfaketimeMT.so.1" ] || missing+=(faketime)
+command -v mkfs.ext4 >/dev/null 2>&1 || missing+=(e2fsprogs)
+if [ "${#missing[@]}" -eq 0 ]; then
+  exit 0
+fi
+echo "installing what the tests need: ${missing[*]}" >&2
+if [ "$(id -u)" -eq 0 ]; then
+  sudo=()
+elif command -v sudo >/dev/null 2>&1; then
+  sudo=(sudo)
+else
+  echo "not root and no sudo: install ${missing[*]} (apt-get install ${missing[*]}), then run make test again" >&2
+  exit 1
+fi
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq "${missing[@]}"
