@@ -265,20 +265,22 @@ import sys
 from rmqc.raft._types import Entry, HardState
 from rmqc.storage import LmdbStorage, acquire_node_lock
 
-with acquire_node_lock(sys.argv[1]), LmdbStorage(sys.argv[1]) as storage:
+with (acquire_node_lock(sys.argv[1]) if sys.argv[2] == "lock" else open("/dev/null")), \
+        LmdbStorage(sys.argv[1]) as storage:
     storage.save(HardState(term=1, vote="n1", commit=0), [Entry(1, 1, data=b"first")])
     print("durable 1", flush=True)
     sys.stdin.readline()
 """
 
 
-def test_a_node_directory_the_node_lock_creates_survives_a_power_cut(tmp_path: Path) -> None:
+@pytest.mark.parametrize("creator", ["lock", "storage"])
+def test_a_node_directory_the_node_lock_creates_survives_a_power_cut(tmp_path: Path, creator: str) -> None:
     """`rmqc serve --data-dir NEW` (and `rmqc log` tools) create the data directory when they take
-    the node lock: the new directory's name must be synced into its parent, or a cut takes the
-    whole log (and the vote) with it. The harness watches the parent here."""
+    the node lock, and LmdbStorage when opened alone: the new directory's name must be synced into
+    its parent, or a cut takes the whole log (and the vote) with it. The harness watches the parent."""
     disk = PowerLossDisk(tmp_path / "disk", tmp_path / "shadow")
     data_dir = disk.data_dir / "parent" / "node"
-    child = subprocess.Popen([sys.executable, "-c", NEW_NODE_CHILD, str(data_dir)], env=disk.env(),
+    child = subprocess.Popen([sys.executable, "-c", NEW_NODE_CHILD, str(data_dir), creator], env=disk.env(),
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert child.stdout is not None

@@ -41,6 +41,7 @@ from ._faults import FaultHook, fault_hook_from_env
 from ._gate import ResizeGate
 from ._inspect import StorageStats, VerifyReport, collect_stats, verify_storage
 from ._journal import JOURNAL_FILE_NAME, Journal, encode_record
+from ._lock import make_dirs_durably
 
 _T = TypeVar("_T")
 
@@ -114,7 +115,7 @@ class LmdbStorage:
         if readonly and not (self.path / DATA_FILE_NAME).exists():
             raise NotAStorageError(f"no rmqc log in {self.path} (no {DATA_FILE_NAME})")
         if not readonly:
-            self.path.mkdir(parents=True, exist_ok=True)
+            make_dirs_durably(self.path)  # its name survives a power cut
         try:
             self._env = lmdb.open(
                 str(self.path),
