@@ -291,7 +291,7 @@ def join_peers(addresses: Iterable[tuple[str, str]]) -> str:
 
 def serve_argv(node_id: str, peers: str, data_dir: Path, settings: Iterable[str] = (),
                metrics_port: int | None = None, program: Sequence[str] | None = None, *,
-               listen: str | None = None, join: str | None = None) -> list[str]:
+               listen: str | None = None, join: str | None = None, repair: bool = False) -> list[str]:
     """`rmqc serve` for one node; `settings` are OPTION=VALUE for --set, `program` what runs rmqc.
     Without `peers`, `listen` says where the node is (a joining node, `join` naming any member, or
     a member restarted on its data directory)."""
@@ -300,6 +300,7 @@ def serve_argv(node_id: str, peers: str, data_dir: Path, settings: Iterable[str]
     argv += ["--listen", listen] if listen else []
     argv += ["--join", join] if join else []
     argv += ["--data-dir", str(data_dir)]
+    argv += ["--repair"] if repair else []
     if metrics_port is not None:
         argv += ["--metrics-port", str(metrics_port)]
     for setting in settings:
@@ -331,6 +332,7 @@ class ServeNode:
     env: dict[str, str] = field(default_factory=dict)  # added to the node's environment
     program: Sequence[str] | None = None
     join: str = ""  # any member's host:port: start with --join (an empty node asks to be added)
+    repair: bool = False  # start with --repair (a damaged data directory rejoins its cluster)
 
     @property
     def out_path(self) -> Path:
@@ -342,7 +344,8 @@ class ServeNode:
 
     def command(self) -> list[str]:
         return serve_argv(self.node_id, self.peers, self.data_dir, self.settings, self.metrics_port, self.program,
-                          listen=None if self.peers else self.address, join=self.join or None)
+                          listen=None if self.peers else self.address, join=self.join or None,
+                          repair=self.repair)
 
     def spawn(self) -> Process:
         self.data_dir.mkdir(parents=True, exist_ok=True)

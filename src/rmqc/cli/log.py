@@ -27,6 +27,7 @@ from rmqc import fsm
 from rmqc.errors import ConfigError, CorruptionError, RmqcError
 from rmqc.raft._types import ConfState, Entry, Snapshot
 from rmqc.storage import (
+    DAMAGE_ADVICE,
     IDENTITY_FILE_NAME,
     LmdbStorage,
     NodeIdentity,
@@ -351,6 +352,7 @@ def render_verify(report: VerifyReport) -> None:
             f"corrupt at index {report.first_bad_index}: {report.problem} "
             f"({report.entries_checked} entries good before it)"
         )
+        _err.print(f"what to do: {DAMAGE_ADVICE}")
 
 
 def render_compaction(outcome: CompactionOutcome) -> None:

@@ -78,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a Java controller's controller.conf (as `mqcontroller -c`)")
     parser.add_argument("--metrics-port", type=int, metavar="PORT", help="Prometheus port")
     parser.add_argument("--log-format", metavar="text|json", help="stderr log lines (default text)")
+    parser.add_argument("--repair", action="store_true",
+                        help="a data directory found damaged rejoins its cluster: the damaged files are kept "
+                             "aside, the node votes again once it caught up (docs/operations.md)")
     parser.add_argument("--set", dest="settings", action="append", default=[], metavar="OPTION=VALUE",
                         help=SET_HELP)
     return parser
@@ -104,7 +107,7 @@ def serve_main(argv: Sequence[str]) -> int:
     for warning in loaded.warnings:
         print(f"rmqc serve: warning: {warning}", file=sys.stderr)
     tune_for_serving()
-    return run_node(loaded.config)
+    return run_node(loaded.config, repair=args.repair)
 
 
 

@@ -58,6 +58,7 @@ from rmqc.storage import (
     StorageWriteFailed,
     acquire_node_lock,
     claim_identity,
+    open_for_repair,
     open_verified,
 )
 
@@ -95,13 +96,13 @@ def stop_process_now(message: str) -> NoReturn:
     os._exit(EXIT_STORAGE_FAILED)
 
 
-def check_own_membership(config: NodeConfig, conf_state: ConfState) -> None:
+def check_own_membership(config: NodeConfig, conf_state: ConfState, repairing: bool = False) -> None:
     """Refuse to serve what can never work, with the reason (ConfigError): a node with no
     membership that is not joining (`listen` without `peers` or `join` on a data directory without
     a log: it would wait in term 0 for a leader that cannot exist), or a member whose log records
     it at another address than it would listen on (its peers and brokers look for it there; a
     restart with `--data-dir` alone would take the default 127.0.0.1:9878)."""
-    if not conf_state.members and not config.join:
+    if not conf_state.members and not config.join and not repairing:
         raise ConfigError(
             f"{config.data_dir} holds no log, and neither peers nor join was given: there is no group to "
             f"serve; start a new group with --peers {config.node_id}-{config.listen_address} (one node; list "
@@ -116,8 +117,9 @@ def check_own_membership(config: NodeConfig, conf_state: ConfState) -> None:
 
 class ControllerNode:
     def __init__(self, config: NodeConfig, *, rng: random.Random | None = None,
-                 stop_now: Callable[[str], None] = stop_process_now) -> None:
+                 stop_now: Callable[[str], None] = stop_process_now, repair: bool = False) -> None:
         self.config = config
+        self._repair = repair  # rmqc serve --repair: a damaged data directory rejoins (open_for_repair)
         self._stop_now = stop_now  # on a failed write or fsync
         self._rng = rng or random.Random()
         self.links = PeerLinks(config, self, self._rng)
@@ -149,7 +151,7 @@ class ControllerNode:
         lock = acquire_node_lock(self.config.data_dir)
         try:
             claim_identity(self.config.data_dir, NodeIdentity(self.config.node_id, self.config.group))
-            self.storage = await trio.to_thread.run_sync(open_verified, self.config.data_dir)
+            self.storage = await trio.to_thread.run_sync(self._open_storage)
             if self.storage.fault_hook is not None:
                 log.warning("%s: the TEST-ONLY storage fault hook is on (%s=%s): never in production",
                             self.config.node_id, FAULT_FILE_ENV, self.storage.fault_hook.control)
@@ -157,7 +159,7 @@ class ControllerNode:
                 self.config, self.storage, TrioClock(), self._rng, self._effects,
                 controller_config=ControllerConfig.from_properties(dumps_properties(java_properties_of(self.config))),
                 observer=self.node_metrics, wake=self._wake, rearm=self._rearm)
-            check_own_membership(self.config, self.replica.conf_state)
+            check_own_membership(self.config, self.replica.conf_state, self.replica.repairing)
             try:
                 await self._serve(task_status)
             finally:
@@ -166,6 +168,19 @@ class ControllerNode:
                 self.storage.close()
         finally:
             lock.release()
+
+    def _open_storage(self) -> LmdbStorage:
+        """The verified storage; with --repair, a damaged one is set aside and opened for repair."""
+        if not self._repair:
+            return open_verified(self.config.data_dir)
+        storage, started = open_for_repair(self.config.data_dir)
+        if started is None:
+            log.info("%s: --repair: no damage found in %s%s", self.config.node_id, self.config.data_dir,
+                     "; the repair begun earlier goes on" if storage.repair_reason() else "")
+        else:
+            log.warning("%s: --repair: %s; kept %s; the damaged files are in %s", self.config.node_id,
+                        started.reason, started.kept, started.evidence)
+        return storage
 
     async def _serve(self, task_status: trio.TaskStatus[str]) -> None:
         peer = self.config.self_peer

@@ -12,7 +12,7 @@ import orjson
 import trio
 
 from rmqc.errors import CorruptionError, RmqcError
-from rmqc.storage import LmdbStorage
+from rmqc.storage import DAMAGE_ADVICE, verify_isolated
 
 from ._config import NodeConfig
 from ._metrics import start_metrics_exporter
@@ -46,9 +46,10 @@ def setup_logging(log_format: str, level: int = logging.INFO) -> None:
     root.setLevel(level)
 
 
-def run_node(config: NodeConfig) -> int:
+def run_node(config: NodeConfig, repair: bool = False) -> int:
     """Run until SIGINT/SIGTERM; returns the process exit code (1 if the node could not start:
-    port taken, data directory locked by a live node, storage unreadable)."""
+    port taken, data directory locked by a live node, storage unreadable or damaged); `repair`:
+    a damaged data directory is set aside and the node rejoins (rmqc serve --repair)."""
     failures: list[BaseException] = []
     try:
         _check_port_free(config)  # before the data directory is created or locked
@@ -56,14 +57,14 @@ def run_node(config: NodeConfig) -> int:
         failures.append(error)
     else:
         try:
-            trio.run(serve_until_signalled, config)
+            trio.run(serve_until_signalled, config, repair)
         except* (OSError, RmqcError) as group:
             failures.extend(_leaves(group))
     for failure in failures:
         log.error("%s: cannot serve on %s: %s", config.node_id, config.listen_address, _in_words(failure, config))
     if any(isinstance(failure, CorruptionError) for failure in failures):
-        log.error("%s: refusing to serve from a damaged log; `rmqc log verify %s` finds: %s", config.node_id,
-                  config.data_dir, verify_finding(config.data_dir))
+        log.error("%s: refusing to serve from a damaged log; `rmqc log verify %s` finds: %s. %s", config.node_id,
+                  config.data_dir, verify_finding(config.data_dir), DAMAGE_ADVICE)
     return 1 if failures else 0
 
 
@@ -95,8 +96,7 @@ def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
 def verify_finding(data_dir: object) -> str:
     """What `rmqc log verify` says about the log in `data_dir`, in one line."""
     try:
-        with LmdbStorage(str(data_dir), readonly=True) as storage:
-            report = storage.verify()
+        report = verify_isolated(str(data_dir))
     except RmqcError as error:
         return f"the log cannot be read: {error}"
     if report.ok:
@@ -105,8 +105,8 @@ def verify_finding(data_dir: object) -> str:
             f"({report.entries_checked} entries good before it)")
 
 
-async def serve_until_signalled(config: NodeConfig) -> None:
-    node = ControllerNode(config)
+async def serve_until_signalled(config: NodeConfig, repair: bool = False) -> None:
+    node = ControllerNode(config, repair=repair)
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             address = await nursery.start(node.run)

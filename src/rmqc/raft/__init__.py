@@ -10,7 +10,11 @@ from ._confchange import (
     encode_conf_change as encode_conf_change,
 )
 from ._config import Config as Config, Role as Role
-from ._core import CAMPAIGN_TAKEOVER as CAMPAIGN_TAKEOVER, CAMPAIGN_TRANSFER as CAMPAIGN_TRANSFER
+from ._core import (
+    CAMPAIGN_TAKEOVER as CAMPAIGN_TAKEOVER,
+    CAMPAIGN_TRANSFER as CAMPAIGN_TRANSFER,
+    RepairState as RepairState,
+)
 from ._describe import (
     describe_entry as describe_entry,
     describe_hard_state as describe_hard_state,

@@ -60,6 +60,10 @@ class Config:
     # membership change, or the first commit of a term, is still sent at once (a removed follower
     # gets no heartbeat to learn it from).
     commit_broadcast: bool = True
+    # The node's storage was found damaged and repaired (rmqc serve --repair): it may have lost
+    # entries it acknowledged and the vote it cast, so it neither votes nor campaigns until its log
+    # holds the commit index a leader gave it after forgetting its old acks (RaftCore, "repair").
+    repairing: bool = False
 
     def __post_init__(self) -> None:
         for check in _CHECKS:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from enum import Enum
 
 from rmqc.errors import CompactedError
@@ -116,6 +117,16 @@ REAL_CAMPAIGN_AFTER = {
 LEASE_AGE_NEVER = 1 << 32
 
 
+@dataclass(slots=True)
+class RepairState:
+    """What a repairing node knows of its repair (RaftCore.repair; None once it is over)."""
+
+    target: tuple[int, int] | None = None  # (index, term) of the commit index a leader gave us
+    signalled: tuple[int, str] | None = None  # (term, leader) last told what we hold
+    signalled_tick: int = 0
+    votes_refused: int = 0
+
+
 class RaftCore:
     def __init__(
         self, config: Config, storage: Storage, rng: random.Random, peers: Sequence[str] = (),
@@ -157,6 +168,8 @@ class RaftCore:
             lease_duration_ticks(config.lease_bound_ticks, config.lease_drift_ticks), config.check_quorum
         )
         self.campaign_type = CampaignType.ELECTION
+        self.repair = RepairState() if config.repairing else None
+        self.ended_repair: RepairState | None = None  # over, not yet recorded by the app
         self.role = Role.FOLLOWER
         self.lead: str | None = None
         self._uncommitted: deque[tuple[int, int]] = deque()
@@ -325,7 +338,7 @@ class RaftCore:
 
     # ================================================================ elections
     def _promotable(self) -> bool:
-        return self.id in self.voters
+        return self.id in self.voters and self.repair is None
 
     def hup(self, campaign_type: CampaignType) -> None:
         if self.role is Role.LEADER or not self._promotable():
@@ -416,6 +429,10 @@ class RaftCore:
         return self.role is Role.LEADER or self.leader_contact_elapsed < self.config.election_tick
 
     def _handle_vote_request(self, m: Message) -> None:
+        if self.repair is not None:  # our log and vote may be missing what we promised
+            self.repair.votes_refused += 1
+            self._send(Message(VOTE_RESPONSE_OF[m.type], m.frm, self.id, term=self.term, reject=True))
+            return
         can_vote = (
             self.vote == m.frm
             or (self.vote is None and self.lead is None)
@@ -507,6 +524,7 @@ class RaftCore:
             MT.SNAP: self._follower_on_snapshot,
             MT.TIMEOUT_NOW: self._follower_on_timeout_now,
             MT.READ_INDEX_RESP: self._follower_on_read_index_resp,
+            MT.REPAIR_ACK: self._follower_on_repair_ack,
         }
         candidate: dict[MessageType, Callable[[Message], None]] = {
             MT.APP: self._follower_on_append,
@@ -522,6 +540,7 @@ class RaftCore:
             MT.UNREACHABLE: self._leader_on_unreachable,
             MT.TRANSFER_LEADER: self._leader_on_transfer,
             MT.READ_INDEX: self._leader_on_read_index,
+            MT.REPAIR: self._leader_on_repair,
         }
         return {
             Role.FOLLOWER: follower,
@@ -541,6 +560,8 @@ class RaftCore:
         self.leader_contact_elapsed = 0
         self.lease_age = 0
         self.lead = m.frm
+        if self.repair is not None:
+            self._signal_repair(m.frm)
 
     def _follower_on_append(self, m: Message) -> None:
         self._heard_from_leader(m)
@@ -596,6 +617,51 @@ class RaftCore:
         if m.index != self.log.last_index():
             return  # bound to the sender's last index: a stale TimeoutNow is ignored (pitfall 24)
         self.hup(CampaignType.TRANSFER)
+
+    # ================================================================ repair
+    # A node whose storage was found damaged (rmqc.storage) restarts with what survived and
+    # `repairing` set. It may have acked entries it no longer holds, counted by a leader toward
+    # commits, and voted in a term it no longer remembers. Until its log holds, durably, the
+    # commit index of a leader that has forgotten those acks, it neither votes nor campaigns:
+    # every leader elected meanwhile is elected without it, so the surviving copies of what was
+    # committed with its lost acks decide (docs/operations.md, "Damaged storage").
+    def _signal_repair(self, leader: str) -> None:
+        """Tell `leader` what we hold, until it answers; again after an election timeout (the
+        message or its answer may be lost, or the leader may not yet have committed in its term)."""
+        repair = self.repair
+        assert repair is not None
+        if repair.target is not None:
+            return
+        if repair.signalled == (self.term, leader) and self.ticks - repair.signalled_tick < self.config.election_tick:
+            return
+        repair.signalled, repair.signalled_tick = (self.term, leader), self.ticks
+        self._send(Message(MT.REPAIR, leader, self.id, term=self.term, index=self.log.last_index()))
+
+    def _leader_on_repair(self, m: Message) -> None:
+        pr = self.progress.get(m.frm)
+        if pr is None:
+            return
+        pr.forget_after(min(m.index, self.log.last_index()))
+        if self.own_term_committed:  # before that our commit index may lag what earlier leaders committed
+            self._send(Message(MT.REPAIR_ACK, m.frm, self.id, term=self.term, commit=self.log.committed,
+                               log_term=self.log.term(self.log.committed)))
+        self._maybe_send_append(m.frm, send_if_empty=True)
+
+    def _follower_on_repair_ack(self, m: Message) -> None:
+        if self.repair is None or self.repair.target is not None:
+            return
+        self.repair.target = (m.commit, m.log_term)
+        self.maybe_end_repair()
+
+    def maybe_end_repair(self) -> None:
+        """The repair is over once the target entry is durable here (or under our snapshot)."""
+        repair = self.repair
+        if repair is None or repair.target is None:
+            return
+        index, term = repair.target
+        covered = index <= self.log.storage.first_index() - 1  # under our durable snapshot
+        if covered or (index <= self.log.stable_last_index() and self.log.match_term(index, term)):
+            self.ended_repair, self.repair = repair, None
 
     def _follower_on_read_index_resp(self, m: Message) -> None:
         self.read_states.append(ReadState(m.index, m.context))

@@ -42,7 +42,18 @@ class MemoryStorage:
         self._conf_state = ConfState()
         self._snapshot = Snapshot()
         self._entries: list[Entry] = [Entry(index=0, term=0)]
+        self._repair_reason: str | None = None
         self._closed = False
+
+    # -- repair (a node whose storage was found damaged: see RaftCore, "repair") -------------
+    def repair_reason(self) -> str | None:
+        return self._repair_reason
+
+    def begin_repair(self, reason: str) -> None:
+        self._repair_reason = reason
+
+    def end_repair(self) -> None:
+        self._repair_reason = None
 
     # -- read side ---------------------------------------------------------------------------
     def initial_state(self) -> tuple[HardState, ConfState]:

@@ -98,6 +98,14 @@ class Progress:
         self._reset_state(ProgressState.SNAPSHOT)
         self.pending_snapshot = snapshot_index
 
+    def forget_after(self, index: int) -> None:
+        """The follower's storage lost what it held after `index` (found damaged, repaired): its
+        earlier acks beyond that no longer count toward commits (the one place match goes down),
+        and replication probes from there."""
+        self.match = min(self.match, index)
+        self._reset_state(ProgressState.PROBE)
+        self.next = index + 1
+
     def maybe_update(self, index: int) -> bool:
         """An accepting reply up to index. Match never goes down (pitfall 7)."""
         updated = False

@@ -37,7 +37,7 @@ import random
 from collections.abc import Mapping, Sequence
 
 from ._config import Config, Role
-from ._core import CampaignType, RaftCore
+from ._core import CampaignType, RaftCore, RepairState
 from ._errors import ReadyMisuse
 from ._ready import ProgressStatus, Ready, SoftState, Status
 from ._storage import Storage
@@ -105,6 +105,15 @@ class RawNode:
         self.raft.step(Message(MessageType.SNAP_STATUS, self.raft.id, node_id, reject=not ok))
 
     # -- Ready ---------------------------------------------------------------------------------
+    def take_ended_repair(self) -> RepairState | None:
+        """A repairing node's repair that just ended, once (the app then records that it is over)."""
+        ended, self.raft.ended_repair = self.raft.ended_repair, None
+        return ended
+
+    def repair(self) -> RepairState | None:
+        """The repair under way (None: not repairing)."""
+        return self.raft.repair
+
     def _soft_state(self) -> SoftState:
         return SoftState(self.raft.lead, self.raft.role)
 
@@ -164,6 +173,8 @@ class RawNode:
         if rd.entries:
             r.log.stable_to(rd.entries[-1].index, rd.entries[-1].term)
             r.on_persisted(r.log.stable_last_index())
+        if rd.entries or rd.snapshot is not None:
+            r.maybe_end_repair()
         if rd.committed_entries:
             r.log.applied_to(rd.committed_entries[-1].index)
 

@@ -12,7 +12,8 @@ Write side (used by the application, in Ready order): `save` persists one Ready 
 durably (snapshot first, then entries truncating any conflicting suffix, then hard state) and returns
 only once durable; `save_conf_state` records membership after a conf change is applied;
 `create_snapshot` records the application's state at an applied index; `compact` drops entries up
-to and including an index that a snapshot covers.
+to and including an index that a snapshot covers; `begin_repair`/`end_repair` record whether the
+node is repairing after its storage was found damaged.
 """
 
 from __future__ import annotations
@@ -52,3 +53,11 @@ class Storage(Protocol):
     def compact(self, index: int) -> None: ...
 
     def close(self) -> None: ...
+
+    # Repair: why the node's storage is being repaired after damage (None: it is not), recorded
+    # durably until the repair is over (RaftCore, "repair").
+    def repair_reason(self) -> str | None: ...
+
+    def begin_repair(self, reason: str) -> None: ...
+
+    def end_repair(self) -> None: ...

@@ -94,6 +94,12 @@ class MessageType(IntEnum):
     READ_INDEX_RESP = 11  # leader -> follower: `index` is the read index for `context`
     TRANSFER_LEADER = 12  # follower -> leader: please transfer leadership to `frm`... see core docs
     SNAP_STATUS = 13  # local only: the transport reports a snapshot send outcome (reject = failed)
+    # follower -> leader: "my storage was damaged and repaired; I hold only up to `index`": the
+    # leader forgets what it counted for us beyond it (RaftCore._leader_on_repair)
+    REPAIR = 15
+    # leader -> follower: "forgotten; my commit index is `commit` (term `log_term`)": the repair
+    # ends once our log holds that entry durably
+    REPAIR_ACK = 16
     UNREACHABLE = 14  # local only: the transport reports that `frm` could not be reached
 
 

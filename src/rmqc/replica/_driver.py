@@ -56,6 +56,8 @@ class Driver:
             r.drive_wanted = False
             self._feed()
         self.in_run = False
+        if ended := raw.take_ended_repair():  # a leader's answer showed we already hold its commit index
+            r.end_repair(ended)
         if not raw.has_ready():
             return False
         ready = raw.ready()
@@ -65,6 +67,8 @@ class Driver:
             self._apply_entries(raw.not_persisted(ready))
             return False
         raw.advance(ready)
+        if ended := raw.take_ended_repair():  # the entries just saved reach a leader's commit index
+            r.end_repair(ended)
         # what the pass itself made due (Replica.feed_due) goes into the next Ready at once:
         # group commit. After most passes (a lone write's) nothing is due, and only the timer's
         # plan is brought up to date.

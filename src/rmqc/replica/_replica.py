@@ -22,7 +22,7 @@ from rmqc.controller import (
 )
 from rmqc.fsm import ApplyResult, Command, ControllerState, ElectMaster, Origin
 from rmqc.liveness import HeartbeatTable
-from rmqc.raft import Config as RaftConfig, RawNode
+from rmqc.raft import Config as RaftConfig, RawNode, RepairState
 from rmqc.raft._types import ConfState, Message
 from rmqc.remoting import (
     LEADER_ONLY_REQUESTS,
@@ -158,8 +158,10 @@ class Replica:
         self.term = hard_state.term
         config = self.config
         # `join` matters only until a membership is stored: a joining node that stored entries but
-        # crashed before applying its first membership still must not bootstrap `peers`
-        joining = config.join and not conf_state.members
+        # crashed before applying its first membership still must not bootstrap `peers`. Nor does
+        # a repairing node whose log was given up: its membership comes from the leader.
+        self.repair_reason = self.storage.repair_reason()
+        joining = (config.join or self.repairing) and not conf_state.members
         if conf_state.members or joining:
             bootstrap: tuple[str, ...] = ()
         else:  # a new group (or a data directory older than the membership record): `peers`
@@ -178,14 +180,33 @@ class Replica:
             max_inflight_msgs=config.max_appends_in_flight,
             applied=snapshot.meta.index,
             commit_broadcast=False,  # a lone write: one append and one answer per follower (issue 21)
+            repairing=self.repairing,
         )
         self.driver.bootstrap_membership_unsaved = bool(bootstrap)
         raw = RawNode(raft_config, self.storage, rng, peers=bootstrap,
                       contexts={node_id: address.encode() for node_id, address in self.conf_state.addresses})
         log.info("%s: term %d, snapshot at %d, log %d..%d%s", config.node_id, hard_state.term,
                  snapshot.meta.index, self.storage.first_index(), self.storage.last_index(),
-                 "; joining: waiting for the leader to add us" if joining else "")
+                 "; joining: waiting for the leader to add us" if joining and not self.repairing else "")
+        if self.repairing:
+            log.warning("%s: REPAIRING (%s): not voting or campaigning until this node holds the commit "
+                        "index a leader gives it after forgetting its old acknowledgements", config.node_id,
+                        self.repair_reason)
         return raw
+
+    @property
+    def repairing(self) -> bool:
+        """The storage was found damaged and repaired: the node waits to catch up before it votes."""
+        return self.repair_reason is not None
+
+    def end_repair(self, ended: RepairState) -> None:
+        """The core's repair is over: recorded durably, then the node votes again."""
+        self.storage.end_repair()
+        target_index = ended.target[0] if ended.target else 0
+        log.warning("%s: REPAIR COMPLETE: this node holds index %d, the commit index leader %s gave it in "
+                    "term %d; voting again (%d vote requests refused meanwhile)", self.config.node_id,
+                    target_index, self.leader_id, self.term, ended.votes_refused)
+        self.repair_reason = None
 
     # ----- what the shell reads -----
 

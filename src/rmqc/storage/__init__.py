@@ -11,6 +11,7 @@ committed state out of a cluster (`rmqc admin snapshot save`) and into a new one
 """
 
 from ._errors import (
+    DAMAGE_ADVICE,
     IdentityMismatchError,
     LogGapError,
     NodeLockedError,
@@ -27,6 +28,7 @@ from ._inspect import StorageStats, VerifyReport, open_verified
 from ._isolated import verify_isolated
 from ._lmdb_storage import DATA_FILE_NAME, DEFAULT_MAP_SIZE_BYTES, LmdbStorage, rewrite_compactly
 from ._lock import NodeLock, acquire_node_lock, is_locked_by_live_node, live_lock_holder
+from ._repair import RepairStart, open_for_repair
 from ._snapshot_file import (
     NotASnapshotFile,
     RestoreRefused,
@@ -39,6 +41,7 @@ from ._snapshot_file import (
 )
 
 __all__ = [
+    "DAMAGE_ADVICE",
     "DATA_FILE_NAME",
     "DEFAULT_MAP_SIZE_BYTES",
     "FAULT_FILE_ENV",
@@ -53,6 +56,7 @@ __all__ = [
     "NotAStorageError",
     "NotASnapshotFile",
     "NotCoveredBySnapshotError",
+    "RepairStart",
     "RestoreRefused",
     "SnapshotFile",
     "StorageBusyError",
@@ -67,6 +71,7 @@ __all__ = [
     "encode_snapshot_file",
     "is_locked_by_live_node",
     "live_lock_holder",
+    "open_for_repair",
     "open_verified",
     "read_identity",
     "read_snapshot_file",

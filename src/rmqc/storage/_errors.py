@@ -53,6 +53,10 @@ class IdentityMismatchError(StorageError):
     """A node was started on the data directory of another node (or controller group)."""
 
 
+DAMAGE_ADVICE = ("The node must not serve from this data directory: start it with `rmqc serve --repair` to "
+                 "rejoin it from its cluster, or restore a snapshot (docs/operations.md, \"Damaged storage\")")
+
+
 class StorageDamagedError(StorageError):
     """A file of the data directory failed a check that a crash cannot explain (truncated, a
     checksum mismatch with valid data after it, missing): what the node acknowledged or voted on
@@ -60,9 +64,7 @@ class StorageDamagedError(StorageError):
 
     def __init__(self, path: object, what: str, offset: int | None = None) -> None:
         where = "" if offset is None else f" at byte {offset}"
-        super().__init__(f"{path} is damaged{where}: {what}. The node must not serve from this data "
-                         f"directory: start it with `rmqc serve --repair` to rejoin it from its cluster, "
-                         f"or restore a snapshot (docs/operations.md, \"Damaged storage\")")
+        super().__init__(f"{path} is damaged{where}: {what}. {DAMAGE_ADVICE}")
         self.path = path
         self.what = what
         self.offset = offset

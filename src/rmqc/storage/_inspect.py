@@ -48,6 +48,7 @@ class VerifyReport:
     first_bad_index: int | None = None
     problem: str | None = None
     checked: list[str] = field(default_factory=list)
+    journal_damaged: bool = False  # the problem is the journal's (its records before it are good)
 
     @property
     def ok(self) -> bool:
@@ -106,8 +107,8 @@ def verify_storage(storage: LmdbStorage) -> VerifyReport:
     checked.append("entries")
     journal = storage.journal_replayed
     if journal.damage is not None:
-        problem = str(journal.damage.error(storage.path / JOURNAL_FILE_NAME))
-        return VerifyReport(count, journal.damage.next_index, problem, checked)
+        problem = journal.damage.describe(storage.path / JOURNAL_FILE_NAME)
+        return VerifyReport(count, journal.damage.next_index, problem, checked, journal_damaged=True)
     if journal.records:  # a node that did not stop cleanly: its newest saves are still there
         ended = f"; replay ended at {journal.stopped}" if journal.stopped else ""
         checked.append(f"journal: {journal.records} records, {len(journal.entries)} entries not yet in data.mdb{ended}")

@@ -73,8 +73,14 @@ class JournalDamage:
     what: str
 
     def error(self, path: Path) -> StorageDamagedError:
-        lost = f"; entries from index {self.next_index} on may be lost" if self.next_index else ""
-        return StorageDamagedError(path, self.what + lost, self.offset)
+        return StorageDamagedError(path, self._what_and_loss(), self.offset)
+
+    def describe(self, path: Path) -> str:
+        """One line: the file, the offset, what was found and what may be lost."""
+        return f"{path} is damaged at byte {self.offset}: {self._what_and_loss()}"
+
+    def _what_and_loss(self) -> str:
+        return self.what + (f"; entries from index {self.next_index} on may be lost" if self.next_index else "")
 
 
 def encode_record(generation: int, hard_state: HardState | None, entries: Sequence[Entry]) -> bytes:

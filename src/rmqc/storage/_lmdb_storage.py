@@ -73,6 +73,7 @@ _DB_NAMES = {
 _KEY = b"v"  # the one key of each single-record database
 _BOUNDARY_KEY = b"boundary"  # in snapshot_meta, beside the snapshot's own metadata
 _JOURNAL_GENERATION_KEY = b"journal_generation"  # in hard_state: records of older ones are moved in
+_REPAIR_KEY = b"repair"  # in hard_state: why the node is repairing (rmqc.storage._repair); absent: it is not
 DATA_FILE_NAME = "data.mdb"
 
 
@@ -107,7 +108,11 @@ class LmdbStorage:
         *,
         readonly: bool = False,
         max_map_size_bytes: int = DEFAULT_MAX_MAP_SIZE_BYTES,
+        keep_journal_prefix: bool = False,
     ) -> None:
+        """keep_journal_prefix: a damaged journal's records before the damage are taken, the rest
+        given up (only a repair does this, once it kept a copy of the file: rmqc.storage._repair);
+        otherwise a damaged journal refuses a writable open."""
         self.path = Path(path)
         self.readonly = readonly
         self._max_map_size_bytes = max_map_size_bytes
@@ -144,7 +149,7 @@ class LmdbStorage:
             self.journal_replayed = self._journal.replay(self._bounds.last_index)
             self.journal_replayed.damage = (self.journal_replayed.damage
                                             or self._journal.check_present(self._bounds.last_index))
-            if self.journal_replayed.damage and not readonly:
+            if self.journal_replayed.damage and not (readonly or keep_journal_prefix):
                 # before anything is written: a new generation would hide the records after the damage
                 raise self.journal_replayed.damage.error(self._journal.path)
             self._take_journal_contents()
@@ -648,6 +653,18 @@ class LmdbStorage:
     def verify(self) -> VerifyReport:
         return verify_storage(self)
 
+    def repair_reason(self) -> str | None:
+        """Why the node is repairing (its storage was found damaged), or None."""
+        raw = self._read(lambda txn: txn.get(_REPAIR_KEY, db=self._dbs["hard_state"]))
+        return None if raw is None else bytes(raw).decode()
+
+    def begin_repair(self, reason: str) -> None:
+        """Record, durably, that the node repairs: it stays so across restarts until end_repair."""
+        self._write(lambda txn: txn.put(_REPAIR_KEY, reason.encode(), db=self._dbs["hard_state"]))
+
+    def end_repair(self) -> None:
+        self._write(lambda txn: txn.delete(_REPAIR_KEY, db=self._dbs["hard_state"]))
+
     def clear_stale_readers(self) -> int:
         """Free the reader slots of processes that died holding them (they keep old pages from
         being reused); the number freed."""
@@ -734,15 +751,15 @@ def rewrite_compactly(path: str | os.PathLike[str]) -> tuple[int, int]:
         with LmdbStorage(path, sync=True) as storage:
             storage.copy_compacted(scratch)
         copy = scratch / DATA_FILE_NAME
-        _fsync_path(copy)
+        fsync_path(copy)
         os.replace(copy, data_file)
-        _fsync_path(path)
+        fsync_path(path)
         return bytes_before, data_file.stat().st_size
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _fsync_path(path: Path) -> None:
+def fsync_path(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
