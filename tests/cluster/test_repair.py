@@ -6,6 +6,7 @@ acknowledging writes meanwhile."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 from pathlib import Path
@@ -15,6 +16,7 @@ import trio
 
 from rmqc.client import ControllerClient
 from rmqc.launcher import NodeStartFailed
+from rmqc.storage import DATA_FILE_NAME
 from rmqc.storage._journal import JOURNAL_FILE_NAME
 from rmqc.testing.cluster import Cluster, wait_until
 from rmqc.testing.writer import WriteLoad
@@ -23,8 +25,8 @@ ACKS_BEFORE_KILL = 300
 ACKS_WHILE_DOWN = 100
 
 
-def damage_journal_middle(data_dir: Path) -> int:
-    """Flip 16 bytes in the middle of the journal's records; the offset."""
+def damage_journal_middle(data_dir: Path) -> None:
+    """Flip 16 bytes in the middle of the journal's records."""
     journal = data_dir / JOURNAL_FILE_NAME
     data = bytearray(journal.read_bytes())
     used = len(data.rstrip(b"\0"))
@@ -32,7 +34,17 @@ def damage_journal_middle(data_dir: Path) -> int:
     middle = used // 2
     data[middle:middle + 16] = bytes(byte ^ 0xFF for byte in data[middle:middle + 16])
     journal.write_bytes(bytes(data))
-    return middle
+
+
+def truncate_data_file(data_dir: Path) -> None:
+    """`truncate -s 24576 data.mdb`: LMDB's pages beyond are gone (a SIGBUS once mapped)."""
+    os.truncate(data_dir / DATA_FILE_NAME, 24576)
+
+
+DAMAGE = {
+    "journal": (damage_journal_middle, "journal is damaged", r"--repair: .*journal is damaged at byte \d+"),
+    "data.mdb": (truncate_data_file, "data.mdb is damaged", r"--repair: .*data.mdb is damaged at byte 24576"),
+}
 
 
 async def acks_reach(load: WriteLoad, count: int, timeout_s: float = 60) -> None:
@@ -42,8 +54,11 @@ async def acks_reach(load: WriteLoad, count: int, timeout_s: float = 60) -> None
 
 
 @pytest.mark.slow
-async def test_a_follower_with_a_damaged_journal_rejoins_with_repair_and_loses_nothing(tmp_path: Path) -> None:
-    cluster = Cluster.create(tmp_path, 3)
+@pytest.mark.parametrize("kind", list(DAMAGE))
+async def test_a_damaged_follower_rejoins_with_repair_and_loses_nothing(tmp_path: Path, kind: str) -> None:
+    damage, refusal, repaired = DAMAGE[kind]
+    # snapshots every 200 entries: a repair that gave up the whole log catches up by snapshot
+    cluster = Cluster.create(tmp_path, 3, settings=("snapshot_every_entries=200",))
     await cluster.start()
     try:
         async with ControllerClient(cluster.addresses, timeout_ms=5000, max_retries=10) as admin:
@@ -53,12 +68,12 @@ async def test_a_follower_with_a_damaged_journal_rejoins_with_repair_and_loses_n
             async with trio.open_nursery() as nursery:
                 await nursery.start(load.run)
                 await acks_reach(load, ACKS_BEFORE_KILL)
-                follower.kill(signal.SIGKILL)
-                await follower.wait_exit()
-                damage_journal_middle(follower.data_dir)
+                follower.kill(signal.SIGKILL if kind == "journal" else signal.SIGTERM)
+                await follower.wait_exit()  # (a clean stop moves the journal's records into data.mdb)
+                damage(follower.data_dir)
                 acked_at_damage = len(load.ack_times)
 
-                with pytest.raises(NodeStartFailed, match="journal is damaged"):
+                with pytest.raises(NodeStartFailed, match=refusal):
                     await follower.start()
                 await acks_reach(load, acked_at_damage + ACKS_WHILE_DOWN)
 
@@ -70,10 +85,10 @@ async def test_a_follower_with_a_damaged_journal_rejoins_with_repair_and_loses_n
                 nursery.cancel_scope.cancel()
 
             log = follower.log_tail(400)
-            assert re.search(r"--repair: .*journal is damaged at byte \d+", log), log
+            assert re.search(repaired, log), log
             assert "REPAIRING" in log and log.index("REPAIRING") < log.index("REPAIR COMPLETE")
-            evidence = list(follower.data_dir.glob("damaged-*/journal"))
-            assert len(evidence) == 1, "the damaged journal is kept for the investigation"
+            evidence = list(follower.data_dir.glob(f"damaged-*/{kind}"))
+            assert len(evidence) == 1, "the damaged file is kept for the investigation"
             assert len(load.ack_times) > acked_at_repair > acked_at_damage, "the cluster kept serving"
             async with ControllerClient([follower.address], timeout_ms=5000, max_retries=3,
                                         consistency="stale") as on_follower:
