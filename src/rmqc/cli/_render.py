@@ -342,11 +342,17 @@ def _membership_caption(leader: Mapping[str, Any] | None) -> str | None:
 
 
 def _alarms_text(status: Mapping[str, Any]) -> str:
-    """e.g. "DISK FULL 12s (3 writes refused)"; docs/operations.md says what to do."""
-    alarms = status.get("alarms") or []
-    return " ".join(f"[bold red]{str(alarm.get('alarm', '?')).replace('_', ' ').upper()}[/] "
-                    f"{int(alarm.get('forMs') or 0) // 1000}s ({alarm.get('refusedWrites', 0)} writes refused)"
-                    for alarm in alarms) or "-"
+    """e.g. "DISK FULL 12s (3 writes refused)", "REPAIRING (to index 812)"; docs/operations.md says
+    what to do."""
+    return " ".join(f"[bold red]{str(alarm.get('alarm', '?')).replace('_', ' ').upper()}[/] {_alarm_detail(alarm)}"
+                    for alarm in status.get("alarms") or []) or "-"
+
+
+def _alarm_detail(alarm: Mapping[str, Any]) -> str:
+    if alarm.get("alarm") == "repairing":
+        target = alarm.get("targetIndex")
+        return "(waiting for a leader)" if target is None else f"(to index {target})"
+    return f"{int(alarm.get('forMs') or 0) // 1000}s ({alarm.get('refusedWrites', 0)} writes refused)"
 
 
 def _num(value: Any) -> str:

@@ -25,7 +25,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from rmqc.fsm import ApplyResult, ElectMaster
 from rmqc.remoting import RMQC_PRIVATE_REQUESTS, RequestCode, ResponseCode
-from rmqc.replica import DISK_FULL, KEEP_CURRENT_MASTER
+from rmqc.replica import DISK_FULL, KEEP_CURRENT_MASTER, REPAIRING
 
 __all__ = [
     "ELECTION_RESULTS",
@@ -41,7 +41,7 @@ __all__ = [
 NEW_MASTER_ELECTED = "new_master_elected"
 NO_MASTER_ELECTED = "no_master_elected"
 ELECTION_RESULTS = (NEW_MASTER_ELECTED, KEEP_CURRENT_MASTER, NO_MASTER_ELECTED)
-ALARMS = (DISK_FULL,)
+ALARMS = (DISK_FULL, REPAIRING)
 # Why connections and requests were refused (docs/security.md): the labels of rmqc_refusals.
 REFUSAL_REASONS = ("peer_auth", "connection_limit", "idle_timeout", "tls", "acl_address_not_allowed",
                    "acl_unknown_access_key", "acl_bad_signature", "acl_not_admin")

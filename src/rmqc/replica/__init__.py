@@ -2,7 +2,12 @@
 elections, notifier decisions) that both `rmqc serve` (rmqc.node, the Trio shell) and the simulator
 run. No trio, no sockets, no clocks, no threads: see _io.py for the contract."""
 
-from ._alarms import DISK_FULL as DISK_FULL, DISK_FULL_RETRY_MS as DISK_FULL_RETRY_MS, DiskFullAlarm as DiskFullAlarm
+from ._alarms import (
+    DISK_FULL as DISK_FULL,
+    DISK_FULL_RETRY_MS as DISK_FULL_RETRY_MS,
+    REPAIRING as REPAIRING,
+    DiskFullAlarm as DiskFullAlarm,
+)
 from ._driver import FEED_ENTRIES as FEED_ENTRIES, FEED_MESSAGES as FEED_MESSAGES
 from ._io import (
     Action as Action,

@@ -1,5 +1,6 @@
 """The node's alarms: conditions an operator must act on, shown by `rmqc status`, the metrics and
-the log until they clear. One so far: the disk is full (docs/operations.md says what to do).
+the log until they clear: the disk is full, and the node is repairing damaged storage
+(docs/operations.md says what to do for each).
 
 A full disk is an alarm, not a crash: LMDB aborts a commit that finds no space before writing
 over anything, so the node keeps everything durable so far, refuses the writes it would have to
@@ -13,9 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DISK_FULL", "DISK_FULL_RETRY_MS", "DiskFullAlarm"]
+__all__ = ["DISK_FULL", "DISK_FULL_RETRY_MS", "REPAIRING", "DiskFullAlarm", "repairing_status"]
 
 DISK_FULL = "disk_full"
+# Raised while the node repairs a damaged data directory (rmqc serve --repair): it neither votes
+# nor campaigns until it holds a leader's commit index; cleared when the repair completes.
+REPAIRING = "repairing"
 # How often a node whose disk is full tries its write again: a failed attempt costs one aborted
 # LMDB transaction; writes resume at most this long after space returns.
 DISK_FULL_RETRY_MS = 500
@@ -47,3 +51,8 @@ class DiskFullAlarm:
         """This alarm in the RMQC_NODE_STATUS answer."""
         return {"alarm": DISK_FULL, "sinceMs": self.raised_wall_ms, "forMs": now_mono_ms - self.raised_mono_ms,
                 "dataDir": self.data_dir, "detail": self.detail, "refusedWrites": self.refused_writes}
+
+
+def repairing_status(reason: str, target_index: int | None) -> dict[str, Any]:
+    """The repair alarm in the RMQC_NODE_STATUS answer (`targetIndex`: None until a leader gave it)."""
+    return {"alarm": REPAIRING, "detail": reason, "targetIndex": target_index}

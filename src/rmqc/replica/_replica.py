@@ -34,7 +34,7 @@ from rmqc.remoting import (
     make_response,
 )
 
-from ._alarms import DiskFullAlarm
+from ._alarms import REPAIRING, DiskFullAlarm
 from ._audit import forwarded_origin, with_origin
 from ._disk import Disk
 from ._driver import Driver
@@ -189,6 +189,7 @@ class Replica:
                  snapshot.meta.index, self.storage.first_index(), self.storage.last_index(),
                  "; joining: waiting for the leader to add us" if joining and not self.repairing else "")
         if self.repairing:
+            self.observer.set_alarm(REPAIRING, True)
             log.warning("%s: REPAIRING (%s): not voting or campaigning until this node holds the commit "
                         "index a leader gives it after forgetting its old acknowledgements", config.node_id,
                         self.repair_reason)
@@ -207,6 +208,7 @@ class Replica:
                     "term %d; voting again (%d vote requests refused meanwhile)", self.config.node_id,
                     target_index, self.leader_id, self.term, ended.votes_refused)
         self.repair_reason = None
+        self.observer.set_alarm(REPAIRING, False)
 
     # ----- what the shell reads -----
 

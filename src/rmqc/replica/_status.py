@@ -35,6 +35,7 @@ from rmqc.raft._config import Role
 from rmqc.raft._types import EntryType
 from rmqc.remoting import RMQC_NODE_STATUS, RemotingCommand, ResponseCode, make_response
 
+from ._alarms import repairing_status
 from ._io import PeerLag, ReplicaStatus
 
 if TYPE_CHECKING:
@@ -73,10 +74,19 @@ def build_status(replica: Replica) -> ReplicaStatus:
         },
         broker_groups=len(replica.state),
         live_brokers=len(replica.liveness.table),
-        alarms=tuple(alarm.status(replica.now_ms()) for alarm in (replica.disk_full,) if alarm is not None),
+        alarms=_alarms(replica, raw),
         counters=replica.counters(),
         members=dict(replica.conf_state.addresses),
     )
+
+
+def _alarms(replica: Replica, raw: Any) -> tuple[dict[str, Any], ...]:
+    alarms = [alarm.status(replica.now_ms()) for alarm in (replica.disk_full,) if alarm is not None]
+    if replica.repair_reason is not None:
+        repair = raw.repair()
+        target = repair.target[0] if repair is not None and repair.target is not None else None
+        alarms.append(repairing_status(replica.repair_reason, target))
+    return tuple(alarms)
 
 
 def status_document(replica: Replica, *, with_group_names: bool = False) -> dict[str, Any]:
