@@ -13,11 +13,19 @@ from pathlib import Path
 import pytest
 
 from rmqc.launcher import RMQC, free_ports
-from rmqc.raft._types import Entry, HardState
-from rmqc.storage import DATA_FILE_NAME, IDENTITY_FILE_NAME, LmdbStorage, StorageDamagedError, verify_isolated
+from rmqc.raft._types import ConfState, Entry, HardState
+from rmqc.storage import (
+    DATA_FILE_NAME,
+    IDENTITY_FILE_NAME,
+    LmdbStorage,
+    StorageDamagedError,
+    open_for_repair,
+    verify_isolated,
+)
 from rmqc.storage._journal import JOURNAL_BYTES, JOURNAL_FILE_NAME
 
 WRITES = 200
+SNAPSHOT_STATE = b"controller state " * 400  # larger than a page: LMDB stores it on its own pages
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -29,6 +37,7 @@ def killed_node(tmp_path: Path, name: str = "killed", moved_to_lmdb: int = 0) ->
     for index in range(1, WRITES + 1):
         storage.save(HardState(term=1, vote="n0", commit=index - 1), [Entry(index, 1, data=b"w%04d" % index * 20)])
         if index == moved_to_lmdb:  # a clean stop moves the journal's records into data.mdb
+            storage.create_snapshot(index // 2, ConfState(voters=("n0",)), SNAPSHOT_STATE)
             storage.close()
             storage = LmdbStorage(source)
     copy = tmp_path / name
@@ -52,6 +61,14 @@ def zero_journal_middle(data_dir: Path) -> None:
     used = len(data.rstrip(b"\0"))
     data[used // 3: used // 2] = bytes(used // 2 - used // 3)
     journal.write_bytes(bytes(data))
+
+
+def flip_snapshot_data(data_dir: Path) -> None:
+    """Flip bytes inside the stored snapshot's state (LMDB keeps it on an overflow page)."""
+    data = bytearray((data_dir / DATA_FILE_NAME).read_bytes())
+    at = data.index(SNAPSHOT_STATE) + len(SNAPSHOT_STATE) // 2
+    data[at:at + 8] = bytes(byte ^ 0x55 for byte in data[at:at + 8])
+    (data_dir / DATA_FILE_NAME).write_bytes(bytes(data))
 
 
 def truncate(name: str, size: int) -> Callable[[Path], None]:
@@ -91,6 +108,7 @@ DAMAGE = {
     "data.mdb: emptied": (truncate(DATA_FILE_NAME, 0), WRITES, "missing or empty"),
     "data.mdb: its pages zeroed": (zero_data_pages, WRITES, "LMDB finds it damaged: mdb_dbi_open: MDB_CORRUPTED"),
     "data.mdb: a log page zeroed": (zero_a_log_page, WRITES, "data.mdb is damaged"),
+    "data.mdb: the snapshot's state flipped": (flip_snapshot_data, WRITES, "snapshot"),
 }
 
 
@@ -133,7 +151,7 @@ def test_serve_refuses_a_damaged_data_directory(damaged: dict[str, Path], kind: 
     result = rmqc("serve", "--id", "n0", "--listen", f"127.0.0.1:{port}", "--data-dir", str(data_dir))
     assert result.returncode == 1, (kind, result.returncode, result.stdout, result.stderr[-2000:])
     assert "serving on" not in result.stdout
-    assert "is damaged" in result.stderr and "--repair" in result.stderr, result.stderr[-2000:]
+    assert DAMAGE[kind][2] in result.stderr and "--repair" in result.stderr, result.stderr[-2000:]
 
 
 def test_the_issue_reproduction_loses_nothing_silently(tmp_path: Path) -> None:
@@ -172,3 +190,32 @@ def test_a_damaged_identity_file_says_what_to_write(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert f"{data_dir / IDENTITY_FILE_NAME} is damaged" in result.stderr, result.stderr[-2000:]
     assert '"node_id"' in result.stderr and '"group"' in result.stderr
+
+
+@pytest.mark.parametrize("kind", list(DAMAGE))
+def test_open_for_repair_keeps_the_damaged_files_and_a_true_prefix(damaged: dict[str, Path], kind: str,
+                                                                  tmp_path: Path) -> None:
+    """--repair on each kind: the damaged files are set aside (nothing deleted), what is kept is a
+    prefix of what the node held (a damaged journal's good records) or nothing, the repair is
+    recorded, and the directory then verifies."""
+    data_dir = tmp_path / "node"
+    shutil.copytree(damaged[kind], data_dir)
+    storage, started = open_for_repair(data_dir)
+    try:
+        assert started is not None and started.evidence.parent == data_dir
+        assert storage.repair_reason() == started.reason
+        assert started.reason in (started.evidence / "reason.txt").read_text()
+        if kind != "journal: deleted":
+            assert len(list(started.evidence.iterdir())) > 1, "the damaged files are kept"
+        if kind.startswith("journal"):
+            assert storage.last_index() <= WRITES
+            kept = storage.entries(1, storage.last_index() + 1) if storage.last_index() else []
+            assert [e.data for e in kept] == [b"w%04d" % i * 20 for i in range(1, storage.last_index() + 1)]
+        else:
+            assert storage.last_index() == 0, "the log is given up: the leader sends it again"
+    finally:
+        storage.close()
+    assert verify_isolated(data_dir).ok
+    again, restarted = open_for_repair(data_dir)  # a restart before the repair ended: it goes on
+    with again:
+        assert restarted is None and again.repair_reason() == started.reason

@@ -45,6 +45,7 @@ def open_for_repair(path: str | os.PathLike[str]) -> tuple[LmdbStorage, RepairSt
         return LmdbStorage(directory), None
     evidence = directory / time.strftime("damaged-%Y%m%dT%H%M%SZ", time.gmtime())
     make_dirs_durably(evidence)
+    (evidence / "reason.txt").write_text(f"rmqc serve --repair found: {damage.reason}\n")
     if damage.journal_only:
         if (directory / JOURNAL_FILE_NAME).exists():  # (it may be the missing file)
             shutil.copy2(directory / JOURNAL_FILE_NAME, evidence / JOURNAL_FILE_NAME)
