@@ -170,7 +170,8 @@ def _report(summary: dict[str, Any], as_json: bool, final: bool = False) -> None
         f"{summary['notConverged']} groups not converged {summary['problems'][:2] or ''}; "
         f"late by at most {window['heartbeat']['maxMs']:.0f} ms (heartbeats), {window['probe']['maxMs']:.0f} ms "
         f"(scheduler) since the last summary, {late['worstMs']:.0f} ms in the run, "
-        f"{late['invalidWindows']} invalid summaries", markup=False, highlight=False)
+        f"{late['invalidWindows']} invalid summaries", markup=False, highlight=False,
+        soft_wrap=True)  # one line, however long: scripts read it line by line
 
 
 def _warn_invalid(lateness: dict[str, Any]) -> None:

@@ -142,7 +142,7 @@ class Notifier:
             await self._drop(address)
             return
         self.sent += 1
-        log.info("sent 1008 to %s (masterEpoch %s)", address, command.ext("masterEpoch"))
+        log.debug("sent 1008 to %s (masterEpoch %s)", address, command.ext("masterEpoch"))
 
     async def _sent_on_cached(self, address: str, frame: bytes) -> bool:
         """True once `frame` went out on the cached connection to `address`; False when there is no

@@ -561,19 +561,22 @@ class Replica:
         """Commands nobody waits for (a one-way request's): a failure is only logged."""
         def done(_results: list[ApplyResult] | None, error: RequestFailed | None) -> None:
             if error is not None:
-                log.info("%s not committed: %s", what, error.remark)
+                log.log(logging.DEBUG if self.stopping else logging.INFO, "%s: %s not committed: %s",
+                        self.config.node_id, what, error.remark)
 
         try:
             self.enqueue(commands, done)
         except RequestFailed as failure:
-            log.info("%s not committed: %s", what, failure.remark)
+            done(None, failure)
 
     def _propose_elections(self, commands: list[Command]) -> None:
         """One entry for every election of a liveness round (or the retries of one apply)."""
         def done(_results: list[ApplyResult] | None, error: RequestFailed | None) -> None:
             self.elections_in_flight -= 1
-            if error is not None:
-                log.info("controller-triggered elections not committed: %s", error.remark)
+            if error is not None:  # at a stop every waiting batch fails the same way: not worth a line each
+                log.log(logging.DEBUG if self.stopping else logging.INFO,
+                        "%s: %d controller-triggered elections not committed: %s", self.config.node_id,
+                        len(commands), error.remark)
 
         self.elections_in_flight += 1
         try:
