@@ -138,11 +138,14 @@ def test_rocketmq_sample_file_parses() -> None:
 
 
 @pytest.mark.parametrize(("text", "match"), [
-    ("accounts:\n  - accessKey: abc\n    secretKey: 12345678\n", "accessKey missing or shorter than 6"),
-    ("accounts:\n  - accessKey: abcdef\n", "secretKey missing"),
-    ("accounts:\n  - {accessKey: abcdef, secretKey: 123456}\n  - {accessKey: abcdef, secretKey: 654321}\n",
+    ("accounts:\n  - accessKey: abc\n    secretKey: 12345678\n", "accessKey missing or of 6 characters or fewer"),
+    # RocketMQ refuses a key of exactly 6 characters too (PlainPermissionManager: length <= 6)
+    ("accounts:\n  - accessKey: abcdef\n    secretKey: 12345678\n", "accessKey missing or of 6 characters"),
+    ("accounts:\n  - accessKey: abcdefg\n    secretKey: '123456'\n", "secretKey missing or of 6 characters"),
+    ("accounts:\n  - accessKey: abcdefg\n", "secretKey missing"),
+    ("accounts:\n  - {accessKey: abcdefg, secretKey: 1234567}\n  - {accessKey: abcdefg, secretKey: 7654321}\n",
      "appears twice"),
-    ("accounts:\n  - {accessKey: abcdef, secretKey: 123456, admin: yes-please}\n", "admin must be true or false"),
+    ("accounts:\n  - {accessKey: abcdefg, secretKey: 1234567, admin: yes-please}\n", "admin must be true or false"),
     ("globalWhiteRemoteAddresses: [10.0.0.300]\n", "300 is not an octet"),
     ("globalWhiteRemoteAddresses: [10.0.0]\n", "is not an address"),
     ("accounts: {}\n", "accounts must be a list"),

@@ -12,7 +12,7 @@ from ._errors import AclConfigError
 from ._signature import SigningKey
 
 # RocketMQ refuses keys shorter than this (AclUtils / PlainPermissionManager), and so do we.
-MIN_KEY_CHARS = 6
+MIN_KEY_CHARS = 7  # RocketMQ's PlainPermissionManager refuses keys of 6 characters or fewer
 MAX_ACCOUNTS = 10_000  # a bound on what one file may make us hold; real files have a handful
 
 
@@ -80,7 +80,8 @@ def _account(entry: Any, number: int) -> Account:
         # YAML reads 12345678 as a number; RocketMQ's own sample file has such a secret
         text = "" if value is None else str(value)
         if len(text) < MIN_KEY_CHARS:
-            raise AclConfigError(f"accounts[{number}]: {name} missing or shorter than {MIN_KEY_CHARS} characters")
+            raise AclConfigError(f"accounts[{number}]: {name} missing or of {MIN_KEY_CHARS - 1} characters or fewer "
+                                 f"(RocketMQ refuses such keys too)")
         keys[name] = text
     white = entry.get("whiteRemoteAddress")
     admin = entry.get("admin", False)
