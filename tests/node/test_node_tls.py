@@ -4,6 +4,7 @@ settings read under RocketMQ's names."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -117,3 +118,15 @@ def test_settings_under_rocketmq_names_and_mutual_tls_as_peer_authentication(cer
     with pytest.raises(ConfigError, match="tls_cert_path/tls_key_path: cannot load"):
         Server(tls_config(certs, "enforcing").with_changes(tls_cert_path=str(tmp_path / "none.pem")), SlowEcho(),
                PeerLinks(NodeConfig(), Recorder(), random.Random(1)))
+
+
+async def test_a_node_alone_serves_tls_without_a_trust_file_and_a_group_asks_for_it(certs: Certs) -> None:
+    """tls_trust_cert_path is needed only where a peer's certificate is checked: a node alone
+    starts without it and serves TLS clients; a node with other peers is refused, saying when."""
+    alone = dataclasses.replace(tls_config(certs, "enforcing"), tls_trust_cert_path="")  # checked on creation
+    async with trio.open_nursery() as nursery:
+        await start(nursery, alone)
+        assert await served(alone, client_tls_context(str(certs.ca)))
+        nursery.cancel_scope.cancel()
+    with pytest.raises(ConfigError, match="tls_trust_cert_path: .*needed as soon as the group has another member"):
+        dataclasses.replace(alone, peers=parse_peers("n0-127.0.0.1:1;n1-127.0.0.1:2"))

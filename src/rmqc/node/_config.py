@@ -473,10 +473,17 @@ def _check_tls(config: NodeConfig) -> None:
         raise ConfigError(f"tls_cert_path: tls_mode {config.tls_mode} needs this node's certificate")
     if config.tls_auth_client and not config.tls_trust_cert_path:
         raise ConfigError("tls_trust_cert_path: tls_auth_client needs the CA that client certificates chain to")
-    if config.tls_mode != "disabled" and not config.tls_trust_cert_path:
-        raise ConfigError("tls_trust_cert_path: peers check each other's certificates against it")
+    if config.tls_mode != "disabled" and not config.tls_trust_cert_path and _may_have_peers(config):
+        raise ConfigError("tls_trust_cert_path: peers check each other's certificates against it: needed as soon as "
+                          "the group has another member (peers names others, join is given, or a member restarts "
+                          "on its data directory); a node alone (peers names only itself) starts without it")
     if config.tls_notify and not config.tls_trust_cert_path:
         raise ConfigError("tls_trust_cert_path: tls_notify checks the brokers' certificates against it")
+
+
+def _may_have_peers(config: NodeConfig) -> bool:
+    """False only for a node configured alone (its own entry in peers, not joining)."""
+    return config.join or [peer.id for peer in config.peers] != [config.node_id]
 
 
 def is_loopback(host: str) -> bool:

@@ -71,6 +71,10 @@ def _load_identity(context: ssl.SSLContext, config: NodeConfig) -> None:
 
 
 def _load_trust(context: ssl.SSLContext, config: NodeConfig) -> None:
+    """No file (a node alone, see _config._check_tls): nothing is trusted, so a dial to a member
+    added later fails its handshake (certificate verify failed) rather than going unchecked."""
+    if not config.tls_trust_cert_path:
+        return
     try:
         context.load_verify_locations(config.tls_trust_cert_path)
     except (OSError, ssl.SSLError) as error:
