@@ -9,16 +9,10 @@ import sys
 import threading
 from pathlib import Path
 
+from rmqc.storage._lmdb_storage import fsync_path
+
 THREADS = 4
 THREAD_WRITES = 50
-
-
-def fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def write_file(path: Path, data: bytes, *, sync: bool) -> None:

@@ -280,19 +280,24 @@ def test_a_node_directory_the_node_lock_creates_survives_a_power_cut(tmp_path: P
     its parent, or a cut takes the whole log (and the vote) with it. The harness watches the parent."""
     disk = PowerLossDisk(tmp_path / "disk", tmp_path / "shadow")
     data_dir = disk.data_dir / "parent" / "node"
-    child = subprocess.Popen([sys.executable, "-c", NEW_NODE_CHILD, str(data_dir), creator], env=disk.env(),
+    cut_after_child_says(disk, "durable 1", NEW_NODE_CHILD, str(data_dir), creator)
+    assert (data_dir / DATA_FILE_NAME).exists(), sorted(str(path) for path in disk.data_dir.rglob("*"))
+    with LmdbStorage(data_dir, readonly=True) as storage:
+        assert storage.last_index() == 1
+
+
+def cut_after_child_says(disk: PowerLossDisk, line_wanted: str, code: str, *argv: str) -> None:
+    """Run `code` under the shim until it prints `line_wanted`, SIGKILL it, cut the power."""
+    child = subprocess.Popen([sys.executable, "-c", code, *argv], env=disk.env(),
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert child.stdout is not None
         line = child.stdout.readline()
-        assert line == "durable 1\n", line or child.communicate()[1]
+        assert line == line_wanted + "\n", line or child.communicate()[1]
     finally:
         child.send_signal(signal.SIGKILL)
         child.communicate()
     disk.power_cut()
-    assert (data_dir / DATA_FILE_NAME).exists(), sorted(str(path) for path in disk.data_dir.rglob("*"))
-    with LmdbStorage(data_dir, readonly=True) as storage:
-        assert storage.last_index() == 1
 
 
 RESTORE_CHILD = """
@@ -312,16 +317,7 @@ def test_a_restored_data_directory_survives_a_power_cut(tmp_path: Path) -> None:
     """`rmqc restore` writes a new data directory: once it returns, a cut must not take it away."""
     disk = PowerLossDisk(tmp_path / "disk", tmp_path / "shadow")
     data_dir = disk.data_dir / "node"
-    child = subprocess.Popen([sys.executable, "-c", RESTORE_CHILD, str(data_dir)], env=disk.env(),
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert child.stdout is not None
-        line = child.stdout.readline()
-        assert line == "restored\n", line or child.communicate()[1]
-    finally:
-        child.send_signal(signal.SIGKILL)
-        child.communicate()
-    disk.power_cut()
+    cut_after_child_says(disk, "restored", RESTORE_CHILD, str(data_dir))
     assert (data_dir / DATA_FILE_NAME).exists(), sorted(str(path) for path in disk.data_dir.rglob("*"))
     assert read_identity(data_dir) == NodeIdentity("n1", "rmqc")
     with LmdbStorage(data_dir, readonly=True) as storage:
