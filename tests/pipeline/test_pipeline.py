@@ -238,6 +238,7 @@ def test_cli_summary_of_a_run_with_problems(planted_run):
     for kind in ("two_masters_in_epoch", "broker_id_reused", "log_divergence"):
         assert kind in text
     assert "2 not linearizable" in text
+    assert "rmqc log export DIR --cluster NAME" in " ".join(text.split()), "a divergence says how to label groups"
 
 
 def test_chart_axes_span_the_data(planted_run):

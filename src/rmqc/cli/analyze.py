@@ -74,11 +74,23 @@ def _flapping(summary: Summary) -> Table:
     return table
 
 
+# Exports are matched by their controller group's name (`controller_cluster`): two unrelated
+# groups that both kept the default name `rmqc` look like one group whose nodes disagree.
+DIVERGENCE_HINT = (
+    "log_divergence: nodes of one controller group disagree about an entry, or exports of two different "
+    "groups carry the same name (the default is rmqc): export each group with its own name, "
+    "`rmqc log export DIR --cluster NAME`, and analyse again")
+
+
 def render_summary(console: Console, summary: Summary) -> None:
+    from rmqc.pipeline import LOG_DIVERGENCE  # imported by the command already (with pyspark)
+
     console.print(_overview(summary))
     console.print(_invariants(summary))
     if summary.violations:
         console.print(_violations(summary))
+    if summary.violation_counts.get(LOG_DIVERGENCE):
+        console.print(DIVERGENCE_HINT)
     if summary.top_flapping:
         console.print(_flapping(summary))
     lin = summary.linearizability
