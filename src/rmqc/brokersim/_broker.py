@@ -154,6 +154,7 @@ class SimBroker:
             master_address=self.master_address, master_epoch=self.master_epoch,
             sync_state_set=tuple(sorted(self.sync_state_set)), sync_state_set_epoch=self.sync_state_set_epoch,
             epoch=self.epoch, max_offset=self.max_offset, lagging=self.lagging, notifications=self.notifications,
+            last_error=self.errors[-1] if self.errors else None,
         )
 
     # ---- the process --------------------------------------------------------------------------

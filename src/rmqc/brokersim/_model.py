@@ -92,6 +92,7 @@ class BrokerBelief:
     max_offset: int
     lagging: bool
     notifications: int
+    last_error: str | None = None  # the controller's latest refusal or failure this broker saw
 
     def to_json(self) -> dict[str, Any]:
         """camelCase keys, the names RocketMQ uses for the same things."""
@@ -103,6 +104,7 @@ class BrokerBelief:
             "masterEpoch": raw["master_epoch"], "syncStateSet": list(raw["sync_state_set"]),
             "syncStateSetEpoch": raw["sync_state_set_epoch"], "epoch": raw["epoch"],
             "maxOffset": raw["max_offset"], "lagging": raw["lagging"], "notifications": raw["notifications"],
+            "lastError": raw["last_error"],
         }
 
 
@@ -141,8 +143,13 @@ def convergence_problems(beliefs: Iterable[BrokerBelief], *, full_sync_state_set
 
 
 def _group_problem(live: list[BrokerBelief], full_sync_state_sets: bool) -> str | None:
-    if any(b.phase is not Phase.RUNNING or b.status is not Status.RUNNING for b in live):
-        return "not every live broker is RUNNING"
+    waiting = [b for b in live if b.phase is not Phase.RUNNING or b.status is not Status.RUNNING]
+    if waiting:
+        # why they wait is what the operator needs (e.g. only dead ids in the SyncStateSet and
+        # unclean elections off: every 1002 is refused), not only that they do
+        reasons = sorted({f"{b.status.value} in {b.phase.value}" + (f": {b.last_error}" if b.last_error else "")
+                          for b in waiting})
+        return f"{len(waiting)} live broker(s) not RUNNING ({'; '.join(reasons[:2])})"
     views = {(b.master_id, b.master_epoch) for b in live}
     if len(views) != 1:
         return f"live brokers disagree on (master, masterEpoch): {sorted(views, key=str)}"
