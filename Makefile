@@ -30,7 +30,7 @@ lint: $(STAMP)
 MVN_REPO ?= $(HOME)/.cache/rmqc-interop/m2
 INTEROP := interop/java
 INTEROP_STAMP := $(INTEROP)/target/.built
-$(INTEROP_STAMP): $(INTEROP)/pom.xml $(wildcard $(INTEROP)/src/main/java/org/rmqc/interop/*.java)
+$(INTEROP_STAMP): $(INTEROP)/pom.xml $(wildcard $(INTEROP)/src/main/java/org/rmqc/interop/*.java $(INTEROP)/src/main/resources/*)
 	cd $(INTEROP) && mvn -B -q -Dmaven.repo.local=$(MVN_REPO) compile dependency:build-classpath \
 		-Dmdep.outputFile=target/classpath.txt
 	touch $@
