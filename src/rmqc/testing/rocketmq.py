@@ -26,15 +26,19 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import trio
+
+from rmqc.client import ClientError, ControllerClient
 from rmqc.launcher import Process, ProcessFailed, free_ports, stop_processes
 
-__all__ = ["CLUSTER", "Broker", "JavaProgram", "MqAdmin", "NameServer", "RocketMQ", "interop_dir",
-           "parse_sync_state_set"]
+__all__ = ["CLUSTER", "Broker", "JavaController", "JavaControllers", "JavaProgram", "MqAdmin", "NameServer",
+           "RocketMQ", "interop_dir", "parse_sync_state_set"]
 
 CLUSTER = "rmqc-interop"
 JAVA = shutil.which("java") or "/usr/bin/java"
 NAMESRV_MAIN = "org.apache.rocketmq.namesrv.NamesrvStartup"
 BROKER_MAIN = "org.apache.rocketmq.broker.BrokerStartup"
+CONTROLLER_MAIN = "org.apache.rocketmq.controller.ControllerStartup"
 MQADMIN_MAIN = "org.apache.rocketmq.tools.command.MQAdminStartup"
 PRODUCER_MAIN = "org.rmqc.interop.Producer"
 CONSUMER_MAIN = "org.rmqc.interop.Consumer"
@@ -224,6 +228,68 @@ class Broker(JavaProgram):
         await self.wait_booted(timeout_s)
 
 
+@dataclass(eq=False)
+class JavaController(JavaProgram):
+    """One node of Apache RocketMQ's own DLedger controller (for side-by-side runs)."""
+
+    node_id: str = "n0"
+    port: int = 0
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    async def start(self, timeout_s: float = START_TIMEOUT_S) -> None:
+        self.spawn()
+        assert self.process is not None
+        await self.process.wait_for_output(r"boot success", timeout_s)
+
+
+@dataclass(eq=False)
+class JavaControllers:
+    """Apache RocketMQ's DLedger controller, `size` standalone nodes: the same `addresses`,
+    `wait_leader` and `logs` as rmqc.testing.cluster.Cluster, so a scenario runs against either."""
+
+    nodes: list[JavaController]
+
+    @property
+    def addresses(self) -> list[str]:
+        return [node.address for node in self.nodes]
+
+    async def start(self) -> None:
+        for node in self.nodes:
+            node.spawn()
+        for node in self.nodes:
+            assert node.process is not None
+            await node.process.wait_for_output(r"boot success", START_TIMEOUT_S)
+
+    async def leader(self, client: ControllerClient) -> str | None:
+        """The leader address every running node names in its 1005 answer, None if they differ."""
+        named = set()
+        for node in self.nodes:
+            if not node.running:
+                continue
+            try:
+                answer = await client.get_metadata(node.address)
+            except ClientError:
+                return None
+            named.add(answer.ext("controllerLeaderAddress") or "")
+        return named.pop() if len(named) == 1 and "" not in named else None
+
+    async def wait_leader(self, client: ControllerClient, timeout_s: float = 60.0) -> str:
+        with trio.move_on_after(timeout_s):
+            while (leader := await self.leader(client)) is None:
+                await trio.sleep(0.1)
+            return leader
+        raise ProcessFailed(f"the Java controllers agreed on no leader within {timeout_s:g} s")
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {node.name} ---\n{node.tail()}" for node in self.nodes)
+
+    async def stop(self) -> None:
+        stop_processes([run for node in self.nodes for run in node.runs if run.alive], signal.SIGTERM, STOP_GRACE_S)
+
+
 @dataclass
 class MqAdmin:
     """`mqadmin <command> ...` as a JVM per call."""
@@ -336,6 +402,25 @@ class RocketMQ:
                         self.classpath, broker_name=broker_name, port=port, ha_port=ha_port, config=config)
         self._add(broker)
         return broker
+
+    def java_controllers(self, size: int = 3) -> JavaControllers:
+        """Apache RocketMQ's own controller (DLedger), `size` nodes, not started."""
+        ports = free_ports(size)
+        peers = ";".join(f"n{i}-127.0.0.1:{port}" for i, port in enumerate(ports))
+        nodes = []
+        for i, port in enumerate(ports):
+            directory = self.root / f"controller-n{i}"
+            write_properties(directory / "controller.conf", {
+                "controllerDLegerGroup": "rmqc-interop", "controllerDLegerPeers": peers,
+                "controllerDLegerSelfId": f"n{i}", "controllerStorePath": directory / "store",
+                "mappedFileSize": 16 * 1024 * 1024, "configStorePath": directory / "controller.properties",
+            })
+            node = JavaController(f"controller-n{i}", directory, CONTROLLER_MAIN,
+                                  ["-c", str(directory / "controller.conf")], self.classpath, node_id=f"n{i}",
+                                  port=port)
+            self._add(node)
+            nodes.append(node)
+        return JavaControllers(nodes)
 
     def producer(self, topic: str, count: int = 0, interval_ms: int = 20, name: str = "producer",
                  **options: object) -> JavaProgram:
