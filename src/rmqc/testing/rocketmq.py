@@ -88,10 +88,10 @@ def broker_ports() -> tuple[int, int]:
     """(listenPort, haListenPort): a broker also listens on listenPort - 2 (its "fast" channel)."""
     for _ in range(100):
         (port,) = free_ports(1)
-        if port > 1026 and _port_free(port - 2) and _port_free(port - 1):
-            (ha_port,) = [p for p in free_ports(3) if abs(p - port) > 2][:1] or [0]
-            if ha_port:
-                return port, ha_port
+        if port > 1026 and _port_free(port - 2):
+            ha_ports = [p for p in free_ports(3) if abs(p - port) > 2]
+            if ha_ports:
+                return port, ha_ports[0]
     raise ProcessFailed("no free port P with P-2 also free on 127.0.0.1")
 
 
@@ -206,12 +206,11 @@ class Broker(JavaProgram):
 
     def broker_id(self) -> int | None:
         """The id the controller gave this broker (from <store>/brokerIdentity), None before."""
-        path = self.store / "brokerIdentity"
         try:
-            text = path.read_text()
+            text = (self.store / "brokerIdentity").read_text()  # "cluster#brokerName#brokerId"
         except OSError:
             return None
-        match = re.search(r"brokerId=(-?\d+)", text) or re.search(r"#(-?\d+)\s*$", text.strip())
+        match = re.fullmatch(r"[^#]*#[^#]*#(\d+)", text.strip())
         return int(match.group(1)) if match else None
 
     def spawn(self) -> Process:
@@ -289,7 +288,10 @@ class JavaControllers:
         return "\n".join(f"--- {node.name} ---\n{node.tail()}" for node in self.nodes)
 
     async def stop(self) -> None:
-        stop_processes([run for node in self.nodes for run in node.runs if run.alive], signal.SIGTERM, STOP_GRACE_S)
+        """SIGTERM, SIGKILL after the grace period (in a worker thread, shielded, like RocketMQ.aclose)."""
+        runs = [run for node in self.nodes for run in node.runs if run.alive]
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(stop_processes, runs, signal.SIGTERM, STOP_GRACE_S)
 
 
 @dataclass
@@ -298,13 +300,14 @@ class MqAdmin:
 
     directory: Path
     classpath: str
-    runs: int = 0
+    programs: list[JavaProgram] = field(default_factory=list)  # every call, for RocketMQ.close
 
     async def __call__(self, *args: str, timeout_s: float = MQADMIN_TIMEOUT_S) -> tuple[int, str]:
-        """(exit code, stdout + stderr) of one command."""
-        self.runs += 1
-        program = JavaProgram(f"mqadmin-{self.runs}-{args[0]}", self.directory / f"{self.runs:03d}-{args[0]}",
+        """(exit code, stdout + stderr) of one command; its output also stays in <directory>/NNN-command."""
+        number = len(self.programs) + 1
+        program = JavaProgram(f"mqadmin-{number}-{args[0]}", self.directory / f"{number:03d}-{args[0]}",
                               MQADMIN_MAIN, list(args), self.classpath, jvm_flags=TOOL_JVM_FLAGS)
+        self.programs.append(program)
         process = program.spawn()
         try:
             code = await process.wait_exit(timeout_s)
@@ -332,12 +335,19 @@ class RocketMQ:
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
-        self.close()
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """close() in a worker thread (it only signals and reaps), shielded: it runs to the end
+        even when the test is being cancelled."""
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(self.close)
 
     def close(self) -> None:
-        """SIGTERM to every process still running (clients first, then brokers, the NameServer
-        last), SIGKILL after the grace period."""
-        order = sorted(self.programs, key=lambda p: (isinstance(p, NameServer), isinstance(p, Broker)))
+        """SIGTERM to every process still running (mqadmin and clients first, then brokers, the
+        NameServer last), SIGKILL for what still runs after the grace period."""
+        order = sorted([*self.mqadmin.programs, *self.programs],
+                       key=lambda p: (isinstance(p, NameServer), isinstance(p, Broker)))
         stop_processes([run for program in order for run in program.runs if run.alive], signal.SIGTERM,
                        STOP_GRACE_S)
 
