@@ -47,4 +47,4 @@ sim: $(STAMP)
 
 # also what the README's walkthrough writes (rmqc dev cluster, rmqc sim, log export, analyze)
 clean:
-	rm -rf $(VENV) rmqc-data bench-out .pytest_cache .hypothesis .mypy_cache .ruff_cache rmqc-dev rmqc-sim analysis *.parquet
+	rm -rf $(VENV) $(INTEROP)/target rmqc-data bench-out .pytest_cache .hypothesis .mypy_cache .ruff_cache rmqc-dev rmqc-sim analysis *.parquet
