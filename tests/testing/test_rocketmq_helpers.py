@@ -98,3 +98,12 @@ def test_broker_config_and_identity(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert broker.broker_id() == 3
     port, ha_port = broker_ports()
     assert abs(port - ha_port) > 2
+
+
+def test_two_masters_are_caught_by_the_parsers() -> None:
+    """Two rows with BID 0 (two brokers registered as master) must fail, not collapse into one."""
+    rows = CLUSTER_LIST.splitlines()
+    with pytest.raises(AssertionError, match="two brokers registered as BID 0"):
+        cluster_list("\n".join([*rows, rows[2].replace("55035", "55036")]))
+    with pytest.raises(AssertionError, match="two brokers answered as brokerId 0"):
+        broker_epochs(GET_BROKER_EPOCH + GET_BROKER_EPOCH.split("\n\n")[1])

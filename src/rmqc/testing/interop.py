@@ -78,11 +78,12 @@ async def replica_state(admin: ControllerClient) -> tuple[int | None, int, list[
 
 
 def cluster_list(text: str) -> dict[int, tuple[str, bool]]:
-    """`mqadmin clusterList` rows of GROUP: {BID: (address, ACTIVATED)}."""
+    """`mqadmin clusterList` rows of GROUP: {BID: (address, ACTIVATED)} (one master: BID 0 once)."""
     rows = {}
     for line in text.splitlines():
         fields = line.split()
         if len(fields) > 4 and fields[0] == CLUSTER and fields[1] == GROUP:
+            assert int(fields[2]) not in rows, f"two brokers registered as BID {fields[2]}: {text}"
             rows[int(fields[2])] = (fields[3], fields[-1] == "true")
     return rows
 
@@ -94,6 +95,7 @@ def broker_epochs(text: str) -> dict[int, list[tuple[int, int, int]]]:
     for line in text.splitlines():
         if match := re.match(r"#brokerId\s+(\d+)", line):
             current = int(match.group(1))
+            assert current not in epochs, f"two brokers answered as brokerId {current}: {text}"
             epochs[current] = []
         elif (match := re.search(r"EpochEntry\{epoch=(\d+), startOffset=(\d+), endOffset=(\d+)\}", line)) and \
                 current is not None:
