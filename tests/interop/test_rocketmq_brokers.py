@@ -39,9 +39,10 @@ async def test_three_java_brokers_come_up_against_rmqc(tmp_path: Path) -> None:
 
 
 async def test_master_killed_under_producer_fails_over_without_loss(tmp_path: Path) -> None:
-    """SIGKILL the master under the Producer: rmqc elects a slave of the SyncStateSet, sends
-    resume, the old master restarted rejoins as a slave and re-enters the set, and every
-    acknowledged message is consumed afterwards (0 lost). Prints the timeline."""
+    """Under the Producer, SIGKILL rmqc's leader (no broker group may change, no send may fail),
+    then the broker master: the new rmqc leader elects a slave of the SyncStateSet, sends resume,
+    the old master restarted rejoins as a slave and re-enters the set, and every acknowledged
+    message is consumed afterwards (0 lost). Prints the timeline."""
     cluster = Cluster.create(tmp_path, 3)
     await cluster.start()
     rmq = RocketMQ(tmp_path)
@@ -49,7 +50,7 @@ async def test_master_killed_under_producer_fails_over_without_loss(tmp_path: Pa
         async with rmq, ControllerClient(cluster.addresses, max_retries=10) as admin:
             await cluster.wait_leader(admin)
             brokers = await bring_up(rmq, cluster, admin)
-            report = await failover(rmq, cluster, admin, brokers)
+            report = await failover(rmq, cluster, admin, brokers, controller_leader_kill=True)
             print("interop failover timeline:", report)
             assert report["lost"] == 0 and report["acknowledged"] >= 250
     except BaseException:

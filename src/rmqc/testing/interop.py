@@ -37,13 +37,21 @@ BRING_UP_S = 120.0  # three broker JVMs registering on a loaded 2-core machine
 POLL_S = 0.05
 
 
+class ControllerNode(Protocol):
+    def kill(self, signum: int = ...) -> None: ...
+
+    async def wait_exit(self, timeout_s: float = ...) -> int: ...
+
+
 class Controllers(Protocol):
     """rmqc.testing.cluster.Cluster or rmqc.testing.rocketmq.JavaControllers."""
 
     @property
     def addresses(self) -> list[str]: ...
 
-    async def wait_leader(self, client: ControllerClient) -> str: ...
+    def node(self, address: str) -> Any: ...  # a ControllerNode
+
+    async def wait_leader(self, client: ControllerClient) -> str: ...  # among the running nodes
 
     def logs(self) -> str: ...
 
@@ -178,12 +186,18 @@ def _acked(producer: JavaProgram) -> list[dict[str, Any]]:
 
 
 async def failover(rmq: RocketMQ, controllers: Controllers, admin: ControllerClient,
-                   brokers: list[Broker]) -> dict[str, Any]:
+                   brokers: list[Broker], *, controller_leader_kill: bool = False) -> dict[str, Any]:
     """SIGKILL the master while the Producer sends: the controller elects a slave of the
     SyncStateSet, it becomes master, sends succeed again; the old master, restarted, rejoins as a
     slave and is back in the SyncStateSet; every message acknowledged (SEND_OK, with
-    allAckInSyncStateSet) is consumed afterwards. Returns the timeline (ms after the kill)."""
-    old_master_id, old_epoch, _ = await replica_state(admin)
+    allAckInSyncStateSet) is consumed afterwards. Returns the timeline (ms after the kill).
+
+    With `controller_leader_kill`, the controllers' leader is SIGKILLed first, under the same
+    load: a new leader must be agreed, the brokers' master and SyncStateSet must stay as they were
+    (no election for a broker that is alive) and sends must keep succeeding; the broker master is
+    then killed with the new leader in charge (its liveness table built from the heartbeats the
+    brokers send every controller)."""
+    old_master_id, old_epoch, old_set = await replica_state(admin)
     assert old_master_id is not None
     old_master = next(b for b in brokers if b.broker_id() == old_master_id)
     assert rmq.namesrv is not None
@@ -195,6 +209,9 @@ async def failover(rmq: RocketMQ, controllers: Controllers, admin: ControllerCli
         return len(_acked(producer)) >= count
 
     await wait_for(lambda: acked_at_least(200), 60, "200 messages acknowledged before the kill", 0.1)
+    report: dict[str, Any] = {}
+    if controller_leader_kill:
+        report.update(await _kill_controller_leader(controllers, admin, producer, (old_master_id, old_epoch, old_set)))
     timeline: dict[str, int] = {"kill": now_ms()}
     old_master.kill(signal.SIGKILL)
     await old_master.wait_exit()
@@ -255,7 +272,8 @@ async def failover(rmq: RocketMQ, controllers: Controllers, admin: ControllerCli
         await wait_for(all_back, 90, "the old master and the surviving slave back in the SyncStateSet", 0.2)
         nursery.cancel_scope.cancel()
 
-    addresses = ";".join(controllers.addresses)
+    # mqadmin asks the first address of -a for the leader: only the running controllers
+    addresses = ";".join(a for a in controllers.addresses if a != report.get("killed_controller"))
     state = parse_sync_state_set(await mqadmin_ok(rmq, "getSyncStateSet", "-a", addresses, "-b", GROUP))
     assert state["MasterBrokerId"] == new_master_id and state["MasterAddr"] == promoted.address, state
     assert state["MasterEpoch"] == new_epoch and state["SyncStateSetNums"] == 3, state
@@ -283,7 +301,7 @@ async def failover(rmq: RocketMQ, controllers: Controllers, admin: ControllerCli
         await wait_for(all_consumed, 90, "every acknowledged message consumed", 0.2)
     lost = sorted(acknowledged - consumed(), key=lambda body: int(body.split("-")[1]))
     kill = timeline["kill"]
-    report = {
+    report |= {
         "acknowledged": len(acknowledged), "failed_sends": failed_sends, "consumed": len(consumed()),
         "lost": len(lost),
         "kill_to_controller_elected_ms": timeline["controller_elected"] - kill,
@@ -295,6 +313,30 @@ async def failover(rmq: RocketMQ, controllers: Controllers, admin: ControllerCli
     }
     assert not lost, f"{len(lost)} acknowledged messages never consumed, e.g. {lost[:10]}: {report}"
     return report
+
+
+async def _kill_controller_leader(controllers: Controllers, admin: ControllerClient, producer: JavaProgram,
+                                  before: tuple[int | None, int, list[int]]) -> dict[str, Any]:
+    """SIGKILL the controllers' leader under load; the brokers must not notice beyond their own
+    polls to it failing until they refresh the leader address (every 10 s)."""
+    leader = await controllers.wait_leader(admin)
+    killed = now_ms()
+    controllers.node(leader).kill(signal.SIGKILL)
+    await controllers.node(leader).wait_exit()
+    new_leader = await controllers.wait_leader(admin)
+    agreed = now_ms()
+    assert new_leader != leader
+    acked_at_kill = len(_acked(producer))
+
+    async def more_sends() -> bool:
+        assert producer.running, producer.tail()
+        return len(_acked(producer)) >= acked_at_kill + 100
+
+    await wait_for(more_sends, 60, "sends acknowledged after the controller leader's death", 0.1)
+    assert await replica_state(admin) == before, "a broker group changed with no broker fault"
+    failed = [line for line in _sends(producer) if line["sendMs"] >= killed and line["result"] != "ok"]
+    assert not failed, f"sends failed while the controller leader changed: {failed[:5]}"
+    return {"controller_leader_kill_to_new_leader_ms": agreed - killed, "killed_controller": leader}
 
 
 async def _compare(kind: str, root: Path) -> dict[str, Any]:
@@ -312,7 +354,7 @@ async def _compare(kind: str, root: Path) -> dict[str, Any]:
             brokers = await bring_up(rmq, controllers, admin)
             result["bring_up_ms"] = now_ms() - started
             result["bring_up"] = await check_bring_up(rmq, controllers, admin, brokers)
-            result["failover"] = await failover(rmq, controllers, admin, brokers)
+            result["failover"] = await failover(rmq, controllers, admin, brokers, controller_leader_kill=True)
     except BaseException:
         print(controllers.logs(), file=sys.stderr)
         print(rmq.logs(), file=sys.stderr)

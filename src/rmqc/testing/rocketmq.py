@@ -257,6 +257,9 @@ class JavaControllers:
     def addresses(self) -> list[str]:
         return [node.address for node in self.nodes]
 
+    def node(self, address: str) -> JavaController:
+        return next(node for node in self.nodes if node.address == address)
+
     async def start(self) -> None:
         for node in self.nodes:
             node.spawn()
