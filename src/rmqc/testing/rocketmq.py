@@ -268,7 +268,8 @@ class JavaControllers:
             await node.process.wait_for_output(r"boot success", START_TIMEOUT_S)
 
     async def leader(self, client: ControllerClient) -> str | None:
-        """The leader address every running node names in its 1005 answer, None if they differ."""
+        """The leader address every running node names in its 1005 answer, None if they differ or
+        name a node that is not running (DLedger followers keep naming a dead leader for seconds)."""
         named = set()
         for node in self.nodes:
             if not node.running:
@@ -278,7 +279,8 @@ class JavaControllers:
             except ClientError:
                 return None
             named.add(answer.ext("controllerLeaderAddress") or "")
-        return named.pop() if len(named) == 1 and "" not in named else None
+        running = {node.address for node in self.nodes if node.running}
+        return named.pop() if len(named) == 1 and named <= running else None
 
     async def wait_leader(self, client: ControllerClient, timeout_s: float = 60.0) -> str:
         with trio.move_on_after(timeout_s):
