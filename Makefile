@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install serve lint test sim bench clean
+.PHONY: install serve lint interop test sim bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -23,8 +23,22 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench scripts
 	$(BIN)/mypy
 
+# Real Apache RocketMQ for tests/interop (docs/interop.md): the pinned release's jars (Maven
+# Central, into MVN_REPO, outside git) and the Producer/Consumer programs, compiled into
+# interop/java/target (ignored); target/classpath.txt lists the jars. Does nothing when the stamp is
+# newer than the pom and the sources; the first run on a fresh machine downloads ~125 MB.
+MVN_REPO ?= $(HOME)/.cache/rmqc-interop/m2
+INTEROP := interop/java
+INTEROP_STAMP := $(INTEROP)/target/.built
+$(INTEROP_STAMP): $(INTEROP)/pom.xml $(wildcard $(INTEROP)/src/main/java/org/rmqc/interop/*.java $(INTEROP)/src/main/resources/*)
+	cd $(INTEROP) && mvn -B -q -Dmaven.repo.local=$(MVN_REPO) compile dependency:build-classpath \
+		-Dmdep.outputFile=target/classpath.txt
+	touch $@
+
+interop: $(INTEROP_STAMP)
+
 # the whole suite: lint, the tests, then 300 seeds of the deterministic simulator (issue 14)
-test: deps lint
+test: deps lint interop
 	$(BIN)/python -m pytest
 	$(BIN)/python -m rmqc.testing.sim --seeds 300
 
@@ -38,4 +52,4 @@ sim: $(STAMP)
 
 # also what the README's walkthrough writes (rmqc dev cluster, rmqc sim, log export, analyze)
 clean:
-	rm -rf $(VENV) rmqc-data bench-out .pytest_cache .hypothesis .mypy_cache .ruff_cache rmqc-dev rmqc-sim analysis *.parquet chaos-out
+	rm -rf $(VENV) $(INTEROP)/target rmqc-data bench-out .pytest_cache .hypothesis .mypy_cache .ruff_cache rmqc-dev rmqc-sim analysis *.parquet chaos-out

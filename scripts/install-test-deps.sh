@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What the test suite needs beyond .venv (`make deps`, which `make test` runs first), installed with
 # apt-get only when it is missing, so a second run installs nothing:
-# - a Java runtime: pyspark (rmqc analyze, tests/pipeline) runs on it;
+# - a Java JDK and Maven: pyspark (rmqc analyze, tests/pipeline) runs on Java, and make interop
+#   builds the real RocketMQ's test programs (tests/interop);
 # - Debian's faketime package: tests/node/test_node_clock_steps.py steps and drifts the nodes' wall
 #   clocks with libfaketime;
 # - e2fsprogs: tests/node/test_node_disk_faults.py mounts small ext4 filesystems (mkfs.ext4, e2fsck;
@@ -10,7 +11,9 @@
 set -euo pipefail
 root="${DEPS_ROOT:-}"
 missing=()
-command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
+# a JDK (javac) and Maven build the RocketMQ test programs (make interop); java runs them and pyspark
+command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
+command -v mvn >/dev/null 2>&1 || missing+=(maven)
 compgen -G "$root/usr/lib/*/faketime/libfaketimeMT.so.1" >/dev/null \
   || [ -e "$root/usr/lib/faketime/libfaketimeMT.so.1" ] || missing+=(faketime)
 command -v mkfs.ext4 >/dev/null 2>&1 || missing+=(e2fsprogs)

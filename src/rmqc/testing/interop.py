@@ -1,0 +1,381 @@
+"""The interop scenarios with real Apache RocketMQ (docs/interop.md), written once and run against
+rmqc (tests/interop) or, for a side-by-side comparison, against Apache RocketMQ's own DLedger
+controller:
+
+    .venv/bin/python -m rmqc.testing.interop --controller java   # or rmqc (the default)
+
+Each scenario checks what it must (AssertionError otherwise) and returns its measurements.
+Test-only, like the rest of rmqc.testing."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import re
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+import trio
+
+from rmqc.client import ClientError, ControllerClient
+from rmqc.remoting import loads_fastjson
+from rmqc.testing.rocketmq import CLUSTER, Broker, JavaProgram, RocketMQ, parse_sync_state_set
+
+__all__ = ["ALL", "GROUP", "TOPIC", "Controllers", "broker_epochs", "bring_up", "check_bring_up", "cluster_list",
+           "failover", "replica_state"]
+
+GROUP = "broker-a"
+TOPIC = "rmqc-interop"
+ALL = [1, 2, 3]
+BRING_UP_S = 120.0  # three broker JVMs registering on a loaded 2-core machine
+POLL_S = 0.05
+
+
+class ControllerNode(Protocol):
+    def kill(self, signum: int = ...) -> None: ...
+
+    async def wait_exit(self, timeout_s: float = ...) -> int: ...
+
+
+class Controllers(Protocol):
+    """rmqc.testing.cluster.Cluster or rmqc.testing.rocketmq.JavaControllers."""
+
+    @property
+    def addresses(self) -> list[str]: ...
+
+    def node(self, address: str) -> Any: ...  # a ControllerNode
+
+    async def wait_leader(self, client: ControllerClient) -> str: ...  # among the running nodes
+
+    def logs(self) -> str: ...
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+async def wait_for(condition: Callable[[], Awaitable[bool]], timeout_s: float, what: str,
+                   interval_s: float = POLL_S) -> None:
+    """Poll until `condition` holds (never a fixed sleep); AssertionError after `timeout_s`."""
+    with trio.move_on_after(timeout_s):
+        while not await condition():
+            await trio.sleep(interval_s)
+        return
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+async def replica_state(admin: ControllerClient) -> tuple[int | None, int, list[int]]:
+    """(master id, master epoch, SyncStateSet) of GROUP from the controller (1004); (None, 0, [])
+    while it has none or does not answer."""
+    try:
+        answer = await admin.get_replica_info(GROUP)
+    except ClientError:
+        return None, 0, []
+    if answer.code != 0 or answer.body is None:
+        return None, 0, []
+    master = answer.ext("masterBrokerId")
+    body = loads_fastjson(answer.body)
+    return (int(master) if master else None, int(answer.ext("masterEpoch") or 0),
+            sorted(body.get("syncStateSet") or []))
+
+
+def cluster_list(text: str) -> dict[int, tuple[str, bool]]:
+    """`mqadmin clusterList` rows of GROUP: {BID: (address, ACTIVATED)} (one master: BID 0 once)."""
+    rows = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) > 4 and fields[0] == CLUSTER and fields[1] == GROUP:
+            assert int(fields[2]) not in rows, f"two brokers registered as BID {fields[2]}: {text}"
+            rows[int(fields[2])] = (fields[3], fields[-1] == "true")
+    return rows
+
+
+def broker_epochs(text: str) -> dict[int, list[tuple[int, int, int]]]:
+    """`mqadmin getBrokerEpoch` output: {brokerId (0 = master): [(epoch, startOffset, endOffset)]}."""
+    epochs: dict[int, list[tuple[int, int, int]]] = {}
+    current = None
+    for line in text.splitlines():
+        if match := re.match(r"#brokerId\s+(\d+)", line):
+            current = int(match.group(1))
+            assert current not in epochs, f"two brokers answered as brokerId {current}: {text}"
+            epochs[current] = []
+        elif (match := re.search(r"EpochEntry\{epoch=(\d+), startOffset=(\d+), endOffset=(\d+)\}", line)) and \
+                current is not None:
+            epochs[current].append((int(match.group(1)), int(match.group(2)), int(match.group(3))))
+    return epochs
+
+
+async def mqadmin_ok(rmq: RocketMQ, *args: str) -> str:
+    code, out = await rmq.mqadmin(*args)
+    assert code == 0, f"mqadmin {' '.join(args)} exited with {code}: {out[-3000:]}"
+    return out
+
+
+async def bring_up(rmq: RocketMQ, controllers: Controllers, admin: ControllerClient,
+                   broker_config: dict[str, object] | None = None) -> list[Broker]:
+    """The NameServer and three brokers of GROUP (started together); returns once they have ids
+    1-3 from the controller, one master and all three in the SyncStateSet."""
+    await rmq.start_namesrv()
+    brokers = [rmq.broker(index, controllers.addresses, GROUP, broker_config) for index in range(len(ALL))]
+    for broker in brokers:
+        broker.spawn()
+    for broker in brokers:
+        await broker.wait_booted()
+
+    async def all_in_sync() -> bool:
+        master, _, in_sync = await replica_state(admin)
+        return master is not None and in_sync == ALL and all(b.broker_id() for b in brokers)
+
+    await wait_for(all_in_sync, BRING_UP_S, "three brokers registered, a master, all in the SyncStateSet", 0.2)
+    return brokers
+
+
+async def check_bring_up(rmq: RocketMQ, controllers: Controllers, admin: ControllerClient,
+                         brokers: list[Broker]) -> dict[str, Any]:
+    """What mqadmin says after bring_up: getSyncStateSet and getControllerMetaData (the
+    controllers), getBrokerEpoch (the brokers) and clusterList (the NameServer) agree with the
+    controller's 1004 and the brokers' identity files."""
+    assert sorted(b.broker_id() or 0 for b in brokers) == ALL
+    master_id, epoch, in_sync = await replica_state(admin)
+    assert master_id is not None and in_sync == ALL
+    master = next(b for b in brokers if b.broker_id() == master_id)
+    assert rmq.namesrv is not None
+    addresses = ";".join(controllers.addresses)
+
+    out = await mqadmin_ok(rmq, "getSyncStateSet", "-a", addresses, "-b", GROUP)
+    state = parse_sync_state_set(out)
+    assert (state["brokerName"], state["MasterBrokerId"], state["MasterAddr"]) == \
+        (GROUP, master_id, master.address), out
+    assert state["MasterEpoch"] == epoch and state["SyncStateSetNums"] == 3, out
+    assert sorted(state["in_sync"]) == sorted((b.broker_id(), b.address, True) for b in brokers), out
+    assert state["not_in_sync"] == [], out
+
+    out = await mqadmin_ok(rmq, "getControllerMetaData", "-a", controllers.addresses[0])
+    leader = re.search(r"#ControllerLeaderAddress\s+(\S+)", out)
+    assert leader is not None and leader.group(1) == await controllers.wait_leader(admin), out
+    peers = re.findall(r"#Peer:\s+(\S+)", out)
+    assert sorted(peer.split(":", 1)[1] for peer in peers) == sorted(controllers.addresses), out
+
+    # the brokers' own epoch files (1007, served by the brokers): every replica has the master's entry
+    out = await mqadmin_ok(rmq, "getBrokerEpoch", "-n", rmq.namesrv.address, "-b", GROUP)
+    epochs = broker_epochs(out)
+    assert sorted(epochs) == sorted([0, *(b.broker_id() or 0 for b in brokers if b is not master)]), out
+    assert all(entries and entries[-1][0] == epoch for entries in epochs.values()), out
+
+    # the NameServer's view: the master registered as BID 0, the slaves under their ids
+    out = await mqadmin_ok(rmq, "clusterList", "-n", rmq.namesrv.address)
+    rows = cluster_list(out)
+    assert rows[0] == (master.address, True), out
+    assert {bid: row[0] for bid, row in rows.items() if bid} == \
+        {b.broker_id(): b.address for b in brokers if b is not master}, out
+    return {"master": master_id, "master_epoch": epoch, "sync_state_set": in_sync}
+
+
+def _sends(producer: JavaProgram) -> list[dict[str, Any]]:
+    return [line for line in producer.json_lines() if line["event"] == "send"]
+
+
+def _acked(producer: JavaProgram) -> list[dict[str, Any]]:
+    return [line for line in _sends(producer) if line["result"] == "ok"]
+
+
+async def failover(rmq: RocketMQ, controllers: Controllers, admin: ControllerClient,
+                   brokers: list[Broker], *, controller_leader_kill: bool = False) -> dict[str, Any]:
+    """SIGKILL the master while the Producer sends: the controller elects a slave of the
+    SyncStateSet, it becomes master, sends succeed again; the old master, restarted, rejoins as a
+    slave and is back in the SyncStateSet; every message acknowledged (SEND_OK, with
+    allAckInSyncStateSet) is consumed afterwards. Returns the timeline (ms after the kill).
+
+    With `controller_leader_kill`, the controllers' leader is SIGKILLed first, under the same
+    load: a new leader must be agreed, the brokers' master and SyncStateSet must stay as they were
+    (no election for a broker that is alive) and sends must keep succeeding; the broker master is
+    then killed with the new leader in charge (its liveness table built from the heartbeats the
+    brokers send every controller)."""
+    old_master_id, old_epoch, old_set = await replica_state(admin)
+    assert old_master_id is not None
+    old_master = next(b for b in brokers if b.broker_id() == old_master_id)
+    assert rmq.namesrv is not None
+    await mqadmin_ok(rmq, "updateTopic", "-n", rmq.namesrv.address, "-c", CLUSTER, "-t", TOPIC, "-r", "4", "-w", "4")
+    producer = rmq.producer(TOPIC, interval_ms=10)
+
+    async def acked_at_least(count: int) -> bool:
+        assert producer.running, producer.tail()
+        return len(_acked(producer)) >= count
+
+    await wait_for(lambda: acked_at_least(200), 60, "200 messages acknowledged before the kill", 0.1)
+    report: dict[str, Any] = {}
+    if controller_leader_kill:
+        report.update(await _kill_controller_leader(controllers, admin, producer, (old_master_id, old_epoch, old_set)))
+    timeline: dict[str, int] = {"kill": now_ms()}
+    old_master.kill(signal.SIGKILL)
+    await old_master.wait_exit()
+    # when each of the three steps of the recovery was first seen (1004 polled every POLL_S)
+    survivor_ids = [i for i in ALL if i != old_master_id]
+
+    async def watch_replicas(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        while True:
+            master, epoch, in_sync = await replica_state(admin)
+            if master is not None and master != old_master_id and epoch > old_epoch:
+                timeline.setdefault("controller_elected", now_ms())
+                if sorted(in_sync) == sorted(survivor_ids) or sorted(in_sync) == ALL:
+                    timeline.setdefault("surviving_slave_back_in_sync", now_ms())
+                if old_master_id in in_sync:
+                    timeline.setdefault("old_master_back_in_sync", now_ms())
+            await trio.sleep(POLL_S)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(watch_replicas)
+
+        async def elected() -> bool:
+            return "controller_elected" in timeline
+
+        await wait_for(elected, 30, "a slave of the SyncStateSet elected")
+        new_master_id, new_epoch, in_sync = await replica_state(admin)
+        assert new_master_id in survivor_ids and old_master_id not in in_sync, (new_master_id, in_sync)
+        promoted = next(b for b in brokers if b.broker_id() == new_master_id)
+
+        def first_ok_after_kill() -> dict[str, Any] | None:
+            return next((line for line in _acked(producer) if line["sendMs"] > timeline["kill"]), None)
+
+        async def resumed() -> bool:
+            assert producer.running, producer.tail()
+            return first_ok_after_kill() is not None
+
+        await wait_for(resumed, 60, "a send acknowledged after the kill", 0.1)
+        first = first_ok_after_kill()
+        assert first is not None and first["broker"] == GROUP
+        timeline["first_ok_send_after_kill"] = first["sendMs"]
+        timeline["first_ok_ack_after_kill"] = first["ackMs"]
+        timeline["last_ok_ack_before_kill"] = max(
+            (line["ackMs"] for line in _acked(producer) if line["ackMs"] <= timeline["kill"]), default=0)
+
+        # the NameServer lists the promoted slave as BID 0
+        out = await mqadmin_ok(rmq, "clusterList", "-n", rmq.namesrv.address)
+        assert cluster_list(out).get(0, ("", False))[0] == promoted.address, out
+
+        # the old master comes back on its store: a slave of the new master, back in the set
+        timeline["old_master_restarted"] = now_ms()
+        old_master.spawn()
+        await old_master.wait_booted()
+
+        async def all_back() -> bool:
+            master, _, members = await replica_state(admin)
+            return master == new_master_id and members == ALL and "old_master_back_in_sync" in timeline
+
+        await wait_for(all_back, 90, "the old master and the surviving slave back in the SyncStateSet", 0.2)
+        nursery.cancel_scope.cancel()
+
+    # mqadmin asks the first address of -a for the leader: only the running controllers
+    addresses = ";".join(a for a in controllers.addresses if a != report.get("killed_controller"))
+    state = parse_sync_state_set(await mqadmin_ok(rmq, "getSyncStateSet", "-a", addresses, "-b", GROUP))
+    assert state["MasterBrokerId"] == new_master_id and state["MasterAddr"] == promoted.address, state
+    assert state["MasterEpoch"] == new_epoch and state["SyncStateSetNums"] == 3, state
+    epochs = broker_epochs(await mqadmin_ok(rmq, "getBrokerEpoch", "-n", rmq.namesrv.address, "-b", GROUP))
+    assert sorted(epochs) == sorted([0, *(i for i in ALL if i != new_master_id)]), epochs
+    assert all(entries[-1][0] == new_epoch for entries in epochs.values()), epochs
+
+    # a few more sends with all three in sync, then stop the producer and consume everything
+    acked_before = len(_acked(producer))
+    await wait_for(lambda: acked_at_least(acked_before + 50), 60, "sends after the rejoin", 0.1)
+    producer.kill(signal.SIGTERM)
+    await producer.wait_exit()
+    acknowledged = {f"rmqc-{line['seq']}" for line in _acked(producer)}
+    failed_sends = len(_sends(producer)) - len(_acked(producer))
+    consumer = rmq.consumer(TOPIC)
+
+    def consumed() -> set[str]:
+        return {line["body"] for line in consumer.json_lines() if line["event"] == "recv"}
+
+    async def all_consumed() -> bool:
+        assert consumer.running, consumer.tail()
+        return acknowledged <= consumed()
+
+    with contextlib.suppress(AssertionError):  # the count of lost messages says it better
+        await wait_for(all_consumed, 90, "every acknowledged message consumed", 0.2)
+    lost = sorted(acknowledged - consumed(), key=lambda body: int(body.split("-")[1]))
+    kill = timeline["kill"]
+    report |= {
+        "acknowledged": len(acknowledged), "failed_sends": failed_sends, "consumed": len(consumed()),
+        "lost": len(lost),
+        "kill_to_controller_elected_ms": timeline["controller_elected"] - kill,
+        "kill_to_first_ok_send_ms": timeline["first_ok_send_after_kill"] - kill,
+        "kill_to_first_ok_ack_ms": timeline["first_ok_ack_after_kill"] - kill,
+        "write_gap_ms": timeline["first_ok_ack_after_kill"] - timeline["last_ok_ack_before_kill"],
+        "kill_to_surviving_slave_back_in_sync_ms": timeline["surviving_slave_back_in_sync"] - kill,
+        "restart_to_old_master_back_in_sync_ms": timeline["old_master_back_in_sync"] - timeline["old_master_restarted"],
+    }
+    assert not lost, f"{len(lost)} acknowledged messages never consumed, e.g. {lost[:10]}: {report}"
+    return report
+
+
+async def _kill_controller_leader(controllers: Controllers, admin: ControllerClient, producer: JavaProgram,
+                                  before: tuple[int | None, int, list[int]]) -> dict[str, Any]:
+    """SIGKILL the controllers' leader under load; the brokers must not notice beyond their own
+    polls to it failing until they refresh the leader address (every 10 s)."""
+    leader = await controllers.wait_leader(admin)
+    killed = now_ms()
+    controllers.node(leader).kill(signal.SIGKILL)
+    await controllers.node(leader).wait_exit()
+    new_leader = await controllers.wait_leader(admin)
+    agreed = now_ms()
+    assert new_leader != leader
+    acked_at_kill = len(_acked(producer))
+
+    async def more_sends() -> bool:
+        assert producer.running, producer.tail()
+        return len(_acked(producer)) >= acked_at_kill + 100
+
+    await wait_for(more_sends, 60, "sends acknowledged after the controller leader's death", 0.1)
+    assert await replica_state(admin) == before, "a broker group changed with no broker fault"
+    failed = [line for line in _sends(producer) if line["sendMs"] >= killed and line["result"] != "ok"]
+    assert not failed, f"sends failed while the controller leader changed: {failed[:5]}"
+    return {"controller_leader_kill_to_new_leader_ms": agreed - killed, "killed_controller": leader}
+
+
+async def _compare(kind: str, root: Path) -> dict[str, Any]:
+    """Both scenarios against `kind` controllers (rmqc or java), for docs/interop.md."""
+    from rmqc.testing.cluster import Cluster
+
+    rmq = RocketMQ(root)
+    controllers: Any = rmq.java_controllers(3) if kind == "java" else Cluster.create(root, 3)
+    await controllers.start()
+    result: dict[str, Any] = {"controller": kind}
+    try:
+        async with rmq, ControllerClient(controllers.addresses, max_retries=10) as admin:
+            await controllers.wait_leader(admin)
+            started = now_ms()
+            brokers = await bring_up(rmq, controllers, admin)
+            result["bring_up_ms"] = now_ms() - started
+            result["bring_up"] = await check_bring_up(rmq, controllers, admin, brokers)
+            result["failover"] = await failover(rmq, controllers, admin, brokers, controller_leader_kill=True)
+    except BaseException:
+        print(controllers.logs(), file=sys.stderr)
+        print(rmq.logs(), file=sys.stderr)
+        raise
+    finally:
+        await controllers.stop()
+    return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m rmqc.testing.interop", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--controller", choices=("rmqc", "java"), default="rmqc")
+    parser.add_argument("--keep", type=Path, help="run in this directory and keep it (default: a temporary one)")
+    args = parser.parse_args(argv)
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        print(json.dumps(trio.run(_compare, args.controller, args.keep)))
+        return
+    with tempfile.TemporaryDirectory(prefix="rmqc-interop-") as root:
+        print(json.dumps(trio.run(_compare, args.controller, Path(root))))
+
+
+if __name__ == "__main__":
+    main()
