@@ -65,6 +65,7 @@ from rmqc.storage import (
 from ._audit import origin_of
 from ._clock import TrioClock
 from ._config import NodeConfig, java_properties_of
+from ._health import HealthMonitor
 from ._join import join_group
 from ._metrics import NodeMetrics
 from ._notifier import Notifier
@@ -126,6 +127,8 @@ class ControllerNode:
         self.notifier = Notifier(notify_client_context(self.config))
         self.server = Server(config, self, self.links)
         self.node_metrics = NodeMetrics()  # Prometheus series of this node (own registry)
+        # liveness checks; a snapshot of every check for /livez and /readyz when the metrics port is set
+        self.health = HealthMonitor(self, publish=config.metrics_port is not None)
         self.listen_address = config.listen_address
         self.storage: LmdbStorage | None = None
         self.replica: Replica | None = None  # from run() on: it needs the opened storage and Trio's clock
@@ -159,6 +162,7 @@ class ControllerNode:
                 self.config, self.storage, TrioClock(), self._rng, self._effects,
                 controller_config=ControllerConfig.from_properties(dumps_properties(java_properties_of(self.config))),
                 observer=self.node_metrics, wake=self._wake, rearm=self._rearm)
+            self.replica.shell_health = self.health.liveness_here
             check_own_membership(self.config, self.replica.conf_state, self.replica.repairing)
             try:
                 await self._serve(task_status)
@@ -189,6 +193,7 @@ class ControllerNode:
             self._nursery = nursery
             nursery.start_soon(self._driver, name="driver")
             nursery.start_soon(self._timer, name="timer")
+            nursery.start_soon(self.health.run, name="health")
             await nursery.start(self.links.run)
             await nursery.start(self.notifier.run)
             nursery.start_soon(self.server.serve, listeners, name="server")

@@ -122,8 +122,9 @@ async def serve_until_signalled(config: NodeConfig, repair: bool = False) -> Non
 
 async def _export_metrics(node: ControllerNode, port: int) -> None:
     """Serve the node's Prometheus metrics on 127.0.0.1:port; gauges refreshed every second."""
-    exporter = start_metrics_exporter(node.node_metrics, port)
-    log.info("%s: metrics on http://127.0.0.1:%d/metrics", node.config.node_id, exporter.port)
+    exporter = start_metrics_exporter(node.node_metrics, port, health=node.health)
+    log.info("%s: metrics on http://127.0.0.1:%d/metrics, health on /livez and /readyz", node.config.node_id,
+             exporter.port)
     try:
         while True:
             node.node_metrics.update_from_node(node)

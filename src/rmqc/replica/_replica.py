@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import random
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 
 from rmqc.controller import (
     ControllerConfig,
@@ -39,6 +39,7 @@ from ._audit import forwarded_origin, with_origin
 from ._disk import Disk
 from ._driver import Driver
 from ._forwarding import Forwards, LeaderWaits
+from ._health import HealthCheck
 from ._io import (
     Answer,
     Clock,
@@ -86,6 +87,10 @@ def _nothing() -> None:
     pass
 
 
+def _no_checks() -> tuple[HealthCheck, ...]:
+    return ()
+
+
 class _AnswerAction:
     """`respond` of a client's request: its answer leaves as Answer(token, response). An object,
     not a lambda: a lambda would make every request build cells for both names (see AnswerOnApply)."""
@@ -125,6 +130,9 @@ class Replica:
         self.unfed_ticks = 0  # ticks counted by advance_time, not yet given to the core
         self.inbound: deque[Message] = deque()
         self.inbound_dropped = 0
+        self.leader_commit_seen = 0  # the highest commit index a peer's message carried (readiness: lag)
+        # The shell's own health checks (liveness: its event loop, its disk), in the status answer.
+        self.shell_health: Callable[[], Sequence[HealthCheck]] = _no_checks
         self.drive_wanted = False
         self.stopping = False
         self.elections_in_flight = 0
@@ -342,11 +350,15 @@ class Replica:
 
     def raft_messages(self, sender: str, messages: list[Message]) -> None:
         inbound = self.inbound
+        commit_seen = self.leader_commit_seen
         for message in messages:
             if len(inbound) >= MAX_INBOUND_MESSAGES:
                 inbound.popleft()
                 self.inbound_dropped += 1
             inbound.append(message)
+            if message.commit > commit_seen:  # only a leader's messages carry a commit index
+                commit_seen = message.commit
+        self.leader_commit_seen = commit_seen
         self.reads.heard_from(sender)
         self.wake_driver()
 
