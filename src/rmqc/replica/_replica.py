@@ -135,6 +135,11 @@ class Replica:
         self.shell_health: Callable[[], Sequence[HealthCheck]] = _no_checks
         self.drive_wanted = False
         self.stopping = False
+        # Graceful stop (begin_graceful_stop): the leader hands its role over before the process
+        # exits. Meanwhile leader-only writes are held (then forwarded to the new leader) and the
+        # requests in the log keep waiting for their entry instead of being answered 2007.
+        self.handing_over = False
+        self.handover_outcome: str | None = None  # how the handover ended, in words (None: not over)
         self.elections_in_flight = 0
         self._next_tick_ms = now_ms + config.tick_ms  # the next tick not yet counted
         # When the core next needs a tick, as planned after the last driver pass (plan_ticks): the
@@ -334,12 +339,20 @@ class Replica:
     def drive(self) -> bool:
         """One driver pass (Driver.drive); True when another is due at once."""
         more = self.driver.drive()
-        if self.leader_waits and (self.serving_as_leader or self.leader_id != self.config.node_id):
+        if self.leader_waits and self._release_held():
             # this node serves now (the pass made it commit), or is no longer the leader: what
             # waited goes on as if it had just arrived, in arrival order
             for held in self.leader_waits.take_all():
                 self._request(held.request, held.channel_id, held.token, held.origin, forwarded=held.forwarded)
         return more
+
+    def _release_held(self) -> bool:
+        """The requests held for this node to serve as leader may go on: it serves now (the pass
+        made it commit), or another node leads. While it hands its role over before stopping, only
+        once the new leader is known (they are forwarded to it)."""
+        if self.handing_over:
+            return self.leader_id is not None and self.leader_id != self.config.node_id
+        return self.serving_as_leader or self.leader_id != self.config.node_id
 
     def wake_driver(self) -> None:
         if not self.drive_wanted:
@@ -463,7 +476,7 @@ class Replica:
         rmqc: the leader logs it). Reads among them (1004,
         1006, 1012) are served by every node through the read path instead (design.md "Read path")."""
         return (request.code in _LEADER_WRITES and request.code not in READ_REQUESTS
-                and not self.serving_as_leader)
+                and (not self.serving_as_leader or self.handing_over))
 
     def heartbeat(self, request: RemotingCommand, channel_id: int) -> bool:
         """A one-way 904, served inline (never answered, spec 1.3); False: not a 904."""
@@ -608,7 +621,8 @@ class Replica:
             self.serving_as_leader = False
         if not is_leader:
             self.serving_as_leader = False
-            self.proposals.lose_leadership()
+            # a handover keeps them: the target holds their entries, and commits them in its term
+            self.proposals.lose_leadership(keep_waiting=self.handing_over)
 
     def after_apply_on_leader(self, results: list[ApplyResult]) -> None:
         """Leader only: 1008 for successful elections, and Java's retries of failed ones."""
@@ -661,6 +675,28 @@ class Replica:
         return next((address for member, address in self.conf_state.addresses if member == node_id), None)
 
     # ----- stopping -----
+
+    def begin_graceful_stop(self) -> bool:
+        """The process is asked to stop (SIGTERM, Ctrl-C). A serving leader hands its leadership to
+        the most up-to-date other voter first (True: `handing_over` until `handover_outcome` says
+        how it ended); any other node has nothing to hand over (False). Requests keep being taken
+        meanwhile; the shell then lets those in flight be answered and calls `stop`."""
+        target, decided = self.operations.hand_over_before_stop()
+        log.info("%s: stopping: %s", self.config.node_id, decided)
+        if target is None:
+            return False
+        self.handing_over = True
+        return True
+
+    def handover_ended(self, error: str | None, took_ms: int) -> None:
+        """Operations: the handover before a stop is over (`error`: why it failed)."""
+        self.handing_over = False
+        if error is None:
+            self.handover_outcome = f"leadership handed to {self.leader_id} in {took_ms} ms"
+            log.info("%s: stopping: %s", self.config.node_id, self.handover_outcome)
+        else:
+            self.handover_outcome = f"leadership not handed over: {error}"
+            log.warning("%s: stopping: %s; stopping anyway", self.config.node_id, self.handover_outcome)
 
     def stop(self, why: str) -> None:
         """Stop taking work and fail everything that waits."""
