@@ -117,7 +117,7 @@ async def serve_until_signalled(config: NodeConfig, repair: bool = False) -> Non
             address = await nursery.start(node.run)
             print(f"rmqc {config.node_id} serving on {address}", flush=True)
             if config.metrics_port is not None:
-                nursery.start_soon(_export_metrics, node, config.metrics_port)
+                nursery.start_soon(_export_metrics, node, config.metrics_port, config.metrics_host)
             signum = await signals.__anext__()
             log.info("%s: signal %s, shutting down", config.node_id, signal.Signals(signum).name)
             with trio.CancelScope() as graceful:
@@ -135,10 +135,10 @@ async def _cancel_on_next_signal(signals: AsyncIterator[int], graceful: trio.Can
         return
 
 
-async def _export_metrics(node: ControllerNode, port: int) -> None:
-    """Serve the node's Prometheus metrics on 127.0.0.1:port; gauges refreshed every second."""
-    exporter = start_metrics_exporter(node.node_metrics, port, health=node.health)
-    log.info("%s: metrics on http://127.0.0.1:%d/metrics, health on /livez and /readyz", node.config.node_id,
+async def _export_metrics(node: ControllerNode, port: int, host: str) -> None:
+    """Serve the node's Prometheus metrics and health on host:port; gauges refreshed every second."""
+    exporter = start_metrics_exporter(node.node_metrics, port, host, health=node.health)
+    log.info("%s: metrics on http://%s:%d/metrics, health on /livez and /readyz", node.config.node_id, host,
              exporter.port)
     try:
         while True:
