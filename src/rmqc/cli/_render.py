@@ -277,12 +277,12 @@ def status_table(views: Sequence[Mapping[str, Any]]) -> Table:
     leader = _leader_status(views)
     table = Table(title="rmqc controllers", caption=_membership_caption(leader))
     for column in ("node", "address", "role", "term", "commit", "applied", "leader", "lag", "groups", "live brokers",
-                   "alarms"):
+                   "alarms", "ready"):
         table.add_column(column)
     for view in views:
         status = view.get("status")
         if status is None:
-            table.add_row("?", view["address"], f"[red]{view.get('error')}[/]", *["-"] * 8)
+            table.add_row("?", view["address"], f"[red]{view.get('error')}[/]", *["-"] * 8, "[red]no[/]")
             continue
         role = status.get("role", "?")
         if status.get("nodeId") in ((leader or {}).get("learners") or ()):
@@ -291,7 +291,7 @@ def status_table(views: Sequence[Mapping[str, Any]]) -> Table:
         table.add_row(str(status.get("nodeId")), view["address"], role_text, _num(status.get("term")),
                       _num(status.get("commit")), _num(status.get("applied")), str(status.get("leader") or "-"),
                       _lag_text(status, leader), _num(status.get("brokerGroups")), _num(status.get("liveBrokers")),
-                      _alarms_text(status))
+                      _alarms_text(status), _ready_text(status))
     return table
 
 
@@ -346,6 +346,15 @@ def _alarms_text(status: Mapping[str, Any]) -> str:
     what to do."""
     return " ".join(f"[bold red]{str(alarm.get('alarm', '?')).replace('_', ' ').upper()}[/] {_alarm_detail(alarm)}"
                     for alarm in status.get("alarms") or []) or "-"
+
+
+def _ready_text(status: Mapping[str, Any]) -> str:
+    """The node's health checks (`rmqc admin health`, /readyz): "yes", or "no" and the failed ones."""
+    checks = status.get("health")
+    if checks is None:
+        return "-"  # a Java controller, or an rmqc without the checks
+    failed = [str(check.get("check")) for check in checks if not check.get("ok")]
+    return "yes" if not failed else f"[red]no[/] ({', '.join(failed)})"
 
 
 def _alarm_detail(alarm: Mapping[str, Any]) -> str:

@@ -36,7 +36,7 @@ from rmqc.cli._credentials import (
 from rmqc.cli._render import ExitCode, fail
 from rmqc.remoting import RMQC_NODE_STATUS, RMQC_SNAPSHOT_SAVE, RMQC_TRANSFER_LEADER
 
-__all__ = ["admin_app", "parse_controllers", "run_with_client"]
+__all__ = ["admin_app", "parse_controllers", "run_with_client", "security_options"]
 
 T = TypeVar("T")
 
@@ -67,6 +67,11 @@ TimeoutOption = Annotated[int, typer.Option("--timeout-ms", help="bound on each 
 DEFAULT_CONTROLLERS = "127.0.0.1:9878"
 # A transfer is answered within the node's request_timeout_ms (5 s by default): wait a little longer.
 TRANSFER_TIMEOUT_MS = 8000
+
+
+def security_options() -> dict[str, Any]:
+    """The ACL account and TLS context given to `rmqc admin` (ControllerClient keywords)."""
+    return dict(_security)
 
 
 def parse_controllers(text: str) -> list[str]:

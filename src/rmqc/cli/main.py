@@ -62,6 +62,7 @@ def typer_app() -> "typer.Typer":
     from .analyze import analyze_command
     from .chaos import chaos_app
     from .dev import dev_app
+    from .health import health_command
     from .log import log_app
     from .members import members_app
     from .sim import sim_app
@@ -69,6 +70,7 @@ def typer_app() -> "typer.Typer":
 
     app.add_typer(log_app, name="log")
     app.command("analyze")(analyze_command)
+    admin_app.command("health")(health_command)
     admin_app.add_typer(members_app, name="members")  # here: members.py builds on admin.py's options
     app.add_typer(admin_app, name="admin")
     app.command("status")(status_command)

@@ -34,10 +34,13 @@ WATCH_REFRESH_S = 1.0
 STATUS_TIMEOUT_MS = 2000  # one node's answer (connect included); slower nodes show as not answering
 
 
-async def fetch_node_views(client: Any, addresses: list[str]) -> list[dict[str, Any]]:
-    """Ask every node at once, then the members the nodes name that were not asked (a node added
-    since the command line was written); one view per address: `status` (dict) or `error` (text)."""
+async def fetch_node_views(client: Any, addresses: list[str], *, named_members: bool = True) -> list[dict[str, Any]]:
+    """Ask every node at once, then (`named_members`) the members the nodes name that were not asked
+    (a node added since the command line was written); one view per address: `status` (dict) or
+    `error` (text)."""
     views = await _ask_all(client, addresses)
+    if not named_members:
+        return views
     named = {address for view in views for address in ((view.get("status") or {}).get("members") or {}).values()}
     more = sorted(named - set(addresses))
     return views + (await _ask_all(client, more) if more else [])

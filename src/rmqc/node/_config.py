@@ -256,6 +256,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("digest_interval_ms", _positive_int, "how often followers forward liveness digests"),
     Option("request_timeout_ms", _positive_int, "wait for commit before answering SYSTEM_ERROR"),
     Option("metrics_port", _optional_port, "Prometheus port; none = no metrics endpoint"),
+    Option("metrics_host", _text, "address the metrics port (/metrics, /livez, /readyz) listens on"),
     Option("log_format", _choice(LOG_FORMATS), "stderr log format"),
     # The controller keys of spec section 8.1 that change behaviour here.
     Option("enable_elect_unclean_master", _parse_bool, "allow masters outside the sync state set",
@@ -355,6 +356,7 @@ class NodeConfig:
     digest_interval_ms: int = 30
     request_timeout_ms: int = 5000  # Java waits 5 s for a commit before answering SYSTEM_ERROR
     metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"  # 0.0.0.0 (or the pod's address) for Kubernetes httpGet probes
     log_format: str = "text"
     enable_elect_unclean_master: bool = False
     notify_broker_role_changed: bool = True

@@ -15,17 +15,20 @@ each committed entry on the leader, `update_gauges` (or `update_from_node`) abou
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
-from wsgiref.simple_server import WSGIServer
+from typing import Any, Protocol
+from urllib.parse import parse_qs
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
 
 from rmqc.fsm import ApplyResult, ElectMaster
 from rmqc.remoting import RMQC_PRIVATE_REQUESTS, RequestCode, ResponseCode
-from rmqc.replica import DISK_FULL, KEEP_CURRENT_MASTER, REPAIRING
+from rmqc.replica import DISK_FULL, KEEP_CURRENT_MASTER, REPAIRING, HealthCheck, health_verdict
 
 __all__ = [
     "ELECTION_RESULTS",
@@ -47,6 +50,7 @@ REFUSAL_REASONS = ("peer_auth", "connection_limit", "idle_timeout", "tls", "acl_
                    "acl_unknown_access_key", "acl_bad_signature", "acl_not_admin")
 OTHER_LABEL = "other"
 ONEWAY_LABEL = "oneway"
+HEALTH_KINDS = ("livez", "readyz")
 
 # Controller requests answer in well under 3 s (the client timeout); the buckets span 0.1 ms .. 5 s.
 LATENCY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -241,9 +245,14 @@ class NodeMetrics:
         return generate_latest(self.registry)
 
 
+class HealthSource(Protocol):
+    def checks(self, kind: str) -> tuple[HealthCheck, ...]:
+        """The checks of `kind` ("livez", "readyz"), callable from the exporter's threads."""
+
+
 @dataclass(slots=True)
 class MetricsExporter:
-    """The HTTP endpoint serving a NodeMetrics; `close()` stops it."""
+    """The HTTP endpoint serving a NodeMetrics (and /livez, /readyz); `close()` stops it."""
 
     server: WSGIServer
     thread: threading.Thread
@@ -258,10 +267,47 @@ class MetricsExporter:
         self.thread.join(timeout=5)
 
 
-def start_metrics_exporter(metrics: NodeMetrics, port: int, host: str = "127.0.0.1") -> MetricsExporter:
-    """Serve `metrics` at http://host:port/metrics (port 0: any free port, see `.port`).
+def start_metrics_exporter(metrics: NodeMetrics, port: int, host: str = "127.0.0.1",
+                           health: HealthSource | None = None) -> MetricsExporter:
+    """Serve `metrics` at http://host:port/metrics (port 0: any free port, see `.port`), and with
+    `health` the health endpoints: /livez and /readyz (`?verbose`, `?exclude=NAME` repeatable), and
+    /livez/NAME, /readyz/NAME for one check (rmqc.replica._health says what they answer).
 
-    prometheus-client serves from a daemon thread: the scrape never runs on the node's Trio loop.
+    A daemon thread serves them, one thread per request (prometheus-client's threading WSGI
+    server): neither a scrape nor a probe runs on the node's Trio loop; the health answers read the
+    snapshot the loop publishes (rmqc.node._health).
     """
-    server, thread = start_http_server(port, addr=host, registry=metrics.registry)
+    metrics_app = make_wsgi_app(metrics.registry)
+
+    def app(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        path = str(environ.get("PATH_INFO") or "/").rstrip("/")
+        kind, _, only = path.lstrip("/").partition("/")
+        if health is None or kind not in HEALTH_KINDS:
+            return metrics_app(environ, start_response)  # type: ignore[no-any-return]
+        checks = health.checks(kind)
+        if only:
+            checks = tuple(check for check in checks if check.name == only)
+            if not checks:
+                start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
+                return [f"no check {only!r} in /{kind}\n".encode()]
+        query = parse_qs(str(environ.get("QUERY_STRING") or ""), keep_blank_values=True)
+        verdict = health_verdict(kind, checks, verbose="verbose" in query or bool(only),
+                                 exclude=query.get("exclude", ()))
+        start_response("200 OK" if verdict.ok else "503 Service Unavailable",
+                       [("Content-Type", "text/plain; charset=utf-8"), ("Cache-Control", "no-store")])
+        return [verdict.text.encode()]
+
+    class Server(ThreadingWSGIServer):
+        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+    server = make_server(host, port, app, Server, handler_class=_QuietHandler)
+    thread = threading.Thread(target=server.serve_forever, name="rmqc metrics", daemon=True)
+    thread.start()
     return MetricsExporter(server, thread)
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """No line on stderr per scrape or probe."""
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class's name)
+        pass

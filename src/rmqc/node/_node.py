@@ -65,6 +65,7 @@ from rmqc.storage import (
 from ._audit import origin_of
 from ._clock import TrioClock
 from ._config import NodeConfig, java_properties_of
+from ._health import HealthMonitor
 from ._join import join_group
 from ._metrics import NodeMetrics
 from ._notifier import Notifier
@@ -78,6 +79,8 @@ log = logging.getLogger("rmqc.node")
 # Entries a node's compaction deletes per transaction, one step of _write_snapshot in the event
 # loop's thread between two checkpoints; 1,000 take about 1 ms (bench/bench_snapshot_stall.py).
 NODE_SWEEP_BATCH_ENTRIES = 1_000
+# How often a stopping node looks whether its handover ended and its requests were answered.
+STOP_POLL_S = 0.002
 # The exit status of a node stopped by a failed write or fsync (sysexits.h EX_IOERR).
 EXIT_STORAGE_FAILED = 74
 
@@ -126,6 +129,8 @@ class ControllerNode:
         self.notifier = Notifier(notify_client_context(self.config))
         self.server = Server(config, self, self.links)
         self.node_metrics = NodeMetrics()  # Prometheus series of this node (own registry)
+        # liveness checks; a snapshot of every check for /livez and /readyz when the metrics port is set
+        self.health = HealthMonitor(self, publish=config.metrics_port is not None)
         self.listen_address = config.listen_address
         self.storage: LmdbStorage | None = None
         self.replica: Replica | None = None  # from run() on: it needs the opened storage and Trio's clock
@@ -159,6 +164,7 @@ class ControllerNode:
                 self.config, self.storage, TrioClock(), self._rng, self._effects,
                 controller_config=ControllerConfig.from_properties(dumps_properties(java_properties_of(self.config))),
                 observer=self.node_metrics, wake=self._wake, rearm=self._rearm)
+            self.replica.shell_health = self.health.liveness_here
             check_own_membership(self.config, self.replica.conf_state, self.replica.repairing)
             try:
                 await self._serve(task_status)
@@ -189,6 +195,7 @@ class ControllerNode:
             self._nursery = nursery
             nursery.start_soon(self._driver, name="driver")
             nursery.start_soon(self._timer, name="timer")
+            nursery.start_soon(self.health.run, name="health")
             await nursery.start(self.links.run)
             await nursery.start(self.notifier.run)
             nursery.start_soon(self.server.serve, listeners, name="server")
@@ -196,6 +203,32 @@ class ControllerNode:
                 nursery.start_soon(self._join, name="join")
             self.started.set()
             task_status.started(self.listen_address)
+
+    async def stop_gracefully(self, drain_s: float) -> None:
+        """SIGTERM, Ctrl-C: a leader hands its role to the most up-to-date voter (Replica.
+        begin_graceful_stop; at most two election timeouts, the core gives up after one), taking
+        requests meanwhile (writes are held and then forwarded to the new leader); then no new
+        request is read and those in flight get `drain_s` to be answered. `shutdown` follows."""
+        replica = self.replica
+        if replica is None:
+            return
+        config = self.config
+        if replica.begin_graceful_stop():
+            election_timeout_s = config.election_tick * config.tick_ms / 1000
+            with trio.move_on_after(2 * election_timeout_s + config.tick_ms / 1000):
+                while replica.handing_over:
+                    await trio.sleep(STOP_POLL_S)
+            if replica.handing_over:
+                log.warning("%s: stopping: the handover did not end within two election timeouts; stopping anyway",
+                            config.node_id)
+        self.server.draining = True
+        in_flight = self.server.requests_in_flight
+        with trio.move_on_after(drain_s):
+            while self.server.requests_in_flight:
+                await trio.sleep(STOP_POLL_S)
+        left = self.server.requests_in_flight
+        log.info("%s: stopping: %d requests were in flight, %d answered, %d not answered within %d ms", config.node_id,
+                 in_flight, in_flight - left if left <= in_flight else in_flight, left, drain_s * 1000)
 
     async def shutdown(self, grace_s: float) -> None:
         """Stop taking work, fail what waits, and give the answers `grace_s` to be written."""

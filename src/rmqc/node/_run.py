@@ -7,6 +7,7 @@ import logging
 import signal
 import socket
 import sys
+from collections.abc import AsyncIterator
 
 import orjson
 import trio
@@ -20,8 +21,12 @@ from ._node import ControllerNode
 
 log = logging.getLogger("rmqc.node")
 
-# After SIGINT/SIGTERM: in-flight requests are failed at once (SYSTEM_ERROR), then their answers
-# get this long to be written before every task is cancelled.
+# After SIGINT/SIGTERM (docs/operations.md, "Stopping a node"): a leader hands its role to the most
+# up-to-date voter (at most two election timeouts), then no new request is read and those in flight
+# get STOP_DRAIN_S to be answered; what is still waiting then is failed (SYSTEM_ERROR), and those
+# answers get SHUTDOWN_GRACE_S to be written before every task is cancelled. A second signal skips
+# the handover and the drain.
+STOP_DRAIN_S = 1.0
 SHUTDOWN_GRACE_S = 0.5
 METRICS_INTERVAL_S = 1.0
 
@@ -112,18 +117,29 @@ async def serve_until_signalled(config: NodeConfig, repair: bool = False) -> Non
             address = await nursery.start(node.run)
             print(f"rmqc {config.node_id} serving on {address}", flush=True)
             if config.metrics_port is not None:
-                nursery.start_soon(_export_metrics, node, config.metrics_port)
-            async for signum in signals:
-                log.info("%s: signal %s, shutting down", config.node_id, signal.Signals(signum).name)
-                await node.shutdown(SHUTDOWN_GRACE_S)
-                nursery.cancel_scope.cancel()
-                break
+                nursery.start_soon(_export_metrics, node, config.metrics_port, config.metrics_host)
+            signum = await signals.__anext__()
+            log.info("%s: signal %s, shutting down", config.node_id, signal.Signals(signum).name)
+            with trio.CancelScope() as graceful:
+                nursery.start_soon(_cancel_on_next_signal, signals, graceful, config.node_id)
+                await node.stop_gracefully(STOP_DRAIN_S)
+            await node.shutdown(SHUTDOWN_GRACE_S)
+            nursery.cancel_scope.cancel()
 
 
-async def _export_metrics(node: ControllerNode, port: int) -> None:
-    """Serve the node's Prometheus metrics on 127.0.0.1:port; gauges refreshed every second."""
-    exporter = start_metrics_exporter(node.node_metrics, port)
-    log.info("%s: metrics on http://127.0.0.1:%d/metrics", node.config.node_id, exporter.port)
+async def _cancel_on_next_signal(signals: AsyncIterator[int], graceful: trio.CancelScope, node_id: str) -> None:
+    """A second SIGINT/SIGTERM ends the graceful part of a stop at once."""
+    async for signum in signals:
+        log.warning("%s: signal %s again: stopping now", node_id, signal.Signals(signum).name)
+        graceful.cancel()
+        return
+
+
+async def _export_metrics(node: ControllerNode, port: int, host: str) -> None:
+    """Serve the node's Prometheus metrics and health on host:port; gauges refreshed every second."""
+    exporter = start_metrics_exporter(node.node_metrics, port, host, health=node.health)
+    log.info("%s: metrics on http://%s:%d/metrics, health on /livez and /readyz", node.config.node_id, host,
+             exporter.port)
     try:
         while True:
             node.node_metrics.update_from_node(node)

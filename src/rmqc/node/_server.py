@@ -100,6 +100,9 @@ class Server:
         self._tls = server_context(config)  # ConfigError (unreadable certificate): the node does not start
         self.protocol_errors = 0
         self.requests_in_flight = 0
+        # A graceful stop (ControllerNode.stop_gracefully): no new request is read from any
+        # remoting connection; those in flight are still answered. The connections end with the node.
+        self.draining = False
         self.idle_timeout_s = config.idle_timeout_ms / 1000
 
     @property
@@ -251,6 +254,8 @@ class _RemotingConnection:
         server = self._server
         while data and not self._broken:
             for command in self._decoder.iter_feed(data):  # each served as decoded, as Java does
+                if server.draining:
+                    await trio.sleep_forever()  # until the node's end cancels us; answers still go out
                 self._frame_completed = True
                 if command.is_response:
                     log.debug("ignoring response opaque=%s on server connection", command.opaque)

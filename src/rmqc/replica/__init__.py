@@ -9,6 +9,15 @@ from ._alarms import (
     DiskFullAlarm as DiskFullAlarm,
 )
 from ._driver import FEED_ENTRIES as FEED_ENTRIES, FEED_MESSAGES as FEED_MESSAGES
+from ._health import (
+    LIVENESS_CHECKS as LIVENESS_CHECKS,
+    READINESS_CHECKS as READINESS_CHECKS,
+    READY_MAX_LAG_ENTRIES as READY_MAX_LAG_ENTRIES,
+    HealthCheck as HealthCheck,
+    HealthVerdict as HealthVerdict,
+    health_verdict as health_verdict,
+    readiness_checks as readiness_checks,
+)
 from ._io import (
     Action as Action,
     Answer as Answer,

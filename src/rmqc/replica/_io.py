@@ -321,3 +321,4 @@ class ReplicaStatus:
     alarms: tuple[dict[str, Any], ...]
     counters: dict[str, float] = field(default_factory=dict)  # reads, waits, stalls, notifications...
     members: dict[str, str] = field(default_factory=dict)  # the applied address book: id -> host:port
+    leader_commit: int = 0  # the highest commit index a leader's appends and heartbeats carried to us

@@ -54,11 +54,12 @@ FRAME_HEADER_ROOM_BYTES = 64 * 1024
 
 @dataclass(slots=True)
 class _Transfer:
-    request: RemotingCommand
+    request: RemotingCommand | None  # None: the node's own handover before it stops (nobody to answer)
     token: Hashable
     target: str
     start_term: int
     started_ms: int
+    timeout_ms: int
     sent: bool = False
     removal: bool = False  # a leader's RMQC_MEMBERS_REMOVE of itself: the handover comes first
 
@@ -96,8 +97,30 @@ class Operations:
         if target == node.config.node_id:
             self._out(Answer(token, _transferred(request, target, target, node.term, 0)))
             return
-        self._transfer = _Transfer(request, token, target, node.term, node.now_ms())
+        self._transfer = _Transfer(request, token, target, node.term, node.now_ms(), node.config.request_timeout_ms)
         node.wake_driver()
+
+    def hand_over_before_stop(self) -> tuple[str | None, str]:
+        """The leader is stopping (SIGTERM, Ctrl-C; Replica.begin_graceful_stop): hand the leadership
+        to the most up-to-date other voter first. Returns (target, what was decided, in words) or
+        (None, why not): a follower, a sole voter, a leader not serving yet or a transfer under way
+        just stops. Bounded by two election timeouts (the core gives up after one)."""
+        node = self._node
+        if node.leader_id != node.config.node_id:
+            return None, "not the leader: nothing to hand over"
+        if not node.serving_as_leader:
+            return None, f"no handover: {self.not_serving_yet()}"
+        target, refusal = self._choose_target(None)
+        if refusal is not None or target is None:
+            return None, f"no handover: {refusal}"
+        progress = node.raw.status().progress
+        matches = ", ".join(f"{voter} at {progress[voter].match}{'' if progress[voter].recent_active else ' (silent)'}"
+                            for voter in sorted(progress) if voter != node.config.node_id)
+        timeout_ms = 2 * node.config.election_tick * node.config.tick_ms
+        self._transfer = _Transfer(None, None, target, node.term, node.now_ms(), timeout_ms)
+        node.wake_driver()
+        return target, (f"handing the leadership to {target}, the most up-to-date voter (last index "
+                        f"{node.raw.status().last_index}; {matches})")
 
     def hand_over_before_removal(self, request: RemotingCommand, token: Hashable) -> None:
         """The leader was asked to remove itself (rmqc.replica._membership): it transfers the
@@ -110,7 +133,8 @@ class Operations:
                                                   f"{node.config.node_id} not removed: {refusal}")))
             return
         assert target is not None
-        self._transfer = _Transfer(request, token, target, node.term, node.now_ms(), removal=True)
+        self._transfer = _Transfer(request, token, target, node.term, node.now_ms(), node.config.request_timeout_ms,
+                                   removal=True)
         node.wake_driver()
 
     def _finish(self, error: str | None = None, new_term: int = 0) -> None:
@@ -118,6 +142,9 @@ class Operations:
         assert transfer is not None
         node = self._node
         request = transfer.request
+        if request is None:  # the handover before a stop
+            node.handover_ended(error, node.now_ms() - transfer.started_ms)
+            return
         if error is not None:
             what = f"{node.config.node_id} not removed: " if transfer.removal else ""
             response = make_response(request, ResponseCode.SYSTEM_ERROR, f"{what}leadership not transferred: {error}")
@@ -133,15 +160,16 @@ class Operations:
 
     def next_deadline_ms(self) -> int | None:
         transfer = self._transfer
-        return None if transfer is None else transfer.started_ms + self._node.config.request_timeout_ms
+        return None if transfer is None else transfer.started_ms + transfer.timeout_ms
 
     def expire(self, now_ms: int) -> None:
         deadline = self.next_deadline_ms()
         if deadline is not None and now_ms >= deadline:
-            assert self._transfer is not None
-            node = self._node
-            self._finish(f"{self._transfer.target} did not take over within {node.config.request_timeout_ms} ms "
-                         f"(request_timeout_ms); the leader is now {node.leader_id or 'unknown'}")
+            transfer = self._transfer
+            assert transfer is not None
+            what = "request_timeout_ms" if transfer.request is not None else "two election timeouts"
+            self._finish(f"{transfer.target} did not take over within {transfer.timeout_ms} ms ({what}); the "
+                         f"leader is now {self._node.leader_id or 'unknown'}")
 
     def not_leader(self, request: RemotingCommand, why: str = "not the leader") -> RemotingCommand:
         """CONTROLLER_NOT_LEADER naming the leader and its address (from the applied address book)."""
@@ -187,10 +215,15 @@ class Operations:
         if transfer is None or transfer.sent:
             return
         transfer.sent = True
-        if self._node.leader_id != self._node.config.node_id:
+        node = self._node
+        if node.leader_id != node.config.node_id:
             # a follower's core would pass the request on to whoever leads now: not what was asked
-            self._finish(f"{self._node.config.node_id} lost the leadership before the transfer started")
+            self._finish(f"{node.config.node_id} lost the leadership before the transfer started")
             return
+        if transfer.request is None and node.proposals.queued:
+            # the writes taken before the stop enter the log first: the core drops proposals once
+            # a transfer is under way, and the target is brought up to date with them
+            node.proposals.propose(raw, node.serving_as_leader, node.term)
         try:
             raw.transfer_leader(transfer.target)
         except RmqcError as error:

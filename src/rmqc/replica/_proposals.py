@@ -163,9 +163,14 @@ class Proposals:
         self.queued = []
         return count
 
-    def lose_leadership(self) -> None:
+    def lose_leadership(self, *, keep_waiting: bool = False) -> None:
         """Entries proposed in our term may still commit under the next leader, but we can no longer
-        tell the client: answer like Java does when the append is cancelled."""
+        tell the client: answer like Java does when the append is cancelled. `keep_waiting` (the
+        leader handed its role over before stopping, and the target held every entry): they stay,
+        answered when their entry is applied here (its index and term say it is theirs), as
+        NOT_LEADER when another entry takes the index, or at their timeout."""
+        if keep_waiting:
+            return
         self._fail(self._in_the_log(), not_leader())
         self.waiting.clear()
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import random
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 
 from rmqc.controller import (
     ControllerConfig,
@@ -39,6 +39,7 @@ from ._audit import forwarded_origin, with_origin
 from ._disk import Disk
 from ._driver import Driver
 from ._forwarding import Forwards, LeaderWaits
+from ._health import HealthCheck
 from ._io import (
     Answer,
     Clock,
@@ -86,6 +87,10 @@ def _nothing() -> None:
     pass
 
 
+def _no_checks() -> tuple[HealthCheck, ...]:
+    return ()
+
+
 class _AnswerAction:
     """`respond` of a client's request: its answer leaves as Answer(token, response). An object,
     not a lambda: a lambda would make every request build cells for both names (see AnswerOnApply)."""
@@ -125,8 +130,16 @@ class Replica:
         self.unfed_ticks = 0  # ticks counted by advance_time, not yet given to the core
         self.inbound: deque[Message] = deque()
         self.inbound_dropped = 0
+        self.leader_commit_seen = 0  # the highest commit index a peer's message carried (readiness: lag)
+        # The shell's own health checks (liveness: its event loop, its disk), in the status answer.
+        self.shell_health: Callable[[], Sequence[HealthCheck]] = _no_checks
         self.drive_wanted = False
         self.stopping = False
+        # Graceful stop (begin_graceful_stop): the leader hands its role over before the process
+        # exits. Meanwhile leader-only writes are held (then forwarded to the new leader) and the
+        # requests in the log keep waiting for their entry instead of being answered 2007.
+        self.handing_over = False
+        self.handover_outcome: str | None = None  # how the handover ended, in words (None: not over)
         self.elections_in_flight = 0
         self._next_tick_ms = now_ms + config.tick_ms  # the next tick not yet counted
         # When the core next needs a tick, as planned after the last driver pass (plan_ticks): the
@@ -326,12 +339,20 @@ class Replica:
     def drive(self) -> bool:
         """One driver pass (Driver.drive); True when another is due at once."""
         more = self.driver.drive()
-        if self.leader_waits and (self.serving_as_leader or self.leader_id != self.config.node_id):
+        if self.leader_waits and self._release_held():
             # this node serves now (the pass made it commit), or is no longer the leader: what
             # waited goes on as if it had just arrived, in arrival order
             for held in self.leader_waits.take_all():
                 self._request(held.request, held.channel_id, held.token, held.origin, forwarded=held.forwarded)
         return more
+
+    def _release_held(self) -> bool:
+        """The requests held for this node to serve as leader may go on: it serves now (the pass
+        made it commit), or another node leads. While it hands its role over before stopping, only
+        once the new leader is known (they are forwarded to it)."""
+        if self.handing_over:
+            return self.leader_id is not None and self.leader_id != self.config.node_id
+        return self.serving_as_leader or self.leader_id != self.config.node_id
 
     def wake_driver(self) -> None:
         if not self.drive_wanted:
@@ -342,11 +363,15 @@ class Replica:
 
     def raft_messages(self, sender: str, messages: list[Message]) -> None:
         inbound = self.inbound
+        commit_seen = self.leader_commit_seen
         for message in messages:
             if len(inbound) >= MAX_INBOUND_MESSAGES:
                 inbound.popleft()
                 self.inbound_dropped += 1
             inbound.append(message)
+            if message.commit > commit_seen:  # only a leader's messages carry a commit index
+                commit_seen = message.commit
+        self.leader_commit_seen = commit_seen
         self.reads.heard_from(sender)
         self.wake_driver()
 
@@ -451,7 +476,7 @@ class Replica:
         rmqc: the leader logs it). Reads among them (1004,
         1006, 1012) are served by every node through the read path instead (design.md "Read path")."""
         return (request.code in _LEADER_WRITES and request.code not in READ_REQUESTS
-                and not self.serving_as_leader)
+                and (not self.serving_as_leader or self.handing_over))
 
     def heartbeat(self, request: RemotingCommand, channel_id: int) -> bool:
         """A one-way 904, served inline (never answered, spec 1.3); False: not a 904."""
@@ -599,7 +624,8 @@ class Replica:
             self.serving_as_leader = False
         if not is_leader:
             self.serving_as_leader = False
-            self.proposals.lose_leadership()
+            # a handover keeps them: the target holds their entries, and commits them in its term
+            self.proposals.lose_leadership(keep_waiting=self.handing_over)
 
     def after_apply_on_leader(self, results: list[ApplyResult]) -> None:
         """Leader only: 1008 for successful elections, and Java's retries of failed ones."""
@@ -652,6 +678,28 @@ class Replica:
         return next((address for member, address in self.conf_state.addresses if member == node_id), None)
 
     # ----- stopping -----
+
+    def begin_graceful_stop(self) -> bool:
+        """The process is asked to stop (SIGTERM, Ctrl-C). A serving leader hands its leadership to
+        the most up-to-date other voter first (True: `handing_over` until `handover_outcome` says
+        how it ended); any other node has nothing to hand over (False). Requests keep being taken
+        meanwhile; the shell then lets those in flight be answered and calls `stop`."""
+        target, decided = self.operations.hand_over_before_stop()
+        log.info("%s: stopping: %s", self.config.node_id, decided)
+        if target is None:
+            return False
+        self.handing_over = True
+        return True
+
+    def handover_ended(self, error: str | None, took_ms: int) -> None:
+        """Operations: the handover before a stop is over (`error`: why it failed)."""
+        self.handing_over = False
+        if error is None:
+            self.handover_outcome = f"leadership handed to {self.leader_id} in {took_ms} ms"
+            log.info("%s: stopping: %s", self.config.node_id, self.handover_outcome)
+        else:
+            self.handover_outcome = f"leadership not handed over: {error}"
+            log.warning("%s: stopping: %s; stopping anyway", self.config.node_id, self.handover_outcome)
 
     def stop(self, why: str) -> None:
         """Stop taking work and fail everything that waits."""

@@ -12,7 +12,12 @@ body JSON:
      "members": {"n0": "127.0.0.1:9878", "n1": "127.0.0.1:9868", "n2": "127.0.0.1:9858"},
      "pendingConfChange": null, "transferringTo": null,
      "peers": {"n1": {"match": 120, "next": 121, "lag": 0, "state": "replicate", "active": true}},
-     "brokerGroups": 200, "liveBrokers": 600, "alarms": [], "groupNames": [...]}
+     "brokerGroups": 200, "liveBrokers": 600, "alarms": [], "leaderCommit": 120,
+     "health": [{"check": "loop", "ok": true, "detail": "..."}, ...], "groupNames": [...]}
+
+`health`: the node's liveness checks (from its shell: `loop`, `disk`) and readiness checks
+(`leader`, `lag`, `disk_full`, `repairing`, `voter`; rmqc.replica._health), each with `ok` and a
+`detail` in words; `leaderCommit`: the highest commit index a leader told this node.
 
 `alarms` lists what an operator must act on, e.g. `{"alarm": "disk_full", "sinceMs": <wall ms>,
 "forMs": 1200, "dataDir": "...", "detail": "...", "refusedWrites": 3}` (docs/operations.md).
@@ -36,6 +41,7 @@ from rmqc.raft._types import EntryType
 from rmqc.remoting import RMQC_NODE_STATUS, RemotingCommand, ResponseCode, make_response
 
 from ._alarms import repairing_status
+from ._health import readiness_checks
 from ._io import PeerLag, ReplicaStatus
 
 if TYPE_CHECKING:
@@ -77,6 +83,7 @@ def build_status(replica: Replica) -> ReplicaStatus:
         alarms=_alarms(replica, raw),
         counters=replica.counters(),
         members=dict(replica.conf_state.addresses),
+        leader_commit=replica.leader_commit_seen,
     )
 
 
@@ -114,6 +121,8 @@ def status_document(replica: Replica, *, with_group_names: bool = False) -> dict
         "brokerGroups": status.broker_groups,
         "liveBrokers": status.live_brokers,
         "alarms": list(status.alarms),
+        "leaderCommit": max(status.commit, status.leader_commit),
+        "health": [check.document() for check in (*replica.shell_health(), *readiness_checks(status))],
     }
     if with_group_names:
         document["groupNames"] = _group_names(replica.state)

@@ -36,6 +36,9 @@ class WriteLoad:
     acked: dict[str, int] = field(default_factory=dict)  # group -> ids acknowledged (1..n)
     ack_times: list[float] = field(default_factory=list)  # time.perf_counter() of every ack
     refusals: int = 0
+    # (perf_counter time, what) of every write not acknowledged: an answer other than 0 (its code
+    # and remark) or a client error (the client retries 2007 and lost connections itself)
+    failures: list[tuple[float, str]] = field(default_factory=list)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Write until cancelled; `started` once every client's first write was acknowledged."""
@@ -65,8 +68,12 @@ class WriteLoad:
                 address = f"10.0.0.{broker_id % 250}:10911;{1_700_000_000_000 + broker_id}"
                 answer = await client.apply_broker_id(CLUSTER, group, broker_id, address)
                 ok = answer.code == 0
-            except ClientError:
+                failure = None if ok else f"answered {answer.code}: {answer.remark}"
+            except ClientError as error:
                 ok = False
+                failure = f"{type(error).__name__}: {error}"
+            if failure is not None and len(self.failures) < MAX_ACKS:
+                self.failures.append((time.perf_counter(), failure))
             if ok:
                 self.acked[group] = broker_id
                 self.ack_times.append(time.perf_counter())
@@ -74,6 +81,9 @@ class WriteLoad:
             else:
                 self.refusals += 1
                 await trio.sleep(RETRY_PAUSE_S)
+
+    def failures_between(self, start: float, end: float) -> list[str]:
+        return [what for when, what in self.failures if start <= when <= end]
 
     def pause_s(self, start: float, end: float) -> float:
         """The longest stretch without an acknowledged write from `start` to the first

@@ -1,0 +1,154 @@
+"""The node's health (issue 33): its liveness checks, and a snapshot of every check that the
+metrics exporter's HTTP threads read for `/livez` and `/readyz` (rmqc.replica._health renders them).
+
+What "live" can honestly mean for a node whose HTTP endpoint runs in another thread than its
+event loop: the HTTP thread answers even when the loop is stuck, so it must not just answer `ok`.
+The loop publishes a snapshot every HEALTH_INTERVAL_S (its readiness checks and the time it was
+made); the HTTP thread judges, by the snapshot's age, whether the loop still runs:
+
+- `loop`: the event loop published within LOOP_BOUND_S. It fails while anything holds the loop:
+  a driver pass that does not end, an fsync that hangs (the node persists in the loop's thread, so
+  a stalled disk write stops the loop; tested with the storage fault hook's `stall`), a snapshot
+  step, a very long collector pause. A process stopped by SIGSTOP answers nothing at all (its HTTP
+  thread stops too): the probe's own timeout sees that.
+- `disk`: the data directory's filesystem answers: `statvfs` of the directory and a read of its
+  `node.json`, in a worker thread every DISK_PROBE_INTERVAL_S, returned within DISK_PROBE_BOUND_S
+  and without error (a hung NFS mount or device, a filesystem gone: EIO). It reads only: a full disk
+  is the `disk_full` readiness check, not a reason to restart the process.
+
+The HTTP threads only read two references the loop replaces whole (an immutable snapshot, an
+immutable probe result): no lock, nothing of the replica is touched outside the loop's thread.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from rmqc.replica import LIVENESS_CHECKS, READINESS_CHECKS, HealthCheck, readiness_checks
+
+__all__ = ["DISK_PROBE_BOUND_S", "HEALTH_INTERVAL_S", "LOOP_BOUND_S", "HealthMonitor"]
+
+HEALTH_INTERVAL_S = 0.25
+# Longer than any pause a healthy node makes (a 10,000-group snapshot save holds the loop ~70 ms,
+# libfaketime's worst stalls 1-1.7 s: docs/chaos.md), short enough for a probe to see a hang.
+LOOP_BOUND_S = 3.0
+DISK_PROBE_INTERVAL_S = 1.0
+DISK_PROBE_BOUND_S = 2.0
+CHECK_NAMES = {"livez": LIVENESS_CHECKS, "readyz": LIVENESS_CHECKS + READINESS_CHECKS}
+
+
+@dataclass(frozen=True, slots=True)
+class _Snapshot:
+    published_s: float  # time.monotonic() in the loop's thread
+    readiness: tuple[HealthCheck, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Probe:
+    started_s: float
+    finished_s: float | None = None  # None: in flight
+    error: str | None = None
+
+
+class HealthMonitor:
+    """Owned by a ControllerNode; `run` in its nursery. `checks(kind)` may be called from any thread."""
+
+    def __init__(self, node: Any, *, publish: bool) -> None:
+        self._node = node
+        self._publish = publish  # an HTTP endpoint reads the snapshot (the metrics port is set)
+        self._data_dir = Path(node.config.data_dir)
+        self._snapshot: _Snapshot | None = None
+        self._probe: _Probe | None = None  # the last probe, or the one in flight
+        self._last_done: _Probe | None = None  # the last probe that returned
+
+    async def run(self) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._probe_disk_forever)
+            if self._publish:
+                while True:
+                    self.publish()
+                    await trio.sleep(HEALTH_INTERVAL_S)
+
+    def publish(self) -> None:
+        """Loop thread: a snapshot for the HTTP threads."""
+        status = self._node.status()
+        readiness = () if status is None else readiness_checks(status)
+        self._snapshot = _Snapshot(time.monotonic(), readiness)
+
+    async def _probe_disk_forever(self) -> None:
+        while True:
+            self._probe = _Probe(time.monotonic())
+            await trio.to_thread.run_sync(self._probe_once, self._probe, abandon_on_cancel=True)
+            await trio.sleep(DISK_PROBE_INTERVAL_S)
+
+    def _probe_once(self, probe: _Probe) -> None:
+        """Worker thread: probe, and publish the result from here (a stuck loop must not make a
+        disk that answered look hung)."""
+        try:
+            _probe_filesystem(self._data_dir)
+            error = None
+        except OSError as failure:
+            error = f"{type(failure).__name__}: {failure}"
+        done = _Probe(probe.started_s, time.monotonic(), error)
+        self._probe = self._last_done = done
+
+    # ----- the checks -----
+
+    def liveness_here(self) -> tuple[HealthCheck, ...]:
+        """Loop thread (the status answer): the loop runs, since it answers."""
+        return HealthCheck("loop", True, "the event loop answers this request"), self._disk(time.monotonic())
+
+    def checks(self, kind: str) -> tuple[HealthCheck, ...]:
+        """Any thread: the checks of `kind` ("livez" or "readyz") as of now, from the snapshot."""
+        now = time.monotonic()
+        liveness = (self._loop(now), self._disk(now))
+        if kind == "livez":
+            return liveness
+        snapshot = self._snapshot
+        if snapshot is None or not snapshot.readiness:
+            starting = tuple(HealthCheck(name, False, "the node is starting") for name in READINESS_CHECKS)
+            return liveness + starting
+        return liveness + snapshot.readiness
+
+    def _loop(self, now: float) -> HealthCheck:
+        snapshot = self._snapshot
+        if snapshot is None:
+            return HealthCheck("loop", False, "the node's event loop has not published yet (starting)")
+        age = now - snapshot.published_s
+        if age > LOOP_BOUND_S:
+            return HealthCheck("loop", False, f"the event loop has not run for {age:.1f} s (bound {LOOP_BOUND_S:g} s): "
+                                              "something holds it (a hung fsync, a pass that does not end)")
+        return HealthCheck("loop", True, f"the event loop ran {age * 1000:.0f} ms ago (bound {LOOP_BOUND_S:g} s)")
+
+    def _disk(self, now: float) -> HealthCheck:
+        probe, done = self._probe, self._last_done
+        where = str(self._data_dir)
+        if probe is not None and probe.finished_s is None and now - probe.started_s > DISK_PROBE_BOUND_S:
+            return HealthCheck("disk", False, f"a probe of {where} (statvfs, read of node.json) has not returned "
+                                              f"for {now - probe.started_s:.1f} s (bound {DISK_PROBE_BOUND_S:g} s)")
+        if done is None:
+            return HealthCheck("disk", True, f"the first probe of {where} is under way")
+        if done.error is not None:
+            return HealthCheck("disk", False, f"a probe of {where} failed: {done.error}")
+        assert done.finished_s is not None
+        took_ms = (done.finished_s - done.started_s) * 1000
+        return HealthCheck("disk", True, f"{where} answered in {took_ms:.1f} ms, "
+                                         f"{max(0.0, now - done.finished_s):.1f} s ago")
+
+
+def _probe_filesystem(data_dir: Path) -> None:
+    """Worker thread: the filesystem of the data directory answers a statvfs and a read."""
+    os.statvfs(data_dir)
+    identity = data_dir / "node.json"
+    if identity.exists():
+        descriptor = os.open(identity, os.O_RDONLY)
+        try:
+            os.read(descriptor, 4096)
+        finally:
+            os.close(descriptor)

@@ -1,0 +1,124 @@
+"""Health checks of one node (issue 33): what `/livez` and `/readyz` on the metrics port, the
+`health` of the RMQC_NODE_STATUS answer, `rmqc status` and `rmqc admin health` report.
+
+Liveness (`/livez`: restart the process if it fails for long) is the shell's to judge, since only
+the shell has an event loop and a disk: `loop` (the node's event loop ran recently) and `disk`
+(the data directory's filesystem answers); rmqc.node._health makes them. Readiness (`/readyz`:
+send it work, count it in a rolling restart) adds what the replica knows, each named:
+
+- `leader`: a leader is known (a node cut off from a majority forgets its leader once its election
+  timeout passes: it becomes a pre-candidate), and a leader serves (an entry of its term applied);
+- `lag`: its applied index is within READY_MAX_LAG_ENTRIES of the highest commit index a leader
+  told it (the commit of the appends and heartbeats it received; on the leader its own commit);
+- `disk_full`, `repairing`: the alarm of that name is not raised (docs/operations.md);
+- `voter`: it is a voter of the applied membership (a learner or a joining node is not ready).
+
+Rendering follows etcd and Kubernetes: `ok` (HTTP 200) when every check not excluded passes, else
+one line per check, `[+]name ok` / `[-]name failed: why`, and `readyz check failed` (HTTP 503);
+`verbose` lists every check also on success; `exclude=NAME` (repeatable) leaves a check out of the
+verdict (listed as `[+]name excluded: ok`); a name that matches no check is reported in a `warn:`
+line, as Kubernetes does, and excludes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from ._alarms import DISK_FULL, REPAIRING
+from ._io import ReplicaStatus
+
+__all__ = ["LIVENESS_CHECKS", "READINESS_CHECKS", "READY_MAX_LAG_ENTRIES", "HealthCheck", "HealthVerdict",
+           "health_verdict", "readiness_checks"]
+
+LIVENESS_CHECKS = ("loop", "disk")
+READINESS_CHECKS = ("leader", "lag", DISK_FULL, REPAIRING, "voter")
+# A follower this far behind the leader's commit is not ready: as far as `rmqc admin members
+# promote` lets a learner trail (CATCH_UP_ENTRIES); one entry holds up to 128 requests.
+READY_MAX_LAG_ENTRIES = 64
+
+
+@dataclass(frozen=True, slots=True)
+class HealthCheck:
+    name: str
+    ok: bool
+    detail: str  # what was found, in words (also when it passes)
+
+    def document(self) -> dict[str, object]:
+        return {"check": self.name, "ok": self.ok, "detail": self.detail}
+
+
+def readiness_checks(status: ReplicaStatus) -> tuple[HealthCheck, ...]:
+    """The replica's readiness checks, in READINESS_CHECKS order, from its published status."""
+    alarms = {str(alarm.get("alarm")): alarm for alarm in status.alarms}
+    return (_leader(status), _lag(status), _alarm(DISK_FULL, alarms), _alarm(REPAIRING, alarms), _voter(status))
+
+
+def _leader(status: ReplicaStatus) -> HealthCheck:
+    if status.leader is None:
+        return HealthCheck("leader", False, "no leader known: an election is under way, or this node cannot reach "
+                                            "a majority of the voters")
+    if status.leader == status.node_id:
+        if not status.serving:
+            return HealthCheck("leader", False, f"{status.node_id} was elected leader in term {status.term} and does "
+                                                "not serve yet (no entry of its term applied)")
+        return HealthCheck("leader", True, f"this node leads (term {status.term})")
+    return HealthCheck("leader", True, f"leader {status.leader} (term {status.term})")
+
+
+def _lag(status: ReplicaStatus) -> HealthCheck:
+    leader_commit = max(status.commit, status.leader_commit)
+    behind = leader_commit - status.applied
+    text = f"applied {status.applied}, the leader's commit {leader_commit}"
+    if behind > READY_MAX_LAG_ENTRIES:
+        return HealthCheck("lag", False, f"{text}: {behind} entries behind (more than {READY_MAX_LAG_ENTRIES})")
+    return HealthCheck("lag", True, f"{text} ({behind} behind, at most {READY_MAX_LAG_ENTRIES})")
+
+
+def _alarm(name: str, alarms: dict[str, dict[str, object]]) -> HealthCheck:
+    alarm = alarms.get(name)
+    if alarm is None:
+        return HealthCheck(name, True, "no alarm")
+    return HealthCheck(name, False, f"alarm raised: {alarm.get('detail')}")
+
+
+def _voter(status: ReplicaStatus) -> HealthCheck:
+    if status.node_id in status.voters:
+        return HealthCheck("voter", True, "a voter")
+    if status.node_id in status.learners:
+        return HealthCheck("voter", False, f"{status.node_id} is a learner (no vote): promote it once caught up "
+                                           "(rmqc admin members promote)")
+    return HealthCheck("voter", False, f"{status.node_id} is not a member of the applied membership (joining, or "
+                                       "removed)")
+
+
+@dataclass(frozen=True, slots=True)
+class HealthVerdict:
+    ok: bool
+    text: str  # the body of the HTTP answer (ends with a newline)
+
+
+def health_verdict(kind: str, checks: Sequence[HealthCheck], *, verbose: bool = False,
+                   exclude: Iterable[str] = ()) -> HealthVerdict:
+    """`kind` ("livez", "readyz") of `checks`: ok unless a check not excluded failed."""
+    excluded = set(exclude)
+    names = {check.name for check in checks}
+    unknown = sorted(excluded - names)
+    ok = all(check.ok or check.name in excluded for check in checks)
+    lines = []
+    if verbose or not ok:
+        for check in checks:
+            if check.name in excluded:
+                lines.append(f"[+]{check.name} excluded: ok")
+            elif check.ok:
+                lines.append(f"[+]{check.name} ok")
+            else:
+                lines.append(f"[-]{check.name} failed: {check.detail}")
+    if unknown:
+        lines.append("warn: some health checks cannot be excluded: no matches for "
+                     + ",".join(f'"{name}"' for name in unknown))
+    if ok:
+        lines.append(f"{kind} check passed" if verbose else "ok")
+    else:
+        lines.append(f"{kind} check failed")
+    return HealthVerdict(ok, "\n".join(lines) + "\n")
