@@ -37,7 +37,7 @@ $(INTEROP_STAMP): $(INTEROP)/pom.xml $(wildcard $(INTEROP)/src/main/java/org/rmq
 
 interop: $(INTEROP_STAMP)
 
-# the whole suite: lint, the tests, then 300 seeds of the deterministic simulator (issue 14)
+# the whole suite: lint, the tests, then 300 seeds of the deterministic simulator
 test: deps lint interop
 	$(BIN)/python -m pytest
 	$(BIN)/python -m rmqc.testing.sim --seeds 300
