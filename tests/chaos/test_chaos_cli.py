@@ -53,3 +53,12 @@ def assert_planted_lost_write_is_found(out: Path) -> None:
     summary = summarize(records, {})
     assert summary["lost"] == 1
     assert any(v.startswith(f"lost: {final['key']}") for v in summary["violations"])
+
+
+@pytest.mark.parametrize(("bad", "said"), [(["--nodes", "4"], "3 or 5"),
+                                          (["--faults", "leader-kill,nosuch"], "nosuch")])
+def test_bad_options_are_refused_before_a_seed_is_announced(tmp_path: Path, bad: list[str], said: str) -> None:
+    done = subprocess.run([*rmqc_argv(), "chaos", "run", "--out", str(tmp_path / "chaos"), *bad],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and said in done.stderr, done.stderr
+    assert "chaos seed" not in done.stderr

@@ -7,7 +7,7 @@ checker and output."""
 from ._checks import all_violations as all_violations
 from ._faults import FAULTS as FAULTS, FIVE_NODES_ONLY as FIVE_NODES_ONLY
 from ._history import History as History, read_jsonl as read_jsonl
-from ._output import write_outputs as write_outputs
+from ._output import verdict_line as verdict_line, write_outputs as write_outputs
 from ._run import (
            ChaosConfig as ChaosConfig,
            run_and_report as run_and_report,
@@ -17,4 +17,4 @@ from ._run import (
 from ._summary import summarize as summarize
 
 __all__ = ["FAULTS", "FIVE_NODES_ONLY", "ChaosConfig", "History", "all_violations", "read_jsonl", "run_and_report",
-           "run_chaos", "schedule", "summarize", "write_outputs"]
+           "run_chaos", "schedule", "summarize", "verdict_line", "write_outputs"]

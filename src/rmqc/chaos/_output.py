@@ -174,10 +174,13 @@ def _dots(ax: Any, x: float, values: list[float | None], label: str | None, **st
     ax.scatter([x] * len(ys), ys, label=label, **style)
 
 
+def verdict_line(summary: dict[str, Any]) -> str:
+    return "PASS: no violation" if not summary["violations"] else f"FAIL: {len(summary['violations'])} violations"
+
+
 def report_markdown(summary: dict[str, Any], charts: bool = True, *, close_up: bool = False) -> str:
-    verdict = "PASS: no violation" if not summary["violations"] else f"FAIL: {len(summary['violations'])} violations"
     lines = [
-        f"# Chaos run: {verdict}", "",
+        f"# Chaos run: {verdict_line(summary)}", "",
         f"`{summary.get('command', '')}` (seed {summary.get('seed')}, {summary.get('nodes')} nodes)", "",
         f"- windows: {summary['windows']}; acknowledged writes: {summary['acknowledged_writes']}; "
         f"reads: {summary['reads']}",

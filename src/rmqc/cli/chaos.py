@@ -43,23 +43,25 @@ def run_command(
     as_json: Annotated[bool, typer.Option("--json", help="print summary.json as the last stdout line")] = False,
 ) -> None:
     """Run a seeded schedule of fault windows against real nodes; check the history; write a report."""
-    from rmqc.chaos import FAULTS, FIVE_NODES_ONLY, ChaosConfig, run_and_report
+    from rmqc.chaos import FAULTS, FIVE_NODES_ONLY, ChaosConfig, run_and_report, verdict_line
 
     kinds = _fault_list(faults, nodes, FAULTS, FIVE_NODES_ONLY)
     seed = random.randrange(1 << 31) if seed is None else seed
-    error_console().print(f"chaos seed {seed}")
     config = ChaosConfig(out=out, nodes=nodes, windows=windows, faults=kinds, seed=seed,
                          broker_groups=broker_groups, fault_s=fault_s, node_settings=tuple(node_settings or ()))
     try:
         config.check()
     except ValueError as error:
         fail(ExitCode.USAGE, str(error))
+    error_console().print(f"chaos seed {seed}")  # once the options are known to be good
     command = "rmqc chaos " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["chaos"] else sys.argv[1:])
     with ChaosProgress(windows) as progress:
         summary = run_and_report(config, progress.window, command)
     render_chaos_summary(summary, str(out))
     if as_json:
         sys.stdout.write(json.dumps(_json_line(summary), separators=(",", ":")) + "\n")
+    else:  # the verdict on stdout too, for whoever pipes the command (the rest is on stderr)
+        sys.stdout.write(f"{verdict_line(summary)} (seed {seed}; {out / 'report.md'})\n")
     if summary["violations"]:
         raise typer.Exit(EXIT_VIOLATION)
 
