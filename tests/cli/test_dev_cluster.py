@@ -54,6 +54,7 @@ def test_dev_cluster_runs_three_nodes_and_stops_them_on_ctrl_c(tmp_path: Path) -
 
         poll_blocking(status_ok, START_TIMEOUT_S, lambda: AssertionError("status never found a leader"))
         watch_status_until_ctrl_c(controllers, tmp_path / "watch.out")
+        restart_a_killed_node(process, lines, tmp_path / "dev", addresses[1])
         for node in ("n0", "n1", "n2"):
             assert (tmp_path / "dev" / node).is_dir() and "serving on" in (tmp_path / "dev" / f"{node}.out").read_text()
         process.send_signal(signal.SIGINT)
@@ -68,6 +69,26 @@ def test_dev_cluster_runs_three_nodes_and_stops_them_on_ctrl_c(tmp_path: Path) -
             process.wait()
         if process.stdout is not None:
             process.stdout.close()
+
+
+def restart_a_killed_node(cluster: subprocess.Popen[str], lines: queue.Queue[str], data_dir: Path,
+                          address: str) -> None:
+    """n1 killed (the PID its lock file names: a process this test started, through the command);
+    the view says how to restart it, SIGHUP restarts it, and it is the cluster's again (Ctrl-C
+    stops it with the rest, checked by the caller)."""
+    os.kill(int((data_dir / "n1" / "node.lock").read_text().split()[0]), signal.SIGKILL)
+    seen: list[str] = []
+
+    def hint_shown() -> bool | None:
+        while not lines.empty():
+            seen.append(lines.get_nowait())
+        return True if any(f"kill -HUP {cluster.pid}" in line for line in seen) else None
+
+    poll_blocking(hint_shown, START_TIMEOUT_S, lambda: AssertionError("no restart hint: " + "".join(seen[-20:])))
+    for line in seen:
+        lines.put(line)
+    cluster.send_signal(signal.SIGHUP)
+    poll_blocking(lambda: accepts(address) or None, START_TIMEOUT_S, lambda: AssertionError("n1 not restarted"))
 
 
 def watch_status_until_ctrl_c(controllers: str, out_path: Path) -> None:

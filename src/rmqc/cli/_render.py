@@ -3,6 +3,7 @@ line and the exit codes in one module, so the commands themselves only parse, ca
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NoReturn
@@ -303,9 +304,13 @@ def render_cluster_processes(processes: Iterable[Mapping[str, Any]], views: Sequ
     table = Table(title="local rmqc cluster (Ctrl-C stops every node)")
     for column in ("node", "pid", "address", "process", "data dir"):
         table.add_column(column)
+    exited = False
     for process in processes:
         state = "running" if process["returncode"] is None else f"exited {process['returncode']}"
+        exited |= process["returncode"] is not None
         table.add_row(process["node_id"], str(process["pid"]), process["address"], state, process["data_dir"])
+    if exited:  # restarted by this command, so that Ctrl-C stops them too (not by hand)
+        table.caption = f"restart the exited nodes: kill -HUP {os.getpid()}"
     return Group(table, status_table(views))
 
 

@@ -67,6 +67,14 @@ class LocalCluster(ServeCluster):
         """Start one (stopped or killed) node again with its data directory."""
         self.node(node_id).start_blocking(timeout_s)
 
+    def restart_exited(self, timeout_s: float = START_TIMEOUT_S) -> list[str]:
+        """Start again every node whose process exited (killed, crashed, stopped); their ids. They
+        stay this cluster's: Ctrl-C stops them with the rest."""
+        exited = [node.node_id for node in self.nodes if not node.running]
+        for node_id in exited:
+            self.start_node(node_id, timeout_s)
+        return exited
+
     def wait_for_leader(self, timeout_s: float = START_TIMEOUT_S) -> str:
         """The leader's address once every running node names it in its 1005 answer (bounded)."""
         import trio
@@ -143,15 +151,17 @@ def _live_view(cluster: LocalCluster, run_for_s: float | None) -> None:
             live.update(render_cluster_processes(cluster.describe(), views))
 
     async def main() -> None:
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
             async with ControllerClient(cluster.addresses, timeout_ms=STATUS_TIMEOUT_MS, max_retries=1) as client:
                 views = await fetch_node_views(client, cluster.addresses)
                 with LiveView(render_cluster_processes(cluster.describe(), views)) as live:
                     async with trio.open_nursery() as nursery:
                         nursery.start_soon(refresh, live, client)
                         with trio.move_on_after(run_for_s if run_for_s is not None else float("inf")):
-                            async for _signal in signals:
-                                break
+                            async for signum in signals:
+                                if signum != signal.SIGHUP:
+                                    break
+                                await trio.to_thread.run_sync(cluster.restart_exited)
                         nursery.cancel_scope.cancel()
 
     trio.run(main)
