@@ -208,6 +208,7 @@ def test_report_and_tables_are_written(planted_run):
     assert set(summary.tables) == set(TABLES)
     assert summary.groups == 32 and summary.controller_clusters == 4
     assert [r.rank for r in summary.top_flapping] == list(range(1, len(summary.top_flapping) + 1))
+    assert all(r.failovers > 0 for r in summary.top_flapping), "a group never failed over is not flapping"
 
 
 def test_clean_history_from_two_nodes_through_the_cli(spark, tmp_path):

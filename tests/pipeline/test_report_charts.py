@@ -82,3 +82,24 @@ def test_a_single_election_is_still_drawn(tmp_path):
     assert data_pixels(tmp_path / "timeline_top_group.png", _report.MASTER_COLOR) > 5
     (x_low, x_high), _ = axis_ranges(tmp_path / "timeline_top_group.png")
     assert x_high - x_low == pytest.approx(timedelta(minutes=1) / timedelta(days=1))
+
+
+def test_tick_labels_are_plain_numbers_and_whole_where_the_data_is_whole():
+    """A 0 ms failover is drawn in the 1 ms bucket: the log axis then spans about 1-1.8 ms, which
+    matplotlib labelled 1.1x10^0 ...; epochs and counts over a small range got 0.5 ticks."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (log_ax, count_ax) = plt.subplots(1, 2)
+    log_ax.bar([1.0], [1], width=[0.78], align="edge")
+    log_ax.set_xscale("log")
+    _report._plain_log_ticks(log_ax.xaxis)
+    count_ax.plot([0, 1], [1, 2])
+    _report._integer_ticks(count_ax.yaxis)
+    fig.canvas.draw()
+    labels = [t.get_text() for t in log_ax.get_xticklabels(which="both") if t.get_text()]
+    assert labels and not any("times" in text or "^" in text for text in labels), labels
+    assert all(float(tick) == int(tick) for tick in count_ax.get_yticks()), count_ax.get_yticks()
+    plt.close(fig)

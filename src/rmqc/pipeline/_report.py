@@ -115,10 +115,29 @@ def _chart_failovers(data: ReportData, out: Path) -> str | None:
     widths = [low * (10 ** (1 / BUCKETS_PER_DECADE) - 1) for low in lows]
     ax.bar(lows, [n for _, n in data.failover_buckets], width=widths, align="edge", color=FAILOVER_COLOR)
     ax.set_xscale("log")
-    ax.set_xlabel("failover duration (ms): old master last alive -> new master elected")
+    _plain_log_ticks(ax.xaxis)
+    _integer_ticks(ax.yaxis)
+    ax.set_xlabel("failover duration (ms): old master last alive -> new master elected; the 1 ms bar: 1 ms or less")
     ax.set_ylabel("failovers")
     ax.set_title("Failover durations across the fleet (log scale)")
     return _save(plt, fig, ax, out / "failover_durations.png")
+
+
+def _plain_log_ticks(axis) -> None:
+    """Tick labels 1, 10, 100 ... on a log axis, none between (matplotlib writes a narrow range
+    as 1.1x10^0, 1.2x10^0 ...)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(base=10))
+    axis.set_major_formatter(FuncFormatter(lambda value, _position: f"{value:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def _integer_ticks(axis) -> None:
+    """Counts, ids and epochs are whole numbers: no 0.5 ticks on a small range."""
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _chart_elections(data: ReportData, out: Path) -> str | None:
@@ -131,6 +150,7 @@ def _chart_elections(data: ReportData, out: Path) -> str | None:
     ax.plot(hours, [n for _, n in data.elections_per_hour], color=ELECTIONS_COLOR, linewidth=1,
             marker="o", markersize=4)
     ax.set_ylim(bottom=0)
+    _integer_ticks(ax.yaxis)
     _time_axis(ax, hours, timedelta(hours=2))
     ax.set_ylabel("elections per hour")
     ax.set_title("Elections across the fleet")
@@ -144,6 +164,7 @@ def _chart_flapping(summary: Summary, out: Path) -> str | None:
     top = list(reversed(summary.top_flapping))
     labels = [f"{r.controller_cluster}/{r.broker_name}" for r in top]
     ax.barh(labels, [r.max_elections_in_hour for r in top], color=FLAPPING_COLOR)
+    _integer_ticks(ax.xaxis)
     ax.set_xlabel("most elections in one hour")
     ax.set_title("Flapping broker groups")
     return _save(plt, fig, ax, out / "flapping_groups.png")
@@ -155,16 +176,15 @@ def _chart_timeline(data: ReportData, out: Path) -> str | None:
     plt, fig, ax = _figure()
     times = [datetime.fromtimestamp(ts / 1000, UTC) for ts, _, _ in data.timeline]
     masters = [m if m is not None else 0 for _, m, _ in data.timeline]
-    from matplotlib.ticker import MaxNLocator
-
     # markers too: a group elected once is one point, which a line alone would not show
     ax.step(times, masters, where="post", color=MASTER_COLOR, marker="o", markersize=3,
             label="master id (0 = none)")
     ax.set_ylabel("master broker id (0 = none)")
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    _integer_ticks(ax.yaxis)
     epochs = ax.twinx()
     epochs.step(times, [e for _, _, e in data.timeline], where="post", color=EPOCH_COLOR, linewidth=1)
     epochs.set_ylabel("masterEpoch")
+    _integer_ticks(epochs.yaxis)
     _time_axis(ax, times, timedelta(minutes=1))
     ax.set_title(f"Masters and epochs of {data.timeline_group[0]}/{data.timeline_group[1]}")
     return _save(plt, fig, ax, out / "timeline_top_group.png")

@@ -161,7 +161,10 @@ def _violations(spark: SparkSession, path: str) -> tuple[dict[str, int], tuple[V
 
 
 def _top_flapping(spark: SparkSession, path: str, limit: int = 10) -> tuple[FlappingRecord, ...]:
-    rows = spark.read.parquet(path).filter(F.col("rank") <= limit).orderBy("rank").collect()
+    """The busiest groups that changed master at least once: a group whose only election was its
+    first (a master elected, never replaced) is not flapping, however early that hour was."""
+    flapping = spark.read.parquet(path).filter((F.col("rank") <= limit) & (F.col("failovers") > 0))
+    rows = flapping.orderBy("rank").collect()
     return tuple(
         FlappingRecord(r["rank"], r["controller_cluster"], r["broker_name"], r["elections"],
                        r["failovers"], r["max_elections_in_hour"], r["elections_per_hour"])

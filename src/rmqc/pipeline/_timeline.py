@@ -85,7 +85,8 @@ def failovers(timeline: DataFrame) -> DataFrame:
 
 
 def flapping(timeline: DataFrame, failover_rows: DataFrame) -> DataFrame:
-    """Groups ranked by their busiest hour of elections, then by total elections."""
+    """Groups ranked by their busiest hour of elections, then by total elections; those that
+    never failed over last."""
     fleet = timeline.agg(F.min("leader_ts_ms").alias("lo"), F.max("leader_ts_ms").alias("hi"))
     hourly = (
         timeline.withColumn("ts", F.timestamp_millis("leader_ts_ms"))
@@ -111,7 +112,10 @@ def flapping(timeline: DataFrame, failover_rows: DataFrame) -> DataFrame:
         .withColumn("elections_per_hour", F.col("elections") / span_hours)
         .drop("lo", "hi")
     )
+    # a group that never changed master (its only election the first) ranks after every group
+    # that did, however busy that first hour was: it is not flapping
     order = Window.orderBy(
-        F.desc("max_elections_in_hour"), F.desc("elections"), *[F.asc(c) for c in GROUP_KEY]
+        F.desc(F.col("failovers") > 0), F.desc("max_elections_in_hour"), F.desc("elections"),
+        *[F.asc(c) for c in GROUP_KEY]
     )
     return ranked.withColumn("rank", F.row_number().over(order))
