@@ -164,16 +164,27 @@ def answer_json(answer: RemotingCommand, body: Any = None) -> dict[str, Any]:
 
 
 class LiveView:
-    """A view redrawn in place on a terminal (rich.live); elsewhere (a pipe, a log file) every
-    update is printed below the previous one, so `--watch | tee file` records each refresh."""
+    """A view redrawn in place on a terminal (rich.live); elsewhere (a pipe, a log file) each
+    update that differs from the last one printed goes below it, so `--watch | tee file` records
+    every change, and an idle `rmqc dev cluster` does not write its table into its log every second."""
 
     def __init__(self, renderable: Any) -> None:
         from rich.live import Live
 
         self._console = console()
         self._live = Live(renderable, console=self._console, auto_refresh=False) if self._console.is_terminal else None
+        self._printed = ""
         if self._live is None:
+            self._print_if_changed(renderable)
+
+    def _print_if_changed(self, renderable: Any) -> None:
+        with self._console.capture() as capture:
             self._console.print(renderable)
+        text = capture.get()
+        if text != self._printed:
+            self._printed = text
+            self._console.file.write(text)
+            self._console.file.flush()
 
     def __enter__(self) -> LiveView:
         if self._live is not None:
@@ -188,7 +199,7 @@ class LiveView:
         if self._live is not None:
             self._live.update(renderable, refresh=True)
         else:
-            self._console.print(renderable)
+            self._print_if_changed(renderable)
 
 
 # ---- admin ---------------------------------------------------------------------------------------
