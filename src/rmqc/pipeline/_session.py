@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -32,6 +33,9 @@ def _prepare_environment(master: str) -> None:
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 
 
+LOG4J2_PROPERTIES = Path(__file__).with_name("log4j2.properties")
+
+
 def make_spark_session(
     master: str = DEFAULT_MASTER,
     *,
@@ -53,6 +57,8 @@ def make_spark_session(
         .config("spark.driver.memory", driver_memory)
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        # before the JVM starts (setLogLevel below comes after its start-up warnings)
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J2_PROPERTIES}")
     )
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)
