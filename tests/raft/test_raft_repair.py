@@ -119,7 +119,7 @@ def test_the_leader_forgets_the_acks_it_counted_and_resends_what_was_lost() -> N
     match_before = net.node("n1").raft.progress["n3"].match
     keep_last = 2
     restart_damaged(net, "n3", keep_last, repair=True)
-    net.tick(ticks=1)  # a heartbeat: n3 answers with what it holds
+    net.tick(ticks=2)  # the term probe, then a heartbeat: n3 answers with what it holds
     repairs = [m for m in net.delivered if m.type is MessageType.REPAIR]
     assert repairs and repairs[0].index == keep_last
     acks = [m for m in net.delivered if m.type is MessageType.REPAIR_ACK]
@@ -172,3 +172,58 @@ def test_repair_under_random_leader_changes_keeps_every_committed_entry(seed: in
     net.tick_until(lambda: net.node("n3").raft.repair is None, 400)
     assert [e.data for e in net.storages["n3"].entries(1, committed + 1)] == before
 
+
+
+def test_a_stale_leader_cannot_end_a_repair_or_commit_with_the_repairing_nodes_acks() -> None:
+    """n1 leads term 2 and is cut off; n2 wins term 3 with n3 and commits e0..e2 with n3's acks.
+    n3's storage loses everything after term 2 (its term goes back to 2) and it repairs; then only
+    n1 and n3 can talk. n1 never heard of term 3: n3 must neither help it commit nor end its repair
+    with n1's commit index, since e0..e2 are intact on n2 and n3 can no longer vote them away.
+    (Found by the simulator's corruption model; the fix: a repairing node first takes the highest
+    term a majority of the voters reports, so n1's term-2 appends are refused as stale.)"""
+    net = elected(["n1", "n2", "n3"])
+    net.propose("n1", b"before")
+    old_term, keep_last = net.node("n1").raft.term, net.storages["n3"].last_index()
+    net.isolate("n1")
+    net.unstick()
+    net.elect("n2")
+    for number in range(3):
+        net.propose("n2", b"e%d" % number)
+    committed_by_n2 = net.storages["n2"].entries(1, net.node("n2").raft.log.committed + 1)
+    restart_damaged(net, "n3", keep_last, repair=True)
+    assert net.node("n3").raft.term == old_term
+    net.recover()
+    net.isolate("n2")
+    for _ in range(5):
+        net.tick(["n1", "n3"])
+        record_ended_repairs(net)
+    net.propose("n1", b"stale")
+    for _ in range(5):
+        net.tick(["n1", "n3"])
+    assert net.node("n3").raft.repair is not None, "ended with a stale leader's commit index"
+    committed_by_n1 = net.storages["n1"].entries(1, net.node("n1").raft.log.committed + 1)
+    common = min(len(committed_by_n1), len(committed_by_n2))
+    assert committed_by_n1[:common] == committed_by_n2[:common], "two entries committed at one index"
+    # n2 reachable again: n3 learns term 3 from a majority, repairs from n2, and holds e0..e2
+    net.recover()
+    net.tick_until(lambda: net.node("n3").raft.repair is None, 200)
+    held = [e.data for e in net.storages["n3"].entries(1, net.storages["n3"].last_index() + 1)]
+    assert [b"e0", b"e1", b"e2"] == [d for d in held if d.startswith(b"e")]
+
+
+def test_a_repairing_node_answers_no_append_before_a_majority_told_it_their_terms() -> None:
+    net = elected(["n1", "n2", "n3"])
+    net.propose("n1", b"x")
+    restart_damaged(net, "n3", 1, repair=True)
+    net.isolate("n3")
+    start = len(net.delivered)
+    net.tick(ticks=3)
+    net.recover()
+    net.cut("n3", "n2")  # only n1 answers the probe: one voter of three is no majority
+    net.tick(ticks=3)
+    since = net.delivered[start:]
+    assert not [m for m in since if m.frm == "n3" and m.type in (MessageType.APP_RESP, MessageType.HEARTBEAT_RESP,
+                                                                  MessageType.REPAIR)]
+    assert net.node("n3").raft.repair is not None and net.node("n3").raft.repair.fence_term is None
+    net.recover()
+    net.tick_until(lambda: net.node("n3").raft.repair is None, 50)

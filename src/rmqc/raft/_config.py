@@ -64,6 +64,9 @@ class Config:
     # entries it acknowledged and the vote it cast, so it neither votes nor campaigns until its log
     # holds the commit index a leader gave it after forgetting its old acks (RaftCore, "repair").
     repairing: bool = False
+    # The voters a repairing node asks for their term when its storage lost the membership too
+    # (empty: use the membership it has; with neither it waits for a snapshot to bring one).
+    repair_peers: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for check in _CHECKS:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 from rmqc.errors import CompactedError
@@ -76,6 +76,11 @@ AFTER_PERSIST = frozenset({MT.APP_RESP, MT.VOTE, MT.VOTE_RESP, MT.PRE_VOTE_RESP}
 # Reports from the local transport: they carry no term and skip the term checks.
 LOCAL_TYPES = frozenset({MT.SNAP_STATUS, MT.UNREACHABLE})
 
+# A repairing node's term probe and its answers skip the term checks (rmqc: "repair").
+REPAIR_PROBE_TYPES = frozenset({MT.REPAIR_PROBE, MT.REPAIR_PROBE_RESP})
+# What a repairing node leaves unanswered until it knows its fence term.
+LEADER_TO_FOLLOWER = frozenset({MT.APP, MT.HEARTBEAT, MT.SNAP, MT.TIMEOUT_NOW})
+
 # Vote requests and the reply type each gets.
 VOTE_RESPONSE_OF = {MT.VOTE: MT.VOTE_RESP, MT.PRE_VOTE: MT.PRE_VOTE_RESP}
 
@@ -125,6 +130,9 @@ class RepairState:
     signalled: tuple[int, str] | None = None  # (term, leader) last told what we hold
     signalled_tick: int = 0
     votes_refused: int = 0
+    terms_heard: dict[str, int] = field(default_factory=dict)  # voter -> the term it reported
+    fence_term: int | None = None  # the highest term a majority reported (None: not yet known)
+    probed_tick: int | None = None
 
 
 class RaftCore:
@@ -263,6 +271,8 @@ class RaftCore:
     def tick(self) -> None:
         self.ticks += 1
         self.lease_age += 1
+        if self.repair is not None and not self._fenced():
+            self._probe_for_fence()
         if self.role is Role.LEADER:
             self._tick_heartbeat()
         else:
@@ -275,6 +285,8 @@ class RaftCore:
         need not wake up for them. A leader acts on every tick while its lease is wanted or it
         waits (takeover, transfer), else on its next idle heartbeat or CheckQuorum; a follower or
         candidate on the tick that reaches its election timeout."""
+        if not self._fenced():
+            return 0  # a repairing node probes for its fence term every heartbeat tick
         if self.role is Role.LEADER:
             interval = self._heartbeat_interval()
             if interval == self.config.heartbeat_tick or self.commit_blocked_until_tick or self.lead_transferee:
@@ -485,6 +497,12 @@ class RaftCore:
 
     # ================================================================ step
     def step(self, m: Message) -> None:
+        if m.type in REPAIR_PROBE_TYPES:  # answered and counted whatever the terms (see _fenced)
+            self._on_repair_probe(m)
+            return
+        if self.repair is not None and not self._fenced() and m.type in LEADER_TO_FOLLOWER:
+            self._unfenced_leader_message(m)
+            return
         if m.type in LOCAL_TYPES:
             pass
         elif m.term > self.term:
@@ -662,6 +680,51 @@ class RaftCore:
         covered = index <= self.log.storage.first_index() - 1  # under our durable snapshot
         if covered or (index <= self.log.stable_last_index() and self.log.match_term(index, term)):
             self.ended_repair, self.repair = repair, None
+
+    # Its lost hard state may have held a higher term than the one its log ends in: as a voter of
+    # that term it promised to refuse the appends of any older leader, and a stale leader (cut off,
+    # still leading an older term) could otherwise commit with its acks entries that conflict with
+    # what the newer leader committed with the same node's acks. Before it acts on any append it
+    # asks every voter its term and takes the highest a majority reports (the quorum that elected
+    # any newer leader with its vote has a member in every majority of the others).
+    def _fenced(self) -> bool:
+        repair = self.repair
+        return repair is None or repair.fence_term is not None
+
+    def _probe_for_fence(self) -> None:
+        repair = self.repair
+        assert repair is not None
+        if repair.probed_tick is not None and self.ticks - repair.probed_tick < self.config.heartbeat_tick:
+            return
+        repair.probed_tick = self.ticks
+        for voter in sorted(self._fence_voters() - {self.id} - set(repair.terms_heard)):
+            self._send(Message(MT.REPAIR_PROBE, voter, self.id, term=self.term))
+
+    def _fence_voters(self) -> set[str]:
+        return set(self.voters) or set(self.config.repair_peers)
+
+    def _on_repair_probe(self, m: Message) -> None:
+        if m.type is MT.REPAIR_PROBE:
+            self._send(Message(MT.REPAIR_PROBE_RESP, m.frm, self.id, term=self.term))
+            return
+        repair = self.repair
+        if repair is None or repair.fence_term is not None:
+            return
+        repair.terms_heard[m.frm] = m.term
+        voters = self._fence_voters()
+        heard = {voter: term for voter, term in repair.terms_heard.items() if voter in voters}
+        if voters and len(heard) >= len(voters) // 2 + 1:
+            repair.fence_term = max(heard.values())
+            if repair.fence_term > self.term:
+                self.become_follower(repair.fence_term, None)
+
+    def _unfenced_leader_message(self, m: Message) -> None:
+        """Until the fence is known, appends and heartbeats get no answer (no ack helps any leader
+        commit). A snapshot is installed, unacknowledged: its state is committed, and it brings the
+        membership to probe when the storage lost it."""
+        if m.type is MT.SNAP and m.term >= self.term and m.snapshot is not None and not self._fence_voters():
+            self._restore(m.snapshot)
+        self._probe_for_fence()
 
     def _follower_on_read_index_resp(self, m: Message) -> None:
         self.read_states.append(ReadState(m.index, m.context))

@@ -100,6 +100,11 @@ class MessageType(IntEnum):
     # leader -> follower: "forgotten; my commit index is `commit` (term `log_term`)": the repair
     # ends once our log holds that entry durably
     REPAIR_ACK = 16
+    # repairing node -> every voter: "what is your term?" (answered in every role and term), and
+    # the answer: a repairing node takes the highest term a majority reports before it acts on
+    # any append (RaftCore._fenced)
+    REPAIR_PROBE = 17
+    REPAIR_PROBE_RESP = 18
     UNREACHABLE = 14  # local only: the transport reports that `frm` could not be reached
 
 

@@ -194,6 +194,9 @@ class Replica:
             applied=snapshot.meta.index,
             commit_broadcast=False,  # a lone write: one append and one answer per follower (issue 21)
             repairing=self.repairing,
+            # a repair that gave up the log lost the membership too: the voters to ask for their
+            # terms are then the ones this node was started with (docs/operations.md)
+            repair_peers=config.peer_ids if self.repairing and not conf_state.members else (),
         )
         self.driver.bootstrap_membership_unsaved = bool(bootstrap)
         raw = RawNode(raft_config, self.storage, rng, peers=bootstrap,
