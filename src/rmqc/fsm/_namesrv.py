@@ -147,13 +147,22 @@ class NamesrvState:
         old = self.registrations.get((cmd.cluster_name, cmd.broker_address))
         if old is None or old != _registration_of(cmd):
             return True
-        if any(r.broker_id == cmd.broker_id and r.address != cmd.broker_address
-               for r in self.registrations_of(cmd.broker_name)):
+        if self._same_id(cmd, group):
             return True
         if not self.is_master_registration(cmd, group):
             return False
         name = cmd.broker_name
         return any(self.topics.get(row[0], {}).get(name) != _queue_data(row) for row in cmd.topics)
+
+    def _same_id(self, cmd: RegisterBrokerRoute, group: BrokerGroup | None) -> list[Registration]:
+        """Registrations of the same claimed id at another address: Java keeps one address per id.
+        Not for a managed broker name, where claimed ids mean nothing (a deposed master claiming 0
+        must not evict the committed master's registration)."""
+        if managed(group):
+            return []
+        return [r for r in self.registrations_of(cmd.broker_name)
+                if r.broker_id == cmd.broker_id and r.address != cmd.broker_address
+                and r.cluster_name == cmd.cluster_name]
 
     def kv_list(self, namespace: str) -> dict[str, str] | None:
         table = self.kv.get(namespace)
@@ -173,9 +182,7 @@ class NamesrvState:
         if key not in self.registrations and len(self.registrations) >= MAX_REGISTRATIONS:
             raise NamesrvRefused("too_many_registrations", f"{len(self.registrations)} brokers registered: "
                                  f"the bound is {MAX_REGISTRATIONS}")
-        same_id = [r for r in self.registrations_of(cmd.broker_name)
-                   if r.broker_id == cmd.broker_id and r.address != cmd.broker_address
-                   and r.cluster_name == cmd.cluster_name]
+        same_id = self._same_id(cmd, group)
         for other in same_id:  # Java: an id held at another address with a newer stateVersion wins
             if other.data_version[0] > cmd.state_version:
                 raise NamesrvRefused("stale_registration", f"broker id {cmd.broker_id} of {cmd.broker_name} is "
