@@ -50,6 +50,7 @@ from rmqc.fsm import (
 from rmqc.liveness import BrokerKey, HeartbeatTable
 from rmqc.remoting import (
     LEADER_ONLY_REQUESTS,
+    NAMESRV_WRITE_REQUESTS,
     ONEWAY_FLAG,
     READ_REQUESTS,
     RemotingCommand,
@@ -64,6 +65,7 @@ from . import _bodies
 from ._config import ConfigBlackListed, ConfigInvalid, ControllerConfig, PropertiesSyntaxError
 from ._headers import BadRequestBody, DecodedHeader, HeaderField, HeaderSpec
 from ._heartbeat import heartbeat_of
+from ._namesrv import NamesrvProcessor
 from ._outcome import NodeInfo, NoReply, Outcome, Propose, Reply, RequestContext
 from ._policy import choose_master
 
@@ -75,7 +77,8 @@ _HEARTBEAT_CODE = int(RequestCode.BROKER_HEARTBEAT)  # a plain int compares fast
 _OK, _CLUSTER_MISMATCH, _SUCCESS = ApplyStatus.OK, ApplyStatus.CLUSTER_MISMATCH, int(C.SUCCESS)
 _NO_REPLY = NoReply()  # immutable: one instance serves every one-way request
 # Java's leader-only requests, and 1009: rmqc replicates it (every node's configuration changes).
-_LEADER_WRITES = LEADER_ONLY_REQUESTS | {int(RequestCode.UPDATE_CONTROLLER_CONFIG)}
+# And the NameServer role's writes (controller/_namesrv.py).
+_LEADER_WRITES = LEADER_ONLY_REQUESTS | {int(RequestCode.UPDATE_CONTROLLER_CONFIG)} | NAMESRV_WRITE_REQUESTS
 
 # ---- header tables (spec 3.x), Java field names exactly --------------------------------------
 
@@ -172,6 +175,9 @@ class ControllerProcessor:
             RequestCode.CONTROLLER_GET_NEXT_BROKER_ID: self._get_next_broker_id,
             RequestCode.CONTROLLER_APPLY_BROKER_ID: self._apply_broker_id,
         }
+        # The NameServer role: its requests on the same port, against the same replicated state.
+        self.namesrv = NamesrvProcessor(state)
+        self._handlers.update(self.namesrv.handlers)
 
     # ---- dispatch ----------------------------------------------------------------------------
 
@@ -192,6 +198,7 @@ class ControllerProcessor:
             heartbeat = None if request.ext_fields is None else heartbeat_of(request)
             if heartbeat is not None:
                 self.liveness.update(heartbeat, now_ms, channel_id)
+                self.namesrv.heard(heartbeat.key.cluster_name, heartbeat.broker_addr, now_ms)
         except (ProtocolError, BoundExceeded) as exc:  # a missing field, a full table: code 1
             return _NO_REPLY if request.flag & ONEWAY_FLAG else _reply(request, C.SYSTEM_ERROR, str(exc))
         if request.flag & ONEWAY_FLAG:

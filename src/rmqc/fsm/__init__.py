@@ -11,9 +11,16 @@ from ._commands import (
     ApplyBrokerId as ApplyBrokerId,
     CleanBrokerData as CleanBrokerData,
     Command as Command,
+    DeleteKvConfig as DeleteKvConfig,
+    DeleteTopicRoute as DeleteTopicRoute,
     ElectMaster as ElectMaster,
+    NamesrvCommand as NamesrvCommand,
     Origin as Origin,
+    PutKvConfig as PutKvConfig,
+    RegisterBrokerRoute as RegisterBrokerRoute,
+    TopicRow as TopicRow,
     Trigger as Trigger,
+    UnregisterBrokerRoute as UnregisterBrokerRoute,
     UpdateBrokerAddress as UpdateBrokerAddress,
     UpdateControllerConfig as UpdateControllerConfig,
     command_tag as command_tag,
@@ -32,6 +39,20 @@ from ._export import (
     HistoryExporter as HistoryExporter,
 )
 from ._model import BrokerGroup as BrokerGroup, Replica as Replica
+from ._namesrv import (
+    MASTER_ID as MASTER_ID,
+    MAX_KV_ENTRIES as MAX_KV_ENTRIES,
+    MAX_KV_VALUE_BYTES as MAX_KV_VALUE_BYTES,
+    MAX_NAME_BYTES as MAX_NAME_BYTES,
+    MAX_REGISTRATIONS as MAX_REGISTRATIONS,
+    MAX_TOPICS as MAX_TOPICS,
+    MAX_TOPICS_PER_REGISTRATION as MAX_TOPICS_PER_REGISTRATION,
+    NamesrvRefused as NamesrvRefused,
+    NamesrvState as NamesrvState,
+    QueueData as QueueData,
+    Registration as Registration,
+    check_kv as check_kv,
+)
 from ._replay import Applied as Applied, apply_entry as apply_entry, replay as replay
 from ._state import (
     MAX_GROUPS as MAX_GROUPS,

@@ -153,8 +153,92 @@ class UpdateControllerConfig:
         return None
 
 
+# ---- the NameServer role (docs/namesrv.md): routes, registrations and KV config ----------------
+
+# One topic of a registration: (topic, readQueueNums, writeQueueNums, perm, topicSysFlag).
+TopicRow = tuple[str, int, int, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerRoute:
+    """103 that changes something: the registration (keyed by cluster and address, as Java's
+    BrokerAddrInfo) and the topics of its TopicConfigSerializeWrapper. Whether the topics become
+    the group's queue data is decided at apply (the fencing rule, fsm._namesrv)."""
+
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    broker_address: str
+    ha_address: str
+    state_version: int  # the DataVersion of the topic table
+    data_timestamp: int
+    data_counter: int
+    topics: tuple[TopicRow, ...]  # sorted by topic
+    leader_ts_ms: int
+    origin: Origin | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UnregisterBrokerRoute:
+    """104, or the leader's verdict that a registration expired or its broker died (`reason`)."""
+
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    broker_address: str
+    reason: str  # "request" | "expired" | "inactive"
+    leader_ts_ms: int
+    origin: Origin | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopicRoute:
+    """216: remove a topic's queue data (of one cluster's broker names, or everywhere)."""
+
+    topic: str
+    cluster_name: str | None
+    leader_ts_ms: int
+    origin: Origin | None = None
+
+    @property
+    def broker_name(self) -> None:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class PutKvConfig:
+    """100: set namespace/key to value."""
+
+    namespace: str
+    key: str
+    value: str
+    leader_ts_ms: int
+    origin: Origin | None = None
+
+    @property
+    def broker_name(self) -> None:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteKvConfig:
+    """102: remove namespace/key."""
+
+    namespace: str
+    key: str
+    leader_ts_ms: int
+    origin: Origin | None = None
+
+    @property
+    def broker_name(self) -> None:
+        return None
+
+
+NamesrvCommand = RegisterBrokerRoute | UnregisterBrokerRoute | DeleteTopicRoute | PutKvConfig | DeleteKvConfig
+
 Command = (
     ApplyBrokerId | UpdateBrokerAddress | ElectMaster | AlterSyncStateSet | CleanBrokerData | UpdateControllerConfig
+    | RegisterBrokerRoute | UnregisterBrokerRoute | DeleteTopicRoute | PutKvConfig | DeleteKvConfig
 )
 
 # The tag written into the log; also the `command` column of the history export.
@@ -165,6 +249,11 @@ COMMAND_TAGS: dict[type, str] = {
     AlterSyncStateSet: "alter_sync_state_set",
     CleanBrokerData: "clean_broker_data",
     UpdateControllerConfig: "update_controller_config",
+    RegisterBrokerRoute: "register_broker_route",
+    UnregisterBrokerRoute: "unregister_broker_route",
+    DeleteTopicRoute: "delete_topic_route",
+    PutKvConfig: "put_kv_config",
+    DeleteKvConfig: "delete_kv_config",
 }
 _TYPES_BY_TAG: dict[str, type] = {tag: cls for cls, tag in COMMAND_TAGS.items()}
 
@@ -300,6 +389,19 @@ def _str_pairs(raw: object) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
+def _topic_rows(raw: object) -> tuple[TopicRow, ...]:
+    # A JSON array of [topic, read, write, perm, sysFlag] arrays, or the command's tuple of them.
+    if not isinstance(raw, list | tuple) or type(raw) not in (list, tuple):
+        raise TypeError(f"expected a list of topic rows, got {raw!r}")
+    rows = []
+    for row in raw:
+        if not (type(row) in (list, tuple) and len(row) == 5 and type(row[0]) is str
+                and all(type(n) is int for n in row[1:])):
+            raise TypeError(f"expected a [topic, read, write, perm, sysFlag] row, got {row!r}")
+        rows.append((row[0], row[1], row[2], row[3], row[4]))
+    return tuple(rows)
+
+
 def _trigger(raw: object) -> Trigger:
     if not isinstance(raw, str):
         raise TypeError(f"expected a trigger name, got {raw!r}")
@@ -348,6 +450,7 @@ _CHECKS: dict[str, Callable[[object], object]] = {
     "tuple[int, ...] | None": _optional(_int_tuple),
     "Origin | None": _optional(_origin),
     "tuple[tuple[str, str], ...]": _str_pairs,
+    "tuple[TopicRow, ...]": _topic_rows,
 }
 
 

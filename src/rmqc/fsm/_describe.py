@@ -16,8 +16,13 @@ from ._commands import (
     ApplyBrokerId,
     CleanBrokerData,
     Command,
+    DeleteKvConfig,
+    DeleteTopicRoute,
     ElectMaster,
     Origin,
+    PutKvConfig,
+    RegisterBrokerRoute,
+    UnregisterBrokerRoute,
     UpdateBrokerAddress,
     UpdateControllerConfig,
     command_tag,
@@ -60,6 +65,27 @@ def _update_controller_config(c: UpdateControllerConfig) -> str:
     return "update controller config {" + ", ".join(f"{key}: {value}" for key, value in c.properties) + "}"
 
 
+def _register_broker_route(c: RegisterBrokerRoute) -> str:
+    return (f"register route {c.broker_name} id {c.broker_id} at {c.broker_address} (cluster {c.cluster_name}, "
+            f"{len(c.topics)} topics, stateVersion {c.state_version}, counter {c.data_counter})")
+
+
+def _unregister_broker_route(c: UnregisterBrokerRoute) -> str:
+    return f"unregister route {c.broker_name} id {c.broker_id} at {c.broker_address} ({c.reason})"
+
+
+def _delete_topic_route(c: DeleteTopicRoute) -> str:
+    return f"delete topic {c.topic}" + (f" in cluster {c.cluster_name}" if c.cluster_name else "")
+
+
+def _put_kv_config(c: PutKvConfig) -> str:
+    return f"put kv {c.namespace}/{c.key} ({len(c.value)} characters)"
+
+
+def _delete_kv_config(c: DeleteKvConfig) -> str:
+    return f"delete kv {c.namespace}/{c.key}"
+
+
 # keyed by the command's type, so each describer takes that type (Any: a dict cannot say so)
 _DESCRIBERS: dict[type, Callable[[Any], str]] = {
     ApplyBrokerId: _apply_broker_id,
@@ -68,6 +94,11 @@ _DESCRIBERS: dict[type, Callable[[Any], str]] = {
     AlterSyncStateSet: _alter_sync_state_set,
     CleanBrokerData: _clean_broker_data,
     UpdateControllerConfig: _update_controller_config,
+    RegisterBrokerRoute: _register_broker_route,
+    UnregisterBrokerRoute: _unregister_broker_route,
+    DeleteTopicRoute: _delete_topic_route,
+    PutKvConfig: _put_kv_config,
+    DeleteKvConfig: _delete_kv_config,
 }
 
 

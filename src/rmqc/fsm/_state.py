@@ -22,12 +22,18 @@ from ._commands import (
     ApplyBrokerId,
     CleanBrokerData,
     Command,
+    DeleteKvConfig,
+    DeleteTopicRoute,
     ElectMaster,
+    PutKvConfig,
+    RegisterBrokerRoute,
+    UnregisterBrokerRoute,
     UpdateBrokerAddress,
     UpdateControllerConfig,
 )
 from ._errors import CommandDecodeError
 from ._model import BrokerGroup, Replica, evolve, restored_group, restored_replica
+from ._namesrv import NamesrvRefused, NamesrvState
 
 # Why these bounds: they are far above a real fleet (the target is 10,000 groups of 3) but keep a
 # misbehaving client from growing the replicated state, and every snapshot, without limit. They
@@ -57,6 +63,13 @@ class ApplyStatus(StrEnum):
     TOO_MANY_GROUPS = "too_many_groups"
     TOO_MANY_REPLICAS = "too_many_replicas"
     CLUSTER_MISMATCH = "cluster_mismatch"  # the group is registered under another cluster name
+    # the NameServer role (fsm._namesrv): refusals by bound or rule, and deletes of what is absent
+    TOO_MANY_TOPICS = "too_many_topics"
+    TOO_MANY_REGISTRATIONS = "too_many_registrations"
+    STALE_REGISTRATION = "stale_registration"
+    TOO_MANY_KV_ENTRIES = "too_many_kv_entries"
+    KV_TOO_LARGE = "kv_too_large"
+    NOT_FOUND = "not_found"
 
 
 # Apply compares with OK several times per command: a module constant reads in a third of the
@@ -73,6 +86,7 @@ class ApplyResult:
     before: BrokerGroup | None
     after: BrokerGroup | None
     detail: int | None = None  # the offending broker id, for remarks (2003, 2006)
+    remark: str | None = None  # why a NameServer command was refused, in words
 
     @property
     def ok(self) -> bool:
@@ -156,6 +170,8 @@ class ControllerState:
         # Controller options set by applied 1009s (UpdateControllerConfig), merged, key -> text: a
         # node applies them over its startup configuration (so a snapshot carries them too).
         self._config: dict[str, str] = {}
+        # The NameServer role: registrations, routes and KV config (fsm._namesrv).
+        self.namesrv = NamesrvState()
 
     def config_updates(self) -> dict[str, str]:
         """Every option an applied 1009 set (the latest value of each), as properties text."""
@@ -189,6 +205,8 @@ class ControllerState:
             document: dict[str, object] = {"version": SNAPSHOT_FORMAT_VERSION, "groups": groups}
             if self._config:  # absent when no 1009 was applied: the snapshot is as before
                 document["config"] = self._config
+            if self.namesrv:  # absent when the NameServer role holds nothing: as before it existed
+                document["namesrv"] = self.namesrv.to_document()
             return orjson.dumps(document)
 
     def restore(self, data: bytes) -> None:
@@ -213,8 +231,10 @@ class ControllerState:
         for position, row in enumerate(rows):
             group = _group_from_row(position, row)
             groups[group.broker_name] = group
+        namesrv = NamesrvState.from_document(document.get("namesrv"))  # absent in older snapshots: empty
         self._groups = groups
         self._config = config
+        self.namesrv = namesrv
 
     # -- appliers (one per command type) --
 
@@ -315,6 +335,40 @@ class ControllerState:
         return ApplyResult(cmd, _OK, None, None)
 
 
+    # -- the NameServer role: no broker group changes; `before`/`after` are the controller's group
+    # of the broker name (the fencing input), unchanged
+
+    def _namesrv_result(self, cmd: Command, done: bool | None = True, refused: NamesrvRefused | None = None,
+                        group: BrokerGroup | None = None) -> ApplyResult:
+        if refused is not None:
+            return ApplyResult(cmd, ApplyStatus(refused.status), group, group, remark=refused.detail)
+        return ApplyResult(cmd, _OK if done else ApplyStatus.NOT_FOUND, group, group)
+
+    def _register_broker_route(self, cmd: RegisterBrokerRoute) -> ApplyResult:
+        group = self._groups.get(cmd.broker_name)
+        try:
+            self.namesrv.register(cmd, group)
+        except NamesrvRefused as refused:
+            return self._namesrv_result(cmd, refused=refused, group=group)
+        return self._namesrv_result(cmd, group=group)
+
+    def _unregister_broker_route(self, cmd: UnregisterBrokerRoute) -> ApplyResult:
+        return self._namesrv_result(cmd, self.namesrv.unregister(cmd))
+
+    def _delete_topic_route(self, cmd: DeleteTopicRoute) -> ApplyResult:
+        return self._namesrv_result(cmd, self.namesrv.delete_topic(cmd))
+
+    def _put_kv_config(self, cmd: PutKvConfig) -> ApplyResult:
+        try:
+            self.namesrv.put_kv(cmd)
+        except NamesrvRefused as refused:
+            return self._namesrv_result(cmd, refused=refused)
+        return self._namesrv_result(cmd)
+
+    def _delete_kv_config(self, cmd: DeleteKvConfig) -> ApplyResult:
+        return self._namesrv_result(cmd, self.namesrv.delete_kv(cmd))
+
+
 # keyed by the command's type, so each applier takes that type (Any: a dict cannot say so)
 _APPLIERS: dict[type, Callable[[ControllerState, Any], ApplyResult]] = {
     ApplyBrokerId: ControllerState._apply_broker_id,
@@ -323,6 +377,11 @@ _APPLIERS: dict[type, Callable[[ControllerState, Any], ApplyResult]] = {
     AlterSyncStateSet: ControllerState._alter_sync_state_set,
     CleanBrokerData: ControllerState._clean_broker_data,
     UpdateControllerConfig: ControllerState._update_controller_config,
+    RegisterBrokerRoute: ControllerState._register_broker_route,
+    UnregisterBrokerRoute: ControllerState._unregister_broker_route,
+    DeleteTopicRoute: ControllerState._delete_topic_route,
+    PutKvConfig: ControllerState._put_kv_config,
+    DeleteKvConfig: ControllerState._delete_kv_config,
 }
 
 

@@ -10,6 +10,8 @@ from enum import IntEnum
 
 __all__ = [
     "LEADER_ONLY_REQUESTS",
+    "NAMESRV_READ_REQUESTS",
+    "NAMESRV_WRITE_REQUESTS",
     "READ_REQUESTS",
     "RMQC_MEMBERS_ADD",
     "RMQC_MEMBERS_LIST",
@@ -28,6 +30,17 @@ __all__ = [
 class RequestCode(IntEnum):
     """Request codes of spec section 2.1 (plus the nearby non-controller codes it names)."""
 
+    PUT_KV_CONFIG = 100
+    GET_KV_CONFIG = 101
+    DELETE_KV_CONFIG = 102
+    REGISTER_BROKER = 103
+    UNREGISTER_BROKER = 104
+    GET_ROUTEINFO_BY_TOPIC = 105
+    GET_BROKER_CLUSTER_INFO = 106
+    GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
+    DELETE_TOPIC_IN_NAMESRV = 216
+    GET_KVLIST_BY_NAMESPACE = 219
+    QUERY_DATA_VERSION = 322
     GET_BROKER_MEMBER_GROUP = 901
     BROKER_HEARTBEAT = 904
     NOTIFY_MIN_BROKER_ID_CHANGE = 905
@@ -62,6 +75,8 @@ class ResponseCode(IntEnum):
     SYSTEM_BUSY = 2
     REQUEST_CODE_NOT_SUPPORTED = 3
     NO_PERMISSION = 16
+    TOPIC_NOT_EXIST = 17
+    QUERY_NOT_FOUND = 22
     INVALID_PARAMETER = 29
     GO_AWAY = 1500
     CONTROLLER_FENCED_MASTER_EPOCH = 2000
@@ -107,8 +122,13 @@ LEADER_ONLY_REQUESTS: frozenset[int] = frozenset(
     {1001, 1002, 1003, 1004, 1006, 1011, 1012, 1013}
 )
 
+# The NameServer role (docs/namesrv.md): writes decided by the leader (a follower forwards them;
+# 322 only refreshes the leader's liveness of a registration), reads served by every node.
+NAMESRV_WRITE_REQUESTS: frozenset[int] = frozenset({100, 102, 103, 104, 216, 322})
+NAMESRV_READ_REQUESTS: frozenset[int] = frozenset({101, 105, 106, 206, 219})
+
 # Requests that only read state; rmqc lets them name a consistency level (design.md "Read path").
-READ_REQUESTS: frozenset[int] = frozenset({1004, 1005, 1006, 1012})
+READ_REQUESTS: frozenset[int] = frozenset({1004, 1005, 1006, 1012}) | NAMESRV_READ_REQUESTS
 
 # rmqc's private requests: far above every RocketMQ request code (spec 2.1); Java controllers answer
 # them 3 (not supported). Written once here: the node, the CLI, the ACL rights and the metrics use them.

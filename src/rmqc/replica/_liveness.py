@@ -128,6 +128,11 @@ class Liveness:
             commands += self._processor.inactive_master_scan(now_ms, wall_ms)
         if commands:
             self._propose(one_per_group(commands))
+        # the NameServer role: dead brokers leave the routes at once (their own entry: one_per_group
+        # keeps one command per broker name, and an election may be among them)
+        route_exits = self._processor.namesrv.inactive(expired + closed, wall_ms)
+        if route_exits:
+            self._propose(route_exits)
 
     def _elections_for(self, now_ms: int, expired: list[BrokerKey], closed: list[BrokerKey],
                        wall_ms: int) -> list[Command]:

@@ -26,6 +26,7 @@ from rmqc.raft import Config as RaftConfig, RawNode, RepairState
 from rmqc.raft._types import ConfState, Message
 from rmqc.remoting import (
     LEADER_ONLY_REQUESTS,
+    NAMESRV_WRITE_REQUESTS,
     READ_REQUESTS,
     RMQC_NODE_STATUS,
     RemotingCommand,
@@ -69,7 +70,8 @@ SUCCESSOR_GRACE_MS = 150
 # Ticks later than this many intervals are not replayed as a burst: the node was stalled.
 MAX_TICK_BURST = 10
 # Requests a follower forwards to the leader: Java's leader-only ones, and 1009 (replicated by rmqc).
-_LEADER_WRITES = LEADER_ONLY_REQUESTS | {int(RequestCode.UPDATE_CONTROLLER_CONFIG)}
+# And the NameServer role's writes (103, 104, 322, 100, 102, 216): the leader decides them.
+_LEADER_WRITES = LEADER_ONLY_REQUESTS | {int(RequestCode.UPDATE_CONTROLLER_CONFIG)} | NAMESRV_WRITE_REQUESTS
 _HEARTBEAT_CODE = int(RequestCode.BROKER_HEARTBEAT)  # every decided request compares with it: an int reads faster
 KEEP_CURRENT_MASTER = "keep_current_master"  # an election answered "the master still exists" (a metric's label)
 
@@ -244,6 +246,8 @@ class Replica:
         """When `advance_time()` is next needed (monotonic ms): the next tick the core acts on
         (every tick on a leader, the election timeout on an idle follower), or any deadline."""
         soonest = min(self._ticks_due_ms, self.liveness.next_due_ms(self.now_ms()))
+        if self.serving_as_leader:
+            soonest = min(soonest, self.processor.namesrv.next_scan_ms())
         for deadline in (self.forwards.next_deadline_ms(), self.leader_waits.next_deadline_ms(),
                          self.operations.next_deadline_ms(),
                          self.membership.next_deadline_ms(), self._takeover[1] if self._takeover else None):
@@ -292,6 +296,10 @@ class Replica:
         self.operations.expire(now_ms)
         self.membership.expire(now_ms)
         self._liveness_now(now_ms, round_due)
+        if self.serving_as_leader and not self.handing_over:
+            expired = self.processor.namesrv.expired(now_ms, self.clock.wall_ms())
+            if expired:
+                self._propose_quietly(expired, "route expiry")
 
     def _liveness_now(self, now_ms: int, round_due: bool) -> None:
         self.liveness.on_time(now_ms, self.clock.wall_ms(), self.leader_id, self.serving_as_leader, round_due)
@@ -625,6 +633,7 @@ class Replica:
         if is_leader and not was_leader:
             self.became_leader_ms = self.now_ms()
             self.serving_as_leader = False
+            self.processor.namesrv.became_leader()
         if not is_leader:
             self.serving_as_leader = False
             # a handover keeps them: the target holds their entries, and commits them in its term

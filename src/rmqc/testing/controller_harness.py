@@ -72,11 +72,11 @@ class ControllerHarness:
     # ---- requests ----------------------------------------------------------------------------
 
     def request(self, code: int, ext: dict[str, Any] | None = None, body: bytes | None = None,
-                *, oneway: bool = False, connection: str | None = None) -> RemotingCommand | None:
+                *, oneway: bool = False, connection: str | None = None, version: int = 0) -> RemotingCommand | None:
         """Send one request (on the named connection, if any) and return the answer (None if
         one-way). A Propose is committed and applied at once."""
         self._next_opaque += 1
-        request = make_request(code, self._next_opaque, ext, body, oneway=oneway)
+        request = make_request(code, self._next_opaque, ext, body, oneway=oneway, version=version)
         return self.handle(request, self._channel_for(connection))
 
     def handle(self, request: RemotingCommand, channel_id: int | None = None) -> RemotingCommand | None:

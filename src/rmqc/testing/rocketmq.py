@@ -333,6 +333,9 @@ class RocketMQ:
         self.classpath = classpath()
         self.programs: list[JavaProgram] = []
         self.namesrv: NameServer | None = None
+        # The NameServer addresses brokers are given (`namesrvAddr`): the Java NameServer's, or
+        # the rmqc nodes' (`use_rmqc_namesrv`: rmqc answers as NameServer, docs/namesrv.md).
+        self.namesrv_addr: str | None = None
         self.mqadmin = MqAdmin(self.root / "mqadmin", self.classpath)
 
     async def __aenter__(self) -> RocketMQ:
@@ -371,10 +374,19 @@ class RocketMQ:
         self.namesrv = namesrv
         return namesrv
 
+    def use_rmqc_namesrv(self, addresses: Iterable[str]) -> None:
+        """No Java NameServer: brokers register with these rmqc nodes."""
+        self.namesrv_addr = ";".join(addresses)
+
+    def _namesrv_address(self) -> str:
+        if self.namesrv_addr is not None:
+            return self.namesrv_addr
+        assert self.namesrv is not None, "start the NameServer first (or use_rmqc_namesrv)"
+        return self.namesrv.address
+
     def broker(self, index: int, controllers: Iterable[str], broker_name: str = "broker-a",
                extra: dict[str, object] | None = None) -> Broker:
         """A broker replica (not started): `await broker.start()`."""
-        assert self.namesrv is not None, "start the NameServer first"
         port, ha_port = broker_ports()
         directory = self.root / f"{broker_name}-{index}"
         store = directory / "store"
@@ -385,7 +397,7 @@ class RocketMQ:
             "brokerRole": "SLAVE",
             "enableControllerMode": "true",
             "controllerAddr": ";".join(controllers),
-            "namesrvAddr": self.namesrv.address,
+            "namesrvAddr": self._namesrv_address(),
             "fetchNamesrvAddrByAddressServer": "false",
             "allAckInSyncStateSet": "true",
             "brokerIP1": "127.0.0.1",
@@ -442,8 +454,8 @@ class RocketMQ:
     def producer(self, topic: str, count: int = 0, interval_ms: int = 20, name: str = "producer",
                  **options: object) -> JavaProgram:
         """Our Producer, started: one JSON line per send (see interop/java)."""
-        assert self.namesrv is not None
-        args = [f"namesrv={self.namesrv.address}", f"topic={topic}", f"count={count}", f"intervalMs={interval_ms}",
+        namesrv = str(options.pop("namesrv", None) or self._namesrv_address())
+        args = [f"namesrv={namesrv}", f"topic={topic}", f"count={count}", f"intervalMs={interval_ms}",
                 *(f"{key}={value}" for key, value in options.items())]
         program = self._add(JavaProgram(name, self.root / name, PRODUCER_MAIN, args, self.classpath))
         program.spawn()
@@ -451,8 +463,8 @@ class RocketMQ:
 
     def consumer(self, topic: str, name: str = "consumer", **options: object) -> JavaProgram:
         """Our Consumer, started: one JSON line per message received."""
-        assert self.namesrv is not None
-        args = [f"namesrv={self.namesrv.address}", f"topic={topic}",
+        namesrv = str(options.pop("namesrv", None) or self._namesrv_address())
+        args = [f"namesrv={namesrv}", f"topic={topic}",
                 *(f"{key}={value}" for key, value in options.items())]
         program = self._add(JavaProgram(name, self.root / name, CONSUMER_MAIN, args, self.classpath))
         program.spawn()

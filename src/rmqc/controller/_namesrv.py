@@ -1,0 +1,278 @@
+"""`NamesrvProcessor`: the Java NameServer's requests (DefaultRequestProcessor,
+ClientRequestProcessor of RocketMQ 5.5.0; docs/namesrv.md) answered against the replicated state.
+
+Writes (100, 102, 103, 104, 216) are decided on the leader (a follower forwards them) and become
+commands; a 103 that changes nothing, and every 322, only refresh the leader's liveness of the
+registration: no log write. Reads (101, 105, 106, 206, 219) are served by every node through the
+read path. Liveness of registrations (Java: 120 s, or the header's heartbeatTimeoutMillis) is the
+leader's, on the monotonic clock: `expired` turns the lapsed ones into UnregisterBrokerRoute
+commands, and a new leader starts every registration's clock afresh (as the controller's grace).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+
+from rmqc.fsm import (
+    MAX_NAME_BYTES,
+    MAX_TOPICS_PER_REGISTRATION,
+    ApplyResult,
+    BrokerGroup,
+    Command,
+    ControllerState,
+    DeleteKvConfig,
+    DeleteTopicRoute,
+    NamesrvRefused,
+    NamesrvState,
+    PutKvConfig,
+    RegisterBrokerRoute,
+    Registration,
+    UnregisterBrokerRoute,
+    check_kv,
+)
+from rmqc.liveness import BrokerKey
+from rmqc.remoting import RemotingCommand, RequestCode, ResponseCode, loads_fastjson, make_response
+
+from . import _namesrv_bodies as bodies
+from ._headers import HeaderField, HeaderSpec
+from ._outcome import Outcome, Propose, Reply, RequestContext
+
+C = ResponseCode
+F = HeaderField
+DEFAULT_BROKER_CHANNEL_EXPIRED_MS = 120_000  # RouteInfoManager.DEFAULT_BROKER_CHANNEL_EXPIRED_TIME
+SCAN_INTERVAL_MS = 5_000  # Java's scanNotActiveBroker period
+ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"  # NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG
+V4_9_4 = 401  # MQVersion.Version.V4_9_4.ordinal() in 5.5.0: from here on, standard JSON routes
+TOPIC_NOT_EXIST_REMARK = "No topic route info in name server for the topic: {topic}"
+
+REGISTER = HeaderSpec(
+    F("brokerName", required="cf"), F("brokerAddr", required="cf"), F("clusterName", required="cf"),
+    F("haServerAddr", required="cf"), F("brokerId", "long", required="cf"), F("heartbeatTimeoutMillis", "long"),
+    F("compressed", "bool", False), F("bodyCrc32", "int", 0),
+)
+UNREGISTER = HeaderSpec(
+    F("brokerName", required="cf"), F("brokerAddr", required="cf"), F("clusterName", required="cf"),
+    F("brokerId", "long", required="cf"),
+)
+QUERY_DATA_VERSION = HeaderSpec(
+    F("brokerName", required="cf"), F("brokerAddr", required="cf"), F("clusterName", required="cf"),
+    F("brokerId", "long", required="cf"),
+)
+ROUTE = HeaderSpec(F("topic", required="cf"), F("acceptStandardJsonOnly", "bool", False))
+PUT_KV = HeaderSpec(F("namespace", required="cf"), F("key", required="cf"), F("value", required="cf"))
+KV_KEY = HeaderSpec(F("namespace", required="cf"), F("key", required="cf"))
+KV_NAMESPACE = HeaderSpec(F("namespace", required="cf"))
+DELETE_TOPIC = HeaderSpec(F("topic", required="cf"), F("clusterName"))
+
+R = RequestCode
+
+
+class NamesrvProcessor:
+    def __init__(self, state: ControllerState) -> None:
+        self.state = state
+        # (cluster, address) -> (last heard, monotonic ms; timeout ms). Kept and acted on by the
+        # leader only; bounded by the replicated registrations (entries without one are dropped).
+        self._heard: dict[tuple[str, str], tuple[int, int]] = {}
+        self._next_scan_ms = 0
+        self.handlers: dict[int, Callable[[RemotingCommand, RequestContext], Outcome]] = {
+            R.REGISTER_BROKER: self._register,
+            R.UNREGISTER_BROKER: self._unregister,
+            R.QUERY_DATA_VERSION: self._query_data_version,
+            R.GET_ROUTEINFO_BY_TOPIC: self._route,
+            R.GET_BROKER_CLUSTER_INFO: self._cluster_info,
+            R.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self._topic_list,
+            R.DELETE_TOPIC_IN_NAMESRV: self._delete_topic,
+            R.PUT_KV_CONFIG: self._put_kv,
+            R.GET_KV_CONFIG: self._get_kv,
+            R.DELETE_KV_CONFIG: self._delete_kv,
+            R.GET_KVLIST_BY_NAMESPACE: self._kv_list,
+        }
+
+    @property
+    def _ns(self) -> NamesrvState:
+        return self.state.namesrv
+
+    def _groups(self) -> dict[str, BrokerGroup]:
+        return {g.broker_name: g for g in self.state.groups()}
+
+    # ---- liveness of registrations (leader) -----------------------------------------------------
+
+    def heard(self, cluster: str, address: str, now_ms: int, timeout_ms: int | None = None) -> None:
+        """A 103, 322 or 904 from this broker reached the leader."""
+        key = (cluster, address)
+        if key in self._heard or self._ns.registration(cluster, address) is not None or timeout_ms is not None:
+            old = self._heard.get(key)
+            keep = timeout_ms if timeout_ms is not None else (old[1] if old else DEFAULT_BROKER_CHANNEL_EXPIRED_MS)
+            self._heard[key] = (now_ms, keep)
+
+    def became_leader(self) -> None:
+        """Every registration's clock starts afresh (a grace of one timeout, as Java's restart)."""
+        self._heard.clear()
+
+    def expired(self, now_ms: int, wall_ms: int) -> list[Command]:
+        """Leader, every SCAN_INTERVAL_MS: registrations not heard of within their timeout."""
+        if now_ms < self._next_scan_ms:
+            return []
+        self._next_scan_ms = now_ms + SCAN_INTERVAL_MS
+        commands: list[Command] = []
+        live: dict[tuple[str, str], tuple[int, int]] = {}
+        for key, registration in self._ns.registrations.items():
+            last, timeout_ms = self._heard.get(key, (now_ms, DEFAULT_BROKER_CHANNEL_EXPIRED_MS))
+            live[key] = (last, timeout_ms)
+            if last + timeout_ms < now_ms:
+                commands.append(_unregister_of(registration, "expired", wall_ms))
+        self._heard = live
+        return commands
+
+    def next_scan_ms(self) -> int:
+        return self._next_scan_ms
+
+    def inactive(self, keys: list[BrokerKey], wall_ms: int) -> list[Command]:
+        """Leader: brokers the controller's liveness found dead (heartbeats expired, connection
+        closed) leave the routes at once, as Java's NameServer drops a broker whose channel closed."""
+        commands: list[Command] = []
+        for key in keys:
+            group = self.state.group(key.broker_name)
+            address = group.address_of(key.broker_id) if group is not None else None
+            registration = self._ns.registration(key.cluster_name, address) if address else None
+            if registration is not None:
+                commands.append(_unregister_of(registration, "inactive", wall_ms))
+        return commands
+
+    # ---- 103 / 104 / 322 --------------------------------------------------------------------------
+
+    def _register(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+        h = REGISTER.decode(request)
+        crc = h["bodyCrc32"] or 0
+        if crc != 0 and crc != (zlib.crc32(request.body or b"") & 0x7FFFFFFF):
+            return _reply(request, C.SYSTEM_ERROR, "crc32 not match")
+        for name in ("brokerName", "brokerAddr", "clusterName", "haServerAddr"):
+            if len(h[name].encode()) > MAX_NAME_BYTES:
+                return _reply(request, C.SYSTEM_ERROR, f"{name} is longer than {MAX_NAME_BYTES} bytes")
+        body = bodies.parse_register_body(request.body, h["compressed"])
+        if len(body.topics) > MAX_TOPICS_PER_REGISTRATION:
+            return _reply(request, C.SYSTEM_ERROR, f"{len(body.topics)} topics in one registration exceed the "
+                          f"bound of {MAX_TOPICS_PER_REGISTRATION}")
+        if any(len(row[0].encode()) > MAX_NAME_BYTES for row in body.topics):
+            return _reply(request, C.SYSTEM_ERROR, f"a topic name is longer than {MAX_NAME_BYTES} bytes")
+        cluster, name, address = h["clusterName"], h["brokerName"], h["brokerAddr"]
+        command = RegisterBrokerRoute(cluster, name, h["brokerId"], address, h["haServerAddr"], *body.data_version,
+                                      body.topics, ctx.stamp_ms, ctx.origin)
+        timeout_ms = h["heartbeatTimeoutMillis"]
+        group = self.state.group(name)
+        if not self._ns.register_changes(command, group):
+            self.heard(cluster, address, ctx.now_ms, timeout_ms)
+            return Reply(self._register_answer(request, command))
+
+        def finish(results: list[ApplyResult]) -> RemotingCommand:
+            result = results[0]
+            if not result.ok:
+                return make_response(request, C.SYSTEM_ERROR, result.remark or str(result.status))
+            self.heard(cluster, address, ctx.now_ms, timeout_ms)
+            return self._register_answer(request, command)
+
+        return Propose([command], finish)
+
+    def _register_answer(self, request: RemotingCommand, command: RegisterBrokerRoute) -> RemotingCommand:
+        """haServerAddr/masterAddr name the route's master to a registration that is not it (Java:
+        to a non-zero brokerId); the body is the ORDER_TOPIC_CONFIG namespace, when it exists."""
+        ext: dict[str, object] = {}
+        master = self._ns.master_registration(command.broker_name, self.state.group(command.broker_name))
+        if master is not None and master.address != command.broker_address and command.broker_id != 0:
+            ext = {"haServerAddr": master.ha_address, "masterAddr": master.address}
+        table = self._ns.kv_list(ORDER_TOPIC_CONFIG)
+        return make_response(request, C.SUCCESS, None, ext,
+                             bodies.kv_table_body(table) if table is not None else None)
+
+    def _unregister(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+        h = UNREGISTER.decode(request)
+        registration = self._ns.registration(h["clusterName"], h["brokerAddr"])
+        if registration is None:
+            return _reply(request, C.SUCCESS)  # Java answers success and finds nothing to remove
+        command = UnregisterBrokerRoute(h["clusterName"], h["brokerName"], h["brokerId"], h["brokerAddr"], "request",
+                                        ctx.stamp_ms, ctx.origin)
+        return Propose([command], lambda results: make_response(request, C.SUCCESS))
+
+    def _query_data_version(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+        h = QUERY_DATA_VERSION.decode(request)
+        asked = bodies.parse_data_version(_json_body(request))
+        registration = self._ns.registration(h["clusterName"], h["brokerAddr"])
+        changed = registration is None or registration.data_version != asked
+        self.heard(h["clusterName"], h["brokerAddr"], ctx.now_ms)
+        body = bodies.data_version_body(registration.data_version) if registration is not None else None
+        return _reply(request, C.SUCCESS, ext={"changed": changed}, body=body)
+
+    # ---- reads -----------------------------------------------------------------------------------
+
+    def _route(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+        h = ROUTE.decode(request)
+        route = bodies.topic_route(self._ns, h["topic"], self._groups())
+        if route is None:
+            return _reply(request, C.TOPIC_NOT_EXIST, TOPIC_NOT_EXIST_REMARK.format(topic=h["topic"]))
+        standard = request.version >= V4_9_4 or bool(h["acceptStandardJsonOnly"])
+        return _reply(request, C.SUCCESS, body=bodies.route_body(route, standard))
+
+    def _cluster_info(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+        return _reply(request, C.SUCCESS, body=bodies.cluster_info_body(self._ns, self._groups()))
+
+    def _topic_list(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+        return _reply(request, C.SUCCESS, body=bodies.topic_list_body(list(self._ns.topics)))
+
+    def _get_kv(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+        h = KV_KEY.decode(request)
+        value = self._ns.kv.get(h["namespace"], {}).get(h["key"])
+        if value is None:
+            return _reply(request, C.QUERY_NOT_FOUND, f"No config item, Namespace: {h['namespace']} Key: {h['key']}")
+        return _reply(request, C.SUCCESS, ext={"value": value})
+
+    def _kv_list(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+        h = KV_NAMESPACE.decode(request)
+        table = self._ns.kv_list(h["namespace"])
+        if table is None:
+            return _reply(request, C.QUERY_NOT_FOUND, f"No config item, Namespace: {h['namespace']}")
+        return _reply(request, C.SUCCESS, body=bodies.kv_table_body(table))
+
+    # ---- writes of operators ---------------------------------------------------------------------
+
+    def _delete_topic(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+        h = DELETE_TOPIC.decode(request)
+        command = DeleteTopicRoute(h["topic"], h["clusterName"] or None, ctx.stamp_ms, ctx.origin)
+        return Propose([command], lambda results: make_response(request, C.SUCCESS))
+
+    def _put_kv(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+        h = PUT_KV.decode(request)
+        try:
+            check_kv(h["namespace"], h["key"], h["value"])
+        except NamesrvRefused as refused:
+            return _reply(request, C.SYSTEM_ERROR, refused.detail)
+        command = PutKvConfig(h["namespace"], h["key"], h["value"], ctx.stamp_ms, ctx.origin)
+
+        def finish(results: list[ApplyResult]) -> RemotingCommand:
+            if results[0].ok:
+                return make_response(request, C.SUCCESS)
+            return make_response(request, C.SYSTEM_ERROR, results[0].remark)
+
+        return Propose([command], finish)
+
+    def _delete_kv(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+        h = KV_KEY.decode(request)
+        command = DeleteKvConfig(h["namespace"], h["key"], ctx.stamp_ms, ctx.origin)
+        return Propose([command], lambda results: make_response(request, C.SUCCESS))
+
+
+def _unregister_of(registration: Registration, reason: str, wall_ms: int) -> UnregisterBrokerRoute:
+    return UnregisterBrokerRoute(registration.cluster_name, registration.broker_name, registration.broker_id,
+                                 registration.address, reason, wall_ms)
+
+
+def _json_body(request: RemotingCommand) -> object:
+    if not request.body:
+        return None
+    return loads_fastjson(request.body)
+
+
+def _reply(request: RemotingCommand, code: int, remark: str | None = None, ext: dict[str, object] | None = None,
+           body: bytes | None = None) -> Reply:
+    return Reply(make_response(request, code, remark, ext, body))
+

@@ -1,0 +1,303 @@
+"""The NameServer's replicated state (docs/namesrv.md): broker registrations, topic routes (queue
+data per broker name) and KV config, in the same log and snapshot as the controller's groups.
+
+Java's RouteInfoManager keeps the same tables as soft state on each NameServer; here they change
+only by committed commands, so every node holds the same routes at the same applied index.
+
+Fencing (the reason the NameServer lives in the controller): for a broker name the controller
+manages (it holds a BrokerGroup of that name), the master of a route is the group's committed
+master, found by its address among the registrations, whatever id the registration claims; other
+registrations appear under their controller ids; addresses the controller does not know are left
+out. Only the committed master's registrations update the group's queue data. For a broker name
+the controller does not manage, Java's rule holds: brokerId 0 is the master.
+
+Pure: no I/O, no clock. Liveness of registrations (Java: 120 s without a registration) is the
+leader's judgement; it leaves the route through an UnregisterBrokerRoute command.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ._commands import (
+    DeleteKvConfig,
+    DeleteTopicRoute,
+    PutKvConfig,
+    RegisterBrokerRoute,
+    TopicRow,
+    UnregisterBrokerRoute,
+)
+from ._errors import CommandDecodeError
+from ._model import BrokerGroup
+
+# Why: far above a real fleet (the bench shape is 10,000 brokers of 100 topics each), low enough
+# that a hostile client cannot grow the replicated state, and every snapshot, without limit.
+# Constants, not options: apply must decide the same on every node.
+MAX_TOPICS_PER_REGISTRATION = 65_536
+MAX_TOPICS = 1_000_000
+MAX_REGISTRATIONS = 100_000
+MAX_KV_ENTRIES = 100_000
+MAX_KV_KEY_BYTES = 1024
+MAX_KV_VALUE_BYTES = 65_536
+MAX_NAME_BYTES = 1024  # topic, cluster and broker names, addresses
+
+MASTER_ID = 0  # MixAll.MASTER_ID
+
+
+@dataclass(frozen=True, slots=True)
+class QueueData:
+    """Java's QueueData of one broker name for one topic."""
+
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_sys_flag: int
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """One registered broker (Java: BrokerAddrInfo(cluster, address) -> BrokerLiveInfo, and its
+    entry in BrokerData.brokerAddrs)."""
+
+    cluster_name: str
+    broker_name: str
+    broker_id: int  # the id the broker claimed
+    address: str
+    ha_address: str
+    data_version: tuple[int, int, int]  # (stateVersion, timestamp, counter)
+
+
+def managed(group: BrokerGroup | None) -> bool:
+    """The controller manages this broker name: route masters come from its committed state."""
+    return group is not None
+
+
+class NamesrvRefused(Exception):
+    """Apply refused a command; `status` names why (an ApplyStatus value), `detail` says it."""
+
+    def __init__(self, status: str, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
+class NamesrvState:
+    def __init__(self) -> None:
+        self.registrations: dict[tuple[str, str], Registration] = {}  # (cluster, address) ->
+        self.topics: dict[str, dict[str, QueueData]] = {}  # topic -> broker name -> queue data
+        self.kv: dict[str, dict[str, str]] = {}  # namespace -> key -> value
+
+    # ---- reads -----------------------------------------------------------------------------------
+
+    def registrations_of(self, broker_name: str) -> list[Registration]:
+        return sorted((r for r in self.registrations.values() if r.broker_name == broker_name),
+                      key=lambda r: (r.broker_id, r.address))
+
+    def broker_names(self) -> Iterator[str]:
+        return iter(sorted({r.broker_name for r in self.registrations.values()}))
+
+    def clusters(self) -> dict[str, list[str]]:
+        """cluster -> broker names (Java's clusterAddrTable)."""
+        table: dict[str, set[str]] = {}
+        for r in self.registrations.values():
+            table.setdefault(r.cluster_name, set()).add(r.broker_name)
+        return {cluster: sorted(names) for cluster, names in sorted(table.items())}
+
+    def cluster_of(self, broker_name: str) -> str | None:
+        return next((r.cluster_name for r in self.registrations.values() if r.broker_name == broker_name), None)
+
+    def broker_addrs(self, broker_name: str, group: BrokerGroup | None) -> dict[int, str]:
+        """BrokerData.brokerAddrs of a broker name, fenced (module docstring)."""
+        registrations = self.registrations_of(broker_name)
+        if not managed(group):
+            return {r.broker_id: r.address for r in registrations}
+        assert group is not None
+        ids_by_address = {replica.address: broker_id for broker_id, replica in group.replicas.items()}
+        master_address = group.master_address
+        addrs: dict[int, str] = {}
+        for r in registrations:
+            if master_address is not None and r.address == master_address:
+                addrs[MASTER_ID] = r.address
+            elif r.address in ids_by_address and ids_by_address[r.address] != group.master_id:
+                addrs[ids_by_address[r.address]] = r.address
+        return addrs
+
+    def master_registration(self, broker_name: str, group: BrokerGroup | None) -> Registration | None:
+        """The registration a route names as master (for a 103 answer's masterAddr/haServerAddr)."""
+        address = self.broker_addrs(broker_name, group).get(MASTER_ID)
+        if address is None:
+            return None
+        return next((r for r in self.registrations_of(broker_name) if r.address == address), None)
+
+    def registration(self, cluster_name: str, address: str) -> Registration | None:
+        return self.registrations.get((cluster_name, address))
+
+    def is_master_registration(self, cmd: RegisterBrokerRoute, group: BrokerGroup | None) -> bool:
+        """Whether this registration's topics become the broker name's queue data."""
+        if managed(group):
+            assert group is not None
+            return group.master_address is not None and group.master_address == cmd.broker_address
+        return cmd.broker_id == MASTER_ID
+
+    def register_changes(self, cmd: RegisterBrokerRoute, group: BrokerGroup | None) -> bool:
+        """Whether applying `cmd` would change anything (the leader writes nothing otherwise: a
+        registration that changes nothing only refreshes liveness)."""
+        old = self.registrations.get((cmd.cluster_name, cmd.broker_address))
+        if old is None or old != _registration_of(cmd):
+            return True
+        if self._same_id(cmd, group):
+            return True
+        if not self.is_master_registration(cmd, group):
+            return False
+        name = cmd.broker_name
+        return any(self.topics.get(row[0], {}).get(name) != _queue_data(row) for row in cmd.topics)
+
+    def _same_id(self, cmd: RegisterBrokerRoute, group: BrokerGroup | None) -> list[Registration]:
+        """Registrations of the same claimed id at another address: Java keeps one address per id.
+        Not for a managed broker name, where claimed ids mean nothing (a deposed master claiming 0
+        must not evict the committed master's registration)."""
+        if managed(group):
+            return []
+        return [r for r in self.registrations_of(cmd.broker_name)
+                if r.broker_id == cmd.broker_id and r.address != cmd.broker_address
+                and r.cluster_name == cmd.cluster_name]
+
+    def kv_list(self, namespace: str) -> dict[str, str] | None:
+        table = self.kv.get(namespace)
+        return dict(table) if table else None
+
+    def __bool__(self) -> bool:
+        return bool(self.registrations or self.topics or self.kv)
+
+    # ---- apply -----------------------------------------------------------------------------------
+
+    def register(self, cmd: RegisterBrokerRoute, group: BrokerGroup | None) -> None:
+        """Raises NamesrvRefused (nothing changed) when a bound or Java's stateVersion rule refuses."""
+        if len(cmd.topics) > MAX_TOPICS_PER_REGISTRATION:
+            raise NamesrvRefused("too_many_topics", f"{len(cmd.topics)} topics in one registration exceed "
+                                 f"the bound of {MAX_TOPICS_PER_REGISTRATION}")
+        key = (cmd.cluster_name, cmd.broker_address)
+        if key not in self.registrations and len(self.registrations) >= MAX_REGISTRATIONS:
+            raise NamesrvRefused("too_many_registrations", f"{len(self.registrations)} brokers registered: "
+                                 f"the bound is {MAX_REGISTRATIONS}")
+        same_id = self._same_id(cmd, group)
+        for other in same_id:  # Java: an id held at another address with a newer stateVersion wins
+            if other.data_version[0] > cmd.state_version:
+                raise NamesrvRefused("stale_registration", f"broker id {cmd.broker_id} of {cmd.broker_name} is "
+                                     f"registered at {other.address} with stateVersion {other.data_version[0]} > "
+                                     f"{cmd.state_version}")
+        master = self.is_master_registration(cmd, group)
+        if master:
+            new_topics = sum(1 for row in cmd.topics if row[0] not in self.topics)
+            if len(self.topics) + new_topics > MAX_TOPICS:
+                raise NamesrvRefused("too_many_topics", f"{len(self.topics) + new_topics} topics exceed the "
+                                     f"bound of {MAX_TOPICS}")
+        for other in same_id:  # Java replaces brokerAddrs[id]; the old address's entry goes with it
+            self.registrations.pop((other.cluster_name, other.address), None)
+        self.registrations[key] = _registration_of(cmd)
+        if master:
+            for row in cmd.topics:
+                self.topics.setdefault(row[0], {})[cmd.broker_name] = _queue_data(row)
+
+    def unregister(self, cmd: UnregisterBrokerRoute) -> bool:
+        """Java's unRegisterBroker: the registration goes; when it was the broker name's last, the
+        name's queue data goes too (and topics left without queue data)."""
+        old = self.registrations.pop((cmd.cluster_name, cmd.broker_address), None)
+        if old is None:
+            return False
+        if any(r.broker_name == old.broker_name for r in self.registrations.values()):
+            return True
+        for topic in list(self.topics):
+            queues = self.topics[topic]
+            queues.pop(old.broker_name, None)
+            if not queues:
+                del self.topics[topic]
+        return True
+
+    def delete_topic(self, cmd: DeleteTopicRoute) -> bool:
+        if cmd.cluster_name:
+            names = set(self.clusters().get(cmd.cluster_name, ()))
+            queues = self.topics.get(cmd.topic)
+            if not names or queues is None:
+                return False
+            for name in names:
+                queues.pop(name, None)
+            if not queues:
+                del self.topics[cmd.topic]
+            return True
+        return self.topics.pop(cmd.topic, None) is not None
+
+    def put_kv(self, cmd: PutKvConfig) -> None:
+        check_kv(cmd.namespace, cmd.key, cmd.value)
+        table = self.kv.get(cmd.namespace)
+        exists = table is not None and cmd.key in table
+        if not exists and sum(len(t) for t in self.kv.values()) >= MAX_KV_ENTRIES:
+            raise NamesrvRefused("too_many_kv_entries", f"KV config holds {MAX_KV_ENTRIES} entries: the bound")
+        self.kv.setdefault(cmd.namespace, {})[cmd.key] = cmd.value
+
+    def delete_kv(self, cmd: DeleteKvConfig) -> bool:
+        table = self.kv.get(cmd.namespace)
+        if table is None or table.pop(cmd.key, None) is None:
+            return False
+        if not table:
+            del self.kv[cmd.namespace]
+        return True
+
+    # ---- snapshot --------------------------------------------------------------------------------
+
+    def to_document(self) -> dict[str, Any]:
+        return {
+            "registrations": [[r.cluster_name, r.broker_name, r.broker_id, r.address, r.ha_address,
+                               list(r.data_version)] for r in self.registrations.values()],
+            "topics": {topic: {name: [q.read_queue_nums, q.write_queue_nums, q.perm, q.topic_sys_flag]
+                               for name, q in queues.items()} for topic, queues in self.topics.items()},
+            "kv": self.kv,
+        }
+
+    @classmethod
+    def from_document(cls, document: object) -> NamesrvState:
+        state = cls()
+        if document is None:  # snapshots written before the NameServer role: empty
+            return state
+        try:
+            assert isinstance(document, dict)
+            for cluster, name, broker_id, address, ha, version in document.get("registrations", []):
+                if not (all(type(t) is str for t in (cluster, name, address, ha)) and type(broker_id) is int
+                        and len(version) == 3 and all(type(v) is int for v in version)):
+                    raise ValueError("a registration field has the wrong type")
+                state.registrations[(cluster, address)] = Registration(cluster, name, broker_id, address, ha,
+                                                                       (version[0], version[1], version[2]))
+            for topic, queues in document.get("topics", {}).items():
+                table = {}
+                for name, (read, write, perm, flag) in queues.items():
+                    if not all(type(n) is int for n in (read, write, perm, flag)):
+                        raise ValueError(f"queue data of {topic!r} is not integers")
+                    table[name] = QueueData(read, write, perm, flag)
+                state.topics[topic] = table
+            for namespace, table in document.get("kv", {}).items():
+                if not all(type(k) is str and type(v) is str for k, v in table.items()):
+                    raise ValueError(f"KV namespace {namespace!r} is not strings")
+                state.kv[namespace] = dict(table)
+        except (AssertionError, AttributeError, TypeError, ValueError) as exc:
+            raise CommandDecodeError(f"snapshot 'namesrv' section is malformed: {exc}") from None
+        return state
+
+
+def check_kv(namespace: str, key: str, value: str) -> None:
+    """The bounds of one KV entry (the leader checks before proposing, apply again)."""
+    if len(namespace.encode()) > MAX_KV_KEY_BYTES or len(key.encode()) > MAX_KV_KEY_BYTES:
+        raise NamesrvRefused("kv_too_large", f"KV namespace and key are limited to {MAX_KV_KEY_BYTES} bytes")
+    if len(value.encode()) > MAX_KV_VALUE_BYTES:
+        raise NamesrvRefused("kv_too_large", f"KV value of {len(value.encode())} bytes exceeds the bound of "
+                             f"{MAX_KV_VALUE_BYTES}")
+
+
+def _registration_of(cmd: RegisterBrokerRoute) -> Registration:
+    return Registration(cmd.cluster_name, cmd.broker_name, cmd.broker_id, cmd.broker_address, cmd.ha_address,
+                        (cmd.state_version, cmd.data_timestamp, cmd.data_counter))
+
+
+def _queue_data(row: TopicRow) -> QueueData:
+    return QueueData(row[1], row[2], row[3], row[4])
