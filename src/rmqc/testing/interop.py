@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
+import math
 import re
 import signal
 import sys
@@ -339,12 +341,130 @@ async def _kill_controller_leader(controllers: Controllers, admin: ControllerCli
     return {"controller_leader_kill_to_new_leader_ms": agreed - killed, "killed_controller": leader}
 
 
+def percentile(values: list[int], fraction: float) -> int:
+    """Nearest-rank percentile (p99 of 20 values is the largest)."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
+
+
+async def _kill_master_once(admin: ControllerClient, brokers: list[Broker], producer: JavaProgram) -> tuple[int, int]:
+    """SIGKILL the master; (kill -> slave elected, kill -> first successful send) in ms, once the
+    killed broker, restarted, is back in the SyncStateSet with the other two."""
+    master_id, epoch, _ = await replica_state(admin)
+    victim = next(b for b in brokers if b.broker_id() == master_id)
+    kill = now_ms()
+    victim.kill(signal.SIGKILL)
+    await victim.wait_exit()
+
+    async def elected() -> bool:
+        new_master, new_epoch, _ = await replica_state(admin)
+        return new_master is not None and new_master != master_id and new_epoch > epoch
+
+    await wait_for(elected, 30, "a slave elected after the master's kill")
+    elected_ms = now_ms() - kill
+
+    def first_ok() -> dict[str, Any] | None:
+        return next((line for line in _acked(producer) if line["sendMs"] > kill), None)
+
+    async def resumed() -> bool:
+        assert producer.running, producer.tail()
+        return first_ok() is not None
+
+    await wait_for(resumed, 60, "a send acknowledged after the kill", 0.05)
+    first = first_ok()
+    assert first is not None
+    victim.spawn()
+    await victim.wait_booted()
+
+    async def all_back() -> bool:
+        return (await replica_state(admin))[2] == ALL
+
+    await wait_for(all_back, 120, "all three back in the SyncStateSet", 0.2)
+    return elected_ms, first["sendMs"] - kill
+
+
+async def repeated_kills(rmq: RocketMQ, admin: ControllerClient, brokers: list[Broker], kills: int,
+                         *, deadline: float = float("inf")) -> dict[str, Any]:
+    """`kills` times, under one Producer: SIGKILL the current master, wait for a slave of the
+    SyncStateSet to be elected (1004) and a send to succeed, restart the killed broker on its store
+    and wait until all three are in the SyncStateSet again. Stops early (saying how many kills
+    ran) once trio.current_time() passes `deadline`. Then every acknowledged message must be
+    consumed. Returns acknowledged / lost and kill -> first successful send per kill."""
+    assert rmq.namesrv is not None
+    await mqadmin_ok(rmq, "updateTopic", "-n", rmq.namesrv.address, "-c", CLUSTER, "-t", TOPIC, "-r", "4", "-w", "4")
+    producer = rmq.producer(TOPIC, interval_ms=10)
+
+    async def acked_at_least(count: int) -> bool:
+        assert producer.running, producer.tail()
+        return len(_acked(producer)) >= count
+
+    await wait_for(lambda: acked_at_least(100), 60, "100 messages acknowledged before the first kill", 0.1)
+    to_first_send: list[int] = []
+    to_elected: list[int] = []
+    for _ in range(kills):
+        if trio.current_time() > deadline:
+            break
+        elected_ms, first_send_ms = await _kill_master_once(admin, brokers, producer)
+        to_elected.append(elected_ms)
+        to_first_send.append(first_send_ms)
+    producer.kill(signal.SIGTERM)
+    await producer.wait_exit()
+    acknowledged = {f"rmqc-{line['seq']}" for line in _acked(producer)}
+    failed_sends = len(_sends(producer)) - len(acknowledged)
+    consumer = rmq.consumer(TOPIC)
+
+    def consumed() -> set[str]:
+        return {line["body"] for line in consumer.json_lines() if line["event"] == "recv"}
+
+    async def all_consumed() -> bool:
+        assert consumer.running, consumer.tail()
+        return acknowledged <= consumed()
+
+    with contextlib.suppress(AssertionError):  # the count of lost messages says it better
+        await wait_for(all_consumed, 120, "every acknowledged message consumed", 0.2)
+    consumer.kill(signal.SIGTERM)
+    lost = sorted(acknowledged - consumed(), key=lambda body: int(body.split("-")[1]))
+    report = {
+        "kills": len(to_first_send), "acknowledged": len(acknowledged), "failed_sends": failed_sends,
+        "lost": len(lost), "lost_examples": lost[:10],
+        "kill_to_first_ok_send_ms": to_first_send, "kill_to_elected_ms": to_elected,
+        "kill_to_first_ok_send_p50_ms": percentile(to_first_send, 0.5) if to_first_send else None,
+        "kill_to_first_ok_send_p99_ms": percentile(to_first_send, 0.99) if to_first_send else None,
+        "kill_to_elected_p50_ms": percentile(to_elected, 0.5) if to_elected else None,
+        "kill_to_elected_p99_ms": percentile(to_elected, 0.99) if to_elected else None,
+    }
+    return report
+
+
+async def run_kills(kind: str, root: Path, kills: int, budget_s: float = float("inf")) -> dict[str, Any]:
+    """repeated_kills against `kind` controllers: rmqc, java (DLedger) or jraft."""
+    from rmqc.testing.cluster import Cluster
+
+    rmq = RocketMQ(root)
+    controllers: Any = (Cluster.create(root, 3) if kind == "rmqc"
+                        else rmq.java_controllers(3, mode="jraft" if kind == "jraft" else "dledger"))
+    deadline = trio.current_time() + budget_s
+    await controllers.start()
+    try:
+        async with rmq, ControllerClient(controllers.addresses, max_retries=10) as admin:
+            await controllers.wait_leader(admin)
+            brokers = await bring_up(rmq, controllers, admin)
+            return {"controller": kind, **await repeated_kills(rmq, admin, brokers, kills, deadline=deadline)}
+    except BaseException:
+        print(controllers.logs(), file=sys.stderr)
+        print(rmq.logs(), file=sys.stderr)
+        raise
+    finally:
+        await controllers.stop()
+
+
 async def _compare(kind: str, root: Path) -> dict[str, Any]:
     """Both scenarios against `kind` controllers (rmqc or java), for docs/interop.md."""
     from rmqc.testing.cluster import Cluster
 
     rmq = RocketMQ(root)
-    controllers: Any = rmq.java_controllers(3) if kind == "java" else Cluster.create(root, 3)
+    controllers: Any = (Cluster.create(root, 3) if kind == "rmqc"
+                        else rmq.java_controllers(3, mode="jraft" if kind == "jraft" else "dledger"))
     await controllers.start()
     result: dict[str, Any] = {"controller": kind}
     try:
@@ -366,15 +486,21 @@ async def _compare(kind: str, root: Path) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m rmqc.testing.interop", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--controller", choices=("rmqc", "java"), default="rmqc")
+    parser.add_argument("--controller", choices=("rmqc", "java", "jraft"), default="rmqc",
+                        help="java: Apache RocketMQ's DLedger controller; jraft: its JRaft mode")
+    parser.add_argument("--kills", type=int, default=0,
+                        help="instead of the scenarios: this many master kills under one producer "
+                             "(see bench/bench_interop_kills.py)")
     parser.add_argument("--keep", type=Path, help="run in this directory and keep it (default: a temporary one)")
     args = parser.parse_args(argv)
+    scenario: Callable[[str, Path], Awaitable[dict[str, Any]]] = (
+        functools.partial(run_kills, kills=args.kills) if args.kills else _compare)
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
-        print(json.dumps(trio.run(_compare, args.controller, args.keep)))
+        print(json.dumps(trio.run(scenario, args.controller, args.keep)))
         return
     with tempfile.TemporaryDirectory(prefix="rmqc-interop-") as root:
-        print(json.dumps(trio.run(_compare, args.controller, Path(root))))
+        print(json.dumps(trio.run(scenario, args.controller, Path(root))))
 
 
 if __name__ == "__main__":
