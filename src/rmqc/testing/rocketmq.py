@@ -432,19 +432,33 @@ class RocketMQ:
         self._add(broker)
         return broker
 
-    def java_controllers(self, size: int = 3) -> JavaControllers:
-        """Apache RocketMQ's own controller (DLedger), `size` nodes, not started."""
+    def java_controllers(self, size: int = 3, mode: str = "dledger") -> JavaControllers:
+        """Apache RocketMQ's own controller, `size` nodes, not started: `mode` "dledger" (the
+        default) or "jraft" (`controllerType=jRaft`: a Raft port per node, `jRaftServerId`,
+        `jRaftInitConf`, and the port brokers and mqadmin use in `jRaftControllerRPCAddr`)."""
+        assert mode in ("dledger", "jraft"), mode
         ports = free_ports(size)
+        raft_ports = free_ports(size + len(ports))
+        raft_ports = [p for p in raft_ports if p not in ports][:size]
         peers = ";".join(f"n{i}-127.0.0.1:{port}" for i, port in enumerate(ports))
         nodes = []
         for i, port in enumerate(ports):
-            directory = self.root / f"controller-n{i}"
-            write_properties(directory / "controller.conf", {
-                "controllerDLegerGroup": "rmqc-interop", "controllerDLegerPeers": peers,
-                "controllerDLegerSelfId": f"n{i}", "controllerStorePath": directory / "store",
-                "mappedFileSize": 16 * 1024 * 1024, "configStorePath": directory / "controller.properties",
-            })
-            node = JavaController(f"controller-n{i}", directory, CONTROLLER_MAIN,
+            directory = self.root / f"controller-{mode}-n{i}"
+            config: dict[str, object] = {
+                "controllerStorePath": directory / "store", "mappedFileSize": 16 * 1024 * 1024,
+                "configStorePath": directory / "controller.properties",
+            }
+            if mode == "dledger":
+                config |= {"controllerDLegerGroup": "rmqc-interop", "controllerDLegerPeers": peers,
+                           "controllerDLegerSelfId": f"n{i}"}
+            else:
+                config |= {"controllerType": "jRaft", "jRaftGroupId": "rmqc-interop",
+                           "jRaftServerId": f"127.0.0.1:{raft_ports[i]}",
+                           "jRaftInitConf": ",".join(f"127.0.0.1:{p}" for p in raft_ports),
+                           "jRaftControllerRPCAddr": ",".join(f"127.0.0.1:{p}" for p in ports),
+                           "jRaftSnapshotIntervalSecs": 3600}
+            write_properties(directory / "controller.conf", config)
+            node = JavaController(f"controller-{mode}-n{i}", directory, CONTROLLER_MAIN,
                                   ["-c", str(directory / "controller.conf")], self.classpath, node_id=f"n{i}",
                                   port=port)
             self._add(node)
