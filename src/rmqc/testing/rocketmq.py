@@ -415,6 +415,10 @@ class RocketMQ:
             "timerWheelEnable": "false",
             "autoCreateTopicEnable": "true",
             "flushDiskType": "ASYNC_FLUSH",
+            # a slave learns a new master's HA address only from its NameServer registration, every
+            # 30 s by default (docs/interop.md): the broker's minimum, 10 s, keeps a failover's
+            # rejoin inside the tests' patience on a loaded machine (a full run saw it miss 90 s)
+            "registerNameServerPeriod": 10000,
             # fewer threads on a 2-core machine
             "sendMessageThreadPoolNums": 2,
             "pullMessageThreadPoolNums": 4,
