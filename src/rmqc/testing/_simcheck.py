@@ -13,12 +13,22 @@ global registries of what the whole cluster has done:
 - apply after persist: a node applies an entry only once its own durable log holds it;
 - membership: every node applies the same membership (voters, learners, addresses) at each index.
 
+Storage faults (the corruption profile): a node whose disk was damaged or lost its tail no longer
+holds intact copies of what it lost. At each such fault, every committed entry the node lost is
+looked at: if fewer than a majority of the voters (and of all the nodes) still hold it intact, its
+loss is allowed (`forgiven`), since no protocol keeps what no majority holds. Durability, leader
+completeness, state-machine safety and the final durable-majority check then let another entry
+take that index; the history forks there (`forked_at`), and from that index on those checks are
+off for the rest of the run (the two branches differ everywhere after it). Every other committed
+entry, and every index before the fork, stays checked as before: a committed entry that a
+majority held intact is never lost.
+
 The first violation is recorded as text; the run stops at it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rmqc.errors import CompactedError, UnavailableError
@@ -48,6 +58,9 @@ class SafetyChecker:
     # node -> (term, committed_max when it was seen leading): checked once its log is persisted
     leaders_to_check: dict[str, tuple[int, int]] = field(default_factory=dict)
     membership_at: dict[int, object] = field(default_factory=dict)  # index -> the membership applied there
+    # committed indexes whose intact copies fell below a majority at a storage fault (their loss is allowed)
+    forgiven: set[int] = field(default_factory=set)
+    forked_at: int | None = None  # the first forgiven index where another entry was then taken
 
     def fail(self, what: str) -> None:
         self.violations.append(what)
@@ -88,6 +101,8 @@ class SafetyChecker:
             want = self.applied[index].term if index in self.applied else None
             have = _term_or_none(storage, index)
             if want is not None and have != want:
+                if self.may_fork(index):
+                    return
                 self.fail(
                     f"leader completeness: {node} leads term {term} but holds term {have} at "
                     f"index {index}, committed in term {want}"
@@ -102,7 +117,7 @@ class SafetyChecker:
             if old is None or old == entry.term:
                 continue
             committed = self.applied.get(entry.index)
-            if committed is not None and committed.term == old:
+            if committed is not None and committed.term == old and not self.may_fork(entry.index):
                 self.fail(
                     f"durability: {node} overwrites committed entry {entry.index} (term {old}) "
                     f"with term {entry.term}"
@@ -139,11 +154,13 @@ class SafetyChecker:
             self.committed_max = max(self.committed_max, entry.index)
             return
         if (record.term, record.type, record.data) != (entry.term, int(entry.type), entry.data):
+            if self.may_fork(entry.index):
+                return
             self.fail(
                 f"state-machine safety: {node} applies term {entry.term} at index {entry.index}, "
                 f"another node applied term {record.term} there"
             )
-        elif record.kv != kv:
+        elif record.kv != kv and not self.may_fork(entry.index):
             self.fail(f"state-machine safety: {node} reaches a different state at index {entry.index}")
 
     def check_applied_durable(self, node: str, storage: Storage, index: int, term: int) -> None:
@@ -156,10 +173,39 @@ class SafetyChecker:
         record = self.applied.get(index)
         if record is None:
             return  # nobody applied that index through entries yet; later applies are compared
-        if record.term != term or record.kv != kv:
+        if (record.term != term or record.kv != kv) and not self.may_fork(index):
             self.fail(f"state-machine safety: {node} installs a snapshot at {index} "
                       "that differs from the applied state")
 
+    # -- storage faults -----------------------------------------------------------------------
+    def held_committed(self, storage: Storage) -> set[int]:
+        """The committed indexes `storage` holds (in its log or behind its snapshot)."""
+        return {index for index, record in self.applied.items() if _holds(storage, index, record.term)}
+
+    def on_copies_lost(self, node: str, held_before: set[int], storages: Mapping[str, Storage],
+                       quorums: Sequence[tuple[Sequence[str], int]]) -> list[int]:
+        """`node`'s storage was damaged or lost its tail: the committed entries it held before and
+        lost are forgiven when fewer than `need` of the nodes `ids` of any of `quorums` still hold
+        them intact. Returns the indexes newly forgiven."""
+        forgiven = []
+        for index in sorted(held_before):
+            term = self.applied[index].term
+            if index in self.forgiven or _holds(storages[node], index, term):
+                continue
+            for ids, need in quorums:
+                holders = [n for n in ids if n != node and n in storages and _holds(storages[n], index, term)]
+                if len(holders) < need:
+                    self.forgiven.add(index)
+                    forgiven.append(index)
+                    break
+        return forgiven
+
+    def may_fork(self, index: int) -> bool:
+        """Whether another entry may take `index` (a forgiven loss, or after the fork); it then forks there."""
+        if index in self.forgiven or (self.forked_at is not None and index >= self.forked_at):
+            self.forked_at = index if self.forked_at is None else min(self.forked_at, index)
+            return True
+        return False
 
     def check_durable_majority(self, storages: dict[str, Storage], *, needed: int | None = None) -> None:
         """Durability at the end of a run: every committed entry is in the durable log of `needed`
@@ -168,6 +214,8 @@ class SafetyChecker:
         voters."""
         needed = len(storages) // 2 + 1 if needed is None else needed
         for index in sorted(self.applied):
+            if index in self.forgiven or (self.forked_at is not None and index >= self.forked_at):
+                continue
             term = self.applied[index].term
             holders = [n for n in sorted(storages) if _holds(storages[n], index, term)]
             if len(holders) < needed:

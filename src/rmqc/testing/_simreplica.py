@@ -134,6 +134,7 @@ class ReplicaSimNode:
         self.id = node_id
         self.knobs = knobs
         self.storage = CrashableStorage(self)
+        self.storage.remember_saves = world.knobs.nemesis.lose_tail_p > 0
         self.replica: Replica | None = None
         self.incarnation = 0
         self.up = False
@@ -214,7 +215,8 @@ class ReplicaSimNode:
         def observe(index: int, term: int, results: list[ApplyResult]) -> None:
             world.checker.check_applied_durable(node_id, self.storage, index, term)
             world.checker.on_apply(node_id, Entry(index, term, EntryType.NORMAL, b""), replica.state.snapshot())
-            world.controller_checker.on_apply(index, results, world.events.now_us)
+            if world.checker.forked_at is None:  # a permitted loss forked the committed stream: see World.finish
+                world.controller_checker.on_apply(index, results, world.events.now_us)
             applied(index, term, results)
 
         replica.proposals.applied = observe  # type: ignore[method-assign]
@@ -230,6 +232,9 @@ class ReplicaSimNode:
         if snapshot is not None and not snapshot.is_empty:
             self.world.count("snapshots_installed")
             checker.on_snapshot_installed(self.id, snapshot.meta.index, snapshot.meta.term, snapshot.data)
+
+    def on_end_repair(self, storage: CrashableStorage) -> None:
+        self.world.on_end_repair(self)  # type: ignore[arg-type]
 
     def crash(self) -> None:
         self.up = False

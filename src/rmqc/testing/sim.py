@@ -60,6 +60,7 @@ import rmqc.fsm._state as state_module
 import rmqc.raft._core as core_module
 from rmqc.controller._policy import _choose_within
 from rmqc.fsm import BrokerGroup
+from rmqc.raft import MemoryStorage
 from rmqc.raft._core import RaftCore
 from rmqc.replica._driver import Driver
 from rmqc.replica._membership import Membership
@@ -123,6 +124,15 @@ PROFILES: dict[str, SimKnobs] = {
         nemesis=NemesisKnobs(interval_min_us=100_000, interval_max_us=200_000,
                              weights={"heal": 1, "isolate_leader": 3, "skew_clocks": 2}, broker_weights={}),
     ),
+    # Disks that come back from a crash damaged (detected: the node repairs from the cluster) or
+    # short of their last saves (undetected), under the default faults with more crashes, and a
+    # longer quiet phase so that every repair can be seen ending.
+    "corruption": replace(
+        SimKnobs(),
+        quiet_us=500_000,
+        nemesis=NemesisKnobs(weights={**NemesisKnobs().weights, "crash": 4, "crash_leader": 2, "crash_mid_fsync": 2},
+                             damage_p=0.4, lose_tail_p=0.15),
+    ),
 }
 
 
@@ -176,6 +186,9 @@ MUTANTS: dict[str, Mutant] = {
                                    (Membership, "_refuse_if_pending", lambda self: None)), "members"),
     "lease-ignores-drift": Mutant(
         ((core_module, "lease_duration_ticks", lambda lease_ticks, drift_ticks: lease_ticks),), "lease-drift"),
+    # a replay that stops at the first bad record and serves what it read: the storage opens the
+    # surviving prefix (or nothing) without recording a repair, so the node votes at once
+    "repair-without-fence": Mutant(((MemoryStorage, "begin_repair", lambda self, reason: None),), "corruption"),
 }
 
 
