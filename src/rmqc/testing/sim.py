@@ -131,7 +131,7 @@ PROFILES: dict[str, SimKnobs] = {
         SimKnobs(),
         quiet_us=500_000,
         nemesis=NemesisKnobs(weights={**NemesisKnobs().weights, "crash": 4, "crash_leader": 2, "crash_mid_fsync": 2},
-                             damage_p=0.4, lose_tail_p=0.15),
+                             damage_p=0.5, lose_tail_p=0.2),
     ),
 }
 
