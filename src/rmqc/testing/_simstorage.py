@@ -135,7 +135,8 @@ class CrashableStorage(MemoryStorage):
         self._conf_state, self._snapshot = kept_state.conf_state, kept_state.snapshot
         self._entries = list(kept_state.entries)
         self._repair_reason = kept_state.repair_reason
-        self._after_fault()
+        for _ in range(saves):  # the saves before the lost ones are still what the disk went through
+            self._before_saves.pop()
         return saves
 
     def _state(self) -> _DiskState:
@@ -143,4 +144,4 @@ class CrashableStorage(MemoryStorage):
                           self._repair_reason)
 
     def _after_fault(self) -> None:
-        self._before_saves.clear()  # what is remembered described the disk before the fault
+        self._before_saves.clear()  # what is remembered described the disk before the damage
