@@ -23,10 +23,12 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench scripts
 	$(BIN)/mypy
 
-# the whole suite: lint, the tests, then 300 seeds of the deterministic simulator (issue 14)
+# the whole suite: lint, the tests, then 300 seeds of the deterministic simulator (issue 14), and 200
+# of its corruption profile (damaged and short disks; ~35 s of CPU, about what the 300 take)
 test: deps lint
 	$(BIN)/python -m pytest
 	$(BIN)/python -m rmqc.testing.sim --seeds 300
+	$(BIN)/python -m rmqc.testing.sim --profile corruption --seeds 200
 
 # what the suite needs beyond .venv (a Java runtime, faketime, e2fsprogs): apt-get, only when missing
 .PHONY: deps

@@ -27,6 +27,18 @@ Profile "members" (`_simmembers`): operators send RMQC_MEMBERS_ADD/PROMOTE/REMOV
 RMQC_TRANSFER_LEADER through the shipped request path to grow, shrink and replace the group; new
 nodes start with empty disks and `join` (catching up by snapshot once the log is compacted), removed
 ones stop for good.
+Profile "corruption" (`_simstorage`, `_simnemesis`): more crashes, and a crashed node's disk may come
+back damaged when it restarts (the only time a real node reads its files): with probability 0.5 a
+damage that real storage detects (a bit flip, torn write, truncation or zeroed region in the log
+beyond a random index, or a snapshot failing its checksum), after which the node restarts as
+`rmqc serve --repair` leaves it: the log before the damage with the hard state saved with it (the
+term of its last entry, no vote, the commit index within it) and its membership record, or (a
+damaged snapshot, or half the time anyway) nothing at all, and the repair recorded
+(`begin_repair`); at most a minority of the nodes repair at once. With probability 0.2 instead the
+disk lied about its fsyncs: the last 1-3 saves with entries (and every write after the first of
+them) silently vanish and the node restarts normally with the shorter log (term and vote are kept:
+a forgotten vote can elect two leaders in a term, which no protocol detects). Its quiet phase is
+0.5 s, so that every repair can be seen ending.
 
 Checked after every step: the Raft invariants (`_simcheck`: one leader per term, log matching,
 durability, leader completeness, state-machine safety, apply after persist, commit never going
@@ -36,6 +48,17 @@ controller's (`_simcontroller_check`: one master per masterEpoch, epochs never g
 down, clean elections inside the SyncStateSet, stale 1001s refused); at the end: committed entries
 durable on a majority, acknowledged ids kept and never shared, brokers following the newest
 master, linearizable and lease reads linearizable per group, stale reads monotonic per node.
+
+With storage faults (profile "corruption"), the checker knows which copies each fault destroyed
+(undetected loss counts as destroyed; what a repair kept is intact). A committed entry that fewer
+than a majority of the voters (or of all nodes) still hold intact after a fault may be lost: only
+then may another entry take its index (durability, leader completeness, state-machine safety and
+the final durable-majority check allow it, and the run's history forks there: those checks, and the
+controller's, stop at the fork; a node that then refuses the other branch ends the run). Every
+other committed entry stays checked. Besides: a node whose storage was found damaged never grants
+a vote or pre-vote, never campaigns and never leads until it ended its repair (the simulator's own
+knowledge, whatever the node recorded); and once the network is healed and one leader has led for
+300 ms, every damaged node that is up and a member has ended its repair (liveness).
 
 Mutants (`--mutant NAME`) put a known bug back into shipped code for the run (MUTANTS, each in the
 profile where it shows): the checkers must catch it.
