@@ -176,8 +176,8 @@ class Nemesis:
     def _disk_fault(self, node: ReplicaSimNode) -> None:
         """What the restarting node finds on its disk: maybe damage, maybe a lost tail."""
         knobs = self.knobs
-        if not (knobs.damage_p or knobs.lose_tail_p):
-            return
+        if not (knobs.damage_p or knobs.lose_tail_p) or not self.active:
+            return  # (nor in the quiet phase: a restart then is a crash's left-over, the disk is sound)
         roll = self.disk_rng.random()
         if roll < knobs.damage_p:
             repairing = {node_id for node_id in self.world.damaged if not self.world.nodes[node_id].retired}

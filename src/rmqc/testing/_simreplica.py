@@ -137,6 +137,7 @@ class ReplicaSimNode:
         self.storage.remember_saves = world.knobs.nemesis.lose_tail_p > 0
         self.replica: Replica | None = None
         self.incarnation = 0
+        self.started_us = 0  # virtual time of the last start
         self.up = False
         self.paused = False
         self.saved = False
@@ -199,6 +200,7 @@ class ReplicaSimNode:
         rng = random.Random(f"{self.world.seed}/{self.id}/{self.incarnation}")
         self.outbox = []
         self.up, self.paused = True, False
+        self.started_us = self.world.events.now_us
         self.deferred.clear()
         self._wakeup_us = None
         self._drive_scheduled = False

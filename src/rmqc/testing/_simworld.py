@@ -110,6 +110,9 @@ class World:
         # simulator's own knowledge, whatever the node recorded)
         self.damaged: dict[str, str] = {}
         self.leading_since: dict[str, tuple[int, int]] = {}  # node -> (term, virtual time it began leading)
+        # nodes some applied membership left out: re-added by id, such a node may stay behind for good
+        # when the leader's snapshot predates its re-addition (it refuses a snapshot without itself)
+        self.removed_once: set[str] = set()
         self.halted = False  # a node refused the other branch of a permitted fork: the run ends early
 
     def _make_brokers_and_admins(self) -> None:
@@ -283,6 +286,8 @@ class World:
         """Every node must apply the same membership at the same index (a restarted node replays
         the changes after its snapshot on top of the membership it saved last, so only a node's
         first life is compared; announcements at start name no applied change)."""
+        if change.index != 0:
+            self.removed_once.update(set(self.node_ids) - set(change.voters) - set(change.learners))
         if node.incarnation > 1 or change.index == 0:
             return
         self.checker.on_membership(node.id, change.index, (change.voters, change.learners,
@@ -375,22 +380,28 @@ class World:
 
     def _check_repairs_ended(self) -> None:
         """Liveness: a damaged node that is up and a member ends its repair once the network is
-        healed and one leader has served long enough (REPAIR_DEADLINE_US)."""
+        healed and, for REPAIR_DEADLINE_US, one leader has served and the node has run. Not
+        checked: a node re-added by id after a removal (it refuses a leader's snapshot that
+        predates its re-addition and stays behind, repairing or not: pitfall 17)."""
         if not self.damaged:
             return
         leader = self.leader()
         since = self.leading_since.get(leader.id) if leader is not None else None
-        if leader is None or since is None or since[0] != node_view(leader).term \
-                or self.events.now_us - since[1] < REPAIR_DEADLINE_US:
+        now = self.events.now_us
+        if leader is None or since is None or since[0] != node_view(leader).term or now - since[1] < REPAIR_DEADLINE_US:
             self.count("repairs_unfinished_without_a_steady_leader")
             return
         for node_id in sorted(self.damaged):
             node = self.nodes[node_id]
-            if node.up and not node.retired and node_id in leader.conf_state.members:
-                self.checker.fail(f"liveness: {node_id} is still repairing ({self.damaged[node_id]}) although "
-                                  f"{leader.id} has led term {since[0]} for "
-                                  f"{(self.events.now_us - since[1]) // 1000} ms with the network healed")
-                return
+            if not node.up or node.retired or node_id not in leader.conf_state.members:
+                continue
+            if node_id in self.removed_once or now - node.started_us < REPAIR_DEADLINE_US:
+                self.count("repairs_unfinished_unchecked")
+                continue
+            self.checker.fail(f"liveness: {node_id} is still repairing ({self.damaged[node_id]}) although "
+                              f"{leader.id} has led term {since[0]} for {(now - since[1]) // 1000} ms and it has "
+                              f"run for {(now - node.started_us) // 1000} ms with the network healed")
+            return
 
     def after_persist(self, node: ReplicaSimNode) -> None:
         if node.raw is not None:
