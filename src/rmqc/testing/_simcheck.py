@@ -14,9 +14,12 @@ global registries of what the whole cluster has done:
 - membership: every node applies the same membership (voters, learners, addresses) at each index.
 
 Storage faults (the corruption profile): a node whose disk was damaged or lost its tail no longer
-holds intact copies of what it lost. At each such fault, every committed entry the node lost is
-looked at: if fewer than a majority of the voters (and of all the nodes) still hold it intact, its
-loss is allowed (`forgiven`), since no protocol keeps what no majority holds. Durability, leader
+holds intact copies of what it lost; a node found damaged is repairing ("fenced") until it ends its
+repair, and votes for nobody meanwhile, so it protects every entry as an intact copy would. At each
+fault, every committed entry the node lost is looked at, and when a node ends its repair, every
+committed entry it does not hold: if fewer than a majority of the voters (or of all the nodes) hold
+it intact or are fenced, its loss is allowed (`forgiven`), since no protocol keeps what no majority
+holds or protects. Durability, leader
 completeness, state-machine safety and the final durable-majority check then let another entry
 take that index; the history forks there (`forked_at`), and from that index on those checks are
 off for the rest of the run (the two branches differ everywhere after it). Every other committed
@@ -28,7 +31,7 @@ The first violation is recorded as text; the run stops at it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
 from rmqc.errors import CompactedError, UnavailableError
@@ -183,18 +186,30 @@ class SafetyChecker:
         return {index for index, record in self.applied.items() if _holds(storage, index, record.term)}
 
     def on_copies_lost(self, node: str, held_before: set[int], storages: Mapping[str, Storage],
-                       quorums: Sequence[tuple[Sequence[str], int]]) -> list[int]:
-        """`node`'s storage was damaged or lost its tail: the committed entries it held before and
-        lost are forgiven when fewer than `need` of the nodes `ids` of any of `quorums` still hold
-        them intact. Returns the indexes newly forgiven."""
+                       quorums: Sequence[tuple[Sequence[str], int]], fenced: Set[str] = frozenset()) -> list[int]:
+        """`node`'s storage was damaged or lost its tail: each committed entry it held before and
+        lost is forgiven when, for one of `quorums` (ids, need), fewer than `need` of those ids
+        still hold it intact or are `fenced` (repairing: they cannot vote for a leader that lacks
+        it). Returns the indexes newly forgiven."""
+        lost = [index for index in sorted(held_before)
+                if index not in self.forgiven and not _holds(storages[node], index, self.applied[index].term)]
+        return self._forgive_unprotected(lost, storages, quorums, fenced)
+
+    def on_unfenced(self, node: str, storages: Mapping[str, Storage], quorums: Sequence[tuple[Sequence[str], int]],
+                    fenced: Set[str]) -> list[int]:
+        """`node` ended its repair and votes again: what it does not hold loses its protection."""
+        missing = [index for index, record in sorted(self.applied.items())
+                   if index not in self.forgiven and not _holds(storages[node], index, record.term)]
+        return self._forgive_unprotected(missing, storages, quorums, fenced)
+
+    def _forgive_unprotected(self, indexes: Sequence[int], storages: Mapping[str, Storage],
+                             quorums: Sequence[tuple[Sequence[str], int]], fenced: Set[str]) -> list[int]:
         forgiven = []
-        for index in sorted(held_before):
+        for index in indexes:
             term = self.applied[index].term
-            if index in self.forgiven or _holds(storages[node], index, term):
-                continue
             for ids, need in quorums:
-                holders = [n for n in ids if n != node and n in storages and _holds(storages[n], index, term)]
-                if len(holders) < need:
+                protecting = [n for n in ids if n in fenced or (n in storages and _holds(storages[n], index, term))]
+                if len(protecting) < need:
                     self.forgiven.add(index)
                     forgiven.append(index)
                     break
@@ -207,18 +222,20 @@ class SafetyChecker:
             return True
         return False
 
-    def check_durable_majority(self, storages: dict[str, Storage], *, needed: int | None = None) -> None:
+    def check_durable_majority(self, storages: dict[str, Storage], *, needed: int | None = None,
+                               fenced: Set[str] = frozenset()) -> None:
         """Durability at the end of a run: every committed entry is in the durable log of `needed`
         of the given nodes (or behind their snapshot); by default a majority of them. Single-server
         changes keep any quorum a majority of all nodes, since at most one node is ever outside the
-        voters."""
+        voters. A `fenced` node (repairing damaged storage, so it votes for no leader lacking the
+        entry) counts as a holder: it gets the entry back before it votes again."""
         needed = len(storages) // 2 + 1 if needed is None else needed
         for index in sorted(self.applied):
             if index in self.forgiven or (self.forked_at is not None and index >= self.forked_at):
                 continue
             term = self.applied[index].term
             holders = [n for n in sorted(storages) if _holds(storages[n], index, term)]
-            if len(holders) < needed:
+            if len(holders) + len((fenced & storages.keys()) - set(holders)) < needed:
                 self.fail(
                     f"durability: committed entry {index} (term {term}) is durable only on "
                     f"{holders or 'no node'}"

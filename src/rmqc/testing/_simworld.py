@@ -28,6 +28,7 @@ from ._simnemesis import Nemesis, NemesisKnobs
 from ._simnet import LinkFaults, SimNetwork
 from ._simreplica import NodeKnobs, Remote, ReplicaSimNode
 from ._simstatus import node_view
+from ._simstorage import CrashableStorage
 
 # The last lines of what happened, printed with a failing seed; enough to see the faults and
 # leader changes that led to it without drowning the reader.
@@ -362,21 +363,27 @@ class World:
                    f"(log {before} -> {node.storage.last_index()})")
         self._copies_lost(node, held)
 
-    def _copies_lost(self, node: ReplicaSimNode, held: set[int]) -> None:
+    def _quorums(self) -> tuple[dict[str, CrashableStorage], list[tuple[list[str], int]]]:
         storages = {node_id: self.nodes[node_id].storage for node_id in self.node_ids}
-        everyone = self.current_ids()
-        voters = self.final_voters()
-        quorums = [(everyone, len(everyone) // 2 + 1), (voters, len(voters) // 2 + 1)]
-        forgiven = self.checker.on_copies_lost(node.id, held, storages, quorums)
+        everyone, voters = self.current_ids(), list(self.final_voters())
+        return storages, [(everyone, len(everyone) // 2 + 1), (voters, len(voters) // 2 + 1)]
+
+    def _copies_lost(self, node: ReplicaSimNode, held: set[int]) -> None:
+        storages, quorums = self._quorums()
+        self._report_forgiven(self.checker.on_copies_lost(node.id, held, storages, quorums, set(self.damaged)))
+
+    def _report_forgiven(self, forgiven: list[int]) -> None:
         if forgiven:
             self.count("committed_below_majority")
-            self.trace(f"committed {forgiven[0]}..{forgiven[-1]} now intact on fewer than a majority: "
-                       "their loss is allowed")
+            self.trace(f"committed {forgiven[0]}..{forgiven[-1]} now on fewer than a majority of intact "
+                       "copies and repairing nodes: their loss is allowed")
 
     def on_end_repair(self, node: ReplicaSimNode) -> None:
         if self.damaged.pop(node.id, None) is not None:
             self.count("repairs_ended")
             self.trace(f"{node.id} ended its repair")
+            storages, quorums = self._quorums()
+            self._report_forgiven(self.checker.on_unfenced(node.id, storages, quorums, set(self.damaged)))
 
     def _check_repairs_ended(self) -> None:
         """Liveness: a damaged node that is up and a member ends its repair once the network is
@@ -458,9 +465,11 @@ class World:
             if self.operators:
                 voters = self.final_voters()
                 self.checker.check_durable_majority({n: self.nodes[n].storage for n in voters},
-                                                    needed=len(voters) - (len(voters) // 2 + 1) + 1)
+                                                    needed=len(voters) - (len(voters) // 2 + 1) + 1,
+                                                    fenced=set(self.damaged))
             else:
-                self.checker.check_durable_majority({n: self.nodes[n].storage for n in self.node_ids})
+                self.checker.check_durable_majority({n: self.nodes[n].storage for n in self.node_ids},
+                                                    fenced=set(self.damaged))
         # A permitted loss (the history forked at a committed entry no majority held intact any
         # more) takes the controller's committed stream with it: its checks stop at the fork.
         if self.checker.ok and self.checker.forked_at is None:

@@ -50,15 +50,19 @@ durable on a majority, acknowledged ids kept and never shared, brokers following
 master, linearizable and lease reads linearizable per group, stale reads monotonic per node.
 
 With storage faults (profile "corruption"), the checker knows which copies each fault destroyed
-(undetected loss counts as destroyed; what a repair kept is intact). A committed entry that fewer
-than a majority of the voters (or of all nodes) still hold intact after a fault may be lost: only
-then may another entry take its index (durability, leader completeness, state-machine safety and
-the final durable-majority check allow it, and the run's history forks there: those checks, and the
-controller's, stop at the fork; a node that then refuses the other branch ends the run). Every
-other committed entry stays checked. Besides: a node whose storage was found damaged never grants
+(undetected loss counts as destroyed; what a repair kept is intact) and which nodes are repairing
+(found damaged, repair not ended: they must vote for nobody, so they protect every entry as a
+copy would until they hold it again). A committed entry may be lost only once fewer than a
+majority of the voters (or of all nodes) hold it intact or are repairing: at a fault, or when a
+node ends its repair without it. Only then may another entry take its index (durability, leader
+completeness, state-machine safety and the final durable-majority check allow it, and the run's
+history forks there: those checks, and the controller's, stop at the fork; a node that then refuses
+the other branch ends the run). Every other committed entry stays checked: in particular one that a
+majority holds intact is never lost. Besides: a node whose storage was found damaged never grants
 a vote or pre-vote, never campaigns and never leads until it ended its repair (the simulator's own
-knowledge, whatever the node recorded); and once the network is healed and one leader has led for
-300 ms, every damaged node that is up and a member has ended its repair (liveness).
+knowledge, whatever the node recorded); and once the network is healed, one leader has led for
+300 ms and the node has run for 300 ms, every damaged node that is a member has ended its repair
+(liveness; a node re-added by id after a removal is not checked: pitfall 17).
 
 Mutants (`--mutant NAME`) put a known bug back into shipped code for the run (MUTANTS, each in the
 profile where it shows): the checkers must catch it.
