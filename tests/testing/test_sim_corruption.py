@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 from rmqc.raft._core import RaftCore
+from rmqc.testing import _simworld
 from rmqc.testing.sim import PROFILES, mutant, nodes_for_seed, run_seed, run_seeds
 
 CORRUPTION = PROFILES["corruption"]
@@ -54,6 +55,24 @@ def test_a_node_voting_with_what_it_lost_is_caught() -> None:
     assert found is not None
     assert "while repairing its damaged storage" in found[1] or "liveness" in found[1], found
     print(f"repair-without-fence caught at seed {found[0]}: {found[1]}")
+
+
+def test_a_node_voting_with_what_it_lost_loses_committed_entries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same mutant with the vote, campaign and liveness checks blind (the simulator forgets
+    which nodes are repairing once the fault is recorded): a leader elected with the damaged node's
+    vote lacks an entry committed with its lost ack (seed 58 when this was written)."""
+    damage_storage = _simworld.World.damage_storage
+
+    def blind(world: _simworld.World, node: object, rng: object) -> None:
+        damage_storage(world, node, rng)  # type: ignore[arg-type]
+        world.damaged.pop(node.id, None)  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(_simworld.World, "damage_storage", blind)
+    with mutant("repair-without-fence"):
+        found = first_failure(range(80))
+    assert found is not None
+    assert found[1].startswith(("leader completeness", "durability", "state-machine safety")), found
+    print(f"caught at seed {found[0]}: {found[1]}")
 
 
 def test_a_repair_that_never_ends_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:

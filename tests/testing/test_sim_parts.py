@@ -292,3 +292,25 @@ def test_checker_after_a_forgiven_loss_still_checks_leaders_before_the_fork() ->
     checker.observe_leader("n1", 3)
     checker.check_leader_log("n1", 3, holding(2, {2: 2}))
     assert not checker.ok and "leader completeness" in checker.violations[0]
+
+
+def test_checker_counts_a_repairing_node_as_protecting_what_it_lost_until_its_repair_ends() -> None:
+    checker = SafetyChecker()
+    for index in (1, 2, 3):
+        checker.on_apply("n0", entry(index, 1), ())
+    quorums = [(("n0", "n1", "n2"), 2)]
+    storages = {"n0": holding(3), "n1": holding(1), "n2": holding(2)}
+    # n1 found damaged: it repairs and votes for nobody, so entry 3 (on n0 alone) is still safe
+    assert checker.on_copies_lost("n1", {1, 2, 3}, storages, quorums, fenced={"n1"}) == []
+    checker.check_durable_majority(storages, fenced={"n1"})
+    assert checker.ok
+    checker.before_save("n2", holding(3), [entry(3, 2)])
+    assert not checker.ok and "overwrites committed entry 3" in checker.violations[0]
+    # had it ended its repair without entry 3, the loss would be allowed
+    checker = SafetyChecker()
+    for index in (1, 2, 3):
+        checker.on_apply("n0", entry(index, 1), ())
+    checker.on_copies_lost("n1", {1, 2, 3}, storages, quorums, fenced={"n1"})
+    assert checker.on_unfenced("n1", storages, quorums, fenced=set()) == [3]
+    storages["n1"] = holding(3)  # ended holding it: nothing more forgiven
+    assert checker.on_unfenced("n1", storages, quorums, fenced=set()) == []
