@@ -306,11 +306,21 @@ def test_checker_counts_a_repairing_node_as_protecting_what_it_lost_until_its_re
     assert checker.ok
     checker.before_save("n2", holding(3), [entry(3, 2)])
     assert not checker.ok and "overwrites committed entry 3" in checker.violations[0]
-    # had it ended its repair without entry 3, the loss would be allowed
+    # its repair must not end before it holds entry 3 again (a stale leader's commit index)
     checker = SafetyChecker()
     for index in (1, 2, 3):
         checker.on_apply("n0", entry(index, 1), ())
     checker.on_copies_lost("n1", {1, 2, 3}, storages, quorums, fenced={"n1"})
-    assert checker.on_unfenced("n1", storages, quorums, fenced=set()) == [3]
-    storages["n1"] = holding(3)  # ended holding it: nothing more forgiven
     assert checker.on_unfenced("n1", storages, quorums, fenced=set()) == []
+    assert not checker.ok and "n1 ends its repair without committed entry 2" in checker.violations[0]
+    checker = SafetyChecker()
+    for index in (1, 2, 3):
+        checker.on_apply("n0", entry(index, 1), ())
+    checker.on_copies_lost("n1", {1, 2, 3}, storages, quorums, fenced={"n1"})
+    storages["n1"] = holding(3)  # it ends holding it again
+    assert checker.on_unfenced("n1", storages, quorums, fenced=set()) == [] and checker.ok
+    # n2 then silently loses 3 while n0 is repairing (and protects it); once n0 ends its repair
+    # without it (it never lost it: it did not hold it), only n1 holds it: its loss is allowed
+    storages = {"n0": holding(2), "n1": holding(3), "n2": holding(2)}
+    assert checker.on_copies_lost("n2", {1, 2, 3}, storages, quorums, fenced={"n0"}) == []
+    assert checker.on_unfenced("n0", storages, quorums, fenced=set()) == [3] and checker.ok

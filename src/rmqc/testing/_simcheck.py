@@ -19,7 +19,9 @@ repair, and votes for nobody meanwhile, so it protects every entry as an intact 
 fault, every committed entry the node lost is looked at, and when a node ends its repair, every
 committed entry it does not hold: if fewer than a majority of the voters (or of all the nodes) hold
 it intact or are fenced, its loss is allowed (`forgiven`), since no protocol keeps what no majority
-holds or protects. Durability, leader
+holds or protects. A node that ends its repair must hold again every committed entry it lost since
+it was found damaged (unless that loss was allowed meanwhile): the commit index a leader gives it
+covers them all, when that leader leads. Durability, leader
 completeness, state-machine safety and the final durable-majority check then let another entry
 take that index; the history forks there (`forked_at`), and from that index on those checks are
 off for the rest of the run (the two branches differ everywhere after it). Every other committed
@@ -64,6 +66,8 @@ class SafetyChecker:
     # committed indexes whose intact copies fell below a majority at a storage fault (their loss is allowed)
     forgiven: set[int] = field(default_factory=set)
     forked_at: int | None = None  # the first forgiven index where another entry was then taken
+    # repairing node -> committed indexes it lost since it was found damaged: held again when it ends
+    lost_while_repairing: dict[str, set[int]] = field(default_factory=dict)
 
     def fail(self, what: str) -> None:
         self.violations.append(what)
@@ -193,11 +197,22 @@ class SafetyChecker:
         it). Returns the indexes newly forgiven."""
         lost = [index for index in sorted(held_before)
                 if index not in self.forgiven and not _holds(storages[node], index, self.applied[index].term)]
+        if node in fenced:
+            self.lost_while_repairing.setdefault(node, set()).update(lost)
         return self._forgive_unprotected(lost, storages, quorums, fenced)
 
     def on_unfenced(self, node: str, storages: Mapping[str, Storage], quorums: Sequence[tuple[Sequence[str], int]],
                     fenced: Set[str]) -> list[int]:
-        """`node` ended its repair and votes again: what it does not hold loses its protection."""
+        """`node` ended its repair and votes again. It must hold again every committed entry it lost
+        since it was found damaged (a leader that committed in its term gave it a commit index at
+        least that high), unless that loss was allowed meanwhile; what else it does not hold loses
+        its protection."""
+        early = sorted(index for index in self.lost_while_repairing.pop(node, set())
+                       if index not in self.forgiven and not _holds(storages[node], index, self.applied[index].term))
+        if early:
+            self.fail(f"repair: {node} ends its repair without committed entry {early[0]} "
+                      f"(term {self.applied[early[0]].term}), which it lost when its storage was damaged")
+            return []
         missing = [index for index, record in sorted(self.applied.items())
                    if index not in self.forgiven and not _holds(storages[node], index, record.term)]
         return self._forgive_unprotected(missing, storages, quorums, fenced)
