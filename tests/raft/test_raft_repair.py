@@ -172,3 +172,38 @@ def test_repair_under_random_leader_changes_keeps_every_committed_entry(seed: in
     net.tick_until(lambda: net.node("n3").raft.repair is None, 400)
     assert [e.data for e in net.storages["n3"].entries(1, committed + 1)] == before
 
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "known weakness, not fixed yet: the repaired node's term went back with its log, so it follows a "
+    "stale leader of an older term, acks it (its acks count toward that leader's commits) and ends "
+    "its repair with that leader's stale commit index. A fix: the leader answers REPAIR, and counts "
+    "the node's acks, only once a quorum without the node confirmed it still leads"))
+def test_a_stale_leader_cannot_end_a_repair_or_commit_with_the_repairing_nodes_acks() -> None:
+    """n1 leads term 2 and is cut off; n2 wins term 3 with n3 and commits e0..e2 with n3's acks.
+    n3's storage loses everything after term 2 (its term goes back to 2) and it repairs; then only
+    n1 and n3 can talk. n1 never heard of term 3: n3 must neither help it commit nor end its repair
+    with n1's commit index, since e0..e2 are intact on n2 and n3 can no longer vote them away."""
+    net = elected(["n1", "n2", "n3"])
+    net.propose("n1", b"before")
+    old_term, keep_last = net.node("n1").raft.term, net.storages["n3"].last_index()
+    net.isolate("n1")
+    net.unstick()
+    net.elect("n2")
+    for number in range(3):
+        net.propose("n2", b"e%d" % number)
+    committed_by_n2 = net.storages["n2"].entries(1, net.node("n2").raft.log.committed + 1)
+    restart_damaged(net, "n3", keep_last, repair=True)
+    assert net.node("n3").raft.term == old_term
+    net.recover()
+    net.isolate("n2")
+    for _ in range(5):
+        net.tick(["n1", "n3"])
+        record_ended_repairs(net)
+    net.propose("n1", b"stale")
+    for _ in range(5):
+        net.tick(["n1", "n3"])
+    assert net.node("n3").raft.repair is not None, "ended with a stale leader's commit index"
+    committed_by_n1 = net.storages["n1"].entries(1, net.node("n1").raft.log.committed + 1)
+    common = min(len(committed_by_n1), len(committed_by_n2))
+    assert committed_by_n1[:common] == committed_by_n2[:common], "two entries committed at one index"
