@@ -60,7 +60,8 @@ history forks there: those checks, and the controller's, stop at the fork; a nod
 the other branch ends the run). Every other committed entry stays checked: in particular one that a
 majority holds intact is never lost. Besides: a node whose storage was found damaged never grants
 a vote or pre-vote, never campaigns and never leads until it ended its repair (the simulator's own
-knowledge, whatever the node recorded); and once the network is healed, one leader has led for
+knowledge, whatever the node recorded); it ends its repair only holding again every committed entry
+it lost since it was found damaged (unless that loss was allowed meanwhile); and once the network is healed, one leader has led for
 300 ms and the node has run for 300 ms, every damaged node that is a member has ended its repair
 (liveness; a node re-added by id after a removal is not checked: pitfall 17).
 
