@@ -658,6 +658,8 @@ class RaftCore:
         repair = self.repair
         if repair is None or repair.target is None:
             return
+        if self.log.unstable.snapshot is not None:
+            return  # a snapshot received but not yet saved: stable_last_index already counts it
         index, term = repair.target
         covered = index <= self.log.storage.first_index() - 1  # under our durable snapshot
         if covered or (index <= self.log.stable_last_index() and self.log.match_term(index, term)):

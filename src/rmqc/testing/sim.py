@@ -61,9 +61,10 @@ the other branch ends the run). Every other committed entry stays checked: in pa
 majority holds intact is never lost. Besides: a node whose storage was found damaged never grants
 a vote or pre-vote, never campaigns and never leads until it ended its repair (the simulator's own
 knowledge, whatever the node recorded); it ends its repair only holding again every committed entry
-it lost since it was found damaged (unless that loss was allowed meanwhile); and once the network is healed, one leader has led for
-300 ms and the node has run for 300 ms, every damaged node that is a member has ended its repair
-(liveness; a node re-added by id after a removal is not checked: pitfall 17).
+it lost since it was found damaged (unless that loss was allowed meanwhile); and once the network
+is healed, one leader has led for 300 ms and the node has run for 300 ms, every damaged node that
+is a member has ended its repair (liveness; a node re-added by id after a removal is not checked:
+pitfall 17).
 
 Mutants (`--mutant NAME`) put a known bug back into shipped code for the run (MUTANTS, each in the
 profile where it shows): the checkers must catch it.
