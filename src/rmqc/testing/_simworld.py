@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from rmqc.errors import RmqcError
 from rmqc.raft._errors import RaftInvariantError
+from rmqc.raft._progress import ProgressState
 from rmqc.raft._types import EntryType, Message, MessageType
 from rmqc.remoting import RemotingCommand
 from rmqc.replica import MembersChanged
@@ -404,6 +405,12 @@ class World:
                 continue
             if node_id in self.removed_once or now - node.started_us < REPAIR_DEADLINE_US:
                 self.count("repairs_unfinished_unchecked")
+                continue
+            progress = leader.raw.raft.progress.get(node_id)
+            if progress is not None and progress.state is ProgressState.SNAPSHOT:
+                # a snapshot on its way, or lost: the simulated network reports no lost send (the
+                # real transport does), so the leader retries after SNAPSHOT_REPORT_TIMEOUT_ELECTIONS
+                self.count("repairs_unfinished_snapshot_in_flight")
                 continue
             self.checker.fail(f"liveness: {node_id} is still repairing ({self.damaged[node_id]}) although "
                               f"{leader.id} has led term {since[0]} for {(now - since[1]) // 1000} ms and it has "

@@ -63,8 +63,9 @@ a vote or pre-vote, never campaigns and never leads until it ended its repair (t
 knowledge, whatever the node recorded); it ends its repair only holding again every committed entry
 it lost since it was found damaged (unless that loss was allowed meanwhile); and once the network
 is healed, one leader has led for 300 ms and the node has run for 300 ms, every damaged node that
-is a member has ended its repair (liveness; a node re-added by id after a removal is not checked:
-pitfall 17).
+is a member has ended its repair (liveness; not checked: a node re-added by id after a removal,
+pitfall 17, and a node the leader is sending a snapshot, which it retries only after 5 election
+timeouts when the simulated network lost it).
 
 Mutants (`--mutant NAME`) put a known bug back into shipped code for the run (MUTANTS, each in the
 profile where it shows): the checkers must catch it.
