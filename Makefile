@@ -37,10 +37,12 @@ $(INTEROP_STAMP): $(INTEROP)/pom.xml $(wildcard $(INTEROP)/src/main/java/org/rmq
 
 interop: $(INTEROP_STAMP)
 
-# the whole suite: lint, the tests, then 300 seeds of the deterministic simulator
+# the whole suite: lint, the tests, then 300 seeds of the deterministic simulator and 200 of its
+# corruption profile (damaged and short disks; ~35 s of CPU, about what the 300 take)
 test: deps lint interop
 	$(BIN)/python -m pytest
 	$(BIN)/python -m rmqc.testing.sim --seeds 300
+	$(BIN)/python -m rmqc.testing.sim --profile corruption --seeds 200
 
 # what the suite needs beyond .venv (a Java runtime, faketime, e2fsprogs): apt-get, only when missing
 .PHONY: deps

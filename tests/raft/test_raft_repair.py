@@ -9,8 +9,9 @@ import random
 import pytest
 
 from rmqc.raft import Config, HardState, MemoryStorage, MessageType, RawNode, Role
+from rmqc.raft._types import ConfState, Snapshot, SnapshotMeta
 
-from .raftnet import Network, elected
+from .raftnet import Network, elected, msg
 
 
 def damaged_copy(storage: MemoryStorage, keep_last: int) -> MemoryStorage:
@@ -227,3 +228,28 @@ def test_a_repairing_node_answers_no_append_before_a_majority_told_it_their_term
     assert net.node("n3").raft.repair is not None and net.node("n3").raft.repair.fence_term is None
     net.recover()
     net.tick_until(lambda: net.node("n3").raft.repair is None, 50)
+
+
+def test_a_repair_ends_only_once_the_leaders_snapshot_is_saved() -> None:
+    """A node that gave its log up gets the leader's snapshot and then its REPAIR_ACK (reordered on
+    the way): the repair must not end (and be recorded over) before that snapshot is durable, else
+    a crash in between restarts it empty and voting. Found by the simulator's corruption profile
+    (seed 5219): the core counted the unsaved snapshot as its stable log."""
+    storage = MemoryStorage()
+    storage.begin_repair("test: the log was given up")
+    node = RawNode(Config(id="n3", repairing=True, repair_peers=("n1", "n2", "n3")), storage, random.Random(3))
+    for voter in ("n1", "n2"):  # the term probe answered by a majority: the node acts on appends
+        node.step(msg(MessageType.REPAIR_PROBE_RESP, voter, "n3", 3))
+    conf = ConfState(voters=("n1", "n2", "n3"))
+    snapshot = Snapshot(SnapshotMeta(20, 3, conf), b"state at 20")
+    for message in (msg(MessageType.APP, "n1", "n3", 3, index=20, log_term=3, commit=20),
+                    msg(MessageType.SNAP, "n1", "n3", 3, snapshot=snapshot),
+                    msg(MessageType.REPAIR_ACK, "n1", "n3", 3, commit=20, log_term=3)):
+        node.step(message)
+    assert node.raft.repair is not None and node.take_ended_repair() is None
+    rd = node.ready()
+    assert rd.snapshot is not None and rd.snapshot.meta.index == 20
+    assert node.take_ended_repair() is None, "ended before the snapshot was saved"
+    storage.save(rd.hard_state, rd.entries, rd.snapshot)
+    node.advance(rd)
+    assert node.raft.repair is None and node.take_ended_repair() is not None

@@ -174,6 +174,9 @@ class Watcher:
     def after_save(self, storage: CrashableStorage, entries: list, snapshot: object) -> None:
         self.seen.append(f"after {storage.last_index()}")
 
+    def on_end_repair(self, storage: CrashableStorage) -> None:
+        self.seen.append("repair ended")
+
 
 def test_crashable_storage_is_watched_and_loses_power_inside_a_write() -> None:
     watcher = Watcher()
@@ -188,3 +191,136 @@ def test_crashable_storage_is_watched_and_loses_power_inside_a_write() -> None:
     assert not storage.arm_crash  # one crash per arming
     storage.save(None, [entry(2, 2)], None)
     assert storage.last_index() == 2
+
+
+# -- storage faults (the corruption profile) ---------------------------------------------------
+
+
+def written(watcher: Watcher, last: int, *, remember: bool = False) -> CrashableStorage:
+    """Entries 1..last (term 1 up to 3, then term 2), one save each, committed up to last - 1."""
+    storage = CrashableStorage(watcher)
+    storage.remember_saves = remember
+    storage.save_conf_state(ConfState(("n0", "n1", "n2")))
+    for index in range(1, last + 1):
+        term = 1 if index <= 3 else 2
+        storage.save(HardState(term, "n1", index - 1), [entry(index, term)])
+    return storage
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_detected_damage_keeps_a_prefix_or_nothing_and_begins_the_repair(seed: int) -> None:
+    watcher = Watcher()
+    storage = written(watcher, 6)
+    if seed % 2:
+        storage.create_snapshot(4, ConfState(("n0", "n1", "n2")), b"state at 4")
+    damage = storage.damage(random.Random(seed))
+    assert damage is not None and storage.repair_reason() == f"sim: {damage.reason}"
+    hard_state, conf_state = storage.initial_state()
+    if damage.emptied:
+        assert storage.last_index() == 0 and storage.snapshot().is_empty
+        assert hard_state == HardState() and conf_state == ConfState()
+    else:
+        # the entries before the damage (never less than the snapshot), their last term, no vote
+        assert storage.last_index() == damage.kept_last and damage.kept_last >= (4 if seed % 2 else 0)
+        assert hard_state == HardState(storage.term(damage.kept_last), None, min(5, damage.kept_last))
+        assert conf_state.voters == ("n0", "n1", "n2")
+    storage.end_repair()
+    assert storage.repair_reason() is None and watcher.seen[-1] == "repair ended"
+
+
+def test_detected_damage_needs_something_stored() -> None:
+    assert written(Watcher(), 0).damage(random.Random(0)) is None
+
+
+def test_a_lost_tail_vanishes_silently_keeping_term_and_vote() -> None:
+    storage = written(Watcher(), 6, remember=True)
+    assert storage.lose_tail(2) == 2
+    assert storage.last_index() == 4 and storage.initial_state()[0] == HardState(2, "n1", 3)
+    assert storage.repair_reason() is None
+    assert storage.lose_tail(9) == 2  # only the saves still remembered (4 at most, 2 left)
+    assert storage.last_index() == 2
+    assert storage.lose_tail(1) == 0  # nothing more remembered to lose
+    damaged = written(Watcher(), 6, remember=True)
+    damaged.damage(random.Random(1))
+    assert damaged.lose_tail(1) == 0  # what was remembered described the disk before the damage
+    assert written(Watcher(), 6).lose_tail(1) == 0  # a run without lost tails remembers nothing
+
+
+def test_a_lost_tail_takes_the_later_snapshot_and_membership_with_it() -> None:
+    storage = written(Watcher(), 6, remember=True)
+    storage.create_snapshot(5, ConfState(("n0", "n1")), b"state at 5")
+    storage.save_conf_state(ConfState(("n0", "n1")))
+    storage.lose_tail(1)
+    assert storage.last_index() == 5 and storage.snapshot().is_empty
+    assert storage.initial_state()[1].voters == ("n0", "n1", "n2")
+
+
+def holding(last: int, term_of: dict[int, int] | None = None) -> MemoryStorage:
+    storage = MemoryStorage()
+    storage.save(HardState(1), [entry(i, (term_of or {}).get(i, 1)) for i in range(1, last + 1)])
+    return storage
+
+
+def test_checker_forgives_only_the_loss_of_what_no_majority_holds_intact() -> None:
+    checker = SafetyChecker()
+    for index in (1, 2, 3):
+        checker.on_apply("n0", entry(index, 1), ())
+    # entries 1..3 were on n0 and n1, 1..2 also on n2; n1 lost everything after 1
+    storages = {"n0": holding(3), "n1": holding(1), "n2": holding(2)}
+    held_before = {1, 2, 3}
+    assert checker.on_copies_lost("n1", held_before, storages, [(("n0", "n1", "n2"), 2)]) == [3]
+    assert checker.forgiven == {3}
+    # another entry at 3 is allowed (the history forks there), one at 2 is not
+    checker.before_save("n2", holding(3), [entry(3, 2)])
+    assert checker.ok and checker.forked_at == 3
+    checker.on_apply("n2", entry(3, 2), ())
+    assert checker.ok
+    checker.before_save("n2", holding(3), [entry(2, 2)])
+    assert not checker.ok and "overwrites committed entry 2" in checker.violations[0]
+
+
+def test_checker_after_a_forgiven_loss_still_checks_leaders_before_the_fork() -> None:
+    checker = SafetyChecker()
+    for index in (1, 2, 3):
+        checker.on_apply("n0", entry(index, 1), ())
+    checker.forgiven.add(3)
+    checker.observe_leader("n2", 2)
+    checker.check_leader_log("n2", 2, holding(3, {3: 2}))  # lacks only the forgiven entry
+    assert checker.ok and checker.forked_at == 3
+    checker.check_durable_majority({"n0": holding(2), "n1": holding(2), "n2": holding(3, {3: 2})})
+    assert checker.ok
+    checker.observe_leader("n1", 3)
+    checker.check_leader_log("n1", 3, holding(2, {2: 2}))
+    assert not checker.ok and "leader completeness" in checker.violations[0]
+
+
+def test_checker_counts_a_repairing_node_as_protecting_what_it_lost_until_its_repair_ends() -> None:
+    checker = SafetyChecker()
+    for index in (1, 2, 3):
+        checker.on_apply("n0", entry(index, 1), ())
+    quorums = [(("n0", "n1", "n2"), 2)]
+    storages = {"n0": holding(3), "n1": holding(1), "n2": holding(2)}
+    # n1 found damaged: it repairs and votes for nobody, so entry 3 (on n0 alone) is still safe
+    assert checker.on_copies_lost("n1", {1, 2, 3}, storages, quorums, fenced={"n1"}) == []
+    checker.check_durable_majority(storages, fenced={"n1"})
+    assert checker.ok
+    checker.before_save("n2", holding(3), [entry(3, 2)])
+    assert not checker.ok and "overwrites committed entry 3" in checker.violations[0]
+    # its repair must not end before it holds entry 3 again (a stale leader's commit index)
+    checker = SafetyChecker()
+    for index in (1, 2, 3):
+        checker.on_apply("n0", entry(index, 1), ())
+    checker.on_copies_lost("n1", {1, 2, 3}, storages, quorums, fenced={"n1"})
+    assert checker.on_unfenced("n1", storages, quorums, fenced=set()) == []
+    assert not checker.ok and "n1 ends its repair without committed entry 2" in checker.violations[0]
+    checker = SafetyChecker()
+    for index in (1, 2, 3):
+        checker.on_apply("n0", entry(index, 1), ())
+    checker.on_copies_lost("n1", {1, 2, 3}, storages, quorums, fenced={"n1"})
+    storages["n1"] = holding(3)  # it ends holding it again
+    assert checker.on_unfenced("n1", storages, quorums, fenced=set()) == [] and checker.ok
+    # n2 then silently loses 3 while n0 is repairing (and protects it); once n0 ends its repair
+    # without it (it never lost it: it did not hold it), only n1 holds it: its loss is allowed
+    storages = {"n0": holding(2), "n1": holding(3), "n2": holding(2)}
+    assert checker.on_copies_lost("n2", {1, 2, 3}, storages, quorums, fenced={"n0"}) == []
+    assert checker.on_unfenced("n0", storages, quorums, fenced=set()) == [3] and checker.ok

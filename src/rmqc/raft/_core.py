@@ -79,7 +79,7 @@ LOCAL_TYPES = frozenset({MT.SNAP_STATUS, MT.UNREACHABLE})
 # A repairing node's term probe and its answers skip the term checks (rmqc: "repair").
 REPAIR_PROBE_TYPES = frozenset({MT.REPAIR_PROBE, MT.REPAIR_PROBE_RESP})
 # What a repairing node leaves unanswered until it knows its fence term.
-LEADER_TO_FOLLOWER = frozenset({MT.APP, MT.HEARTBEAT, MT.SNAP, MT.TIMEOUT_NOW})
+LEADER_TO_FOLLOWER = frozenset({MT.APP, MT.HEARTBEAT, MT.SNAP, MT.TIMEOUT_NOW, MT.REPAIR_ACK})
 
 # Vote requests and the reply type each gets.
 VOTE_RESPONSE_OF = {MT.VOTE: MT.VOTE_RESP, MT.PRE_VOTE: MT.PRE_VOTE_RESP}
@@ -676,6 +676,8 @@ class RaftCore:
         repair = self.repair
         if repair is None or repair.target is None:
             return
+        if self.log.unstable.snapshot is not None:
+            return  # a snapshot received but not yet saved: stable_last_index already counts it
         index, term = repair.target
         covered = index <= self.log.storage.first_index() - 1  # under our durable snapshot
         if covered or (index <= self.log.stable_last_index() and self.log.match_term(index, term)):

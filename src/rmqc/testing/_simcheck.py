@@ -13,12 +13,27 @@ global registries of what the whole cluster has done:
 - apply after persist: a node applies an entry only once its own durable log holds it;
 - membership: every node applies the same membership (voters, learners, addresses) at each index.
 
+Storage faults (the corruption profile): a node whose disk was damaged or lost its tail no longer
+holds intact copies of what it lost; a node found damaged is repairing ("fenced") until it ends its
+repair, and votes for nobody meanwhile, so it protects every entry as an intact copy would. At each
+fault, every committed entry the node lost is looked at, and when a node ends its repair, every
+committed entry it does not hold: if fewer than a majority of the voters (or of all the nodes) hold
+it intact or are fenced, its loss is allowed (`forgiven`), since no protocol keeps what no majority
+holds or protects. A node that ends its repair must hold again every committed entry it lost since
+it was found damaged (unless that loss was allowed meanwhile): the commit index a leader gives it
+covers them all, when that leader leads. Durability, leader
+completeness, state-machine safety and the final durable-majority check then let another entry
+take that index; the history forks there (`forked_at`), and from that index on those checks are
+off for the rest of the run (the two branches differ everywhere after it). Every other committed
+entry, and every index before the fork, stays checked as before: a committed entry that a
+majority held intact is never lost.
+
 The first violation is recorded as text; the run stops at it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
 from rmqc.errors import CompactedError, UnavailableError
@@ -48,6 +63,11 @@ class SafetyChecker:
     # node -> (term, committed_max when it was seen leading): checked once its log is persisted
     leaders_to_check: dict[str, tuple[int, int]] = field(default_factory=dict)
     membership_at: dict[int, object] = field(default_factory=dict)  # index -> the membership applied there
+    # committed indexes whose intact copies fell below a majority at a storage fault (their loss is allowed)
+    forgiven: set[int] = field(default_factory=set)
+    forked_at: int | None = None  # the first forgiven index where another entry was then taken
+    # repairing node -> committed indexes it lost since it was found damaged: held again when it ends
+    lost_while_repairing: dict[str, set[int]] = field(default_factory=dict)
 
     def fail(self, what: str) -> None:
         self.violations.append(what)
@@ -88,6 +108,8 @@ class SafetyChecker:
             want = self.applied[index].term if index in self.applied else None
             have = _term_or_none(storage, index)
             if want is not None and have != want:
+                if self.may_fork(index):
+                    return
                 self.fail(
                     f"leader completeness: {node} leads term {term} but holds term {have} at "
                     f"index {index}, committed in term {want}"
@@ -102,7 +124,7 @@ class SafetyChecker:
             if old is None or old == entry.term:
                 continue
             committed = self.applied.get(entry.index)
-            if committed is not None and committed.term == old:
+            if committed is not None and committed.term == old and not self.may_fork(entry.index):
                 self.fail(
                     f"durability: {node} overwrites committed entry {entry.index} (term {old}) "
                     f"with term {entry.term}"
@@ -139,11 +161,13 @@ class SafetyChecker:
             self.committed_max = max(self.committed_max, entry.index)
             return
         if (record.term, record.type, record.data) != (entry.term, int(entry.type), entry.data):
+            if self.may_fork(entry.index):
+                return
             self.fail(
                 f"state-machine safety: {node} applies term {entry.term} at index {entry.index}, "
                 f"another node applied term {record.term} there"
             )
-        elif record.kv != kv:
+        elif record.kv != kv and not self.may_fork(entry.index):
             self.fail(f"state-machine safety: {node} reaches a different state at index {entry.index}")
 
     def check_applied_durable(self, node: str, storage: Storage, index: int, term: int) -> None:
@@ -156,21 +180,77 @@ class SafetyChecker:
         record = self.applied.get(index)
         if record is None:
             return  # nobody applied that index through entries yet; later applies are compared
-        if record.term != term or record.kv != kv:
+        if (record.term != term or record.kv != kv) and not self.may_fork(index):
             self.fail(f"state-machine safety: {node} installs a snapshot at {index} "
                       "that differs from the applied state")
 
+    # -- storage faults -----------------------------------------------------------------------
+    def held_committed(self, storage: Storage) -> set[int]:
+        """The committed indexes `storage` holds (in its log or behind its snapshot)."""
+        return {index for index, record in self.applied.items() if _holds(storage, index, record.term)}
 
-    def check_durable_majority(self, storages: dict[str, Storage], *, needed: int | None = None) -> None:
+    def on_copies_lost(self, node: str, held_before: set[int], storages: Mapping[str, Storage],
+                       quorums: Sequence[tuple[Sequence[str], int]], fenced: Set[str] = frozenset()) -> list[int]:
+        """`node`'s storage was damaged or lost its tail: each committed entry it held before and
+        lost is forgiven when, for one of `quorums` (ids, need), fewer than `need` of those ids
+        still hold it intact or are `fenced` (repairing: they cannot vote for a leader that lacks
+        it). Returns the indexes newly forgiven."""
+        lost = [index for index in sorted(held_before)
+                if index not in self.forgiven and not _holds(storages[node], index, self.applied[index].term)]
+        if node in fenced:
+            self.lost_while_repairing.setdefault(node, set()).update(lost)
+        return self._forgive_unprotected(lost, storages, quorums, fenced)
+
+    def on_unfenced(self, node: str, storages: Mapping[str, Storage], quorums: Sequence[tuple[Sequence[str], int]],
+                    fenced: Set[str]) -> list[int]:
+        """`node` ended its repair and votes again. It must hold again every committed entry it lost
+        since it was found damaged (a leader that committed in its term gave it a commit index at
+        least that high), unless that loss was allowed meanwhile; what else it does not hold loses
+        its protection."""
+        early = sorted(index for index in self.lost_while_repairing.pop(node, set())
+                       if index not in self.forgiven and not _holds(storages[node], index, self.applied[index].term))
+        if early:
+            self.fail(f"repair: {node} ends its repair without committed entry {early[0]} "
+                      f"(term {self.applied[early[0]].term}), which it lost when its storage was damaged")
+            return []
+        missing = [index for index, record in sorted(self.applied.items())
+                   if index not in self.forgiven and not _holds(storages[node], index, record.term)]
+        return self._forgive_unprotected(missing, storages, quorums, fenced)
+
+    def _forgive_unprotected(self, indexes: Sequence[int], storages: Mapping[str, Storage],
+                             quorums: Sequence[tuple[Sequence[str], int]], fenced: Set[str]) -> list[int]:
+        forgiven = []
+        for index in indexes:
+            term = self.applied[index].term
+            for ids, need in quorums:
+                protecting = [n for n in ids if n in fenced or (n in storages and _holds(storages[n], index, term))]
+                if len(protecting) < need:
+                    self.forgiven.add(index)
+                    forgiven.append(index)
+                    break
+        return forgiven
+
+    def may_fork(self, index: int) -> bool:
+        """Whether another entry may take `index` (a forgiven loss, or after the fork); it then forks there."""
+        if index in self.forgiven or (self.forked_at is not None and index >= self.forked_at):
+            self.forked_at = index if self.forked_at is None else min(self.forked_at, index)
+            return True
+        return False
+
+    def check_durable_majority(self, storages: dict[str, Storage], *, needed: int | None = None,
+                               fenced: Set[str] = frozenset()) -> None:
         """Durability at the end of a run: every committed entry is in the durable log of `needed`
         of the given nodes (or behind their snapshot); by default a majority of them. Single-server
         changes keep any quorum a majority of all nodes, since at most one node is ever outside the
-        voters."""
+        voters. A `fenced` node (repairing damaged storage, so it votes for no leader lacking the
+        entry) counts as a holder: it gets the entry back before it votes again."""
         needed = len(storages) // 2 + 1 if needed is None else needed
         for index in sorted(self.applied):
+            if index in self.forgiven or (self.forked_at is not None and index >= self.forked_at):
+                continue
             term = self.applied[index].term
             holders = [n for n in sorted(storages) if _holds(storages[n], index, term)]
-            if len(holders) < needed:
+            if len(holders) + len((fenced & storages.keys()) - set(holders)) < needed:
                 self.fail(
                     f"durability: committed entry {index} (term {term}) is durable only on "
                     f"{holders or 'no node'}"

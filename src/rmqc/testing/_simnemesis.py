@@ -3,7 +3,15 @@ one fault from a weighted table and applies it. Faults: symmetric partitions, is
 leader, one-way link cuts, cutting the leader off REJECT-style (its links reset and refused while
 it lives and serves clients), healing, crashes (with a restart later), pauses, leadership
 transfers and single-server membership changes (remove a voter, add it back as a learner, promote
-it)."""
+it).
+
+Corruption faults (NemesisKnobs.damage_p, lose_tail_p; profile "corruption"): each restart of a
+crashed node may first find its disk damaged (detected: the node restarts as `rmqc serve --repair`
+would, `CrashableStorage.damage`) or short of its last few saves (undetected: it restarts normally,
+`CrashableStorage.lose_tail`). Detected damage hits at most a minority of the nodes at once (a node
+counts until it ended its repair): with a majority repairing no leader could ever be elected again,
+which is the operator's problem, not the protocol's. Their choices come from a random.Random of
+their own, so runs without them are the same as before they existed."""
 
 from __future__ import annotations
 
@@ -52,6 +60,10 @@ class NemesisKnobs:
     # Faults of the simulated brokers, in runs that have them (the controller load): a broker
     # process dies (no heartbeats, answers lost) and restarts later with its id.
     broker_weights: dict[str, int] = field(default_factory=lambda: {"crash_broker": 3})
+    # Corruption faults, drawn at each restart of a crashed node (0: none, the default).
+    damage_p: float = 0.0  # the restart finds damage that storage detects: the node repairs
+    lose_tail_p: float = 0.0  # the restart finds the last 1..lose_tail_max_saves saves silently gone
+    lose_tail_max_saves: int = 3
 
 
 class Nemesis:
@@ -66,6 +78,7 @@ class Nemesis:
         names = sorted(name for name, weight in weights.items() if weight > 0)
         self.actions: list[Callable[[], None]] = [getattr(self, f"_{name}") for name in names]
         self.weights = [weights[name] for name in names]
+        self.disk_rng = random.Random(f"{world.seed}/disk")
 
     def start(self) -> None:
         self._schedule()
@@ -156,8 +169,22 @@ class Nemesis:
 
     def _restart(self, node: ReplicaSimNode) -> None:
         if not node.up and not node.retired:
+            self._disk_fault(node)
             node.start()
             self.world.trace(f"{node.id} restarts")
+
+    def _disk_fault(self, node: ReplicaSimNode) -> None:
+        """What the restarting node finds on its disk: maybe damage, maybe a lost tail."""
+        knobs = self.knobs
+        if not (knobs.damage_p or knobs.lose_tail_p) or not self.active:
+            return  # (nor in the quiet phase: a restart then is a crash's left-over, the disk is sound)
+        roll = self.disk_rng.random()
+        if roll < knobs.damage_p:
+            repairing = {node_id for node_id in self.world.damaged if not self.world.nodes[node_id].retired}
+            if len(repairing | {node.id}) <= (len(self.world.current_ids()) - 1) // 2:
+                self.world.damage_storage(node, self.disk_rng)
+        elif roll < knobs.damage_p + knobs.lose_tail_p:
+            self.world.lose_tail(node, self.disk_rng.randint(1, knobs.lose_tail_max_saves))
 
     def _pause(self) -> None:
         self._pause_node(self._pick_up_node())

@@ -134,8 +134,10 @@ class ReplicaSimNode:
         self.id = node_id
         self.knobs = knobs
         self.storage = CrashableStorage(self)
+        self.storage.remember_saves = world.knobs.nemesis.lose_tail_p > 0
         self.replica: Replica | None = None
         self.incarnation = 0
+        self.started_us = 0  # virtual time of the last start
         self.up = False
         self.paused = False
         self.saved = False
@@ -198,6 +200,7 @@ class ReplicaSimNode:
         rng = random.Random(f"{self.world.seed}/{self.id}/{self.incarnation}")
         self.outbox = []
         self.up, self.paused = True, False
+        self.started_us = self.world.events.now_us
         self.deferred.clear()
         self._wakeup_us = None
         self._drive_scheduled = False
@@ -214,7 +217,8 @@ class ReplicaSimNode:
         def observe(index: int, term: int, results: list[ApplyResult]) -> None:
             world.checker.check_applied_durable(node_id, self.storage, index, term)
             world.checker.on_apply(node_id, Entry(index, term, EntryType.NORMAL, b""), replica.state.snapshot())
-            world.controller_checker.on_apply(index, results, world.events.now_us)
+            if world.checker.forked_at is None:  # a permitted loss forked the committed stream: see World.finish
+                world.controller_checker.on_apply(index, results, world.events.now_us)
             applied(index, term, results)
 
         replica.proposals.applied = observe  # type: ignore[method-assign]
@@ -230,6 +234,9 @@ class ReplicaSimNode:
         if snapshot is not None and not snapshot.is_empty:
             self.world.count("snapshots_installed")
             checker.on_snapshot_installed(self.id, snapshot.meta.index, snapshot.meta.term, snapshot.data)
+
+    def on_end_repair(self, storage: CrashableStorage) -> None:
+        self.world.on_end_repair(self)  # type: ignore[arg-type]
 
     def crash(self) -> None:
         self.up = False

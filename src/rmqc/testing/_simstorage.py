@@ -1,20 +1,42 @@
 """The simulated disk: a MemoryStorage whose `save` is watched (the checkers see every write before
-and after it lands) and can lose power in the middle of a write.
+and after it lands), that can lose power in the middle of a write, and that can come back from a
+crash damaged or short (the corruption faults).
 
 `save` is synchronous, as the replica's contract has it (one transaction + fsync inside its driver
 step). An armed crash raises `PowerCut` from inside the next `save` that carries entries: nothing of
 that write is stored, and the replica's step ends there, so the actions it emitted before the save
 happen and nothing after. Membership records, snapshots and compaction are separate small writes
-and stay immediate."""
+and stay immediate.
+
+Corruption faults, applied by the nemesis to a stopped node just before it restarts (the only time
+a real node reads its files back):
+- `damage`: damage that real storage detects (a bit flip, a torn write, a truncation or a zeroed
+  region in the log beyond some index, or a snapshot failing its checksum). The storage becomes
+  what `rmqc serve --repair` keeps: either the log up to just before the damage, with the hard state
+  saved with that prefix (the term of its last entry, no vote, the commit index within it) and the
+  membership record, or (a damaged snapshot, or at random) nothing at all; and the repair is
+  recorded (`begin_repair`).
+- `lose_tail`: a disk that lied about its fsyncs: the last few `save`s with entries vanish
+  silently (with every write after the first of them: snapshot, compaction, membership record), and
+  the node restarts normally with the shorter log. The term and vote are kept (the model's one
+  mercy: a node that forgets its vote can elect two leaders in one term, which no protocol detects);
+  the commit index is the one saved with what is left.
+"""
 
 from __future__ import annotations
 
+import random
+from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from rmqc.errors import RmqcError
 from rmqc.raft import MemoryStorage
-from rmqc.raft._types import Entry, HardState, Snapshot
+from rmqc.raft._types import ConfState, Entry, HardState, Snapshot
+
+# How many recent saves the disk can still lose without noticing (the deepest `lose_tail`).
+TAIL_SAVES_KEPT = 4
 
 
 class PowerCut(RmqcError):
@@ -24,6 +46,28 @@ class PowerCut(RmqcError):
 class SaveWatcher(Protocol):
     def before_save(self, storage: CrashableStorage, entries: Sequence[Entry]) -> None: ...
     def after_save(self, storage: CrashableStorage, entries: Sequence[Entry], snapshot: Snapshot | None) -> None: ...
+    def on_end_repair(self, storage: CrashableStorage) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _DiskState:
+    """Everything the disk holds, as it was before one save."""
+
+    hard_state: HardState
+    conf_state: ConfState
+    snapshot: Snapshot
+    entries: tuple[Entry, ...]
+    repair_reason: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Damage:
+    """What a corruption fault did: `kept_last` is the last index the storage still holds (its
+    snapshot's index when only that is left; 0: nothing), `emptied` whether it was given up whole."""
+
+    reason: str
+    kept_last: int
+    emptied: bool
 
 
 class CrashableStorage(MemoryStorage):
@@ -31,11 +75,73 @@ class CrashableStorage(MemoryStorage):
         super().__init__()
         self._watcher = watcher
         self.arm_crash = False  # set by the nemesis: the next write with entries loses power
+        self.remember_saves = False  # set when the run may lose the tail (`lose_tail`): costs a copy per save
+        self._before_saves: deque[_DiskState] = deque(maxlen=TAIL_SAVES_KEPT)
 
     def save(self, hard_state: HardState | None, entries: Sequence[Entry], snapshot: Snapshot | None = None) -> None:
         if self.arm_crash and entries:
             self.arm_crash = False
             raise PowerCut("power lost during the fsync")
         self._watcher.before_save(self, entries)
+        if entries and self.remember_saves:
+            self._before_saves.append(self._state())
         super().save(hard_state, entries, snapshot)
         self._watcher.after_save(self, entries, snapshot)
+
+    def end_repair(self) -> None:
+        super().end_repair()
+        self._watcher.on_end_repair(self)
+
+    # -- corruption faults (the node is down) ------------------------------------------------
+    def damage(self, rng: random.Random) -> Damage | None:
+        """Detected damage, then what `rmqc serve --repair` keeps (None: nothing was stored that
+        could be damaged)."""
+        # the log the snapshot does not cover (entries it covers may not be compacted away yet)
+        first, last = max(self.first_index(), self._snapshot.meta.index + 1), self.last_index()
+        has_snapshot = not self._snapshot.is_empty
+        if has_snapshot and rng.random() < 0.2:
+            return self._give_up(f"the snapshot at {self._snapshot.meta.index} fails its checksum")
+        if last < first:
+            return None
+        bad = rng.randint(first, last)
+        what = rng.choice(("a flipped bit", "a torn write", "a truncation", "a zeroed region"))
+        if rng.random() < 0.5:
+            return self._give_up(f"{what} at index {bad} (the log is given up)")
+        keep = bad - 1  # >= the snapshot's index: the entries before the damage, or the snapshot and what it covers
+        commit = min(self._hard_state.commit, keep)
+        self._entries = self._entries[: keep - self._entries[0].index + 1]
+        self._hard_state = HardState(term=self.term(keep), vote=None, commit=commit)
+        reason = f"{what} at index {bad} (the log before it is kept)"
+        self._after_fault()
+        self.begin_repair(f"sim: {reason}")
+        return Damage(reason, keep, emptied=False)
+
+    def _give_up(self, reason: str) -> Damage:
+        self._hard_state, self._conf_state, self._snapshot = HardState(), ConfState(), Snapshot()
+        self._entries = [Entry(index=0, term=0)]
+        self._after_fault()
+        self.begin_repair(f"sim: {reason}")
+        return Damage(reason, 0, emptied=True)
+
+    def lose_tail(self, saves: int) -> int:
+        """The last `saves` saves with entries (at most as many as are remembered) and every write
+        after the first of them vanish; term and vote stay. Returns how many saves were lost."""
+        saves = min(saves, len(self._before_saves))
+        if saves == 0:
+            return 0
+        kept_state = self._before_saves[-saves]
+        term, vote = self._hard_state.term, self._hard_state.vote
+        self._hard_state = HardState(term=term, vote=vote, commit=kept_state.hard_state.commit)
+        self._conf_state, self._snapshot = kept_state.conf_state, kept_state.snapshot
+        self._entries = list(kept_state.entries)
+        self._repair_reason = kept_state.repair_reason
+        for _ in range(saves):  # the saves before the lost ones are still what the disk went through
+            self._before_saves.pop()
+        return saves
+
+    def _state(self) -> _DiskState:
+        return _DiskState(self._hard_state, self._conf_state, self._snapshot, tuple(self._entries),
+                          self._repair_reason)
+
+    def _after_fault(self) -> None:
+        self._before_saves.clear()  # what is remembered described the disk before the damage

@@ -12,6 +12,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from rmqc.errors import RmqcError
+from rmqc.raft._errors import RaftInvariantError
+from rmqc.raft._progress import ProgressState
 from rmqc.raft._types import EntryType, Message, MessageType
 from rmqc.remoting import RemotingCommand
 from rmqc.replica import MembersChanged
@@ -27,11 +29,15 @@ from ._simnemesis import Nemesis, NemesisKnobs
 from ._simnet import LinkFaults, SimNetwork
 from ._simreplica import NodeKnobs, Remote, ReplicaSimNode
 from ._simstatus import node_view
+from ._simstorage import CrashableStorage
 
 # The last lines of what happened, printed with a failing seed; enough to see the faults and
 # leader changes that led to it without drowning the reader.
 TRACE_LINES_KEPT = 40
 VOTE_GRANTS = frozenset({MessageType.VOTE_RESP, MessageType.PRE_VOTE_RESP})
+CAMPAIGNS = frozenset({MessageType.VOTE, MessageType.PRE_VOTE})
+# A repair must be over once one leader has served this long, with the network healed (liveness).
+REPAIR_DEADLINE_US = 300_000
 
 
 
@@ -51,6 +57,10 @@ class SimKnobs:
     brokers: BrokerKnobs = field(default_factory=BrokerKnobs)
     admins: AdminKnobs = field(default_factory=AdminKnobs)
     members: MembersKnobs | None = None  # an operator adding, promoting, removing, replacing nodes
+
+    @property
+    def disk_faults(self) -> bool:
+        return bool(self.nemesis.damage_p or self.nemesis.lose_tail_p)
 
 
 @dataclass(slots=True)
@@ -98,6 +108,14 @@ class World:
         self.counts: dict[str, int] = {}  # what happened, for the summary (leaders, crashes, ...)
         self.commit_seen: dict[tuple[str, int], int] = {}
         self._highest_sent: dict[tuple[str, str, int], int] = {}  # (leader, follower, term) -> index
+        # node -> why: its storage was found damaged and it has not ended its repair yet (the
+        # simulator's own knowledge, whatever the node recorded)
+        self.damaged: dict[str, str] = {}
+        self.leading_since: dict[str, tuple[int, int]] = {}  # node -> (term, virtual time it began leading)
+        # nodes some applied membership left out: re-added by id, such a node may stay behind for good
+        # when the leader's snapshot predates its re-addition (it refuses a snapshot without itself)
+        self.removed_once: set[str] = set()
+        self.halted = False  # a node refused the other branch of a permitted fork: the run ends early
 
     def _make_brokers_and_admins(self) -> None:
         k = self.knobs.brokers
@@ -173,6 +191,12 @@ class World:
     def send(self, message: Message) -> None:
         if message.type in VOTE_GRANTS and not message.reject:
             self._check_member_votes(message)
+            if message.frm in self.damaged:
+                self.checker.fail(f"{message.frm} grants a {message.type.name} to {message.to} in term "
+                                  f"{message.term} while repairing its damaged storage ({self.damaged[message.frm]})")
+        elif message.type in CAMPAIGNS and message.frm in self.damaged:
+            self.checker.fail(f"{message.frm} campaigns ({message.type.name} in term {message.term}) while "
+                              f"repairing its damaged storage ({self.damaged[message.frm]})")
         if message.entries:
             self._count_append(message)
         for delay in self.net.delays_us(message.frm, message.to):
@@ -264,6 +288,8 @@ class World:
         """Every node must apply the same membership at the same index (a restarted node replays
         the changes after its snapshot on top of the membership it saved last, so only a node's
         first life is compared; announcements at start name no applied change)."""
+        if change.index != 0:
+            self.removed_once.update(set(self.node_ids) - set(change.voters) - set(change.learners))
         if node.incarnation > 1 or change.index == 0:
             return
         self.checker.on_membership(node.id, change.index, (change.voters, change.learners,
@@ -277,9 +303,14 @@ class World:
             self.checker.observe_leader(node.id, view.term)
         if view.role != "follower" and _applied_own_removal(node):
             self.checker.fail(f"{node.id} is {view.role} in term {view.term} after applying its own removal")
+        if view.role != "follower" and node.id in self.damaged:
+            self.checker.fail(f"{node.id} is {view.role} in term {view.term} while repairing its damaged "
+                              f"storage ({self.damaged[node.id]})")
         previous = self.last_view.get(node.id)
         if previous != (view.role, view.term):
             self.last_view[node.id] = (view.role, view.term)
+            if view.role == "leader":
+                self.leading_since[node.id] = (view.term, self.events.now_us)
             if view.role in ("leader", "candidate"):
                 self.count(f"became_{view.role}")
                 self.trace(f"{node.id} becomes {view.role} in term {view.term}")
@@ -308,6 +339,84 @@ class World:
             self.checker.fail(f"{leader.id} leads with membership changes {pending} pending at once "
                               f"(applied {applied})")
 
+    # -- storage faults ---------------------------------------------------------------------------
+    def damage_storage(self, node: ReplicaSimNode, rng: random.Random) -> None:
+        """Detected damage on the stopped `node`'s disk: it restarts repairing what survived."""
+        held = self.checker.held_committed(node.storage)
+        damage = node.storage.damage(rng)
+        if damage is None:
+            return
+        self.damaged[node.id] = damage.reason
+        self.count("disk_damaged_emptied" if damage.emptied else "disk_damaged_prefix_kept")
+        kept = "nothing kept" if damage.emptied else f"kept up to {damage.kept_last}"
+        self.trace(f"nemesis: {node.id}'s disk is damaged: {damage.reason}; {kept}, repairing")
+        self._copies_lost(node, held)
+
+    def lose_tail(self, node: ReplicaSimNode, saves: int) -> None:
+        """Undetected loss: the stopped `node`'s last `saves` saves never reached its disk."""
+        held = self.checker.held_committed(node.storage)
+        before = node.storage.last_index()
+        lost = node.storage.lose_tail(saves)
+        if not lost:
+            return
+        self.count("disk_lost_tail")
+        self.trace(f"nemesis: {node.id}'s disk silently lost its last {lost} saves "
+                   f"(log {before} -> {node.storage.last_index()})")
+        self._copies_lost(node, held)
+
+    def _quorums(self) -> tuple[dict[str, CrashableStorage], list[tuple[list[str], int]]]:
+        storages = {node_id: self.nodes[node_id].storage for node_id in self.node_ids}
+        everyone, voters = self.current_ids(), list(self.final_voters())
+        return storages, [(everyone, len(everyone) // 2 + 1), (voters, len(voters) // 2 + 1)]
+
+    def _copies_lost(self, node: ReplicaSimNode, held: set[int]) -> None:
+        storages, quorums = self._quorums()
+        self._report_forgiven(self.checker.on_copies_lost(node.id, held, storages, quorums, set(self.damaged)))
+
+    def _report_forgiven(self, forgiven: list[int]) -> None:
+        if forgiven:
+            self.count("committed_below_majority")
+            self.trace(f"committed {forgiven[0]}..{forgiven[-1]} now on fewer than a majority of intact "
+                       "copies and repairing nodes: their loss is allowed")
+
+    def on_end_repair(self, node: ReplicaSimNode) -> None:
+        if self.damaged.pop(node.id, None) is not None:
+            self.count("repairs_ended")
+            self.trace(f"{node.id} ended its repair")
+            storages, quorums = self._quorums()
+            self._report_forgiven(self.checker.on_unfenced(node.id, storages, quorums, set(self.damaged)))
+
+    def _check_repairs_ended(self) -> None:
+        """Liveness: a damaged node that is up and a member ends its repair once the network is
+        healed and, for REPAIR_DEADLINE_US, one leader has served and the node has run. Not
+        checked: a node re-added by id after a removal (it refuses a leader's snapshot that
+        predates its re-addition and stays behind, repairing or not: pitfall 17)."""
+        if not self.damaged:
+            return
+        leader = self.leader()
+        since = self.leading_since.get(leader.id) if leader is not None else None
+        now = self.events.now_us
+        if leader is None or since is None or since[0] != node_view(leader).term or now - since[1] < REPAIR_DEADLINE_US:
+            self.count("repairs_unfinished_without_a_steady_leader")
+            return
+        for node_id in sorted(self.damaged):
+            node = self.nodes[node_id]
+            if not node.up or node.retired or node_id not in leader.conf_state.members:
+                continue
+            if node_id in self.removed_once or now - node.started_us < REPAIR_DEADLINE_US:
+                self.count("repairs_unfinished_unchecked")
+                continue
+            progress = leader.raw.raft.progress.get(node_id)
+            if progress is not None and progress.state is ProgressState.SNAPSHOT:
+                # a snapshot on its way, or lost: the simulated network reports no lost send (the
+                # real transport does), so the leader retries after SNAPSHOT_REPORT_TIMEOUT_ELECTIONS
+                self.count("repairs_unfinished_snapshot_in_flight")
+                continue
+            self.checker.fail(f"liveness: {node_id} is still repairing ({self.damaged[node_id]}) although "
+                              f"{leader.id} has led term {since[0]} for {(now - since[1]) // 1000} ms and it has "
+                              f"run for {(now - node.started_us) // 1000} ms with the network healed")
+            return
+
     def after_persist(self, node: ReplicaSimNode) -> None:
         if node.raw is not None:
             view = node_view(node)
@@ -320,7 +429,7 @@ class World:
         """The whole seeded run: faults and load, then a quiet phase, then the final checks."""
         self.boot()
         self.run_until(self.knobs.active_us)
-        if self.checker.ok:
+        if self.checker.ok and not self.halted:
             self._calm_down()
             self.run_until(self.knobs.active_us + self.knobs.quiet_us)
         return self.finish()
@@ -335,8 +444,16 @@ class World:
     def run_until(self, until_us: int) -> None:
         """Process events up to virtual time `until_us`, stopping at the first violation."""
         try:
-            while self.checker.ok and self.events.run_next(until_us):
+            while self.checker.ok and not self.halted and self.events.run_next(until_us):
                 pass
+        except RaftInvariantError as exc:
+            if self.checker.forked_at is None:
+                raise
+            # after a permitted loss forked the log, a node holding the lost branch as committed
+            # refuses the other (as a real node stops): the run ends there, what it checked stands
+            self.halted = True
+            self.count("forked_node_refused")
+            self.trace(f"after the fork at {self.checker.forked_at} a node refuses the other branch: {exc}")
         except RmqcError as exc:
             # The core refusing to go on (an invariant check, a storage read that cannot be
             # answered) is a finding, reported like a violation with the trace that led to it.
@@ -355,11 +472,19 @@ class World:
             if self.operators:
                 voters = self.final_voters()
                 self.checker.check_durable_majority({n: self.nodes[n].storage for n in voters},
-                                                    needed=len(voters) - (len(voters) // 2 + 1) + 1)
+                                                    needed=len(voters) - (len(voters) // 2 + 1) + 1,
+                                                    fenced=set(self.damaged))
             else:
-                self.checker.check_durable_majority({n: self.nodes[n].storage for n in self.node_ids})
-        if self.checker.ok:
+                self.checker.check_durable_majority({n: self.nodes[n].storage for n in self.node_ids},
+                                                    fenced=set(self.damaged))
+        # A permitted loss (the history forked at a committed entry no majority held intact any
+        # more) takes the controller's committed stream with it: its checks stop at the fork.
+        if self.checker.ok and self.checker.forked_at is None:
             self.controller_checker.finish(self.controller_history, self._beliefs())
+        if self.checker.ok and self.knobs.disk_faults and not self.halted:
+            self._check_repairs_ended()
+        if self.checker.forked_at is not None:
+            self.count("committed_lost_forks")
         self._count_controller()
         return SeedResult(
             seed=self.seed,

@@ -27,6 +27,18 @@ Profile "members" (`_simmembers`): operators send RMQC_MEMBERS_ADD/PROMOTE/REMOV
 RMQC_TRANSFER_LEADER through the shipped request path to grow, shrink and replace the group; new
 nodes start with empty disks and `join` (catching up by snapshot once the log is compacted), removed
 ones stop for good.
+Profile "corruption" (`_simstorage`, `_simnemesis`): more crashes, and a crashed node's disk may come
+back damaged when it restarts (the only time a real node reads its files): with probability 0.5 a
+damage that real storage detects (a bit flip, torn write, truncation or zeroed region in the log
+beyond a random index, or a snapshot failing its checksum), after which the node restarts as
+`rmqc serve --repair` leaves it: the log before the damage with the hard state saved with it (the
+term of its last entry, no vote, the commit index within it) and its membership record, or (a
+damaged snapshot, or half the time anyway) nothing at all, and the repair recorded
+(`begin_repair`); at most a minority of the nodes repair at once. With probability 0.2 instead the
+disk lied about its fsyncs: the last 1-3 saves with entries (and every write after the first of
+them) silently vanish and the node restarts normally with the shorter log (term and vote are kept:
+a forgotten vote can elect two leaders in a term, which no protocol detects). Its quiet phase is
+0.5 s, so that every repair can be seen ending.
 
 Checked after every step: the Raft invariants (`_simcheck`: one leader per term, log matching,
 durability, leader completeness, state-machine safety, apply after persist, commit never going
@@ -36,6 +48,24 @@ controller's (`_simcontroller_check`: one master per masterEpoch, epochs never g
 down, clean elections inside the SyncStateSet, stale 1001s refused); at the end: committed entries
 durable on a majority, acknowledged ids kept and never shared, brokers following the newest
 master, linearizable and lease reads linearizable per group, stale reads monotonic per node.
+
+With storage faults (profile "corruption"), the checker knows which copies each fault destroyed
+(undetected loss counts as destroyed; what a repair kept is intact) and which nodes are repairing
+(found damaged, repair not ended: they must vote for nobody, so they protect every entry as a
+copy would until they hold it again). A committed entry may be lost only once fewer than a
+majority of the voters (or of all nodes) hold it intact or are repairing: at a fault, or when a
+node ends its repair without it. Only then may another entry take its index (durability, leader
+completeness, state-machine safety and the final durable-majority check allow it, and the run's
+history forks there: those checks, and the controller's, stop at the fork; a node that then refuses
+the other branch ends the run). Every other committed entry stays checked: in particular one that a
+majority holds intact is never lost. Besides: a node whose storage was found damaged never grants
+a vote or pre-vote, never campaigns and never leads until it ended its repair (the simulator's own
+knowledge, whatever the node recorded); it ends its repair only holding again every committed entry
+it lost since it was found damaged (unless that loss was allowed meanwhile); and once the network
+is healed, one leader has led for 300 ms and the node has run for 300 ms, every damaged node that
+is a member has ended its repair (liveness; not checked: a node re-added by id after a removal,
+pitfall 17, and a node the leader is sending a snapshot, which it retries only after 5 election
+timeouts when the simulated network lost it).
 
 Mutants (`--mutant NAME`) put a known bug back into shipped code for the run (MUTANTS, each in the
 profile where it shows): the checkers must catch it.
@@ -60,6 +90,7 @@ import rmqc.fsm._state as state_module
 import rmqc.raft._core as core_module
 from rmqc.controller._policy import _choose_within
 from rmqc.fsm import BrokerGroup
+from rmqc.raft import MemoryStorage
 from rmqc.raft._core import RaftCore
 from rmqc.replica._driver import Driver
 from rmqc.replica._membership import Membership
@@ -123,6 +154,15 @@ PROFILES: dict[str, SimKnobs] = {
         nemesis=NemesisKnobs(interval_min_us=100_000, interval_max_us=200_000,
                              weights={"heal": 1, "isolate_leader": 3, "skew_clocks": 2}, broker_weights={}),
     ),
+    # Disks that come back from a crash damaged (detected: the node repairs from the cluster) or
+    # short of their last saves (undetected), under the default faults with more crashes, and a
+    # longer quiet phase so that every repair can be seen ending.
+    "corruption": replace(
+        SimKnobs(),
+        quiet_us=500_000,
+        nemesis=NemesisKnobs(weights={**NemesisKnobs().weights, "crash": 4, "crash_leader": 2, "crash_mid_fsync": 2},
+                             damage_p=0.5, lose_tail_p=0.2),
+    ),
 }
 
 
@@ -176,6 +216,9 @@ MUTANTS: dict[str, Mutant] = {
                                    (Membership, "_refuse_if_pending", lambda self: None)), "members"),
     "lease-ignores-drift": Mutant(
         ((core_module, "lease_duration_ticks", lambda lease_ticks, drift_ticks: lease_ticks),), "lease-drift"),
+    # a replay that stops at the first bad record and serves what it read: the storage opens the
+    # surviving prefix (or nothing) without recording a repair, so the node votes at once
+    "repair-without-fence": Mutant(((MemoryStorage, "begin_repair", lambda self, reason: None),), "corruption"),
 }
 
 
