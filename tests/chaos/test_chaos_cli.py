@@ -62,3 +62,14 @@ def test_bad_options_are_refused_before_a_seed_is_announced(tmp_path: Path, bad:
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and said in done.stderr, done.stderr
     assert "chaos seed" not in done.stderr
+
+
+def test_the_help_names_the_whole_default_fault_list() -> None:
+    from typer.testing import CliRunner
+
+    from rmqc.cli.chaos import DEFAULT_FAULTS
+    from rmqc.cli.main import app
+
+    result = CliRunner().invoke(app, ["chaos", "run", "--help"], env={"COLUMNS": "100"})
+    text = " ".join(result.output.replace("│", " ").split())
+    assert all(kind in text for kind in DEFAULT_FAULTS.split(",")) and "…" not in text, text

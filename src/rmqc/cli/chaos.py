@@ -33,7 +33,9 @@ def run_command(
     out: Annotated[Path, typer.Option("--out", help="directory for history.jsonl, summary.json, report.md")],
     nodes: Annotated[int, typer.Option("--nodes", help="controller nodes: 3 or 5")] = 3,
     windows: Annotated[int, typer.Option("--windows", min=1, max=10_000, help="fault windows")] = 10,
-    faults: Annotated[str, typer.Option("--faults", help="comma-separated fault kinds, or 'all'")] = DEFAULT_FAULTS,
+    faults: Annotated[str, typer.Option(
+        "--faults", show_default=False,  # too long for a table cell: said in the help instead
+        help=f"comma-separated fault kinds, or 'all' (default: {DEFAULT_FAULTS.replace(',', ', ')})")] = DEFAULT_FAULTS,
     seed: Annotated[int | None, typer.Option("--seed", help="schedule seed (random if not given)")] = None,
     broker_groups: Annotated[int, typer.Option("--broker-groups", min=1, max=200,
                                                help="simulated broker groups, 3 replicas each")] = 8,
