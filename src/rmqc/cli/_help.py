@@ -10,6 +10,7 @@ command's help and fails if a Python type shows again.
 
 from __future__ import annotations
 
+import inspect
 import re
 from typing import Any
 
@@ -38,3 +39,26 @@ def _argument_usage(self: Any) -> str:
     name = str(self.metavar or self.name).upper()
     name = name if self.required else f"[{name}]"
     return name + ("..." if self.nargs != 1 else "")
+
+
+def unwrap_help(app: Any) -> None:
+    """Each paragraph of every command's help as one line, which Rich then wraps to the terminal:
+    docstrings are wrapped at 100 columns in the source, and Typer kept those breaks (ragged lines
+    on a wide terminal, doubled breaks on a narrow one). Paragraphs are kept; a paragraph whose
+    lines are a list or code (indented, or starting with `-`, `|` or a digit and `.`) is left as it is."""
+    for command in app.registered_commands:
+        text = command.help or (inspect.getdoc(command.callback) if command.callback else None)
+        if text:
+            command.help = unwrap(text)
+    for group in app.registered_groups:
+        if group.typer_instance is not None:
+            unwrap_help(group.typer_instance)
+
+
+_LISTED = re.compile(r"^\s*(?:[-*|]|\d+\.)\s|^\s{2,}")
+
+
+def unwrap(text: str) -> str:
+    paragraphs = text.split("\n\n")
+    return "\n\n".join(p if any(_LISTED.match(line) for line in p.splitlines()[1:]) or p.startswith("\b")
+                        else " ".join(line.strip() for line in p.splitlines()) for p in paragraphs)

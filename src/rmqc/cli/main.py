@@ -25,7 +25,7 @@ def typer_app() -> "typer.Typer":
     """The Typer app of every command (built once, on first use)."""
     import typer
 
-    from ._help import use_plain_labels
+    from ._help import unwrap_help, use_plain_labels
     from .serve import SUMMARY, serve_main
 
     use_plain_labels()
@@ -77,6 +77,7 @@ def typer_app() -> "typer.Typer":
     app.add_typer(dev_app, name="dev")
     app.add_typer(sim_app, name="sim")
     app.add_typer(chaos_app, name="chaos")
+    unwrap_help(app)
     return app
 
 
