@@ -253,6 +253,9 @@ def test_a_lost_tail_leaves_a_prefix_of_the_log_never_shorter_than_the_snapshot(
     assert storage.lose_tail(1) == 1  # the replaced entries do not come back
     assert storage.last_index() == 2 and storage.initial_state()[0] == HardState(3, "n2", 2)
     storage = written(watcher, 6, remember=True)
+    storage.create_snapshot(4, ConfState(("n0", "n1", "n2")), b"state at 4")  # not compacted
+    assert storage.lose_tail(3) == 3 and storage.last_index() == 4
+    storage = written(watcher, 6, remember=True)
     storage.create_snapshot(5, ConfState(("n0", "n1")), b"state at 5")
     storage.compact(5)
     storage.save_conf_state(ConfState(("n0", "n1")))

@@ -121,7 +121,8 @@ class CrashableStorage(MemoryStorage):
         saves = min(saves, len(self._save_starts))
         if saves == 0:
             return 0
-        keep = max(min(list(self._save_starts)[-saves:]) - 1, self._entries[0].index)
+        # (the snapshot may be newer than the compaction point: create_snapshot does not compact)
+        keep = max(min(list(self._save_starts)[-saves:]) - 1, self._entries[0].index, self._snapshot.meta.index)
         if keep >= self.last_index():
             return 0
         del self._entries[keep - self._entries[0].index + 1:]
