@@ -235,7 +235,7 @@ def test_detected_damage_needs_something_stored() -> None:
 def test_a_lost_tail_vanishes_silently_keeping_term_and_vote() -> None:
     storage = written(Watcher(), 6, remember=True)
     assert storage.lose_tail(2) == 2
-    assert storage.last_index() == 4 and storage.initial_state()[0] == HardState(2, "n1", 3)
+    assert storage.last_index() == 4 and storage.initial_state()[0] == HardState(2, "n1", 4)
     assert storage.repair_reason() is None
     assert storage.lose_tail(9) == 2  # only the saves still remembered (4 at most, 2 left)
     assert storage.last_index() == 2
@@ -246,13 +246,22 @@ def test_a_lost_tail_vanishes_silently_keeping_term_and_vote() -> None:
     assert written(Watcher(), 6).lose_tail(1) == 0  # a run without lost tails remembers nothing
 
 
-def test_a_lost_tail_takes_the_later_snapshot_and_membership_with_it() -> None:
-    storage = written(Watcher(), 6, remember=True)
+def test_a_lost_tail_leaves_a_prefix_of_the_log_never_shorter_than_the_snapshot() -> None:
+    watcher = Watcher()
+    storage = written(watcher, 4, remember=True)
+    storage.save(HardState(3, "n2", 3), [entry(3, 3), entry(4, 3)])  # replaces 3 and 4 (term 2 -> 3)
+    assert storage.lose_tail(1) == 1  # the replaced entries do not come back
+    assert storage.last_index() == 2 and storage.initial_state()[0] == HardState(3, "n2", 2)
+    storage = written(watcher, 6, remember=True)
+    storage.create_snapshot(4, ConfState(("n0", "n1", "n2")), b"state at 4")  # not compacted
+    assert storage.lose_tail(3) == 3 and storage.last_index() == 4
+    storage = written(watcher, 6, remember=True)
     storage.create_snapshot(5, ConfState(("n0", "n1")), b"state at 5")
+    storage.compact(5)
     storage.save_conf_state(ConfState(("n0", "n1")))
-    storage.lose_tail(1)
-    assert storage.last_index() == 5 and storage.snapshot().is_empty
-    assert storage.initial_state()[1].voters == ("n0", "n1", "n2")
+    assert storage.lose_tail(3) == 3
+    assert storage.last_index() == 5 and storage.snapshot().meta.index == 5
+    assert storage.initial_state()[1].voters == ("n0", "n1")
 
 
 def holding(last: int, term_of: dict[int, int] | None = None) -> MemoryStorage:

@@ -16,11 +16,12 @@ a real node reads its files back):
   saved with that prefix (the term of its last entry, no vote, the commit index within it) and the
   membership record, or (a damaged snapshot, or at random) nothing at all; and the repair is
   recorded (`begin_repair`).
-- `lose_tail`: a disk that lied about its fsyncs: the last few `save`s with entries vanish
-  silently (with every write after the first of them: snapshot, compaction, membership record), and
-  the node restarts normally with the shorter log. The term and vote are kept (the model's one
-  mercy: a node that forgets its vote can elect two leaders in one term, which no protocol detects);
-  the commit index is the one saved with what is left.
+- `lose_tail`: a disk that lied about its fsyncs: the entries the last few `save`s wrote vanish
+  silently and the node restarts normally with the shorter log (a prefix of what it held, never
+  shorter than its snapshot). The term, vote, snapshot and membership record are kept (the model's
+  mercy: a node that forgets its vote can elect two leaders in one term, and one whose disk brings
+  back a suffix it had replaced applies an entry never committed when a leader's heartbeat says
+  its commit index reached it; no protocol detects either); the commit index is cut to the log.
 """
 
 from __future__ import annotations
@@ -50,17 +51,6 @@ class SaveWatcher(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class _DiskState:
-    """Everything the disk holds, as it was before one save."""
-
-    hard_state: HardState
-    conf_state: ConfState
-    snapshot: Snapshot
-    entries: tuple[Entry, ...]
-    repair_reason: str | None
-
-
-@dataclass(frozen=True, slots=True)
 class Damage:
     """What a corruption fault did: `kept_last` is the last index the storage still holds (its
     snapshot's index when only that is left; 0: nothing), `emptied` whether it was given up whole."""
@@ -75,8 +65,8 @@ class CrashableStorage(MemoryStorage):
         super().__init__()
         self._watcher = watcher
         self.arm_crash = False  # set by the nemesis: the next write with entries loses power
-        self.remember_saves = False  # set when the run may lose the tail (`lose_tail`): costs a copy per save
-        self._before_saves: deque[_DiskState] = deque(maxlen=TAIL_SAVES_KEPT)
+        self.remember_saves = False  # set when the run may lose the tail (`lose_tail`)
+        self._save_starts: deque[int] = deque(maxlen=TAIL_SAVES_KEPT)  # first index each recent save wrote
 
     def save(self, hard_state: HardState | None, entries: Sequence[Entry], snapshot: Snapshot | None = None) -> None:
         if self.arm_crash and entries:
@@ -84,7 +74,7 @@ class CrashableStorage(MemoryStorage):
             raise PowerCut("power lost during the fsync")
         self._watcher.before_save(self, entries)
         if entries and self.remember_saves:
-            self._before_saves.append(self._state())
+            self._save_starts.append(entries[0].index)
         super().save(hard_state, entries, snapshot)
         self._watcher.after_save(self, entries, snapshot)
 
@@ -124,24 +114,23 @@ class CrashableStorage(MemoryStorage):
         return Damage(reason, 0, emptied=True)
 
     def lose_tail(self, saves: int) -> int:
-        """The last `saves` saves with entries (at most as many as are remembered) and every write
-        after the first of them vanish; term and vote stay. Returns how many saves were lost."""
-        saves = min(saves, len(self._before_saves))
+        """The entries the last `saves` saves wrote (at most as many saves as are remembered)
+        vanish: the log becomes a prefix of itself, never shorter than the snapshot; term, vote,
+        snapshot and membership stay, the commit index is cut to the log. Returns how many saves
+        were lost (0: nothing remembered, or nothing to lose)."""
+        saves = min(saves, len(self._save_starts))
         if saves == 0:
             return 0
-        kept_state = self._before_saves[-saves]
-        term, vote = self._hard_state.term, self._hard_state.vote
-        self._hard_state = HardState(term=term, vote=vote, commit=kept_state.hard_state.commit)
-        self._conf_state, self._snapshot = kept_state.conf_state, kept_state.snapshot
-        self._entries = list(kept_state.entries)
-        self._repair_reason = kept_state.repair_reason
+        # (the snapshot may be newer than the compaction point: create_snapshot does not compact)
+        keep = max(min(list(self._save_starts)[-saves:]) - 1, self._entries[0].index, self._snapshot.meta.index)
+        if keep >= self.last_index():
+            return 0
+        del self._entries[keep - self._entries[0].index + 1:]
+        hard_state = self._hard_state
+        self._hard_state = HardState(term=hard_state.term, vote=hard_state.vote, commit=min(hard_state.commit, keep))
         for _ in range(saves):  # the saves before the lost ones are still what the disk went through
-            self._before_saves.pop()
+            self._save_starts.pop()
         return saves
 
-    def _state(self) -> _DiskState:
-        return _DiskState(self._hard_state, self._conf_state, self._snapshot, tuple(self._entries),
-                          self._repair_reason)
-
     def _after_fault(self) -> None:
-        self._before_saves.clear()  # what is remembered described the disk before the damage
+        self._save_starts.clear()  # what is remembered described the disk before the damage

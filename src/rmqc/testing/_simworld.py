@@ -115,6 +115,7 @@ class World:
         # nodes some applied membership left out: re-added by id, such a node may stay behind for good
         # when the leader's snapshot predates its re-addition (it refuses a snapshot without itself)
         self.removed_once: set[str] = set()
+        self.snapshot_sent_us: dict[str, int] = {}  # node -> when a leader last sent it a snapshot
         self.halted = False  # a node refused the other branch of a permitted fork: the run ends early
 
     def _make_brokers_and_admins(self) -> None:
@@ -199,6 +200,8 @@ class World:
                               f"repairing its damaged storage ({self.damaged[message.frm]})")
         if message.entries:
             self._count_append(message)
+        if message.type is MessageType.SNAP:
+            self.snapshot_sent_us[message.to] = self.events.now_us
         for delay in self.net.delays_us(message.frm, message.to):
             self.events.after(delay, self._arrive, message)
 
@@ -407,9 +410,12 @@ class World:
                 self.count("repairs_unfinished_unchecked")
                 continue
             progress = leader.raw.raft.progress.get(node_id)
-            if progress is not None and progress.state is ProgressState.SNAPSHOT:
-                # a snapshot on its way, or lost: the simulated network reports no lost send (the
-                # real transport does), so the leader retries after SNAPSHOT_REPORT_TIMEOUT_ELECTIONS
+            snapshot_sent_us = self.snapshot_sent_us.get(node_id)
+            if (progress is not None and progress.state is ProgressState.SNAPSHOT) or \
+                    (snapshot_sent_us is not None and now - snapshot_sent_us < REPAIR_DEADLINE_US):
+                # a snapshot on its way, lost, or sent again lately: the simulated network reports no
+                # lost send (the real transport does), so the leader retries only after
+                # SNAPSHOT_REPORT_TIMEOUT_ELECTIONS election timeouts
                 self.count("repairs_unfinished_snapshot_in_flight")
                 continue
             self.checker.fail(f"liveness: {node_id} is still repairing ({self.damaged[node_id]}) although "

@@ -64,8 +64,8 @@ knowledge, whatever the node recorded); it ends its repair only holding again ev
 it lost since it was found damaged (unless that loss was allowed meanwhile); and once the network
 is healed, one leader has led for 300 ms and the node has run for 300 ms, every damaged node that
 is a member has ended its repair (liveness; not checked: a node re-added by id after a removal,
-pitfall 17, and a node the leader is sending a snapshot, which it retries only after 5 election
-timeouts when the simulated network lost it).
+pitfall 17, and a node the leader is sending a snapshot or sent one less than 300 ms ago: a lost
+snapshot is retried only after 5 election timeouts, the simulated network reporting no lost send).
 
 Mutants (`--mutant NAME`) put a known bug back into shipped code for the run (MUTANTS, each in the
 profile where it shows): the checkers must catch it.
