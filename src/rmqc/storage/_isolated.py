@@ -10,6 +10,7 @@ child read without harm.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import pickle
 import signal
@@ -60,6 +61,7 @@ def verify_isolated(path: str | os.PathLike[str]) -> VerifyReport:
 def _child(path: Path, result_fd: int, stderr_fd: int) -> None:
     """Never returns: whatever happens, the child ends here (it must not run the caller's code)."""
     try:
+        faulthandler.disable()  # the parent's (pytest's) would print its dump of our abort on its own stderr
         os.dup2(stderr_fd, 2)
         with os.fdopen(result_fd, "wb") as results:
             results.write(pickle.dumps(_verify(path)))
