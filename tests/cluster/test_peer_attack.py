@@ -114,13 +114,19 @@ async def test_forged_peers_change_no_term_leader_or_log(tmp_path: Path) -> None
             await wait_until(settled, 10, "every node applied the second write")
     finally:
         await cluster.stop()
-    logs = []
+    logs, commits = [], []
     for node in cluster.nodes:
         with LmdbStorage(node.data_dir, readonly=True) as storage:
             entries = storage.entries(storage.first_index(), storage.last_index() + 1)
+            commits.append(storage.initial_state()[0].commit)
         assert all(entry.term <= term and b"forged" not in entry.data for entry in entries), node.node_id
         logs.append([(entry.index, entry.term, entry.data) for entry in entries])
         assert node.process is not None
         refusals = node.process.log_text().count("peer connection from 127.0.0.1:")
         assert refusals == 3, node.log_tail()
-    assert logs[0] == logs[1] == logs[2]
+    # The committed logs are one log. Past it, a leader stopped together with the others may hold
+    # an entry of its own term no one else got: the fence a graceful stop appends when its
+    # hand-over finds no taker (every node is stopping), uncommitted, which Raft allows.
+    committed = min(commits)
+    assert committed >= 5, commits  # the membership, the no-op and both writes
+    assert logs[0][:committed] == logs[1][:committed] == logs[2][:committed]
