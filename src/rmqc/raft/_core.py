@@ -714,9 +714,8 @@ class RaftCore:
             return
         repair.terms_heard[m.frm] = m.term
         voters = self._fence_voters()
-        heard = {voter: term for voter, term in repair.terms_heard.items() if voter in voters}
-        if voters and len(heard) >= len(voters) // 2 + 1:
-            repair.fence_term = max(heard.values())
+        if voters and has_quorum(voters, repair.terms_heard):
+            repair.fence_term = max(term for voter, term in repair.terms_heard.items() if voter in voters)
             if repair.fence_term > self.term:
                 self.become_follower(repair.fence_term, None)
 
