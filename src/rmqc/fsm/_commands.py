@@ -153,6 +153,29 @@ class UpdateControllerConfig:
         return None
 
 
+class OperatorAction(StrEnum):
+    """An operator request that changes no state but belongs in the audit."""
+
+    TRANSFER_LEADER = "transfer_leader"  # rmqc admin transfer-leader
+    SNAPSHOT_SAVE = "snapshot_save"  # rmqc admin snapshot save: the whole state read out
+
+
+@dataclass(frozen=True, slots=True)
+class RecordOperation:
+    """The record of an operator request that changes no state (who asked for a leadership
+    transfer, who read the whole state out as a snapshot): applied as nothing, kept in the log for
+    `rmqc log dump`, the export and `rmqc analyze`. `detail` says what, in words."""
+
+    action: OperatorAction
+    detail: str
+    leader_ts_ms: int
+    origin: Origin | None = None
+
+    @property
+    def broker_name(self) -> None:
+        return None
+
+
 # ---- the NameServer role (docs/namesrv.md): routes, registrations and KV config ----------------
 
 # One topic of a registration: (topic, readQueueNums, writeQueueNums, perm, topicSysFlag).
@@ -239,6 +262,7 @@ NamesrvCommand = RegisterBrokerRoute | UnregisterBrokerRoute | DeleteTopicRoute 
 Command = (
     ApplyBrokerId | UpdateBrokerAddress | ElectMaster | AlterSyncStateSet | CleanBrokerData | UpdateControllerConfig
     | RegisterBrokerRoute | UnregisterBrokerRoute | DeleteTopicRoute | PutKvConfig | DeleteKvConfig
+    | RecordOperation
 )
 
 # The tag written into the log; also the `command` column of the history export.
@@ -254,6 +278,7 @@ COMMAND_TAGS: dict[type, str] = {
     DeleteTopicRoute: "delete_topic_route",
     PutKvConfig: "put_kv_config",
     DeleteKvConfig: "delete_kv_config",
+    RecordOperation: "record_operation",
 }
 _TYPES_BY_TAG: dict[str, type] = {tag: cls for cls, tag in COMMAND_TAGS.items()}
 
@@ -408,6 +433,12 @@ def _trigger(raw: object) -> Trigger:
     return Trigger(raw)  # ValueError for an unknown name
 
 
+def _operator_action(raw: object) -> OperatorAction:
+    if not isinstance(raw, str):
+        raise TypeError(f"expected an operator action name, got {raw!r}")
+    return OperatorAction(raw)  # ValueError for an unknown name
+
+
 def _origin(raw: object) -> Origin:
     # A JSON object when decoding, the command's Origin when encoding; unknown keys are ignored.
     if isinstance(raw, Origin):
@@ -444,6 +475,7 @@ _CHECKS: dict[str, Callable[[object], object]] = {
     "int": _exactly(int),
     "bool": _exactly(bool),
     "Trigger": _trigger,
+    "OperatorAction": _operator_action,
     "str | None": _optional(_exactly(str)),
     "int | None": _optional(_exactly(int)),
     "tuple[int, ...]": _int_tuple,

@@ -26,6 +26,7 @@ from ._commands import (
     DeleteTopicRoute,
     ElectMaster,
     PutKvConfig,
+    RecordOperation,
     RegisterBrokerRoute,
     UnregisterBrokerRoute,
     UpdateBrokerAddress,
@@ -330,6 +331,9 @@ class ControllerState:
         after = evolve(before, replicas=replicas, sync_state_set=before.sync_state_set - removed)
         return self._result(cmd, _OK, before, after)
 
+    def _record_operation(self, cmd: RecordOperation) -> ApplyResult:
+        return ApplyResult(cmd, _OK, None, None)  # nothing to change: the log entry is the record
+
     def _update_controller_config(self, cmd: UpdateControllerConfig) -> ApplyResult:
         self._config.update(cmd.properties)  # always applies: the leader validated the keys
         return ApplyResult(cmd, _OK, None, None)
@@ -382,6 +386,7 @@ _APPLIERS: dict[type, Callable[[ControllerState, Any], ApplyResult]] = {
     DeleteTopicRoute: ControllerState._delete_topic_route,
     PutKvConfig: ControllerState._put_kv_config,
     DeleteKvConfig: ControllerState._delete_kv_config,
+    RecordOperation: ControllerState._record_operation,
 }
 
 

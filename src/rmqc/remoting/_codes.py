@@ -19,6 +19,7 @@ __all__ = [
     "RMQC_MEMBERS_REMOVE",
     "RMQC_NODE_STATUS",
     "RMQC_PRIVATE_REQUESTS",
+    "RMQC_RECORD_OPERATION",
     "RMQC_SNAPSHOT_SAVE",
     "RMQC_TRANSFER_LEADER",
     "LanguageCode",
@@ -140,6 +141,9 @@ RMQC_MEMBERS_LIST = 60004
 RMQC_MEMBERS_ADD = 60005  # extFields id, address: joins as a learner
 RMQC_MEMBERS_PROMOTE = 60006  # extFields id: a caught-up learner becomes a voter
 RMQC_MEMBERS_REMOVE = 60007  # extFields id
+# Between controller nodes only: a follower asks the leader to log an operator request it served
+# (replica/_operations.py); refused from a client connection.
+RMQC_RECORD_OPERATION = 60010  # extFields action, detail
 RMQC_PRIVATE_REQUESTS: dict[int, str] = {
     RMQC_NODE_STATUS: "RMQC_NODE_STATUS",
     RMQC_TRANSFER_LEADER: "RMQC_TRANSFER_LEADER",
@@ -148,4 +152,5 @@ RMQC_PRIVATE_REQUESTS: dict[int, str] = {
     RMQC_MEMBERS_ADD: "RMQC_MEMBERS_ADD",
     RMQC_MEMBERS_PROMOTE: "RMQC_MEMBERS_PROMOTE",
     RMQC_MEMBERS_REMOVE: "RMQC_MEMBERS_REMOVE",
+    RMQC_RECORD_OPERATION: "RMQC_RECORD_OPERATION",
 }

@@ -452,7 +452,7 @@ class Replica:
             if request.code == RMQC_NODE_STATUS:
                 out(Answer(token, status_answer(self, request)))  # rmqc's private diagnostic (rmqc status)
             elif request.code in OPERATION_REQUESTS:
-                self.operations.handle(request, token)
+                self.operations.handle(request, token, origin, forwarded=forwarded)
             elif request.code in MEMBERSHIP_REQUESTS:
                 self.membership.handle(request, token)
             elif self._forwarded_from_here(request):
