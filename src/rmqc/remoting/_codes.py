@@ -143,7 +143,7 @@ RMQC_MEMBERS_PROMOTE = 60006  # extFields id: a caught-up learner becomes a vote
 RMQC_MEMBERS_REMOVE = 60007  # extFields id
 # Between controller nodes only: a follower asks the leader to log an operator request it served
 # (replica/_operations.py); refused from a client connection.
-RMQC_RECORD_OPERATION = 60010  # extFields action, detail
+RMQC_RECORD_OPERATION = 60020  # extFields action, detail
 RMQC_PRIVATE_REQUESTS: dict[int, str] = {
     RMQC_NODE_STATUS: "RMQC_NODE_STATUS",
     RMQC_TRANSFER_LEADER: "RMQC_TRANSFER_LEADER",
