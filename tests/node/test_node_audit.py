@@ -30,6 +30,12 @@ def apply_id(name: str, broker_id: int, cluster: str = CLUSTER, **extra: str) ->
             "registerCheckCode": f"10.0.0.{broker_id}:30911;{broker_id}", **extra}
 
 
+def three_with_acl(tmp_path: Path) -> list[NodeConfig]:
+    acl_file = tmp_path / "plain_acl.yml"
+    acl_file.write_text(ACL)
+    return three_configs(tmp_path, acl_enabled=True, acl_file=str(acl_file))
+
+
 def committed_commands(node: ControllerNode) -> list[fsm.Command]:
     storage = node.storage
     assert storage is not None
@@ -45,9 +51,7 @@ def origins_by_group(node: ControllerNode) -> dict[str, Origin | None]:
 
 
 async def test_commands_record_who_asked_on_every_node_and_log_dump_prints_it(tmp_path: Path) -> None:
-    acl_file = tmp_path / "plain_acl.yml"
-    acl_file.write_text(ACL)
-    configs = three_configs(tmp_path, acl_enabled=True, acl_file=str(acl_file))
+    configs = three_with_acl(tmp_path)
     async with trio.open_nursery() as nursery:
         leader, followers = await start_three(nursery, configs)
         follower = followers[0]
@@ -128,9 +132,7 @@ async def test_transfers_and_snapshot_saves_are_in_the_replicated_audit(tmp_path
     """Neither changes the state, yet both are an operator's act on the cluster (a snapshot reads
     all of it out): each commits a record of who asked before it happens, a follower's through the
     leader. A client cannot write such a record itself."""
-    acl_file = tmp_path / "plain_acl.yml"
-    acl_file.write_text(ACL)
-    configs = three_configs(tmp_path, acl_enabled=True, acl_file=str(acl_file))
+    configs = three_with_acl(tmp_path)
     async with trio.open_nursery() as nursery:
         leader, followers = await start_three(nursery, configs)
         follower = followers[0]

@@ -59,6 +59,16 @@ CONTROLLER_CALLER = "controller"
 ANONYMOUS_CALLER = "anonymous"
 
 
+class _NoBrokerGroup:
+    """A command about no broker group: the export's broker_name column stays empty."""
+
+    __slots__ = ()
+
+    @property
+    def broker_name(self) -> None:
+        return None
+
+
 @dataclass(frozen=True, slots=True)
 class ApplyBrokerId:
     """1013: give `broker_id` to the broker whose check code is `register_check_code`."""
@@ -138,7 +148,7 @@ class CleanBrokerData:
 
 
 @dataclass(frozen=True, slots=True)
-class UpdateControllerConfig:
+class UpdateControllerConfig(_NoBrokerGroup):
     """1009: set controller options (`properties`: (key, value) text pairs, sorted by key) on every
     node. The leader validated them against its own configuration before proposing; each node applies
     what its configuration accepts once the entry is applied (node/_config's options stay local)."""
@@ -146,11 +156,6 @@ class UpdateControllerConfig:
     properties: tuple[tuple[str, str], ...]
     leader_ts_ms: int
     origin: Origin | None = None
-
-    @property
-    def broker_name(self) -> None:
-        """No broker group: the export's broker_name column stays empty."""
-        return None
 
 
 class OperatorAction(StrEnum):
@@ -161,7 +166,7 @@ class OperatorAction(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class RecordOperation:
+class RecordOperation(_NoBrokerGroup):
     """The record of an operator request that changes no state (who asked for a leadership
     transfer, who read the whole state out as a snapshot): applied as nothing, kept in the log for
     `rmqc log dump`, the export and `rmqc analyze`. `detail` says what, in words."""
@@ -170,10 +175,6 @@ class RecordOperation:
     detail: str
     leader_ts_ms: int
     origin: Origin | None = None
-
-    @property
-    def broker_name(self) -> None:
-        return None
 
 
 # ---- the NameServer role (docs/namesrv.md): routes, registrations and KV config ----------------
@@ -215,7 +216,7 @@ class UnregisterBrokerRoute:
 
 
 @dataclass(frozen=True, slots=True)
-class DeleteTopicRoute:
+class DeleteTopicRoute(_NoBrokerGroup):
     """216: remove a topic's queue data (of one cluster's broker names, or everywhere)."""
 
     topic: str
@@ -223,13 +224,9 @@ class DeleteTopicRoute:
     leader_ts_ms: int
     origin: Origin | None = None
 
-    @property
-    def broker_name(self) -> None:
-        return None
-
 
 @dataclass(frozen=True, slots=True)
-class PutKvConfig:
+class PutKvConfig(_NoBrokerGroup):
     """100: set namespace/key to value."""
 
     namespace: str
@@ -238,23 +235,15 @@ class PutKvConfig:
     leader_ts_ms: int
     origin: Origin | None = None
 
-    @property
-    def broker_name(self) -> None:
-        return None
-
 
 @dataclass(frozen=True, slots=True)
-class DeleteKvConfig:
+class DeleteKvConfig(_NoBrokerGroup):
     """102: remove namespace/key."""
 
     namespace: str
     key: str
     leader_ts_ms: int
     origin: Origin | None = None
-
-    @property
-    def broker_name(self) -> None:
-        return None
 
 
 NamesrvCommand = RegisterBrokerRoute | UnregisterBrokerRoute | DeleteTopicRoute | PutKvConfig | DeleteKvConfig
