@@ -62,6 +62,7 @@ from ._state import (
     ApplyResult as ApplyResult,
     ApplyStatus as ApplyStatus,
     ControllerState as ControllerState,
+    StateCapture as StateCapture,
     check_alter_sync_state_set as check_alter_sync_state_set,
     check_apply_broker_id as check_apply_broker_id,
     check_elect_master as check_elect_master,
