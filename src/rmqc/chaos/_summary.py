@@ -108,8 +108,9 @@ def summarize(records: Sequence[Record], meta: dict[str, Any]) -> dict[str, Any]
 def _kind_summary(kind: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     writes = [r["write_ms"] for r in rows if r["write_ms"] is not None]
     masters = [r["masters_ms"] for r in rows if r["masters_ms"] is not None]
-    summary = {"windows": len(rows), "rto_write_ms": rto_stats(writes), "rto_masters_ms": rto_stats(masters),
-               "unrecovered": len(rows) - len(writes), "quiet_errors": sum(r["quiet_errors"] for r in rows)}
+    summary: dict[str, Any] = {
+        "windows": len(rows), "rto_write_ms": rto_stats(writes), "rto_masters_ms": rto_stats(masters),
+        "unrecovered": len(rows) - len(writes), "quiet_errors": sum(r["quiet_errors"] for r in rows)}
     if kind in RESTARTED_FAULTS:
         summary["rto_write_from_restart_ms"] = rto_stats(_from_restart(rows))
     return summary
@@ -124,7 +125,7 @@ def rto_targets(by_kind: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     design's p99 target; a kind healed by a restart also shows its RTO from the restart (not
     judged). A kind with a window that never recovered misses the target, whatever the p99 of the
     others."""
-    kinds = {}
+    kinds: dict[str, dict[str, Any]] = {}
     for kind in sorted(TARGETED_FAULTS & by_kind.keys()):
         values = [r["write_ms"] for r in by_kind[kind]]
         stats = rto_stats([v for v in values if v is not None])
