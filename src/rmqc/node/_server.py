@@ -100,7 +100,7 @@ class Server:
         self._tls = server_context(config)  # ConfigError (unreadable certificate): the node does not start
         self.protocol_errors = 0
         self.requests_in_flight = 0
-        # Connections whose client does not read its answers, not read until it does (a gauge)
+        # Connections not read until their client reads its answers (back-pressure, _wait_for_reader)
         self.connections_waiting_for_reader = 0
         # A graceful stop (ControllerNode.stop_gracefully): no new request is read from any
         # remoting connection; those in flight are still answered. The connections end with the node.
