@@ -66,7 +66,7 @@ class SlowEcho:
         self.closed: list[Channel] = []
 
     async def handle_request(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
-        await trio.sleep(float(request.ext("delay") or 0))
+        await trio.sleep(float(request.ext("delay") or 0))  # the work the request asks to take this long
         return make_response(request, 0, remark=str(request.opaque))
 
     def on_channel_closed(self, channel: Channel) -> None:
