@@ -30,6 +30,8 @@ from rmqc.fsm import ApplyResult, ElectMaster
 from rmqc.remoting import RMQC_PRIVATE_REQUESTS, RequestCode, ResponseCode
 from rmqc.replica import DISK_FULL, KEEP_CURRENT_MASTER, REPAIRING, HealthCheck, health_verdict
 
+from ._status_page import StatusPage, answer_page, page_paths, read_page_files
+
 __all__ = [
     "ELECTION_RESULTS",
     "MetricsExporter",
@@ -268,19 +270,26 @@ class MetricsExporter:
 
 
 def start_metrics_exporter(metrics: NodeMetrics, port: int, host: str = "127.0.0.1",
-                           health: HealthSource | None = None) -> MetricsExporter:
-    """Serve `metrics` at http://host:port/metrics (port 0: any free port, see `.port`), and with
+                           health: HealthSource | None = None,
+                           status_page: StatusPage | None = None) -> MetricsExporter:
+    """Serve `metrics` at http://host:port/metrics (port 0: any free port, see `.port`), with
     `health` the health endpoints: /livez and /readyz (`?verbose`, `?exclude=NAME` repeatable), and
-    /livez/NAME, /readyz/NAME for one check (rmqc.replica._health says what they answer).
+    /livez/NAME, /readyz/NAME for one check (rmqc.replica._health says what they answer), and with
+    `status_page` the status page at / and its /status.json (rmqc.node._status_page).
 
     A daemon thread serves them, one thread per request (prometheus-client's threading WSGI
     server): neither a scrape nor a probe runs on the node's Trio loop; the health answers read the
     snapshot the loop publishes (rmqc.node._health).
     """
     metrics_app = make_wsgi_app(metrics.registry)
+    page_files = read_page_files() if status_page is not None else {}
+    on_page = page_paths() if status_page is not None else frozenset()
 
     def app(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
         path = str(environ.get("PATH_INFO") or "/").rstrip("/")
+        if path in on_page:
+            assert status_page is not None
+            return answer_page(status_page, page_files, path, str(environ.get("REQUEST_METHOD")), start_response)
         kind, _, only = path.lstrip("/").partition("/")
         if health is None or kind not in HEALTH_KINDS:
             return metrics_app(environ, start_response)  # type: ignore[no-any-return]
