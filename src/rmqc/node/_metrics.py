@@ -50,6 +50,10 @@ ALARMS = (DISK_FULL, REPAIRING)
 # Why connections and requests were refused (docs/security.md): the labels of rmqc_refusals.
 REFUSAL_REASONS = ("peer_auth", "connection_limit", "idle_timeout", "tls", "acl_address_not_allowed",
                    "acl_unknown_access_key", "acl_bad_signature", "acl_not_admin")
+# What became of the NOTIFY_BROKER_ROLE_CHANGED (1008) one-way sends (rmqc.node._notifier): the
+# labels of rmqc_notifications. `superseded`: a newer epoch replaced it before it went out;
+# `dropped`: more were waiting than the notifier keeps.
+NOTIFICATION_RESULTS = ("sent", "failed", "superseded", "dropped")
 OTHER_LABEL = "other"
 ONEWAY_LABEL = "oneway"
 HEALTH_KINDS = ("livez", "readyz")
@@ -137,6 +141,11 @@ class NodeMetrics:
         for reason in REFUSAL_REASONS:
             self.refusals.labels(reason)
         self._refusals_seen: dict[str, int] = {}
+        self.notifications = Counter("rmqc_notifications", "NOTIFY_BROKER_ROLE_CHANGED (1008) one-way sends, by result",
+                                     ("result",), registry=r)
+        for result in NOTIFICATION_RESULTS:
+            self.notifications.labels(result)  # present at 0, so an alert rule sees the series
+        self._notifications_seen: dict[str, int] = {}
 
     def observe_request(self, code: int, response_code: int | None, latency_s: float) -> None:
         counter, latency = self._children(code, response_code)
@@ -219,6 +228,9 @@ class NodeMetrics:
         server = getattr(node, "server", None)
         if server is not None:
             self.update_refusals(server.refusals())
+        notifier = getattr(node, "notifier", None)
+        if notifier is not None:
+            self.update_notifications({result: getattr(notifier, result) for result in NOTIFICATION_RESULTS})
 
     def _update_membership(self, status: Any) -> None:
         """The same figures as `rmqc status` (rmqc.replica._status)."""
@@ -234,17 +246,27 @@ class NodeMetrics:
     def update_refusals(self, totals: dict[str, int]) -> None:
         """Bring the counters up to the server's running totals (it counts without Prometheus on the
         request path; this runs once a second)."""
-        for reason, total in totals.items():
-            if reason not in REFUSAL_REASONS:
-                raise ValueError(f"refusal reason {reason!r} is not one of {REFUSAL_REASONS}")
-            seen = self._refusals_seen.get(reason, 0)
-            if total > seen:
-                self.refusals.labels(reason).inc(total - seen)
-                self._refusals_seen[reason] = total
+        _catch_up(self.refusals, self._refusals_seen, totals, REFUSAL_REASONS, "refusal reason")
+
+    def update_notifications(self, totals: dict[str, int]) -> None:
+        """Bring the counters up to the notifier's running totals (once a second, as refusals)."""
+        _catch_up(self.notifications, self._notifications_seen, totals, NOTIFICATION_RESULTS, "notification result")
 
     def exposition(self) -> bytes:
         """The Prometheus text format of every metric (what the exporter serves)."""
         return generate_latest(self.registry)
+
+
+def _catch_up(counter: Counter, seen: dict[str, int], totals: dict[str, int], labels: tuple[str, ...],
+              what: str) -> None:
+    """Increase each labelled child of `counter` by what its running total grew since last time."""
+    for label, total in totals.items():
+        if label not in labels:
+            raise ValueError(f"{what} {label!r} is not one of {labels}")
+        before = seen.get(label, 0)
+        if total > before:
+            counter.labels(label).inc(total - before)
+            seen[label] = total
 
 
 class HealthSource(Protocol):
