@@ -4,7 +4,7 @@ building the document for 10,000 groups costs the node's event loop.
 
 Bound: SLICE_BOUND_MS is the most CPU time the build may hold the loop at once with 10,000 groups
 of 3 brokers (CPU time: the wall time of a slice on this shared 2-core machine also counts the turns
-of the other processes); measured 3-6 ms per slice of 500 groups, 80-90 ms for the whole build.
+of the other processes); measured 3.4-6.6 ms per slice of 500 groups, 55-105 ms for the whole build.
 The design's tightest latency target is 50 ms (a dead master replaced).
 """
 
@@ -19,39 +19,18 @@ from pathlib import Path
 import orjson
 import pytest
 import trio
-from node_helpers import free_ports, wait_until
+from page_helpers import fill, start_node
 
-from bench.bench_fsm import BROKERS_PER_GROUP, CLUSTER, group_commands
+from bench.bench_fsm import BROKERS_PER_GROUP, CLUSTER
 from rmqc._gc import SERVING_YOUNG_THRESHOLD
 from rmqc.client import ControllerClient
 from rmqc.fsm import ElectMaster, Trigger
-from rmqc.liveness import BrokerKey, Heartbeat
-from rmqc.node import ControllerNode, NodeConfig, parse_peers
 from rmqc.node._metrics import start_metrics_exporter
 from rmqc.node._status_page import GROUPS_PER_SLICE, StatusPage
 
 GROUPS = 10_000
 SLICE_BOUND_MS = 25.0
 HTTP_TIMEOUT_S = 5.0
-
-
-async def start_node(nursery: trio.Nursery, tmp_path: Path) -> ControllerNode:
-    (port,) = free_ports(1)
-    node = ControllerNode(NodeConfig(peers=parse_peers(f"n0-127.0.0.1:{port}"), data_dir=str(tmp_path / "n0")))
-    await nursery.start(node.run)
-    await wait_until(lambda: node.replica.serving_as_leader, timeout_s=30, what="the node serving as leader")
-    return node
-
-
-async def fill(node: ControllerNode, groups: int) -> None:
-    """`groups` groups of BROKERS_PER_GROUP, each with a master and a full SyncStateSet, all alive."""
-    register, elect, alter = group_commands(groups)
-    for commands in (register, elect, alter):
-        await node.propose(commands)
-    now_ms = node.replica.now_ms()
-    for command in register:
-        key = BrokerKey(CLUSTER, command.broker_name, command.broker_id)
-        node.replica.liveness.table.update(Heartbeat(key, command.broker_address), now_ms)
 
 
 def get(url: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
