@@ -151,7 +151,7 @@ class StatusPage:
         # logged and answered to the page (500), and the next second tries again.
         try:
             self._document, self.failure = await self.build(client), None
-        except Exception as error:  # noqa: BLE001 (whatever it is, the node keeps serving)
+        except Exception as error:  # whatever it is, the node keeps serving
             self._document, self.failure = None, f"{type(error).__name__}: {error}"
             self._errors.log(logging.ERROR, "%s: building the status page failed: %s", self._node.config.node_id,
                              self.failure)
@@ -159,11 +159,11 @@ class StatusPage:
     async def build(self, client: ControllerClient) -> bytes:
         """The document as of now, built in the loop in slices (see the module's docstring)."""
         replica = self._node.replica
-        own = {"address": self._node.config.listen_address, "status": status_document(replica)}
         others = [address for member, address in replica.conf_state.addresses if member != replica.config.node_id]
-        views = [own, *await _ask_members(client, others)]
+        others_views = await _ask_members(client, others)
         meter = _LoopMeter()
         with meter.hold():
+            own = {"address": self._node.config.listen_address, "status": status_document(replica)}
             groups = list(replica.state.groups())  # the page sorts them
             failovers = [failover_document(failover) for failover in replica.failovers.recent()]
         # Each slice's rows are serialised at once and freed: kept as objects until the end, 10,000
@@ -177,9 +177,9 @@ class StatusPage:
                 chunks.append(orjson.dumps(rows)[1:-1])
         with meter.hold():
             document = {"version": PAGE_VERSION, "nodeId": replica.config.node_id,
-                        "generatedMs": replica.clock.wall_ms(), "nodes": views, "groupColumns": GROUP_COLUMNS,
-                        "brokerColumns": BROKER_COLUMNS, "groups": orjson.Fragment(b"[" + b",".join(chunks) + b"]"),
-                        "failovers": failovers,
+                        "generatedMs": replica.clock.wall_ms(), "nodes": [own, *others_views],
+                        "groupColumns": GROUP_COLUMNS, "brokerColumns": BROKER_COLUMNS,
+                        "groups": orjson.Fragment(b"[" + b",".join(chunks) + b"]"), "failovers": failovers,
                         "previousBuild": self.last_cost.document() if self.last_cost else None}
             body = orjson.dumps(document)
         self.last_cost = meter.cost()
