@@ -255,6 +255,8 @@ class Driver:
         else:
             results = []  # a leader's no-op
         r.applied_index = entry.index
+        if results:
+            r.failovers.record(entry.index, results)
         r.proposals.applied(entry.index, entry.term, results)
         if r.leader_id == r.config.node_id:
             if entry.term == r.term and not r.serving_as_leader:

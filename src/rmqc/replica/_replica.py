@@ -39,6 +39,7 @@ from ._alarms import REPAIRING, DiskFullAlarm
 from ._audit import forwarded_origin, with_origin
 from ._disk import Disk
 from ._driver import Driver
+from ._failovers import FailoverHistory
 from ._forwarding import Forwards, LeaderWaits
 from ._health import HealthCheck
 from ._io import (
@@ -150,6 +151,7 @@ class Replica:
         self._takeover: tuple[str, int] | None = None  # (dead leader, when the others campaign too)
         self._node_info_cache: tuple[str | None, NodeInfo] | None = None  # (leader_id, info)
         self.proposals = Proposals(config.request_timeout_ms, config.group_commit)
+        self.failovers = FailoverHistory()  # the status page's last failovers (every node)
         self.disk = Disk(self)
         self.driver = Driver(self)
         self.forwards = Forwards(outbox, config.request_timeout_ms)
