@@ -43,9 +43,9 @@ from ._export import (
 from ._model import BrokerGroup as BrokerGroup, Replica as Replica
 from ._namesrv import (
     MASTER_ID as MASTER_ID,
+    MAX_CACHED_ROUTES as MAX_CACHED_ROUTES,
     MAX_KV_ENTRIES as MAX_KV_ENTRIES,
     MAX_KV_VALUE_BYTES as MAX_KV_VALUE_BYTES,
-    MAX_CACHED_ROUTES as MAX_CACHED_ROUTES,
     MAX_NAME_BYTES as MAX_NAME_BYTES,
     MAX_REGISTRATIONS as MAX_REGISTRATIONS,
     MAX_TOPICS as MAX_TOPICS,
