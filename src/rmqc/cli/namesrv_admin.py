@@ -82,6 +82,12 @@ def _routed(route: dict[str, Any] | None, masters: dict[str, str], read: int, wr
                for name, address in masters.items())
 
 
+def _broker_refused(address: str, answer: Any) -> str:
+    from rmqc.cli._render import code_name
+
+    return f"broker {address} answered {code_name(answer.code)}: {(answer.remark or '').strip() or 'no remark'}"
+
+
 def _create_or_update(topic: str, cluster: str, read: int, write: int, perm: int, controllers: str,
                       as_json: bool, timeout_ms: int, wait_ms: int, exists: bool) -> None:
     """`exists`: the topic must already be routed (update) or must not be (create)."""
@@ -107,7 +113,7 @@ def _create_or_update(topic: str, cluster: str, read: int, write: int, perm: int
         for address in masters.values():
             answer = await client.request(UPDATE_AND_CREATE_TOPIC, ext, address=address)
             if answer.code != 0:
-                return answer, None, None
+                return answer, None, _broker_refused(address, answer)
         with trio.move_on_after(wait_ms / 1000):
             while True:
                 answer, route = await _route(client, topic)
@@ -120,7 +126,8 @@ def _create_or_update(topic: str, cluster: str, read: int, write: int, perm: int
     answer, route, problem = run_with_client(parse_controllers(controllers), call, timeout_ms=timeout_ms)
     if problem is not None:
         fail(ExitCode.REFUSED, f"{what}: {problem}",
-             hint="mqadmin clusterList shows the registered brokers; their namesrvAddr must name the rmqc nodes")
+             hint="mqadmin clusterList shows the registered brokers; their namesrvAddr must name the rmqc nodes; "
+                  "a broker's refusal is explained in its log")
     if route is None:
         if answer.code == 0 or answer.code == TOPIC_NOT_EXIST:
             fail(ExitCode.REFUSED, f"{what}: topic {topic!r} " + ("does not exist" if exists else "exists already"),
@@ -163,15 +170,18 @@ def topic_delete_command(topic: TopicArgument, cluster: ClusterOption,
     """As mqadmin deleteTopic: from every master broker (215), then from the routes (216)."""
     from rmqc.cli._render import console, controller_refused, emit_json
 
-    async def call(client: Any) -> tuple[Any, list[str]]:
+    async def call(client: Any) -> tuple[Any, list[str], str | None]:
         masters = await _master_brokers(client, cluster)
         for address in masters.values():
             answer = await client.request(DELETE_TOPIC_IN_BROKER, {"topic": topic}, address=address)
-            if answer.code != 0:
-                return answer, []
-        return await client.request(216, {"topic": topic, "clusterName": cluster}), sorted(masters.values())
+            if answer.code != 0:  # as mqadmin deleteTopic: the routes keep the topic
+                return answer, [], _broker_refused(address, answer) + "; the routes still have the topic"
+        deleted = await client.request(216, {"topic": topic, "clusterName": cluster})
+        return deleted, sorted(masters.values()), None
 
-    answer, brokers = run_with_client(parse_controllers(controllers), call, timeout_ms=timeout_ms)
+    answer, brokers, problem = run_with_client(parse_controllers(controllers), call, timeout_ms=timeout_ms)
+    if problem is not None:
+        fail(ExitCode.REFUSED, f"topic delete: {problem}", hint="see the broker's log, then retry")
     if answer.code != 0:
         controller_refused(answer, "topic delete", as_json=as_json)
     if as_json:
