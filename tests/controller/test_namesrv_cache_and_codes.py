@@ -5,8 +5,11 @@ huge registration body is decoded (docs/namesrv.md)."""
 from __future__ import annotations
 
 import json
+import random
 import struct
 import zlib
+
+import pytest
 
 from rmqc.controller._namesrv_bodies import MAX_REGISTER_BODY_BYTES, register_body
 from rmqc.fsm import MAX_TOPICS_PER_REGISTRATION, SetWritePermOfBroker, decode_commands, encode_commands
@@ -143,3 +146,57 @@ def test_huge_registration_bodies_are_refused_before_they_are_decoded() -> None:
     answer = ask(h, 103, ext, b" " * (MAX_REGISTER_BODY_BYTES + 1))
     assert answer.code == 1 and f"exceeds the bound of {MAX_REGISTER_BODY_BYTES}" in (answer.remark or "")
     assert h.state.namesrv.registrations == {}
+
+
+TOPICS = ["T0", "T1", "T2", "T3"]
+MANAGED = {1: A, 2: B, 3: "10.0.0.3:30931"}
+UNMANAGED = ["10.0.1.1:30911", "10.0.1.2:30921"]
+
+
+def random_step(h: ControllerHarness, rng: random.Random, counter: int) -> None:
+    """One change of any kind a route depends on, chosen by `rng`."""
+    kind = rng.randrange(7)
+    if kind == 0:  # a registration (managed or not), with a new topic table
+        name, address, claimed = rng.choice([(N, a, rng.choice([0, i])) for i, a in MANAGED.items()]
+                                            + [("broker-u", a, i) for i, a in enumerate(UNMANAGED)])
+        topics = [(t, rng.randint(1, 8), rng.randint(1, 8), 6, 0) for t in rng.sample(TOPICS, rng.randint(0, 3))]
+        register(h, address, claimed, counter, topics, name=name)
+    elif kind == 1:  # a broker unregisters
+        address = rng.choice([*MANAGED.values(), *UNMANAGED])
+        name = N if address in MANAGED.values() else "broker-u"
+        ask(h, 104, {"brokerName": name, "brokerAddr": address, "clusterName": C, "brokerId": 0})
+    elif kind == 2:
+        ask(h, rng.choice([205, 327]), {"brokerName": rng.choice([N, "broker-u"])})
+    elif kind == 3:
+        body = json.dumps({"queueDatas": [{"brokerName": rng.choice([N, "broker-u"]), "perm": 6,
+                                           "readQueueNums": rng.randint(1, 8), "writeQueueNums": 4}]}).encode()
+        ask(h, 217, {"topic": rng.choice(TOPICS)}, body)
+    elif kind == 4:
+        ask(h, 216, {"topic": rng.choice(TOPICS)})
+    elif kind == 5:  # the controller elects (or fails to: nothing changes then)
+        broker_id = rng.choice(list(MANAGED))
+        h.heartbeat(C, N, broker_id, MANAGED[broker_id])
+        ask(h, 1002, {"clusterName": C, "brokerName": N, "brokerId": broker_id, "designateElect": False})
+    else:  # a managed broker's connection closes: deposed if master, and out of the routes
+        inactive = h.close_connection(f"{N}#{rng.choice(list(MANAGED))}")
+        h.commit(h.processor.namesrv.inactive(inactive, h.now_ms))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_cached_routes_equal_fresh_ones_and_name_only_the_committed_master(seed: int) -> None:
+    rng = random.Random(seed)
+    h = ControllerHarness()
+    for broker_id, address in MANAGED.items():
+        assert h.register(C, N, address) == broker_id
+        h.heartbeat(C, N, broker_id, address)
+    for counter in range(1, 150):
+        random_step(h, rng, counter)
+        group = h.state.group(N)
+        for topic in TOPICS:
+            for version in (0, STANDARD):
+                answer = ask(h, 105, {"topic": topic}, version=version)
+                fresh = h.processor.namesrv.encoded_route(topic, version == STANDARD)
+                assert (answer.body if answer.code == 0 else None) == fresh, (seed, counter, topic)
+            route = json.loads(answer.body) if answer.code == 0 and answer.body else {"brokerDatas": []}
+            master = next((b["brokerAddrs"].get("0") for b in route["brokerDatas"] if b["brokerName"] == N), None)
+            assert master is None or (group is not None and master == group.master_address), (seed, counter)
