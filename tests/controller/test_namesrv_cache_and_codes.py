@@ -200,3 +200,22 @@ def test_cached_routes_equal_fresh_ones_and_name_only_the_committed_master(seed:
             route = json.loads(answer.body) if answer.code == 0 and answer.body else {"brokerDatas": []}
             master = next((b["brokerAddrs"].get("0") for b in route["brokerDatas"] if b["brokerName"] == N), None)
             assert master is None or (group is not None and master == group.master_address), (seed, counter)
+
+
+def test_route_cache_and_its_index_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    import rmqc.fsm._namesrv as fsm_namesrv
+
+    monkeypatch.setattr(fsm_namesrv, "MAX_CACHED_ROUTES", 4)
+    h = ControllerHarness()
+    assert register(h, A, 0, 1, [("TopicA", 4, 4, 6, 0)]).code == 0
+    queues = json.dumps({"queueDatas": [{"brokerName": N, "perm": 6, "readQueueNums": 1,
+                                         "writeQueueNums": 1}]}).encode()
+    for i in range(20):  # topics created, looked up and deleted without the registration changing
+        assert ask(h, 217, {"topic": f"X{i}"}, queues).code == 0
+        assert ask(h, 105, {"topic": f"X{i}"}).code == 0
+        assert ask(h, 105, {"topic": f"X{i}"}, version=STANDARD).code == 0
+        if i % 2:
+            assert ask(h, 216, {"topic": f"X{i}"}).code == 0
+        answers, index = h.state.namesrv.cache_size()
+        assert answers <= 4 and index <= 4, (i, answers, index)
+    assert ask(h, 105, {"topic": "X18"}).body == h.processor.namesrv.encoded_route("X18", False)

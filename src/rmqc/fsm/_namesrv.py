@@ -98,7 +98,10 @@ class NamesrvState:
         # body. Every change a route depends on drops the answers it affects (`_forget_*`): its
         # topic's queue data, and the registrations and controller group of its broker names.
         self._routes: dict[tuple[str, bool], bytes] = {}
-        self._cached_topics_of: dict[str, set[str]] = {}  # broker name -> topics cached that name it
+        # Which cached topics name a broker name, both ways, so that dropping an answer also drops
+        # its index entries (the index never outgrows the cache).
+        self._cached_topics_of: dict[str, set[str]] = {}  # broker name -> cached topics naming it
+        self._names_of_cached: dict[str, tuple[str, ...]] = {}  # cached topic -> its broker names
 
     # ---- the route cache ---------------------------------------------------------------------------
 
@@ -107,19 +110,31 @@ class NamesrvState:
 
     def cache_route(self, topic: str, standard_json: bool, body: bytes) -> None:
         if len(self._routes) >= MAX_CACHED_ROUTES:
-            self._routes.pop(next(iter(self._routes)))
+            self._forget_topic(next(iter(self._routes))[0])  # the oldest answer makes room
         self._routes[(topic, standard_json)] = body
-        for name in self.topics.get(topic, ()):
+        names = tuple(self.topics.get(topic, ()))
+        self._names_of_cached[topic] = names
+        for name in names:
             self._cached_topics_of.setdefault(name, set()).add(topic)
 
     def forget_broker_name(self, broker_name: str) -> None:
         """The registrations or the controller group of `broker_name` changed (also its master)."""
-        for topic in self._cached_topics_of.pop(broker_name, ()):
+        for topic in list(self._cached_topics_of.get(broker_name, ())):
             self._forget_topic(topic)
 
     def _forget_topic(self, topic: str) -> None:
         self._routes.pop((topic, False), None)
         self._routes.pop((topic, True), None)
+        for name in self._names_of_cached.pop(topic, ()):
+            topics = self._cached_topics_of.get(name)
+            if topics is not None:
+                topics.discard(topic)
+                if not topics:
+                    del self._cached_topics_of[name]
+
+    def cache_size(self) -> tuple[int, int]:
+        """(answers cached, index entries): both bounded by MAX_CACHED_ROUTES answers."""
+        return len(self._routes), sum(len(topics) for topics in self._cached_topics_of.values())
 
     # ---- reads -----------------------------------------------------------------------------------
 
