@@ -32,8 +32,10 @@ __all__ = [
     "render_config",
     "render_elected",
     "render_metadata",
+    "render_rows",
     "render_status",
     "render_sync_state_data",
+    "render_topic_route",
     "status_table",
 ]
 
@@ -265,6 +267,33 @@ def render_config(per_node: Mapping[str, Mapping[str, str] | str], key: str | No
             if key is None or name == key:
                 table.add_row(name, values[name])
         out.print(table)
+
+
+# ---- the NameServer role (rmqc admin topic / kv) ----------------------------------------------------
+
+
+def render_rows(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*row)
+    console().print(table)
+
+
+def render_topic_route(topic: str, route: Mapping[str, Any]) -> None:
+    """105 as an operator reads it: per broker name its addresses (0 is the master) and queues."""
+    queues = {q["brokerName"]: q for q in route["queueDatas"]}
+    table = Table(title=f"route of {topic}")
+    for column in ("broker name", "cluster", "master", "slaves", "read", "write", "perm"):
+        table.add_column(column)
+    for broker in route["brokerDatas"]:
+        addrs = broker["brokerAddrs"]
+        q = queues.get(broker["brokerName"], {})
+        table.add_row(broker["brokerName"], broker["cluster"], addrs.get("0", "-"),
+                      ", ".join(f"{i}={a}" for i, a in sorted(addrs.items()) if i != "0") or "-",
+                      str(q.get("readQueueNums", "-")), str(q.get("writeQueueNums", "-")), str(q.get("perm", "-")))
+    console().print(table)
 
 
 # ---- members ----------------------------------------------------------------------------------------

@@ -20,6 +20,8 @@ from ._commands import (
     PutKvConfig as PutKvConfig,
     RecordOperation as RecordOperation,
     RegisterBrokerRoute as RegisterBrokerRoute,
+    RegisterTopicRoute as RegisterTopicRoute,
+    SetWritePermOfBroker as SetWritePermOfBroker,
     TopicRow as TopicRow,
     Trigger as Trigger,
     UnregisterBrokerRoute as UnregisterBrokerRoute,
@@ -43,6 +45,7 @@ from ._export import (
 from ._model import BrokerGroup as BrokerGroup, Replica as Replica
 from ._namesrv import (
     MASTER_ID as MASTER_ID,
+    MAX_CACHED_ROUTES as MAX_CACHED_ROUTES,
     MAX_KV_ENTRIES as MAX_KV_ENTRIES,
     MAX_KV_VALUE_BYTES as MAX_KV_VALUE_BYTES,
     MAX_NAME_BYTES as MAX_NAME_BYTES,
@@ -54,6 +57,7 @@ from ._namesrv import (
     QueueData as QueueData,
     Registration as Registration,
     check_kv as check_kv,
+    check_topic as check_topic,
 )
 from ._replay import Applied as Applied, apply_entry as apply_entry, replay as replay
 from ._state import (

@@ -246,12 +246,38 @@ class DeleteKvConfig(_NoBrokerGroup):
     origin: Origin | None = None
 
 
-NamesrvCommand = RegisterBrokerRoute | UnregisterBrokerRoute | DeleteTopicRoute | PutKvConfig | DeleteKvConfig
+@dataclass(frozen=True, slots=True)
+class RegisterTopicRoute(_NoBrokerGroup):
+    """217 (REGISTER_TOPIC_IN_NAMESRV): an operator's queue data of one topic. Each row is
+    (brokerName, readQueueNums, writeQueueNums, perm, topicSysFlag): a TopicRow keyed by broker name."""
+
+    topic: str
+    queues: tuple[TopicRow, ...]  # sorted by broker name
+    leader_ts_ms: int
+    origin: Origin | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SetWritePermOfBroker:
+    """205 (`wipe`: PERM_WRITE taken from every topic's queue data of the broker name) or 327 (read
+    and write given back), as Java's RouteInfoManager.operateWritePermOfBroker."""
+
+    broker_name: str
+    wipe: bool
+    leader_ts_ms: int
+    origin: Origin | None = None
+
+
+NamesrvCommand = (
+    RegisterBrokerRoute | UnregisterBrokerRoute | DeleteTopicRoute | PutKvConfig | DeleteKvConfig | RegisterTopicRoute
+    | SetWritePermOfBroker
+)
 
 Command = (
     ApplyBrokerId | UpdateBrokerAddress | ElectMaster | AlterSyncStateSet | CleanBrokerData | UpdateControllerConfig
     | RegisterBrokerRoute | UnregisterBrokerRoute | DeleteTopicRoute | PutKvConfig | DeleteKvConfig
     | RecordOperation
+    | RegisterTopicRoute | SetWritePermOfBroker
 )
 
 # The tag written into the log; also the `command` column of the history export.
@@ -268,6 +294,8 @@ COMMAND_TAGS: dict[type, str] = {
     PutKvConfig: "put_kv_config",
     DeleteKvConfig: "delete_kv_config",
     RecordOperation: "record_operation",
+    RegisterTopicRoute: "register_topic_route",
+    SetWritePermOfBroker: "set_write_perm_of_broker",
 }
 _TYPES_BY_TAG: dict[str, type] = {tag: cls for cls, tag in COMMAND_TAGS.items()}
 

@@ -23,6 +23,8 @@ from ._commands import (
     PutKvConfig,
     RecordOperation,
     RegisterBrokerRoute,
+    RegisterTopicRoute,
+    SetWritePermOfBroker,
     UnregisterBrokerRoute,
     UpdateBrokerAddress,
     UpdateControllerConfig,
@@ -91,6 +93,14 @@ def _delete_kv_config(c: DeleteKvConfig) -> str:
     return f"delete kv {c.namespace}/{c.key}"
 
 
+def _register_topic_route(c: RegisterTopicRoute) -> str:
+    return f"register topic {c.topic} on " + ", ".join(f"{row[0]} (perm {row[3]})" for row in c.queues)
+
+
+def _set_write_perm_of_broker(c: SetWritePermOfBroker) -> str:
+    return f"{'wipe' if c.wipe else 'add'} write permission of {c.broker_name}"
+
+
 # keyed by the command's type, so each describer takes that type (Any: a dict cannot say so)
 _DESCRIBERS: dict[type, Callable[[Any], str]] = {
     ApplyBrokerId: _apply_broker_id,
@@ -105,6 +115,8 @@ _DESCRIBERS: dict[type, Callable[[Any], str]] = {
     PutKvConfig: _put_kv_config,
     DeleteKvConfig: _delete_kv_config,
     RecordOperation: _record_operation,
+    RegisterTopicRoute: _register_topic_route,
+    SetWritePermOfBroker: _set_write_perm_of_broker,
 }
 
 

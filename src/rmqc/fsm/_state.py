@@ -28,6 +28,8 @@ from ._commands import (
     PutKvConfig,
     RecordOperation,
     RegisterBrokerRoute,
+    RegisterTopicRoute,
+    SetWritePermOfBroker,
     UnregisterBrokerRoute,
     UpdateBrokerAddress,
     UpdateControllerConfig,
@@ -70,6 +72,7 @@ class ApplyStatus(StrEnum):
     STALE_REGISTRATION = "stale_registration"
     TOO_MANY_KV_ENTRIES = "too_many_kv_entries"
     KV_TOO_LARGE = "kv_too_large"
+    NAME_TOO_LONG = "name_too_long"
     NOT_FOUND = "not_found"
 
 
@@ -246,6 +249,7 @@ class ControllerState:
         return ApplyResult(command, status, before, after, detail)
 
     def _store(self, broker_name: str, group: BrokerGroup | None) -> None:
+        self.namesrv.forget_broker_name(broker_name)  # cached routes name the group's master
         if group is None:
             self._groups.pop(broker_name, None)
         else:
@@ -369,6 +373,17 @@ class ControllerState:
     def _delete_kv_config(self, cmd: DeleteKvConfig) -> ApplyResult:
         return self._namesrv_result(cmd, self.namesrv.delete_kv(cmd))
 
+    def _register_topic_route(self, cmd: RegisterTopicRoute) -> ApplyResult:
+        try:
+            self.namesrv.register_topic(cmd)
+        except NamesrvRefused as refused:
+            return self._namesrv_result(cmd, refused=refused)
+        return self._namesrv_result(cmd)
+
+    def _set_write_perm_of_broker(self, cmd: SetWritePermOfBroker) -> ApplyResult:
+        """`detail`: how many topics were touched (the answer's wipeTopicCount / addTopicCount)."""
+        return ApplyResult(cmd, _OK, None, None, detail=self.namesrv.set_write_perm(cmd))
+
 
 # keyed by the command's type, so each applier takes that type (Any: a dict cannot say so)
 _APPLIERS: dict[type, Callable[[ControllerState, Any], ApplyResult]] = {
@@ -384,6 +399,8 @@ _APPLIERS: dict[type, Callable[[ControllerState, Any], ApplyResult]] = {
     PutKvConfig: ControllerState._put_kv_config,
     DeleteKvConfig: ControllerState._delete_kv_config,
     RecordOperation: ControllerState._record_operation,
+    RegisterTopicRoute: ControllerState._register_topic_route,
+    SetWritePermOfBroker: ControllerState._set_write_perm_of_broker,
 }
 
 

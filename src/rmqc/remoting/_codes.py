@@ -39,9 +39,15 @@ class RequestCode(IntEnum):
     GET_ROUTEINFO_BY_TOPIC = 105
     GET_BROKER_CLUSTER_INFO = 106
     GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
+    WIPE_WRITE_PERM_OF_BROKER = 205
     DELETE_TOPIC_IN_NAMESRV = 216
+    REGISTER_TOPIC_IN_NAMESRV = 217
     GET_KVLIST_BY_NAMESPACE = 219
+    GET_TOPICS_BY_CLUSTER = 224
+    UPDATE_NAMESRV_CONFIG = 318
+    GET_NAMESRV_CONFIG = 319
     QUERY_DATA_VERSION = 322
+    ADD_WRITE_PERM_OF_BROKER = 327
     GET_BROKER_MEMBER_GROUP = 901
     BROKER_HEARTBEAT = 904
     NOTIFY_MIN_BROKER_ID_CHANGE = 905
@@ -124,9 +130,10 @@ LEADER_ONLY_REQUESTS: frozenset[int] = frozenset(
 )
 
 # The NameServer role (docs/namesrv.md): writes decided by the leader (a follower forwards them;
-# 322 only refreshes the leader's liveness of a registration), reads served by every node.
-NAMESRV_WRITE_REQUESTS: frozenset[int] = frozenset({100, 102, 103, 104, 216, 322})
-NAMESRV_READ_REQUESTS: frozenset[int] = frozenset({101, 105, 106, 206, 219})
+# 322 only refreshes the leader's liveness of a registration), reads served by every node. 318 and
+# 319 are answered by the node asked (its constants; 318 is refused).
+NAMESRV_WRITE_REQUESTS: frozenset[int] = frozenset({100, 102, 103, 104, 205, 216, 217, 322, 327})
+NAMESRV_READ_REQUESTS: frozenset[int] = frozenset({101, 105, 106, 206, 219, 224})
 
 # Requests that only read state; rmqc lets them name a consistency level (design.md "Read path").
 READ_REQUESTS: frozenset[int] = frozenset({1004, 1005, 1006, 1012}) | NAMESRV_READ_REQUESTS
