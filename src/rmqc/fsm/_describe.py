@@ -19,6 +19,7 @@ from ._commands import (
     DeleteKvConfig,
     DeleteTopicRoute,
     ElectMaster,
+    ImportGroups,
     Origin,
     PutKvConfig,
     RegisterBrokerRoute,
@@ -86,6 +87,11 @@ def _delete_kv_config(c: DeleteKvConfig) -> str:
     return f"delete kv {c.namespace}/{c.key}"
 
 
+def _import_groups(c: ImportGroups) -> str:
+    names = ", ".join(row[1] for row in c.groups[:5]) + (", ..." if len(c.groups) > 5 else "")
+    return f"import {len(c.groups)} broker group(s) from {c.source}: {names}"
+
+
 # keyed by the command's type, so each describer takes that type (Any: a dict cannot say so)
 _DESCRIBERS: dict[type, Callable[[Any], str]] = {
     ApplyBrokerId: _apply_broker_id,
@@ -99,6 +105,7 @@ _DESCRIBERS: dict[type, Callable[[Any], str]] = {
     DeleteTopicRoute: _delete_topic_route,
     PutKvConfig: _put_kv_config,
     DeleteKvConfig: _delete_kv_config,
+    ImportGroups: _import_groups,
 }
 
 
