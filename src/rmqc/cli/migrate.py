@@ -51,7 +51,7 @@ def from_java_command(
     namesrv: Annotated[str | None, typer.Option(
         "--namesrv", "-n", help="a NameServer listing the broker groups (106); or give --broker-name")] = None,
     cluster: Annotated[str | None, typer.Option(
-        "--cluster", "-c", help="only this cluster's groups (with --namesrv); the cluster of --broker-name")] = None,
+        "--cluster", help="only this cluster's groups (with --namesrv); the cluster of --broker-name")] = None,
     broker_names: Annotated[list[str] | None, typer.Option(
         "--broker-name", "-b", help="a broker group to migrate (repeat it); needs --cluster")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="read and show what would be imported; write nothing")
