@@ -27,14 +27,18 @@ from rmqc.testing.interop import (
     bring_up,
     broker_epochs,
     cluster_list,
+    consume_all,
     failover,
     mqadmin_ok,
+    now_ms,
     replica_state,
     wait_for,
 )
 from rmqc.testing.rocketmq import CLUSTER, Broker, RocketMQ, parse_sync_state_set
 
-pytestmark = pytest.mark.slow
+# about 4 minutes on a quiet 2-core machine (10 JVMs, 3 rmqc nodes): more than the default bound
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+BEFORE_TOPIC = "rmqc-migrate-before"  # written while the Java controllers decide, read after the switch
 
 MIGRATE_TIMEOUT_S = 120.0  # one CLI process: Python start, ~10 requests to each side
 STOP_TIMEOUT_S = 60.0  # a broker's shutdown hook joins its threads one by one (~9 s here, more under load)
@@ -93,6 +97,11 @@ async def test_migrate_from_the_java_controller_keeps_ids_master_and_epochs(tmp_
             async with ControllerClient(java.addresses, max_retries=10) as java_admin:
                 await java.wait_leader(java_admin)
                 brokers = await bring_up(rmq, java, java_admin)
+                assert rmq.namesrv is not None
+                await mqadmin_ok(rmq, "updateTopic", "-n", rmq.namesrv.address, "-c", CLUSTER, "-t", BEFORE_TOPIC,
+                                 "-r", "4", "-w", "4")
+                written = rmq.producer(BEFORE_TOPIC, count=100, interval_ms=5, name="producer-before")
+                await written.wait_exit(120)
                 before = await mqadmin_view(rmq, java.addresses)
             master_id, master_address, master_epoch = before["master"]
             ids = {b.broker_id(): b for b in brokers}
@@ -101,8 +110,9 @@ async def test_migrate_from_the_java_controller_keeps_ids_master_and_epochs(tmp_
             await cluster.start()
             async with ControllerClient(cluster.addresses, max_retries=10) as admin:
                 await cluster.wait_leader(admin)
-                assert rmq.namesrv is not None
+                timeline = {"migrate": now_ms()}
                 migration = await run_migration(java.addresses, cluster.addresses, rmq.namesrv.address)
+                timeline["migrated"] = now_ms()
                 assert (migration["imported"], migration["verified"], migration["differences"]) == (True, True, []), \
                     migration
                 (group,) = migration["groups"]
@@ -112,6 +122,7 @@ async def test_migrate_from_the_java_controller_keeps_ids_master_and_epochs(tmp_
                 assert await replica_state(admin) == (master_id, master_epoch, ALL)
 
                 await java.stop()  # from here no controller fails anything over until the brokers are on rmqc
+                timeline["java_stopped"] = now_ms()
                 master = ids[master_id]
                 await restart_on(master, cluster.addresses)
 
@@ -120,13 +131,16 @@ async def test_migrate_from_the_java_controller_keeps_ids_master_and_epochs(tmp_
                         (await replica_state(admin))[:2] == (master_id, master_epoch)
 
                 await wait_for(master_kept, REJOIN_S, "the master heard by rmqc, master of the same masterEpoch", 0.2)
+                timeline["master_back"] = now_ms()
                 for slave in (b for i, b in sorted(ids.items()) if i != master_id):
                     await restart_on(slave, cluster.addresses)
 
                 async def all_back_in_sync() -> bool:
-                    return await replica_state(admin) == (master_id, master_epoch, ALL)
+                    return await replica_state(admin) == (master_id, master_epoch, ALL) and \
+                        await live_replicas(admin) == ALL
 
                 await wait_for(all_back_in_sync, REJOIN_S, "all three on rmqc, back in the SyncStateSet", 0.2)
+                timeline["all_back"] = now_ms()
                 assert sorted(b.broker_id() for b in brokers) == ALL  # no id reassigned
 
                 async def same_as_before() -> bool:
@@ -136,7 +150,14 @@ async def test_migrate_from_the_java_controller_keeps_ids_master_and_epochs(tmp_
                 await wait_for(same_as_before, REJOIN_S, "mqadmin answering as before the switch", 1.0)
                 after = await mqadmin_view(rmq, cluster.addresses)
                 assert after["sync_state_set_epoch"] >= before["sync_state_set_epoch"]
-                print("interop migration:", {"before": before, "after": after})
+                read_back = await consume_all(rmq, written, "consumer-before", BEFORE_TOPIC)
+                assert read_back["lost"] == 0 and read_back["acknowledged"] == 100, read_back
+                print("interop migration:", {"before": before, "after": after, "written_before": read_back,
+                                             "migrate_cli_ms": timeline["migrated"] - timeline["migrate"],
+                                             "java_stop_to_master_back_ms":
+                                                 timeline["master_back"] - timeline["java_stopped"],
+                                             "java_stop_to_all_back_in_sync_ms":
+                                                 timeline["all_back"] - timeline["java_stopped"]})
 
                 report = await failover(rmq, cluster, admin, brokers)
                 print("interop failover after the migration:", report)
@@ -154,6 +175,6 @@ def _comparable(view: dict[str, Any]) -> dict[str, Any]:
     """The answers that must not change: master id, address and epoch, the replicas in and out of
     the SyncStateSet (alive or not), every broker's epochs, the NameServer's rows. The
     syncStateSetEpoch may grow (the restarted master reports its set again) and the master's last
-    epoch entry starts where it restarted (Java's changeToMaster rewrites it)."""
+    epoch entry starts where it restarted (a broker's changeToMaster rewrites its last entry)."""
     return {key: view[key] for key in ("master", "in_sync", "not_in_sync", "epochs", "cluster_list")}
 
