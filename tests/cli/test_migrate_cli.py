@@ -19,7 +19,8 @@ from typer.testing import CliRunner
 from rmqc.cli.dev import LocalCluster
 from rmqc.cli.main import app
 from rmqc.client import ControllerClient
-from rmqc.launcher import free_ports
+from rmqc.launcher import ServeCluster, free_ports, serve_nodes
+from rmqc.testing.acl_accounts import ADMIN, BROKER, PLAIN_ACL_YML
 
 C = "DefaultCluster"
 A, B = "broker-a", "broker-b"
@@ -150,3 +151,25 @@ def test_usage_and_unreachable_exit_codes(source: LocalCluster) -> None:
     assert result.exit_code == 3 and "no answer" in result.stderr
     result = runner.invoke(app, [*base, "-b", "no-such-group", "--cluster", C, "--dry-run"])
     assert result.exit_code == 1 and "has no broker group no-such-group" in result.stderr
+
+
+def test_the_import_goes_through_rmqc_acl_as_an_admin_request(source: LocalCluster, tmp_path: Path) -> None:
+    (tmp_path / "plain_acl.yml").write_text(PLAIN_ACL_YML)
+    secured = ServeCluster(serve_nodes(tmp_path / "acl", free_ports(1), settings=(
+        "acl_enabled=true", f"acl_file={tmp_path / 'plain_acl.yml'}")))
+    secured.start_blocking()
+    try:
+        base = ["migrate", "from-java", "--controllers", source.controllers, "--to", secured.controllers,
+                "--cluster", C, "-b", A]
+        result = CliRunner().invoke(app, [*base, "--timeout-ms", "2000"])
+        # unsigned, not even the leader is named (1005 answers 16 NO_PERMISSION): the client finds none
+        assert result.exit_code == 3 and "names no leader (code 16)" in result.stderr, result.stderr
+        broker_keys = ["--access-key", BROKER.access_key, "--secret-key", BROKER.secret_key]
+        result = CliRunner().invoke(app, [*base, *broker_keys])
+        assert result.exit_code == 1 and "not an admin" in result.stderr
+        result = CliRunner().invoke(app, base, env={"RMQC_ACCESS_KEY": ADMIN.access_key,
+                                                    "RMQC_SECRET_KEY": ADMIN.secret_key})
+        assert result.exit_code == 0, result.stderr
+        assert "verified" in result.stdout
+    finally:
+        secured.stop_blocking()

@@ -107,7 +107,12 @@ def _run(java_addresses: list[str], rmqc_addresses: list[str], namesrv: str | No
     except (MigrationError, ClientError, BaseExceptionGroup) as raised:
         error = client_error_in(raised, (MigrationError, ClientError))
     if isinstance(error, MigrationRefused):
-        fail(ExitCode.REFUSED, str(error), hint="import into a fresh rmqc cluster (no broker group registered)")
+        from rmqc.cli._render import hint_for
+        from rmqc.remoting import ResponseCode
+
+        fresh = "import into a fresh rmqc cluster (no broker group registered)"
+        fail(ExitCode.REFUSED, str(error), hint=fresh if error.code == ResponseCode.CONTROLLER_INVALID_REQUEST
+             else hint_for(error.code, error.remark))
     if isinstance(error, MigrationError):
         fail(ExitCode.REFUSED, str(error))
     fail(ExitCode.UNREACHABLE, f"no answer: {error}", hint="check --controllers, --to and --namesrv, and that they run")

@@ -11,4 +11,10 @@ class MigrationError(RmqcError):
 
 
 class MigrationRefused(MigrationError):
-    """rmqc refused the import (not empty, or the groups contradict themselves): its remark."""
+    """rmqc refused the import (not empty, the groups contradict themselves, or its ACL): the
+    answer's code and remark."""
+
+    def __init__(self, code: int, remark: str | None) -> None:
+        super().__init__(f"rmqc refused the import ({code}): {remark}")
+        self.code = code
+        self.remark = remark

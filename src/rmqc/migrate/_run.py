@@ -104,7 +104,7 @@ async def import_rows(rmqc: ControllerClient, source: str, rows: tuple[GroupRow,
     answer = await rmqc.request(RMQC_IMPORT_GROUPS, None, body)
     assert answer is not None  # two-way
     if answer.code != 0:
-        raise MigrationRefused(f"rmqc refused the import ({answer.code}): {answer.remark}")
+        raise MigrationRefused(answer.code, answer.remark)
     return bool(loads_fastjson(answer.body or b"{}").get("unchanged"))
 
 
