@@ -9,7 +9,15 @@ ControllerClient instances it is given (it opens no socket of its own).
 """
 
 from ._errors import MigrationError as MigrationError, MigrationRefused as MigrationRefused
-from ._run import Migration as Migration, group_names_from_namesrv as group_names_from_namesrv, migrate as migrate
+from ._run import (
+    Migration as Migration,
+    group_names_from_namesrv as group_names_from_namesrv,
+    import_rows as import_rows,
+    java_leader as java_leader,
+    migrate as migrate,
+    read_views as read_views,
+    verify as verify,
+)
 from ._views import (
     Difference as Difference,
     GroupView as GroupView,
