@@ -21,6 +21,7 @@ __all__ = [
     "RMQC_MEMBERS_REMOVE",
     "RMQC_NODE_STATUS",
     "RMQC_PRIVATE_REQUESTS",
+    "RMQC_RECORD_OPERATION",
     "RMQC_SNAPSHOT_SAVE",
     "RMQC_TRANSFER_LEADER",
     "LanguageCode",
@@ -145,6 +146,9 @@ RMQC_MEMBERS_REMOVE = 60007  # extFields id
 # rmqc migrate from-java: body {"source": text, "groups": [GroupRow arrays]}, one replicated
 # ImportGroups (fsm); only the leader decides (a follower forwards it); admin accounts only.
 RMQC_IMPORT_GROUPS = 60010
+# Between controller nodes only: a follower asks the leader to log an operator request it served
+# (replica/_operations.py); refused from a client connection.
+RMQC_RECORD_OPERATION = 60020  # extFields action, detail
 RMQC_PRIVATE_REQUESTS: dict[int, str] = {
     RMQC_NODE_STATUS: "RMQC_NODE_STATUS",
     RMQC_TRANSFER_LEADER: "RMQC_TRANSFER_LEADER",
@@ -153,6 +157,7 @@ RMQC_PRIVATE_REQUESTS: dict[int, str] = {
     RMQC_MEMBERS_ADD: "RMQC_MEMBERS_ADD",
     RMQC_MEMBERS_PROMOTE: "RMQC_MEMBERS_PROMOTE",
     RMQC_MEMBERS_REMOVE: "RMQC_MEMBERS_REMOVE",
+    RMQC_RECORD_OPERATION: "RMQC_RECORD_OPERATION",
     RMQC_IMPORT_GROUPS: "RMQC_IMPORT_GROUPS",
 }
 

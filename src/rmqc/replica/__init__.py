@@ -9,6 +9,11 @@ from ._alarms import (
     DiskFullAlarm as DiskFullAlarm,
 )
 from ._driver import FEED_ENTRIES as FEED_ENTRIES, FEED_MESSAGES as FEED_MESSAGES
+from ._failovers import (
+    MAX_FAILOVERS_KEPT as MAX_FAILOVERS_KEPT,
+    Failover as Failover,
+    FailoverHistory as FailoverHistory,
+)
 from ._health import (
     LIVENESS_CHECKS as LIVENESS_CHECKS,
     READINESS_CHECKS as READINESS_CHECKS,

@@ -38,6 +38,7 @@ from ._alarms import REPAIRING, DiskFullAlarm
 from ._audit import forwarded_origin, with_origin
 from ._disk import Disk
 from ._driver import Driver
+from ._failovers import FailoverHistory
 from ._forwarding import Forwards, LeaderWaits
 from ._health import HealthCheck
 from ._io import (
@@ -148,6 +149,7 @@ class Replica:
         self._takeover: tuple[str, int] | None = None  # (dead leader, when the others campaign too)
         self._node_info_cache: tuple[str | None, NodeInfo] | None = None  # (leader_id, info)
         self.proposals = Proposals(config.request_timeout_ms, config.group_commit)
+        self.failovers = FailoverHistory()  # the status page's last failovers (every node)
         self.disk = Disk(self)
         self.driver = Driver(self)
         self.forwards = Forwards(outbox, config.request_timeout_ms)
@@ -450,7 +452,7 @@ class Replica:
             if request.code == RMQC_NODE_STATUS:
                 out(Answer(token, status_answer(self, request)))  # rmqc's private diagnostic (rmqc status)
             elif request.code in OPERATION_REQUESTS:
-                self.operations.handle(request, token)
+                self.operations.handle(request, token, origin, forwarded=forwarded)
             elif request.code in MEMBERSHIP_REQUESTS:
                 self.membership.handle(request, token)
             elif self._forwarded_from_here(request):
