@@ -202,3 +202,35 @@ async def test_migrate_from_the_java_controller_keeps_ids_master_and_epochs(tmp_
         raise
     finally:
         await cluster.stop()
+
+
+async def test_migrate_reads_a_jraft_controller_exactly(tmp_path: Path) -> None:
+    """The same import and verification from the Java controller in JRaft mode (5.2+; one node, to
+    keep the run short: the reads go to its leader either way), with three live brokers."""
+    rmq = RocketMQ(tmp_path)
+    cluster = Cluster.create(tmp_path / "rmqc", 3)
+    java = rmq.java_controllers(1, mode="jraft")
+    try:
+        async with rmq:
+            await java.start()
+            async with ControllerClient(java.addresses, max_retries=10) as java_admin:
+                await java.wait_leader(java_admin)
+                brokers = await bring_up(rmq, java, java_admin)
+                master_id, master_epoch, in_sync = await replica_state(java_admin)
+            await cluster.start()
+            async with ControllerClient(cluster.addresses, max_retries=10) as admin:
+                await cluster.wait_leader(admin)
+                assert rmq.namesrv is not None
+                migration = await run_migration(java.addresses, cluster.addresses, rmq.namesrv.address)
+                assert (migration["imported"], migration["verified"], migration["differences"]) == (True, True, []), \
+                    migration
+                assert await replica_state(admin) == (master_id, master_epoch, in_sync)
+                (group,) = migration["groups"]
+                assert group["replicas"] == {str(b.broker_id()): b.address for b in brokers}
+    except BaseException:
+        print(cluster.logs())
+        print(java.logs())
+        print(rmq.logs())
+        raise
+    finally:
+        await cluster.stop()
