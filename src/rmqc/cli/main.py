@@ -65,6 +65,7 @@ def typer_app() -> "typer.Typer":
     from .health import health_command
     from .log import log_app
     from .members import members_app
+    from .migrate import migrate_app
     from .namesrv_admin import kv_app, topic_app
     from .sim import sim_app
     from .status import status_command
@@ -80,6 +81,7 @@ def typer_app() -> "typer.Typer":
     app.add_typer(dev_app, name="dev")
     app.add_typer(sim_app, name="sim")
     app.add_typer(chaos_app, name="chaos")
+    app.add_typer(migrate_app, name="migrate")
     unwrap_help(app)
     return app
 

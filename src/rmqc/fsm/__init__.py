@@ -14,6 +14,8 @@ from ._commands import (
     DeleteKvConfig as DeleteKvConfig,
     DeleteTopicRoute as DeleteTopicRoute,
     ElectMaster as ElectMaster,
+    GroupRow as GroupRow,
+    ImportGroups as ImportGroups,
     NamesrvCommand as NamesrvCommand,
     OperatorAction as OperatorAction,
     Origin as Origin,
@@ -30,6 +32,7 @@ from ._commands import (
     command_tag as command_tag,
     decode_commands as decode_commands,
     encode_commands as encode_commands,
+    group_rows as group_rows,
 )
 from ._describe import (
     describe_command as describe_command,
@@ -70,4 +73,7 @@ from ._state import (
     check_alter_sync_state_set as check_alter_sync_state_set,
     check_apply_broker_id as check_apply_broker_id,
     check_elect_master as check_elect_master,
+    check_import_groups as check_import_groups,
+    group_of_row as group_of_row,
+    row_of_group as row_of_group,
 )

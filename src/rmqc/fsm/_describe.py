@@ -19,6 +19,7 @@ from ._commands import (
     DeleteKvConfig,
     DeleteTopicRoute,
     ElectMaster,
+    ImportGroups,
     Origin,
     PutKvConfig,
     RecordOperation,
@@ -99,6 +100,9 @@ def _register_topic_route(c: RegisterTopicRoute) -> str:
 
 def _set_write_perm_of_broker(c: SetWritePermOfBroker) -> str:
     return f"{'wipe' if c.wipe else 'add'} write permission of {c.broker_name}"
+def _import_groups(c: ImportGroups) -> str:
+    names = ", ".join(row[1] for row in c.groups[:5]) + (", ..." if len(c.groups) > 5 else "")
+    return f"import {len(c.groups)} broker group(s) from {c.source}: {names}"
 
 
 # keyed by the command's type, so each describer takes that type (Any: a dict cannot say so)
@@ -117,6 +121,7 @@ _DESCRIBERS: dict[type, Callable[[Any], str]] = {
     RecordOperation: _record_operation,
     RegisterTopicRoute: _register_topic_route,
     SetWritePermOfBroker: _set_write_perm_of_broker,
+    ImportGroups: _import_groups,
 }
 
 

@@ -10,9 +10,11 @@ from enum import IntEnum
 
 __all__ = [
     "LEADER_ONLY_REQUESTS",
+    "LEADER_WRITE_REQUESTS",
     "NAMESRV_READ_REQUESTS",
     "NAMESRV_WRITE_REQUESTS",
     "READ_REQUESTS",
+    "RMQC_IMPORT_GROUPS",
     "RMQC_MEMBERS_ADD",
     "RMQC_MEMBERS_LIST",
     "RMQC_MEMBERS_PROMOTE",
@@ -148,6 +150,9 @@ RMQC_MEMBERS_LIST = 60004
 RMQC_MEMBERS_ADD = 60005  # extFields id, address: joins as a learner
 RMQC_MEMBERS_PROMOTE = 60006  # extFields id: a caught-up learner becomes a voter
 RMQC_MEMBERS_REMOVE = 60007  # extFields id
+# rmqc migrate from-java: body {"source": text, "groups": [GroupRow arrays]}, one replicated
+# ImportGroups (fsm); only the leader decides (a follower forwards it); admin accounts only.
+RMQC_IMPORT_GROUPS = 60010
 # Between controller nodes only: a follower asks the leader to log an operator request it served
 # (replica/_operations.py); refused from a client connection.
 RMQC_RECORD_OPERATION = 60020  # extFields action, detail
@@ -160,4 +165,10 @@ RMQC_PRIVATE_REQUESTS: dict[int, str] = {
     RMQC_MEMBERS_PROMOTE: "RMQC_MEMBERS_PROMOTE",
     RMQC_MEMBERS_REMOVE: "RMQC_MEMBERS_REMOVE",
     RMQC_RECORD_OPERATION: "RMQC_RECORD_OPERATION",
+    RMQC_IMPORT_GROUPS: "RMQC_IMPORT_GROUPS",
 }
+
+# The writes only the leader decides (a follower forwards them or answers 2007): Java's leader-only
+# requests, 1009 (rmqc replicates it), the NameServer role's writes and the import.
+LEADER_WRITE_REQUESTS: frozenset[int] = (LEADER_ONLY_REQUESTS | {int(RequestCode.UPDATE_CONTROLLER_CONFIG)}
+                                         | NAMESRV_WRITE_REQUESTS | {RMQC_IMPORT_GROUPS})
