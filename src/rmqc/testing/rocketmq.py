@@ -129,11 +129,18 @@ def rmqc_security_settings(certs: Certs, acl_file: Path | None = None) -> tuple[
     return (*tls, "acl_enabled=true", f"acl_file={acl_file}") if acl_file is not None else tls
 
 
-def credentials_json(credentials: Credentials) -> str:
-    """An account as broker.conf's `innerClientAuthenticationCredentials` takes it (JSON of
-    SessionCredentials)."""
-    return json.dumps({"accessKey": credentials.access_key, "secretKey": credentials.secret_key},
-                      separators=(",", ":"))
+def broker_signing_config(credentials: Credentials, auth_dir: Path) -> dict[str, object]:
+    """broker.conf settings that make a 5.5.0 broker sign its outgoing requests (controllers,
+    NameServer) with `credentials`: ACL 2.0's `innerClientAuthenticationCredentials`, a JSON
+    SessionCredentials (BrokerOuterAPI then registers an AclClientRPCHook). The broker also stores
+    that account as a super user of its own ACL 2.0 metadata at start-up and refuses to start
+    ("The authenticationMetadataProvider is not configured") without a metadata provider: the
+    local one, a RocksDB under `auth_dir`. The broker's own authentication stays off."""
+    account = {"accessKey": credentials.access_key, "secretKey": credentials.secret_key}
+    return {"innerClientAuthenticationCredentials": json.dumps(account, separators=(",", ":")),
+            "authenticationMetadataProvider":
+                "org.apache.rocketmq.auth.authentication.provider.LocalAuthenticationMetadataProvider",
+            "authConfigPath": auth_dir}
 
 
 def write_properties(path: Path, properties: dict[str, object]) -> None:
@@ -445,9 +452,9 @@ class RocketMQ:
         """A broker replica (not started): `await broker.start()`. It signs its requests with
         `credentials` (True: the RocketMQ's broker_credentials, False or None: unsigned)."""
         account = self.broker_credentials if credentials is True else credentials or None
-        signing = {"innerClientAuthenticationCredentials": credentials_json(account)} if account else {}
         port, ha_port = broker_ports()
         directory = self.root / f"{broker_name}-{index}"
+        signing = broker_signing_config(account, directory / "auth") if account else {}
         store = directory / "store"
         config: dict[str, object] = {
             "brokerClusterName": CLUSTER,
