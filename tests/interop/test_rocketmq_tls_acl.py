@@ -7,7 +7,9 @@ system properties and the test's own CA (rmqc.testing.certs), the brokers sign w
 
 from __future__ import annotations
 
+import contextlib
 import ssl
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -56,26 +58,23 @@ def node_logs(cluster: Cluster) -> str:
     return "\n".join(node.log_path.read_text(errors="replace") for node in cluster.nodes)
 
 
-async def test_tls_brokers_come_up_and_fail_over_against_rmqc_enforcing_tls(tmp_path: Path) -> None:
-    """TLS only: the brokers, the NameServer and mqadmin dial TLS (a plain connection to rmqc is
-    refused, and no node logs one from them); ids 1-3, one master, the SyncStateSet of three
-    (1001 from the master over TLS); a master SIGKILLed under the Producer fails over to a slave
-    and the old master rejoins, 0 acknowledged messages lost."""
+@contextlib.asynccontextmanager
+async def secured(tmp_path: Path, acl: bool) -> AsyncIterator[tuple[Cluster, RocketMQ, ControllerClient]]:
+    """Three rmqc nodes with TLS enforcing (and ACL with `acl`), the Java side with TLS (brokers
+    signing as BROKER, mqadmin as ADMIN with `acl`), and a client of the test (TLS, ADMIN); every
+    process stopped on the way out, the logs printed when the test failed."""
     certs = make_certs(mkdir(tmp_path / "certs"))
-    cluster = Cluster.create(tmp_path, 3, rmqc_security_settings(certs))
+    acl_file = tmp_path / "plain_acl.yml"
+    acl_file.write_text(PLAIN_ACL_YML)
+    cluster = Cluster.create(tmp_path, 3, rmqc_security_settings(certs, acl_file if acl else None))
     await cluster.start()
-    rmq = RocketMQ(tmp_path, tls=certs)
+    accounts = {"broker_credentials": BROKER, "admin_credentials": ADMIN} if acl else {}
+    rmq = RocketMQ(tmp_path, tls=certs, **accounts)
     try:
-        async with rmq, ControllerClient(cluster.addresses, max_retries=10, ssl_context=client_tls(certs)) as admin:
+        async with rmq, ControllerClient(cluster.addresses, max_retries=10, ssl_context=client_tls(certs),
+                                         credentials=ADMIN if acl else None) as admin:
             await cluster.wait_leader(admin)
-            assert await plain_client_refused(cluster)
-            brokers = await bring_up(rmq, cluster, admin)
-            print("interop TLS bring-up:", await check_bring_up(rmq, cluster, admin, brokers))
-            report = await failover(rmq, cluster, admin, brokers)
-            print("interop TLS failover timeline:", report)
-            assert report["lost"] == 0 and report["acknowledged"] >= 250
-            # the only plain connection any node saw is the test's own probe
-            assert node_logs(cluster).count("refusing plain connection") == 1, node_logs(cluster)
+            yield cluster, rmq, admin
     except BaseException:
         print(cluster.logs())
         print(rmq.logs())
@@ -89,40 +88,46 @@ def mkdir(path: Path) -> Path:
     return path
 
 
-async def test_signed_brokers_and_mqadmin_against_rmqc_with_tls_and_acl(tmp_path: Path) -> None:
-    """TLS enforcing and ACL on. (1) Brokers signing with the broker account come up (ids, master,
-    SyncStateSet of three). (2) A broker of another group signing with a wrong secret is refused:
-    rmqc answers NO_PERMISSION 'bad signature', the broker logs that remark, gets no id, and its
-    group is never created. (3) mqadmin unsigned: every controller command is refused, reads too
-    (no address is whitelisted); signed with the broker account: reads work, the admin writes are
-    refused 'not an admin'; nothing changed. (4) mqadmin signed with the admin account:
-    getControllerMetaData, getSyncStateSet, getBrokerEpoch, getControllerConfig,
-    updateControllerConfig, electMaster, cleanBrokerMetadata work. (5) The master SIGKILLed under
-    the Producer fails over, 0 lost."""
-    certs = make_certs(mkdir(tmp_path / "certs"))
-    acl_file = tmp_path / "plain_acl.yml"
-    acl_file.write_text(PLAIN_ACL_YML)
-    cluster = Cluster.create(tmp_path, 3, rmqc_security_settings(certs, acl_file))
-    await cluster.start()
-    rmq = RocketMQ(tmp_path, tls=certs, broker_credentials=BROKER, admin_credentials=ADMIN)
-    try:
-        async with rmq, ControllerClient(cluster.addresses, max_retries=10, ssl_context=client_tls(certs),
-                                         credentials=ADMIN) as admin:
-            await cluster.wait_leader(admin)
-            brokers = await bring_up(rmq, cluster, admin)
-            print("interop ACL bring-up:", await check_bring_up(rmq, cluster, admin, brokers))
-            await wrong_secret_broker_refused(rmq, cluster, admin)
-            print("interop ACL refusals:", await mqadmin_refused_without_rights(rmq, cluster, admin))
-            print("interop ACL mqadmin:", await mqadmin_controller_commands(rmq, cluster, admin, brokers))
-            report = await failover(rmq, cluster, admin, brokers)
-            print("interop ACL failover timeline:", report)
-            assert report["lost"] == 0 and report["acknowledged"] >= 250
-    except BaseException:
-        print(cluster.logs())
-        print(rmq.logs())
-        raise
-    finally:
-        await cluster.stop()
+async def test_tls_brokers_come_up_and_fail_over_against_rmqc_enforcing_tls(tmp_path: Path) -> None:
+    """TLS only: the brokers, the NameServer and mqadmin dial TLS (a plain connection to rmqc is
+    refused, and no node logs one from them); ids 1-3, one master, the SyncStateSet of three
+    (1001 from the master over TLS); a master SIGKILLed under the Producer fails over to a slave
+    and the old master rejoins, 0 acknowledged messages lost."""
+    async with secured(tmp_path, acl=False) as (cluster, rmq, admin):
+        assert await plain_client_refused(cluster)
+        brokers = await bring_up(rmq, cluster, admin)
+        print("interop TLS bring-up:", await check_bring_up(rmq, cluster, admin, brokers))
+        report = await failover(rmq, cluster, admin, brokers)
+        print("interop TLS failover timeline:", report)
+        assert report["lost"] == 0 and report["acknowledged"] >= 250
+        # the only plain connection any node saw is the test's own probe
+        assert node_logs(cluster).count("refusing plain connection") == 1, node_logs(cluster)
+
+
+async def test_signed_brokers_fail_over_and_a_wrong_secret_is_refused(tmp_path: Path) -> None:
+    """TLS enforcing and ACL on: brokers signing with the broker account come up (ids, master,
+    SyncStateSet of three); a broker of another group signing with a wrong secret is refused
+    with NO_PERMISSION 'bad signature', which it logs, gets no id and no group; the signed group's
+    master SIGKILLed under the Producer then fails over, 0 lost."""
+    async with secured(tmp_path, acl=True) as (cluster, rmq, admin):
+        brokers = await bring_up(rmq, cluster, admin)
+        await wrong_secret_broker_refused(rmq, cluster, admin)
+        report = await failover(rmq, cluster, admin, brokers)
+        print("interop ACL failover timeline:", report)
+        assert report["lost"] == 0 and report["acknowledged"] >= 250
+
+
+async def test_mqadmin_controller_commands_with_acl(tmp_path: Path) -> None:
+    """TLS enforcing and ACL on. mqadmin signed with the admin account: getSyncStateSet,
+    getControllerMetaData, getBrokerEpoch (bring-up's checks), getControllerConfig,
+    updateControllerConfig, electMaster, cleanBrokerMetadata work. Unsigned, every controller
+    command is refused, reads too (no address is whitelisted); signed with the broker account,
+    reads work and the admin writes are refused 'not an admin'; nothing changed by them."""
+    async with secured(tmp_path, acl=True) as (cluster, rmq, admin):
+        brokers = await bring_up(rmq, cluster, admin)
+        print("interop ACL bring-up:", await check_bring_up(rmq, cluster, admin, brokers))
+        print("interop ACL refused:", await mqadmin_refused_without_rights(rmq, cluster, admin))
+        print("interop ACL mqadmin:", await mqadmin_controller_commands(rmq, cluster, admin, brokers))
 
 
 async def wrong_secret_broker_refused(rmq: RocketMQ, cluster: Cluster, admin: ControllerClient) -> None:
@@ -144,7 +149,8 @@ async def wrong_secret_broker_refused(rmq: RocketMQ, cluster: Cluster, admin: Co
     await impostor.wait_exit()
 
 
-async def mqadmin_refused_without_rights(rmq: RocketMQ, cluster: Cluster, admin: ControllerClient) -> dict[str, str]:
+async def mqadmin_refused_without_rights(rmq: RocketMQ, cluster: Cluster,
+                                         admin: ControllerClient) -> dict[str, list[str]]:
     """mqadmin unsigned and with the broker (non-admin) account: what is refused, with which remark;
     afterwards the group and the configuration are as they were."""
     before = await replica_state(admin)
@@ -157,19 +163,19 @@ async def mqadmin_refused_without_rights(rmq: RocketMQ, cluster: Cluster, admin:
         "cleanBrokerMetadata": ("-a", first, "-c", CLUSTER, "-bn", GROUP, "-b", str(slave), "-l"),
     }
     reads = {"getControllerMetaData": ("-a", first), "getSyncStateSet": ("-a", first, "-b", GROUP)}
-    remarks: dict[str, str] = {}
+    refused: dict[str, list[str]] = {"unsigned": [], "broker account": []}
     for command, args in {**reads, **writes}.items():
         _, out = await rmq.mqadmin(command, *args, credentials=False)
         assert REFUSED_UNSIGNED in out, (command, out)
-        remarks[f"unsigned {command}"] = REFUSED_UNSIGNED
+        refused["unsigned"].append(command)
     for command, args in reads.items():
         await mqadmin_ok(rmq, command, *args, credentials=BROKER)
     for command, args in writes.items():
         _, out = await rmq.mqadmin(command, *args, credentials=BROKER)
         assert NOT_ADMIN in out, (command, out)
-        remarks[f"broker account {command}"] = NOT_ADMIN
+        refused["broker account"].append(command)
     assert await replica_state(admin) == before
     config = config_lines(await mqadmin_ok(rmq, "getControllerConfig", "-a", first))
     assert config.get("electMasterMaxRetryCount") == "3", config
-    return remarks
+    return refused
 
