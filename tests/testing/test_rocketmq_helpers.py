@@ -4,11 +4,14 @@ the message when `make interop` was not run."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from rmqc.launcher import ProcessFailed
+from rmqc.testing.acl_accounts import ADMIN, BROKER
+from rmqc.testing.certs import Certs
 from rmqc.testing.interop import broker_epochs, cluster_list
 from rmqc.testing.rocketmq import (
     CLUSTER,
@@ -19,6 +22,7 @@ from rmqc.testing.rocketmq import (
     broker_ports,
     classpath,
     parse_sync_state_set,
+    rmqc_security_settings,
 )
 
 GET_SYNC_STATE_SET = """
@@ -98,6 +102,32 @@ def test_broker_config_and_identity(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert broker.broker_id() == 3
     port, ha_port = broker_ports()
     assert abs(port - ha_port) > 2
+
+
+def test_tls_and_acl_settings_of_the_java_side(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With tls and accounts: every broker and the NameServer run with RocketMQ's TLS system
+    properties, a broker signs as its account (ACL 2.0 inner credentials, with the local metadata
+    provider it needs to start) unless told otherwise, and the rmqc side enforces TLS with ACL."""
+    monkeypatch.setattr("rmqc.testing.rocketmq.classpath", lambda: "unused")  # nothing is started
+    certs = Certs(*(tmp_path / name for name in ("ca.pem", "node.pem", "node.key", "client.pem", "client.key",
+                                                 "other.pem")))
+    rmq = RocketMQ(tmp_path, tls=certs, broker_credentials=BROKER, admin_credentials=ADMIN)
+    rmq.namesrv_addr = "127.0.0.1:9876"
+    signed, unsigned = rmq.broker(0, ["127.0.0.1:1"]), rmq.broker(1, ["127.0.0.1:1"], credentials=False)
+    assert json.loads(str(signed.config["innerClientAuthenticationCredentials"])) == \
+        {"accessKey": BROKER.access_key, "secretKey": BROKER.secret_key}
+    assert str(signed.config["authenticationMetadataProvider"]).endswith("LocalAuthenticationMetadataProvider")
+    assert "innerClientAuthenticationCredentials" not in unsigned.config
+    for flags in (signed.jvm_flags, rmq.mqadmin.jvm_flags):
+        assert {"-Dtls.enable=true", "-Dtls.test.mode.enable=false", "-Dtls.client.authServer=true",
+                f"-Dtls.client.trustCertPath={certs.ca}", f"-Dtls.client.certPath={certs.client_cert}"} <= set(flags)
+    assert rmq.mqadmin.credentials == ADMIN
+    settings = rmqc_security_settings(certs, tmp_path / "plain_acl.yml")
+    assert {"tls_mode=enforcing", "tls_auth_client=true", "acl_enabled=true"} <= set(settings)
+    assert "acl_enabled=true" not in rmqc_security_settings(certs)
+    plain = RocketMQ(tmp_path)
+    plain.namesrv_addr = "127.0.0.1:9876"
+    assert "-Dtls.enable=true" not in plain.broker(2, ["127.0.0.1:1"]).jvm_flags
 
 
 def test_two_masters_are_caught_by_the_parsers() -> None:

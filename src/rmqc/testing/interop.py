@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 import trio
 
+from rmqc.acl import Credentials
 from rmqc.client import ClientError, ControllerClient
 from rmqc.remoting import loads_fastjson
 from rmqc.testing.rocketmq import CLUSTER, Broker, JavaProgram, RocketMQ, parse_sync_state_set
@@ -113,8 +114,9 @@ def broker_epochs(text: str) -> dict[int, list[tuple[int, int, int]]]:
     return epochs
 
 
-async def mqadmin_ok(rmq: RocketMQ, *args: str) -> str:
-    code, out = await rmq.mqadmin(*args)
+async def mqadmin_ok(rmq: RocketMQ, *args: str, credentials: Credentials | None | bool = True) -> str:
+    """The output of an mqadmin command that must succeed (signed as RocketMQ.mqadmin's `credentials`)."""
+    code, out = await rmq.mqadmin(*args, credentials=credentials)
     assert code == 0, f"mqadmin {' '.join(args)} exited with {code}: {out[-3000:]}"
     return out
 

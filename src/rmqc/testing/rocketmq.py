@@ -8,6 +8,14 @@ signalled through rmqc.launcher (by PID, own session, SIGTERM when the test proc
 `RocketMQ.close()` stops every one of them (SIGTERM, then SIGKILL after the grace period); use
 `async with RocketMQ(tmp_path) as rmq:` so that this happens whatever the test does.
 
+With `RocketMQ(tmp_path, tls=certs)` the NameServer, the brokers and mqadmin speak TLS: each JVM
+gets RocketMQ's TLS system properties (`java_tls_properties`), so its remoting client dials TLS
+(to the controllers, the NameServer and other brokers), shows the client certificate and checks the
+other side's against the CA, and its remoting server answers TLS with the node certificate (and
+plain, RocketMQ's default permissive mode: the Producer and Consumer stay plain). With
+`broker_credentials` the brokers sign their requests (broker.conf
+`innerClientAuthenticationCredentials`), with `admin_credentials` mqadmin does (`conf/tools.yml`).
+
 The jars come from `make interop` (interop/java/target/classpath.txt, the jars themselves in
 ~/.cache/rmqc-interop); without it `RocketMQ(...)` fails and says so.
 """
@@ -28,11 +36,14 @@ from typing import Any
 
 import trio
 
+from rmqc.acl import Credentials
 from rmqc.client import ClientError, ControllerClient
 from rmqc.launcher import Process, ProcessFailed, free_ports, stop_processes
+from rmqc.testing.certs import Certs
 
 __all__ = ["CLUSTER", "Broker", "JavaController", "JavaControllers", "JavaProgram", "MqAdmin", "NameServer",
-           "RocketMQ", "interop_dir", "parse_sync_state_set"]
+           "RocketMQ", "interop_dir", "java_tls_properties", "parse_sync_state_set",
+           "rmqc_security_settings"]
 
 CLUSTER = "rmqc-interop"
 JAVA = shutil.which("java") or "/usr/bin/java"
@@ -93,6 +104,43 @@ def broker_ports() -> tuple[int, int]:
             if ha_ports:
                 return port, ha_ports[0]
     raise ProcessFailed("no free port P with P-2 also free on 127.0.0.1")
+
+
+def java_tls_properties(certs: Certs) -> tuple[str, ...]:
+    """RocketMQ's TLS system properties (remoting TlsSystemConfig, read by TlsHelper) for a JVM
+    that dials TLS, shows `certs`' client certificate, trusts only `certs`' CA, and serves TLS
+    with the node certificate. `tls.enable` is read only as a system property (NettyClientConfig's
+    useTLS, ClientConfig's for mqadmin); test mode off, or the client trusts anyone and the server
+    shows a self-signed certificate; `tls.config.file` pointed at nothing, so that no
+    /etc/rocketmq/tls.properties of the machine overrides these."""
+    return ("-Dtls.enable=true", "-Dtls.test.mode.enable=false",
+            "-Dtls.client.authServer=true", f"-Dtls.client.trustCertPath={certs.ca}",
+            f"-Dtls.client.certPath={certs.client_cert}", f"-Dtls.client.keyPath={certs.client_key}",
+            f"-Dtls.server.certPath={certs.node_cert}", f"-Dtls.server.keyPath={certs.node_key}",
+            f"-Dtls.config.file={certs.ca.parent / 'no-tls.properties'}")
+
+
+def rmqc_security_settings(certs: Certs, acl_file: Path | None = None) -> tuple[str, ...]:
+    """`rmqc serve --set` settings for the other side: TLS enforcing with client certificates
+    (peers over mutual TLS, 1008 notifications over TLS too) with `certs`, and ACL with
+    `acl_file` when given."""
+    tls = ("tls_mode=enforcing", "tls_auth_client=true", "tls_notify=true", f"tls_cert_path={certs.node_cert}",
+           f"tls_key_path={certs.node_key}", f"tls_trust_cert_path={certs.ca}")
+    return (*tls, "acl_enabled=true", f"acl_file={acl_file}") if acl_file is not None else tls
+
+
+def broker_signing_config(credentials: Credentials, auth_dir: Path) -> dict[str, object]:
+    """broker.conf settings that make a 5.5.0 broker sign its outgoing requests (controllers,
+    NameServer) with `credentials`: ACL 2.0's `innerClientAuthenticationCredentials`, a JSON
+    SessionCredentials (BrokerOuterAPI then registers an AclClientRPCHook). The broker also stores
+    that account as a super user of its own ACL 2.0 metadata at start-up and refuses to start
+    ("The authenticationMetadataProvider is not configured") without a metadata provider: the
+    local one, a RocksDB under `auth_dir`. The broker's own authentication stays off."""
+    account = {"accessKey": credentials.access_key, "secretKey": credentials.secret_key}
+    return {"innerClientAuthenticationCredentials": json.dumps(account, separators=(",", ":")),
+            "authenticationMetadataProvider":
+                "org.apache.rocketmq.auth.authentication.provider.LocalAuthenticationMetadataProvider",
+            "authConfigPath": auth_dir}
 
 
 def write_properties(path: Path, properties: dict[str, object]) -> None:
@@ -305,14 +353,24 @@ class MqAdmin:
 
     directory: Path
     classpath: str
+    jvm_flags: Sequence[str] = TOOL_JVM_FLAGS
+    credentials: Credentials | None = None  # signs every call unless told otherwise
     programs: list[JavaProgram] = field(default_factory=list)  # every call, for RocketMQ.close
 
-    async def __call__(self, *args: str, timeout_s: float = MQADMIN_TIMEOUT_S) -> tuple[int, str]:
-        """(exit code, stdout + stderr) of one command; its output also stays in <directory>/NNN-command."""
+    async def __call__(self, *args: str, timeout_s: float = MQADMIN_TIMEOUT_S,
+                       credentials: Credentials | None | bool = True) -> tuple[int, str]:
+        """(exit code, stdout + stderr) of one command; its output also stays in <directory>/NNN-command.
+        Signed with `credentials` (True: the default account, False or None: unsigned)."""
         number = len(self.programs) + 1
         program = JavaProgram(f"mqadmin-{number}-{args[0]}", self.directory / f"{number:03d}-{args[0]}",
-                              MQADMIN_MAIN, list(args), self.classpath, jvm_flags=TOOL_JVM_FLAGS)
+                              MQADMIN_MAIN, list(args), self.classpath, jvm_flags=self.jvm_flags)
         self.programs.append(program)
+        account = self.credentials if credentials is True else credentials or None
+        if account is not None:
+            # MQAdminStartup signs with the account of $ROCKETMQ_HOME/conf/tools.yml (AclUtils)
+            tools = program.directory / "rocketmq-home" / "conf" / "tools.yml"
+            tools.parent.mkdir(parents=True, exist_ok=True)
+            tools.write_text(f"accessKey: {account.access_key}\nsecretKey: {account.secret_key}\n")
         process = program.spawn()
         try:
             code = await process.wait_exit(timeout_s)
@@ -327,16 +385,21 @@ class RocketMQ:
     `await rmq.start_namesrv()`, `rmq.broker(...)`, `await rmq.mqadmin(...)`, `rmq.producer(...)`.
     Every process is stopped on exit from the block."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, *, tls: Certs | None = None, broker_credentials: Credentials | None = None,
+                 admin_credentials: Credentials | None = None) -> None:
         self.root = tmp_path / "rocketmq"
         self.root.mkdir(parents=True, exist_ok=True)
         self.classpath = classpath()
+        tls_flags = java_tls_properties(tls) if tls is not None else ()
+        self.jvm_flags = (*JVM_FLAGS, *tls_flags)  # the NameServer's and the brokers'
+        self.broker_credentials = broker_credentials
         self.programs: list[JavaProgram] = []
         self.namesrv: NameServer | None = None
         # The NameServer addresses brokers are given (`namesrvAddr`): the Java NameServer's, or
         # the rmqc nodes' (`use_rmqc_namesrv`: rmqc answers as NameServer, docs/namesrv.md).
         self.namesrv_addr: str | None = None
-        self.mqadmin = MqAdmin(self.root / "mqadmin", self.classpath)
+        self.mqadmin = MqAdmin(self.root / "mqadmin", self.classpath, (*TOOL_JVM_FLAGS, *tls_flags),
+                               admin_credentials)
 
     async def __aenter__(self) -> RocketMQ:
         return self
@@ -368,7 +431,7 @@ class RocketMQ:
         directory = self.root / "namesrv"
         write_properties(directory / "namesrv.conf", {"listenPort": port, "bindAddress": "127.0.0.1"})
         namesrv = NameServer("namesrv", directory, NAMESRV_MAIN, ["-c", str(directory / "namesrv.conf")],
-                             self.classpath, port=port)
+                             self.classpath, self.jvm_flags, port=port)
         self._add(namesrv)
         await namesrv.start()
         self.namesrv = namesrv
@@ -385,10 +448,13 @@ class RocketMQ:
         return self.namesrv.address
 
     def broker(self, index: int, controllers: Iterable[str], broker_name: str = "broker-a",
-               extra: dict[str, object] | None = None) -> Broker:
-        """A broker replica (not started): `await broker.start()`."""
+               extra: dict[str, object] | None = None, credentials: Credentials | None | bool = True) -> Broker:
+        """A broker replica (not started): `await broker.start()`. It signs its requests with
+        `credentials` (True: the RocketMQ's broker_credentials, False or None: unsigned)."""
+        account = self.broker_credentials if credentials is True else credentials or None
         port, ha_port = broker_ports()
         directory = self.root / f"{broker_name}-{index}"
+        signing = broker_signing_config(account, directory / "auth") if account else {}
         store = directory / "store"
         config: dict[str, object] = {
             "brokerClusterName": CLUSTER,
@@ -429,10 +495,12 @@ class RocketMQ:
             "consumerManageThreadPoolNums": 4,
             "heartbeatThreadPoolNums": 2,
             "endTransactionThreadPoolNums": 2,
+            **signing,
             **(extra or {}),
         }
         broker = Broker(f"{broker_name}-{index}", directory, BROKER_MAIN, ["-c", str(directory / "broker.conf")],
-                        self.classpath, broker_name=broker_name, port=port, ha_port=ha_port, config=config)
+                        self.classpath, self.jvm_flags, broker_name=broker_name, port=port, ha_port=ha_port,
+                        config=config)
         self._add(broker)
         return broker
 
