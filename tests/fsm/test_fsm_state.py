@@ -284,7 +284,8 @@ def test_an_election_keeps_its_reason_and_candidates_through_the_log() -> None:
     [
         (b'"reason":"bored"', "field 'reason': 'bored' is not a valid ElectionReason"),
         (b'"reason":3', "field 'reason': expected an election reason"),
-        (b'"candidates":[[1,2,3,4]]', "field 'candidates': expected a .brokerId, epoch, maxOffset, priority, inSync. row"),
+        (b'"candidates":[[1,2,3,4]]',
+         "field 'candidates': expected a .brokerId, epoch, maxOffset, priority, inSync. row"),
         (b'"candidates":[[1,2,3,4,1]]', "field 'candidates': expected a .brokerId"),
         (b'"candidates":{}', "field 'candidates': expected a list of candidate rows"),
     ],

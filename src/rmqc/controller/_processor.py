@@ -49,7 +49,7 @@ from rmqc.fsm import (
     check_alter_sync_state_set,
     check_apply_broker_id,
 )
-from rmqc.liveness import BrokerKey, HeartbeatTable
+from rmqc.liveness import BrokerKey, Heartbeat, HeartbeatTable
 from rmqc.remoting import (
     LEADER_ONLY_REQUESTS,
     NAMESRV_WRITE_REQUESTS,
@@ -180,6 +180,10 @@ class ControllerProcessor:
         # The NameServer role: its requests on the same port, against the same replicated state.
         self.namesrv = NamesrvProcessor(state)
         self._handlers.update(self.namesrv.handlers)
+        # Brokers whose next heartbeat the replica awaits (a failover's last step, rmqc events),
+        # and what to call with such a heartbeat; empty between failovers: one truth test per 904.
+        self.awaited_heartbeats: Mapping[BrokerKey, object] = {}
+        self.on_awaited_heartbeat: Callable[[Heartbeat, int], None] = _ignore_heartbeat
 
     # ---- dispatch ----------------------------------------------------------------------------
 
@@ -201,6 +205,8 @@ class ControllerProcessor:
             if heartbeat is not None:
                 self.liveness.update(heartbeat, now_ms, channel_id)
                 self.namesrv.heard(heartbeat.key.cluster_name, heartbeat.broker_addr, now_ms)
+                if self.awaited_heartbeats and heartbeat.key in self.awaited_heartbeats:
+                    self.on_awaited_heartbeat(heartbeat, now_ms)
         except (ProtocolError, BoundExceeded) as exc:  # a missing field, a full table: code 1
             return _NO_REPLY if request.flag & ONEWAY_FLAG else _reply(request, C.SYSTEM_ERROR, str(exc))
         if request.flag & ONEWAY_FLAG:
@@ -593,8 +599,10 @@ class ControllerProcessor:
             cluster_name=group.cluster_name, broker_name=group.broker_name, trigger=Trigger.CONTROLLER,
             candidate=None, expected_master_epoch=group.master_epoch,
             expected_sync_state_set_epoch=group.sync_state_set_epoch, leader_ts_ms=wall_ms,
-            liveness_lost_ms=wall_ms, master_last_alive_ms=None if last_alive is None else wall_ms - (now_ms - last_alive),
-            reason=reason, deadline_missed_by_ms=None if missed_deadline is None else max(0, now_ms - missed_deadline),
+            liveness_lost_ms=wall_ms,
+            master_last_alive_ms=None if last_alive is None else wall_ms - (now_ms - last_alive),
+            reason=reason,
+            deadline_missed_by_ms=None if missed_deadline is None else max(0, now_ms - missed_deadline),
         )
         return self._controller_election(group, now_ms, wall_ms, first, 1)
 
@@ -644,6 +652,10 @@ class ControllerProcessor:
 # ---- small pure helpers ---------------------------------------------------------------------------
 
 
+def _ignore_heartbeat(_heartbeat: Heartbeat, _now_ms: int) -> None:
+    pass
+
+
 def _reply(request: RemotingCommand, code: int, remark: str | None = None, ext: Mapping[str, object] | None = None,
            body: bytes | None = None) -> Reply:
     return Reply(make_response(request, code, remark, ext, body))
@@ -670,7 +682,9 @@ def _node_from_config(config: ControllerConfig, is_leader: bool) -> NodeInfo:
 
 # The reason of an election a 1002 asked for (a 1002 naming no broker and no designation: a client's).
 _REQUEST_REASONS: dict[Trigger, ElectionReason] = {
-    Trigger.ADMIN: ElectionReason.ADMIN, Trigger.BROKER: ElectionReason.BROKER, Trigger.CONTROLLER: ElectionReason.REQUEST,
+    Trigger.ADMIN: ElectionReason.ADMIN,
+    Trigger.BROKER: ElectionReason.BROKER,
+    Trigger.CONTROLLER: ElectionReason.REQUEST,
 }
 
 

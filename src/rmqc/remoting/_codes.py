@@ -13,6 +13,7 @@ __all__ = [
     "NAMESRV_READ_REQUESTS",
     "NAMESRV_WRITE_REQUESTS",
     "READ_REQUESTS",
+    "RMQC_EVENTS",
     "RMQC_MEMBERS_ADD",
     "RMQC_MEMBERS_LIST",
     "RMQC_MEMBERS_PROMOTE",
@@ -140,6 +141,7 @@ RMQC_MEMBERS_LIST = 60004
 RMQC_MEMBERS_ADD = 60005  # extFields id, address: joins as a learner
 RMQC_MEMBERS_PROMOTE = 60006  # extFields id: a caught-up learner becomes a voter
 RMQC_MEMBERS_REMOVE = 60007  # extFields id
+RMQC_EVENTS = 60008  # extFields after, waitMs: the node's recent events (rmqc events; node/_events.py)
 RMQC_PRIVATE_REQUESTS: dict[int, str] = {
     RMQC_NODE_STATUS: "RMQC_NODE_STATUS",
     RMQC_TRANSFER_LEADER: "RMQC_TRANSFER_LEADER",
@@ -148,4 +150,5 @@ RMQC_PRIVATE_REQUESTS: dict[int, str] = {
     RMQC_MEMBERS_ADD: "RMQC_MEMBERS_ADD",
     RMQC_MEMBERS_PROMOTE: "RMQC_MEMBERS_PROMOTE",
     RMQC_MEMBERS_REMOVE: "RMQC_MEMBERS_REMOVE",
+    RMQC_EVENTS: "RMQC_EVENTS",
 }
