@@ -23,6 +23,7 @@ import trio
 
 from rmqc.brokersim import BrokerFleet, SimTiming
 from rmqc.cli.dev import LocalCluster
+from rmqc.liveness import DEFAULT_ELECTION_PRIORITY
 
 STARTUP_BOUND_S = 120.0
 # The hung master is found by its heartbeat deadline (TIMING's 3 s), the closed one at once; the
@@ -79,9 +80,10 @@ def _complete(per_node: dict[str, list[dict[str, Any]]], name: str, fleet: Broke
     new_master = fleet.master_of(name)
     if new_master is None:
         return False
-    heard = all(any(_is_step(e, name, "heartbeat", new_master) for e in events) for events in per_node.values())
+    epoch = _new_epoch(fleet, name, new_master)
+    heard = all(any(_is_step(e, name, "heartbeat", new_master, epoch) for e in events) for events in per_node.values())
     live = _live_ids(fleet, name)
-    notified = any(all(any(_is_step(e, name, "notified", broker_id) for e in events) for broker_id in live)
+    notified = any(all(any(_is_step(e, name, "notified", broker_id, epoch) for e in events) for broker_id in live)
                    for events in per_node.values())
     return heard and notified
 
@@ -89,6 +91,8 @@ def _complete(per_node: dict[str, list[dict[str, Any]]], name: str, fleet: Broke
 def _check_failover(per_node: dict[str, list[dict[str, Any]]], name: str, reason: str, old_master: int,
                     fleet: BrokerFleet) -> None:
     new_master = fleet.master_of(name)
+    assert new_master is not None
+    epoch = _new_epoch(fleet, name, new_master)
     live = _live_ids(fleet, name)
     for address, events in per_node.items():
         failovers = [e for e in events if e["kind"] == "failover" and e["brokerName"] == name
@@ -98,7 +102,10 @@ def _check_failover(per_node: dict[str, list[dict[str, Any]]], name: str, reason
         assert failover["reason"] == reason and failover["trigger"] == "controller", f"{address}: {failover}"
         assert failover["newMaster"] == new_master
         assert sorted(c["brokerId"] for c in failover["candidates"]) == live, f"{address}: {failover}"
-        assert all(c["inSyncStateSet"] and c["epoch"] >= 1 for c in failover["candidates"])
+        for c in failover["candidates"]:  # the policy's inputs as last heard: at most what the broker has now
+            broker = fleet.broker(name, c["brokerId"])
+            assert c["inSyncStateSet"] and c["epoch"] <= broker.epoch and 0 <= c["maxOffset"] <= broker.max_offset
+            assert c["priority"] == DEFAULT_ELECTION_PRIORITY, orjson.dumps(failover).decode()
         t = failover["timeline"]
         assert t["masterLastAliveMs"] <= t["detectedMs"] <= t["proposedMs"] <= t["committedMs"], f"{address}: {t}"
         if reason == "heartbeat_deadline_missed":
@@ -107,20 +114,25 @@ def _check_failover(per_node: dict[str, list[dict[str, Any]]], name: str, reason
             assert failover["deadlineMissedByMs"] is not None and failover["deadlineMissedByMs"] >= 0
         else:
             assert failover["deadlineMissedByMs"] is None
-        [heard] = [e for e in events if _is_step(e, name, "heartbeat", new_master)]
+        assert failover["masterEpoch"] == epoch
+        [heard] = [e for e in events if _is_step(e, name, "heartbeat", new_master, epoch)]
         assert heard["masterEpoch"] == failover["masterEpoch"] == heard["epoch"]
         assert heard["afterCommitMs"] >= 0 and heard["seq"] > failover["seq"]
     leaders = [address for address, events in per_node.items()
-               if all(any(_is_step(e, name, "notified", broker_id) for e in events) for broker_id in live)]
+               if all(any(_is_step(e, name, "notified", broker_id, epoch) for e in events) for broker_id in live)]
     assert len(leaders) == 1, f"{name}: 1008 steps on {leaders}"
     notified = [e for e in per_node[leaders[0]] if e["kind"] == "failover_step" and e["step"] == "notified"
-                and e["brokerName"] == name]
+                and e["brokerName"] == name and e["masterEpoch"] == epoch]
     assert sorted(e["brokerId"] for e in notified) == live and all(e["afterCommitMs"] >= 0 for e in notified)
 
 
-def _is_step(event: dict[str, Any], name: str, step: str, broker_id: int) -> bool:
+def _is_step(event: dict[str, Any], name: str, step: str, broker_id: int, epoch: int) -> bool:
     return (event["kind"] == "failover_step" and event["brokerName"] == name and event["step"] == step
-            and event["brokerId"] == broker_id)
+            and event["brokerId"] == broker_id and event["masterEpoch"] == epoch)
+
+
+def _new_epoch(fleet: BrokerFleet, name: str, new_master: int) -> int:
+    return fleet.broker(name, new_master).master_epoch
 
 
 def _live_ids(fleet: BrokerFleet, name: str) -> list[int]:
