@@ -1,0 +1,58 @@
+"""RMQC_EVENTS (60008) in the node shell: a long poll answered when an event is recorded, or empty
+when its wait ends; a bad cursor answered with an error that names it."""
+
+from __future__ import annotations
+
+import orjson
+import trio
+import trio.testing
+
+from rmqc.node._events import MAX_WAITING_READERS, EventReaders
+from rmqc.remoting import RMQC_EVENTS, RemotingCommand, ResponseCode, make_request
+from rmqc.replica import EventLog
+
+
+def ask(**ext: object) -> RemotingCommand:
+    return make_request(RMQC_EVENTS, 1, ext)
+
+
+async def test_a_long_poll_is_answered_as_soon_as_an_event_is_recorded() -> None:
+    events, readers = EventLog(), EventReaders()
+    events.listener = readers.wake
+    answers: list[RemotingCommand] = []
+
+    async def read() -> None:
+        answers.append(await readers.answer(events, ask(after=0, waitMs=60_000)))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(read)
+        await trio.testing.wait_all_tasks_blocked()
+        assert readers.waiting == 1 and answers == []
+        events.record("alarm", 1, {"alarm": "disk_full", "raised": True})
+    [answer] = answers
+    body = orjson.loads(answer.body or b"")
+    assert answer.code == ResponseCode.SUCCESS and [e["alarm"] for e in body["events"]] == ["disk_full"]
+    assert body["lastSeq"] == 1 and body["missed"] == 0 and readers.waiting == 0
+
+
+async def test_a_long_poll_with_nothing_new_ends_empty_when_its_wait_ends() -> None:
+    events, readers = EventLog(), EventReaders()
+    events.record("alarm", 1, {})
+    answer = await readers.answer(events, ask(after=1, waitMs=1))
+    assert orjson.loads(answer.body or b"") == {"events": [], "missed": 0, "lastSeq": 1}
+
+
+async def test_readers_beyond_the_bound_are_answered_at_once() -> None:
+    events, readers = EventLog(), EventReaders()
+    readers.waiting = MAX_WAITING_READERS
+    with trio.fail_after(5):  # not held: there is no room for another waiting reader
+        answer = await readers.answer(events, ask(after=0, waitMs=60_000))
+    assert orjson.loads(answer.body or b"")["events"] == []
+
+
+async def test_a_bad_field_is_named() -> None:
+    readers = EventReaders()
+    for ext, field in (({"after": "x"}, "after"), ({"waitMs": "-1"}, "waitMs"), ({"limit": "1.5"}, "limit")):
+        answer = await readers.answer(EventLog(), ask(**ext))
+        assert answer.code == ResponseCode.SYSTEM_ERROR
+        assert answer.remark == f"RMQC_EVENTS: {field} must be a non-negative integer, got {next(iter(ext.values()))!r}"
