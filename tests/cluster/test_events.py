@@ -60,8 +60,15 @@ async def _fail_two_masters_and_read_events(controllers: list[str], state_dir: P
                 while {e["brokerName"] for e in followed if e["kind"] == "failover"} != set(expected):
                     await trio.sleep(POLL_S)
             nursery.cancel_scope.cancel()
+        leaders = {_check_failover(per_node, name, reason, old_masters[name], fleet)  # type: ignore[arg-type]
+                   for name, reason in expected.items()}
+        text = await _rmqc("events", "-a", *leaders)  # the lines an operator reads
+        print(text)
+        lines = text.splitlines()
         for name, reason in expected.items():
-            _check_failover(per_node, name, reason, old_masters[name], fleet)  # type: ignore[arg-type]
+            assert any(f"failover {name}: master {old_masters[name]} -> {fleet.master_of(name)}" in line
+                       and f"reason {reason}" in line and "committed +" in line for line in lines)
+            assert any(f"{name} masterEpoch " in line and "1008 sent to broker" in line for line in lines)
 
 
 async def _poll_until_complete(controllers: list[str], expected: dict[str, str],
@@ -89,7 +96,8 @@ def _complete(per_node: dict[str, list[dict[str, Any]]], name: str, fleet: Broke
 
 
 def _check_failover(per_node: dict[str, list[dict[str, Any]]], name: str, reason: str, old_master: int,
-                    fleet: BrokerFleet) -> None:
+                    fleet: BrokerFleet) -> str:
+    """Checks what every node reports of the failover of `name`; the leader's address (it sent the 1008s)."""
     new_master = fleet.master_of(name)
     assert new_master is not None
     epoch = _new_epoch(fleet, name, new_master)
@@ -124,6 +132,7 @@ def _check_failover(per_node: dict[str, list[dict[str, Any]]], name: str, reason
     notified = [e for e in per_node[leaders[0]] if e["kind"] == "failover_step" and e["step"] == "notified"
                 and e["brokerName"] == name and e["masterEpoch"] == epoch]
     assert sorted(e["brokerId"] for e in notified) == live and all(e["afterCommitMs"] >= 0 for e in notified)
+    return leaders[0]
 
 
 def _is_step(event: dict[str, Any], name: str, step: str, broker_id: int, epoch: int) -> bool:
@@ -140,11 +149,15 @@ def _live_ids(fleet: BrokerFleet, name: str) -> list[int]:
 
 
 async def _events_of(address: str) -> list[dict[str, Any]]:
-    """What `rmqc events --json` prints for one node (the real command, in a process of its own)."""
-    done = await trio.run_process([*RMQC, "events", "--json", "-a", address], capture_stdout=True,
-                                  capture_stderr=True, check=False, env=_env())
+    """What `rmqc events --json` prints for one node."""
+    return [orjson.loads(line) for line in (await _rmqc("events", "--json", "-a", address)).splitlines() if line]
+
+
+async def _rmqc(*args: str) -> str:
+    """The real command's output, in a process of its own."""
+    done = await trio.run_process([*RMQC, *args], capture_stdout=True, capture_stderr=True, check=False, env=_env())
     assert done.returncode == 0, done.stderr.decode()
-    return [orjson.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    return str(done.stdout.decode())
 
 
 async def _follow(address: str, into: list[dict[str, Any]], *,
