@@ -42,6 +42,22 @@ async def test_a_long_poll_with_nothing_new_ends_empty_when_its_wait_ends() -> N
     assert orjson.loads(answer.body or b"") == {"events": [], "missed": 0, "lastSeq": 1}
 
 
+async def test_a_stopping_node_answers_its_waiting_readers_at_once() -> None:
+    events, readers = EventLog(), EventReaders()
+    answers: list[RemotingCommand] = []
+
+    async def read() -> None:
+        answers.append(await readers.answer(events, ask(after=0, waitMs=60_000)))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(read)
+        await trio.testing.wait_all_tasks_blocked()
+        readers.release()  # the graceful stop's drain does not wait out the long poll
+    assert [orjson.loads(a.body or b"")["events"] for a in answers] == [[]]
+    with trio.fail_after(5):  # and a reader that comes later is not held either
+        await readers.answer(events, ask(after=0, waitMs=60_000))
+
+
 async def test_readers_beyond_the_bound_are_answered_at_once() -> None:
     events, readers = EventLog(), EventReaders()
     readers.waiting = MAX_WAITING_READERS

@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Hashable, Mapping
 from functools import partial
+from typing import NamedTuple
 
 from rmqc.errors import BoundExceeded, ProtocolError
 from rmqc.fsm import (
@@ -580,7 +581,9 @@ class ControllerProcessor:
                 continue
             if command.attempt >= self.config.elect_master_max_retry_count:
                 continue
-            retry = self._controller_election(result.after, now_ms, wall_ms, command, command.attempt + 1)
+            detection = Detection(command.liveness_lost_ms, command.master_last_alive_ms, command.reason,
+                                  command.deadline_missed_by_ms)
+            retry = self._controller_election(result.after, now_ms, wall_ms, detection, command.attempt + 1)
             if retry is not None:
                 commands.append(retry)
         return commands
@@ -595,28 +598,25 @@ class ControllerProcessor:
         master = BrokerKey(group.cluster_name, group.broker_name, group.master_id)
         last_alive = self.liveness.last_alive_ms(master)
         missed_deadline = self.liveness.missed_deadline_ms(master)
-        first = ElectMaster(
-            cluster_name=group.cluster_name, broker_name=group.broker_name, trigger=Trigger.CONTROLLER,
-            candidate=None, expected_master_epoch=group.master_epoch,
-            expected_sync_state_set_epoch=group.sync_state_set_epoch, leader_ts_ms=wall_ms,
+        detection = Detection(
             liveness_lost_ms=wall_ms,
             master_last_alive_ms=None if last_alive is None else wall_ms - (now_ms - last_alive),
             reason=reason,
             deadline_missed_by_ms=None if missed_deadline is None else max(0, now_ms - missed_deadline),
         )
-        return self._controller_election(group, now_ms, wall_ms, first, 1)
+        return self._controller_election(group, now_ms, wall_ms, detection, 1)
 
-    def _controller_election(self, group: BrokerGroup, now_ms: int, wall_ms: int, first: ElectMaster,
+    def _controller_election(self, group: BrokerGroup, now_ms: int, wall_ms: int, detection: Detection,
                              attempt: int) -> ElectMaster | None:
-        """The attempt-th election for the failover `first` started (its detection carried over)."""
+        """The attempt-th election of a failover, which carries how the failover was detected."""
         candidate = self._choose(group, None, now_ms)
         if candidate is not None and candidate == group.master_id:
             return None  # the master is live again: nothing to do (Java: 2011)
         return self._election_command(group, Trigger.CONTROLLER, candidate, wall_ms,
-                                      liveness_lost_ms=first.liveness_lost_ms,
-                                      master_last_alive_ms=first.master_last_alive_ms, attempt=attempt,
-                                      origin=Origin(None, None, self.config.self_id), reason=first.reason,
-                                      deadline_missed_by_ms=first.deadline_missed_by_ms,
+                                      liveness_lost_ms=detection.liveness_lost_ms,
+                                      master_last_alive_ms=detection.master_last_alive_ms, attempt=attempt,
+                                      origin=Origin(None, None, self.config.self_id), reason=detection.reason,
+                                      deadline_missed_by_ms=detection.deadline_missed_by_ms,
                                       candidates=self._candidates(group, now_ms))
 
     # ---- 1008 NOTIFY_BROKER_ROLE_CHANGED (spec 5.4) -------------------------------------------
@@ -678,6 +678,15 @@ def _node_from_config(config: ControllerConfig, is_leader: bool) -> NodeInfo:
     leader = self_id if is_leader else None
     return NodeInfo(config.controller_group, self_id, leader, addresses.get(leader) if leader else None,
                     tuple(peers))
+
+
+class Detection(NamedTuple):
+    """How a failover's master was found dead; its first election and every retry carry it."""
+
+    liveness_lost_ms: int | None  # when the leader found it (wall clock)
+    master_last_alive_ms: int | None  # its last heartbeat or its connection's close (wall clock)
+    reason: ElectionReason | None
+    deadline_missed_by_ms: int | None
 
 
 # The reason of an election a 1002 asked for (a 1002 naming no broker and no designation: a client's).

@@ -32,11 +32,17 @@ class EventReaders:
     def __init__(self) -> None:
         self._recorded = trio.Event()
         self.waiting = 0
+        self._released = False  # the node is stopping: no reader waits any more
 
     def wake(self) -> None:
         """An event was recorded (the EventLog's listener): every waiting reader reads again."""
         self._recorded.set()
         self._recorded = trio.Event()
+
+    def release(self) -> None:
+        """The node stops: every waiting reader is answered now (with what there is), none waits after."""
+        self._released = True
+        self.wake()
 
     async def answer(self, events: EventLog, request: RemotingCommand) -> RemotingCommand:
         try:
@@ -50,7 +56,7 @@ class EventReaders:
             self.waiting += 1
             try:
                 with trio.move_on_after(wait_ms / 1000):
-                    while not page.events:
+                    while not (page.events or self._released):
                         await self._recorded.wait()
                         page = events.page(after, limit)
             finally:

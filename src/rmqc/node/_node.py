@@ -228,6 +228,7 @@ class ControllerNode:
                 log.warning("%s: stopping: the handover did not end within two election timeouts; stopping anyway",
                             config.node_id)
         self.server.draining = True
+        self.event_readers.release()  # a long poll would hold the drain until its wait ends
         in_flight = self.server.requests_in_flight
         with trio.move_on_after(drain_s):
             while self.server.requests_in_flight:
