@@ -1,12 +1,20 @@
 """RMQC_EVENTS (60008) in the node shell: a long poll answered when an event is recorded, or empty
-when its wait ends; a bad cursor answered with an error that names it."""
+when its wait ends (or the node stops); a bad cursor answered with an error that names it; with ACL
+on, a real node admits the request signed and refuses it unsigned, and `rmqc events` says so."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import orjson
 import trio
 import trio.testing
+from node_helpers import ACL, BROKER, free_ports, wait_until
+from typer.testing import CliRunner
 
+from rmqc.cli.main import app
+from rmqc.client import ControllerClient
+from rmqc.node import ControllerNode, NodeConfig, parse_peers
 from rmqc.node._events import MAX_WAITING_READERS, EventReaders
 from rmqc.remoting import RMQC_EVENTS, RemotingCommand, ResponseCode, make_request
 from rmqc.replica import EventLog
@@ -72,3 +80,29 @@ async def test_a_bad_field_is_named() -> None:
         answer = await readers.answer(EventLog(), ask(**ext))
         assert answer.code == ResponseCode.SYSTEM_ERROR
         assert answer.remark == f"RMQC_EVENTS: {field} must be a non-negative integer, got {next(iter(ext.values()))!r}"
+
+
+async def test_a_node_answers_signed_event_requests_and_refuses_unsigned_ones(tmp_path: Path) -> None:
+    """Over real TCP with ACL on: the request is admitted like any other (every account may read)."""
+    acl_file = tmp_path / "plain_acl.yml"
+    acl_file.write_text(ACL)
+    (port,) = free_ports(1)
+    config = NodeConfig(peers=parse_peers(f"n0-127.0.0.1:{port}"), data_dir=str(tmp_path / "n0"),
+                        acl_enabled=True, acl_file=str(acl_file))
+    async with trio.open_nursery() as nursery:
+        node = ControllerNode(config)
+        await nursery.start(node.run)
+        await wait_until(lambda: node.replica is not None and node.replica.serving_as_leader, what="serving")
+        async with ControllerClient([config.listen_address], credentials=BROKER, max_retries=0) as client:
+            answer = await client.request(RMQC_EVENTS, {"after": 0}, address=config.listen_address)
+        body = orjson.loads(answer.body or b"")
+        assert answer.code == ResponseCode.SUCCESS
+        assert [(e["kind"], e["leader"]) for e in body["events"]] == [("leader_changed", "n0")]
+        async with ControllerClient([config.listen_address], max_retries=0) as client:
+            refused = await client.request(RMQC_EVENTS, {"after": 0}, address=config.listen_address)
+        assert refused.code == ResponseCode.NO_PERMISSION
+        # the command says so and exits 1 (run in a thread: it runs its own event loop)
+        result = await trio.to_thread.run_sync(
+            lambda: CliRunner().invoke(app, ["events", "-a", config.listen_address]))
+        assert result.exit_code == 1 and "answered the events request 16" in result.output, result.output
+        nursery.cancel_scope.cancel()

@@ -37,7 +37,7 @@ REQUEST_TIMEOUT_MS = FOLLOW_WAIT_MS + 5_000
 
 def events_command(
     controller: Annotated[str, typer.Option(
-        "--controller", "-a", envvar="RMQC_CONTROLLERS",
+        "--controller", "--controllers", "-a", envvar="RMQC_CONTROLLERS",
         help='the node to ask, "host:port" (of a list, the first)')] = DEFAULT_CONTROLLERS,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="keep printing events as they happen, until Ctrl-C")]
     = False,
@@ -58,11 +58,20 @@ def events_command(
     security = {"credentials": credentials_of(access_key, secret_key),
                 "ssl_context": tls_of(tls, tls_ca, tls_cert, tls_key)}
     emit = _json_line if as_json else render_event
+    failure = None
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C ends a --follow cleanly
-        trio.run(_stream, address, security, follow, emit)
+        failure = trio.run(_stream, address, security, follow, emit)
+    if failure is not None:
+        code, message, hint = failure
+        fail(code, message, hint=hint)
 
 
-async def _stream(address: str, security: dict[str, Any], follow: bool, emit: Any) -> None:
+# Why the stream ended early: (exit code, message, what to do). Returned, not raised: raised inside
+# the client's nursery it would arrive wrapped in an exception group.
+Failure = tuple[ExitCode, str, str | None]
+
+
+async def _stream(address: str, security: dict[str, Any], follow: bool, emit: Any) -> Failure | None:
     from rmqc.client import ClientError, ControllerClient
 
     after = 0
@@ -71,22 +80,25 @@ async def _stream(address: str, security: dict[str, Any], follow: bool, emit: An
             try:
                 page = await _page(client, address, after, FOLLOW_WAIT_MS if follow else 0)
             except ClientError as error:
-                fail(ExitCode.UNREACHABLE, f"{address} did not answer the events request: {error}")
+                return (ExitCode.UNREACHABLE, f"{address} did not answer the events request: {error}",
+                        "check that the node runs and that the address is right")
+            if isinstance(page, tuple):
+                return page
             if page["lastSeq"] < after:  # the node restarted: its numbering starts again
                 emit({"kind": "restarted", "node": address})
+                after = 0
             if page["missed"]:
                 emit({"kind": "missed", "count": page["missed"]})
             for event in page["events"]:
                 emit(event)
             if page["events"]:
                 after = page["events"][-1]["seq"]
-            elif page["lastSeq"] < after:
-                after = 0
-            if not follow and not page["events"]:
-                return
+            elif not follow:
+                return None
 
 
-async def _page(client: Any, address: str, after: int, wait_ms: int) -> dict[str, Any]:
+async def _page(client: Any, address: str, after: int, wait_ms: int) -> dict[str, Any] | Failure:
+    """The node's answer: its events after `after`, or why it refused."""
     import orjson
 
     from rmqc.cli._render import hint_for
@@ -95,8 +107,8 @@ async def _page(client: Any, address: str, after: int, wait_ms: int) -> dict[str
     answer = await client.request(RMQC_EVENTS, {"after": after, "waitMs": wait_ms}, address=address)
     if answer.code != ResponseCode.SUCCESS:
         code = ExitCode.UNREACHABLE if answer.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED else ExitCode.REFUSED
-        fail(code, f"{address} answered the events request {answer.code}: {answer.remark}",
-             hint=hint_for(answer.code, answer.remark))
+        return (code, f"{address} answered the events request {answer.code}: {answer.remark}",
+                hint_for(answer.code, answer.remark))
     page: dict[str, Any] = orjson.loads(answer.body or b"{}")
     return page
 
