@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install serve lint interop test sim bench clean
+.PHONY: install serve lint interop test sim bench bench-docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -51,6 +51,12 @@ deps:
 
 sim: $(STAMP)
 	$(BIN)/python -m rmqc.testing.sim --seeds 10000
+
+# docs/benchmarks.md's results section (its targets table, write and read points and the history
+# of runs) regenerated from one run's results.json: make bench-docs RUN=bench-out/<run>
+bench-docs: $(STAMP)
+	@test -n "$(RUN)" || { echo "usage: make bench-docs RUN=bench-out/<run> (a folder with results.json)" >&2; exit 2; }
+	$(BIN)/python -m bench docs $(RUN)
 
 # also what the README's walkthrough writes (rmqc dev cluster, rmqc sim, log export, analyze)
 clean:

@@ -1,4 +1,6 @@
 """`python -m bench run --quick|--full|--tiny [--only a,b] [--no-anchors] [--read-generators N] [--out DIR]`;
+`python -m bench report RUN_FOLDER` (report.md again); `python -m bench docs RUN_FOLDER` (docs/benchmarks.md's
+results section from the run's results.json);
 `python -m bench profile [writes] [heartbeats]` (py-spy on the leader under load);
 `python -m bench hold [--groups 1000] [--minutes 30] [--processes 2] [--generator]` (no fault: elections,
 two-master beliefs, the load's lateness, RSS and CPU of every node over time).
@@ -46,6 +48,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     hold.add_argument("--out", type=Path, default=None)
     again = commands.add_parser("report", help="write report.md again from a run's results.json")
     again.add_argument("folder", type=Path)
+    docs = commands.add_parser("docs", help="regenerate docs/benchmarks.md's results section from a run's results.json")
+    docs.add_argument("folder", type=Path)
+    docs.add_argument("--docs", type=Path, default=REPO / "docs" / "benchmarks.md", help="the file to update")
     return parser.parse_args(argv)
 
 
@@ -104,6 +109,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "report":
         return rewrite_report(args.folder)
+    if args.command == "docs":
+        from ._docs import DocsError, update_docs
+
+        try:
+            print(f"wrote {update_docs(args.folder, args.docs)}")
+        except DocsError as error:
+            print(f"python -m bench docs: {error}", file=sys.stderr)
+            return 2
+        return 0
     out = args.out or REPO / "bench-out" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     out.mkdir(parents=True, exist_ok=True)
     if args.command == "profile":

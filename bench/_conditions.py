@@ -19,7 +19,19 @@ def machine() -> dict[str, Any]:
         "kernel": platform.release(),
         "cpu_model": _cpu_model(),
         "rmqc_program": os.environ.get("RMQC_BENCH_PROGRAM", "the venv's rmqc"),
+        "commit": _commit(),
     }
+
+
+def _commit() -> str:
+    """The measured tree's commit (short), "unknown" outside a git checkout; a program given by
+    RMQC_BENCH_PROGRAM may come from another tree (rmqc_program says so)."""
+    try:
+        out = subprocess.run(["git", "-C", str(Path(__file__).resolve().parent), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
 
 
 def filesystem_of(path: Path) -> str:

@@ -3,7 +3,9 @@
 A log of --entries entries (--payload-bytes each, written unsynced to save time) and a controller
 state of --groups broker groups; then, as ControllerNode does at `snapshot_every_entries`:
 state.snapshot(), create_snapshot, compact's boundary write and its sweep (in the node's batches,
-each one transaction holding the writer lock), each timed alone, with fsync on. Last, the old path
+each one transaction holding the writer lock), each timed alone, with fsync on. The longest gap of
+a 10 ms ticker (less its 10 ms) while the state is encoded in one piece, and captured and encoded
+in steps as the node does now (StateCapture.encode_steps). Last, the old path
 (create_snapshot + a whole compact in one trio.to_thread.run_sync) while a trio task ticks every
 10 ms: its longest gap is how long the loop was starved (GIL; 0 when the write ended before the
 first tick).
@@ -18,6 +20,7 @@ import argparse
 import shutil
 import statistics
 import time
+from functools import partial
 from pathlib import Path
 
 import trio
@@ -103,6 +106,34 @@ async def longest_gap_ms(directory: Path, state: fsm.ControllerState, entries: i
     return max(gaps, default=0.0), total
 
 
+async def encode_gap_ms(state: fsm.ControllerState, *, in_steps: bool) -> float:
+    """The longest gap of a 10 ms ticker while the state is encoded: in one piece (what the driver
+    did before), or captured and encoded a step at a time with a checkpoint between two (what the
+    node's snapshot task does now)."""
+    gaps: list[float] = []
+
+    async def ticker(cancel: trio.CancelScope) -> None:
+        last = time.perf_counter()
+        while not cancel.cancel_called:
+            await trio.sleep(TICK_S)
+            now = time.perf_counter()
+            gaps.append((now - last) * 1000)
+            last = now
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ticker, nursery.cancel_scope)
+        await trio.sleep(2 * TICK_S)  # the ticker runs
+        if in_steps:
+            steps = state.capture().encode_steps()
+            while next(steps) is None:
+                await trio.lowlevel.checkpoint()
+        else:
+            state.snapshot()
+        await trio.sleep(2 * TICK_S)
+        nursery.cancel_scope.cancel()
+    return max(gaps, default=0.0) - TICK_S * 1000
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dir", type=Path, default=Path("bench-out/snapshot-stall"))
@@ -122,6 +153,8 @@ def main() -> None:
         gap, total = trio.run(longest_gap_ms, args.dir, state, args.entries)
         runs.setdefault("old path, one thread: total", []).append(total)
         runs.setdefault("old path: longest loop gap", []).append(gap)
+        for in_steps, part in ((False, "encode in one piece: loop gap"), (True, "encode in steps: loop gap")):
+            runs.setdefault(part, []).append(trio.run(partial(encode_gap_ms, state, in_steps=in_steps)))
     shutil.rmtree(args.dir, ignore_errors=True)
     print(f"{args.entries:,} entries, {args.groups:,} groups, median of {args.runs} (ms):")
     for part, values in runs.items():

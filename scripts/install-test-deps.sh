@@ -7,6 +7,10 @@
 #   clocks with libfaketime;
 # - e2fsprogs: tests/node/test_node_disk_faults.py mounts small ext4 filesystems (mkfs.ext4, e2fsck;
 #   it falls back to a fault hook without them).
+# - Debian's chromium: tests/cluster/test_status_page.py drives it headless with Playwright (which
+#   must not download a browser of its own);
+# - prometheus, for its promtool: tests/deploy check and unit-test the alert rules of deploy/prometheus
+#   (~19 MB; the server it also ships is not started: nothing here enables it).
 # DEPS_ROOT (default empty: /) is where the libraries are looked for; the tests of this script set it.
 set -euo pipefail
 root="${DEPS_ROOT:-}"
@@ -17,6 +21,8 @@ command -v mvn >/dev/null 2>&1 || missing+=(maven)
 compgen -G "$root/usr/lib/*/faketime/libfaketimeMT.so.1" >/dev/null \
   || [ -e "$root/usr/lib/faketime/libfaketimeMT.so.1" ] || missing+=(faketime)
 command -v mkfs.ext4 >/dev/null 2>&1 || missing+=(e2fsprogs)
+[ -x "$root/usr/bin/chromium" ] || missing+=(chromium)
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 if [ "${#missing[@]}" -eq 0 ]; then
   exit 0
 fi

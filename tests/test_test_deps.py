@@ -44,7 +44,8 @@ def test_what_is_missing_is_installed(tmp_path: Path) -> None:
         bin_dir = _fake_bin(tmp_path)
     result, apt = _run(tmp_path, bin_dir, tmp_path / "empty-root")
     assert result.returncode == 0, result.stderr
-    assert apt == ["update -qq", "install -y -qq openjdk-17-jdk-headless maven faketime e2fsprogs"]
+    assert apt == ["update -qq", "install -y -qq openjdk-17-jdk-headless maven faketime e2fsprogs "
+                   "chromium prometheus"]
 
 
 def test_nothing_is_installed_when_everything_is_there(tmp_path: Path) -> None:
@@ -52,7 +53,10 @@ def test_nothing_is_installed_when_everything_is_there(tmp_path: Path) -> None:
     library = root / "usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
     library.parent.mkdir(parents=True)
     library.touch()
-    result, apt = _run(tmp_path, _fake_bin(tmp_path, "javac", "mvn", "mkfs.ext4"), root)
+    chromium = root / "usr/bin/chromium"
+    chromium.parent.mkdir(parents=True)
+    chromium.touch(mode=0o755)
+    result, apt = _run(tmp_path, _fake_bin(tmp_path, "javac", "mvn", "mkfs.ext4", "promtool"), root)
     assert (result.returncode, apt) == (0, [])
 
 

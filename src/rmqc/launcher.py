@@ -77,6 +77,25 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
             sock.close()
 
 
+def consecutive_free_ports(count: int, host: str = "127.0.0.1") -> int:
+    """A base port with `count` free ports from it (`--base-port` and `--metrics-base-port` take
+    consecutive ones); raises ProcessFailed when 50 tries found none."""
+    for _ in range(50):
+        (base,) = free_ports(1, host)
+        if base + count < 65536 and all(_bindable(host, base + i) for i in range(count)):
+            return base
+    raise ProcessFailed(f"no {count} consecutive free ports on {host}")
+
+
+def _bindable(host: str, port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 def end_with_parent() -> None:
     """In the child before exec (Linux): SIGTERM when the thread that started it ends, so a killed
     test, benchmark or `rmqc dev cluster` never leaves children behind (they are in their own

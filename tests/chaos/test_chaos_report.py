@@ -14,5 +14,5 @@ def test_a_pipe_in_a_window_detail_does_not_break_the_windows_table() -> None:
     table = report_markdown(summary, charts=False).split("## Windows", 1)[1].strip().splitlines()
     header, row = table[0], table[2]
     unescaped = row.replace("\\|", "")
-    assert unescaped.count("|") == header.count("|") == 6
+    assert unescaped.count("|") == header.count("|") == 7
     assert "silent ['n2']\\|['n0', 'n1']" in row

@@ -12,7 +12,6 @@ import os
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ import pytest
 from test_sim_process import SIM_CONVERGE_S, SimProcess, _unwrap, converged_summary
 
 from rmqc.cli.dev import end_with_parent, rmqc_argv
+from rmqc.launcher import consecutive_free_ports
 
 pytestmark = pytest.mark.slow
 
@@ -56,26 +56,6 @@ def walkthrough() -> list[Step]:
         if after_command:
             steps.append(Step(line.split("  #")[0].strip(), terminal, []))
     return steps
-
-
-def consecutive_free_ports(count: int) -> int:
-    """A base port with `count` free ports from it (`dev cluster --base-port` takes consecutive ones)."""
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = probe.getsockname()[1]
-        if base + count < 65536 and all(_free(base + i) for i in range(count)):
-            return base
-    raise AssertionError(f"no {count} consecutive free ports")
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 class Session:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ import trio
 from rmqc.client import ClientError, ControllerClient
 from rmqc.launcher import ServeNode, rmqc_argv
 from rmqc.remoting import RMQC_NODE_STATUS, RequestCode, ResponseCode
-from rmqc.testing.cluster import Cluster, free_ports, replica_info, start_group
+from rmqc.testing.cluster import Cluster, free_ports, replica_info, start_group, wait_until
 from rmqc.testing.writer import WriteLoad
 
 pytestmark = pytest.mark.slow
@@ -64,13 +65,18 @@ async def start_joiner(cluster: Cluster, root: Path, node_id: str, join: str) ->
 
 async def promote_when_caught_up(node_id: str, controllers: str) -> dict[str, Any]:
     """`members promote`, asked again while the leader says the learner has not caught up."""
-    with trio.fail_after(CATCH_UP_S):
-        while True:
-            done = await cli("admin", "members", "promote", node_id, "-a", controllers, "--json")
-            if done.returncode == 0:
-                return dict(orjson.loads(done.stdout))
+    promoted: list[dict[str, Any]] = []
+
+    async def promote() -> bool:
+        done = await cli("admin", "members", "promote", node_id, "-a", controllers, "--json")
+        if done.returncode == 0:
+            promoted.append(dict(orjson.loads(done.stdout)))
+        else:
             assert b"has not caught up" in done.stderr, done.stderr
-            await trio.sleep(0.1)
+        return bool(promoted)
+
+    await wait_until(promote, CATCH_UP_S, f"{node_id} to catch up and be promoted", interval_s=0.1)
+    return promoted[0]
 
 
 class LeaderWatch:
@@ -90,7 +96,7 @@ class LeaderWatch:
                 status = orjson.loads(answer.body or b"{}")
                 if status.get("role") == "leader":
                     self.leaders.setdefault(status["term"], set()).add(status["nodeId"])
-            await trio.sleep(WATCH_EVERY_S)
+            await trio.sleep(WATCH_EVERY_S)  # the sampling rate, not a wait for a condition
 
     def check(self) -> None:
         assert self.leaders, "no leader seen"
@@ -139,10 +145,7 @@ async def test_grow_to_five_and_shrink_to_three_under_load(tmp_path: Path) -> No
                 await node.wait_exit()
             rows = await members(controllers)
             assert sorted(rows) == sorted([leader.node_id, "n3", "n4"])
-            acked = len(load.ack_times)
-            with trio.fail_after(15):
-                while len(load.ack_times) < acked + 100:  # the three left take writes
-                    await trio.sleep(0.02)
+            await load.wait_acks(100, after=time.perf_counter(), timeout_s=15)  # the three left take writes
             writing.cancel()
             assert await load.lost_writes(admin) == {}
             assert await replica_info(admin, "broker-a") == master_before  # the brokers kept their master
@@ -238,10 +241,7 @@ async def test_remove_the_leader_then_down_to_the_last_voter(tmp_path: Path) -> 
             assert new is not old
             rows = await members(controllers)
             assert sorted(rows) == sorted(node.node_id for node in others) and rows[new.node_id]["isLeader"]
-            acked = len(load.ack_times)
-            with trio.fail_after(15):
-                while len(load.ack_times) < acked + 50:  # the two left take writes
-                    await trio.sleep(0.02)
+            await load.wait_acks(50, after=time.perf_counter(), timeout_s=15)  # the two left take writes
             writing.cancel()
             assert await load.lost_writes(admin) == {}
 
@@ -270,9 +270,10 @@ async def second_change_while_one_is_pending(cluster: Cluster, leader: ServeNode
                 first.append(await client.add_member("n8", f"127.0.0.1:{first_port}"))
 
             nursery.start_soon(add_first)
-            with trio.fail_after(2):
-                while await pending_change(client, leader) is None:
-                    await trio.sleep(0.005)
+            async def pending() -> bool:
+                return await pending_change(client, leader) is not None
+
+            await wait_until(pending, 2, "the first change to be pending", interval_s=0.005)
             second = await client.add_member("n9", f"127.0.0.1:{second_port}")
         finally:
             for node in followers:

@@ -47,12 +47,6 @@ DAMAGE = {
 }
 
 
-async def acks_reach(load: WriteLoad, count: int, timeout_s: float = 60) -> None:
-    with trio.fail_after(timeout_s):
-        while len(load.ack_times) < count:
-            await trio.sleep(0.01)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", list(DAMAGE))
 async def test_a_damaged_follower_rejoins_with_repair_and_loses_nothing(tmp_path: Path, kind: str) -> None:
@@ -67,7 +61,7 @@ async def test_a_damaged_follower_rejoins_with_repair_and_loses_nothing(tmp_path
             load = WriteLoad(cluster.addresses, prefix="r")
             async with trio.open_nursery() as nursery:
                 await nursery.start(load.run)
-                await acks_reach(load, ACKS_BEFORE_KILL)
+                await load.wait_acks(ACKS_BEFORE_KILL, timeout_s=60)
                 follower.kill(signal.SIGKILL if kind == "journal" else signal.SIGTERM)
                 await follower.wait_exit()  # (a clean stop moves the journal's records into data.mdb)
                 damage(follower.data_dir)
@@ -75,13 +69,13 @@ async def test_a_damaged_follower_rejoins_with_repair_and_loses_nothing(tmp_path
 
                 with pytest.raises(NodeStartFailed, match=refusal):
                     await follower.start()
-                await acks_reach(load, acked_at_damage + ACKS_WHILE_DOWN)
+                await load.wait_acks(acked_at_damage + ACKS_WHILE_DOWN, timeout_s=60)
 
                 follower.repair = True
                 await follower.start()
                 await wait_until(lambda: _logged(follower, "REPAIR COMPLETE"), 60, "the repair to complete")
                 acked_at_repair = len(load.ack_times)
-                await acks_reach(load, acked_at_repair + ACKS_WHILE_DOWN)
+                await load.wait_acks(acked_at_repair + ACKS_WHILE_DOWN, timeout_s=60)
                 nursery.cancel_scope.cancel()
 
             log = follower.log_tail(400)

@@ -18,7 +18,7 @@ from test_leader_transfer import ELECTION_TIMEOUT_MAX_S, _cancellable
 from rmqc.client import ControllerClient
 from rmqc.node._status import RMQC_NODE_STATUS
 from rmqc.remoting import RMQC_TRANSFER_LEADER
-from rmqc.testing.cluster import Cluster, NodeProcess, replica_info, start_group
+from rmqc.testing.cluster import Cluster, NodeProcess, replica_info, start_group, wait_until
 from rmqc.testing.writer import WriteLoad
 
 pytestmark = pytest.mark.slow
@@ -33,12 +33,12 @@ async def status_of(client: ControllerClient, address: str) -> dict:
 async def caught_up(client: ControllerClient, node: NodeProcess, leader: str) -> None:
     """`node` follows `leader` and has applied what the leader had committed when we looked."""
     target = (await status_of(client, leader))["commit"]
-    with trio.fail_after(CATCH_UP_S):
-        while True:
-            status = await status_of(client, node.address)
-            if status["role"] == "follower" and status["leaderAddress"] == leader and status["applied"] >= target:
-                return
-            await trio.sleep(0.02)
+
+    async def following() -> bool:
+        status = await status_of(client, node.address)
+        return status["role"] == "follower" and status["leaderAddress"] == leader and status["applied"] >= target
+
+    await wait_until(following, CATCH_UP_S, f"{node.node_id} to follow {leader} up to index {target}", interval_s=0.02)
 
 
 async def restart(node: NodeProcess) -> None:
@@ -70,9 +70,7 @@ async def test_rolling_restart_under_load(tmp_path: Path) -> None:
                 await restart(node)
                 await caught_up(admin, node, leader)
                 done = time.perf_counter()
-                with trio.fail_after(10):
-                    while load.ack_times[-1] <= done:
-                        await trio.sleep(0.01)
+                await load.wait_acks(1, after=done, timeout_s=10)
                 pauses.append(load.pause_s(started, done))
             print(f"\nwrite pause per restart (ms): {[round(p * 1000) for p in pauses]}", file=sys.stderr)
             assert max(pauses) < ELECTION_TIMEOUT_MAX_S, pauses

@@ -7,6 +7,7 @@ the same state (every broker group, as 1006 answers it) and take new writes afte
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -74,18 +75,13 @@ async def save_under_load(tmp_path: Path) -> tuple[Path, Path, int]:
         async with trio.open_nursery() as nursery:
             load = WriteLoad(source.addresses)
             await nursery.start(load.run)
-            with trio.fail_after(30):
-                while len(load.ack_times) < 200:
-                    await trio.sleep(0.01)
+            await load.wait_acks(200, timeout_s=30)
             leader = source.node(await source.wait_leader())
             file = tmp_path / "backup.snap"
             saved = await trio.to_thread.run_sync(rmqc, "admin", "snapshot", "save", str(file), "-a",
                                                   source.controllers, "--json")
             assert saved.returncode == 0, saved.stderr
-            acked_at_save = len(load.ack_times)
-            with trio.fail_after(30):
-                while len(load.ack_times) < acked_at_save + 100:  # the writes go on after the save
-                    await trio.sleep(0.01)
+            await load.wait_acks(100, after=time.perf_counter(), timeout_s=30)  # the writes go on after the save
             nursery.cancel_scope.cancel()
         summary = orjson.loads(saved.stdout)
         assert summary["nodeId"] == leader.node_id and summary["voters"] == ["n0", "n1", "n2"]

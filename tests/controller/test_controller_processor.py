@@ -602,3 +602,26 @@ def test_the_mass_expiry_guard_leaves_groups_with_silent_replicas_to_the_scan(h:
     (command,) = h.processor.elections_due(h.now_ms, [master])  # without it: Java's no-candidate election
     assert isinstance(command, ElectMaster) and command.candidate is None
     assert h.processor.masters_among([master, slave]) == 1
+
+
+def test_a_retried_1003_after_a_lost_answer_changes_nothing_more(h: ControllerHarness) -> None:
+    """A real broker whose 1003 answer is lost (a timeout) retries its registration round: up to
+    5 attempts, then every 5 s, each 1003 with its current address (spec 7.2 step 3e); the
+    simulator's brokers retry after `retry_us`. A 1003 only ever sets the address it names: a retry
+    decided before the first commits proposes the same address again, one after it proposes
+    nothing, and either way the state and the answer are those of one 1003."""
+    two_brokers_with_master(h)
+    moved = {"clusterName": C, "brokerName": N, "brokerId": 2, "brokerAddress": D}
+    request = make_request(1003, 90, moved)
+    ctx = RequestContext(h.now_ms, None, True, True, h.node)
+    first, retry_before_commit = h.processor.handle(request, ctx), h.processor.handle(request, ctx)
+    assert isinstance(first, Propose) and isinstance(retry_before_commit, Propose)
+    assert first.commands == retry_before_commit.commands
+    once = first.finish(h.commit(list(first.commands)))
+    group_once = h.state.group(N)
+    again = retry_before_commit.finish(h.commit(list(retry_before_commit.commands)))
+    assert h.state.group(N) == group_once and group_once is not None and group_once.address_of(2) == D
+    assert (again.code, again.ext_fields, again.body) == (once.code, once.ext_fields, once.body)
+    log_length = len(h.log)
+    after_commit = ask(h, 1003, moved)
+    assert len(h.log) == log_length and (after_commit.code, after_commit.body) == (once.code, once.body)

@@ -21,6 +21,7 @@ from rmqc.fsm import (
     ElectionReason,
     ElectMaster,
     Origin,
+    PutKvConfig,
     Trigger,
     UpdateBrokerAddress,
     UpdateControllerConfig,
@@ -548,3 +549,25 @@ def test_update_controller_config_merges_into_the_state_and_its_snapshot() -> No
     assert old.config_updates() == {}
     with pytest.raises(CommandDecodeError, match="config"):
         old.restore(b'{"version": 1, "groups": [], "config": {"k": 1}}')
+
+
+def test_a_capture_is_frozen_and_encodes_in_steps_what_snapshot_gives() -> None:
+    """A node captures the state when it decides to snapshot and encodes it a step at a time
+    between other work: the bytes are those of the state at the capture, whatever was applied
+    since, and the document a single orjson call over the whole state would give."""
+    state = ControllerState()
+    for n in range(10):
+        state.apply(apply_id(1, name=f"g{n}"))
+    state.apply(UpdateControllerConfig((("electMasterMaxRetryCount", "4"),), 0))
+    state.apply(PutKvConfig("ORDER_TOPIC_CONFIG", "t", "b:4", 0))
+    before = state.snapshot()
+    capture = state.capture()
+    state.apply(apply_id(1, name="later"))
+    state.apply(PutKvConfig("ORDER_TOPIC_CONFIG", "t", "changed", 0))
+    steps = list(capture.encode_steps(groups_per_step=3))
+    assert steps[:-1] == [None] * 4 and steps[-1] == before  # 10 groups, 3 a step
+    document = orjson.loads(before)
+    assert orjson.dumps(document) == before  # joined parts: exactly one call's bytes
+    assert document["config"] == {"electMasterMaxRetryCount": "4"} and "namesrv" in document
+    assert len(document["groups"]) == 10
+    assert ControllerState().capture().encode() == b'{"version":1,"groups":[]}'

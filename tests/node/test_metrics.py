@@ -18,6 +18,7 @@ from rmqc.node._metrics import (
     response_label,
     start_metrics_exporter,
 )
+from rmqc.node._notifier import Notifier
 from rmqc.replica import PeerLag, ReplicaStatus
 
 
@@ -140,6 +141,22 @@ def test_refusals_follow_the_servers_running_totals() -> None:
     assert found[("rmqc_refusals_total", (("reason", "acl_not_admin"),))] == 0  # present before any refusal
     with pytest.raises(ValueError, match="refusal reason 'made_up'"):
         metrics.update_refusals({"made_up": 1})
+
+
+def test_notifications_follow_the_notifiers_running_totals() -> None:
+    notifier = Notifier()
+    node = SimpleNamespace(status=lambda: None, notifier=notifier)
+    metrics = NodeMetrics()
+    notifier.sent, notifier.failed = 5, 2
+    metrics.update_from_node(node)
+    notifier.failed = 3
+    metrics.update_from_node(node)
+    found = samples(metrics)
+    assert found[("rmqc_notifications_total", (("result", "sent"),))] == 5
+    assert found[("rmqc_notifications_total", (("result", "failed"),))] == 3
+    assert found[("rmqc_notifications_total", (("result", "superseded"),))] == 0  # present before any
+    with pytest.raises(ValueError, match="notification result 'lost'"):
+        metrics.update_notifications({"lost": 1})
 
 
 def test_two_nodes_in_one_process_keep_separate_registries() -> None:

@@ -18,9 +18,9 @@ from rmqc.cli.main import app
 from rmqc.client import ControllerClient
 from rmqc.fsm import ApplyBrokerId, Origin
 from rmqc.node import ControllerNode, NodeConfig
-from rmqc.remoting import RequestCode, ResponseCode
+from rmqc.remoting import RMQC_RECORD_OPERATION, RMQC_SNAPSHOT_SAVE, RMQC_TRANSFER_LEADER, RequestCode, ResponseCode
 from rmqc.replica._audit import ORIGIN_FIELD
-from rmqc.testing.acl_accounts import BROKER, PLAIN_ACL_YML as ACL
+from rmqc.testing.acl_accounts import ADMIN, BROKER, PLAIN_ACL_YML as ACL
 
 CLUSTER = "C"
 
@@ -28,6 +28,12 @@ CLUSTER = "C"
 def apply_id(name: str, broker_id: int, cluster: str = CLUSTER, **extra: str) -> dict:
     return {"clusterName": cluster, "brokerName": name, "appliedBrokerId": broker_id,
             "registerCheckCode": f"10.0.0.{broker_id}:30911;{broker_id}", **extra}
+
+
+def three_with_acl(tmp_path: Path) -> list[NodeConfig]:
+    acl_file = tmp_path / "plain_acl.yml"
+    acl_file.write_text(ACL)
+    return three_configs(tmp_path, acl_enabled=True, acl_file=str(acl_file))
 
 
 def committed_commands(node: ControllerNode) -> list[fsm.Command]:
@@ -45,9 +51,7 @@ def origins_by_group(node: ControllerNode) -> dict[str, Origin | None]:
 
 
 async def test_commands_record_who_asked_on_every_node_and_log_dump_prints_it(tmp_path: Path) -> None:
-    acl_file = tmp_path / "plain_acl.yml"
-    acl_file.write_text(ACL)
-    configs = three_configs(tmp_path, acl_enabled=True, acl_file=str(acl_file))
+    configs = three_with_acl(tmp_path)
     async with trio.open_nursery() as nursery:
         leader, followers = await start_three(nursery, configs)
         follower = followers[0]
@@ -117,4 +121,39 @@ async def test_a_group_registered_under_another_cluster_is_refused(tmp_path: Pat
                                          address=address)
             assert mixed is not None and mixed.code == ResponseCode.SUCCESS, mixed.remark
             assert node.replica.state.group("broker-a").replicas.keys() == {1, 2}
+        nursery.cancel_scope.cancel()
+
+
+def operation_records(node: ControllerNode) -> list[fsm.RecordOperation]:
+    return [c for c in committed_commands(node) if isinstance(c, fsm.RecordOperation)]
+
+
+async def test_transfers_and_snapshot_saves_are_in_the_replicated_audit(tmp_path: Path) -> None:
+    """Neither changes the state, yet both are an operator's act on the cluster (a snapshot reads
+    all of it out): each commits a record of who asked before it happens, a follower's through the
+    leader. A client cannot write such a record itself."""
+    configs = three_with_acl(tmp_path)
+    async with trio.open_nursery() as nursery:
+        leader, followers = await start_three(nursery, configs)
+        follower = followers[0]
+        async with ControllerClient([leader.config.listen_address], credentials=ADMIN) as client:
+            saved = await client.request(RMQC_SNAPSHOT_SAVE, None, address=follower.config.listen_address)
+            assert saved is not None and saved.code == ResponseCode.SUCCESS, saved.remark
+            moved = await client.request(RMQC_TRANSFER_LEADER, {"to": follower.config.node_id},
+                                         address=leader.config.listen_address)
+            assert moved is not None and moved.code == ResponseCode.SUCCESS, moved.remark
+            forged = await client.request(RMQC_RECORD_OPERATION, {"action": "snapshot_save", "detail": "not me"},
+                                          address=follower.config.listen_address)
+            assert forged is not None and forged.code == ResponseCode.NO_PERMISSION
+            assert forged.remark == "operation records come from controller nodes only"  # even for an admin
+        nodes = [leader, *followers]
+        await wait_until(lambda: all(len(operation_records(n)) == 2 for n in nodes), what="both records replicated")
+        snapshot, transfer = operation_records(follower)
+        assert snapshot.action is fsm.OperatorAction.SNAPSHOT_SAVE
+        assert snapshot.detail.startswith(f"index {saved.ext('index')} ") and follower.config.node_id in snapshot.detail
+        assert transfer.action is fsm.OperatorAction.TRANSFER_LEADER
+        assert transfer.detail == f"from {leader.config.node_id} to {follower.config.node_id}"
+        for record, via in ((snapshot, follower), (transfer, leader)):
+            assert record.origin is not None and record.origin.access_key == "admin-key"
+            assert record.origin.node == via.config.node_id and (record.origin.address or "").startswith("127.0.0.1:")
         nursery.cancel_scope.cancel()

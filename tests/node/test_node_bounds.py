@@ -10,8 +10,8 @@ import struct
 
 import pytest
 import trio
-from node_helpers import free_ports
-from test_node_transport import Recorder, SlowEcho, rpc, start_node
+from node_helpers import free_ports, wait_until
+from test_node_transport import Recorder, SlowEcho, rpc
 
 from rmqc.node import NodeConfig, _admission, parse_peers
 from rmqc.node._admission import ConnectionAdmission
@@ -55,7 +55,7 @@ async def test_connections_beyond_the_per_address_bound_are_refused_and_logged(
     monkeypatch.setattr(_admission, "is_loopback", lambda host: False)  # let 127.0.0.1 stand for a remote host
     config = config_with(max_connections_per_ip=2)
     async with trio.open_nursery() as nursery:
-        await start_node(nursery, config, Recorder())
+        server = await start_server(nursery, config)
         kept = [await trio.open_tcp_stream("127.0.0.1", config.self_peer.port) for _ in range(2)]
         for stream in kept:
             await stream.send_all(encode(make_request(1005, opaque=1)))
@@ -65,29 +65,31 @@ async def test_connections_beyond_the_per_address_bound_are_refused_and_logged(
             assert await closed(third, 5)
         assert "refusing connection from 127.0.0.1:" in caplog.text
         assert "(max_connections_per_ip 2)" in caplog.text
-        await kept[0].aclose()  # a slot frees when a connection ends
-        with trio.fail_after(5):
-            while True:
-                again = await trio.open_tcp_stream("127.0.0.1", config.self_peer.port)
-                await again.send_all(encode(make_request(1005, opaque=2)))
-                try:
-                    await rpc(again, FrameDecoder(), 1)
-                    break
-                except (AssertionError, trio.BrokenResourceError):
-                    await again.aclose()  # the close of kept[0] was not seen yet; retry
+        assert server.open_connections == 2 and server.refused_connections == 1
+        await kept[0].aclose()  # a slot frees when the node has seen this connection end
+        await wait_until(lambda: server.open_connections == 1, what="the node to release the closed connection")
+        again = await trio.open_tcp_stream("127.0.0.1", config.self_peer.port)
+        await again.send_all(encode(make_request(1005, opaque=2)))
+        assert len(await rpc(again, FrameDecoder(), 1)) == 1  # admitted in the freed slot
         for stream in (kept[1], third, again):
             await stream.aclose()
         nursery.cancel_scope.cancel()
 
 
+async def start_server(nursery: trio.Nursery, config: NodeConfig) -> Server:
+    """The remoting port alone (an echo handler), serving on `config`'s port."""
+    handler = Recorder()
+    handler.nursery = nursery
+    server = Server(config, SlowEcho(), PeerLinks(config, handler, random.Random(1)))
+    nursery.start_soon(server.serve, await trio.open_tcp_listeners(config.self_peer.port, host="127.0.0.1"))
+    return server
+
+
 async def test_silent_and_slowloris_clients_are_closed_and_busy_ones_kept() -> None:
     config = config_with(idle_timeout_ms=400)
     frame = encode(make_request(1005, opaque=3))
-    handler = Recorder()
     async with trio.open_nursery() as nursery:
-        handler.nursery = nursery
-        server = Server(config, SlowEcho(), PeerLinks(config, handler, random.Random(1)))
-        nursery.start_soon(server.serve, await trio.open_tcp_listeners(config.self_peer.port, host="127.0.0.1"))
+        server = await start_server(nursery, config)
         port = config.self_peer.port
         silent = await trio.open_tcp_stream("127.0.0.1", port)
         started = trio.current_time()

@@ -91,7 +91,7 @@ async def drift(clocks: list[Path], rates: tuple[float, ...]) -> None:
         elapsed = trio.current_time() - started
         for clock, rate in zip(clocks, rates, strict=True):
             set_offset(clock, (rate - 1) * elapsed)
-        await trio.sleep(DRIFT_STEP_S)
+        await trio.sleep(DRIFT_STEP_S)  # the drift moves in steps this long: the scenario, not a wait
 
 
 @pytest.mark.parametrize("case", ["stepped back 1 h", "stepped forward 1 h", "drifting"])

@@ -11,7 +11,15 @@ from node_helpers import wait_until
 
 from rmqc.node import _notifier
 from rmqc.node._notifier import Notifier
+from rmqc.node._tls import TlsStream
 from rmqc.remoting import FrameDecoder, RemotingCommand, make_request
+
+
+def unread_bytes_on(notifier: Notifier, address: str) -> bool:
+    """Whether the notifier's cached connection to `address` has bytes (or its end) to read."""
+    stream = notifier._connections[address]
+    socket = stream.transport.socket if isinstance(stream, TlsStream) else stream.socket
+    return socket.is_readable()
 
 
 def notify(epoch: int) -> RemotingCommand:
@@ -196,13 +204,14 @@ async def test_notifications_over_tls_reuse_the_connection_and_follow_a_restarte
         await nursery.start(notifier.run)
         notifier.submit(address, notify(5))
         await wait_until(lambda: len(received) == 1, what="the first 1008 over TLS")
-        await trio.sleep(0.2)  # the broker's session tickets arrive on the connection meanwhile
+        # the broker's session tickets wait unread on the notifier's connection
+        await wait_until(lambda: unread_bytes_on(notifier, address), what="the session tickets")
         notifier.submit(address, notify(6))
         await wait_until(lambda: len(received) == 2, what="the second 1008")
         assert [c.ext("masterEpoch") for c in received] == ["5", "6"] and len(accepted) == 1
         assert notifier.reconnected == 0  # the tickets did not read as a closed connection
         await accepted[0].aclose()  # the broker goes away; the next notification reconnects
-        await trio.sleep(0.1)
+        await wait_until(lambda: unread_bytes_on(notifier, address), what="the broker's close to arrive")
         notifier.submit(address, notify(7))
         await wait_until(lambda: len(received) == 3, what="the 1008 after the broker closed")
         assert notifier.reconnected == 1 and len(accepted) == 2

@@ -66,7 +66,11 @@ class TcpDriver:
     async def close_connection(self, connection: str) -> None:
         stream = self._heartbeat_streams.pop(connection, None)
         if stream is not None:
+            server = self._node.server
+            open_before = server.open_connections
             await stream.aclose()
+            # the node handles a closed connection (the broker inactive at once) when it reads the EOF
+            await wait_until(lambda: server.open_connections < open_before, what="the node to see the close")
         await self._settle()
 
     async def sleep(self, ms: int) -> None:
@@ -75,7 +79,6 @@ class TcpDriver:
         await self._settle()
 
     async def _settle(self) -> None:
-        await trio.sleep(0.02)  # let the server notice a close (EOF) before asking if it is idle
         await wait_until(self._node.quiescent, what="node quiescent")
 
     async def aclose(self) -> None:

@@ -128,26 +128,6 @@ async def test_unknown_code_one_way_and_not_supported(tmp_path: Path) -> None:
         nursery.cancel_scope.cancel()
 
 
-async def test_shutdown_fails_waiting_requests(tmp_path: Path) -> None:
-    config = single_config(tmp_path)
-    async with trio.open_nursery() as nursery:
-        node = await start(nursery, config)
-        node.replica.serving_as_leader = False  # nothing will commit from now on: proposals must fail
-        results: list[object] = []
-
-        async def propose() -> None:
-            try:
-                await node.propose([])
-            except Exception as error:  # noqa: BLE001 - recorded for the assertion
-                results.append(error)
-
-        nursery.start_soon(propose)
-        await wait_until(lambda: bool(results), what="proposal refused")
-        assert "not in leader state" in str(results[0])
-        await node.shutdown(0.1)
-        nursery.cancel_scope.cancel()
-
-
 async def test_status_request_and_metrics_are_wired(tmp_path: Path) -> None:
     import orjson
 

@@ -12,7 +12,7 @@ from node_helpers import free_ports, wait_until
 from rmqc.client import ControllerClient
 from rmqc.liveness import BrokerKey
 from rmqc.node import ControllerNode, NodeConfig, parse_peers
-from rmqc.remoting import RequestCode
+from rmqc.remoting import RemotingCommand, RequestCode, ResponseCode
 
 CLUSTER = "C"
 
@@ -135,6 +135,54 @@ async def test_a_write_that_cannot_commit_times_out_and_the_leader_forgets_it(tm
         assert waited_s >= 0.3
         assert not leader.replica.proposals
         assert leader.replica.state.group("broker-x") is None
+        nursery.cancel_scope.cancel()
+
+
+async def test_shutdown_fails_waiting_requests(tmp_path: Path) -> None:
+    """A write waits for a commit that cannot come (both followers gone); shutting the leader down
+    answers it at once with the stop's error instead of leaving it to its request timeout (30 s
+    here), and the shutdown returns as soon as that answer is written, well within its grace."""
+    # an election timeout of 2-4 s: CheckQuorum cannot end the leadership (and fail the write on
+    # its own) in the few ms between the write's arrival and the shutdown
+    configs = three_configs(tmp_path, tick_ms=10, election_tick=200, request_timeout_ms=30_000)
+    nodes = [ControllerNode(config) for config in configs]
+    scopes = [trio.CancelScope() for _ in nodes]
+
+    async def run(node: ControllerNode, scope: trio.CancelScope,
+                  task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
+        with scope:
+            await node.run(task_status=task_status)
+
+    answers: list[tuple[RemotingCommand | None, float]] = []
+    async with trio.open_nursery() as nursery:
+        for node, scope in zip(nodes, scopes, strict=True):
+            await nursery.start(run, node, scope)
+        await wait_until(lambda: sum(node.replica.serving_as_leader for node in nodes) == 1,
+                         timeout_s=20, what="a leader")
+        leader = next(node for node in nodes if node.replica.serving_as_leader)
+        for node, scope in zip(nodes, scopes, strict=True):
+            if node is not leader:
+                scope.cancel()
+        async with ControllerClient([leader.config.listen_address], max_retries=0, timeout_ms=30_000) as client:
+
+            async def write() -> None:
+                answer = await client.request(RequestCode.CONTROLLER_APPLY_BROKER_ID, {
+                    "clusterName": CLUSTER, "brokerName": "broker-z", "appliedBrokerId": 1,
+                    "registerCheckCode": "10.0.0.8:30911;1"})
+                answers.append((answer, trio.current_time()))
+
+            nursery.start_soon(write)
+            await wait_until(lambda: leader.server.requests_in_flight == 1 and leader.replica.proposals,
+                             what="the write waiting for its commit")
+            stopping_at = trio.current_time()
+            await leader.shutdown(grace_s=5.0)
+            shutdown_s = trio.current_time() - stopping_at
+            assert leader.server.requests_in_flight == 0 and not leader.replica.proposals
+            await wait_until(lambda: bool(answers), what="the write's answer")
+        (answer, answered_at), = answers
+        assert answer is not None and answer.code == ResponseCode.SYSTEM_ERROR, answer
+        assert answer.remark == "node stopping"
+        assert answered_at - stopping_at < 1.0 and shutdown_s < 1.0, (answered_at - stopping_at, shutdown_s)
         nursery.cancel_scope.cancel()
 
 

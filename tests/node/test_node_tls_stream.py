@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 import trio
+from node_helpers import wait_until
 from test_node_tls import tls_config
 from test_node_transport import Recorder
 
@@ -64,7 +65,7 @@ async def test_large_requests_and_unread_answers_cross_tls_whole_and_in_order(ce
         # the rest waits in the connection's queue as ciphertext (and the reader stops at its bound)
         requests = b"".join(encode(make_request(1005, opaque)) for opaque in range(2, 202))
         await client.send_all(requests)
-        await trio.sleep(0.3)
+        await wait_until(lambda: server.connections_waiting_for_reader == 1, what="the node to stop reading")
         answers = await read_answers(client, 200)
         assert [a.opaque for a in answers] == list(range(2, 202))
         assert all(a.body == a.opaque.to_bytes(4, "big") * (ANSWER_BYTES // 4) for a in answers)
@@ -108,18 +109,14 @@ async def test_tls_stream_both_sides_and_close_notify(certs: Certs) -> None:
         await ours.transport.send_all(ours.encrypt(payload[5000:]))
         await take_session_tickets(ours)
         await ours.aclose()  # no close_notify: the end of the socket ends the stream
-        with trio.fail_after(5):
-            while len(ends) < 1:
-                await trio.sleep(0.01)
+        await wait_until(lambda: len(ends) == 1, what="the server to see the stream end")
         # trio's SSLStream (rmqc's client) dialling: its aclose sends close_notify
         nursery.start_soon(serve_one)
         theirs = trio.SSLStream(await trio.open_tcp_stream("127.0.0.1", port), dial_ctx, server_hostname=None)
         await theirs.send_all(payload)
         await take_session_tickets(theirs)
         await theirs.aclose()
-        with trio.fail_after(5):
-            while len(ends) < 2:
-                await trio.sleep(0.01)
+        await wait_until(lambda: len(ends) == 2, what="the server to see the stream end")
     for listener in listeners:
         await listener.aclose()
     assert ends == [(payload, False), (payload, True)]

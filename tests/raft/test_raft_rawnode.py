@@ -214,3 +214,32 @@ def test_a_ready_not_persisted_hands_out_the_committed_entries_already_durable()
     assert [e.data for e in durable][-1:] == [b"a"] and node.status().applied == durable[-1].index
     again = node.ready()
     assert again.entries == failed.entries and again.committed_entries == ()
+
+
+def test_a_leader_that_cannot_persist_applies_what_its_followers_commit() -> None:
+    """The leader's disk is full: its own write fails, the two followers save the entry and
+    acknowledge it, which commits it (a leader counts itself only once persisted). The entry is
+    handed out for apply from memory: the write is answered without waiting for the disk."""
+    net = Network(["n1", "n2", "n3"])
+    net.elect("n1")
+    leader = net.nodes["n1"]
+    leader.propose(b"x")
+    failed = leader.ready()
+    assert [e.data for e in failed.entries] == [b"x"]
+    leader.not_persisted(failed)
+    acks = []
+    for follower_id in ("n2", "n3"):
+        follower = net.nodes[follower_id]
+        for m in failed.messages:
+            if m.to == follower_id:
+                follower.step(m)
+        rd = follower.ready()
+        net.storages[follower_id].save(rd.hard_state, rd.entries, rd.snapshot)
+        acks += [m for m in (*rd.messages, *rd.persist_messages) if m.to == "n1"]
+        follower.advance(rd)
+    for ack in acks:
+        leader.step(ack)
+    again = leader.ready()
+    assert again.entries == failed.entries  # still not saved here
+    applied = leader.not_persisted(again)
+    assert [e.data for e in applied] == [b"x"] and leader.status().applied == applied[-1].index

@@ -9,11 +9,12 @@ from __future__ import annotations
 import random
 import signal
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 import trio
-from reads_helpers import History, make_group  # noqa: E402
+from reads_helpers import History, make_group, now_ns  # noqa: E402
 
 from rmqc.chaos._tcp_proxy import ProxyMesh
 from rmqc.client import ClientError, ControllerClient
@@ -25,8 +26,19 @@ LEVELS = ("linearizable", "lease", "stale")
 KEYS = ("g0", "g1", "g2")
 INITIAL_ADDRESS = "10.0.0.1:1"
 REQUEST_TIMEOUT_MS = 1000
+# Each fault phase lasts until this many writes made after it began were acknowledged (the load
+# moved on through the fault), bounded by PHASE_S.
+PHASE_WRITES = 50
+PHASE_S = 30.0
 SETTINGS = (f"request_timeout_ms={REQUEST_TIMEOUT_MS}",
             "scan_inactive_master_interval_ms=1000000000")  # no broker heartbeats in this test
+
+
+def as_async(condition: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:
+    """A synchronous condition for rmqc.testing.cluster.wait_until."""
+    async def holds() -> bool:
+        return condition()
+    return holds
 
 
 def proxied_cluster(tmp_path: Path, mesh: ProxyMesh) -> Cluster:
@@ -74,6 +86,22 @@ class Workload:
         self.errors: dict[tuple[str, str], list[str]] = defaultdict(list)
         self.running = True
 
+    async def progressed(self, since_ns: int, readers: list[str], what: str) -> None:
+        """Wait until PHASE_WRITES writes invoked after `since_ns` were acknowledged and every level
+        of each node in `readers` answered a read invoked after it."""
+        def done() -> bool:
+            ops = [op for op in self.history.ops if op.invoke_ns >= since_ns and op.complete_ns is not None]
+            read_by = {op.process for op in ops if op.kind == "read"}
+            return (sum(op.kind == "write" for op in ops) >= PHASE_WRITES
+                    and all(f"{node_id}@{level}" in read_by for node_id in readers for level in LEVELS))
+
+        await wait_until(as_async(done), PHASE_S, what)
+
+    def refused_cut_off(self, node_id: str) -> Callable[[], Awaitable[bool]]:
+        """Whether `node_id` refused a linearizable read for want of a leader, and a lease read."""
+        return as_async(lambda: bool(self.errors[(node_id, "lease")]) and any(
+            "no leader reachable" in remark for remark in self.errors[(node_id, "linearizable")]))
+
     async def writer(self, name: str) -> None:
         sequence = 0
         while self.running:
@@ -82,12 +110,12 @@ class Workload:
             if node.running:
                 await self.history.write(self.write_client, name, self.rng.choice(KEYS), f"{name}:{sequence}",
                                          node=node.address)
-            await trio.sleep(0.005)
+            await trio.sleep(0.005)  # pacing the load, not waiting for anything
 
     async def reader(self, node: NodeProcess, level: str) -> None:
         while self.running:
             if not node.running:
-                await trio.sleep(0.02)
+                await trio.sleep(0.02)  # pacing: the node is down (killed by the test), ask again later
                 continue
             incarnation = self.incarnation[node.node_id]
             answer = await self.history.read(self.client, f"{node.node_id}", self.rng.choice(KEYS),
@@ -97,7 +125,7 @@ class Workload:
             elif answer is not None and level == "stale" and self.incarnation[node.node_id] == incarnation:
                 # (a read that spanned a restart may have been retried against the new life)
                 self.stale_indexes[(node.node_id, incarnation)].append(int(answer[1]["appliedIndex"]))
-            await trio.sleep(0.002)
+            await trio.sleep(0.002)  # pacing the load
 
 
 async def test_reads_stay_linearizable_through_partition_and_leader_kill(tmp_path: Path) -> None:
@@ -135,20 +163,24 @@ async def test_reads_stay_linearizable_through_partition_and_leader_kill(tmp_pat
 
 async def run_faults(cluster: Cluster, mesh: ProxyMesh, client: ControllerClient, work: Workload,
                      leader_address: str) -> None:
-    await trio.sleep(2)
+    """Each phase lasts until the load has done what the phase is for (never a fixed time)."""
+    everyone = [node.node_id for node in cluster.nodes]
+    await work.progressed(now_ns(), readers=everyone, what="the load on every node")
     follower = next(node for node in cluster.nodes if node.address != leader_address)
     mesh.isolate(follower.node_id)  # partition a follower: it must refuse, not serve old data
-    await trio.sleep(3)
+    cut = now_ns()
+    await wait_until(work.refused_cut_off(follower.node_id), PHASE_S, "the partitioned follower to refuse")
+    await work.progressed(cut, readers=[], what="writes the partitioned follower misses")
     mesh.heal_all()
-    await trio.sleep(2)
+    await work.progressed(now_ns(), readers=[follower.node_id], what="the healed follower serving again")
     leader = await wait_leader(cluster, client)
     leader.kill(signal.SIGKILL)  # the leader dies mid-load
     await leader.wait_exit()
-    await trio.sleep(2)
+    await work.progressed(now_ns(), readers=[], what="writes without the killed leader")
     work.incarnation[leader.node_id] += 1
     await leader.start()
     await wait_leader(cluster, client)
-    await trio.sleep(3)
+    await work.progressed(now_ns(), readers=[leader.node_id], what="the restarted node serving again")
 
 
 def report_and_check(work: Workload, tmp_path: Path, seed: int) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from replica_harness import harness, leader
 
+from rmqc.fsm import ControllerState
 from rmqc.raft._types import Entry, Message, MessageType
 from rmqc.remoting import RemotingCommand, RequestCode, ResponseCode
 from rmqc.replica import (
@@ -106,6 +107,10 @@ def test_a_snapshot_is_written_every_n_entries_off_the_driver() -> None:
         h.replica.client_request(get_next_id(opaque), 1, opaque)
         h.settle()
     (write,) = h.take(WriteSnapshot)  # one at a time: the next waits for snapshot_written
-    assert write.index >= 4 and write.data and write.compact_to < write.index
+    assert write.index >= 4 and write.compact_to < write.index
+    # captured at write.index: the groups registered later are not in it
+    captured = ControllerState()
+    captured.restore(write.state.encode())
+    assert 0 < len(captured) < len(h.replica.state) == 6
     h.replica.snapshot_written(write.index, SnapshotOutcome.OK)
     assert h.replica.snapshot_index == write.index

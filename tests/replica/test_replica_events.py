@@ -62,8 +62,11 @@ def test_a_failover_event_and_its_steps_after_the_commit() -> None:
     assert woken == [1, 2, 3]  # every record wakes the waiting readers
 
 
-def test_an_election_that_failed_its_precondition_is_no_failover() -> None:
+def test_a_refused_election_and_a_groups_first_master_are_no_failovers() -> None:
     events = EventLog()
-    command = ElectMaster("C", "g", Trigger.BROKER, 2, 0, 0, 5_000)
-    events.elections_applied([ApplyResult(command, ApplyStatus.STALE_MASTER_EPOCH, None, None)], 1, 1)
+    command = ElectMaster("C", "g", Trigger.BROKER, 1, 0, 0, 5_000)
+    new = BrokerGroup("C", "g", 2, {1: GroupReplica("h1:1", "c1")})
+    first = BrokerGroup("C", "g", 2, new.replicas, master_id=1, master_epoch=1)
+    events.elections_applied([ApplyResult(command, ApplyStatus.STALE_MASTER_EPOCH, new, new),
+                              ApplyResult(command, ApplyStatus.OK, new, first)], 1, 1)
     assert events.page(0).events == [] and not events.awaiting_heartbeat

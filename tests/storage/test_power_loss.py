@@ -221,9 +221,7 @@ async def cut_whole_cluster_under_load(tmp_path: Path, unsynced_name: str | None
                 loads.append(load)
                 async with trio.open_nursery() as nursery:
                     await nursery.start(load.run)
-                    with trio.fail_after(60):
-                        while len(load.ack_times) < ACKS_BEFORE_CUT:
-                            await trio.sleep(0.01)
+                    await load.wait_acks(ACKS_BEFORE_CUT, timeout_s=60)
                     for node in cluster.nodes:  # writes still in flight
                         node.kill(signal.SIGKILL)
                     nursery.cancel_scope.cancel()

@@ -16,13 +16,15 @@ NS_PER_MS = 1_000_000
 # partitions; OpenChaos publishes about 10 s for a RocketMQ controller failover.
 RTO_TARGET_P99_MS = 2000.0
 OPENCHAOS_RTO_MS = 10_000.0
-# The faults the target covers, and where their RTO starts: a major-kill leaves no quorum until the
-# restart (its heal), so its RTO is counted from there; the others from the fault's start.
-TARGETED_FAULTS = {
-    "leader-kill": "fault", "kill": "fault", "minor-kill": "fault", "major-kill": "heal",
-    "suspend": "fault", "partition": "fault", "partition-reject": "fault", "partition-leader": "fault",
-    "partition-leader-reject": "fault", "asymmetric": "fault", "bridge": "fault", "ring": "fault",
-}
+# The faults the target covers. Every kind's RTO counts from the fault's start, as OpenChaos counts.
+TARGETED_FAULTS = frozenset({
+    "leader-kill", "kill", "minor-kill", "major-kill", "suspend", "partition", "partition-reject",
+    "partition-leader", "partition-leader-reject", "asymmetric", "bridge", "ring",
+})
+# The faults healed by restarting what they killed: their write RTO from the restart (the heal) is
+# reported beside the one from the fault, to tell the restart's own cost from the hold (a
+# major-kill leaves no quorum until the restart, so from the fault its RTO includes --fault-s).
+RESTARTED_FAULTS = frozenset({"leader-kill", "kill", "minor-kill", "major-kill", "broker-kill"})
 
 
 def percentile(values: Sequence[float], fraction: float) -> float | None:
@@ -80,7 +82,7 @@ def summarize(records: Sequence[Record], meta: dict[str, Any]) -> dict[str, Any]
     by_kind: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         by_kind[row["kind"]].append(row)
-    kinds = {kind: _kind_summary(kind_rows) for kind, kind_rows in sorted(by_kind.items())}
+    kinds = {kind: _kind_summary(kind, kind_rows) for kind, kind_rows in sorted(by_kind.items())}
     unrecovered = [f"window {r['window']} ({r['kind']}): no acknowledged write before the window ended"
                    for r in rows if r["write_ms"] is None]
     violations = checked["violations"] + unrecovered
@@ -103,26 +105,36 @@ def summarize(records: Sequence[Record], meta: dict[str, Any]) -> dict[str, Any]
     }
 
 
-def _kind_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def _kind_summary(kind: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     writes = [r["write_ms"] for r in rows if r["write_ms"] is not None]
     masters = [r["masters_ms"] for r in rows if r["masters_ms"] is not None]
-    return {"windows": len(rows), "rto_write_ms": rto_stats(writes), "rto_masters_ms": rto_stats(masters),
-            "unrecovered": len(rows) - len(writes), "quiet_errors": sum(r["quiet_errors"] for r in rows)}
+    summary: dict[str, Any] = {
+        "windows": len(rows), "rto_write_ms": rto_stats(writes), "rto_masters_ms": rto_stats(masters),
+        "unrecovered": len(rows) - len(writes), "quiet_errors": sum(r["quiet_errors"] for r in rows)}
+    if kind in RESTARTED_FAULTS:
+        summary["rto_write_from_restart_ms"] = rto_stats(_from_restart(rows))
+    return summary
+
+
+def _from_restart(rows: list[dict[str, Any]]) -> list[float]:
+    return [r["write_from_heal_ms"] for r in rows if r["write_from_heal_ms"] is not None]
 
 
 def rto_targets(by_kind: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """The write RTO of every targeted fault kind that ran, against the design's p99 target. A kind
-    with a window that never recovered misses it, whatever the p99 of the others."""
-    kinds = {}
-    for kind, since in TARGETED_FAULTS.items():
-        if kind in by_kind:
-            column = "write_ms" if since == "fault" else "write_from_heal_ms"
-            values = [r[column] for r in by_kind[kind]]
-            stats = rto_stats([v for v in values if v is not None])
-            unrecovered = values.count(None)
-            met = not unrecovered and stats["p99"] is not None and stats["p99"] <= RTO_TARGET_P99_MS
-            kinds[kind] = {"from": since, "p50": stats["p50"], "p99": stats["p99"], "unrecovered": unrecovered,
-                           "met": met}
+    """The write RTO from the fault's start of every targeted fault kind that ran, against the
+    design's p99 target; a kind healed by a restart also shows its RTO from the restart (not
+    judged). A kind with a window that never recovered misses the target, whatever the p99 of the
+    others."""
+    kinds: dict[str, dict[str, Any]] = {}
+    for kind in sorted(TARGETED_FAULTS & by_kind.keys()):
+        values = [r["write_ms"] for r in by_kind[kind]]
+        stats = rto_stats([v for v in values if v is not None])
+        unrecovered = values.count(None)
+        met = not unrecovered and stats["p99"] is not None and stats["p99"] <= RTO_TARGET_P99_MS
+        kinds[kind] = {"p50": stats["p50"], "p99": stats["p99"], "unrecovered": unrecovered, "met": met}
+        if kind in RESTARTED_FAULTS:
+            restart = rto_stats(_from_restart(by_kind[kind]))
+            kinds[kind]["from_restart"] = {"p50": restart["p50"], "p99": restart["p99"]}
     return {"target_p99_ms": RTO_TARGET_P99_MS, "openchaos_ms": OPENCHAOS_RTO_MS,
             "all_met": all(k["met"] for k in kinds.values()), "kinds": kinds}
 

@@ -339,26 +339,24 @@ def config_get_command(controllers: ControllersOption = DEFAULT_CONTROLLERS,
 def config_set_command(settings: Annotated[list[str], typer.Argument(help="KEY=VALUE (one or more)")],
                        controllers: ControllersOption = DEFAULT_CONTROLLERS, as_json: JsonOption = False,
                        timeout_ms: TimeoutOption = 3000) -> None:
-    """Change settings (1009) through every node given, as mqadmin does; each accepted 1009 is
-    replicated (logged with who asked, applied on every node), so one node would be enough."""
-    from rmqc.cli._render import console, emit_json
+    """Change settings (1009): one request to the leader, replicated to every node and logged once
+    with who asked (mqadmin sends one to every controller, as Java's controllers do not share their
+    settings; rmqc applies each, so that works too, logged once per request)."""
+    from rmqc.cli._render import code_name, console, emit_json, hint_for
 
     properties = _parse_settings(settings)
     addresses = parse_controllers(controllers)
-    per_node, failed = _on_every_node(addresses, lambda client, address: client.update_config(address, properties),
-                                      timeout_ms)
+    answer = run_with_client(addresses, lambda client: client.update_config(None, properties), timeout_ms=timeout_ms)
     if as_json:
-        emit_json({address: {"code": answer.code, "remark": answer.remark} for address, answer in per_node.items()}
-                  | {address: {"error": error} for address, error in failed.items()})
-    else:
+        emit_json({"code": answer.code, "remark": answer.remark, "properties": properties})
+    if answer.code != 0:
+        fail(ExitCode.REFUSED, f"the leader answered {code_name(answer.code)}: {answer.remark}",
+             hint=hint_for(answer.code, answer.remark))
+    if not as_json:
         out = console()
-        for address, answer in per_node.items():
-            if answer.code == 0:  # refusals: once, on stderr (_exit_for_failures)
-                out.print(f"{address}: updated")
-        if not failed and all(answer.code == 0 for answer in per_node.values()):
-            for key, value in properties.items():
-                out.print(f"{key} : {value}")
-    _exit_for_failures(per_node, failed)
+        out.print("updated on every node (one replicated change)")
+        for key, value in properties.items():
+            out.print(f"{key} : {value}")
 
 
 def _parse_settings(settings: list[str]) -> dict[str, str]:

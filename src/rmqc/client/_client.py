@@ -457,8 +457,9 @@ class ControllerClient:
         """GET_CONTROLLER_CONFIG (1010) of one node; the body is properties text."""
         return await self._answer(RequestCode.GET_CONTROLLER_CONFIG, None, address=address)
 
-    async def update_config(self, address: str, properties: Mapping[str, object]) -> RemotingCommand:
-        """UPDATE_CONTROLLER_CONFIG (1009) of one node; `properties` sent as properties text."""
+    async def update_config(self, address: str | None, properties: Mapping[str, object]) -> RemotingCommand:
+        """UPDATE_CONTROLLER_CONFIG (1009) through one node (None: the leader, found as for any
+        write); `properties` sent as properties text. rmqc replicates the change to every node."""
         body = dumps_properties(properties)
         return await self._answer(RequestCode.UPDATE_CONTROLLER_CONFIG, None, body, address=address)
 

@@ -76,6 +76,16 @@ CONTROLLER_CALLER = "controller"
 ANONYMOUS_CALLER = "anonymous"
 
 
+class _NoBrokerGroup:
+    """A command about no broker group: the export's broker_name column stays empty."""
+
+    __slots__ = ()
+
+    @property
+    def broker_name(self) -> None:
+        return None
+
+
 @dataclass(frozen=True, slots=True)
 class ApplyBrokerId:
     """1013: give `broker_id` to the broker whose check code is `register_check_code`."""
@@ -159,7 +169,7 @@ class CleanBrokerData:
 
 
 @dataclass(frozen=True, slots=True)
-class UpdateControllerConfig:
+class UpdateControllerConfig(_NoBrokerGroup):
     """1009: set controller options (`properties`: (key, value) text pairs, sorted by key) on every
     node. The leader validated them against its own configuration before proposing; each node applies
     what its configuration accepts once the entry is applied (node/_config's options stay local)."""
@@ -168,10 +178,24 @@ class UpdateControllerConfig:
     leader_ts_ms: int
     origin: Origin | None = None
 
-    @property
-    def broker_name(self) -> None:
-        """No broker group: the export's broker_name column stays empty."""
-        return None
+
+class OperatorAction(StrEnum):
+    """An operator request that changes no state but belongs in the audit."""
+
+    TRANSFER_LEADER = "transfer_leader"  # rmqc admin transfer-leader
+    SNAPSHOT_SAVE = "snapshot_save"  # rmqc admin snapshot save: the whole state read out
+
+
+@dataclass(frozen=True, slots=True)
+class RecordOperation(_NoBrokerGroup):
+    """The record of an operator request that changes no state (who asked for a leadership
+    transfer, who read the whole state out as a snapshot): applied as nothing, kept in the log for
+    `rmqc log dump`, the export and `rmqc analyze`. `detail` says what, in words."""
+
+    action: OperatorAction
+    detail: str
+    leader_ts_ms: int
+    origin: Origin | None = None
 
 
 # ---- the NameServer role (docs/namesrv.md): routes, registrations and KV config ----------------
@@ -213,7 +237,7 @@ class UnregisterBrokerRoute:
 
 
 @dataclass(frozen=True, slots=True)
-class DeleteTopicRoute:
+class DeleteTopicRoute(_NoBrokerGroup):
     """216: remove a topic's queue data (of one cluster's broker names, or everywhere)."""
 
     topic: str
@@ -221,13 +245,9 @@ class DeleteTopicRoute:
     leader_ts_ms: int
     origin: Origin | None = None
 
-    @property
-    def broker_name(self) -> None:
-        return None
-
 
 @dataclass(frozen=True, slots=True)
-class PutKvConfig:
+class PutKvConfig(_NoBrokerGroup):
     """100: set namespace/key to value."""
 
     namespace: str
@@ -236,13 +256,9 @@ class PutKvConfig:
     leader_ts_ms: int
     origin: Origin | None = None
 
-    @property
-    def broker_name(self) -> None:
-        return None
-
 
 @dataclass(frozen=True, slots=True)
-class DeleteKvConfig:
+class DeleteKvConfig(_NoBrokerGroup):
     """102: remove namespace/key."""
 
     namespace: str
@@ -250,16 +266,13 @@ class DeleteKvConfig:
     leader_ts_ms: int
     origin: Origin | None = None
 
-    @property
-    def broker_name(self) -> None:
-        return None
-
 
 NamesrvCommand = RegisterBrokerRoute | UnregisterBrokerRoute | DeleteTopicRoute | PutKvConfig | DeleteKvConfig
 
 Command = (
     ApplyBrokerId | UpdateBrokerAddress | ElectMaster | AlterSyncStateSet | CleanBrokerData | UpdateControllerConfig
     | RegisterBrokerRoute | UnregisterBrokerRoute | DeleteTopicRoute | PutKvConfig | DeleteKvConfig
+    | RecordOperation
 )
 
 # The tag written into the log; also the `command` column of the history export.
@@ -275,6 +288,7 @@ COMMAND_TAGS: dict[type, str] = {
     DeleteTopicRoute: "delete_topic_route",
     PutKvConfig: "put_kv_config",
     DeleteKvConfig: "delete_kv_config",
+    RecordOperation: "record_operation",
 }
 _TYPES_BY_TAG: dict[str, type] = {tag: cls for cls, tag in COMMAND_TAGS.items()}
 
@@ -448,6 +462,12 @@ def _trigger(raw: object) -> Trigger:
     return Trigger(raw)  # ValueError for an unknown name
 
 
+def _operator_action(raw: object) -> OperatorAction:
+    if not isinstance(raw, str):
+        raise TypeError(f"expected an operator action name, got {raw!r}")
+    return OperatorAction(raw)  # ValueError for an unknown name
+
+
 def _origin(raw: object) -> Origin:
     # A JSON object when decoding, the command's Origin when encoding; unknown keys are ignored.
     if isinstance(raw, Origin):
@@ -484,6 +504,7 @@ _CHECKS: dict[str, Callable[[object], object]] = {
     "int": _exactly(int),
     "bool": _exactly(bool),
     "Trigger": _trigger,
+    "OperatorAction": _operator_action,
     "ElectionReason | None": _optional(_reason),
     "tuple[CandidateRow, ...]": _candidate_rows,
     "str | None": _optional(_exactly(str)),

@@ -21,6 +21,7 @@ from ._commands import (
     ElectMaster,
     Origin,
     PutKvConfig,
+    RecordOperation,
     RegisterBrokerRoute,
     UnregisterBrokerRoute,
     UpdateBrokerAddress,
@@ -78,6 +79,10 @@ def _update_controller_config(c: UpdateControllerConfig) -> str:
     return "update controller config {" + ", ".join(f"{key}: {value}" for key, value in c.properties) + "}"
 
 
+def _record_operation(c: RecordOperation) -> str:
+    return f"{c.action.value.replace('_', ' ')}: {c.detail}"
+
+
 def _register_broker_route(c: RegisterBrokerRoute) -> str:
     return (f"register route {c.broker_name} id {c.broker_id} at {c.broker_address} (cluster {c.cluster_name}, "
             f"{len(c.topics)} topics, stateVersion {c.state_version}, counter {c.data_counter})")
@@ -112,6 +117,7 @@ _DESCRIBERS: dict[type, Callable[[Any], str]] = {
     DeleteTopicRoute: _delete_topic_route,
     PutKvConfig: _put_kv_config,
     DeleteKvConfig: _delete_kv_config,
+    RecordOperation: _record_operation,
 }
 
 

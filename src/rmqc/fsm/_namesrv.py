@@ -247,6 +247,15 @@ class NamesrvState:
 
     # ---- snapshot --------------------------------------------------------------------------------
 
+    def capture(self) -> NamesrvState:
+        """A copy that later changes do not reach (its records are immutable; the tables are
+        copied), for a snapshot encoded later (fsm._state.StateCapture)."""
+        copy = NamesrvState()
+        copy.registrations = dict(self.registrations)
+        copy.topics = {topic: dict(queues) for topic, queues in self.topics.items()}
+        copy.kv = {namespace: dict(table) for namespace, table in self.kv.items()}
+        return copy
+
     def to_document(self) -> dict[str, Any]:
         return {
             "registrations": [[r.cluster_name, r.broker_name, r.broker_id, r.address, r.ha_address,

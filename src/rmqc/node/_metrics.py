@@ -31,6 +31,8 @@ from rmqc.fsm import ApplyResult, ElectMaster
 from rmqc.remoting import RMQC_PRIVATE_REQUESTS, RequestCode, ResponseCode
 from rmqc.replica import DISK_FULL, FAILOVER_STEPS, KEEP_CURRENT_MASTER, REPAIRING, HealthCheck, health_verdict
 
+from ._status_page import StatusPage, answer_page, page_paths, read_page_files
+
 __all__ = [
     "ELECTION_RESULTS",
     "MetricsExporter",
@@ -49,6 +51,10 @@ ALARMS = (DISK_FULL, REPAIRING)
 # Why connections and requests were refused (docs/security.md): the labels of rmqc_refusals.
 REFUSAL_REASONS = ("peer_auth", "connection_limit", "idle_timeout", "tls", "acl_address_not_allowed",
                    "acl_unknown_access_key", "acl_bad_signature", "acl_not_admin")
+# What became of the NOTIFY_BROKER_ROLE_CHANGED (1008) one-way sends (rmqc.node._notifier): the
+# labels of rmqc_notifications. `superseded`: a newer epoch replaced it before it went out;
+# `dropped`: more were waiting than the notifier keeps.
+NOTIFICATION_RESULTS = ("sent", "failed", "superseded", "dropped")
 OTHER_LABEL = "other"
 ONEWAY_LABEL = "oneway"
 HEALTH_KINDS = ("livez", "readyz")
@@ -149,6 +155,11 @@ class NodeMetrics:
         for reason in REFUSAL_REASONS:
             self.refusals.labels(reason)
         self._refusals_seen: dict[str, int] = {}
+        self.notifications = Counter("rmqc_notifications", "NOTIFY_BROKER_ROLE_CHANGED (1008) one-way sends, by result",
+                                     ("result",), registry=r)
+        for result in NOTIFICATION_RESULTS:
+            self.notifications.labels(result)  # present at 0, so an alert rule sees the series
+        self._notifications_seen: dict[str, int] = {}
 
     def observe_request(self, code: int, response_code: int | None, latency_s: float) -> None:
         counter, latency = self._children(code, response_code)
@@ -237,6 +248,9 @@ class NodeMetrics:
         server = getattr(node, "server", None)
         if server is not None:
             self.update_refusals(server.refusals())
+        notifier = getattr(node, "notifier", None)
+        if notifier is not None:
+            self.update_notifications({result: getattr(notifier, result) for result in NOTIFICATION_RESULTS})
 
     def _update_membership(self, status: Any) -> None:
         """The same figures as `rmqc status` (rmqc.replica._status)."""
@@ -252,17 +266,27 @@ class NodeMetrics:
     def update_refusals(self, totals: dict[str, int]) -> None:
         """Bring the counters up to the server's running totals (it counts without Prometheus on the
         request path; this runs once a second)."""
-        for reason, total in totals.items():
-            if reason not in REFUSAL_REASONS:
-                raise ValueError(f"refusal reason {reason!r} is not one of {REFUSAL_REASONS}")
-            seen = self._refusals_seen.get(reason, 0)
-            if total > seen:
-                self.refusals.labels(reason).inc(total - seen)
-                self._refusals_seen[reason] = total
+        _catch_up(self.refusals, self._refusals_seen, totals, REFUSAL_REASONS, "refusal reason")
+
+    def update_notifications(self, totals: dict[str, int]) -> None:
+        """Bring the counters up to the notifier's running totals (once a second, as refusals)."""
+        _catch_up(self.notifications, self._notifications_seen, totals, NOTIFICATION_RESULTS, "notification result")
 
     def exposition(self) -> bytes:
         """The Prometheus text format of every metric (what the exporter serves)."""
         return generate_latest(self.registry)
+
+
+def _catch_up(counter: Counter, seen: dict[str, int], totals: dict[str, int], labels: tuple[str, ...],
+              what: str) -> None:
+    """Increase each labelled child of `counter` by what its running total grew since last time."""
+    for label, total in totals.items():
+        if label not in labels:
+            raise ValueError(f"{what} {label!r} is not one of {labels}")
+        before = seen.get(label, 0)
+        if total > before:
+            counter.labels(label).inc(total - before)
+            seen[label] = total
 
 
 class HealthSource(Protocol):
@@ -288,19 +312,26 @@ class MetricsExporter:
 
 
 def start_metrics_exporter(metrics: NodeMetrics, port: int, host: str = "127.0.0.1",
-                           health: HealthSource | None = None) -> MetricsExporter:
-    """Serve `metrics` at http://host:port/metrics (port 0: any free port, see `.port`), and with
+                           health: HealthSource | None = None,
+                           status_page: StatusPage | None = None) -> MetricsExporter:
+    """Serve `metrics` at http://host:port/metrics (port 0: any free port, see `.port`), with
     `health` the health endpoints: /livez and /readyz (`?verbose`, `?exclude=NAME` repeatable), and
-    /livez/NAME, /readyz/NAME for one check (rmqc.replica._health says what they answer).
+    /livez/NAME, /readyz/NAME for one check (rmqc.replica._health says what they answer), and with
+    `status_page` the status page at / and its /status.json (rmqc.node._status_page).
 
     A daemon thread serves them, one thread per request (prometheus-client's threading WSGI
     server): neither a scrape nor a probe runs on the node's Trio loop; the health answers read the
     snapshot the loop publishes (rmqc.node._health).
     """
     metrics_app = make_wsgi_app(metrics.registry)
+    page_files = read_page_files() if status_page is not None else {}
+    on_page = page_paths() if status_page is not None else frozenset()
 
     def app(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
         path = str(environ.get("PATH_INFO") or "/").rstrip("/")
+        if path in on_page:
+            assert status_page is not None
+            return answer_page(status_page, page_files, path, str(environ.get("REQUEST_METHOD")), start_response)
         kind, _, only = path.lstrip("/").partition("/")
         if health is None or kind not in HEALTH_KINDS:
             return metrics_app(environ, start_response)  # type: ignore[no-any-return]

@@ -524,8 +524,11 @@ class ControllerNode:
         A single thread has no hand-off to make."""
         storage, replica = self.storage, self.replica
         assert storage is not None and replica is not None
+        steps = action.state.encode_steps()
+        while (data := next(steps)) is None:  # ~10 ms a step: the loop runs in between
+            await trio.lowlevel.checkpoint()
         try:
-            storage.create_snapshot(action.index, action.conf_state, action.data)
+            storage.create_snapshot(action.index, action.conf_state, data)
             await trio.lowlevel.checkpoint()
             if action.compact_to > storage.first_index():
                 storage.compact(action.compact_to, sweep=False)

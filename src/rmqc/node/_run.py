@@ -18,6 +18,7 @@ from rmqc.storage import DAMAGE_ADVICE, verify_isolated
 from ._config import NodeConfig
 from ._metrics import start_metrics_exporter
 from ._node import ControllerNode
+from ._status_page import StatusPage
 
 log = logging.getLogger("rmqc.node")
 
@@ -136,13 +137,17 @@ async def _cancel_on_next_signal(signals: AsyncIterator[int], graceful: trio.Can
 
 
 async def _export_metrics(node: ControllerNode, port: int, host: str) -> None:
-    """Serve the node's Prometheus metrics and health on host:port; gauges refreshed every second."""
-    exporter = start_metrics_exporter(node.node_metrics, port, host, health=node.health)
-    log.info("%s: metrics on http://%s:%d/metrics, health on /livez and /readyz", node.config.node_id, host,
-             exporter.port)
+    """Serve the node's Prometheus metrics, health and status page on host:port; gauges refreshed
+    every second."""
+    page = StatusPage(node)
+    exporter = start_metrics_exporter(node.node_metrics, port, host, health=node.health, status_page=page)
+    log.info("%s: metrics on http://%s:%d/metrics, health on /livez and /readyz, status page on /",
+             node.config.node_id, host, exporter.port)
     try:
-        while True:
-            node.node_metrics.update_from_node(node)
-            await trio.sleep(METRICS_INTERVAL_S)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(page.run)
+            while True:
+                node.node_metrics.update_from_node(node)
+                await trio.sleep(METRICS_INTERVAL_S)
     finally:
         exporter.close()

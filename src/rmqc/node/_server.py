@@ -100,6 +100,8 @@ class Server:
         self._tls = server_context(config)  # ConfigError (unreadable certificate): the node does not start
         self.protocol_errors = 0
         self.requests_in_flight = 0
+        # Connections not read until their client reads its answers (back-pressure, _wait_for_reader)
+        self.connections_waiting_for_reader = 0
         # A graceful stop (ControllerNode.stop_gracefully): no new request is read from any
         # remoting connection; those in flight are still answered. The connections end with the node.
         self.draining = False
@@ -389,9 +391,13 @@ class _RemotingConnection:
 
     async def _wait_for_reader(self) -> None:
         """Back-pressure: a client that does not read its answers gets no more requests read."""
-        while self._unsent_bytes > MAX_UNSENT_BYTES_PER_CONNECTION and not self._broken:
-            self._drained = trio.Event()
-            await self._drained.wait()
+        self._server.connections_waiting_for_reader += 1
+        try:
+            while self._unsent_bytes > MAX_UNSENT_BYTES_PER_CONNECTION and not self._broken:
+                self._drained = trio.Event()
+                await self._drained.wait()
+        finally:
+            self._server.connections_waiting_for_reader -= 1
 
     def _fail(self, error: BaseException) -> None:
         log.info("cannot answer on connection %s: %s", self._channel.id, error)

@@ -35,6 +35,7 @@ from ._errors import (
 )
 from ._memory_storage import MemoryStorage as MemoryStorage
 from ._progress import ProgressState as ProgressState
+from ._quorum import has_quorum as has_quorum
 from ._rawnode import RawNode as RawNode
 from ._ready import (
     ProgressStatus as ProgressStatus,
@@ -58,6 +59,7 @@ from ._types import (
 )
 
 __all__ = [
+    "has_quorum",
     "CAMPAIGN_TAKEOVER",
     "CAMPAIGN_TRANSFER",
     "ConfChange",

@@ -184,17 +184,18 @@ class RawNode:
         and committed entries stay pending and come again in the next Ready. Its messages and read
         states were the app's to use (they depend on no write); its persist_messages are dropped,
         which Raft tolerates like any lost message (appends are resent, votes asked again).
-        Returned: the committed entries of `rd` this node had persisted before, now counted as
-        applied: the app applies them at once, or a read index or an answer waiting for them would
-        wait for the disk (a full disk refuses every later write; those entries need none)."""
+        Returned: the committed entries of `rd`, now counted as applied: the app applies them at
+        once, or a read index or an answer waiting for them would wait for the disk (a full disk
+        refuses every later write). Committed means durable on a quorum (a leader counts itself
+        only once persisted, `on_persisted`), and a committed entry is never truncated, so applying
+        one this node holds only in memory loses nothing: a leader whose disk is full still
+        answers the writes its followers' acknowledgements commit."""
         if rd is not self._outstanding:
             raise ReadyMisuse("not_persisted() must be given the Ready returned by the last ready()")
         self._outstanding = None
-        stable = self.raft.log.stable_last_index()
-        durable = tuple(entry for entry in rd.committed_entries if entry.index <= stable)
-        if durable:
-            self.raft.log.applied_to(durable[-1].index)
-        return durable
+        if rd.committed_entries:
+            self.raft.log.applied_to(rd.committed_entries[-1].index)
+        return rd.committed_entries
 
     # -- introspection ---------------------------------------------------------------------------
     def status(self) -> Status:

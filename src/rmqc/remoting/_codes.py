@@ -20,6 +20,7 @@ __all__ = [
     "RMQC_MEMBERS_REMOVE",
     "RMQC_NODE_STATUS",
     "RMQC_PRIVATE_REQUESTS",
+    "RMQC_RECORD_OPERATION",
     "RMQC_SNAPSHOT_SAVE",
     "RMQC_TRANSFER_LEADER",
     "LanguageCode",
@@ -142,6 +143,9 @@ RMQC_MEMBERS_ADD = 60005  # extFields id, address: joins as a learner
 RMQC_MEMBERS_PROMOTE = 60006  # extFields id: a caught-up learner becomes a voter
 RMQC_MEMBERS_REMOVE = 60007  # extFields id
 RMQC_EVENTS = 60008  # extFields after, waitMs: the node's recent events (rmqc events; node/_events.py)
+# Between controller nodes only: a follower asks the leader to log an operator request it served
+# (replica/_operations.py); refused from a client connection.
+RMQC_RECORD_OPERATION = 60020  # extFields action, detail
 RMQC_PRIVATE_REQUESTS: dict[int, str] = {
     RMQC_NODE_STATUS: "RMQC_NODE_STATUS",
     RMQC_TRANSFER_LEADER: "RMQC_TRANSFER_LEADER",
@@ -151,4 +155,5 @@ RMQC_PRIVATE_REQUESTS: dict[int, str] = {
     RMQC_MEMBERS_PROMOTE: "RMQC_MEMBERS_PROMOTE",
     RMQC_MEMBERS_REMOVE: "RMQC_MEMBERS_REMOVE",
     RMQC_EVENTS: "RMQC_EVENTS",
+    RMQC_RECORD_OPERATION: "RMQC_RECORD_OPERATION",
 }

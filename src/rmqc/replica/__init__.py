@@ -16,6 +16,11 @@ from ._events import (
     EventLog as EventLog,
     EventPage as EventPage,
 )
+from ._failovers import (
+    MAX_FAILOVERS_KEPT as MAX_FAILOVERS_KEPT,
+    Failover as Failover,
+    FailoverHistory as FailoverHistory,
+)
 from ._health import (
     LIVENESS_CHECKS as LIVENESS_CHECKS,
     READINESS_CHECKS as READINESS_CHECKS,

@@ -44,6 +44,15 @@ class DiskFullAlarm:
         return (f"the controller's disk is full: node {self.node_id} cannot write its log in {self.data_dir} "
                 f"({self.detail}); writes are refused until space is freed, reads and heartbeats are served")
 
+    @property
+    def in_the_log_remark(self) -> str:
+        """The remark of a write already in the leader's log when the disk filled, whose commit
+        needs the leader's own write (one or two voters): answered at once rather than at the
+        request timeout. Its entry stays in the log, so the outcome is unknown: it is saved and
+        applied once space is freed, unless another leader's entry takes its place first."""
+        return (f"{self.remark}; this request was already in the log, unsaved: it is applied if space is "
+                f"freed before another leader takes over, so whether it took effect is unknown")
+
     def retry_due(self, now_mono_ms: int) -> bool:
         return now_mono_ms >= self.next_retry_mono_ms
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, NoReturn
 
+from rmqc.raft import has_quorum
 from rmqc.remoting import ResponseCode
 from rmqc.storage import StorageFullError, StorageWriteFailed
 
@@ -59,13 +60,26 @@ class Disk:
                       "heartbeats are served, the write is tried again every %d ms and writes resume by "
                       "themselves once space is freed", config.node_id, error, DISK_FULL_RETRY_MS)
             r.set_alarm(DISK_FULL, True)
-            # requests queued but not in the log can never be persisted now (those in the log wait
-            # for their commit: space may come back in time)
+            # requests queued but not in the log can never be persisted now
             self.alarm.refused_writes += r.proposals.refuse_queued(
                 RequestFailed(ResponseCode.SYSTEM_ERROR, self.alarm.remark))
+            self._answer_what_cannot_commit()
         if error.needed_bytes is not None:  # the largest write that found no room: look for that much
             self.alarm.needed_bytes = max(self.alarm.needed_bytes or 0, error.needed_bytes)
         self.alarm.next_retry_mono_ms = now_ms + DISK_FULL_RETRY_MS
+
+    def _answer_what_cannot_commit(self) -> None:
+        """Requests in the log wait for their commit when the other voters can make a quorum
+        without our write (their acknowledgements commit it in moments); with one or two voters
+        nothing commits until our disk has room, so they are answered now, not at the request
+        timeout with a bare "commit wait"."""
+        r = self._r
+        assert self.alarm is not None
+        me = r.config.node_id
+        voters = r.conf_state.voters
+        if r.serving_as_leader and not has_quorum(voters, [v for v in voters if v != me]):
+            self.alarm.refused_writes += r.proposals.refuse_in_the_log(
+                RequestFailed(ResponseCode.SYSTEM_ERROR, self.alarm.in_the_log_remark))
 
     def _clear(self) -> None:
         assert self.alarm is not None

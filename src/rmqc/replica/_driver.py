@@ -256,6 +256,8 @@ class Driver:
         else:
             results = []  # a leader's no-op
         r.applied_index = entry.index
+        if results:
+            r.failovers.record(entry.index, results)
         r.proposals.applied(entry.index, entry.term, results)
         if r.leader_id == r.config.node_id:
             if entry.term == r.term and not r.serving_as_leader:
@@ -290,10 +292,10 @@ class Driver:
         r = self._r
         if not self._persist(None, [], None):  # the commit index first: it must not lag the snapshot
             return
-        index, data = r.applied_index, r.state.snapshot()
+        index = r.applied_index
         compact_to = index - min(COMPACTION_LAG_ENTRIES, r.config.snapshot_every_entries // 2)
         self.snapshot_in_flight = True
-        self._out(WriteSnapshot(index, r.conf_state, data, compact_to))
+        self._out(WriteSnapshot(index, r.conf_state, r.state.capture(), compact_to))
 
     def snapshot_written(self, index: int, outcome: SnapshotOutcome, error: Exception | None) -> None:
         r = self._r

@@ -91,14 +91,14 @@ class EventLog:
     # ----- failovers -----
 
     def elections_applied(self, results: list[ApplyResult], wall_ms: int, now_ms: int) -> None:
-        """Every node: each committed election that changed the master is a failover event, and
-        its replicas' first heartbeats after it are awaited."""
+        """Every node: each committed election that changed a group's master is a failover event,
+        and its replicas' first heartbeats after it are awaited. A group's first master is none
+        (starting 10,000 groups would push every real failover out of the ring)."""
         for result in results:
-            command = result.command
-            if not (type(command) is ElectMaster and result.ok and result.after is not None):
+            if not is_failover(result):
                 continue
-            assert isinstance(command, ElectMaster)
             group = result.after
+            assert group is not None
             self.record(FAILOVER, wall_ms, failover_fields(result, wall_ms))
             for broker_id in group.replicas:
                 key = BrokerKey(group.cluster_name, group.broker_name, broker_id)
@@ -137,6 +137,13 @@ class EventLog:
         self.record(FAILOVER_STEP, wall_ms, {"cluster": key.cluster_name, "brokerName": key.broker_name,
                                              "masterEpoch": awaited.master_epoch, "step": step,
                                              "brokerId": key.broker_id, **fields})
+
+
+def is_failover(result: ApplyResult) -> bool:
+    """An applied election that changed or cleared a group's master (not the group's first master)."""
+    before, after = result.before, result.after
+    return (type(result.command) is ElectMaster and result.ok and before is not None and after is not None
+            and before.master_epoch > 0 and before.master_id != after.master_id)
 
 
 def failover_fields(result: ApplyResult, committed_ms: int) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from rmqc.fsm import Origin
@@ -34,6 +34,8 @@ class _Slot:
     token: Hashable
     request: RemotingCommand
     deadline_ms: int
+    # the replica's own forward (not a client's): gets the answer instead of an Answer action
+    on_answer: Callable[[RemotingCommand], None] | None = None
 
 
 class Forwards:
@@ -49,17 +51,19 @@ class Forwards:
     def __len__(self) -> int:
         return len(self._slots)
 
-    def forward(self, leader_id: str, request: RemotingCommand, token: Hashable, now_ms: int) -> None:
-        """Send `request` to the leader; a one-way request is answered (None) at once."""
+    def forward(self, leader_id: str, request: RemotingCommand, token: Hashable, now_ms: int,
+                on_answer: Callable[[RemotingCommand], None] | None = None) -> None:
+        """Send `request` to the leader; a one-way request is answered (None) at once. With
+        `on_answer` (a two-way request of the replica's own), the answer goes there, not out."""
         if len(self._slots) >= MAX_FORWARDS_IN_FLIGHT:
-            self._out(Answer(token, make_response(request, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)))
+            self._reply(token, on_answer, make_response(request, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK))
             return
         tag = next(self._tags)
         if request.is_oneway:
             self._out(ForwardRequest(leader_id, tag, request))
             self._out(Answer(token, None))
             return
-        self._slots[tag] = _Slot(leader_id, token, request, now_ms + self._timeout_ms)
+        self._slots[tag] = _Slot(leader_id, token, request, now_ms + self._timeout_ms, on_answer)
         self._by_deadline.append(tag)
         self._out(ForwardRequest(leader_id, tag, request))
 
@@ -67,7 +71,7 @@ class Forwards:
         slot = self._slots.pop(tag, None)
         if slot is not None:  # else: timed out or abandoned already
             response.opaque = slot.request.opaque
-            self._out(Answer(slot.token, response))
+            self._reply(slot.token, slot.on_answer, response)
 
     def not_sent(self, tag: int) -> None:
         """The shell could not send the forward (the peer's outbox is full)."""
@@ -102,7 +106,14 @@ class Forwards:
     def _fail(self, tag: int, code: int, remark: str) -> None:
         slot = self._slots.pop(tag, None)
         if slot is not None:
-            self._out(Answer(slot.token, make_response(slot.request, code, remark)))
+            self._reply(slot.token, slot.on_answer, make_response(slot.request, code, remark))
+
+    def _reply(self, token: Hashable, on_answer: Callable[[RemotingCommand], None] | None,
+               response: RemotingCommand) -> None:
+        if on_answer is None:
+            self._out(Answer(token, response))
+        else:
+            on_answer(response)
 
 
 @dataclass(slots=True)

@@ -71,6 +71,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from rmqc.fsm import StateCapture
 from rmqc.raft._storage import Storage
 from rmqc.raft._types import ConfState, Message
 from rmqc.remoting import RemotingCommand
@@ -247,12 +248,13 @@ class Notify:
 
 @dataclass(frozen=True, slots=True)
 class WriteSnapshot:
-    """Write the snapshot of the applied state at `index` and compact the log up to `compact_to`
-    (off the driver: it may take long); report with `snapshot_written(index, outcome, error)`."""
+    """Encode the applied state at `index` (captured then: `state`, encoded in steps), write it and
+    compact the log up to `compact_to` (off the driver: it may take long); report with
+    `snapshot_written(index, outcome, error)`."""
 
     index: int
     conf_state: ConfState
-    data: bytes
+    state: StateCapture
     compact_to: int
 
 

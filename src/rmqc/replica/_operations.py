@@ -17,37 +17,49 @@ membership applied with it, as a snapshot file (rmqc.storage._snapshot_file) in 
 once a ReadIndex round confirmed that the node has applied every write acknowledged before the
 request (as a linearizable read), in one synchronous step of the node's only thread, so the state,
 index and membership belong together.
+
+Both are in the replicated audit: a RecordOperation (who asked, from where, through which node)
+commits before the transfer starts, and before the snapshot is handed out; if it cannot be logged,
+the request is refused. A follower has the leader log it (RMQC_RECORD_OPERATION, over the peer
+link; refused from a client connection, so nobody writes records in another's name).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from rmqc.errors import RmqcError
+from rmqc.fsm import ApplyResult, OperatorAction, Origin, RecordOperation
 from rmqc.raft._types import SnapshotMeta
 from rmqc.reads import ReadQueueFull
 from rmqc.remoting import (
+    RMQC_RECORD_OPERATION,
     RMQC_SNAPSHOT_SAVE,
     RMQC_TRANSFER_LEADER,
     RemotingCommand,
     ResponseCode,
+    make_request,
     make_response,
 )
 from rmqc.storage import encode_snapshot_file
 
+from ._audit import with_origin
 from ._io import Answer
+from ._proposals import RequestFailed
 
 if TYPE_CHECKING:
     from ._replica import Replica
 
 log = logging.getLogger("rmqc.replica")
 
-OPERATION_REQUESTS = frozenset({RMQC_TRANSFER_LEADER, RMQC_SNAPSHOT_SAVE})
+OPERATION_REQUESTS = frozenset({RMQC_TRANSFER_LEADER, RMQC_SNAPSHOT_SAVE, RMQC_RECORD_OPERATION})
+# What a record's callback gets: None once it is applied, else why it could not be logged.
+Recorded = Callable[[str | None], None]
 # Room left in a frame for the remoting header around a snapshot body.
 FRAME_HEADER_ROOM_BYTES = 64 * 1024
 
@@ -73,32 +85,99 @@ class Operations:
         self._out = node.outbox.append
         self._transfer: _Transfer | None = None
 
-    def handle(self, request: RemotingCommand, token: Hashable) -> None:
+    def handle(self, request: RemotingCommand, token: Hashable, origin: Origin | None, *, forwarded: bool) -> None:
         if request.code == RMQC_SNAPSHOT_SAVE:
-            self._snapshot(request, token)
+            self._snapshot(request, token, origin)
+        elif request.code == RMQC_RECORD_OPERATION:
+            self._record_for_a_follower(request, token, origin, forwarded=forwarded)
         else:
-            self._transfer_leader(request, token)
+            self._transfer_leader(request, token, origin)
+
+    # ----- the audit record -----
+
+    def _record(self, action: OperatorAction, detail: str, origin: Origin | None, done: Recorded) -> None:
+        """Commit a RecordOperation, through the leader when this node is not it; `done` once."""
+        node = self._node
+        command = RecordOperation(action, detail, node.clock.wall_ms(), origin)
+        if node.serving_as_leader:
+            def applied(_results: list[ApplyResult] | None, error: RequestFailed | None) -> None:
+                done(None if error is None else error.remark)
+
+            try:
+                node.enqueue([command], applied)
+            except RequestFailed as failure:
+                done(failure.remark)
+            return
+        if node.leader_id is None or node.leader_id == node.config.node_id:
+            done("no serving leader is known to log it")
+            return
+        request = make_request(RMQC_RECORD_OPERATION, 0, {"action": action.value, "detail": detail})
+        if origin is not None:
+            request = with_origin(request, origin)
+
+        def answered(response: RemotingCommand) -> None:
+            done(None if response.code == ResponseCode.SUCCESS else f"the leader: {response.remark}")
+
+        node.forwards.forward(node.leader_id, request, None, node.now_ms(), answered)
+
+    def _record_for_a_follower(self, request: RemotingCommand, token: Hashable, origin: Origin | None, *,
+                               forwarded: bool) -> None:
+        if not forwarded:
+            self._out(Answer(token, make_response(request, ResponseCode.NO_PERMISSION,
+                                                  "operation records come from controller nodes only")))
+            return
+        if not self._node.serving_as_leader:
+            self._out(Answer(token, self.not_leader(request)))
+            return
+        try:
+            action = OperatorAction(request.ext("action") or "")
+        except ValueError:
+            self._out(Answer(token, make_response(request, ResponseCode.INVALID_PARAMETER,
+                                                  f"unknown operation {request.ext('action')!r}")))
+            return
+
+        def done(failure: str | None) -> None:
+            code = ResponseCode.SUCCESS if failure is None else ResponseCode.SYSTEM_ERROR
+            self._out(Answer(token, make_response(request, code, failure)))
+
+        self._record(action, request.ext("detail") or "", origin, done)
 
     # ----- transfer -----
 
-    def _transfer_leader(self, request: RemotingCommand, token: Hashable) -> None:
+    def _transfer_leader(self, request: RemotingCommand, token: Hashable, origin: Origin | None) -> None:
         node = self._node
-        if node.leader_id != node.config.node_id:
-            self._out(Answer(token, self.not_leader(request)))
+        target = self._transfer_target(request, token)
+        if target is None:
             return
-        if not node.serving_as_leader:
-            self._out(Answer(token, make_response(request, ResponseCode.SYSTEM_ERROR, self.not_serving_yet())))
-            return
-        target, refusal = self._choose_target(request.ext("to") or None)
-        if refusal is not None:
-            self._out(Answer(token, make_response(request, ResponseCode.SYSTEM_ERROR, refusal)))
-            return
-        assert target is not None
         if target == node.config.node_id:
             self._out(Answer(token, _transferred(request, target, target, node.term, 0)))
             return
-        self._transfer = _Transfer(request, token, target, node.term, node.now_ms(), node.config.request_timeout_ms)
-        node.wake_driver()
+
+        def recorded(failure: str | None) -> None:
+            if failure is not None:
+                self._out(Answer(token, make_response(request, ResponseCode.SYSTEM_ERROR,
+                                                      f"leadership not transferred: not logged: {failure}")))
+            elif self._transfer_target(request, token, target) is not None:  # still so, once logged
+                self._transfer = _Transfer(request, token, target, node.term, node.now_ms(),
+                                           node.config.request_timeout_ms)
+                node.wake_driver()
+
+        self._record(OperatorAction.TRANSFER_LEADER, f"from {node.config.node_id} to {target}", origin, recorded)
+
+    def _transfer_target(self, request: RemotingCommand, token: Hashable, wanted: str | None = None) -> str | None:
+        """The voter to hand over to, or None once the refusal is answered."""
+        node = self._node
+        if node.leader_id != node.config.node_id:
+            self._out(Answer(token, self.not_leader(request)))
+            return None
+        if not node.serving_as_leader:
+            self._out(Answer(token, make_response(request, ResponseCode.SYSTEM_ERROR, self.not_serving_yet())))
+            return None
+        target, refusal = self._choose_target(wanted or request.ext("to") or None)
+        if refusal is not None:
+            self._out(Answer(token, make_response(request, ResponseCode.SYSTEM_ERROR, refusal)))
+            return None
+        return target
 
     def hand_over_before_stop(self) -> tuple[str | None, str]:
         """The leader is stopping (SIGTERM, Ctrl-C; Replica.begin_graceful_stop): hand the leadership
@@ -245,16 +324,28 @@ class Operations:
 
     # ----- snapshot -----
 
-    def _snapshot(self, request: RemotingCommand, token: Hashable) -> None:
+    def _snapshot(self, request: RemotingCommand, token: Hashable, origin: Origin | None) -> None:
         """After a ReadIndex round (bounded by request_timeout_ms), so that the state holds every
-        write acknowledged before the request, on a follower too."""
+        write acknowledged before the request, on a follower too; handed out once logged."""
+        node = self._node
 
         def confirmed(failure: str | None) -> None:
             if failure is not None:
                 self._out(Answer(token, make_response(request, ResponseCode.SYSTEM_ERROR,
                                                       f"snapshot not taken: {failure}")))
-            else:
-                self._out(Answer(token, self._snapshot_now(request)))
+                return
+            taken = self._snapshot_now(request)
+            if taken.code != ResponseCode.SUCCESS:
+                self._out(Answer(token, taken))
+                return
+
+            def recorded(not_logged: str | None) -> None:
+                self._out(Answer(token, taken if not_logged is None else make_response(
+                    request, ResponseCode.SYSTEM_ERROR, f"snapshot not handed out: not logged: {not_logged}")))
+
+            detail = (f"index {taken.ext('index')} (term {taken.ext('term')}) of {node.config.node_id}, "
+                      f"{len(taken.body or b'')} bytes")
+            self._record(OperatorAction.SNAPSHOT_SAVE, detail, origin, recorded)
 
         try:
             self._node.reads.confirm_linearizable(confirmed)

@@ -1,7 +1,19 @@
 """Proposals and their waiters: requests queued for the next append (group commit), proposed and
 waiting for their entry to be applied, and failed when they cannot be (timeout, leadership lost,
 disk full, stopping). Every waiter's `on_done` runs exactly once and never awaits: no task per
-waiting request."""
+waiting request.
+
+How a write fails before its commit, and its answer (every failure is answered the moment it is
+known; only the first below waits for the request timeout, because nothing else tells):
+- no commit within `request_timeout_ms` (the quorum is slow or unreachable, yet this node is still
+  leader): SYSTEM_ERROR, COMMIT_TIMEOUT_REMARK (Java's words);
+- more waiting than MAX_PENDING_PROPOSALS / MAX_WAITERS, or Raft dropped the proposal (a leader
+  transfer in flight, the uncommitted-size bound): SYSTEM_BUSY, OVERLOAD_REMARK or `proposal
+  dropped: ...`;
+- this node is not (or no longer) the serving leader: CONTROLLER_NOT_LEADER, NOT_LEADER_REMARK;
+- the disk is full: SYSTEM_ERROR, the alarm's remark (queued requests, and requests in the log
+  whose commit needs this node's write: Disk);
+- the node stops: SYSTEM_ERROR, why it stops."""
 
 from __future__ import annotations
 
@@ -162,6 +174,14 @@ class Proposals:
         self._fail(self.queued, error)
         self.queued = []
         return count
+
+    def refuse_in_the_log(self, error: RequestFailed) -> int:
+        """Fail the requests whose entries are in the log but not applied; how many. Their entries
+        stay: an apply later finds no waiter."""
+        waiters = self._in_the_log()
+        self._fail(waiters, error)
+        self.waiting.clear()
+        return len(waiters)
 
     def lose_leadership(self, *, keep_waiting: bool = False) -> None:
         """Entries proposed in our term may still commit under the next leader, but we can no longer

@@ -39,7 +39,8 @@ from ._alarms import REPAIRING, DiskFullAlarm
 from ._audit import forwarded_origin, with_origin
 from ._disk import Disk
 from ._driver import Driver
-from ._events import ALARM, HEARTBEAT, LEADER_CHANGED, MEMBERSHIP_CHANGED, EventLog
+from ._events import ALARM, HEARTBEAT, LEADER_CHANGED, MEMBERSHIP_CHANGED, EventLog, is_failover
+from ._failovers import FailoverHistory
 from ._forwarding import Forwards, LeaderWaits
 from ._health import HealthCheck
 from ._io import (
@@ -159,6 +160,7 @@ class Replica:
         self._takeover: tuple[str, int] | None = None  # (dead leader, when the others campaign too)
         self._node_info_cache: tuple[str | None, NodeInfo] | None = None  # (leader_id, info)
         self.proposals = Proposals(config.request_timeout_ms, config.group_commit)
+        self.failovers = FailoverHistory()  # the status page's last failovers (every node)
         self.disk = Disk(self)
         self.driver = Driver(self)
         self.forwards = Forwards(outbox, config.request_timeout_ms)
@@ -462,7 +464,7 @@ class Replica:
             if request.code == RMQC_NODE_STATUS:
                 out(Answer(token, status_answer(self, request)))  # rmqc's private diagnostic (rmqc status)
             elif request.code in OPERATION_REQUESTS:
-                self.operations.handle(request, token)
+                self.operations.handle(request, token, origin, forwarded=forwarded)
             elif request.code in MEMBERSHIP_REQUESTS:
                 self.membership.handle(request, token)
             elif self._forwarded_from_here(request):
@@ -663,7 +665,7 @@ class Replica:
         for result in elections:
             self._observe_detection(result.command)
             notifications = self.processor.notifications_for(result, now_ms)
-            if notifications and result.after is not None:
+            if notifications and result.after is not None and is_failover(result):
                 self._await_notifications(result.after, [address for address, _ in notifications], now_ms)
             for address, command in notifications:
                 self.outbox.append(Notify(address, command))

@@ -400,7 +400,7 @@ class ReplicaSimNode:
         if not self.up or incarnation != self.incarnation:
             return
         try:
-            self.storage.create_snapshot(action.index, action.conf_state, action.data)
+            self.storage.create_snapshot(action.index, action.conf_state, action.state.encode())
         except SnapshotOutOfDateError as error:
             # bound now: the name `error` is gone after the except block, the call may be deferred
             superseded = (action.index, SnapshotOutcome.SUPERSEDED, error)

@@ -20,13 +20,14 @@ from rmqc.launcher import (
     START_TIMEOUT_S as START_TIMEOUT_S,
     ServeCluster,
     ServeNode as NodeProcess,
+    consecutive_free_ports as consecutive_free_ports,
     free_ports as free_ports,
     serve_nodes,
 )
 from rmqc.remoting import FrameDecoder, RemotingCommand, loads_fastjson
 
 __all__ = ["CLUSTER", "HEARTBEAT_TIMEOUT_MS", "RMQC", "START_TIMEOUT_S", "Cluster", "FakeBroker", "NodeProcess",
-           "free_ports", "replica_info", "start_group", "wait_until"]
+           "consecutive_free_ports", "free_ports", "replica_info", "start_group", "wait_until"]
 
 CLUSTER = "C"
 # Shorter than a real broker's 10 s so that a silent broker expires within a test's patience.

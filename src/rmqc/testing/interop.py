@@ -226,7 +226,7 @@ async def failover(rmq: RocketMQ, controllers: Controllers, admin: ControllerCli
             master, epoch, in_sync = await replica_state(admin)
             if master is not None and master != old_master_id and epoch > old_epoch:
                 timeline.setdefault("controller_elected", now_ms())
-                if sorted(in_sync) == sorted(survivor_ids) or sorted(in_sync) == ALL:
+                if set(survivor_ids) <= set(in_sync):
                     timeline.setdefault("surviving_slave_back_in_sync", now_ms())
                 if old_master_id in in_sync:
                     timeline.setdefault("old_master_back_in_sync", now_ms())
@@ -269,7 +269,10 @@ async def failover(rmq: RocketMQ, controllers: Controllers, admin: ControllerCli
 
         async def all_back() -> bool:
             master, _, members = await replica_state(admin)
-            return master == new_master_id and members == ALL and "old_master_back_in_sync" in timeline
+            # both steps seen by the watcher too: when the old master rejoins first, this poll can
+            # see all three before the watcher saw the surviving slave back
+            seen = "old_master_back_in_sync" in timeline and "surviving_slave_back_in_sync" in timeline
+            return master == new_master_id and members == ALL and seen
 
         await wait_for(all_back, 90, "the old master and the surviving slave back in the SyncStateSet", 0.2)
         nursery.cancel_scope.cancel()

@@ -11,6 +11,7 @@ which is idempotent, until it is.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import time
 from collections.abc import Sequence
@@ -21,11 +22,15 @@ import trio
 from rmqc.client import ClientError, ControllerClient
 from rmqc.fsm import MAX_REPLICAS_PER_GROUP
 
+from .cluster import wait_until
+
 CLUSTER = "WriterCluster"
 # One attempt's bound: a write that waits longer is repeated (idempotently) instead of waited for.
 ATTEMPT_TIMEOUT_MS = 1000
 RETRY_PAUSE_S = 0.002  # after a refusal: the leader is changing, ask again almost at once
 MAX_ACKS = 1_000_000  # a writer stops recording beyond this (bounded memory on long runs)
+# How often wait_acks looks (pauses are measured from ack_times, not from when it looked)
+ACK_POLL_S = 0.01
 
 
 @dataclass
@@ -81,6 +86,14 @@ class WriteLoad:
             else:
                 self.refusals += 1
                 await trio.sleep(RETRY_PAUSE_S)
+
+    async def wait_acks(self, count: int, *, after: float = 0.0, timeout_s: float) -> None:
+        """Wait until `count` writes were acknowledged after `after` (a time.perf_counter() time;
+        0: since the load began); AssertionError after `timeout_s`."""
+        async def enough() -> bool:
+            return len(self.ack_times) - bisect.bisect_right(self.ack_times, after) >= count
+
+        await wait_until(enough, timeout_s, f"{count} writes acknowledged", interval_s=ACK_POLL_S)
 
     def failures_between(self, start: float, end: float) -> list[str]:
         return [what for when, what in self.failures if start <= when <= end]
