@@ -15,6 +15,7 @@ from ._events import (
     NOTIFIED as NOTIFIED,
     EventLog as EventLog,
     EventPage as EventPage,
+    is_failover as is_failover,
 )
 from ._failovers import (
     MAX_FAILOVERS_KEPT as MAX_FAILOVERS_KEPT,

@@ -90,13 +90,10 @@ class EventLog:
 
     # ----- failovers -----
 
-    def elections_applied(self, results: list[ApplyResult], wall_ms: int, now_ms: int) -> None:
-        """Every node: each committed election that changed a group's master is a failover event,
-        and its replicas' first heartbeats after it are awaited. A group's first master is none
-        (starting 10,000 groups would push every real failover out of the ring)."""
+    def failovers_applied(self, results: list[ApplyResult], wall_ms: int, now_ms: int) -> None:
+        """Every node: each committed election that changed or cleared a group's master (see
+        is_failover) is a failover event, and its replicas' first heartbeats after it are awaited."""
         for result in results:
-            if not is_failover(result):
-                continue
             group = result.after
             assert group is not None
             self.record(FAILOVER, wall_ms, failover_fields(result, wall_ms))
@@ -140,7 +137,8 @@ class EventLog:
 
 
 def is_failover(result: ApplyResult) -> bool:
-    """An applied election that changed or cleared a group's master (not the group's first master)."""
+    """An applied election that changed or cleared a group's master. A group's first master is
+    none (starting 10,000 groups would push every real failover out of the ring)."""
     before, after = result.before, result.after
     return (type(result.command) is ElectMaster and result.ok and before is not None and after is not None
             and before.master_epoch > 0 and before.master_id != after.master_id)

@@ -692,8 +692,11 @@ class Replica:
 
     def elections_applied(self, index: int, results: list[ApplyResult]) -> None:
         """Every node, each applied entry of commands: its failovers are events (not on a replay)."""
-        if index > self.events_after_index:
-            self.events.elections_applied(results, self.clock.wall_ms(), self.now_ms())
+        if index <= self.events_after_index:
+            return
+        failovers = [result for result in results if is_failover(result)]  # a type test for most commands
+        if failovers:
+            self.events.failovers_applied(failovers, self.clock.wall_ms(), self.now_ms())
 
     def set_alarm(self, name: str, raised: bool) -> None:
         self.observer.set_alarm(name, raised)
