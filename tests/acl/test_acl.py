@@ -25,6 +25,7 @@ from rmqc.acl import (
     signature_matches,
 )
 from rmqc.remoting import (
+    RMQC_IMPORT_GROUPS,
     RMQC_MEMBERS_ADD,
     RMQC_MEMBERS_LIST,
     RMQC_MEMBERS_PROMOTE,
@@ -192,7 +193,8 @@ def test_admin_requests_need_an_admin_account() -> None:
                   (RMQC_TRANSFER_LEADER, {}, None),
                   (RMQC_SNAPSHOT_SAVE, {}, None),
                   (RMQC_MEMBERS_ADD, {"id": "n3", "address": "10.0.0.4:9878"}, None),
-                  (RMQC_MEMBERS_PROMOTE, {"id": "n3"}, None), (RMQC_MEMBERS_REMOVE, {"id": "n3"}, None)]
+                  (RMQC_MEMBERS_PROMOTE, {"id": "n3"}, None), (RMQC_MEMBERS_REMOVE, {"id": "n3"}, None),
+                  (RMQC_IMPORT_GROUPS, {}, b'{"source":"s","groups":[]}')]
     for code, ext, body in admin_only:
         assert check_request(rules(), signed(code, "RocketMQ", "12345678", ext, body), OUTSIDE) is Refusal.NOT_ADMIN
         assert check_request(rules(), signed(code, "rocketmq2", "12345678", ext, body), OUTSIDE) == Allowed("rocketmq2")

@@ -273,5 +273,5 @@ def test_code_tables_follow_spec_section_2() -> None:
     assert RequestCode.CONTROLLER_APPLY_BROKER_ID == 1013
     assert ResponseCode(2007).name == "CONTROLLER_NOT_LEADER"
     assert ResponseCode.CONTROLLER_BROKER_ID_INVALID == 2014
-    # the controller's reads, and the NameServer role's (101, 105, 106, 206, 219: docs/namesrv.md)
-    assert READ_REQUESTS == {1004, 1005, 1006, 1012, 101, 105, 106, 206, 219}
+    # the controller's reads, and the NameServer role's (101, 105, 106, 206, 219, 224: docs/namesrv.md)
+    assert READ_REQUESTS == {1004, 1005, 1006, 1012, 101, 105, 106, 206, 219, 224}

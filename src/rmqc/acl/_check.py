@@ -6,7 +6,7 @@ passes unsigned; otherwise the request must name a known AccessKey; an address i
 controller's rights: every account may make the broker's requests and the reads; only `admin`
 accounts may elect a designated master (1002 with designateElect), clean a broker group away
 (1011), change the configuration (1009), move the leadership (60002), save a snapshot (60003) or
-change the membership (60005-60007).
+change the membership (60005-60007) or import broker groups (60010).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from rmqc.remoting import (
+    RMQC_IMPORT_GROUPS,
     RMQC_MEMBERS_ADD,
     RMQC_MEMBERS_PROMOTE,
     RMQC_MEMBERS_REMOVE,
@@ -33,7 +34,7 @@ ANONYMOUS = "anonymous"
 # broker's (listing the members is a read any account may make).
 ADMIN_ONLY_CODES = frozenset({RequestCode.UPDATE_CONTROLLER_CONFIG, RequestCode.CLEAN_BROKER_DATA,
                               RMQC_TRANSFER_LEADER, RMQC_SNAPSHOT_SAVE, RMQC_MEMBERS_ADD, RMQC_MEMBERS_PROMOTE,
-                              RMQC_MEMBERS_REMOVE})
+                              RMQC_MEMBERS_REMOVE, RMQC_IMPORT_GROUPS})
 
 
 class Refusal(Enum):

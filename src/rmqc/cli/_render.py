@@ -33,8 +33,10 @@ __all__ = [
     "render_elected",
     "render_event",
     "render_metadata",
+    "render_rows",
     "render_status",
     "render_sync_state_data",
+    "render_topic_route",
     "status_table",
 ]
 
@@ -266,6 +268,33 @@ def render_config(per_node: Mapping[str, Mapping[str, str] | str], key: str | No
             if key is None or name == key:
                 table.add_row(name, values[name])
         out.print(table)
+
+
+# ---- the NameServer role (rmqc admin topic / kv) ----------------------------------------------------
+
+
+def render_rows(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*row)
+    console().print(table)
+
+
+def render_topic_route(topic: str, route: Mapping[str, Any]) -> None:
+    """105 as an operator reads it: per broker name its addresses (0 is the master) and queues."""
+    queues = {q["brokerName"]: q for q in route["queueDatas"]}
+    table = Table(title=f"route of {topic}")
+    for column in ("broker name", "cluster", "master", "slaves", "read", "write", "perm"):
+        table.add_column(column)
+    for broker in route["brokerDatas"]:
+        addrs = broker["brokerAddrs"]
+        q = queues.get(broker["brokerName"], {})
+        table.add_row(broker["brokerName"], broker["cluster"], addrs.get("0", "-"),
+                      ", ".join(f"{i}={a}" for i, a in sorted(addrs.items()) if i != "0") or "-",
+                      str(q.get("readQueueNums", "-")), str(q.get("writeQueueNums", "-")), str(q.get("perm", "-")))
+    console().print(table)
 
 
 # ---- members ----------------------------------------------------------------------------------------
@@ -522,3 +551,31 @@ def render_chaos_summary(summary: Mapping[str, Any], out_dir: str) -> None:
         out.print(f"[red]violation:[/red] {violation}")
     verdict = "[red]FAIL[/red]" if summary["violations"] else "[green]PASS[/green]"
     out.print(f"{verdict}: {len(summary['violations'])} violations; report in {out_dir}/report.md")
+
+
+def render_migration(migration: Any) -> None:
+    """`rmqc migrate from-java`: the groups read (the import), what rmqc did, the verification."""
+    out = console()
+    table = Table(title=f"{len(migration.rows)} broker group(s) read from the {migration.source}")
+    for column in ("cluster", "broker group", "broker ids (address)", "master", "masterEpoch", "SyncStateSet",
+                   "syncStateSetEpoch", "next id"):
+        table.add_column(column)
+    for cluster, name, next_id, replicas, master, master_epoch, in_sync, in_sync_epoch in migration.rows:
+        ids = ", ".join(f"{broker_id} ({address})" for broker_id, address, _ in replicas)
+        table.add_row(cluster, name, ids, _num(master), str(master_epoch), str(list(in_sync)), str(in_sync_epoch),
+                      str(next_id))
+    out.print(table)
+    if not migration.imported:
+        out.print("dry run: nothing written to rmqc")
+        return
+    out.print("rmqc held these groups already: nothing written" if migration.unchanged
+              else "imported into rmqc as one replicated command (`rmqc log dump` shows it)")
+    if not migration.differences:
+        out.print(f"verified: rmqc answers 1006, 1004 and 1012 for all {len(migration.rows)} group(s) as Java does")
+        return
+    diff = Table(title="answers that differ")
+    for column in ("broker group", "field", "Java", "rmqc"):
+        diff.add_column(column)
+    for difference in migration.differences:
+        diff.add_row(difference.broker_name, difference.field, str(difference.java), str(difference.rmqc))
+    out.print(diff)

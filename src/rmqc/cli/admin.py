@@ -36,7 +36,7 @@ from rmqc.cli._credentials import (
 from rmqc.cli._render import ExitCode, fail
 from rmqc.remoting import RMQC_NODE_STATUS, RMQC_SNAPSHOT_SAVE, RMQC_TRANSFER_LEADER
 
-__all__ = ["admin_app", "parse_controllers", "run_with_client", "security_options"]
+__all__ = ["admin_app", "client_error_in", "parse_controllers", "run_with_client", "security_options"]
 
 T = TypeVar("T")
 
@@ -109,20 +109,22 @@ def run_with_client(controllers: list[str], call: Callable[[Any], Awaitable[T]],
     try:
         return trio.run(main)
     except (ClientError, BaseExceptionGroup) as raised:
-        error = _client_error_in(raised, ClientError)
+        error = client_error_in(raised, ClientError)
         asked = node or ";".join(controllers)
         fail(ExitCode.UNREACHABLE, f"no answer from {asked}: {error}",
              hint="check that it runs (rmqc status) and that the address is right")
 
 
-def _client_error_in(raised: BaseException, kind: type[BaseException]) -> BaseException:
-    """The client error itself, also when Trio's nursery wrapped it in an exception group."""
+def client_error_in(raised: BaseException,
+                    kind: type[BaseException] | tuple[type[BaseException], ...]) -> BaseException:
+    """The error of `kind` itself, also when Trio's nursery wrapped it in an exception group (any
+    other error is raised again)."""
     if isinstance(raised, kind):
         return raised
     if isinstance(raised, BaseExceptionGroup):
         matched, _rest = raised.split(kind)
         if matched is not None:
-            return _client_error_in(matched.exceptions[0], kind)
+            return client_error_in(matched.exceptions[0], kind)
     raise raised
 
 

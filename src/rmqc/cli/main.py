@@ -66,6 +66,8 @@ def typer_app() -> "typer.Typer":
     from .health import health_command
     from .log import log_app
     from .members import members_app
+    from .migrate import migrate_app
+    from .namesrv_admin import kv_app, topic_app
     from .sim import sim_app
     from .status import status_command
 
@@ -73,12 +75,15 @@ def typer_app() -> "typer.Typer":
     app.command("analyze")(analyze_command)
     admin_app.command("health")(health_command)
     admin_app.add_typer(members_app, name="members")  # here: members.py builds on admin.py's options
+    admin_app.add_typer(topic_app, name="topic")  # namesrv_admin.py builds on admin.py's options too
+    admin_app.add_typer(kv_app, name="kv")
     app.add_typer(admin_app, name="admin")
     app.command("status")(status_command)
     app.command("events")(events_command)
     app.add_typer(dev_app, name="dev")
     app.add_typer(sim_app, name="sim")
     app.add_typer(chaos_app, name="chaos")
+    app.add_typer(migrate_app, name="migrate")
     unwrap_help(app)
     return app
 

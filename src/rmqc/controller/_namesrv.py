@@ -15,9 +15,15 @@ import zlib
 from collections.abc import Callable
 
 from rmqc.fsm import (
+    MAX_CACHED_ROUTES,
+    MAX_KV_ENTRIES,
+    MAX_KV_VALUE_BYTES,
     MAX_NAME_BYTES,
+    MAX_REGISTRATIONS,
+    MAX_TOPICS,
     MAX_TOPICS_PER_REGISTRATION,
     ApplyResult,
+    ApplyStatus,
     BrokerGroup,
     Command,
     ControllerState,
@@ -27,9 +33,12 @@ from rmqc.fsm import (
     NamesrvState,
     PutKvConfig,
     RegisterBrokerRoute,
+    RegisterTopicRoute,
     Registration,
+    SetWritePermOfBroker,
     UnregisterBrokerRoute,
     check_kv,
+    check_topic,
 )
 from rmqc.liveness import BrokerKey
 from rmqc.remoting import RemotingCommand, RequestCode, ResponseCode, loads_fastjson, make_response
@@ -64,6 +73,33 @@ PUT_KV = HeaderSpec(F("namespace", required="cf"), F("key", required="cf"), F("v
 KV_KEY = HeaderSpec(F("namespace", required="cf"), F("key", required="cf"))
 KV_NAMESPACE = HeaderSpec(F("namespace", required="cf"))
 DELETE_TOPIC = HeaderSpec(F("topic", required="cf"), F("clusterName"))
+TOPICS_BY_CLUSTER = HeaderSpec(F("cluster", required="cf"))
+REGISTER_TOPIC = HeaderSpec(F("topic", required="cf"))
+BROKER_NAME = HeaderSpec(F("brokerName", required="cf"))
+
+# 319's answer: Java NamesrvConfig options at the value rmqc's behaviour fixes, and rmqc's bounds.
+# All are constants of the code (apply must decide alike on every node), so 318 is refused.
+NAMESRV_CONFIG: dict[str, object] = {
+    "orderMessageEnable": False,
+    "returnOrderTopicConfigToBroker": True,
+    "enableAllTopicList": True,
+    "enableTopicList": True,
+    "deleteTopicWithBrokerRegistration": False,
+    "notifyMinBrokerIdChanged": False,
+    "scanNotActiveBrokerInterval": SCAN_INTERVAL_MS,
+    "brokerChannelExpiredMillis": DEFAULT_BROKER_CHANNEL_EXPIRED_MS,
+    "rmqcMaxTopicsPerRegistration": MAX_TOPICS_PER_REGISTRATION,
+    "rmqcMaxTopics": MAX_TOPICS,
+    "rmqcMaxRegistrations": MAX_REGISTRATIONS,
+    "rmqcMaxKvEntries": MAX_KV_ENTRIES,
+    "rmqcMaxKvValueBytes": MAX_KV_VALUE_BYTES,
+    "rmqcMaxNameBytes": MAX_NAME_BYTES,
+    "rmqcMaxCachedRoutes": MAX_CACHED_ROUTES,
+    "rmqcMaxRegisterBodyBytes": bodies.MAX_REGISTER_BODY_BYTES,
+}
+UPDATE_CONFIG_REFUSED = ("rmqc's NameServer options are constants of its code, the same on every node (the "
+                         "replicated state depends on them); they cannot be changed at run time. Controller "
+                         "options: rmqc admin config set")
 
 R = RequestCode
 
@@ -87,6 +123,12 @@ class NamesrvProcessor:
             R.GET_KV_CONFIG: self._get_kv,
             R.DELETE_KV_CONFIG: self._delete_kv,
             R.GET_KVLIST_BY_NAMESPACE: self._kv_list,
+            R.GET_TOPICS_BY_CLUSTER: self._topics_by_cluster,
+            R.REGISTER_TOPIC_IN_NAMESRV: self._register_topic,
+            R.WIPE_WRITE_PERM_OF_BROKER: self._write_perm,
+            R.ADD_WRITE_PERM_OF_BROKER: self._write_perm,
+            R.GET_NAMESRV_CONFIG: self._get_config,
+            R.UPDATE_NAMESRV_CONFIG: self._update_config,
         }
 
     @property
@@ -206,12 +248,39 @@ class NamesrvProcessor:
     # ---- reads -----------------------------------------------------------------------------------
 
     def _route(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+        """The hottest read: answered from the node's cache of encoded routes (fsm._namesrv drops
+        an answer whenever something it depends on changes)."""
         h = ROUTE.decode(request)
-        route = bodies.topic_route(self._ns, h["topic"], self._groups())
-        if route is None:
-            return _reply(request, C.TOPIC_NOT_EXIST, TOPIC_NOT_EXIST_REMARK.format(topic=h["topic"]))
+        topic = h["topic"]
         standard = request.version >= V4_9_4 or bool(h["acceptStandardJsonOnly"])
-        return _reply(request, C.SUCCESS, body=bodies.route_body(route, standard))
+        body = self._ns.cached_route(topic, standard)
+        if body is None:
+            body = self.encoded_route(topic, standard)
+            if body is None:
+                return _reply(request, C.TOPIC_NOT_EXIST, TOPIC_NOT_EXIST_REMARK.format(topic=topic))
+            self._ns.cache_route(topic, standard, body)
+        return _reply(request, C.SUCCESS, body=body)
+
+    def encoded_route(self, topic: str, standard_json: bool) -> bytes | None:
+        """The 105 body of `topic` computed afresh (no cache), or None when there is no route."""
+        route = bodies.topic_route(self._ns, topic, self._groups())
+        return None if route is None else bodies.route_body(route, standard_json)
+
+    def _topics_by_cluster(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+        """224: Java's getTopicsByCluster (an unknown cluster gives an empty list)."""
+        names = set(self._ns.clusters().get(TOPICS_BY_CLUSTER.decode(request)["cluster"], ()))
+        topics = [topic for topic, queues in self._ns.topics.items() if not names.isdisjoint(queues)]
+        return _reply(request, C.SUCCESS, body=bodies.topic_list_body(topics))
+
+    def _get_config(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+        """319: Java's getAllConfigsFormatString, `key=value` lines."""
+        text = "".join(f"{key}={str(value).lower() if isinstance(value, bool) else value}\n"
+                       for key, value in NAMESRV_CONFIG.items())
+        return _reply(request, C.SUCCESS, body=text.encode())
+
+    def _update_config(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+        """318: refused, with Java's code for options it will not change (NO_PERMISSION)."""
+        return _reply(request, C.NO_PERMISSION, UPDATE_CONFIG_REFUSED)
 
     def _cluster_info(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
         return _reply(request, C.SUCCESS, body=bodies.cluster_info_body(self._ns, self._groups()))
@@ -239,6 +308,34 @@ class NamesrvProcessor:
         h = DELETE_TOPIC.decode(request)
         command = DeleteTopicRoute(h["topic"], h["clusterName"] or None, ctx.stamp_ms, ctx.origin)
         return Propose([command], lambda results: make_response(request, C.SUCCESS))
+
+    def _register_topic(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+        """217: Java answers SUCCESS also when it registers nothing (no queue data, or a broker
+        name not registered); a refused bound is answered 1 with its remark."""
+        topic = REGISTER_TOPIC.decode(request)["topic"]
+        queues = bodies.parse_topic_route_queues(request.body)
+        try:
+            check_topic(topic)
+        except NamesrvRefused as refused:
+            return _reply(request, C.SYSTEM_ERROR, refused.detail)
+        if not queues or not {row[0] for row in queues} <= set(self._ns.broker_names()):
+            return _reply(request, C.SUCCESS)  # Java: "Register topic contains illegal broker", nothing done
+        command = RegisterTopicRoute(topic, queues, ctx.stamp_ms, ctx.origin)
+
+        def finish(results: list[ApplyResult]) -> RemotingCommand:
+            if results[0].status is ApplyStatus.TOO_MANY_TOPICS:
+                return make_response(request, C.SYSTEM_ERROR, results[0].remark)
+            return make_response(request, C.SUCCESS)  # also NOT_FOUND: a name unregistered meanwhile
+
+        return Propose([command], finish)
+
+    def _write_perm(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+        """205 / 327: answered with how many topics of the broker name changed."""
+        wipe = request.code == R.WIPE_WRITE_PERM_OF_BROKER
+        command = SetWritePermOfBroker(BROKER_NAME.decode(request)["brokerName"], wipe, ctx.stamp_ms, ctx.origin)
+        field = "wipeTopicCount" if wipe else "addTopicCount"
+        return Propose([command], lambda results: make_response(request, C.SUCCESS, None,
+                                                                {field: results[0].detail or 0}))
 
     def _put_kv(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
         h = PUT_KV.decode(request)

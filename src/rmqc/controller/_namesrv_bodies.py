@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rmqc.fsm import BrokerGroup, NamesrvState, QueueData, TopicRow
+from rmqc.fsm import MAX_TOPICS_PER_REGISTRATION, BrokerGroup, NamesrvState, QueueData, TopicRow
 from rmqc.remoting import dumps_fastjson, loads_fastjson
 
 from ._headers import BadRequestBody
@@ -27,8 +27,15 @@ from ._headers import BadRequestBody
 # Why: a registration body is one broker's topic table; the inflated form of a compressed one is
 # bounded so a small hostile body (a zip bomb) cannot make the node allocate without limit.
 MAX_INFLATED_BYTES = 64 * 1024 * 1024
+# Why: a plain registration of MAX_TOPICS_PER_REGISTRATION topics is about 16 MiB (~250 bytes a
+# topic); twice that leaves room for long names, and more is refused before any JSON is parsed.
+MAX_REGISTER_BODY_BYTES = 32 * 1024 * 1024
 PERM_READ_WRITE = 6  # PermName.PERM_READ | PERM_WRITE, TopicConfig's default perm
 DEFAULT_QUEUE_NUMS = 16  # TopicConfig.defaultReadQueueNums / defaultWriteQueueNums
+
+
+class RegistrationTooLarge(BadRequestBody):
+    """A 103 body past a bound (bytes or topics), refused before it is decoded in full."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,8 +53,13 @@ def parse_register_body(body: bytes | None, compressed: bool) -> RegisterBody:
     """Java's extractRegisterBrokerBodyFromRequest: no body is an empty table at DataVersion 0/0/0."""
     if not body:
         return RegisterBody((0, 0, 0), ())
+    if len(body) > MAX_REGISTER_BODY_BYTES:
+        raise RegistrationTooLarge(f"103 body of {len(body)} bytes exceeds the bound of {MAX_REGISTER_BODY_BYTES}")
     if compressed:
         return _parse_compressed(body)
+    # every TopicConfig names itself: counted in the raw bytes (one C scan), the topics of a huge
+    # table are refused before the JSON is parsed
+    _check_topic_count(body.count(b'"topicName"'))
     document = loads_fastjson(body)
     wrapper = document.get("topicConfigSerializeWrapper") if isinstance(document, dict) else None
     if wrapper is None:
@@ -71,6 +83,24 @@ def parse_data_version(raw: object) -> tuple[int, int, int]:
     if not all(type(v) is int for v in values):
         raise BadRequestBody("DataVersion fields must be integers")
     return (values[0], values[1], values[2])
+
+
+def parse_topic_route_queues(body: bytes | None) -> tuple[TopicRow, ...]:
+    """The queueDatas of a TopicRouteData body (217), as rows keyed by broker name; the rest of the
+    route is ignored, as Java's registerTopicToNamesrv ignores it."""
+    document = loads_fastjson(body) if body else None
+    queues = document.get("queueDatas") if isinstance(document, dict) else None
+    if not queues:
+        return ()
+    if not isinstance(queues, list) or len(queues) > MAX_TOPICS_PER_REGISTRATION:
+        raise BadRequestBody(f"217 body: queueDatas must be a list of at most {MAX_TOPICS_PER_REGISTRATION}")
+    rows = {}
+    for queue in queues:
+        if not isinstance(queue, dict) or type(queue.get("brokerName")) is not str:
+            raise BadRequestBody("217 body: a queueData has no brokerName")
+        row = _topic_row(queue["brokerName"], {**queue, "topicName": queue["brokerName"]})
+        rows[row[0]] = row
+    return tuple(sorted(rows.values()))
 
 
 def data_version_body(version: tuple[int, int, int]) -> bytes:
@@ -104,8 +134,10 @@ def _parse_compressed(body: bytes) -> RegisterBody:
         raise BadRequestBody(f"103 body inflates to more than {MAX_INFLATED_BYTES} bytes")
     reader = _Reader(data)
     version_doc = loads_fastjson(reader.chunk())
+    count = reader.int32()
+    _check_topic_count(count)
     rows = []
-    for _ in range(reader.int32()):
+    for _ in range(count):
         parts = reader.chunk().decode("utf-8", "replace").split(" ")
         if len(parts) < 5:
             continue  # Java's TopicConfig.decode leaves such a config empty
@@ -114,6 +146,12 @@ def _parse_compressed(body: bytes) -> RegisterBody:
         except ValueError:
             raise BadRequestBody(f"103 compressed topic config {parts[0]!r} has a bad number") from None
     return RegisterBody(parse_data_version(version_doc), tuple(sorted(rows)))
+
+
+def _check_topic_count(count: int) -> None:
+    if count > MAX_TOPICS_PER_REGISTRATION:
+        raise RegistrationTooLarge(f"{count} topics in one registration exceed the bound of "
+                                   f"{MAX_TOPICS_PER_REGISTRATION}")
 
 
 class _Reader:

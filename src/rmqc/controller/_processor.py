@@ -30,6 +30,8 @@ from collections.abc import Callable, Hashable, Mapping
 from functools import partial
 from typing import NamedTuple
 
+import orjson
+
 from rmqc.errors import BoundExceeded, ProtocolError
 from rmqc.fsm import (
     AlterSyncStateSet,
@@ -43,19 +45,23 @@ from rmqc.fsm import (
     ControllerState,
     ElectionReason,
     ElectMaster,
+    GroupRow,
+    ImportGroups,
     Origin,
     Trigger,
     UpdateBrokerAddress,
     UpdateControllerConfig,
     check_alter_sync_state_set,
     check_apply_broker_id,
+    check_import_groups,
+    group_rows,
 )
 from rmqc.liveness import BrokerKey, Heartbeat, HeartbeatTable
 from rmqc.remoting import (
-    LEADER_ONLY_REQUESTS,
-    NAMESRV_WRITE_REQUESTS,
+    LEADER_WRITE_REQUESTS,
     ONEWAY_FLAG,
     READ_REQUESTS,
+    RMQC_IMPORT_GROUPS,
     RemotingCommand,
     RequestCode,
     ResponseCode,
@@ -79,9 +85,7 @@ _HEARTBEAT_CODE = int(RequestCode.BROKER_HEARTBEAT)  # a plain int compares fast
 # the same for what every 1013 reads (an enum member costs ~70 ns a read, through its metaclass)
 _OK, _CLUSTER_MISMATCH, _SUCCESS = ApplyStatus.OK, ApplyStatus.CLUSTER_MISMATCH, int(C.SUCCESS)
 _NO_REPLY = NoReply()  # immutable: one instance serves every one-way request
-# Java's leader-only requests, and 1009: rmqc replicates it (every node's configuration changes).
-# And the NameServer role's writes (controller/_namesrv.py).
-_LEADER_WRITES = LEADER_ONLY_REQUESTS | {int(RequestCode.UPDATE_CONTROLLER_CONFIG)} | NAMESRV_WRITE_REQUESTS
+_LEADER_WRITES = LEADER_WRITE_REQUESTS  # only the leader decides them (remoting's table)
 
 # ---- header tables (spec 3.x), Java field names exactly --------------------------------------
 
@@ -177,6 +181,7 @@ class ControllerProcessor:
             RequestCode.CLEAN_BROKER_DATA: self._clean_broker_data,
             RequestCode.CONTROLLER_GET_NEXT_BROKER_ID: self._get_next_broker_id,
             RequestCode.CONTROLLER_APPLY_BROKER_ID: self._apply_broker_id,
+            RMQC_IMPORT_GROUPS: self._import_groups,
         }
         # The NameServer role: its requests on the same port, against the same replicated state.
         self.namesrv = NamesrvProcessor(state)
@@ -520,6 +525,18 @@ class ControllerProcessor:
     def _get_config(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
         return _reply(request, C.SUCCESS, body=self.config.to_properties())
 
+    # ---- RMQC_IMPORT_GROUPS (rmqc migrate from-java) -------------------------------------------
+
+    def _import_groups(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
+        source, rows = _import_body(request.body)
+        command = ImportGroups(source, rows, ctx.stamp_ms, origin=ctx.origin)
+        status, remark = check_import_groups(self.state, command)  # checked again at apply
+        if status is not _OK:
+            return _reply(request, _IMPORT_REFUSALS[status], remark)
+        if remark is not None:  # these very groups are here already: a re-run writes nothing
+            return _reply(request, C.SUCCESS, remark, body=_import_answer(command, unchanged=True))
+        return Propose([command], partial(_import_finish, request))
+
     # ---- controller-triggered elections (spec 5.2) -------------------------------------------
 
     def masters_among(self, keys: list[BrokerKey]) -> int:
@@ -756,6 +773,37 @@ def _elect_answer(request: RemotingCommand, result: ApplyResult) -> RemotingComm
     if group.master_id is not None:
         return _master_still_exists(request, group)  # lost a race: report the winner
     return make_response(request, C.CONTROLLER_ELECT_MASTER_FAILED, ELECT_FAILED_REMARK)
+
+
+_IMPORT_REFUSALS: dict[ApplyStatus, int] = {
+    ApplyStatus.INVALID_IMPORT: C.INVALID_PARAMETER,
+    ApplyStatus.TOO_MANY_GROUPS: C.INVALID_PARAMETER,
+    ApplyStatus.NOT_EMPTY: C.CONTROLLER_INVALID_REQUEST,
+}
+
+
+def _import_body(body: bytes | None) -> tuple[str, tuple[GroupRow, ...]]:
+    """The (source, rows) of a RMQC_IMPORT_GROUPS body; BadRequestBody naming what was wrong."""
+    document = loads_fastjson(body) if body else None
+    if not (isinstance(document, dict) and isinstance(document.get("source"), str)):
+        raise BadRequestBody('the import body must be {"source": text, "groups": [group rows]}')
+    try:
+        return document["source"], group_rows(document.get("groups"))
+    except TypeError as exc:
+        raise BadRequestBody(f"the import body's groups: {exc}") from None
+
+
+def _import_answer(command: ImportGroups, *, unchanged: bool) -> bytes:
+    return orjson.dumps({"groups": len(command.groups), "unchanged": unchanged})
+
+
+def _import_finish(request: RemotingCommand, results: list[ApplyResult]) -> RemotingCommand:
+    result = results[0]
+    assert isinstance(result.command, ImportGroups), "the answer to an import proposal"
+    if not result.ok:  # another import (or a broker) got there first
+        return make_response(request, _IMPORT_REFUSALS[result.status], result.remark)
+    return make_response(request, C.SUCCESS, result.remark,
+                         body=_import_answer(result.command, unchanged=result.remark is not None))
 
 
 def _alter_failure(request: RemotingCommand, status: ApplyStatus, group: BrokerGroup | None,

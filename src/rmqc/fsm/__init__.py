@@ -16,12 +16,16 @@ from ._commands import (
     DeleteTopicRoute as DeleteTopicRoute,
     ElectionReason as ElectionReason,
     ElectMaster as ElectMaster,
+    GroupRow as GroupRow,
+    ImportGroups as ImportGroups,
     NamesrvCommand as NamesrvCommand,
     OperatorAction as OperatorAction,
     Origin as Origin,
     PutKvConfig as PutKvConfig,
     RecordOperation as RecordOperation,
     RegisterBrokerRoute as RegisterBrokerRoute,
+    RegisterTopicRoute as RegisterTopicRoute,
+    SetWritePermOfBroker as SetWritePermOfBroker,
     TopicRow as TopicRow,
     Trigger as Trigger,
     UnregisterBrokerRoute as UnregisterBrokerRoute,
@@ -30,6 +34,7 @@ from ._commands import (
     command_tag as command_tag,
     decode_commands as decode_commands,
     encode_commands as encode_commands,
+    group_rows as group_rows,
 )
 from ._describe import (
     describe_command as describe_command,
@@ -45,6 +50,7 @@ from ._export import (
 from ._model import BrokerGroup as BrokerGroup, Replica as Replica
 from ._namesrv import (
     MASTER_ID as MASTER_ID,
+    MAX_CACHED_ROUTES as MAX_CACHED_ROUTES,
     MAX_KV_ENTRIES as MAX_KV_ENTRIES,
     MAX_KV_VALUE_BYTES as MAX_KV_VALUE_BYTES,
     MAX_NAME_BYTES as MAX_NAME_BYTES,
@@ -56,6 +62,7 @@ from ._namesrv import (
     QueueData as QueueData,
     Registration as Registration,
     check_kv as check_kv,
+    check_topic as check_topic,
 )
 from ._replay import Applied as Applied, apply_entry as apply_entry, replay as replay
 from ._state import (
@@ -68,4 +75,7 @@ from ._state import (
     check_alter_sync_state_set as check_alter_sync_state_set,
     check_apply_broker_id as check_apply_broker_id,
     check_elect_master as check_elect_master,
+    check_import_groups as check_import_groups,
+    group_of_row as group_of_row,
+    row_of_group as row_of_group,
 )

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, fields
 from enum import StrEnum
+from typing import Any
 
 import orjson
 
@@ -267,12 +268,58 @@ class DeleteKvConfig(_NoBrokerGroup):
     origin: Origin | None = None
 
 
-NamesrvCommand = RegisterBrokerRoute | UnregisterBrokerRoute | DeleteTopicRoute | PutKvConfig | DeleteKvConfig
+@dataclass(frozen=True, slots=True)
+class RegisterTopicRoute(_NoBrokerGroup):
+    """217 (REGISTER_TOPIC_IN_NAMESRV): an operator's queue data of one topic. Each row is
+    (brokerName, readQueueNums, writeQueueNums, perm, topicSysFlag): a TopicRow keyed by broker name."""
+
+    topic: str
+    queues: tuple[TopicRow, ...]  # sorted by broker name
+    leader_ts_ms: int
+    origin: Origin | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SetWritePermOfBroker:
+    """205 (`wipe`: PERM_WRITE taken from every topic's queue data of the broker name) or 327 (read
+    and write given back), as Java's RouteInfoManager.operateWritePermOfBroker."""
+
+    broker_name: str
+    wipe: bool
+    leader_ts_ms: int
+    origin: Origin | None = None
+
+
+NamesrvCommand = (
+    RegisterBrokerRoute | UnregisterBrokerRoute | DeleteTopicRoute | PutKvConfig | DeleteKvConfig | RegisterTopicRoute
+    | SetWritePermOfBroker
+)
+
+
+# ---- migration (docs/operations.md "Migrating from the Java controller") ---------------------------
+
+# One broker group as another controller holds it, in the snapshot's row layout (fsm._state):
+# (clusterName, brokerName, nextBrokerId, ((brokerId, address, registerCheckCode), ...), masterBrokerId
+# or None, masterEpoch, (syncStateSet ids, sorted), syncStateSetEpoch).
+GroupRow = tuple[str, str, int, tuple[tuple[int, str, str], ...], int | None, int, tuple[int, ...], int]
+
+
+@dataclass(frozen=True, slots=True)
+class ImportGroups(_NoBrokerGroup):  # many groups: the export's broker_name column stays empty
+    """`rmqc migrate from-java`: broker groups read from a Java controller, taken over exactly (ids,
+    addresses, master, both epochs, SyncStateSet), all in one entry. Applies only to a cluster with
+    no broker group yet, or one that holds exactly these groups already (a re-run changes nothing)."""
+
+    source: str  # where the groups were read, e.g. "java controller 10.0.0.5:9878"
+    groups: tuple[GroupRow, ...]  # sorted by broker name
+    leader_ts_ms: int
+    origin: Origin | None = None
+
 
 Command = (
     ApplyBrokerId | UpdateBrokerAddress | ElectMaster | AlterSyncStateSet | CleanBrokerData | UpdateControllerConfig
     | RegisterBrokerRoute | UnregisterBrokerRoute | DeleteTopicRoute | PutKvConfig | DeleteKvConfig
-    | RecordOperation
+    | RecordOperation | RegisterTopicRoute | SetWritePermOfBroker | ImportGroups
 )
 
 # The tag written into the log; also the `command` column of the history export.
@@ -289,6 +336,9 @@ COMMAND_TAGS: dict[type, str] = {
     PutKvConfig: "put_kv_config",
     DeleteKvConfig: "delete_kv_config",
     RecordOperation: "record_operation",
+    RegisterTopicRoute: "register_topic_route",
+    SetWritePermOfBroker: "set_write_perm_of_broker",
+    ImportGroups: "import_groups",
 }
 _TYPES_BY_TAG: dict[str, type] = {tag: cls for cls, tag in COMMAND_TAGS.items()}
 
@@ -437,6 +487,30 @@ def _topic_rows(raw: object) -> tuple[TopicRow, ...]:
     return tuple(rows)
 
 
+def group_rows(raw: object) -> tuple[GroupRow, ...]:
+    """Broker group rows (GroupRow) from JSON arrays (or the command's tuples); TypeError naming
+    the first row that has the wrong shape. Whether the rows make sense together (the master a
+    registered id, ...) is fsm._state's check_import_groups."""
+    if not isinstance(raw, list | tuple) or type(raw) not in (list, tuple):
+        raise TypeError(f"expected a list of broker group rows, got {raw!r}")
+    return tuple(_group_row(position, row) for position, row in enumerate(raw))
+
+
+def _group_row(position: int, row: Any) -> GroupRow:  # a decoded JSON value: every field checked here
+    if not (type(row) in (list, tuple) and len(row) == 8):
+        raise TypeError(f"group row {position} is not an array of 8 fields")
+    cluster, name, next_id, replicas, master, master_epoch, sync_state_set, sync_state_set_epoch = row
+    if not (type(cluster) is str and type(name) is str and type(next_id) is int and type(master_epoch) is int
+            and type(sync_state_set_epoch) is int and (master is None or type(master) is int)):
+        raise TypeError(f"group row {position} has a field of the wrong type")
+    if type(replicas) not in (list, tuple) or not all(
+            type(r) in (list, tuple) and len(r) == 3 and type(r[0]) is int and type(r[1]) is str
+            and type(r[2]) is str for r in replicas):
+        raise TypeError(f"group row {position}: replicas must be [brokerId, address, checkCode] arrays")
+    return (cluster, name, next_id, tuple((r[0], r[1], r[2]) for r in replicas), master, master_epoch,
+            _int_tuple(sync_state_set), sync_state_set_epoch)
+
+
 def _candidate_rows(raw: object) -> tuple[CandidateRow, ...]:
     # A JSON array of [brokerId, epoch, maxOffset, priority, inSync] arrays, or the command's tuple.
     if not isinstance(raw, list | tuple) or type(raw) not in (list, tuple):
@@ -514,6 +588,7 @@ _CHECKS: dict[str, Callable[[object], object]] = {
     "Origin | None": _optional(_origin),
     "tuple[tuple[str, str], ...]": _str_pairs,
     "tuple[TopicRow, ...]": _topic_rows,
+    "tuple[GroupRow, ...]": group_rows,
 }
 
 

@@ -19,10 +19,13 @@ from ._commands import (
     DeleteKvConfig,
     DeleteTopicRoute,
     ElectMaster,
+    ImportGroups,
     Origin,
     PutKvConfig,
     RecordOperation,
     RegisterBrokerRoute,
+    RegisterTopicRoute,
+    SetWritePermOfBroker,
     UnregisterBrokerRoute,
     UpdateBrokerAddress,
     UpdateControllerConfig,
@@ -104,6 +107,17 @@ def _delete_kv_config(c: DeleteKvConfig) -> str:
     return f"delete kv {c.namespace}/{c.key}"
 
 
+def _register_topic_route(c: RegisterTopicRoute) -> str:
+    return f"register topic {c.topic} on " + ", ".join(f"{row[0]} (perm {row[3]})" for row in c.queues)
+
+
+def _set_write_perm_of_broker(c: SetWritePermOfBroker) -> str:
+    return f"{'wipe' if c.wipe else 'add'} write permission of {c.broker_name}"
+def _import_groups(c: ImportGroups) -> str:
+    names = ", ".join(row[1] for row in c.groups[:5]) + (", ..." if len(c.groups) > 5 else "")
+    return f"import {len(c.groups)} broker group(s) from {c.source}: {names}"
+
+
 # keyed by the command's type, so each describer takes that type (Any: a dict cannot say so)
 _DESCRIBERS: dict[type, Callable[[Any], str]] = {
     ApplyBrokerId: _apply_broker_id,
@@ -118,6 +132,9 @@ _DESCRIBERS: dict[type, Callable[[Any], str]] = {
     PutKvConfig: _put_kv_config,
     DeleteKvConfig: _delete_kv_config,
     RecordOperation: _record_operation,
+    RegisterTopicRoute: _register_topic_route,
+    SetWritePermOfBroker: _set_write_perm_of_broker,
+    ImportGroups: _import_groups,
 }
 
 

@@ -26,6 +26,8 @@ from ._commands import (
     DeleteTopicRoute,
     PutKvConfig,
     RegisterBrokerRoute,
+    RegisterTopicRoute,
+    SetWritePermOfBroker,
     TopicRow,
     UnregisterBrokerRoute,
 )
@@ -44,6 +46,10 @@ MAX_KV_VALUE_BYTES = 65_536
 MAX_NAME_BYTES = 1024  # topic, cluster and broker names, addresses
 
 MASTER_ID = 0  # MixAll.MASTER_ID
+PERM_WRITE, PERM_READ = 2, 4  # PermName
+# Why: the cache holds one encoded answer per (topic, JSON dialect) asked for; a client walking
+# through every topic cannot make it grow past this (the oldest answer makes room).
+MAX_CACHED_ROUTES = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +94,47 @@ class NamesrvState:
         self.registrations: dict[tuple[str, str], Registration] = {}  # (cluster, address) ->
         self.topics: dict[str, dict[str, QueueData]] = {}  # topic -> broker name -> queue data
         self.kv: dict[str, dict[str, str]] = {}  # namespace -> key -> value
+        # Encoded 105 answers, local to this node (never in a snapshot): (topic, standard JSON) ->
+        # body. Every change a route depends on drops the answers it affects (`_forget_*`): its
+        # topic's queue data, and the registrations and controller group of its broker names.
+        self._routes: dict[tuple[str, bool], bytes] = {}
+        # Which cached topics name a broker name, both ways, so that dropping an answer also drops
+        # its index entries (the index never outgrows the cache).
+        self._cached_topics_of: dict[str, set[str]] = {}  # broker name -> cached topics naming it
+        self._names_of_cached: dict[str, tuple[str, ...]] = {}  # cached topic -> its broker names
+
+    # ---- the route cache ---------------------------------------------------------------------------
+
+    def cached_route(self, topic: str, standard_json: bool) -> bytes | None:
+        return self._routes.get((topic, standard_json))
+
+    def cache_route(self, topic: str, standard_json: bool, body: bytes) -> None:
+        if len(self._routes) >= MAX_CACHED_ROUTES:
+            self._forget_topic(next(iter(self._routes))[0])  # the oldest answer makes room
+        self._routes[(topic, standard_json)] = body
+        names = tuple(self.topics.get(topic, ()))
+        self._names_of_cached[topic] = names
+        for name in names:
+            self._cached_topics_of.setdefault(name, set()).add(topic)
+
+    def forget_broker_name(self, broker_name: str) -> None:
+        """The registrations or the controller group of `broker_name` changed (also its master)."""
+        for topic in list(self._cached_topics_of.get(broker_name, ())):
+            self._forget_topic(topic)
+
+    def _forget_topic(self, topic: str) -> None:
+        self._routes.pop((topic, False), None)
+        self._routes.pop((topic, True), None)
+        for name in self._names_of_cached.pop(topic, ()):
+            topics = self._cached_topics_of.get(name)
+            if topics is not None:
+                topics.discard(topic)
+                if not topics:
+                    del self._cached_topics_of[name]
+
+    def cache_size(self) -> tuple[int, int]:
+        """(answers cached, index entries): both bounded by MAX_CACHED_ROUTES answers."""
+        return len(self._routes), sum(len(topics) for topics in self._cached_topics_of.values())
 
     # ---- reads -----------------------------------------------------------------------------------
 
@@ -197,9 +244,11 @@ class NamesrvState:
         for other in same_id:  # Java replaces brokerAddrs[id]; the old address's entry goes with it
             self.registrations.pop((other.cluster_name, other.address), None)
         self.registrations[key] = _registration_of(cmd)
+        self.forget_broker_name(cmd.broker_name)
         if master:
             for row in cmd.topics:
                 self.topics.setdefault(row[0], {})[cmd.broker_name] = _queue_data(row)
+                self._forget_topic(row[0])
 
     def unregister(self, cmd: UnregisterBrokerRoute) -> bool:
         """Java's unRegisterBroker: the registration goes; when it was the broker name's last, the
@@ -207,6 +256,7 @@ class NamesrvState:
         old = self.registrations.pop((cmd.cluster_name, cmd.broker_address), None)
         if old is None:
             return False
+        self.forget_broker_name(old.broker_name)
         if any(r.broker_name == old.broker_name for r in self.registrations.values()):
             return True
         for topic in list(self.topics):
@@ -217,6 +267,7 @@ class NamesrvState:
         return True
 
     def delete_topic(self, cmd: DeleteTopicRoute) -> bool:
+        self._forget_topic(cmd.topic)
         if cmd.cluster_name:
             names = set(self.clusters().get(cmd.cluster_name, ()))
             queues = self.topics.get(cmd.topic)
@@ -228,6 +279,35 @@ class NamesrvState:
                 del self.topics[cmd.topic]
             return True
         return self.topics.pop(cmd.topic, None) is not None
+
+    def register_topic(self, cmd: RegisterTopicRoute) -> None:
+        """Java's registerTopic: the rows replace the queue data of their broker names; nothing
+        changes when one of the names is not registered (Java logs "illegal broker" and answers
+        success)."""
+        check_topic(cmd.topic)
+        registered = {r.broker_name for r in self.registrations.values()}
+        unknown = sorted({row[0] for row in cmd.queues} - registered)
+        if unknown:
+            raise NamesrvRefused("not_found", f"topic {cmd.topic}: broker names not registered: {', '.join(unknown)}")
+        if cmd.topic not in self.topics and len(self.topics) >= MAX_TOPICS:
+            raise NamesrvRefused("too_many_topics", f"{len(self.topics) + 1} topics exceed the bound of {MAX_TOPICS}")
+        queues = self.topics.setdefault(cmd.topic, {})
+        for row in cmd.queues:
+            queues[row[0]] = _queue_data(row)
+        self._forget_topic(cmd.topic)
+
+    def set_write_perm(self, cmd: SetWritePermOfBroker) -> int:
+        """205 / 327 (Java's operateWritePermOfBroker): how many topics of the broker name it touched."""
+        touched = 0
+        for topic, queues in self.topics.items():
+            old = queues.get(cmd.broker_name)
+            if old is None:
+                continue
+            perm = old.perm & ~PERM_WRITE if cmd.wipe else PERM_READ | PERM_WRITE
+            queues[cmd.broker_name] = QueueData(old.read_queue_nums, old.write_queue_nums, perm, old.topic_sys_flag)
+            self._forget_topic(topic)
+            touched += 1
+        return touched
 
     def put_kv(self, cmd: PutKvConfig) -> None:
         check_kv(cmd.namespace, cmd.key, cmd.value)
@@ -301,6 +381,12 @@ def check_kv(namespace: str, key: str, value: str) -> None:
     if len(value.encode()) > MAX_KV_VALUE_BYTES:
         raise NamesrvRefused("kv_too_large", f"KV value of {len(value.encode())} bytes exceeds the bound of "
                              f"{MAX_KV_VALUE_BYTES}")
+
+
+def check_topic(topic: str) -> None:
+    """A topic name's bound (the leader checks before proposing, apply again)."""
+    if not topic or len(topic.encode()) > MAX_NAME_BYTES:
+        raise NamesrvRefused("name_too_long", f"a topic name must be 1 to {MAX_NAME_BYTES} bytes")
 
 
 def _registration_of(cmd: RegisterBrokerRoute) -> Registration:

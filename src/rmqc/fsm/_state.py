@@ -25,9 +25,13 @@ from ._commands import (
     DeleteKvConfig,
     DeleteTopicRoute,
     ElectMaster,
+    GroupRow,
+    ImportGroups,
     PutKvConfig,
     RecordOperation,
     RegisterBrokerRoute,
+    RegisterTopicRoute,
+    SetWritePermOfBroker,
     UnregisterBrokerRoute,
     UpdateBrokerAddress,
     UpdateControllerConfig,
@@ -70,7 +74,12 @@ class ApplyStatus(StrEnum):
     STALE_REGISTRATION = "stale_registration"
     TOO_MANY_KV_ENTRIES = "too_many_kv_entries"
     KV_TOO_LARGE = "kv_too_large"
+    NAME_TOO_LONG = "name_too_long"
     NOT_FOUND = "not_found"
+    # rmqc migrate from-java (ImportGroups): the rows contradict themselves, or the cluster already
+    # holds other broker groups (an import never overwrites)
+    INVALID_IMPORT = "invalid_import"
+    NOT_EMPTY = "not_empty"
 
 
 # Apply compares with OK several times per command: a module constant reads in a third of the
@@ -160,6 +169,64 @@ def check_elect_master(group: BrokerGroup | None, command: ElectMaster) -> Apply
     return _OK
 
 
+def check_import_groups(state: ControllerState, command: ImportGroups) -> tuple[ApplyStatus, str | None]:
+    """Whether `command` may be applied to `state`: (OK, None), (OK, "unchanged") when the state
+    holds exactly these groups already, or the refusal and why in words."""
+    if len(command.groups) > MAX_GROUPS:
+        return ApplyStatus.TOO_MANY_GROUPS, f"{len(command.groups)} groups exceed the bound of {MAX_GROUPS}"
+    names = [row[1] for row in command.groups]
+    if len(set(names)) != len(names):
+        return ApplyStatus.INVALID_IMPORT, "a broker name appears twice"
+    for row in command.groups:
+        problem = _import_row_problem(row)
+        if problem is not None:
+            return ApplyStatus.INVALID_IMPORT, f"broker group {row[1]}: {problem}"
+    if not len(state):
+        return _OK, None
+    if sorted(g.broker_name for g in state.groups()) == sorted(names) and all(state.group(row[1]) == group_of_row(row)
+                                                       for row in command.groups):
+        return _OK, "unchanged"
+    return ApplyStatus.NOT_EMPTY, (f"this cluster already holds {len(state)} broker group(s) that differ from the "
+                                   "import: an import only fills an empty cluster")
+
+
+def _import_row_problem(row: GroupRow) -> str | None:
+    """What makes one imported group impossible (the rules every group rmqc builds itself keeps)."""
+    _cluster, _name, next_id, replicas, master, master_epoch, sync_state_set, sync_state_set_epoch = row
+    ids = [replica[0] for replica in replicas]
+    if not ids:
+        return "no broker ids"
+    if len(ids) > MAX_REPLICAS_PER_GROUP:
+        return f"{len(ids)} replicas exceed the bound of {MAX_REPLICAS_PER_GROUP}"
+    if len(set(ids)) != len(ids) or min(ids) < 1:
+        return f"broker ids {sorted(ids)} are not distinct positive ids"
+    if next_id <= max(ids):
+        return f"nextBrokerId {next_id} would hand out an id already taken"
+    if master_epoch < 0 or sync_state_set_epoch < 0:
+        return "a negative epoch"
+    if master is not None and (master not in ids or master_epoch == 0):
+        return f"master {master} is not a registered id with a masterEpoch"
+    if not set(sync_state_set) <= set(ids):
+        return f"SyncStateSet {list(sync_state_set)} names an id that is not registered"
+    if master is not None and master not in sync_state_set:
+        return f"master {master} is not in its SyncStateSet {list(sync_state_set)}"
+    return None
+
+
+def group_of_row(row: GroupRow) -> BrokerGroup:
+    """The group an imported row describes."""
+    cluster, name, next_id, replicas, master, master_epoch, sync_state_set, sync_state_set_epoch = row
+    return BrokerGroup(cluster, name, next_id, {i: Replica(address, code) for i, address, code in replicas},
+                       master, master_epoch, frozenset(sync_state_set), sync_state_set_epoch)
+
+
+def row_of_group(group: BrokerGroup) -> GroupRow:
+    """The import row of `group` (group_of_row's inverse; replicas sorted by id)."""
+    return (group.cluster_name, group.broker_name, group.next_broker_id,
+            tuple((i, r.address, r.register_check_code) for i, r in sorted(group.replicas.items())),
+            group.master_id, group.master_epoch, tuple(group.sorted_sync_state_set()), group.sync_state_set_epoch)
+
+
 # ---- the state -----------------------------------------------------------------------------------
 
 
@@ -246,6 +313,7 @@ class ControllerState:
         return ApplyResult(command, status, before, after, detail)
 
     def _store(self, broker_name: str, group: BrokerGroup | None) -> None:
+        self.namesrv.forget_broker_name(broker_name)  # cached routes name the group's master
         if group is None:
             self._groups.pop(broker_name, None)
         else:
@@ -335,6 +403,12 @@ class ControllerState:
         self._config.update(cmd.properties)  # always applies: the leader validated the keys
         return ApplyResult(cmd, _OK, None, None)
 
+    def _import_groups(self, cmd: ImportGroups) -> ApplyResult:
+        status, remark = check_import_groups(self, cmd)
+        if status is _OK and remark is None:
+            self._groups = {row[1]: group_of_row(row) for row in cmd.groups}
+        return ApplyResult(cmd, status, None, None, remark=remark)
+
 
     # -- the NameServer role: no broker group changes; `before`/`after` are the controller's group
     # of the broker name (the fencing input), unchanged
@@ -369,6 +443,17 @@ class ControllerState:
     def _delete_kv_config(self, cmd: DeleteKvConfig) -> ApplyResult:
         return self._namesrv_result(cmd, self.namesrv.delete_kv(cmd))
 
+    def _register_topic_route(self, cmd: RegisterTopicRoute) -> ApplyResult:
+        try:
+            self.namesrv.register_topic(cmd)
+        except NamesrvRefused as refused:
+            return self._namesrv_result(cmd, refused=refused)
+        return self._namesrv_result(cmd)
+
+    def _set_write_perm_of_broker(self, cmd: SetWritePermOfBroker) -> ApplyResult:
+        """`detail`: how many topics were touched (the answer's wipeTopicCount / addTopicCount)."""
+        return ApplyResult(cmd, _OK, None, None, detail=self.namesrv.set_write_perm(cmd))
+
 
 # keyed by the command's type, so each applier takes that type (Any: a dict cannot say so)
 _APPLIERS: dict[type, Callable[[ControllerState, Any], ApplyResult]] = {
@@ -384,6 +469,9 @@ _APPLIERS: dict[type, Callable[[ControllerState, Any], ApplyResult]] = {
     PutKvConfig: ControllerState._put_kv_config,
     DeleteKvConfig: ControllerState._delete_kv_config,
     RecordOperation: ControllerState._record_operation,
+    RegisterTopicRoute: ControllerState._register_topic_route,
+    SetWritePermOfBroker: ControllerState._set_write_perm_of_broker,
+    ImportGroups: ControllerState._import_groups,
 }
 
 

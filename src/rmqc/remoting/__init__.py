@@ -8,10 +8,12 @@ raises `RemotingProtocolError`.
 from rmqc.remoting._builders import make_request as make_request, make_response as make_response
 from rmqc.remoting._codes import (
     LEADER_ONLY_REQUESTS as LEADER_ONLY_REQUESTS,
+    LEADER_WRITE_REQUESTS as LEADER_WRITE_REQUESTS,
     NAMESRV_READ_REQUESTS as NAMESRV_READ_REQUESTS,
     NAMESRV_WRITE_REQUESTS as NAMESRV_WRITE_REQUESTS,
     READ_REQUESTS as READ_REQUESTS,
     RMQC_EVENTS as RMQC_EVENTS,
+    RMQC_IMPORT_GROUPS as RMQC_IMPORT_GROUPS,
     RMQC_MEMBERS_ADD as RMQC_MEMBERS_ADD,
     RMQC_MEMBERS_LIST as RMQC_MEMBERS_LIST,
     RMQC_MEMBERS_PROMOTE as RMQC_MEMBERS_PROMOTE,
@@ -44,6 +46,7 @@ from rmqc.remoting._properties import dumps_properties as dumps_properties, load
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
     "LEADER_ONLY_REQUESTS",
+    "LEADER_WRITE_REQUESTS",
     "NAMESRV_READ_REQUESTS",
     "NAMESRV_WRITE_REQUESTS",
     "ONEWAY_FLAG",

@@ -10,10 +10,12 @@ from enum import IntEnum
 
 __all__ = [
     "LEADER_ONLY_REQUESTS",
+    "LEADER_WRITE_REQUESTS",
     "NAMESRV_READ_REQUESTS",
     "NAMESRV_WRITE_REQUESTS",
     "READ_REQUESTS",
     "RMQC_EVENTS",
+    "RMQC_IMPORT_GROUPS",
     "RMQC_MEMBERS_ADD",
     "RMQC_MEMBERS_LIST",
     "RMQC_MEMBERS_PROMOTE",
@@ -40,9 +42,15 @@ class RequestCode(IntEnum):
     GET_ROUTEINFO_BY_TOPIC = 105
     GET_BROKER_CLUSTER_INFO = 106
     GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
+    WIPE_WRITE_PERM_OF_BROKER = 205
     DELETE_TOPIC_IN_NAMESRV = 216
+    REGISTER_TOPIC_IN_NAMESRV = 217
     GET_KVLIST_BY_NAMESPACE = 219
+    GET_TOPICS_BY_CLUSTER = 224
+    UPDATE_NAMESRV_CONFIG = 318
+    GET_NAMESRV_CONFIG = 319
     QUERY_DATA_VERSION = 322
+    ADD_WRITE_PERM_OF_BROKER = 327
     GET_BROKER_MEMBER_GROUP = 901
     BROKER_HEARTBEAT = 904
     NOTIFY_MIN_BROKER_ID_CHANGE = 905
@@ -125,9 +133,10 @@ LEADER_ONLY_REQUESTS: frozenset[int] = frozenset(
 )
 
 # The NameServer role (docs/namesrv.md): writes decided by the leader (a follower forwards them;
-# 322 only refreshes the leader's liveness of a registration), reads served by every node.
-NAMESRV_WRITE_REQUESTS: frozenset[int] = frozenset({100, 102, 103, 104, 216, 322})
-NAMESRV_READ_REQUESTS: frozenset[int] = frozenset({101, 105, 106, 206, 219})
+# 322 only refreshes the leader's liveness of a registration), reads served by every node. 318 and
+# 319 are answered by the node asked (its constants; 318 is refused).
+NAMESRV_WRITE_REQUESTS: frozenset[int] = frozenset({100, 102, 103, 104, 205, 216, 217, 322, 327})
+NAMESRV_READ_REQUESTS: frozenset[int] = frozenset({101, 105, 106, 206, 219, 224})
 
 # Requests that only read state; rmqc lets them name a consistency level (design.md "Read path").
 READ_REQUESTS: frozenset[int] = frozenset({1004, 1005, 1006, 1012}) | NAMESRV_READ_REQUESTS
@@ -143,6 +152,9 @@ RMQC_MEMBERS_ADD = 60005  # extFields id, address: joins as a learner
 RMQC_MEMBERS_PROMOTE = 60006  # extFields id: a caught-up learner becomes a voter
 RMQC_MEMBERS_REMOVE = 60007  # extFields id
 RMQC_EVENTS = 60008  # extFields after, waitMs: the node's recent events (rmqc events; node/_events.py)
+# rmqc migrate from-java: body {"source": text, "groups": [GroupRow arrays]}, one replicated
+# ImportGroups (fsm); only the leader decides (a follower forwards it); admin accounts only.
+RMQC_IMPORT_GROUPS = 60010
 # Between controller nodes only: a follower asks the leader to log an operator request it served
 # (replica/_operations.py); refused from a client connection.
 RMQC_RECORD_OPERATION = 60020  # extFields action, detail
@@ -156,4 +168,10 @@ RMQC_PRIVATE_REQUESTS: dict[int, str] = {
     RMQC_MEMBERS_REMOVE: "RMQC_MEMBERS_REMOVE",
     RMQC_EVENTS: "RMQC_EVENTS",
     RMQC_RECORD_OPERATION: "RMQC_RECORD_OPERATION",
+    RMQC_IMPORT_GROUPS: "RMQC_IMPORT_GROUPS",
 }
+
+# The writes only the leader decides (a follower forwards them or answers 2007): Java's leader-only
+# requests, 1009 (rmqc replicates it), the NameServer role's writes and the import.
+LEADER_WRITE_REQUESTS: frozenset[int] = (LEADER_ONLY_REQUESTS | {int(RequestCode.UPDATE_CONTROLLER_CONFIG)}
+                                         | NAMESRV_WRITE_REQUESTS | {RMQC_IMPORT_GROUPS})

@@ -25,8 +25,7 @@ from rmqc.liveness import BrokerKey, Heartbeat, HeartbeatTable
 from rmqc.raft import Config as RaftConfig, RawNode, RepairState
 from rmqc.raft._types import ConfState, Message
 from rmqc.remoting import (
-    LEADER_ONLY_REQUESTS,
-    NAMESRV_WRITE_REQUESTS,
+    LEADER_WRITE_REQUESTS,
     READ_REQUESTS,
     RMQC_NODE_STATUS,
     RemotingCommand,
@@ -71,9 +70,8 @@ MAX_INBOUND_MESSAGES = 65_536
 SUCCESSOR_GRACE_MS = 150
 # Ticks later than this many intervals are not replayed as a burst: the node was stalled.
 MAX_TICK_BURST = 10
-# Requests a follower forwards to the leader: Java's leader-only ones, and 1009 (replicated by rmqc).
-# And the NameServer role's writes (103, 104, 322, 100, 102, 216): the leader decides them.
-_LEADER_WRITES = LEADER_ONLY_REQUESTS | {int(RequestCode.UPDATE_CONTROLLER_CONFIG)} | NAMESRV_WRITE_REQUESTS
+# Requests a follower forwards to the leader (remoting's table).
+_LEADER_WRITES = LEADER_WRITE_REQUESTS
 _HEARTBEAT_CODE = int(RequestCode.BROKER_HEARTBEAT)  # every decided request compares with it: an int reads faster
 KEEP_CURRENT_MASTER = "keep_current_master"  # an election answered "the master still exists" (a metric's label)
 

@@ -371,13 +371,14 @@ async def _agreed_leader_id(admin: ControllerClient, addresses: list[str], timeo
     return found[-1]
 
 
-async def consume_all(rmq: RocketMQ, producer: JavaProgram, name: str = "consumer") -> dict[str, Any]:
-    """Stop the Producer, read the topic from the start with a fresh Consumer: acknowledged /
+async def consume_all(rmq: RocketMQ, producer: JavaProgram, name: str = "consumer",
+                      topic: str = TOPIC) -> dict[str, Any]:
+    """Stop the Producer, read `topic` from the start with a fresh Consumer: acknowledged /
     failed / lost (acknowledged, never consumed)."""
     producer.kill(signal.SIGTERM)
     await producer.wait_exit()
     acknowledged = {f"rmqc-{line['seq']}" for line in _acked(producer)}
-    consumer = rmq.consumer(TOPIC, name=name)
+    consumer = rmq.consumer(topic, name=name)
 
     def consumed() -> set[str]:
         return {line["body"] for line in consumer.json_lines() if line["event"] == "recv"}
