@@ -166,6 +166,8 @@ def test_the_readme_walkthrough_runs_as_written(session: Session) -> None:
             assert session.sim is not None
             killed = _unwrap(session.sim.ask(step.line, "brokerId"))
             assert killed["ok"] and killed["command"] == "kill-master" and killed["brokerId"] == 1
+        elif words[1] == "events":
+            failover_explained(session, step)
         elif words[0] == "beliefs":
             assert session.sim is not None
             live = new_master_named_by_the_live(session.sim, words[1])
@@ -197,6 +199,22 @@ def sync_state_set(session: Session, step: Step) -> dict[str, str]:
     assert {k: got.get(k) for k in want} == want, (step.expected[0], done.stdout)
     assert all(got.get(name) in values for name, values in allowed.items()), (step.expected, done.stdout)
     return got
+
+
+def failover_explained(session: Session, step: Step) -> None:
+    """`rmqc events` shows the failover the README's kill caused: the group, the old master, the
+    reason (its connections closed) and the timeline, as the line under the command does."""
+    want = re.search(r"failover (\S+): master 1 -> \d at masterEpoch 2; reason (\w+);", step.expected[0])
+    assert want is not None, step.expected
+    deadline = time.monotonic() + SIM_CONVERGE_S
+    while True:  # the node asked applies the election within a moment of the leader
+        done = session.run(step)
+        assert done.returncode == 0, done.stderr
+        lines = [line for line in done.stdout.splitlines() if f"failover {want[1]}: master 1 -> " in line]
+        if lines or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert len(lines) == 1 and f"reason {want[2]};" in lines[0] and "committed +" in lines[0], done.stdout
 
 
 def new_master_named_by_the_live(sim: SimProcess, group: str) -> list[dict]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rmqc.controller import NoReply, Propose, Reply, RequestContext
-from rmqc.fsm import ElectMaster, Trigger
+from rmqc.fsm import ElectionReason, ElectMaster, Trigger
 from rmqc.liveness import BrokerKey
 from rmqc.remoting import RemotingCommand, ResponseCode, dumps_fastjson, loads_fastjson, make_request
 from rmqc.testing.controller_harness import ControllerHarness
@@ -367,6 +367,31 @@ def test_elections_for_many_dead_masters_go_into_one_entry(h: ControllerHarness)
     assert [c.broker_name for c in commands] == [f"g{n}" for n in range(5)]  # one per group, once
     results = h.commit(commands)
     assert len(h.log[-1]) == 5 and all(r.ok and r.after.master_id == 2 for r in results)
+
+
+def test_an_election_for_a_missed_deadline_says_why_and_whom_it_weighed(h: ControllerHarness) -> None:
+    make_groups(h, 1)
+    h.advance(9_000)
+    h.heartbeat(C, "g0", 2, B, epoch=1, max_offset=200, priority=3)  # the slave stays alive
+    h.advance(1_500)  # the master's deadline (its last heartbeat + 10 s) passes
+    [election] = h.log[-1]
+    assert isinstance(election, ElectMaster) and election.candidate == 2
+    assert election.reason is ElectionReason.HEARTBEAT_MISSED
+    assert election.deadline_missed_by_ms == 1  # the harness expires 1 ms after the deadline
+    assert election.candidates == ((2, 1, 200, 3, True),)  # the dead master is no candidate
+    assert election.master_last_alive_ms is not None and election.liveness_lost_ms is not None
+    assert election.liveness_lost_ms - election.master_last_alive_ms == 10_001
+
+
+def test_an_election_for_a_closed_connection_and_a_brokers_request_say_why(h: ControllerHarness) -> None:
+    make_groups(h, 1)
+    h.close_connection("g0#1")
+    [election] = h.log[-1]
+    assert isinstance(election, ElectMaster) and election.candidate == 2
+    assert (election.reason, election.deadline_missed_by_ms) == (ElectionReason.CONNECTION_CLOSED, None)
+    assert [row[0] for row in election.candidates] == [2]
+    first = h.log[-3][0]  # make_groups: the first election, asked for by broker 1
+    assert isinstance(first, ElectMaster) and first.reason is ElectionReason.BROKER
 
 
 def test_elections_due_ignores_slaves_and_respects_retry_count_zero(h: ControllerHarness) -> None:

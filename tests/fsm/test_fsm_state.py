@@ -18,6 +18,7 @@ from rmqc.fsm import (
     CleanBrokerData,
     CommandDecodeError,
     ControllerState,
+    ElectionReason,
     ElectMaster,
     Origin,
     PutKvConfig,
@@ -251,15 +252,50 @@ def test_payloads_of_the_previous_codec_decode_and_encode_byte_for_byte() -> Non
     assert decoded == GOLDEN_COMMANDS
     assert type(decoded[2].trigger) is Trigger and type(decoded[3].new_sync_state_set) is tuple
     assert decoded[2].master_last_alive_ms is None  # written before the field existed: unknown
+    assert (decoded[2].reason, decoded[2].deadline_missed_by_ms, decoded[2].candidates) == (None, None, ())
     assert all(command.origin is None for command in decoded)  # written before the audit: no origin
     assert decoded[0].same_cluster_only is False  # nor the apply-time cluster check
     # fields added since are written after the old ones, which keep their bytes and order
-    added = {"elect_master": ["master_last_alive_ms", "origin"], "apply_broker_id": ["origin", "same_cluster_only"]}
+    added = {"elect_master": ["master_last_alive_ms", "origin", "reason", "deadline_missed_by_ms", "candidates"],
+             "apply_broker_id": ["origin", "same_cluster_only"]}
     old_items, new_items = orjson.loads(GOLDEN_PAYLOAD), orjson.loads(encode_commands(GOLDEN_COMMANDS))
     for (tag, old_fields), (new_tag, new_fields) in zip(old_items, new_items, strict=True):
         assert new_tag == tag
         assert list(new_fields.items())[: len(old_fields)] == list(old_fields.items())
         assert list(new_fields)[len(old_fields):] == added.get(tag, ["origin"])
+
+
+def test_an_election_keeps_its_reason_and_candidates_through_the_log() -> None:
+    election = ElectMaster("C", "b", Trigger.CONTROLLER, 2, 3, 4, 1_700_000_000_003,
+                           reason=ElectionReason.HEARTBEAT_MISSED, deadline_missed_by_ms=12,
+                           candidates=((2, 3, 900, 1, True), (3, 3, 100, 1, False)))
+    payload = encode_commands([election])
+    fields = orjson.loads(payload)[0][1]
+    assert fields["reason"] == "heartbeat_deadline_missed" and fields["deadline_missed_by_ms"] == 12
+    assert fields["candidates"] == [[2, 3, 900, 1, True], [3, 3, 100, 1, False]]
+    decoded = decode_commands(payload)[0]
+    assert decoded == election and type(decoded.reason) is ElectionReason  # type: ignore[union-attr]
+    assert describe_command(decoded).endswith(
+        "; reason heartbeat_deadline_missed by 12 ms; candidates [2: epoch 3 offset 900 priority 1; "
+        "3: epoch 3 offset 100 priority 1 (not in sync)]")
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        (b'"reason":"bored"', "field 'reason': 'bored' is not a valid ElectionReason"),
+        (b'"reason":3', "field 'reason': expected an election reason"),
+        (b'"candidates":[[1,2,3,4]]',
+         "field 'candidates': expected a .brokerId, epoch, maxOffset, priority, inSync. row"),
+        (b'"candidates":[[1,2,3,4,1]]', "field 'candidates': expected a .brokerId"),
+        (b'"candidates":{}', "field 'candidates': expected a list of candidate rows"),
+    ],
+)
+def test_a_bad_reason_or_candidate_is_named(fields: bytes, message: str) -> None:
+    payload = (b'[["elect_master",{"cluster_name":"C","broker_name":"b","trigger":"controller","candidate":null,'
+               b'"expected_master_epoch":0,"expected_sync_state_set_epoch":0,"leader_ts_ms":5,' + fields + b"}]]")
+    with pytest.raises(CommandDecodeError, match=f"command 0 .elect_master. has bad fields: {message}"):
+        decode_commands(payload)
 
 
 def test_defaulted_fields_may_be_absent_and_unknown_fields_are_ignored() -> None:

@@ -86,6 +86,21 @@ def test_elections_are_classified_like_the_java_controller_metrics() -> None:
         metrics.count_election("won")
 
 
+def test_failover_detection_and_notification_latencies_are_histograms() -> None:
+    metrics = NodeMetrics()
+    metrics.observe_detection(0.004)
+    metrics.observe_detection(-0.002)  # the wall clock stepped back between the two stamps: counted as 0
+    metrics.observe_failover_step("notified", 0.0015)
+    metrics.observe_failover_step("heartbeat", 0.3)
+    found = samples(metrics)
+    assert found[("rmqc_failover_detection_seconds_count", ())] == 2
+    assert found[("rmqc_failover_detection_seconds_bucket", (("le", "0.001"),))] == 1  # the 0
+    assert found[("rmqc_failover_detection_seconds_bucket", (("le", "0.005"),))] == 2
+    assert found[("rmqc_failover_notification_seconds_bucket", (("le", "0.0025"), ("step", "notified")))] == 1
+    assert found[("rmqc_failover_notification_seconds_bucket", (("le", "0.25"), ("step", "heartbeat")))] == 0
+    assert found[("rmqc_failover_notification_seconds_count", (("step", "heartbeat"),))] == 1
+
+
 def replica_status(peers: dict[str, PeerLag]) -> ReplicaStatus:
     return ReplicaStatus(node_id="n0", role="leader", leader="n0", term=7, commit=120, applied=118, last_index=120,
                          serving=True, voters=("n0", "n1"), learners=("n3",), transferring_to=None,

@@ -89,7 +89,9 @@ def _real_batches() -> list[list[fsm.Command]]:
         [fsm.ElectMaster("C", "real-b", fsm.Trigger.BROKER, 1, 0, 0, T0_MS + 10, requester_id=1)],
         [fsm.AlterSyncStateSet("real-b", 1, 1, 1, (1, 2, 3), T0_MS + 20)],
         [fsm.ElectMaster("C", "real-b", fsm.Trigger.CONTROLLER, 2, 1, 2, T0_MS + 5_150,
-                         liveness_lost_ms=T0_MS + 5_000, master_last_alive_ms=T0_MS + 2_000)],
+                         liveness_lost_ms=T0_MS + 5_000, master_last_alive_ms=T0_MS + 2_000,
+                         reason=fsm.ElectionReason.HEARTBEAT_MISSED, deadline_missed_by_ms=40,
+                         candidates=((2, 1, 500, 1, True), (3, 1, 400, 1, True)))],
         [fsm.AlterSyncStateSet("real-b", 2, 1, 3, (2, 3), T0_MS + 5_200)],  # stale epoch: refused
         [fsm.UpdateBrokerAddress("C", "real-b", 3, "10.1.0.33:10911", T0_MS + 6_000)],
         [fsm.CleanBrokerData("C", "real-b", (3,), T0_MS + 7_000), _apply_id(4, T0_MS + 7_001)],
@@ -271,6 +273,7 @@ def test_hand_written_failover_spans_two_attempts(planted_run):
     assert (failover["start_index"], failover["end_index"], failover["attempts"]) == (5, 6, 2)
     assert failover["resolved"] and failover["new_master_id"] == 2
     assert failover["duration_ms"] is None  # an old log: unknown, not 900 ms nor 0
+    assert (failover["reason"], failover["detection_ms"]) == (None, None)  # nor why, nor how soon seen
 
 
 def test_hand_written_timeline_and_incarnations(planted_run):
@@ -300,6 +303,11 @@ def test_real_state_machine_export(planted_run):
     assert {v for v in _violations(out) if v[1] == "real"} == set()
     (failover,) = _hand(pq.read_table(out / "failovers").to_pylist(), "real")
     assert (failover["duration_ms"], failover["old_master_id"], failover["new_master_id"]) == (3150, 1, 2)
+    assert (failover["reason"], failover["deadline_missed_by_ms"], failover["detection_ms"]) == (
+        "heartbeat_deadline_missed", 40, 3000)
+    reasons = dict(planted_run[0].failovers.by_reason)
+    assert reasons["heartbeat_deadline_missed"] == 1  # this one; the synthetic histories have none recorded
+    assert reasons["unknown"] == planted_run[0].failovers.count - 1
     audit = _hand(pq.read_table(out / "audit").to_pylist(), "real")
     assert [(r["index"], r["event"], r["broker_id"], r["incarnation"]) for r in audit] == [
         (2, "id_allocated", 1, 0), (2, "id_allocated", 2, 0), (2, "id_allocated", 3, 0),

@@ -31,6 +31,7 @@ __all__ = [
     "render_cluster_processes",
     "render_config",
     "render_elected",
+    "render_event",
     "render_metadata",
     "render_rows",
     "render_status",
@@ -415,6 +416,59 @@ def _num(value: Any) -> str:
 
 def _yes(flag: bool) -> str:
     return "yes" if flag else "[red]no[/]"
+
+
+# ---- events ---------------------------------------------------------------------------------------
+
+
+def render_event(event: Mapping[str, Any]) -> None:
+    """One line of `rmqc events`: when, what, and the detail of its kind."""
+    import datetime
+
+    describe = _EVENT_LINES.get(event["kind"], lambda e: orjson.dumps(e).decode())
+    stamp = ""
+    if event.get("timeMs") is not None:
+        stamp = datetime.datetime.fromtimestamp(event["timeMs"] / 1000, datetime.UTC).strftime("%H:%M:%S.%f")[:-3] + " "
+    console().print(f"[dim]{stamp}[/]{describe(event)}", soft_wrap=True)
+
+
+def _failover_line(e: Mapping[str, Any]) -> str:
+    late = "" if e.get("deadlineMissedByMs") is None else f" by {e['deadlineMissedByMs']} ms"
+    what = (f"master {_num(e['oldMaster'])} -> {e['newMaster']}" if e["newMaster"] is not None
+            else f"no master (was {_num(e['oldMaster'])})")
+    candidates = ", ".join(
+        f"{c['brokerId']} (epoch {c['epoch']}, offset {c['maxOffset']}, priority {c['priority']}"
+        f"{'' if c['inSyncStateSet'] else ', not in sync'})" for c in e["candidates"]) or "none alive"
+    t = e["timeline"]
+    return (f"[bold]failover[/] {e['brokerName']}: {what} at masterEpoch {e['masterEpoch']}; "
+            f"reason {e['reason'] or e['trigger']}{late}; candidates {candidates}; {_timeline_text(t)}")
+
+
+def _timeline_text(t: Mapping[str, Any]) -> str:
+    """The committed steps, each as ms after the master was last alive (or after the proposal)."""
+    start = t["masterLastAliveMs"] if t["masterLastAliveMs"] is not None else t["proposedMs"]
+    steps = [("detected", t["detectedMs"]), ("proposed", t["proposedMs"]), ("committed", t["committedMs"])]
+    told = ", ".join(f"{name} +{at - start} ms" for name, at in steps if at is not None)
+    return f"last alive -> {told}" if t["masterLastAliveMs"] is not None else told
+
+
+def _step_line(e: Mapping[str, Any]) -> str:
+    head = f"  {e['brokerName']} masterEpoch {e['masterEpoch']}: "
+    if e["step"] == "notified":
+        return head + f"1008 sent to broker {e['brokerId']} ({e['address']}) {e['afterCommitMs']} ms after commit"
+    return head + f"broker {e['brokerId']} heartbeat names epoch {e['epoch']}, {e['afterCommitMs']} ms after commit"
+
+
+_EVENT_LINES: dict[str, Any] = {
+    "failover": _failover_line,
+    "failover_step": _step_line,
+    "leader_changed": lambda e: f"[bold]leader[/] {_num(e['previous'])} -> {_num(e['leader'])} (term {e['term']})",
+    "membership_changed": lambda e: f"[bold]membership[/] at index {e['index']}: voters {', '.join(e['voters'])}"
+                                    + (f"; learners {', '.join(e['learners'])}" if e["learners"] else ""),
+    "alarm": lambda e: f"[bold red]alarm[/] {e['alarm']} {'raised' if e['raised'] else 'cleared'}",
+    "missed": lambda e: f"[yellow]fell behind: {e['count']} events dropped by the node before they were read[/]",
+    "restarted": lambda e: f"[yellow]{e['node']} restarted: its events start again[/]",
+}
 
 
 # ---- chaos ---------------------------------------------------------------------------------------

@@ -42,6 +42,9 @@ def _overview(summary: Summary) -> Table:
     table.add_row("failovers", f"{f.count:,} ({f.resolved:,} resolved, {f.timed:,} with a known start)")
     table.add_row("failover ms p50 / p90 / p99 / max",
                   f"{_ms(f.p50_ms)} / {_ms(f.p90_ms)} / {_ms(f.p99_ms)} / {_ms(f.max_ms)}")
+    if f.by_reason:
+        table.add_row("failovers by reason", ", ".join(f"{reason} {count:,}" for reason, count in f.by_reason))
+    table.add_row("detection ms p99 (last alive -> seen dead)", _ms(f.detection_p99_ms))
     table.add_row("analysis time", f"{summary.elapsed_s:.1f} s")
     return table
 

@@ -62,6 +62,7 @@ def typer_app() -> "typer.Typer":
     from .analyze import analyze_command
     from .chaos import chaos_app
     from .dev import dev_app
+    from .events import events_command
     from .health import health_command
     from .log import log_app
     from .members import members_app
@@ -78,6 +79,7 @@ def typer_app() -> "typer.Typer":
     admin_app.add_typer(kv_app, name="kv")
     app.add_typer(admin_app, name="admin")
     app.command("status")(status_command)
+    app.command("events")(events_command)
     app.add_typer(dev_app, name="dev")
     app.add_typer(sim_app, name="sim")
     app.add_typer(chaos_app, name="chaos")

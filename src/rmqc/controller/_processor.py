@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Hashable, Mapping
 from functools import partial
+from typing import NamedTuple
 
 import orjson
 
@@ -38,9 +39,11 @@ from rmqc.fsm import (
     ApplyResult,
     ApplyStatus,
     BrokerGroup,
+    CandidateRow,
     CleanBrokerData,
     Command,
     ControllerState,
+    ElectionReason,
     ElectMaster,
     GroupRow,
     ImportGroups,
@@ -53,7 +56,7 @@ from rmqc.fsm import (
     check_import_groups,
     group_rows,
 )
-from rmqc.liveness import BrokerKey, HeartbeatTable
+from rmqc.liveness import BrokerKey, Heartbeat, HeartbeatTable
 from rmqc.remoting import (
     LEADER_WRITE_REQUESTS,
     ONEWAY_FLAG,
@@ -183,6 +186,10 @@ class ControllerProcessor:
         # The NameServer role: its requests on the same port, against the same replicated state.
         self.namesrv = NamesrvProcessor(state)
         self._handlers.update(self.namesrv.handlers)
+        # Brokers whose next heartbeat the replica awaits (a failover's last step, rmqc events),
+        # and what to call with such a heartbeat; empty between failovers: one truth test per 904.
+        self.awaited_heartbeats: Mapping[BrokerKey, object] = {}
+        self.on_awaited_heartbeat: Callable[[Heartbeat, int], None] = _ignore_heartbeat
 
     # ---- dispatch ----------------------------------------------------------------------------
 
@@ -204,6 +211,8 @@ class ControllerProcessor:
             if heartbeat is not None:
                 self.liveness.update(heartbeat, now_ms, channel_id)
                 self.namesrv.heard(heartbeat.key.cluster_name, heartbeat.broker_addr, now_ms)
+                if self.awaited_heartbeats and heartbeat.key in self.awaited_heartbeats:
+                    self.on_awaited_heartbeat(heartbeat, now_ms)
         except (ProtocolError, BoundExceeded) as exc:  # a missing field, a full table: code 1
             return _NO_REPLY if request.flag & ONEWAY_FLAG else _reply(request, C.SYSTEM_ERROR, str(exc))
         if request.flag & ONEWAY_FLAG:
@@ -240,6 +249,18 @@ class ControllerProcessor:
             is_alive=lambda broker_id: self.liveness.is_alive(key(broker_id), now_ms),
             live_info=lambda broker_id: self.liveness.live_info(key(broker_id)),
         )
+
+    def _candidates(self, group: BrokerGroup, now_ms: int) -> tuple[CandidateRow, ...]:
+        """What the policy weighed: every live registered replica with its epoch, max offset and
+        priority as last heard, and whether it is in the SyncStateSet (recorded in the command)."""
+        rows = []
+        for broker_id in sorted(group.replicas):
+            key = BrokerKey(group.cluster_name, group.broker_name, broker_id)
+            info = self.liveness.live_info(key)
+            if info is not None and self.liveness.is_alive(key, now_ms):
+                rows.append((broker_id, info.epoch, info.max_offset, info.election_priority,
+                             broker_id in group.sync_state_set))
+        return tuple(rows)
 
     def _cluster_refusal(self, request: RemotingCommand, group: BrokerGroup | None,
                          cluster_name: str | None) -> Reply | None:
@@ -382,20 +403,23 @@ class ControllerProcessor:
             # broker can no longer take it (spec 3.7 step 2 needs epoch 0): answer without a change.
             return _reply(request, C.CONTROLLER_MASTER_NOT_AVAILABLE, MASTER_NOT_AVAILABLE_REMARK)
         command = self._election_command(group, trigger, candidate, ctx.stamp_ms, requester=requester,
-                                         origin=ctx.origin)
+                                         origin=ctx.origin, reason=_REQUEST_REASONS[trigger],
+                                         candidates=self._candidates(group, ctx.now_ms))
         return Propose([command], lambda results: _elect_answer(request, results[0]))
 
     def _election_command(self, group: BrokerGroup, trigger: Trigger, candidate: int | None, wall_ms: int,
                           *, requester: int | None = None, liveness_lost_ms: int | None = None,
                           master_last_alive_ms: int | None = None, attempt: int = 1,
-                          origin: Origin | None = None) -> ElectMaster:
+                          origin: Origin | None = None, reason: ElectionReason | None = None,
+                          deadline_missed_by_ms: int | None = None,
+                          candidates: tuple[CandidateRow, ...] = ()) -> ElectMaster:
         return ElectMaster(
             cluster_name=group.cluster_name, broker_name=group.broker_name, trigger=trigger,
             candidate=candidate, expected_master_epoch=group.master_epoch,
             expected_sync_state_set_epoch=group.sync_state_set_epoch, leader_ts_ms=wall_ms,
             requester_id=requester, unclean=self.config.enable_elect_unclean_master,
             liveness_lost_ms=liveness_lost_ms, master_last_alive_ms=master_last_alive_ms, attempt=attempt,
-            origin=origin,
+            origin=origin, reason=reason, deadline_missed_by_ms=deadline_missed_by_ms, candidates=candidates,
         )
 
     # ---- 1001 ALTER_SYNC_STATE_SET ------------------------------------------------------------
@@ -521,12 +545,14 @@ class ControllerProcessor:
                    and group.master_id == key.broker_id)
 
     def elections_due(self, now_ms: int, inactive: list[BrokerKey], wall_ms: int | None = None, *,
-                      wait_if_replicas_silent: bool = False) -> list[Command]:
+                      wait_if_replicas_silent: bool = False,
+                      reason: ElectionReason = ElectionReason.HEARTBEAT_MISSED) -> list[Command]:
         """Elections for every group whose master is among `inactive` (expired or disconnected),
         one command per group, to be proposed together in one entry. `now_ms` is the liveness
         clock, `wall_ms` (default: `now_ms`) the stamp of the commands. With
         `wait_if_replicas_silent` (the node's mass-expiry guard), a group none of whose replicas is
-        alive is left to `inactive_master_scan`, which elects once one is heard again."""
+        alive is left to `inactive_master_scan`, which elects once one is heard again. `reason`:
+        how they were found inactive (deadline passed, or connection closed)."""
         wall_ms = now_ms if wall_ms is None else wall_ms
         if self.config.elect_master_max_retry_count <= 0:
             return []  # spec 15: 0 = the controller makes no election attempt of its own
@@ -539,7 +565,7 @@ class ControllerProcessor:
             seen.add(key.broker_name)
             if wait_if_replicas_silent and not self._any_replica_alive(group, now_ms):
                 continue
-            command = self._first_controller_election(group, now_ms, wall_ms)
+            command = self._first_controller_election(group, now_ms, wall_ms, reason)
             if command is not None:
                 commands.append(command)
         return commands
@@ -555,7 +581,7 @@ class ControllerProcessor:
             if group.master_id is None or self._is_alive(group, group.master_id, now_ms):
                 continue
             if self._any_replica_alive(group, now_ms):
-                command = self._first_controller_election(group, now_ms, wall_ms)
+                command = self._first_controller_election(group, now_ms, wall_ms, ElectionReason.INACTIVE_MASTER_SCAN)
                 if command is not None:
                     commands.append(command)
         return commands
@@ -572,31 +598,43 @@ class ControllerProcessor:
                 continue
             if command.attempt >= self.config.elect_master_max_retry_count:
                 continue
-            retry = self._controller_election(result.after, now_ms, wall_ms, command.liveness_lost_ms,
-                                              command.master_last_alive_ms, command.attempt + 1)
+            detection = Detection(command.liveness_lost_ms, command.master_last_alive_ms, command.reason,
+                                  command.deadline_missed_by_ms)
+            retry = self._controller_election(result.after, now_ms, wall_ms, detection, command.attempt + 1)
             if retry is not None:
                 commands.append(retry)
         return commands
 
-    def _first_controller_election(self, group: BrokerGroup, now_ms: int, wall_ms: int) -> ElectMaster | None:
+    def _first_controller_election(self, group: BrokerGroup, now_ms: int, wall_ms: int,
+                                   reason: ElectionReason) -> ElectMaster | None:
         # The failover is dated from when the master was last known alive (its last heartbeat or
         # its connection's close), not from when this node noticed: that can be a timeout later.
         # The liveness table keeps monotonic times, the command wall-clock stamps: the same
         # distance before this moment.
         assert group.master_id is not None
-        last_alive = self.liveness.last_alive_ms(BrokerKey(group.cluster_name, group.broker_name, group.master_id))
-        last_alive_wall = None if last_alive is None else wall_ms - (now_ms - last_alive)
-        return self._controller_election(group, now_ms, wall_ms, wall_ms, last_alive_wall, 1)
+        master = BrokerKey(group.cluster_name, group.broker_name, group.master_id)
+        last_alive = self.liveness.last_alive_ms(master)
+        missed_deadline = self.liveness.missed_deadline_ms(master)
+        detection = Detection(
+            liveness_lost_ms=wall_ms,
+            master_last_alive_ms=None if last_alive is None else wall_ms - (now_ms - last_alive),
+            reason=reason,
+            deadline_missed_by_ms=None if missed_deadline is None else max(0, now_ms - missed_deadline),
+        )
+        return self._controller_election(group, now_ms, wall_ms, detection, 1)
 
-    def _controller_election(self, group: BrokerGroup, now_ms: int, wall_ms: int, liveness_lost_ms: int | None,
-                             master_last_alive_ms: int | None, attempt: int) -> ElectMaster | None:
+    def _controller_election(self, group: BrokerGroup, now_ms: int, wall_ms: int, detection: Detection,
+                             attempt: int) -> ElectMaster | None:
+        """The attempt-th election of a failover, which carries how the failover was detected."""
         candidate = self._choose(group, None, now_ms)
         if candidate is not None and candidate == group.master_id:
             return None  # the master is live again: nothing to do (Java: 2011)
         return self._election_command(group, Trigger.CONTROLLER, candidate, wall_ms,
-                                      liveness_lost_ms=liveness_lost_ms,
-                                      master_last_alive_ms=master_last_alive_ms, attempt=attempt,
-                                      origin=Origin(None, None, self.config.self_id))
+                                      liveness_lost_ms=detection.liveness_lost_ms,
+                                      master_last_alive_ms=detection.master_last_alive_ms, attempt=attempt,
+                                      origin=Origin(None, None, self.config.self_id), reason=detection.reason,
+                                      deadline_missed_by_ms=detection.deadline_missed_by_ms,
+                                      candidates=self._candidates(group, now_ms))
 
     # ---- 1008 NOTIFY_BROKER_ROLE_CHANGED (spec 5.4) -------------------------------------------
 
@@ -631,6 +669,10 @@ class ControllerProcessor:
 # ---- small pure helpers ---------------------------------------------------------------------------
 
 
+def _ignore_heartbeat(_heartbeat: Heartbeat, _now_ms: int) -> None:
+    pass
+
+
 def _reply(request: RemotingCommand, code: int, remark: str | None = None, ext: Mapping[str, object] | None = None,
            body: bytes | None = None) -> Reply:
     return Reply(make_response(request, code, remark, ext, body))
@@ -653,6 +695,23 @@ def _node_from_config(config: ControllerConfig, is_leader: bool) -> NodeInfo:
     leader = self_id if is_leader else None
     return NodeInfo(config.controller_group, self_id, leader, addresses.get(leader) if leader else None,
                     tuple(peers))
+
+
+class Detection(NamedTuple):
+    """How a failover's master was found dead; its first election and every retry carry it."""
+
+    liveness_lost_ms: int | None  # when the leader found it (wall clock)
+    master_last_alive_ms: int | None  # its last heartbeat or its connection's close (wall clock)
+    reason: ElectionReason | None
+    deadline_missed_by_ms: int | None
+
+
+# The reason of an election a 1002 asked for (a 1002 naming no broker and no designation: a client's).
+_REQUEST_REASONS: dict[Trigger, ElectionReason] = {
+    Trigger.ADMIN: ElectionReason.ADMIN,
+    Trigger.BROKER: ElectionReason.BROKER,
+    Trigger.CONTROLLER: ElectionReason.REQUEST,
+}
 
 
 def _trigger_of(designate: bool, requester: int | None) -> Trigger:

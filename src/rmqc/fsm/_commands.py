@@ -30,6 +30,23 @@ class Trigger(StrEnum):
     CONTROLLER = "controller"  # the leader saw the master go inactive
 
 
+class ElectionReason(StrEnum):
+    """Why an election was held, in more detail than its trigger (what `rmqc events` and
+    `rmqc log dump` show an operator after a failover)."""
+
+    CONNECTION_CLOSED = "master_connection_closed"  # the master's connection to the leader (or a follower) closed
+    HEARTBEAT_MISSED = "heartbeat_deadline_missed"  # the master's heartbeats stopped: its deadline passed
+    INACTIVE_MASTER_SCAN = "inactive_master_scan"  # the periodic scan found the master not alive
+    ADMIN = "admin_designation"  # mqadmin electMaster named the new master
+    BROKER = "broker_request"  # a broker found no master and asked
+    REQUEST = "elect_request"  # a 1002 that named no broker (a client's request)
+
+
+# One replica the election policy weighed (its inputs, spec 5.1): (brokerId, epoch, maxOffset,
+# electionPriority, in the SyncStateSet). Only live replicas are candidates.
+CandidateRow = tuple[int, int, int, int, bool]
+
+
 @dataclass(frozen=True, slots=True)
 class Origin:
     """Who caused a command (the audit of design.md "Trust"), recorded in the replicated log.
@@ -122,6 +139,10 @@ class ElectMaster:
     # close). None in logs written before it existed, or when the leader never heard the master.
     master_last_alive_ms: int | None = None
     origin: Origin | None = None
+    # Why, and what the policy chose from (None and () in logs written before they existed).
+    reason: ElectionReason | None = None
+    deadline_missed_by_ms: int | None = None  # heartbeat_deadline_missed: how late the detection was
+    candidates: tuple[CandidateRow, ...] = ()  # sorted by brokerId
 
 
 @dataclass(frozen=True, slots=True)
@@ -490,6 +511,25 @@ def _group_row(position: int, row: Any) -> GroupRow:  # a decoded JSON value: ev
             _int_tuple(sync_state_set), sync_state_set_epoch)
 
 
+def _candidate_rows(raw: object) -> tuple[CandidateRow, ...]:
+    # A JSON array of [brokerId, epoch, maxOffset, priority, inSync] arrays, or the command's tuple.
+    if not isinstance(raw, list | tuple) or type(raw) not in (list, tuple):
+        raise TypeError(f"expected a list of candidate rows, got {raw!r}")
+    rows = []
+    for row in raw:
+        if not (type(row) in (list, tuple) and len(row) == 5 and all(type(n) is int for n in row[:4])
+                and type(row[4]) is bool):
+            raise TypeError(f"expected a [brokerId, epoch, maxOffset, priority, inSync] row, got {row!r}")
+        rows.append((row[0], row[1], row[2], row[3], row[4]))
+    return tuple(rows)
+
+
+def _reason(raw: object) -> ElectionReason:
+    if not isinstance(raw, str):
+        raise TypeError(f"expected an election reason, got {raw!r}")
+    return ElectionReason(raw)  # ValueError for an unknown name
+
+
 def _trigger(raw: object) -> Trigger:
     if not isinstance(raw, str):
         raise TypeError(f"expected a trigger name, got {raw!r}")
@@ -539,6 +579,8 @@ _CHECKS: dict[str, Callable[[object], object]] = {
     "bool": _exactly(bool),
     "Trigger": _trigger,
     "OperatorAction": _operator_action,
+    "ElectionReason | None": _optional(_reason),
+    "tuple[CandidateRow, ...]": _candidate_rows,
     "str | None": _optional(_exactly(str)),
     "int | None": _optional(_exactly(int)),
     "tuple[int, ...]": _int_tuple,

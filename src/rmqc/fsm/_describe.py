@@ -50,8 +50,21 @@ def _update_broker_address(c: UpdateBrokerAddress) -> str:
 def _elect_master(c: ElectMaster) -> str:
     epoch = c.expected_master_epoch + 1
     if c.candidate is None:
-        return f"clear master {c.broker_name}: no candidate (masterEpoch {epoch}, {c.trigger} trigger)"
-    return f"elect master {c.broker_name} -> {c.candidate} (masterEpoch {epoch})"
+        what = f"clear master {c.broker_name}: no candidate (masterEpoch {epoch}, {c.trigger} trigger)"
+    else:
+        what = f"elect master {c.broker_name} -> {c.candidate} (masterEpoch {epoch})"
+    return what + _why(c)
+
+
+def _why(c: ElectMaster) -> str:
+    """The reason and the candidates weighed (nothing for commands written before they existed)."""
+    if c.reason is None:
+        return ""
+    late = "" if c.deadline_missed_by_ms is None else f" by {c.deadline_missed_by_ms} ms"
+    weighed = "; ".join(
+        f"{broker_id}: epoch {epoch} offset {offset} priority {priority}{'' if in_sync else ' (not in sync)'}"
+        for broker_id, epoch, offset, priority, in_sync in c.candidates)
+    return f"; reason {c.reason}{late}; candidates [{weighed}]"
 
 
 def _alter_sync_state_set(c: AlterSyncStateSet) -> str:

@@ -57,6 +57,8 @@ EXPORT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("caller", "string"),
     ("caller_address", "string"),
     ("via_node", "string"),
+    ("election_reason", "string"),
+    ("deadline_missed_by_ms", "long"),
 )
 EXPORT_COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _ in EXPORT_COLUMNS)
 
@@ -79,6 +81,8 @@ def _command_columns(result: ApplyResult) -> dict[str, Any]:
                  "elected": c.candidate is not None, "new_master_id": c.candidate,
                  "unclean_enabled": c.unclean, "liveness_lost_ms": c.liveness_lost_ms,
                  "master_last_alive_ms": c.master_last_alive_ms,
+                 "election_reason": None if c.reason is None else str(c.reason),
+                 "deadline_missed_by_ms": c.deadline_missed_by_ms,
                  "broker_address": result.after.address_of(c.candidate) if result.after else None}
     elif isinstance(c, AlterSyncStateSet):
         base |= {"broker_id": c.master_id}

@@ -173,6 +173,9 @@ class HeartbeatTable:
         # Brokers found inactive -> when they were last known alive, for the election command
         # (a failover's duration starts there). Oldest dropped first past max_brokers.
         self._last_alive: dict[BrokerKey, int] = {}
+        # Brokers expired by deadline -> that deadline (how late the detection was; a close has none).
+        # Bounded with _last_alive: an entry leaves when its broker leaves that dict.
+        self._missed_deadline: dict[BrokerKey, int] = {}
         self.forgiven_ms = 0  # time this node could not look; the table's clock is the caller's minus this
 
     def __len__(self) -> int:
@@ -229,7 +232,7 @@ class HeartbeatTable:
                 continue  # stale: removed, or re-scheduled earlier
             if info.deadline_ms < now_ms:
                 self._remove(key)
-                self._went_inactive(key, info.last_update_ms)
+                self._went_inactive(key, info.last_update_ms, info.deadline_ms)
                 expired.append(key)
             else:
                 info.scheduled_deadline_ms = None
@@ -270,6 +273,14 @@ class HeartbeatTable:
         info = self._live.get(key)
         last = info.last_update_ms if info is not None else self._last_alive.get(key)
         return None if last is None else last + self.forgiven_ms
+
+    def missed_deadline_ms(self, key: BrokerKey) -> int | None:
+        """The heartbeat deadline `key` missed when it expired (None: it is live, its connection
+        closed, or this node never saw it expire). On the caller's clock, as last_alive_ms."""
+        if key in self._live:
+            return None
+        deadline = self._missed_deadline.get(key)
+        return None if deadline is None else deadline + self.forgiven_ms
 
     @property
     def scheduled_deadlines(self) -> int:
@@ -335,11 +346,16 @@ class HeartbeatTable:
                 self._schedule(BrokerKey(*key), info)
         self._dirty.discard(key)  # the leader does not echo digests back
 
-    def _went_inactive(self, key: BrokerKey, last_alive_ms: int) -> None:
+    def _went_inactive(self, key: BrokerKey, last_alive_ms: int, deadline_ms: int | None = None) -> None:
         self._last_alive.pop(key, None)  # re-inserted last: the dict stays in order of inactivity
+        self._missed_deadline.pop(key, None)
         if len(self._last_alive) >= self.max_brokers:
-            del self._last_alive[next(iter(self._last_alive))]
+            oldest = next(iter(self._last_alive))
+            del self._last_alive[oldest]
+            self._missed_deadline.pop(oldest, None)
         self._last_alive[key] = last_alive_ms
+        if deadline_ms is not None:
+            self._missed_deadline[key] = deadline_ms
 
     def _schedule(self, key: BrokerKey, info: LiveInfo) -> None:
         deadline, scheduled = info.last_update_ms + info.timeout_ms, info.scheduled_deadline_ms  # deadline_ms

@@ -10,7 +10,8 @@ Call sites (the node's driver and server): `observe_request` once per answered r
 bulk, one in ONEWAY_TIMING_EVERY timed; the rest flushed by `update_gauges`),
 `observe_append` once per Raft append (proposals in it), `observe_fsync` per persisted Ready,
 `count_read_index_round` per ReadIndex heartbeat round, `count_elections` with the apply results of
-each committed entry on the leader, `update_gauges` (or `update_from_node`) about once a second.
+each committed entry on the leader, `observe_detection` per failover and `observe_failover_step` per
+1008 sent (leader) and per replica heard in its new role, `update_gauges` (or `update_from_node`) about once a second.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from prometheus_client.exposition import ThreadingWSGIServer
 
 from rmqc.fsm import ApplyResult, ElectMaster
 from rmqc.remoting import RMQC_PRIVATE_REQUESTS, RequestCode, ResponseCode
-from rmqc.replica import DISK_FULL, KEEP_CURRENT_MASTER, REPAIRING, HealthCheck, health_verdict
+from rmqc.replica import DISK_FULL, FAILOVER_STEPS, KEEP_CURRENT_MASTER, REPAIRING, HealthCheck, health_verdict
 
 from ._status_page import StatusPage, answer_page, page_paths, read_page_files
 
@@ -61,6 +62,9 @@ HEALTH_KINDS = ("livez", "readyz")
 # Controller requests answer in well under 3 s (the client timeout); the buckets span 0.1 ms .. 5 s.
 LATENCY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 FSYNC_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0)
+# A failover's steps: detection by a closed connection takes milliseconds, by a missed deadline up
+# to a scan interval; a 1008 leaves within milliseconds unless the broker is slow to accept.
+FAILOVER_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 # Group commit puts everything waiting into one append; MAX_PENDING_PROPOSALS (65,536) bounds it.
 PROPOSAL_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096, 16384, 65536)
 
@@ -126,6 +130,16 @@ class NodeMetrics:
         self.elections = Counter("rmqc_elections", "elections applied, by outcome", ("result",), registry=r)
         for result in ELECTION_RESULTS:
             self.elections.labels(result)  # present at 0, so rate() works from the first election
+        self.detection_latency = Histogram(
+            "rmqc_failover_detection_seconds",
+            "leader only: a dead master's last sign of life (heartbeat or connection close) -> its election proposed",
+            buckets=FAILOVER_BUCKETS_S, registry=r)
+        self.notification_latency = Histogram(
+            "rmqc_failover_notification_seconds",
+            "an election applied -> a replica sent its 1008 (step notified, leader only) or heard naming the new "
+            "masterEpoch (step heartbeat)", ("step",), buckets=FAILOVER_BUCKETS_S, registry=r)
+        for step in FAILOVER_STEPS:
+            self.notification_latency.labels(step)
         # what `rmqc status` shows of the membership (leader only; 0 and no peer series elsewhere)
         self.learners = Gauge("rmqc_raft_learners", "learners in the applied membership", registry=r)
         self.pending_conf_change = Gauge("rmqc_raft_pending_conf_change",
@@ -201,6 +215,12 @@ class NodeMetrics:
             label = election_result_of(result)
             if label is not None:
                 self.elections.labels(label).inc()
+
+    def observe_detection(self, seconds: float) -> None:
+        self.detection_latency.observe(max(0.0, seconds))  # wall clocks: a step back is no negative latency
+
+    def observe_failover_step(self, step: str, seconds: float) -> None:
+        self.notification_latency.labels(step).observe(seconds)
 
     def set_alarm(self, alarm: str, raised: bool) -> None:
         if alarm not in ALARMS:

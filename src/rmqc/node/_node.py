@@ -31,6 +31,7 @@ from rmqc.errors import CompactedError, ConfigError, RmqcError, SnapshotOutOfDat
 from rmqc.fsm import ApplyResult, Command
 from rmqc.raft._types import ConfState, Message
 from rmqc.remoting import (
+    RMQC_EVENTS,
     FrameDecoder,
     RemotingCommand,
     dumps_properties,
@@ -38,6 +39,7 @@ from rmqc.remoting import (
     make_response,
 )
 from rmqc.replica import (
+    NOTIFIED,
     Answer,
     ForwardRequest,
     MembersChanged,
@@ -49,6 +51,7 @@ from rmqc.replica import (
     SnapshotOutcome,
     StopProcess,
     WriteSnapshot,
+    master_epoch_of,
 )
 from rmqc.storage import (
     FAULT_FILE_ENV,
@@ -65,6 +68,7 @@ from rmqc.storage import (
 from ._audit import origin_of
 from ._clock import TrioClock
 from ._config import NodeConfig, java_properties_of
+from ._events import EventReaders
 from ._health import HealthMonitor
 from ._join import join_group
 from ._metrics import NodeMetrics
@@ -126,7 +130,8 @@ class ControllerNode:
         self._stop_now = stop_now  # on a failed write or fsync
         self._rng = rng or random.Random()
         self.links = PeerLinks(config, self, self._rng)
-        self.notifier = Notifier(notify_client_context(self.config))
+        self.notifier = Notifier(notify_client_context(self.config), on_sent=self._notification_sent)
+        self.event_readers = EventReaders()  # rmqc events' long polls
         self.server = Server(config, self, self.links)
         self.node_metrics = NodeMetrics()  # Prometheus series of this node (own registry)
         # liveness checks; a snapshot of every check for /livez and /readyz when the metrics port is set
@@ -165,6 +170,7 @@ class ControllerNode:
                 controller_config=ControllerConfig.from_properties(dumps_properties(java_properties_of(self.config))),
                 observer=self.node_metrics, wake=self._wake, rearm=self._rearm)
             self.replica.shell_health = self.health.liveness_here
+            self.replica.events.listener = self.event_readers.wake
             check_own_membership(self.config, self.replica.conf_state, self.replica.repairing)
             try:
                 await self._serve(task_status)
@@ -222,6 +228,7 @@ class ControllerNode:
                 log.warning("%s: stopping: the handover did not end within two election timeouts; stopping anyway",
                             config.node_id)
         self.server.draining = True
+        self.event_readers.release()  # a long poll would hold the drain until its wait ends
         in_flight = self.server.requests_in_flight
         with trio.move_on_after(drain_s):
             while self.server.requests_in_flight:
@@ -428,6 +435,9 @@ class ControllerNode:
             self.node_metrics.observe_request(request.code, code, trio.current_time() - started_s)
             respond(response)
 
+        if request.code == RMQC_EVENTS and self._nursery is not None:  # a long poll: a task of its own
+            self._nursery.start_soon(self._answer_events, replica, request, answer, name="events-reader")
+            return True
         self._taking_input = True
         try:
             replica.client_request(request, channel.id, answer, origin_of(request, channel, self.config))
@@ -435,6 +445,19 @@ class ControllerNode:
             self._taking_input = False
             self._after_input()
         return True
+
+    async def _answer_events(self, replica: Replica, request: RemotingCommand,
+                             answer: Callable[[RemotingCommand | None], None]) -> None:
+        answer(await self.event_readers.answer(replica.events, request))
+
+    def _notification_sent(self, address: str, command: RemotingCommand) -> None:
+        """The notifier sent a 1008: the failover's `notified` step, and its latency since the commit."""
+        replica = self.replica
+        if replica is None:
+            return
+        after_ms = replica.events.notified(address, master_epoch_of(command), replica.clock.wall_ms(), replica.now_ms())
+        if after_ms is not None:
+            self.node_metrics.observe_failover_step(NOTIFIED, after_ms / 1000)
 
     async def handle_request(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         """Answer one remoting request (awaitable form of serve_now); never raises."""

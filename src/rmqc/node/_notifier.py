@@ -17,6 +17,7 @@ import logging
 import os
 import ssl
 from collections import OrderedDict, deque
+from collections.abc import Callable
 
 import trio
 
@@ -66,8 +67,10 @@ async def open_stream(address: str) -> trio.SocketStream:
 
 
 class Notifier:
-    def __init__(self, ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(self, ssl_context: ssl.SSLContext | None = None,
+                 on_sent: Callable[[str, RemotingCommand], None] | None = None) -> None:
         self._ssl_context = ssl_context  # None: plain TCP (tls_notify off)
+        self._on_sent = on_sent or _ignore_sent  # each 1008 written to its broker (a failover's step)
         self._pending = PendingNotifications()  # what waits, and which one supersedes which
         self._queued: deque[str] = deque()  # pending addresses without a sender, oldest first
         self._sending: set[str] = set()  # addresses a sender serves right now
@@ -143,6 +146,7 @@ class Notifier:
             return
         self.sent += 1
         log.debug("sent 1008 to %s (masterEpoch %s)", address, command.ext("masterEpoch"))
+        self._on_sent(address, command)
 
     async def _sent_on_cached(self, address: str, frame: bytes) -> bool:
         """True once `frame` went out on the cached connection to `address`; False when there is no
@@ -186,6 +190,10 @@ class Notifier:
         stream = self._connections.pop(address, None)
         if stream is not None:
             await trio.aclose_forcefully(stream)
+
+
+def _ignore_sent(_address: str, _command: RemotingCommand) -> None:
+    pass
 
 
 def _broker_gone(stream: trio.SocketStream | TlsStream) -> bool:

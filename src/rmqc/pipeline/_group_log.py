@@ -24,7 +24,7 @@ GROUP_LOG_COLUMNS: tuple[str, ...] = (
     "broker_name", "broker_id", "broker_address", "register_check_code", "trigger", "elected",
     "new_master_id", "prev_master_id", "master_epoch", "sync_state_set_epoch", "sync_state_set",
     "prev_sync_state_set", "clean_ids", "unclean_enabled", "liveness_lost_ms", "master_last_alive_ms",
-    "caller", "caller_address", "via_node",
+    "caller", "caller_address", "via_node", "election_reason", "deadline_missed_by_ms",
 )  # fmt: skip
 
 ELECT = "elect_master"

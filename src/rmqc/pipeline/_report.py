@@ -220,6 +220,9 @@ def _section_failovers(summary: Summary, charts: dict[str, str | None]) -> list[
     lines += [f"{f.count:,} failovers started by the controller, {f.resolved:,} resolved. From the old "
               f"master's last sign of life to the new master ({f.timed:,} with a known start): "
               f"p50 {_ms(f.p50_ms)}, p90 {_ms(f.p90_ms)}, p99 {_ms(f.p99_ms)}, max {_ms(f.max_ms)}.", ""]
+    if f.by_reason:
+        lines += ["By reason: " + ", ".join(f"{reason} {count:,}" for reason, count in f.by_reason)
+                  + f". Detection (last alive -> seen dead) p99 {_ms(f.detection_p99_ms)}.", ""]
     for name in ("failover_durations", "elections_per_hour"):
         if charts.get(name):
             lines += [f"![{name}]({charts[name]})", ""]

@@ -42,6 +42,9 @@ class FailoverStats:
     p90_ms: float | None
     p99_ms: float | None
     max_ms: int | None
+    # (reason, failovers), most frequent first; "unknown" for logs written before reasons were recorded
+    by_reason: tuple[tuple[str, int], ...] = ()
+    detection_p99_ms: float | None = None  # last alive -> seen dead, over failovers with a known start
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,9 @@ def _the_row(aggregate: DataFrame) -> Row:
     return row
 
 
+UNKNOWN_REASON = "unknown"
+
+
 def _failover_stats(spark: SparkSession, path: str) -> FailoverStats:
     rows = spark.read.parquet(path)
     duration = F.when(~F.col("clock_stepped"), F.col("duration_ms"))  # a stepped clock measures nothing
@@ -142,7 +148,11 @@ def _failover_stats(spark: SparkSession, path: str) -> FailoverStats:
         F.max(duration).alias("max"),
     ))
     p = stats["p"] or [None, None, None]
-    return FailoverStats(stats["count"], stats["resolved"], stats["timed"], p[0], p[1], p[2], stats["max"])
+    reasons = rows.groupBy(F.coalesce("reason", F.lit(UNKNOWN_REASON)).alias("reason")).agg(
+        F.count(F.lit(1)).alias("n")).orderBy(F.desc("n"), "reason").collect()
+    detection = _the_row(rows.agg(F.percentile_approx("detection_ms", 0.99, 10_000).alias("p99")))["p99"]
+    return FailoverStats(stats["count"], stats["resolved"], stats["timed"], p[0], p[1], p[2], stats["max"],
+                         tuple((r["reason"], r["n"]) for r in reasons), detection)
 
 
 def _violations(spark: SparkSession, path: str) -> tuple[dict[str, int], tuple[ViolationRecord, ...]]:

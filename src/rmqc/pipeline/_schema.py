@@ -38,6 +38,8 @@ EXPORT_FIELDS: tuple[tuple[str, T.DataType], ...] = (
     ("caller", T.StringType()),
     ("caller_address", T.StringType()),
     ("via_node", T.StringType()),
+    ("election_reason", T.StringType()),
+    ("deadline_missed_by_ms", T.LongType()),
 )
 
 EXPORT_SCHEMA = T.StructType([T.StructField(name, dtype, True) for name, dtype in EXPORT_FIELDS])

@@ -25,6 +25,8 @@ def master_timeline(group_log: DataFrame) -> DataFrame:
         "trigger",
         "liveness_lost_ms",
         "master_last_alive_ms",
+        "election_reason",
+        "deadline_missed_by_ms",
         "elected",
         F.col("new_master_id").alias("master_id"),
         "prev_master_id",
@@ -43,7 +45,8 @@ def failovers(timeline: DataFrame) -> DataFrame:
     `liveness_lost_ms`) and ends at the first election after it that chose a master, usually the same
     entry; elections that found no candidate in between count as attempts. Its duration runs from
     `master_last_alive_ms` (the master's last heartbeat or its connection's close, which can be a
-    heartbeat timeout before the leader noticed) to that election. It is null when the failover is
+    heartbeat timeout before the leader noticed) to that election; `detection_ms` is its first part
+    (last alive -> seen dead) and `reason` says how it was seen. The duration is null when the failover is
     unresolved (no master chosen when the history ends) or its start is unknown (a log written
     before the column existed); one whose end is stamped before its start (a wall clock stepped
     back in between) is `clock_stepped`.
@@ -55,7 +58,8 @@ def failovers(timeline: DataFrame) -> DataFrame:
     segments = timeline.withColumn("segment", F.coalesce(chosen_before, F.lit(0)))
     position = F.struct("index", "seq")
     is_start = (F.col("trigger") == CONTROLLER_TRIGGER) & F.col("liveness_lost_ms").isNotNull()
-    start_fields = F.struct("index", "seq", "liveness_lost_ms", "master_last_alive_ms", "prev_master_id")
+    start_fields = F.struct("index", "seq", "liveness_lost_ms", "master_last_alive_ms", "prev_master_id",
+                            "election_reason", "deadline_missed_by_ms")
     end_fields = F.struct("index", "seq", "leader_ts_ms", "master_id")
     per_segment = segments.groupBy(*GROUP_KEY, "incarnation", "segment").agg(
         F.first("cluster_name", ignorenulls=True).alias("cluster_name"),
@@ -72,6 +76,11 @@ def failovers(timeline: DataFrame) -> DataFrame:
         F.col("start.liveness_lost_ms").alias("liveness_lost_ms"),
         F.col("start.master_last_alive_ms").alias("master_last_alive_ms"),
         F.col("start.prev_master_id").alias("old_master_id"),
+        # why the controller started it, and how long the master was dead before the leader saw it
+        # (null in logs written before these were recorded)
+        F.col("start.election_reason").alias("reason"),
+        F.col("start.deadline_missed_by_ms").alias("deadline_missed_by_ms"),
+        (F.col("start.liveness_lost_ms") - F.col("start.master_last_alive_ms")).alias("detection_ms"),
         F.col("end.index").alias("end_index"),
         F.col("end.seq").alias("end_seq"),
         F.col("end.leader_ts_ms").alias("new_master_ts_ms"),

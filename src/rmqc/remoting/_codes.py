@@ -14,6 +14,7 @@ __all__ = [
     "NAMESRV_READ_REQUESTS",
     "NAMESRV_WRITE_REQUESTS",
     "READ_REQUESTS",
+    "RMQC_EVENTS",
     "RMQC_IMPORT_GROUPS",
     "RMQC_MEMBERS_ADD",
     "RMQC_MEMBERS_LIST",
@@ -150,6 +151,7 @@ RMQC_MEMBERS_LIST = 60004
 RMQC_MEMBERS_ADD = 60005  # extFields id, address: joins as a learner
 RMQC_MEMBERS_PROMOTE = 60006  # extFields id: a caught-up learner becomes a voter
 RMQC_MEMBERS_REMOVE = 60007  # extFields id
+RMQC_EVENTS = 60008  # extFields after, waitMs: the node's recent events (rmqc events; node/_events.py)
 # rmqc migrate from-java: body {"source": text, "groups": [GroupRow arrays]}, one replicated
 # ImportGroups (fsm); only the leader decides (a follower forwards it); admin accounts only.
 RMQC_IMPORT_GROUPS = 60010
@@ -164,6 +166,7 @@ RMQC_PRIVATE_REQUESTS: dict[int, str] = {
     RMQC_MEMBERS_ADD: "RMQC_MEMBERS_ADD",
     RMQC_MEMBERS_PROMOTE: "RMQC_MEMBERS_PROMOTE",
     RMQC_MEMBERS_REMOVE: "RMQC_MEMBERS_REMOVE",
+    RMQC_EVENTS: "RMQC_EVENTS",
     RMQC_RECORD_OPERATION: "RMQC_RECORD_OPERATION",
     RMQC_IMPORT_GROUPS: "RMQC_IMPORT_GROUPS",
 }

@@ -9,6 +9,14 @@ from ._alarms import (
     DiskFullAlarm as DiskFullAlarm,
 )
 from ._driver import FEED_ENTRIES as FEED_ENTRIES, FEED_MESSAGES as FEED_MESSAGES
+from ._events import (
+    FAILOVER_STEPS as FAILOVER_STEPS,
+    MAX_EVENTS_PER_PAGE as MAX_EVENTS_PER_PAGE,
+    NOTIFIED as NOTIFIED,
+    EventLog as EventLog,
+    EventPage as EventPage,
+    is_failover as is_failover,
+)
 from ._failovers import (
     MAX_FAILOVERS_KEPT as MAX_FAILOVERS_KEPT,
     Failover as Failover,

@@ -59,7 +59,7 @@ class Disk:
             log.error("%s: ALARM disk full: %s. Writes are refused (nothing acknowledged is lost), reads and "
                       "heartbeats are served, the write is tried again every %d ms and writes resume by "
                       "themselves once space is freed", config.node_id, error, DISK_FULL_RETRY_MS)
-            r.observer.set_alarm(DISK_FULL, True)
+            r.set_alarm(DISK_FULL, True)
             # requests queued but not in the log can never be persisted now
             self.alarm.refused_writes += r.proposals.refuse_queued(
                 RequestFailed(ResponseCode.SYSTEM_ERROR, self.alarm.remark))
@@ -86,7 +86,7 @@ class Disk:
         alarm, self.alarm = self.alarm, None
         log.warning("%s: disk space is back after %d ms (%d writes refused meanwhile): writes resume",
                     self._r.config.node_id, self._r.now_ms() - alarm.raised_mono_ms, alarm.refused_writes)
-        self._r.observer.set_alarm(DISK_FULL, False)
+        self._r.set_alarm(DISK_FULL, False)
 
     def failed(self, error: StorageWriteFailed) -> NoReturn:
         """StopProcess (the shell ends the process at once); should it return, the error still ends

@@ -252,6 +252,7 @@ class Driver:
         elif entry.data:
             results = r.state.apply_all(decode_commands(entry.data))
             r.processor.config_applied(results)  # a committed 1009 changes every node's configuration
+            r.elections_applied(entry.index, results)
         else:
             results = []  # a leader's no-op
         r.applied_index = entry.index

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable
 
 from rmqc.controller import ControllerProcessor
-from rmqc.fsm import Command
+from rmqc.fsm import Command, ElectionReason
 from rmqc.liveness import BrokerKey, Digest, HeartbeatTable, MassExpiry, StallMeter
 
 from ._io import Outbox, ReplicaConfig, SendDigest
@@ -143,7 +143,7 @@ class Liveness:
         masters = self._processor.masters_among(expired)
         self.mass_expiry.note(masters, now_s)
         guarded = self.mass_expiry.suspect(now_s)
-        commands = self._processor.elections_due(now_ms, closed, wall_ms)
+        commands = self._processor.elections_due(now_ms, closed, wall_ms, reason=ElectionReason.CONNECTION_CLOSED)
         due = self._processor.elections_due(now_ms, expired, wall_ms, wait_if_replicas_silent=guarded)
         if guarded and len(due) < masters:  # only the guard leaves an expired master without an election
             self.mass_expiry.deferred += masters - len(due)

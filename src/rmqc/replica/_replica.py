@@ -20,8 +20,8 @@ from rmqc.controller import (
     Reply,
     RequestContext,
 )
-from rmqc.fsm import ApplyResult, Command, ControllerState, ElectMaster, Origin
-from rmqc.liveness import HeartbeatTable
+from rmqc.fsm import ApplyResult, BrokerGroup, Command, ControllerState, ElectMaster, Origin
+from rmqc.liveness import BrokerKey, Heartbeat, HeartbeatTable
 from rmqc.raft import Config as RaftConfig, RawNode, RepairState
 from rmqc.raft._types import ConfState, Message
 from rmqc.remoting import (
@@ -38,6 +38,7 @@ from ._alarms import REPAIRING, DiskFullAlarm
 from ._audit import forwarded_origin, with_origin
 from ._disk import Disk
 from ._driver import Driver
+from ._events import ALARM, HEARTBEAT, LEADER_CHANGED, MEMBERSHIP_CHANGED, EventLog, is_failover
 from ._failovers import FailoverHistory
 from ._forwarding import Forwards, LeaderWaits
 from ._health import HealthCheck
@@ -82,6 +83,8 @@ class _NullObserver:
     def count_elections(self, results: object) -> None: ...
     def count_election(self, outcome: str) -> None: ...
     def set_alarm(self, name: str, raised: bool) -> None: ...
+    def observe_detection(self, seconds: float) -> None: ...
+    def observe_failover_step(self, step: str, seconds: float) -> None: ...
 
 
 def _nothing() -> None:
@@ -120,6 +123,12 @@ class Replica:
         self.state = ControllerState()
         table = HeartbeatTable()
         self.processor = ControllerProcessor(controller_config or ControllerConfig(), self.state, table)
+        self.events = EventLog()  # rmqc events: failovers and their timelines, leader and membership changes
+        self.processor.awaited_heartbeats = self.events.awaiting_heartbeat
+        self.processor.on_awaited_heartbeat = self._awaited_heartbeat
+        # Entries up to this index were committed before this process started: applying them again
+        # (from the snapshot on) is a replay, and makes no events.
+        self.events_after_index = 0
         self.leader_id: str | None = None
         self.term = 0
         self.applied_index = 0
@@ -164,6 +173,7 @@ class Replica:
 
     def _open_raft(self, rng: random.Random) -> RawNode:
         hard_state, conf_state = self.storage.initial_state()
+        self.events_after_index = hard_state.commit
         snapshot = self.storage.snapshot()
         if not snapshot.is_empty:
             self.state.restore(snapshot.data)
@@ -207,7 +217,7 @@ class Replica:
                  snapshot.meta.index, self.storage.first_index(), self.storage.last_index(),
                  "; joining: waiting for the leader to add us" if joining and not self.repairing else "")
         if self.repairing:
-            self.observer.set_alarm(REPAIRING, True)
+            self.set_alarm(REPAIRING, True)
             log.warning("%s: REPAIRING (%s): not voting or campaigning until this node holds the commit "
                         "index a leader gives it after forgetting its old acknowledgements", config.node_id,
                         self.repair_reason)
@@ -226,7 +236,7 @@ class Replica:
                     "term %d; voting again (%d vote requests refused meanwhile)", self.config.node_id,
                     target_index, self.leader_id, self.term, ended.votes_refused)
         self.repair_reason = None
-        self.observer.set_alarm(REPAIRING, False)
+        self.set_alarm(REPAIRING, False)
 
     # ----- what the shell reads -----
 
@@ -626,6 +636,8 @@ class Replica:
         if leader != self.leader_id:
             log.info("%s: leader is now %s", self.config.node_id, leader)
             self.reads.on_leader_change()
+            self.events.record(LEADER_CHANGED, self.clock.wall_ms(),
+                               {"leader": leader, "previous": self.leader_id, "term": self.term})
         was_leader = self.leader_id == self.config.node_id
         self.leader_id = leader
         self.forwards.abandon(except_to=leader)
@@ -649,11 +661,44 @@ class Replica:
         now_ms = self.now_ms()
         self.observer.count_elections(elections)
         for result in elections:
-            for address, command in self.processor.notifications_for(result, now_ms):
+            self._observe_detection(result.command)
+            notifications = self.processor.notifications_for(result, now_ms)
+            if notifications and result.after is not None and is_failover(result):
+                self._await_notifications(result.after, [address for address, _ in notifications], now_ms)
+            for address, command in notifications:
                 self.outbox.append(Notify(address, command))
         retries = self.processor.election_retries(elections, now_ms, self.clock.wall_ms())
         if retries:
             self._propose_elections(retries)
+
+    def _observe_detection(self, command: Command) -> None:
+        """The detection latency of a failover's first election (the master last alive -> seen dead)."""
+        assert isinstance(command, ElectMaster)
+        if command.attempt == 1 and command.liveness_lost_ms is not None and command.master_last_alive_ms is not None:
+            self.observer.observe_detection((command.liveness_lost_ms - command.master_last_alive_ms) / 1000)
+
+    def _await_notifications(self, group: BrokerGroup, addresses: list[str], now_ms: int) -> None:
+        ids = {replica.address: broker_id for broker_id, replica in group.replicas.items()}
+        for address in addresses:
+            key = BrokerKey(group.cluster_name, group.broker_name, ids[address])
+            self.events.notifications_queued(key, address, group.master_epoch, now_ms)
+
+    def _awaited_heartbeat(self, heartbeat: Heartbeat, now_ms: int) -> None:
+        after_ms = self.events.heartbeat_heard(heartbeat, self.clock.wall_ms(), now_ms)
+        if after_ms is not None:
+            self.observer.observe_failover_step(HEARTBEAT, after_ms / 1000)
+
+    def elections_applied(self, index: int, results: list[ApplyResult]) -> None:
+        """Every node, each applied entry of commands: its failovers are events (not on a replay)."""
+        if index <= self.events_after_index:
+            return
+        failovers = [result for result in results if is_failover(result)]  # a type test for most commands
+        if failovers:
+            self.events.failovers_applied(failovers, self.clock.wall_ms(), self.now_ms())
+
+    def set_alarm(self, name: str, raised: bool) -> None:
+        self.observer.set_alarm(name, raised)
+        self.events.record(ALARM, self.clock.wall_ms(), {"alarm": name, "raised": raised})
 
     def set_conf_state(self, conf_state: ConfState, index: int, *, announce: bool = False) -> None:
         """The applied membership (with its address book) as of log index `index`; the shell hears
@@ -662,6 +707,10 @@ class Replica:
         was_member = self.config.node_id in self.conf_state.members
         self.conf_state = conf_state
         self.sole_voter = set(conf_state.voters) == {self.config.node_id}
+        if changed and index > self.events_after_index:
+            self.events.record(MEMBERSHIP_CHANGED, self.clock.wall_ms(),
+                               {"index": index, "voters": list(conf_state.voters),
+                                "learners": list(conf_state.learners)})
         if changed or announce:
             self._node_info_cache = None
             self.outbox.append(MembersChanged(index, dict(conf_state.addresses), conf_state.voters,

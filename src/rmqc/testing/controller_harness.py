@@ -29,7 +29,7 @@ from rmqc.controller import (
     Reply,
     RequestContext,
 )
-from rmqc.fsm import ApplyResult, Command, ControllerState
+from rmqc.fsm import ApplyResult, Command, ControllerState, ElectionReason
 from rmqc.liveness import BrokerKey, HeartbeatTable
 from rmqc.remoting import RemotingCommand, RemotingProtocolError, loads_fastjson, make_request
 
@@ -125,7 +125,7 @@ class ControllerHarness:
         if channel_id is None:
             return []
         inactive = self.liveness.on_channel_closed(channel_id, self.now_ms)
-        self._on_inactive(inactive)
+        self._on_inactive(inactive, ElectionReason.CONNECTION_CLOSED)
         return inactive
 
     def advance(self, ms: int) -> None:
@@ -147,8 +147,9 @@ class ControllerHarness:
             if commands:
                 self.commit(commands)
 
-    def _on_inactive(self, inactive: list[BrokerKey]) -> None:
-        commands = self.processor.elections_due(self.now_ms, inactive)
+    def _on_inactive(self, inactive: list[BrokerKey],
+                     reason: ElectionReason = ElectionReason.HEARTBEAT_MISSED) -> None:
+        commands = self.processor.elections_due(self.now_ms, inactive, reason=reason)
         if commands:
             self.commit(commands)  # one entry for every group that lost its master
 
