@@ -9,6 +9,7 @@ from rmqc.fsm import (
     BrokerGroup,
     ElectionReason,
     ElectMaster,
+    NotificationSent,
     Replica as GroupReplica,
     Trigger,
 )
@@ -52,8 +53,11 @@ def test_a_failover_event_and_its_steps_after_the_commit() -> None:
     assert failover["timeline"] == {"masterLastAliveMs": 1_000, "detectedMs": 4_990, "proposedMs": 5_000,
                                     "committedMs": 5_004}
     events.notifications_queued(BrokerKey("C", "g", 2), "h2:1", 2, now_ms=100)
-    assert events.notified("h2:1", 1, 5_010, now_ms=105) is None  # an older epoch's 1008: not this failover
-    assert events.notified("h2:1", 2, 5_010, now_ms=112) == 12
+    assert events.sent("h2:1", 1, now_ms=105) is None  # an older epoch's 1008: not this failover
+    assert events.sent("h2:1", 2, now_ms=112) == (BrokerKey("C", "g", 2), 12)
+    assert events.sent("h2:1", 2, now_ms=113) is None  # once
+    assert events.last_seq == 1  # the step is the leader's record, applied on every node
+    events.notification_applied(NotificationSent("C", "g", 2, "h2:1", 2, 12, 5_010), wall_ms=5_011)
     new_master = BrokerKey("C", "g", 2)
     assert events.heartbeat_heard(Heartbeat(new_master, "h2:1", epoch=1), 5_020, now_ms=120) is None  # not yet
     assert new_master in events.awaiting_heartbeat

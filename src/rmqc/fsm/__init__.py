@@ -19,6 +19,7 @@ from ._commands import (
     GroupRow as GroupRow,
     ImportGroups as ImportGroups,
     NamesrvCommand as NamesrvCommand,
+    NotificationSent as NotificationSent,
     OperatorAction as OperatorAction,
     Origin as Origin,
     PutKvConfig as PutKvConfig,

@@ -199,6 +199,22 @@ class RecordOperation(_NoBrokerGroup):
     origin: Origin | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class NotificationSent:
+    """The leader sent a replica its 1008 after a failover: which broker heard of the new master,
+    and how long after the commit, on every node (the `notified` step of `rmqc events`) and in the
+    history, even after the leader is gone. Changes no state."""
+
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    broker_address: str
+    master_epoch: int
+    after_commit_ms: int  # on the leader that sent it
+    leader_ts_ms: int
+    origin: Origin | None = None
+
+
 # ---- the NameServer role (docs/namesrv.md): routes, registrations and KV config ----------------
 
 # One topic of a registration: (topic, readQueueNums, writeQueueNums, perm, topicSysFlag).
@@ -319,7 +335,7 @@ class ImportGroups(_NoBrokerGroup):  # many groups: the export's broker_name col
 Command = (
     ApplyBrokerId | UpdateBrokerAddress | ElectMaster | AlterSyncStateSet | CleanBrokerData | UpdateControllerConfig
     | RegisterBrokerRoute | UnregisterBrokerRoute | DeleteTopicRoute | PutKvConfig | DeleteKvConfig
-    | RecordOperation | RegisterTopicRoute | SetWritePermOfBroker | ImportGroups
+    | RecordOperation | RegisterTopicRoute | SetWritePermOfBroker | ImportGroups | NotificationSent
 )
 
 # The tag written into the log; also the `command` column of the history export.
@@ -339,6 +355,7 @@ COMMAND_TAGS: dict[type, str] = {
     RegisterTopicRoute: "register_topic_route",
     SetWritePermOfBroker: "set_write_perm_of_broker",
     ImportGroups: "import_groups",
+    NotificationSent: "notification_sent",
 }
 _TYPES_BY_TAG: dict[str, type] = {tag: cls for cls, tag in COMMAND_TAGS.items()}
 

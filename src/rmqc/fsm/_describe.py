@@ -20,6 +20,7 @@ from ._commands import (
     DeleteTopicRoute,
     ElectMaster,
     ImportGroups,
+    NotificationSent,
     Origin,
     PutKvConfig,
     RecordOperation,
@@ -113,6 +114,11 @@ def _register_topic_route(c: RegisterTopicRoute) -> str:
 
 def _set_write_perm_of_broker(c: SetWritePermOfBroker) -> str:
     return f"{'wipe' if c.wipe else 'add'} write permission of {c.broker_name}"
+def _notification_sent(c: NotificationSent) -> str:
+    return (f"1008 sent to {c.broker_name} id {c.broker_id} at {c.broker_address} (masterEpoch {c.master_epoch}, "
+            f"{c.after_commit_ms} ms after the commit)")
+
+
 def _import_groups(c: ImportGroups) -> str:
     names = ", ".join(row[1] for row in c.groups[:5]) + (", ..." if len(c.groups) > 5 else "")
     return f"import {len(c.groups)} broker group(s) from {c.source}: {names}"
@@ -135,6 +141,7 @@ _DESCRIBERS: dict[type, Callable[[Any], str]] = {
     RegisterTopicRoute: _register_topic_route,
     SetWritePermOfBroker: _set_write_perm_of_broker,
     ImportGroups: _import_groups,
+    NotificationSent: _notification_sent,
 }
 
 

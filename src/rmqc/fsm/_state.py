@@ -27,6 +27,7 @@ from ._commands import (
     ElectMaster,
     GroupRow,
     ImportGroups,
+    NotificationSent,
     PutKvConfig,
     RecordOperation,
     RegisterBrokerRoute,
@@ -396,6 +397,9 @@ class ControllerState:
         after = evolve(before, replicas=replicas, sync_state_set=before.sync_state_set - removed)
         return self._result(cmd, _OK, before, after)
 
+    def _notification_sent(self, cmd: NotificationSent) -> ApplyResult:
+        return ApplyResult(cmd, _OK, None, None)  # nothing to change: the log entry is the record
+
     def _record_operation(self, cmd: RecordOperation) -> ApplyResult:
         return ApplyResult(cmd, _OK, None, None)  # nothing to change: the log entry is the record
 
@@ -472,6 +476,7 @@ _APPLIERS: dict[type, Callable[[ControllerState, Any], ApplyResult]] = {
     RegisterTopicRoute: ControllerState._register_topic_route,
     SetWritePermOfBroker: ControllerState._set_write_perm_of_broker,
     ImportGroups: ControllerState._import_groups,
+    NotificationSent: ControllerState._notification_sent,
 }
 
 

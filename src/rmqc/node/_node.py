@@ -39,7 +39,6 @@ from rmqc.remoting import (
     make_response,
 )
 from rmqc.replica import (
-    NOTIFIED,
     Answer,
     ForwardRequest,
     MembersChanged,
@@ -452,12 +451,8 @@ class ControllerNode:
 
     def _notification_sent(self, address: str, command: RemotingCommand) -> None:
         """The notifier sent a 1008: the failover's `notified` step, and its latency since the commit."""
-        replica = self.replica
-        if replica is None:
-            return
-        after_ms = replica.events.notified(address, master_epoch_of(command), replica.clock.wall_ms(), replica.now_ms())
-        if after_ms is not None:
-            self.node_metrics.observe_failover_step(NOTIFIED, after_ms / 1000)
+        if self.replica is not None:
+            self.replica.notification_sent(address, master_epoch_of(command))
 
     async def handle_request(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         """Answer one remoting request (awaitable form of serve_now); never raises."""

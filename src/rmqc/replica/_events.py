@@ -3,10 +3,10 @@ their reason, the candidates weighed and their timeline, leader and membership c
 
 A failover's timeline has two halves. What the leader decided travels in the committed ElectMaster
 (the master last alive, the detection, the proposal), so every node reports it alike when it
-applies the entry (`committed` is that node's own apply time). What follows the commit is seen by
-the node that does it: the leader sends each replica its 1008 (`notified`), and every node that
-takes a broker's heartbeats sees each replica's first heartbeat naming the new masterEpoch
-(`heartbeat`).
+applies the entry (`committed` is that node's own apply time). What follows the commit: the leader
+sends each replica its 1008 and commits a record of it (NotificationSent), so every node reports
+the `notified` step when it applies that record; and every node that takes a broker's heartbeats
+sees each replica's first heartbeat naming the new masterEpoch (`heartbeat`).
 
 Bounded: the events are a ring of MAX_EVENTS, numbered from 1 by `seq`; a reader asks for the
 events after the last `seq` it saw and learns how many it missed when the ring moved past them.
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rmqc.fsm import ApplyResult, ElectMaster
+from rmqc.fsm import ApplyResult, ElectMaster, NotificationSent
 from rmqc.liveness import BrokerKey, Heartbeat
 
 # Events kept per node: a few hours of failovers and changes on a busy cluster, about 2 MB at most.
@@ -105,16 +105,20 @@ class EventLog:
         """The leader: a 1008 for `key` at `address` is on its way to the transport."""
         _put(self._awaiting_notify, address, _Awaited(key, master_epoch, now_ms))
 
-    def notified(self, address: str, master_epoch: int, wall_ms: int, now_ms: int) -> int | None:
-        """The transport sent the 1008 of `master_epoch` to `address`: a step, and the ms since
-        the commit (None: not awaited, e.g. dropped past MAX_AWAITED or superseded)."""
+    def sent(self, address: str, master_epoch: int, now_ms: int) -> tuple[BrokerKey, int] | None:
+        """The leader's transport sent the 1008 of `master_epoch` to `address`: the replica and the
+        ms since the commit (None: not awaited, e.g. dropped past MAX_AWAITED or superseded). The
+        step itself is recorded when the leader's record of it is applied (`notification_applied`)."""
         awaited = self._awaiting_notify.get(address)
         if awaited is None or awaited.master_epoch != master_epoch:
             return None
         del self._awaiting_notify[address]
-        after_ms = now_ms - awaited.committed_ms
-        self._step(awaited, NOTIFIED, wall_ms, {"address": address, "afterCommitMs": after_ms})
-        return after_ms
+        return awaited.key, now_ms - awaited.committed_ms
+
+    def notification_applied(self, sent: NotificationSent, wall_ms: int) -> None:
+        """Every node: the leader's record that a replica got its 1008 (its `notified` step)."""
+        self._step(_Awaited(BrokerKey(sent.cluster_name, sent.broker_name, sent.broker_id), sent.master_epoch, 0),
+                   NOTIFIED, wall_ms, {"address": sent.broker_address, "afterCommitMs": sent.after_commit_ms})
 
     def heartbeat_heard(self, heartbeat: Heartbeat, wall_ms: int, now_ms: int) -> int | None:
         """A broker in `awaiting_heartbeat` heartbeat this node: its step once the heartbeat names

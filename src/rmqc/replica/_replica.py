@@ -20,7 +20,7 @@ from rmqc.controller import (
     Reply,
     RequestContext,
 )
-from rmqc.fsm import ApplyResult, BrokerGroup, Command, ControllerState, ElectMaster, Origin
+from rmqc.fsm import ApplyResult, BrokerGroup, Command, ControllerState, ElectMaster, NotificationSent, Origin
 from rmqc.liveness import BrokerKey, Heartbeat, HeartbeatTable
 from rmqc.raft import Config as RaftConfig, RawNode, RepairState
 from rmqc.raft._types import ConfState, Message
@@ -38,7 +38,7 @@ from ._alarms import REPAIRING, DiskFullAlarm
 from ._audit import forwarded_origin, with_origin
 from ._disk import Disk
 from ._driver import Driver
-from ._events import ALARM, HEARTBEAT, LEADER_CHANGED, MEMBERSHIP_CHANGED, EventLog, is_failover
+from ._events import ALARM, HEARTBEAT, LEADER_CHANGED, MEMBERSHIP_CHANGED, NOTIFIED, EventLog, is_failover
 from ._failovers import FailoverHistory
 from ._forwarding import Forwards, LeaderWaits
 from ._health import HealthCheck
@@ -689,12 +689,29 @@ class Replica:
             self.observer.observe_failover_step(HEARTBEAT, after_ms / 1000)
 
     def elections_applied(self, index: int, results: list[ApplyResult]) -> None:
-        """Every node, each applied entry of commands: its failovers are events (not on a replay)."""
+        """Every node, each applied entry of commands: its failovers and the 1008s the leader sent
+        after them are events (not on a replay)."""
         if index <= self.events_after_index:
             return
         failovers = [result for result in results if is_failover(result)]  # a type test for most commands
         if failovers:
             self.events.failovers_applied(failovers, self.clock.wall_ms(), self.now_ms())
+        for result in results:
+            if type(result.command) is NotificationSent:
+                self.events.notification_applied(result.command, self.clock.wall_ms())
+
+    def notification_sent(self, address: str, master_epoch: int) -> None:
+        """The shell's transport sent a 1008: its latency since the commit, and (the leader) a
+        record of it for every node's events."""
+        sent = self.events.sent(address, master_epoch, self.now_ms())
+        if sent is None:
+            return
+        key, after_ms = sent
+        self.observer.observe_failover_step(NOTIFIED, after_ms / 1000)
+        if self.serving_as_leader:
+            self._propose_quietly([NotificationSent(key.cluster_name, key.broker_name, key.broker_id, address,
+                                                    master_epoch, after_ms, self.clock.wall_ms(),
+                                                    Origin(None, None, self.config.node_id))], "a 1008's record")
 
     def set_alarm(self, name: str, raised: bool) -> None:
         self.observer.set_alarm(name, raised)
