@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rmqc.controller import NoReply, Propose, Reply, RequestContext
+from rmqc.controller._namesrv import SHUTDOWN_NOTICE_MS
 from rmqc.fsm import ElectionReason, ElectMaster, Trigger
 from rmqc.liveness import BrokerKey
 from rmqc.remoting import RemotingCommand, ResponseCode, dumps_fastjson, loads_fastjson, make_request
@@ -392,6 +393,25 @@ def test_an_election_for_a_closed_connection_and_a_brokers_request_say_why(h: Co
     assert [row[0] for row in election.candidates] == [2]
     first = h.log[-3][0]  # make_groups: the first election, asked for by broker 1
     assert isinstance(first, ElectMaster) and first.reason is ElectionReason.BROKER
+
+
+def test_a_master_that_unregistered_before_it_was_lost_was_shut_down(h: ControllerHarness) -> None:
+    """A stopping broker sends its NameServers 104 before its connections close: when rmqc is its
+    NameServer too, the failover says the master shut down (not that it crashed). A 104 heard long
+    before (SHUTDOWN_NOTICE_MS) says nothing about a later loss."""
+    make_groups(h, 2)
+    ask(h, 104, {"clusterName": C, "brokerName": "g0", "brokerId": 1, "brokerAddr": A})
+    h.close_connection("g0#1")
+    [election] = h.log[-1]
+    assert isinstance(election, ElectMaster) and election.broker_name == "g0"
+    assert election.reason is ElectionReason.SHUT_DOWN and election.candidate == 2
+    h.close_connection("g1#1")  # no 104 from it: a crash
+    [crashed] = h.log[-1]
+    assert isinstance(crashed, ElectMaster) and crashed.broker_name == "g1"
+    assert crashed.reason is ElectionReason.CONNECTION_CLOSED
+    stopped = BrokerKey(C, "g0", 1)
+    assert h.processor.namesrv.unregistered_lately(stopped, h.now_ms + SHUTDOWN_NOTICE_MS)
+    assert not h.processor.namesrv.unregistered_lately(stopped, h.now_ms + SHUTDOWN_NOTICE_MS + 1)
 
 
 def test_elections_due_ignores_slaves_and_respects_retry_count_zero(h: ControllerHarness) -> None:

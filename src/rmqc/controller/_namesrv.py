@@ -12,6 +12,7 @@ commands, and a new leader starts every registration's clock afresh (as the cont
 from __future__ import annotations
 
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable
 
 from rmqc.fsm import (
@@ -104,6 +105,13 @@ UPDATE_CONFIG_REFUSED = ("rmqc's NameServer options are constants of its code, t
 R = RequestCode
 
 
+# A failover within this long of its master's 104 was a shutdown (the broker unregisters, then its
+# connections close: milliseconds apart; a hung shutdown hook makes it seconds).
+SHUTDOWN_NOTICE_MS = 30_000
+# Unregistered brokers remembered for that (a rolling restart of a large fleet fits).
+MAX_UNREGISTERED = 10_000
+
+
 class NamesrvProcessor:
     def __init__(self, state: ControllerState) -> None:
         self.state = state
@@ -111,6 +119,9 @@ class NamesrvProcessor:
         # leader only; bounded by the replicated registrations (entries without one are dropped).
         self._heard: dict[tuple[str, str], tuple[int, int]] = {}
         self._next_scan_ms = 0
+        # Brokers that unregistered (104: a broker sends it as it shuts down), monotonic ms, oldest
+        # first: a failover of one of them soon after is a master shut down, not a crash.
+        self._unregistered: OrderedDict[BrokerKey, int] = OrderedDict()
         self.handlers: dict[int, Callable[[RemotingCommand, RequestContext], Outcome]] = {
             R.REGISTER_BROKER: self._register,
             R.UNREGISTER_BROKER: self._unregister,
@@ -227,8 +238,18 @@ class NamesrvProcessor:
         return make_response(request, C.SUCCESS, None, ext,
                              bodies.kv_table_body(table) if table is not None else None)
 
+    def unregistered_lately(self, key: BrokerKey, now_ms: int) -> bool:
+        """Did `key` unregister within SHUTDOWN_NOTICE_MS (the leader heard its 104)?"""
+        at = self._unregistered.get(key)
+        return at is not None and now_ms - at <= SHUTDOWN_NOTICE_MS
+
     def _unregister(self, request: RemotingCommand, ctx: RequestContext) -> Outcome:
         h = UNREGISTER.decode(request)
+        key = BrokerKey(h["clusterName"], h["brokerName"], h["brokerId"])
+        self._unregistered.pop(key, None)
+        self._unregistered[key] = ctx.now_ms
+        if len(self._unregistered) > MAX_UNREGISTERED:
+            self._unregistered.popitem(last=False)
         registration = self._ns.registration(h["clusterName"], h["brokerAddr"])
         if registration is None:
             return _reply(request, C.SUCCESS)  # Java answers success and finds nothing to remove

@@ -615,6 +615,8 @@ class ControllerProcessor:
         master = BrokerKey(group.cluster_name, group.broker_name, group.master_id)
         last_alive = self.liveness.last_alive_ms(master)
         missed_deadline = self.liveness.missed_deadline_ms(master)
+        if self.namesrv.unregistered_lately(master, now_ms):
+            reason = ElectionReason.SHUT_DOWN  # however its loss was seen, it said it was stopping
         detection = Detection(
             liveness_lost_ms=wall_ms,
             master_last_alive_ms=None if last_alive is None else wall_ms - (now_ms - last_alive),

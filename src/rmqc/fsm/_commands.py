@@ -34,6 +34,7 @@ class ElectionReason(StrEnum):
     """Why an election was held, in more detail than its trigger (what `rmqc events` and
     `rmqc log dump` show an operator after a failover)."""
 
+    SHUT_DOWN = "master_shut_down"  # the master unregistered (104, a broker stopping) before it was lost
     CONNECTION_CLOSED = "master_connection_closed"  # the master's connection to the leader (or a follower) closed
     HEARTBEAT_MISSED = "heartbeat_deadline_missed"  # the master's heartbeats stopped: its deadline passed
     INACTIVE_MASTER_SCAN = "inactive_master_scan"  # the periodic scan found the master not alive
