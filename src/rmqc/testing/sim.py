@@ -95,6 +95,7 @@ from rmqc.raft._core import RaftCore
 from rmqc.replica._driver import Driver
 from rmqc.replica._membership import Membership
 from rmqc.replica._reads import ReadPath
+from rmqc.replica._replica import Replica
 
 from ._simadmin import AdminKnobs
 from ._simbrokers import BrokerKnobs
@@ -219,6 +220,10 @@ MUTANTS: dict[str, Mutant] = {
     # a replay that stops at the first bad record and serves what it read: the storage opens the
     # surviving prefix (or nothing) without recording a repair, so the node votes at once
     "repair-without-fence": Mutant(((MemoryStorage, "begin_repair", lambda self, reason: None),), "corruption"),
+    # every deadline of the replica (ticks, so elections and leases; request, forward, transfer and
+    # liveness deadlines) read off the wall clock, as a shell calling time.time() would: a stepped
+    # or drifting wall clock stretches a leader's lease past the others' election timeout
+    "deadlines-on-wall-clock": Mutant(((Replica, "now_ms", lambda self: self.clock.wall_ms()),), "reject-partition"),
 }
 
 
