@@ -43,16 +43,17 @@ REPAIR_DEADLINE_US = 300_000
 @dataclass(frozen=True, slots=True)
 class WallKnobs:
     """The nodes' wall clocks, in every profile. They start within +-spread_us of each other (NTP
-    keeps healthy machines that close); on each node with probability `stepping_p` the wall clock
-    also runs at a rate of its own (within +-max_drift of the monotonic clock's: an NTP slew, a VM's
+    keeps healthy machines that close); on one initial node of every run (`one_always`), and on
+    each other node with probability `stepping_p`, the wall clock also runs at a rate of its own (within +-max_drift of the monotonic clock's: an NTP slew, a VM's
     clock) and is stepped 1..max_steps times at random moments of the run (the quiet phase too),
     each time forwards or backwards by min_step_us..max_step_us (ntpd's step, an operator's `date
     -s`). The replica must decide nothing on it: only stamps."""
 
     spread_us: int = 20_000
+    one_always: bool = True
     stepping_p: float = 0.5
     max_drift: float = 0.2
-    max_steps: int = 3
+    max_steps: int = 6
     min_step_us: int = 10_000
     max_step_us: int = 2_000_000
 
@@ -110,8 +111,9 @@ class World:
         self.nodes = {node_id: ReplicaSimNode(self, node_id, self._drift(self._drift_rng), knobs.node)
                       for node_id in self.node_ids}
         self._wall_rng = random.Random(f"{seed}/wall")
+        stepping = self._wall_rng.choice(self.node_ids) if knobs.wall.one_always else None
         for node_id in self.node_ids:
-            self._set_wall_clock(self.nodes[node_id])
+            self._set_wall_clock(self.nodes[node_id], stepping=node_id == stepping)
         self.controller_checker = ControllerChecker(violations=self.checker.violations)
         self.controller_history = ControllerHistory()
         self.brokers: dict[str, SimBrokerClient] = {}
@@ -161,12 +163,12 @@ class World:
             return rng.choice((-self.knobs.max_drift, self.knobs.max_drift))
         return rng.uniform(-self.knobs.max_drift, self.knobs.max_drift)
 
-    def _set_wall_clock(self, node: ReplicaSimNode) -> None:
-        """Set `node`'s wall clock apart from the others and, on some nodes, give it a rate of its own
-        and schedule its steps (WallKnobs)."""
+    def _set_wall_clock(self, node: ReplicaSimNode, stepping: bool = False) -> None:
+        """Set `node`'s wall clock apart from the others and, if `stepping` (else with probability
+        stepping_p), give it a rate of its own and schedule its steps (WallKnobs)."""
         k, rng = self.knobs.wall, self._wall_rng
         node.step_wall(rng.randint(-k.spread_us, k.spread_us))
-        if rng.random() >= k.stepping_p:
+        if rng.random() >= k.stepping_p and not stepping:
             return
         node.step_wall(0, rng.uniform(-k.max_drift, k.max_drift))
         end_us = self.knobs.active_us + self.knobs.quiet_us
@@ -548,6 +550,7 @@ class World:
 
     def _count_controller(self) -> None:
         self.counts["controller_elections"] = self.controller_checker.elections
+        self.counts["controller_brokers_checked_at_end"] = self.controller_checker.brokers_checked
         self.counts["controller_broker_requests"] = self.controller_history.requests
         self.counts["controller_notifications"] = self.counts.get("notifications", 0)
 

@@ -21,8 +21,11 @@ Faults (`_simnemesis`, `_simnet`, `_simreplica`): message delay, loss, duplicati
 symmetric partitions, isolating the leader, one-way link cuts, a leader cut off REJECT-style (links
 reset and refused, so the others take over at once while it lives on); crashes (also of the leader,
 and inside an fsync: the actions emitted before it happen, nothing after); pauses (the node's clock
-jumps on resume); per-node clock rates (and a "leader slowest" skew); leadership transfers;
-single-server membership changes through learners; snapshots and log compaction; broker crashes.
+jumps on resume; what reached it waits, as much as each peer's outbox holds); per-node clock rates
+(and a "leader slowest" skew); wall clocks apart from the monotonic ones, stepped forwards and
+backwards and drifting on some nodes of every run (the replica must decide nothing on them);
+leadership transfers; single-server membership changes through learners; snapshots and log
+compaction; broker crashes.
 Profile "members" (`_simmembers`): operators send RMQC_MEMBERS_ADD/PROMOTE/REMOVE and
 RMQC_TRANSFER_LEADER through the shipped request path to grow, shrink and replace the group; new
 nodes start with empty disks and `join` (catching up by snapshot once the log is compacted), removed
@@ -223,7 +226,7 @@ MUTANTS: dict[str, Mutant] = {
     # every deadline of the replica (ticks, so elections and leases; request, forward, transfer and
     # liveness deadlines) read off the wall clock, as a shell calling time.time() would: a stepped
     # or drifting wall clock stretches a leader's lease past the others' election timeout
-    "deadlines-on-wall-clock": Mutant(((Replica, "now_ms", lambda self: self.clock.wall_ms()),), "reject-partition"),
+    "deadlines-on-wall-clock": Mutant(((Replica, "now_ms", lambda self: self.clock.wall_ms()),), "lease-drift"),
 }
 
 
