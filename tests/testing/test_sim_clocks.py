@@ -9,7 +9,7 @@ import pytest
 
 from rmqc.raft._types import Message, MessageType
 from rmqc.testing._simreplica import WALL_EPOCH_MS
-from rmqc.testing._simworld import World, WallKnobs
+from rmqc.testing._simworld import WallKnobs, World
 from rmqc.testing.sim import PROFILES, SimKnobs, nodes_for_seed, run_seed
 
 NO_STEPS = WallKnobs(spread_us=0, one_always=False, stepping_p=0.0)

@@ -43,11 +43,12 @@ REPAIR_DEADLINE_US = 300_000
 @dataclass(frozen=True, slots=True)
 class WallKnobs:
     """The nodes' wall clocks, in every profile. They start within +-spread_us of each other (NTP
-    keeps healthy machines that close); on one initial node of every run (`one_always`), and on
-    each other node with probability `stepping_p`, the wall clock also runs at a rate of its own (within +-max_drift of the monotonic clock's: an NTP slew, a VM's
-    clock) and is stepped 1..max_steps times at random moments of the run (the quiet phase too),
-    each time forwards or backwards by min_step_us..max_step_us (ntpd's step, an operator's `date
-    -s`). The replica must decide nothing on it: only stamps."""
+    keeps healthy machines that close). On one initial node of every run (`one_always`), and on
+    each other node with probability `stepping_p`, the wall clock also runs at a rate of its own
+    (within +-max_drift of the monotonic clock's: far more than an NTP slew, to expose code that
+    times anything on it) and is stepped 1..max_steps times at random moments of the run (the
+    quiet phase too), each time forwards or backwards by min_step_us..max_step_us (ntpd's step,
+    an operator's `date -s`). The replica must decide nothing on it: it only stamps commands."""
 
     spread_us: int = 20_000
     one_always: bool = True
