@@ -335,9 +335,11 @@ def test_skip_sss_epoch_check_really_accepts_a_stale_epoch() -> None:
 def test_cli_lists_mutants_and_runs_one_in_its_profile(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--list-mutants"]) == 0
     assert capsys.readouterr().out.split() == sorted(MUTANTS)
-    # 80: the first catching seed moved from under 20 to 23 when 1009 became replicated, and to 58 when
-    # requests waiting together began to share entries (fewer, larger appends: other histories)
-    seed = first_caught("skip-sss-epoch-check", 80)
+    # Within 20 seeds, as when this test was written. In the default profile (a master's 1001 every
+    # 40 ms) the first catching seed had moved to 23 when 1009 became replicated, then to 58; in its
+    # own profile now, lease-drift (busy masters: a 1001 every 10 ms, so 1001s race), it is seed 0.
+    # Every mutant's first catching seed, measured: docs/testing.md.
+    seed = first_caught("skip-sss-epoch-check", 20)
     assert seed is not None
     assert main(["--mutant", "skip-sss-epoch-check", "--seed", str(seed)]) == 1
     out = capsys.readouterr().out
