@@ -294,7 +294,16 @@ def test_controller_runs_replay_the_same_run() -> None:
     assert run_seed(8).counts != first.counts
 
 
-def first_caught(name: str, bound: int = 300) -> int | None:
+# Within how many seeds (from seed 0, in the mutant's profile) each mutant must be caught. The first
+# catching seeds, measured: apply-before-persist 0, repair-without-fence 0, skip-sss-epoch-check 0
+# (lease-drift; 58 in default), elect-outside-sss 1, two-pending-changes 4, stale-read-as-linearizable
+# 10, lease-ignores-drift 11, takeover-without-lease-wait 19, deadlines-on-wall-clock 22 (lease-drift;
+# 26 in reject-partition, none in default's first 30): 20 would fail the wall-clock one, whose bug
+# shows only when a stepped or drifting leader is also cut off while lease reads reach it.
+MUTANT_SEEDS = 30
+
+
+def first_caught(name: str, bound: int = MUTANT_SEEDS) -> int | None:
     profile = PROFILES[MUTANTS[name].profile]
     with mutant(name):
         for seed in range(bound):
@@ -304,9 +313,9 @@ def first_caught(name: str, bound: int = 300) -> int | None:
 
 
 @pytest.mark.parametrize("name", sorted(MUTANTS))
-def test_every_mutant_is_caught_within_300_seeds(name: str) -> None:
+def test_every_mutant_is_caught_within_mutant_seeds(name: str) -> None:
     seed = first_caught(name)
-    assert seed is not None, f"{name} not caught in 300 seeds"
+    assert seed is not None, f"{name} not caught in {MUTANT_SEEDS} seeds"
     print(f"{name}: caught at seed {seed}")
 
 
