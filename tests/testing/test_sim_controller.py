@@ -294,7 +294,16 @@ def test_controller_runs_replay_the_same_run() -> None:
     assert run_seed(8).counts != first.counts
 
 
-def first_caught(name: str, bound: int = 300) -> int | None:
+# Within how many seeds (from seed 0, in the mutant's profile) each mutant must be caught. The first
+# catching seeds, measured: apply-before-persist 0, repair-without-fence 0, skip-sss-epoch-check 0
+# (lease-drift; 58 in default), elect-outside-sss 1, two-pending-changes 4, stale-read-as-linearizable
+# 10, lease-ignores-drift 11, takeover-without-lease-wait 19, deadlines-on-wall-clock 22 (lease-drift;
+# 26 in reject-partition, none in default's first 30): 20 would fail the wall-clock one, whose bug
+# shows only when a stepped or drifting leader is also cut off while lease reads reach it.
+MUTANT_SEEDS = 30
+
+
+def first_caught(name: str, bound: int = MUTANT_SEEDS) -> int | None:
     profile = PROFILES[MUTANTS[name].profile]
     with mutant(name):
         for seed in range(bound):
@@ -304,9 +313,9 @@ def first_caught(name: str, bound: int = 300) -> int | None:
 
 
 @pytest.mark.parametrize("name", sorted(MUTANTS))
-def test_every_mutant_is_caught_within_300_seeds(name: str) -> None:
+def test_every_mutant_is_caught_within_mutant_seeds(name: str) -> None:
     seed = first_caught(name)
-    assert seed is not None, f"{name} not caught in 300 seeds"
+    assert seed is not None, f"{name} not caught in {MUTANT_SEEDS} seeds"
     print(f"{name}: caught at seed {seed}")
 
 
@@ -335,9 +344,11 @@ def test_skip_sss_epoch_check_really_accepts_a_stale_epoch() -> None:
 def test_cli_lists_mutants_and_runs_one_in_its_profile(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--list-mutants"]) == 0
     assert capsys.readouterr().out.split() == sorted(MUTANTS)
-    # 80: the first catching seed moved from under 20 to 23 when 1009 became replicated, and to 58 when
-    # requests waiting together began to share entries (fewer, larger appends: other histories)
-    seed = first_caught("skip-sss-epoch-check", 80)
+    # Within 20 seeds, as when this test was written. In the default profile (a master's 1001 every
+    # 40 ms) the first catching seed had moved to 23 when 1009 became replicated, then to 58; in its
+    # own profile now, lease-drift (busy masters: a 1001 every 10 ms, so 1001s race), it is seed 0.
+    # Every mutant's first catching seed, measured: docs/testing.md.
+    seed = first_caught("skip-sss-epoch-check", 20)
     assert seed is not None
     assert main(["--mutant", "skip-sss-epoch-check", "--seed", str(seed)]) == 1
     out = capsys.readouterr().out

@@ -3,13 +3,20 @@ logic as `rmqc serve` (driver, group commit, read path, forwarding, liveness and
 dead-leader takeover, notifier), with the simulator's network, disk, clock and faults around it.
 
 - Clock: one per node, virtual time scaled by the node's drift (positive drift: a slow clock);
-  `set_drift` keeps it continuous. Wall time is the same clock (the simulator has one).
+  `set_drift` keeps it continuous. The wall clock is another one, read off the monotonic one: it
+  starts near WALL_EPOCH_MS (each node's a few ms from the others', as NTP keeps them), and on some
+  nodes runs at a rate of its own and is stepped forwards and backwards (`step_wall`, scheduled by
+  the world: WallKnobs), as NTP or an operator steps a real one. A replica that decides a deadline
+  on it is caught (mutant "deadlines-on-wall-clock").
 - Disk (`_simstorage`): `save` is synchronous inside `drive()` (the replica's contract) and
   durable at once; an armed crash (`crash_mid_next_write`) raises from inside `save`, so the actions
   emitted before it are performed and nothing after. The next drive pass waits for the fsync's
   simulated duration (NodeKnobs.persist_*).
 - Time: `advance_time()` runs at `next_wakeup_ms()`; a paused node runs nothing and finds on
-  resume that its clock jumped (the replica forgives the stall); inputs that reached it wait.
+  resume that its clock jumped (the replica forgives the stall); inputs that reached it wait, those
+  from a peer as much as that peer's link holds (a real peer's outbox: at most
+  NodeKnobs.peer_outbox_messages Raft messages, the oldest dropped, and MAX_CONTROL_FRAMES
+  forwards, answers and digests, newer ones refused).
 - Outputs: every action of the outbox is performed after each input, in order: Raft messages and
   digests and forwards travel the simulated network, answers and 1008s the client links.
 """
@@ -17,6 +24,7 @@ dead-leader takeover, notifier), with the simulator's network, disk, clock and f
 from __future__ import annotations
 
 import random
+from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from rmqc.errors import SnapshotOutOfDateError
 from rmqc.fsm import ApplyResult
+from rmqc.node._peers import MAX_CONTROL_FRAMES
 from rmqc.raft._types import ConfState, Entry, EntryType, Message, Snapshot
 from rmqc.remoting import RemotingCommand
 from rmqc.replica import Replica
@@ -39,6 +48,7 @@ from rmqc.replica._io import (
     WriteSnapshot,
 )
 
+from ._simnet import PEER_OUTBOX_MESSAGES
 from ._simstorage import CrashableStorage, PowerCut
 
 if TYPE_CHECKING:
@@ -46,6 +56,9 @@ if TYPE_CHECKING:
 
 # Virtual time one driver pass costs besides its fsync (Python's order of magnitude).
 DRIVE_COST_US = 50
+# Where the wall clocks start (ms since the Unix epoch, late 2026): far from the monotonic clocks,
+# which start at 0, so code that mixes the two clocks shows.
+WALL_EPOCH_MS = 1_790_000_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +72,20 @@ class NodeKnobs:
     persist_min_us: int = 100  # the simulated duration of one fsync: the driver's next pass waits it out
     persist_max_us: int = 8_000
     snapshot_every_entries: int = 20
+    # rmqc serve's `peer_outbox_messages` (its default): how many Raft messages from one peer wait
+    # for this node while it is paused (the sockets' kernel buffers, which hold some more on a real
+    # node, are not modelled: a smaller backlog only drops more, which Raft tolerates)
+    peer_outbox_messages: int = PEER_OUTBOX_MESSAGES
+
+
+@dataclass(slots=True)
+class Held:
+    """An input that reached a paused node: run when it resumes, unless its sender's outbox dropped
+    it meanwhile (a newer message took its place)."""
+
+    action: Callable[..., None]
+    args: tuple[Any, ...] = ()
+    dropped: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +152,7 @@ class _SimClock:
         return self._node.local_ms()
 
     def wall_ms(self) -> int:
-        return self._node.local_ms()
+        return self._node.wall_ms()
 
 
 class ReplicaSimNode:
@@ -141,13 +168,19 @@ class ReplicaSimNode:
         self.up = False
         self.paused = False
         self.saved = False
-        self.deferred: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
+        self.deferred: list[Held] = []
+        # (sender, is a Raft message) -> what of `deferred` came from that peer's link
+        self._held_from: dict[tuple[str, bool], deque[Held]] = {}
         self.outbox: list[Any] = []
         self._wakeup_us: int | None = None
         self._drive_scheduled = False
         self._clock_base_us = 0
         self._clock_base_local_us = 0.0
         self.drift = drift
+        # the wall clock (the machine's: it survives restarts): wall_us = base + local_us * rate
+        self._wall_base_us = float(WALL_EPOCH_MS * 1000)
+        self._wall_base_local_us = 0.0
+        self.wall_drift = 0.0  # its rate against the monotonic clock, less one
         self.joined = False  # started empty to join a running group (`join`), not one of the initial nodes
         self.retired = False  # removed from the membership and stopped for good
 
@@ -166,6 +199,21 @@ class ReplicaSimNode:
 
     def _virtual_us(self, local_ms: int) -> int:
         return self._clock_base_us + int((local_ms * 1000 - self._clock_base_local_us) * (1.0 + self.drift)) + 1
+
+    def _wall_us(self, local_us: float) -> float:
+        return self._wall_base_us + (local_us - self._wall_base_local_us) * (1.0 + self.wall_drift)
+
+    def wall_ms(self) -> int:
+        return int(self._wall_us(self._local_us(self.world.events.now_us)) // 1000)
+
+    def step_wall(self, step_us: int, wall_drift: float | None = None) -> None:
+        """Step the wall clock by `step_us` (negative: backwards) and let it run at `wall_drift`
+        from now on (None: its current rate); the monotonic clock is untouched."""
+        local_us = self._local_us(self.world.events.now_us)
+        self._wall_base_us = self._wall_us(local_us) + step_us
+        self._wall_base_local_us = local_us
+        if wall_drift is not None:
+            self.wall_drift = wall_drift
 
     # -- what the world and the nemesis see ------------------------------------------------------
     @property
@@ -202,6 +250,7 @@ class ReplicaSimNode:
         self.up, self.paused = True, False
         self.started_us = self.world.events.now_us
         self.deferred.clear()
+        self._held_from.clear()
         self._wakeup_us = None
         self._drive_scheduled = False
         self.replica = Replica(config, self.storage, _SimClock(self), rng, self.outbox)
@@ -243,6 +292,7 @@ class ReplicaSimNode:
         self.replica = None
         self.storage.arm_crash = False
         self.deferred.clear()
+        self._held_from.clear()
         self.outbox.clear()
 
     def pause(self) -> None:
@@ -253,10 +303,11 @@ class ReplicaSimNode:
             return
         self.paused = False
         deferred, self.deferred = self.deferred, []
+        self._held_from.clear()
         self._run(self._advance)
-        for action, args in deferred:
-            if self.up:
-                action(*args)
+        for held in deferred:
+            if self.up and not held.dropped:
+                held.action(*held.args)
 
     def poke(self) -> None:
         """The nemesis called the core directly: let the driver take what it produced."""
@@ -266,7 +317,8 @@ class ReplicaSimNode:
 
     # -- inputs --------------------------------------------------------------------------------------
     def deliver(self, message: Message) -> None:
-        self._when_running(lambda: self._run(self.replica.raft_messages, message.frm, [message]))  # type: ignore[union-attr]
+        self._from_peer(message.frm, True,
+                        lambda: self._run(self.replica.raft_messages, message.frm, [message]))  # type: ignore[union-attr]
 
     def on_peer_down(self, peer: str) -> None:
         self._when_running(lambda: self._run(self.replica.peer_down, peer))  # type: ignore[union-attr]
@@ -282,23 +334,43 @@ class ReplicaSimNode:
             self._run(replica.client_request, remote.request, channel, ("client", remote))
 
     def forwarded(self, sender: str, tag: int, request: RemotingCommand) -> None:
-        self._when_running(lambda: self._run(self.replica.forwarded_request, sender, request,  # type: ignore[union-attr]
-                                             ("forward", sender, tag)))
+        self._from_peer(sender, False, lambda: self._run(self.replica.forwarded_request,  # type: ignore[union-attr]
+                                                         sender, request, ("forward", sender, tag)))
 
-    def forwarded_answer(self, tag: int, response: RemotingCommand | None) -> None:
+    def forwarded_answer(self, sender: str, tag: int, response: RemotingCommand | None) -> None:
         if response is not None:
-            self._when_running(lambda: self._run(self.replica.forwarded_response, tag, response))  # type: ignore[union-attr]
+            self._from_peer(sender, False,
+                            lambda: self._run(self.replica.forwarded_response, tag, response))  # type: ignore[union-attr]
 
     def digest(self, sender: str, payload: bytes) -> None:
-        self._when_running(lambda: self._run(self.replica.digest, sender, payload))  # type: ignore[union-attr]
+        self._from_peer(sender, False, lambda: self._run(self.replica.digest, sender, payload))  # type: ignore[union-attr]
 
     def _when_running(self, action: Callable[..., None], *args: Any) -> None:
         if not self.up:
             return
         if self.paused:
-            self.deferred.append((action, args))
+            self.deferred.append(Held(action, args))
             return
         action(*args)
+
+    def _from_peer(self, sender: str, raft: bool, action: Callable[[], None]) -> None:
+        """An input from a peer's link. While this node is paused it waits, as much of it as the
+        sender's peer outbox holds: Raft messages beyond the bound push out the oldest one (Raft
+        resends), control frames beyond MAX_CONTROL_FRAMES are refused (a real sender answers the
+        client SYSTEM_BUSY; here the client times out)."""
+        if not (self.up and self.paused):
+            self._when_running(action)
+            return
+        queue = self._held_from.setdefault((sender, raft), deque())
+        if raft and len(queue) >= self.knobs.peer_outbox_messages:
+            queue.popleft().dropped = True
+            self.world.count("paused_backlog_dropped")
+        elif not raft and len(queue) >= MAX_CONTROL_FRAMES:
+            self.world.count("paused_control_refused")
+            return
+        held = Held(action)
+        queue.append(held)
+        self.deferred.append(held)
 
     def _run(self, method: Callable[..., Any], *args: Any) -> Any:
         """Call one input of the replica, then perform its actions and schedule what is due."""
@@ -326,7 +398,7 @@ class ReplicaSimNode:
             return
         self._drive_scheduled = False
         if self.paused:
-            self.deferred.append((self._drive_now, ()))
+            self.deferred.append(Held(self._drive_now))
             return
         self._drive_now()
 
@@ -359,7 +431,11 @@ class ReplicaSimNode:
             if self.saved:
                 cost += self.world.rng.randint(self.knobs.persist_min_us, self.knobs.persist_max_us)
             self.world.events.after(cost, self._drive, self.incarnation)
-        when_us = max(self._virtual_us(replica.next_wakeup_ms()), self.world.events.now_us + 1)
+        # the wake-up is due when the replica's own clock reads next_wakeup_ms: from its reading now,
+        # that many ms of this node's monotonic time on (the same instant while the replica reads
+        # the monotonic clock, as it must; a replica reading the wall clock sleeps on it like this)
+        due_local_ms = replica.next_wakeup_ms() - replica.now_ms() + self.local_ms()
+        when_us = max(self._virtual_us(due_local_ms), self.world.events.now_us + 1)
         if self._wakeup_us is None or when_us < self._wakeup_us:
             self._wakeup_us = when_us
             self.world.events.at(when_us, self._on_wakeup, self.incarnation, when_us)
@@ -382,7 +458,7 @@ class ReplicaSimNode:
                 self.world.answer(self, token[1], action.response)  # type: ignore[index, arg-type]
         else:
             sender, tag = token[1], token[2]  # type: ignore[index]
-            self.world.peer_call(self.id, sender, "forwarded_answer", tag, action.response)
+            self.world.peer_call(self.id, sender, "forwarded_answer", self.id, tag, action.response)
 
     def _forward(self, action: ForwardRequest) -> None:
         self.world.peer_call(self.id, action.leader, "forwarded", self.id, action.tag, action.request)

@@ -40,6 +40,23 @@ CAMPAIGNS = frozenset({MessageType.VOTE, MessageType.PRE_VOTE})
 REPAIR_DEADLINE_US = 300_000
 
 
+@dataclass(frozen=True, slots=True)
+class WallKnobs:
+    """The nodes' wall clocks, in every profile. They start within +-spread_us of each other (NTP
+    keeps healthy machines that close). On one initial node of every run (`one_always`), and on
+    each other node with probability `stepping_p`, the wall clock also runs at a rate of its own
+    (within +-max_drift of the monotonic clock's: far more than an NTP slew, to expose code that
+    times anything on it) and is stepped 1..max_steps times at random moments of the run (the
+    quiet phase too), each time forwards or backwards by min_step_us..max_step_us (ntpd's step,
+    an operator's `date -s`). The replica must decide nothing on it: it only stamps commands."""
+
+    spread_us: int = 20_000
+    one_always: bool = True
+    stepping_p: float = 0.5
+    max_drift: float = 0.2
+    max_steps: int = 6
+    min_step_us: int = 10_000
+    max_step_us: int = 2_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +74,7 @@ class SimKnobs:
     brokers: BrokerKnobs = field(default_factory=BrokerKnobs)
     admins: AdminKnobs = field(default_factory=AdminKnobs)
     members: MembersKnobs | None = None  # an operator adding, promoting, removing, replacing nodes
+    wall: WallKnobs = field(default_factory=WallKnobs)
 
     @property
     def disk_faults(self) -> bool:
@@ -93,6 +111,10 @@ class World:
         self._drift_rng = random.Random(f"{seed}/drift")
         self.nodes = {node_id: ReplicaSimNode(self, node_id, self._drift(self._drift_rng), knobs.node)
                       for node_id in self.node_ids}
+        self._wall_rng = random.Random(f"{seed}/wall")
+        stepping = self._wall_rng.choice(self.node_ids) if knobs.wall.one_always else None
+        for node_id in self.node_ids:
+            self._set_wall_clock(self.nodes[node_id], stepping=node_id == stepping)
         self.controller_checker = ControllerChecker(violations=self.checker.violations)
         self.controller_history = ControllerHistory()
         self.brokers: dict[str, SimBrokerClient] = {}
@@ -142,6 +164,24 @@ class World:
             return rng.choice((-self.knobs.max_drift, self.knobs.max_drift))
         return rng.uniform(-self.knobs.max_drift, self.knobs.max_drift)
 
+    def _set_wall_clock(self, node: ReplicaSimNode, stepping: bool = False) -> None:
+        """Set `node`'s wall clock apart from the others and, if `stepping` (else with probability
+        stepping_p), give it a rate of its own and schedule its steps (WallKnobs)."""
+        k, rng = self.knobs.wall, self._wall_rng
+        node.step_wall(rng.randint(-k.spread_us, k.spread_us))
+        if rng.random() >= k.stepping_p and not stepping:
+            return
+        node.step_wall(0, rng.uniform(-k.max_drift, k.max_drift))
+        end_us = self.knobs.active_us + self.knobs.quiet_us
+        for _ in range(rng.randint(1, k.max_steps)):
+            step_us = rng.randint(k.min_step_us, k.max_step_us) * rng.choice((-1, 1))
+            self.events.at(rng.randint(self.events.now_us, end_us), self._step_wall, node, step_us)
+
+    def _step_wall(self, node: ReplicaSimNode, step_us: int) -> None:
+        node.step_wall(step_us)
+        self.count("wall_clock_steps")
+        self.trace(f"{node.id}'s wall clock steps {step_us / 1000:+.0f} ms")
+
     # -- membership ------------------------------------------------------------------------------
     @staticmethod
     def address_of(node_id: str) -> str:
@@ -152,6 +192,7 @@ class World:
         node_id = f"n{len(self.node_ids)}"
         node = ReplicaSimNode(self, node_id, self._drift(self._drift_rng), self.knobs.node)
         node.joined = True
+        self._set_wall_clock(node)
         self.nodes[node_id] = node
         self.node_ids = (*self.node_ids, node_id)
         node.start()
@@ -510,6 +551,7 @@ class World:
 
     def _count_controller(self) -> None:
         self.counts["controller_elections"] = self.controller_checker.elections
+        self.counts["controller_brokers_checked_at_end"] = self.controller_checker.brokers_checked
         self.counts["controller_broker_requests"] = self.controller_history.requests
         self.counts["controller_notifications"] = self.counts.get("notifications", 0)
 

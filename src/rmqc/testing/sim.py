@@ -21,8 +21,11 @@ Faults (`_simnemesis`, `_simnet`, `_simreplica`): message delay, loss, duplicati
 symmetric partitions, isolating the leader, one-way link cuts, a leader cut off REJECT-style (links
 reset and refused, so the others take over at once while it lives on); crashes (also of the leader,
 and inside an fsync: the actions emitted before it happen, nothing after); pauses (the node's clock
-jumps on resume); per-node clock rates (and a "leader slowest" skew); leadership transfers;
-single-server membership changes through learners; snapshots and log compaction; broker crashes.
+jumps on resume; what reached it waits, as much as each peer's outbox holds); per-node clock rates
+(and a "leader slowest" skew); wall clocks apart from the monotonic ones, stepped forwards and
+backwards and drifting on some nodes of every run (the replica must decide nothing on them);
+leadership transfers; single-server membership changes through learners; snapshots and log
+compaction; broker crashes.
 Profile "members" (`_simmembers`): operators send RMQC_MEMBERS_ADD/PROMOTE/REMOVE and
 RMQC_TRANSFER_LEADER through the shipped request path to grow, shrink and replace the group; new
 nodes start with empty disks and `join` (catching up by snapshot once the log is compacted), removed
@@ -95,6 +98,7 @@ from rmqc.raft._core import RaftCore
 from rmqc.replica._driver import Driver
 from rmqc.replica._membership import Membership
 from rmqc.replica._reads import ReadPath
+from rmqc.replica._replica import Replica
 
 from ._simadmin import AdminKnobs
 from ._simbrokers import BrokerKnobs
@@ -208,8 +212,12 @@ MUTANTS: dict[str, Mutant] = {
     "takeover-without-lease-wait": Mutant(((RaftCore, "_takeover_wait_ticks", lambda self: 0),),
                                           "reject-partition"),
     "elect-outside-sss": Mutant(((processor_module, "choose_master", _choose_ignoring_sync_state_set),)),
+    # shows where masters change their SyncStateSets every 10 ms (a 1001 racing the master's previous
+    # one): lease-drift's and reject-partition's brokers (first caught at seeds 0 and 2; by default's
+    # 1001 every 40 ms, not before seed 58)
     "skip-sss-epoch-check": Mutant(((state_module, "check_alter_sync_state_set", _check_alter_without_sss_epoch),
-                                    (processor_module, "check_alter_sync_state_set", _check_alter_without_sss_epoch))),
+                                    (processor_module, "check_alter_sync_state_set", _check_alter_without_sss_epoch)),
+                                   "lease-drift"),
     "apply-before-persist": Mutant(((Driver, "_persist_then_apply", _apply_then_persist),)),
     "stale-read-as-linearizable": Mutant(((ReadPath, "_read_index_reached", lambda self, index: True),)),
     "two-pending-changes": Mutant(((RaftCore, "conf_change_pending", lambda self: False),
@@ -219,6 +227,10 @@ MUTANTS: dict[str, Mutant] = {
     # a replay that stops at the first bad record and serves what it read: the storage opens the
     # surviving prefix (or nothing) without recording a repair, so the node votes at once
     "repair-without-fence": Mutant(((MemoryStorage, "begin_repair", lambda self, reason: None),), "corruption"),
+    # every deadline of the replica (ticks, so elections and leases; request, forward, transfer and
+    # liveness deadlines) read off the wall clock, as a shell calling time.time() would: a stepped
+    # or drifting wall clock stretches a leader's lease past the others' election timeout
+    "deadlines-on-wall-clock": Mutant(((Replica, "now_ms", lambda self: self.clock.wall_ms()),), "lease-drift"),
 }
 
 
