@@ -17,6 +17,9 @@ from rmqc.testing.rocketmq import JVM_FLAGS, RocketMQ
 ROCKETMQ_VERSION = "5.5.0"  # interop/java/pom.xml pins it
 MODES = ("dledger", "jraft")
 LEADER_TIMEOUT_S = 60.0
+# The launcher's JVM flags without -XX:TieredStopAtLevel=1: tests want a fast start (C1 only), a
+# benchmark wants the code the JVM runs in production (C2 compiles the hot paths).
+BENCH_JVM_FLAGS = tuple(flag for flag in JVM_FLAGS if not flag.startswith("-XX:TieredStopAtLevel"))
 
 
 class Controllers(Protocol):
@@ -45,6 +48,8 @@ class JavaCluster:
         self.mode = mode
         self.rocketmq = RocketMQ(root)
         self.controllers = self.rocketmq.java_controllers(nodes, mode=mode)
+        for node in self.controllers.nodes:
+            node.jvm_flags = BENCH_JVM_FLAGS
         self.by_id = {node.node_id: node for node in self.controllers.nodes}
         self.ids = list(self.by_id)
 
@@ -54,7 +59,7 @@ class JavaCluster:
 
     @staticmethod
     def jvm_flags() -> str:
-        return " ".join(JVM_FLAGS)
+        return " ".join(BENCH_JVM_FLAGS)
 
     def address(self, node: str) -> str:
         return self.by_id[node].address

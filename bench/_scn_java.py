@@ -105,7 +105,7 @@ async def java_writes(suite: Suite) -> dict[str, Any]:
             cluster.stop()
     return {"conditions": conditions(suite, systems, payload_bytes=write_request_bytes(), target="leader",
                                      request="1013 APPLY_BROKER_ID of a fresh id (one log entry each)"),
-            "points": points, "ratios": write_ratios(points)}
+            "points_by_system": points, "ratios": write_ratios(points)}
 
 
 def write_ratios(points: Mapping[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
