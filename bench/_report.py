@@ -168,7 +168,8 @@ def scenario_markdown(result: dict[str, Any]) -> str:
                   f"{fmt(p['p99_ms'], 2)} | {_cpu_cells(p)} |" for k, p in table.items()]
         lines.append("")
     skip = {"name", "title", "status", "message", "elapsed_s", "conditions", "points", "points_by_system",
-            "single_client", "many_clients", "traceback", "timeline_median_kill", "samples_ms", "closed_samples_ms", "hung_samples_ms"}
+            "single_client", "many_clients", "traceback", "timeline_median_kill", "samples_ms",
+            "closed_samples_ms", "hung_samples_ms"}
     extra = {k: v for k, v in result.items() if k not in skip}
     if extra:
         text = json.dumps(extra, default=str)
