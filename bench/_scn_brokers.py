@@ -171,6 +171,8 @@ async def failover_rounds(suite: Suite, controllers: list[str], state_dir: Path,
                 break
     closed, hung = summarise_ms(killed_ms), summarise_ms(hung_ms)
     say(f"   connections closed -> others notified: p50 {fmt(closed['p50_ms'])} ms  p99 {fmt(closed['p99_ms'])} ms")
-    say(f"   hung master, from deadline -> others notified: p50 {fmt(hung['p50_ms'])} ms  p99 {fmt(hung['p99_ms'])} ms")
+    if hangs:
+        say(f"   hung master, from deadline -> others notified: p50 {fmt(hung['p50_ms'])} ms  "
+            f"p99 {fmt(hung['p99_ms'])} ms")
     return {"closed": closed, "hung_from_deadline": hung, "stopped_early": stopped,
             "closed_samples_ms": [round(s, 2) for s in killed_ms], "hung_samples_ms": [round(s, 2) for s in hung_ms]}
