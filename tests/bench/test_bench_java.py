@@ -53,3 +53,4 @@ async def test_one_java_controller_node_takes_a_write_point_with_its_cpu(tmp_pat
     assert "refusals" not in point
     assert point["cpu_us_per_op"] > 0
     assert point["cpu_cores_per_node"]["n0"] > 0
+    assert point["generator_cpu_cores"] > 0
