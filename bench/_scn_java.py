@@ -17,7 +17,7 @@ from rmqc.launcher import Process, ProcessFailed
 
 from ._heartbeats import Broker
 from ._java import MODES, Controllers, JavaCluster, cpu_of
-from ._load import LoadResult, RemotingConn, Workload, closed_loop
+from ._load import LoadError, LoadResult, RemotingConn, Workload, closed_loop
 from ._points import point_summary
 from ._rmqc import CLUSTER, RmqcCluster
 from ._scn_brokers import blast_heartbeats, failover_rounds, sim_timing
@@ -166,10 +166,13 @@ async def heartbeat_point(suite: Suite, cluster: Controllers, system: str, size:
         masters = masters_of(fleet)
         before = cpu_of(cluster.procs)
         try:
-            sent, elapsed = await blast_heartbeats(conns, brokers, suite.profile.heartbeat_s)
+            outcome = await guarded_blast(conns, brokers, suite.profile.heartbeat_s)
         finally:
             for conn in conns:
                 await conn.aclose()
+        if isinstance(outcome, str):
+            return blast_refused(cluster, system, size, outcome)
+        sent, elapsed = outcome
         after = cpu_of(cluster.procs)
         moved = sorted(name for name, master in masters_of(fleet).items() if master != masters[name])
     cpu = sum(after[node] - before[node] for node in before)
@@ -184,6 +187,24 @@ async def heartbeat_point(suite: Suite, cluster: Controllers, system: str, size:
         f"{figure['cpu_us_per_heartbeat']} us CPU each (nodes summed), RSS MB {figure['rss_mb']}, "
         f"live masters failed over by mistake: {moved or 'none'} of {LIVE_GROUPS} groups")
     return figure
+
+
+async def guarded_blast(conns: list[RemotingConn], brokers: list[Broker], seconds: float) -> tuple[int, float] | str:
+    """blast_heartbeats' (sent, seconds), or why a controller closed a blasting connection."""
+    try:
+        return await blast_heartbeats(conns, brokers, seconds)
+    except* (trio.BrokenResourceError, LoadError) as group:
+        failure = str(group.exceptions[0])
+    return failure
+
+
+def blast_refused(cluster: Controllers, system: str, size: int, failure: str) -> dict[str, Any]:
+    """A controller that closed a blasting connection (the Java one does when its Netty direct memory,
+    -XX:MaxDirectMemorySize, fills with frames it has not handled yet): reported, not a crash."""
+    alive = {node: proc.alive for node, proc in cluster.procs.items()}
+    say(f"   {system:<8} {size:>6,} brokers: the controller closed a connection mid-blast ({failure}); "
+        f"nodes alive {alive}")
+    return {"heartbeats_per_s": None, "closed_mid_blast": failure, "nodes_alive": alive}
 
 
 def masters_of(fleet: BrokerFleet) -> dict[str, tuple[int | None, int]]:
