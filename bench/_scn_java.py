@@ -190,21 +190,22 @@ async def heartbeat_point(suite: Suite, cluster: Controllers, system: str, size:
 
 
 async def guarded_blast(conns: list[RemotingConn], brokers: list[Broker], seconds: float) -> tuple[int, float] | str:
-    """blast_heartbeats' (sent, seconds), or why a controller closed a blasting connection."""
+    """blast_heartbeats' (sent, seconds), or why a controller closed a blasting connection or refused
+    the drain mark (RuntimeError: the JRaft controller answers 2, system busy, flow control)."""
     try:
         return await blast_heartbeats(conns, brokers, seconds)
-    except* (trio.BrokenResourceError, LoadError) as group:
+    except* (trio.BrokenResourceError, LoadError, RuntimeError) as group:
         failure = str(group.exceptions[0])
     return failure
 
 
 def blast_refused(cluster: Controllers, system: str, size: int, failure: str) -> dict[str, Any]:
-    """A controller that closed a blasting connection (the Java one does when its Netty direct memory,
-    -XX:MaxDirectMemorySize, fills with frames it has not handled yet): reported, not a crash."""
+    """A controller that gave up under the blast (Java DLedger closed connections when its Netty direct
+    memory, -XX:MaxDirectMemorySize, filled; JRaft refuses with "system busy"): reported, not a crash."""
     alive = {node: proc.alive for node, proc in cluster.procs.items()}
-    say(f"   {system:<8} {size:>6,} brokers: the controller closed a connection mid-blast ({failure}); "
+    say(f"   {system:<8} {size:>6,} brokers: the controller gave up mid-blast ({failure}); "
         f"nodes alive {alive}")
-    return {"heartbeats_per_s": None, "closed_mid_blast": failure, "nodes_alive": alive}
+    return {"heartbeats_per_s": None, "gave_up_mid_blast": failure, "nodes_alive": alive}
 
 
 def masters_of(fleet: BrokerFleet) -> dict[str, tuple[int | None, int]]:
