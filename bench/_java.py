@@ -6,13 +6,19 @@ The JVMs are started by rmqc.testing.rocketmq (its JVM flags, `make interop` bui
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
+import trio
+
 from rmqc.client import ControllerClient
 from rmqc.launcher import Process, ProcessFailed, cpu_s
 from rmqc.testing.rocketmq import JVM_FLAGS, RocketMQ
+
+from ._load import LoadError, RemotingConn
+from ._rmqc import durable_write
 
 ROCKETMQ_VERSION = "5.5.0"  # interop/java/pom.xml pins it
 MODES = ("dledger", "jraft")
@@ -73,8 +79,23 @@ class JavaCluster:
         return {node_id: node.process for node_id, node in self.by_id.items() if node.process is not None}
 
     async def start(self) -> None:
+        """Until the leader accepts a write: a DLedger node names itself leader in 1005 a moment
+        before its controller turns active and stops answering 2007 (not in leader state)."""
         await self.controllers.start()
-        await self.leader_id(LEADER_TIMEOUT_S)
+        with trio.fail_after(LEADER_TIMEOUT_S):
+            while not await self._leader_accepts_write():
+                await trio.sleep(0.05)
+
+    async def _leader_accepts_write(self) -> bool:
+        leader = await self.leader_id()
+        try:
+            conn = await RemotingConn.open(self.address(leader))
+            try:
+                return await durable_write(conn, f"probe{time.time_ns()}", 0, 0)
+            finally:
+                await conn.aclose()
+        except (OSError, LoadError):
+            return False
 
     async def leader_id(self, timeout_s: float = LEADER_TIMEOUT_S) -> str:
         """The node every running node names as leader in its 1005 answer (controllerLeaderAddress)."""
