@@ -23,7 +23,7 @@ async def load_points(suite: Suite, label: str, workload: Workload[Any],
     for count in clients:
         workload.refusals.clear()
         result = await closed_loop(workload, count, suite.profile.seconds, suite.profile.warmup_s)
-        points.append(_point(label, result, workload.refusals))
+        points.append(point_summary(label, result, workload.refusals))
     return points
 
 
@@ -34,7 +34,7 @@ async def spread_point(suite: Suite, label: str, spec: WorkloadSpec, clients: in
     generators = suite.profile.read_generators
     run = await run_generators(spec, clients, generators, suite.profile.warmup_s, suite.profile.seconds,
                                work / f"{label.replace(' ', '_').replace(',', '')}-g{generators}", nodes)
-    point = _point(label, run.result, run.refusals)
+    point = point_summary(label, run.result, run.refusals)
     point.update(generators=generators, **cpu_figures(run))
     cores = point["cpu_cores"]
     say(f"   {'':<34} CPU cores: nodes {' + '.join(f'{c:.2f}' for c in cores['nodes'].values())}, "
@@ -73,7 +73,7 @@ def cpu_figures(run: SpreadRun) -> dict[str, Any]:
                               "generators": round(sum(run.generator_cpu_s) / ops * 1e6, 1)}}
 
 
-def _point(label: str, result: LoadResult, refusals: collections.Counter[str]) -> dict[str, Any]:
+def point_summary(label: str, result: LoadResult, refusals: collections.Counter[str]) -> dict[str, Any]:
     point: dict[str, Any] = {"clients": result.clients, "ops_per_s": round(result.ops_per_s, 1), "ops": result.ops,
                              "errors": result.errors, **summarise_ms(result.latencies_ms)}
     if refusals:

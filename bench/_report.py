@@ -149,6 +149,13 @@ def scenario_markdown(result: dict[str, Any]) -> str:
         lines += [f"| {p['clients']} | {fmt(p['ops_per_s'], 0)} | {fmt(p['p50_ms'], 2)} | {fmt(p['p99_ms'], 2)} | "
                   f"{p['errors']} |" for p in points]
         lines.append("")
+    if by_system := result.get("points_by_system"):
+        lines += ["| system | clients | ops/s | p50 ms | p99 ms | errors | CPU us/op, nodes summed |",
+                  "|---|---|---|---|---|---|---|"]
+        lines += [f"| {system} | {p['clients']} | {fmt(p['ops_per_s'], 0)} | {fmt(p['p50_ms'], 2)} | "
+                  f"{fmt(p['p99_ms'], 2)} | {p['errors']} | {fmt(p['cpu_us_per_op'], 0)} |"
+                  for system, points in by_system.items() for p in points]
+        lines.append("")
     if table := result.get("single_client"):
         lines += ["| single client | ops/s | p50 ms | p99 ms |", "|---|---|---|---|"]
         lines += [f"| {k} ({p['clients']} clients) | {fmt(p['ops_per_s'], 0)} | {fmt(p['p50_ms'], 2)} | "
@@ -160,8 +167,9 @@ def scenario_markdown(result: dict[str, Any]) -> str:
         lines += [f"| {k} ({p['clients']} clients) | {fmt(p['ops_per_s'], 0)} | {fmt(p['p50_ms'], 2)} | "
                   f"{fmt(p['p99_ms'], 2)} | {_cpu_cells(p)} |" for k, p in table.items()]
         lines.append("")
-    skip = {"name", "title", "status", "message", "elapsed_s", "conditions", "points", "single_client", "many_clients",
-            "traceback", "timeline_median_kill", "samples_ms", "closed_samples_ms", "hung_samples_ms"}
+    skip = {"name", "title", "status", "message", "elapsed_s", "conditions", "points", "points_by_system",
+            "single_client", "many_clients", "traceback", "timeline_median_kill", "samples_ms",
+            "closed_samples_ms", "hung_samples_ms"}
     extra = {k: v for k, v in result.items() if k not in skip}
     if extra:
         text = json.dumps(extra, default=str)

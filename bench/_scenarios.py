@@ -11,6 +11,7 @@ from typing import Any
 
 from ._scn_brokers import broker_failover, heartbeats
 from ._scn_cluster import leader_kill, restart_history
+from ._scn_java import java_broker_failover, java_heartbeats, java_leader_kill, java_writes
 from ._scn_pauses import catch_up, pauses
 from ._scn_reads import reads_etcd, reads_rmqc
 from ._scn_scale import scale
@@ -54,6 +55,12 @@ SCENARIOS: list[tuple[str, str, Scenario]] = [
     ("broker_failover", "broker master lost (closed / hung) -> others notified", broker_failover),
     ("scale", "broker groups at scale, then masters lost at once", scale),
     ("restart", "restart on a long history -> serving again", restart_history),
+    ("java_writes", "registration writes at 1..256 clients: rmqc, Java DLedger, Java JRaft, same run", java_writes),
+    ("java_heartbeats", "heartbeats of 1,000 and 10,000 brokers: rmqc, Java DLedger, Java JRaft", java_heartbeats),
+    ("java_leader_kill", "controller leader SIGKILL -> write accepted: rmqc, Java DLedger, Java JRaft",
+     java_leader_kill),
+    ("java_broker_failover", "broker master closed -> others notified (1008): rmqc, Java DLedger, Java JRaft",
+     java_broker_failover),
     ("test_suite", "the CI test suite, timed", test_suite),
 ]
 FULL_ONLY = {"test_suite"}

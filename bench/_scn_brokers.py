@@ -4,6 +4,7 @@ connections, and a hung master measured from its heartbeat deadline), and the fl
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -108,15 +109,36 @@ def stuck_brokers(fleet: BrokerFleet) -> str:
 async def broker_failover(suite: Suite) -> dict[str, Any]:
     cluster = RmqcCluster(suite.work_dir("broker_failover"), 3)
     await cluster.start()
+    try:
+        figures = await failover_rounds(suite, cluster.addresses, suite.work_dir("broker_failover") / "brokers",
+                                        suite.profile.broker_kills, suite.profile.broker_hangs)
+    finally:
+        cluster.stop()
+    timing = sim_timing()
+    return {"conditions": suite.base_conditions(
+                system="rmqc", nodes=3, groups=suite.profile.fleet_groups, replicas=3,
+                broker_timing=f"heartbeat every {timing.heartbeat_interval_ms} ms, timeout "
+                              f"{timing.heartbeat_timeout_ms} ms, 1004 poll {timing.poll_interval_ms} ms",
+                hang="in-process hang of rmqc.brokersim (heartbeats and reads stop, connections stay open): "
+                     "the fleet simulates a group's replicas in one process, so SIGSTOP would freeze the "
+                     "replicas that must receive 1008 too"),
+            **figures}
+
+
+async def failover_rounds(suite: Suite, controllers: list[str], state_dir: Path, kills: int,
+                          hangs: int) -> dict[str, Any]:
+    """A simulated fleet of the profile's groups against `controllers`: `kills` masters closed, then
+    `hangs` masters hung, each followed by a restart (resume) and the fleet converging again;
+    milliseconds until every other replica of the group holds the new master epoch (1008 or 1004)."""
     timing = sim_timing()
     killed_ms: list[float] = []
     hung_ms: list[float] = []
     stopped = ""
-    async with BrokerFleet(cluster.addresses, groups=suite.profile.fleet_groups, replicas=3,
-                           state_dir=suite.work_dir("broker_failover") / "brokers", timing=timing, seed=1) as fleet:
+    async with BrokerFleet(controllers, groups=suite.profile.fleet_groups, replicas=3,
+                           state_dir=state_dir, timing=timing, seed=1) as fleet:
         await fleet.wait_converged(120, full_sync_state_sets=True)
-        for round_ in range(suite.profile.broker_kills + suite.profile.broker_hangs):
-            hang = round_ >= suite.profile.broker_kills
+        for round_ in range(kills + hangs):
+            hang = round_ >= kills
             name = fleet.group_names[round_ % len(fleet.group_names)]
             master = fleet.master_of(name)
             assert master is not None
@@ -147,16 +169,10 @@ async def broker_failover(suite: Suite) -> dict[str, Any]:
                            f"{stuck_brokers(fleet)}")
                 say(f"   {stopped}")
                 break
-    cluster.stop()
     closed, hung = summarise_ms(killed_ms), summarise_ms(hung_ms)
     say(f"   connections closed -> others notified: p50 {fmt(closed['p50_ms'])} ms  p99 {fmt(closed['p99_ms'])} ms")
-    say(f"   hung master, from deadline -> others notified: p50 {fmt(hung['p50_ms'])} ms  p99 {fmt(hung['p99_ms'])} ms")
-    return {"conditions": suite.base_conditions(
-                system="rmqc", nodes=3, groups=suite.profile.fleet_groups, replicas=3,
-                broker_timing=f"heartbeat every {timing.heartbeat_interval_ms} ms, timeout "
-                              f"{timing.heartbeat_timeout_ms} ms, 1004 poll {timing.poll_interval_ms} ms",
-                hang="in-process hang of rmqc.brokersim (heartbeats and reads stop, connections stay open): "
-                     "the fleet simulates a group's replicas in one process, so SIGSTOP would freeze the "
-                     "replicas that must receive 1008 too"),
-            "closed": closed, "hung_from_deadline": hung, "stopped_early": stopped,
+    if hangs:
+        say(f"   hung master, from deadline -> others notified: p50 {fmt(hung['p50_ms'])} ms  "
+            f"p99 {fmt(hung['p99_ms'])} ms")
+    return {"closed": closed, "hung_from_deadline": hung, "stopped_early": stopped,
             "closed_samples_ms": [round(s, 2) for s in killed_ms], "hung_samples_ms": [round(s, 2) for s in hung_ms]}

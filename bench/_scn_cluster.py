@@ -16,6 +16,7 @@ from rmqc.raft._types import ConfState, Entry, HardState
 from rmqc.remoting import RequestCode, ResponseCode
 from rmqc.storage import LmdbStorage
 
+from ._java import Controllers
 from ._load import LoadError, RemotingConn
 from ._rmqc import IDS_PER_GROUP, RmqcCluster, write_ext
 from ._stats import fmt, summarise_ms
@@ -26,7 +27,7 @@ RETRY_PAUSE_S = 0.002
 FAILOVER_BOUND_S = 30.0  # a failover slower than this is reported as a failure, not waited for
 
 
-async def first_write_after(cluster: RmqcCluster, survivors: list[str], t0: float,
+async def first_write_after(cluster: Controllers, survivors: list[str], t0: float,
                             timeline: list[tuple[float, str, str]]) -> float:
     """Seconds from t0 until any survivor accepts a durable write; every attempt goes to `timeline`."""
     run = f"k{int(time.time() * 1000)}"

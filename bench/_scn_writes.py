@@ -10,6 +10,7 @@ from typing import Any
 from rmqc.remoting import RequestCode, encode, make_request
 
 from . import _etcd, _pysyncobj
+from ._java import Controllers
 from ._load import HttpConn, LineConn, RemotingConn, Workload
 from ._points import load_points
 from ._rmqc import RmqcCluster, WriteSequence, write_ext
@@ -25,7 +26,7 @@ def anchor_value() -> str:
     return "v" * max(1, write_request_bytes() - 40)  # the frame minus a key of similar length
 
 
-def rmqc_write_workload(cluster: RmqcCluster, leader: str) -> Workload[RemotingConn]:
+def rmqc_write_workload(cluster: Controllers, leader: str) -> Workload[RemotingConn]:
     refusals: collections.Counter[str] = collections.Counter()
     writes = WriteSequence(str(int(time.time() * 1000)), refusals)
 
