@@ -17,6 +17,8 @@ What each one proves:
   newer one: an acknowledged election is never lost).
 - recovery: at the end of each recovery phase every node runs, a write made after the heal was
   acknowledged, and every broker group has one agreed, notified master.
+- lost messages (Java brokers): every send the Producer saw acknowledged (SEND_OK) is read back by
+  the Consumer at the end, from the topic's first offset.
 - aborted: the run broke off (a node that did not start again, a bound exceeded); what it recorded
   until then is still checked.
 """
@@ -53,6 +55,33 @@ def lost_writes(records: Sequence[Record]) -> list[str]:
         elif int(final[key]) < top + 1:
             lost.append(f"{key}: id {top} acknowledged but the final nextBrokerId is {final[key]}")
     return lost
+
+
+def message_counts(records: Iterable[Record]) -> dict[str, Any]:
+    """The Java Producer's sends: acknowledged, failed, consumed (distinct bodies read back at the
+    end), and the acknowledged ones never read back (`lost_bodies`). `verified` is False when no
+    Consumer ran (the run broke off first): then every acknowledged message counts as lost."""
+    acked, failed, consumed, verified = set(), 0, set(), False
+    for record in records:
+        if record["type"] == "send":
+            if record["ok"]:
+                acked.add(f"rmqc-{record['seq']}")
+            else:
+                failed += 1
+        elif record["type"] == "recv":
+            consumed.add(record["body"])
+        elif record["type"] == "consumed":
+            verified = True
+    lost = sorted(acked - consumed, key=lambda body: int(body.rsplit("-", 1)[1]))
+    return {"acknowledged": len(acked), "failed_sends": failed, "consumed": len(consumed), "lost": len(lost),
+            "lost_bodies": lost, "verified": verified}
+
+
+def lost_messages(records: Sequence[Record]) -> list[str]:
+    counts = message_counts(records)
+    if counts["acknowledged"] and not counts["verified"]:
+        return [f"{counts['acknowledged']} acknowledged messages never verified: no Consumer read the topic back"]
+    return [f"message {body} acknowledged (SEND_OK) but never consumed" for body in counts["lost_bodies"]]
 
 
 def duplicate_ids(records: Iterable[Record]) -> list[str]:
@@ -206,7 +235,7 @@ def all_violations(records: Sequence[Record]) -> dict[str, Any]:
     found = {"lost": lost_writes(records), "duplicates": duplicate_ids(records),
              "split_brain": split_brains(records), "linearizability": lin,
              "stale_going_back": stale_going_back(records), "designations": designations(records),
-             "recovery": unrecovered(records),
+             "recovery": unrecovered(records), "lost_messages": lost_messages(records),
              "aborted": [r["reason"] for r in records if r["type"] == "aborted"]}
     violations = [f"{name}: {text}" for name, texts in found.items() for text in texts]
     return {**found, "unchecked_groups": unchecked, "violations": violations[:MAX_VIOLATIONS_LISTED],
