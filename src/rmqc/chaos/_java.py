@@ -143,14 +143,15 @@ class JavaBrokers:
 
     def problems(self) -> list[str]:
         """What keeps the group from having recovered (empty when it has): every broker running and
-        answering, exactly one saying it is master, the one the controller elected at its epoch,
-        and all three in the SyncStateSet (the next fault may take any of them)."""
+        answering, exactly one saying it is master, the one the controller elected, and all three
+        in the SyncStateSet (the next fault may take any of them)."""
         master, epoch, in_sync = self.last_replicas
         found = [f"broker {b.name} not running" for b in self.brokers if not b.running]
         if len(self.last_views) < REPLICAS:
             found.append(f"{len(self.last_views)} of {REPLICAS} brokers answer")
-        claims = [(v.broker_id, v.epoch) for v in self.last_views if v.master]
-        if claims != [(master, epoch)]:
+        # not the epoch: a new master's epoch cache (1007) can lag its election for minutes
+        claims = [v.broker_id for v in self.last_views if v.master]
+        if claims != [master]:
             found.append(f"brokers claiming master {claims}, the controller's {master} at epoch {epoch}")
         if len(in_sync) < REPLICAS:
             found.append(f"SyncStateSet {in_sync}")

@@ -55,7 +55,7 @@ BROKER_KINDS = ("sim", "java")
 JAVA_MIN_HOLD_S = {"broker-hang": 11.0, "broker-partition": 11.0}
 # A killed Java broker restarts as a JVM (5-15 s here, more under load) and a slave rejoins the
 # SyncStateSet once it has caught up and registered again (registerNameServerPeriod 10 s).
-JAVA_RECOVERY_BOUND_S = 120.0
+JAVA_RECOVERY_BOUND_S = 90.0
 JAVA_SAMPLE_S = 0.25  # each sample asks the controller and three JVMs: 20 a second would load them
 JAVA_ONLY = frozenset({"broker-partition"})
 
