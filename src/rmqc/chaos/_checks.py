@@ -6,7 +6,8 @@ What each one proves:
   linearizable read of each group after the last recovery must show it (RPO 0).
 - duplicates: no two brokers of one group ever hold the same broker id.
 - split brain: no two brokers of one group are MASTER with the same masterEpoch (a new master
-  always comes with a new epoch).
+  always comes with a new epoch); with Java brokers, whose epoch cache can lag an election, no two
+  brokers answering MASTER in one sample.
 - linearizability of `linearizable` and `lease` reads per group (rmqc.linearizability).
 - stale reads going back in time: on one node (one incarnation of it), a `stale` read never returns
   less than a `stale` read that completed before it began.
@@ -107,6 +108,19 @@ def split_brains(records: Iterable[Record]) -> list[str]:
                     masters[(group, epoch)].add(broker_id)
     return [f"{group}: brokers {sorted(ids)} all MASTER with masterEpoch {epoch}"
             for (group, epoch), ids in sorted(masters.items()) if len(ids) > 1]
+
+
+def simultaneous_masters(records: Iterable[Record]) -> list[str]:
+    """Java brokers: two brokers answering MASTER in one sample (each broker's own 907 answer).
+    Reported once per set of brokers, with how many samples showed it."""
+    seen: dict[tuple[int, ...], tuple[list[list[int]], int]] = {}
+    for record in records:
+        if record["type"] == "java_masters" and len(record["claims"]) > 1:
+            ids = tuple(sorted(broker_id for broker_id, _ in record["claims"]))
+            first, count = seen.get(ids, (record["claims"], 0))
+            seen[ids] = (first, count + 1)
+    return [f"brokers {list(ids)} all MASTER at once (id, cached epoch: {claims}) in {count} samples"
+            for ids, (claims, count) in sorted(seen.items())]
 
 
 def history_ops(records: Iterable[Record]) -> list[Op]:
@@ -233,7 +247,7 @@ def unrecovered(records: Iterable[Record]) -> list[str]:
 def all_violations(records: Sequence[Record]) -> dict[str, Any]:
     lin, unchecked = linearizability(records)
     found = {"lost": lost_writes(records), "duplicates": duplicate_ids(records),
-             "split_brain": split_brains(records), "linearizability": lin,
+             "split_brain": split_brains(records) + simultaneous_masters(records), "linearizability": lin,
              "stale_going_back": stale_going_back(records), "designations": designations(records),
              "recovery": unrecovered(records), "lost_messages": lost_messages(records),
              "aborted": [r["reason"] for r in records if r["type"] == "aborted"]}

@@ -123,8 +123,9 @@ class JavaBrokers:
                         views.append(view)
         self.last_views = views
         t = now_ns()
-        masters = [[v.broker_id, v.epoch] for v in views if v.master]
-        self.history.add("masters", t=t, groups={GROUP: masters} if masters else {})
+        # not a `masters` record: its split-brain check compares epochs across samples, and a new
+        # master's epoch cache (1007) can still show its predecessor's epoch
+        self.history.add("java_masters", t=t, claims=[[v.broker_id, v.epoch] for v in views if v.master])
         self.history.add("converged", t=t, ok=not self.problems())
         self.read_sends()
 
