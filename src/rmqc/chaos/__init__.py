@@ -9,6 +9,7 @@ from ._faults import FAULTS as FAULTS, FIVE_NODES_ONLY as FIVE_NODES_ONLY
 from ._history import History as History, read_jsonl as read_jsonl
 from ._output import verdict_line as verdict_line, write_outputs as write_outputs
 from ._run import (
+           JAVA_ONLY as JAVA_ONLY,
            ChaosConfig as ChaosConfig,
            run_and_report as run_and_report,
            run_chaos as run_chaos,
@@ -16,5 +17,5 @@ from ._run import (
 )
 from ._summary import summarize as summarize
 
-__all__ = ["FAULTS", "FIVE_NODES_ONLY", "ChaosConfig", "History", "all_violations", "read_jsonl", "run_and_report",
-           "run_chaos", "schedule", "summarize", "verdict_line", "write_outputs"]
+__all__ = ["FAULTS", "FIVE_NODES_ONLY", "JAVA_ONLY", "ChaosConfig", "History", "all_violations", "read_jsonl",
+           "run_and_report", "run_chaos", "schedule", "summarize", "verdict_line", "write_outputs"]

@@ -6,7 +6,8 @@ What each one proves:
   linearizable read of each group after the last recovery must show it (RPO 0).
 - duplicates: no two brokers of one group ever hold the same broker id.
 - split brain: no two brokers of one group are MASTER with the same masterEpoch (a new master
-  always comes with a new epoch).
+  always comes with a new epoch); with Java brokers, whose epoch cache can lag an election, no two
+  brokers answering MASTER in one sample.
 - linearizability of `linearizable` and `lease` reads per group (rmqc.linearizability).
 - stale reads going back in time: on one node (one incarnation of it), a `stale` read never returns
   less than a `stale` read that completed before it began.
@@ -17,6 +18,8 @@ What each one proves:
   newer one: an acknowledged election is never lost).
 - recovery: at the end of each recovery phase every node runs, a write made after the heal was
   acknowledged, and every broker group has one agreed, notified master.
+- lost messages (Java brokers): every send the Producer saw acknowledged (SEND_OK) is read back by
+  the Consumer at the end, from the topic's first offset.
 - aborted: the run broke off (a node that did not start again, a bound exceeded); what it recorded
   until then is still checked.
 """
@@ -55,6 +58,33 @@ def lost_writes(records: Sequence[Record]) -> list[str]:
     return lost
 
 
+def message_counts(records: Iterable[Record]) -> dict[str, Any]:
+    """The Java Producer's sends: acknowledged, failed, consumed (distinct bodies read back at the
+    end), and the acknowledged ones never read back (`lost_bodies`). `verified` is False when no
+    Consumer ran (the run broke off first): then every acknowledged message counts as lost."""
+    acked, failed, consumed, verified = set(), 0, set(), False
+    for record in records:
+        if record["type"] == "send":
+            if record["ok"]:
+                acked.add(f"rmqc-{record['seq']}")
+            else:
+                failed += 1
+        elif record["type"] == "recv":
+            consumed.add(record["body"])
+        elif record["type"] == "consumed":
+            verified = True
+    lost = sorted(acked - consumed, key=lambda body: int(body.rsplit("-", 1)[1]))
+    return {"acknowledged": len(acked), "failed_sends": failed, "consumed": len(consumed), "lost": len(lost),
+            "lost_bodies": lost, "verified": verified}
+
+
+def lost_messages(records: Sequence[Record]) -> list[str]:
+    counts = message_counts(records)
+    if counts["acknowledged"] and not counts["verified"]:
+        return [f"{counts['acknowledged']} acknowledged messages never verified: no Consumer read the topic back"]
+    return [f"message {body} acknowledged (SEND_OK) but never consumed" for body in counts["lost_bodies"]]
+
+
 def duplicate_ids(records: Iterable[Record]) -> list[str]:
     duplicates = set()
     for record in records:
@@ -78,6 +108,19 @@ def split_brains(records: Iterable[Record]) -> list[str]:
                     masters[(group, epoch)].add(broker_id)
     return [f"{group}: brokers {sorted(ids)} all MASTER with masterEpoch {epoch}"
             for (group, epoch), ids in sorted(masters.items()) if len(ids) > 1]
+
+
+def simultaneous_masters(records: Iterable[Record]) -> list[str]:
+    """Java brokers: two brokers answering MASTER in one sample (each broker's own 907 answer).
+    Reported once per set of brokers, with how many samples showed it."""
+    seen: dict[tuple[int, ...], tuple[list[list[int]], int]] = {}
+    for record in records:
+        if record["type"] == "java_masters" and len(record["claims"]) > 1:
+            ids = tuple(sorted(broker_id for broker_id, _ in record["claims"]))
+            first, count = seen.get(ids, (record["claims"], 0))
+            seen[ids] = (first, count + 1)
+    return [f"brokers {list(ids)} all MASTER at once (id, cached epoch: {claims}) in {count} samples"
+            for ids, (claims, count) in sorted(seen.items())]
 
 
 def history_ops(records: Iterable[Record]) -> list[Op]:
@@ -204,9 +247,9 @@ def unrecovered(records: Iterable[Record]) -> list[str]:
 def all_violations(records: Sequence[Record]) -> dict[str, Any]:
     lin, unchecked = linearizability(records)
     found = {"lost": lost_writes(records), "duplicates": duplicate_ids(records),
-             "split_brain": split_brains(records), "linearizability": lin,
+             "split_brain": split_brains(records) + simultaneous_masters(records), "linearizability": lin,
              "stale_going_back": stale_going_back(records), "designations": designations(records),
-             "recovery": unrecovered(records),
+             "recovery": unrecovered(records), "lost_messages": lost_messages(records),
              "aborted": [r["reason"] for r in records if r["type"] == "aborted"]}
     violations = [f"{name}: {text}" for name, texts in found.items() for text in texts]
     return {**found, "unchecked_groups": unchecked, "violations": violations[:MAX_VIOLATIONS_LISTED],

@@ -1,7 +1,8 @@
 """The faults of a chaos window, named as OpenChaos names them where it has them. Each fault is an
 async function of the run's world and its seeded random source that does the harm and returns
 (what it did, how to heal it). Controller faults act on real `rmqc serve` processes (signals by
-PID) or on the proxies in front of their peer links; broker faults act on the simulated fleet."""
+PID) or on the proxies in front of their peer links; broker faults act on the simulated fleet, or
+on the real Java brokers (signals by PID, the proxies between each broker and the controllers)."""
 
 from __future__ import annotations
 
@@ -221,9 +222,11 @@ async def disk_stall(world: World, rng: random.Random) -> tuple[str, Heal]:
     return f"disk-stall {victim}", heal
 
 
-# ----- brokers (the simulated fleet) -----
+# ----- brokers (the simulated fleet, or the Java broker group of rmqc.chaos._java) -----
 
 async def broker_kill(world: World, rng: random.Random) -> tuple[str, Heal]:
+    if world.java is not None:
+        return await _java_master_kill(world)
     name, broker_id = world.random_master(rng)
     world.fleet.kill(name, broker_id)
 
@@ -233,7 +236,22 @@ async def broker_kill(world: World, rng: random.Random) -> tuple[str, Heal]:
     return f"kill broker {name}/{broker_id} (master)", heal
 
 
+async def _java_master_kill(world: World) -> tuple[str, Heal]:
+    """SIGKILL the JVM of the master the controller named; the heal starts it again on its store."""
+    assert world.java is not None
+    _, broker = world.java.master()
+    broker.kill(signal.SIGKILL)
+    await broker.wait_exit()
+
+    async def heal() -> None:
+        await broker.start()
+
+    return f"SIGKILL broker {broker.name} (master {broker.broker_id()})", heal
+
+
 async def broker_hang(world: World, rng: random.Random) -> tuple[str, Heal]:
+    if world.java is not None:
+        return _java_master_stop(world)
     name, broker_id = world.random_master(rng)
     world.fleet.hang(name, broker_id)
 
@@ -241,6 +259,36 @@ async def broker_hang(world: World, rng: random.Random) -> tuple[str, Heal]:
         world.fleet.resume(name, broker_id)
 
     return f"hang broker {name}/{broker_id} (master)", heal
+
+
+def _java_master_stop(world: World) -> tuple[str, Heal]:
+    assert world.java is not None
+    _, broker = world.java.master()
+    process = broker.process
+    assert process is not None
+    process.pause()
+
+    async def heal() -> None:
+        process.resume()
+
+    return f"SIGSTOP broker {broker.name} (master {broker.broker_id()})", heal
+
+
+async def broker_partition(world: World, rng: random.Random) -> tuple[str, Heal]:
+    """The master broker (or a random one, even odds) cut off from every controller: its proxies
+    to them swallow both directions (Java brokers only; see rmqc.chaos._java for what it covers)."""
+    java = world.java
+    assert java is not None, "broker-partition needs the Java brokers"
+    index, broker = java.master() if rng.random() < 0.5 else rng.choice(list(enumerate(java.brokers)))
+    cut = [proxy for (of, _), proxy in java.proxies.items() if of == index]
+    for proxy in cut:
+        proxy.cut()
+
+    async def heal() -> None:
+        for proxy in cut:
+            proxy.heal()
+
+    return f"broker {broker.name} (id {broker.broker_id()}) cut off from the controllers", heal
 
 
 FAULTS: dict[str, Fault] = {
@@ -262,5 +310,6 @@ FAULTS: dict[str, Fault] = {
     "disk-stall": disk_stall,
     "broker-kill": broker_kill,
     "broker-hang": broker_hang,
+    "broker-partition": broker_partition,
 }
 FIVE_NODES_ONLY = frozenset({"bridge", "ring"})

@@ -13,6 +13,10 @@ One record is one JSON object with a `type`:
 - `converged`: whether every broker group had one agreed, notified master at `t`.
 - `designate`: the admin's 1002 (designateElect) of broker `id` in group `key` through `node`: the
   answer's `code` (None: no answer), and the `master` and `epoch` (masterEpoch) it named.
+- `send` (Java brokers): one send of the Java Producer, message body `rmqc-<seq>`, `ok` when it
+  was acknowledged (SEND_OK), `invoke`/`complete` its send and answer times.
+- `recv` (Java brokers): one message body the Consumer read back at the end; `consumed` once the
+  Consumer is done (without it, nothing was verified).
 """
 
 from __future__ import annotations

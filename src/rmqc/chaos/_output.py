@@ -187,7 +187,7 @@ def report_markdown(summary: dict[str, Any], charts: bool = True, *, close_up: b
         f"- lost: {summary['lost']}; duplicates: {summary['duplicates']}; "
         f"failed writes in quiet phases: {summary['quiet_errors']}",
         f"- groups the linearizability search gave up on: {summary['unchecked_groups'] or 'none'}",
-        _designations_line(summary.get("designations")), "",
+        _designations_line(summary.get("designations")), *_messages_lines(summary.get("messages")), "",
         *_target_lines(summary.get("rto_targets")),
         "## RTO per fault kind (ms from the fault's start)", "",
         "| fault | windows | writes p50 | p99 | max | masters p50 | p99 | max | unrecovered |",
@@ -197,6 +197,12 @@ def report_markdown(summary: dict[str, Any], charts: bool = True, *, close_up: b
         w, m = row["rto_write_ms"], row["rto_masters_ms"]
         lines.append(f"| {kind} | {row['windows']} | {_ms(w['p50'])} | {_ms(w['p99'])} | {_ms(w['max'])} | "
                      f"{_ms(m['p50'])} | {_ms(m['p99'])} | {_ms(m['max'])} | {row['unrecovered']} |")
+    if summary.get("messages"):
+        lines += ["", "## Message RTO per fault kind (ms from the fault's start to the first acknowledged send)", "",
+                  "| fault | windows | p50 | p99 | max |", "|---|---|---|---|---|"]
+        for kind, row in summary["faults"].items():
+            p50, p99, top = (_ms(row["rto_send_ms"][k]) for k in ("p50", "p99", "max"))
+            lines.append(f"| {kind} | {row['windows']} | {p50} | {p99} | {top} |")
     if charts:
         lines += ["", "## Timeline", "", "Red: fault; orange: heal and recovery. Top: successful writes and "
                   "reads and failed requests per second; bottom: each node's role.", "", "![timeline](timeline.png)"]
@@ -222,6 +228,13 @@ def _cell(value: object) -> str:
     """A Markdown table cell: a `|` in the text (a partition's sides, `['n2']|['n0', 'n1']`) would
     end the cell, a newline the row."""
     return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _messages_lines(messages: dict[str, int] | None) -> list[str]:
+    if not messages:
+        return []
+    return [f"- messages (Java Producer and Consumer): acknowledged {messages['acknowledged']}, consumed "
+            f"{messages['consumed']}, lost {messages['lost']}; failed sends {messages['failed_sends']}"]
 
 
 def _designations_line(counts: dict[str, int] | None) -> str:

@@ -1,5 +1,6 @@
-"""One chaos run: controller nodes behind the fault proxies, a simulated broker fleet, a writer per
-register group, readers at every level on every node, monitors, and a seeded schedule of windows
+"""One chaos run: controller nodes behind the fault proxies, a simulated broker fleet (or the real
+Java broker group of rmqc.chaos._java, `brokers="java"`), a writer per register group, readers at
+every level on every node, monitors, and a seeded schedule of windows
 (quiet, fault, heal, recovery). Everything lands in the history; the checkers run at the end.
 
 It uses the project's one launcher of `rmqc serve` processes (rmqc.launcher), the fault proxy
@@ -26,6 +27,7 @@ from rmqc.storage import FAULT_FILE_ENV
 
 from ._faults import FAULTS, FIVE_NODES_ONLY, Fault, libfaketime, set_clock_offset, set_disk_stall
 from ._history import History, now_ns
+from ._java import JavaBrokers, java_missing
 from ._output import write_outputs
 
 CLUSTER = "chaos"
@@ -47,6 +49,15 @@ IDS_PER_KEY = 1000
 BROKER_TIMING = SimTiming.fast()
 # A hung broker is only noticed when its heartbeats expire: a shorter hang tests nothing.
 MIN_HOLD_S = {"broker-hang": BROKER_TIMING.heartbeat_timeout_ms / 1000 + 1.0}
+BROKER_KINDS = ("sim", "java")
+# The Java brokers' heartbeat timeout (RocketMQ 5.5.0 BrokerConfig.controllerHeartBeatTimeoutMills,
+# 10 s): a hung or cut-off broker is only noticed past it.
+JAVA_MIN_HOLD_S = {"broker-hang": 11.0, "broker-partition": 11.0}
+# A killed Java broker restarts as a JVM (5-15 s here, more under load) and a slave rejoins the
+# SyncStateSet once it has caught up and registered again (registerNameServerPeriod 10 s).
+JAVA_RECOVERY_BOUND_S = 90.0
+JAVA_SAMPLE_S = 0.25  # each sample asks the controller and three JVMs: 20 a second would load them
+JAVA_ONLY = frozenset({"broker-partition"})
 
 
 @dataclass(frozen=True)
@@ -63,8 +74,28 @@ class ChaosConfig:
     recovery_bound_s: float = 20.0  # a window whose cluster has not recovered by then is a violation
     settle_s: float = 0.5  # after recovery, before the next window: the links age past their backoff
     node_settings: tuple[str, ...] = ()  # OPTION=VALUE for every node's `rmqc serve --set`
+    brokers: str = "sim"  # "sim": the simulated fleet; "java": real RocketMQ brokers (rmqc.chaos._java)
+
+    @property
+    def java(self) -> bool:
+        return self.brokers == "java"
+
+    def recovery_bound(self) -> float:
+        return max(self.recovery_bound_s, JAVA_RECOVERY_BOUND_S) if self.java else self.recovery_bound_s
+
+    def hold_s(self, kind: str) -> float:
+        """How long the fault of `kind` lasts: the scheduled time, or longer where a shorter one tests nothing."""
+        return max(self.fault_s, (JAVA_MIN_HOLD_S if self.java else MIN_HOLD_S).get(kind, 0.0))
 
     def check(self) -> None:
+        if self.brokers not in BROKER_KINDS:
+            raise ValueError(f"unknown broker kind {self.brokers!r}; known: {list(BROKER_KINDS)}")
+        java_only = [f for f in self.faults if f in JAVA_ONLY and not self.java]
+        if java_only:
+            raise ValueError(f"{java_only} need the Java brokers (--brokers java)")
+        missing = java_missing() if self.java else None
+        if missing:
+            raise ValueError(f"--brokers java needs the RocketMQ jars: {missing}")
         unknown = [f for f in self.faults if f not in FAULTS]
         if unknown:
             raise ValueError(f"unknown faults {unknown}; known: {sorted(FAULTS)}")
@@ -89,9 +120,14 @@ class World:
     mesh: ProxyMesh
     client: ControllerClient
     history: History
-    fleet: BrokerFleet = field(init=False)
+    fleet: BrokerFleet = field(init=False)  # the simulated brokers (brokers="sim")
+    java: JavaBrokers | None = None  # the Java broker group (brokers="java")
     incarnation: Counter[str] = field(default_factory=Counter)
     register_keys: list[str] = field(default_factory=list)  # the group each writer writes now
+
+    @property
+    def node_addresses(self) -> list[str]:
+        return [node.address for node in self.nodes]
 
     @property
     def node_ids(self) -> list[str]:
@@ -136,6 +172,10 @@ class World:
 
     async def leader_or_random(self, rng: random.Random) -> str:
         return await self.leader() or rng.choice(self.node_ids)
+
+    def broker_problems(self) -> list[str]:
+        """What keeps the brokers from having recovered (empty when they have)."""
+        return self.java.problems() if self.java is not None else self.fleet.problems()
 
     def random_master(self, rng: random.Random) -> tuple[str, int]:
         masters = [(b.broker_name, b.broker_id) for b in self.fleet.beliefs()
@@ -217,18 +257,50 @@ async def _with_cluster(config: ChaosConfig, nodes: list[ServeNode], mesh: Proxy
     async with ControllerClient(addresses, timeout_ms=REQUEST_TIMEOUT_MS, max_retries=0, max_in_flight=1024) as client:
         world = World(config, nodes, mesh, client, history)
         world.register_keys = [register_key(slot, 0) for slot in range(config.register_groups)]
-        # the admin's 1002s name CLUSTER: the brokers must be of it (clusterNameCheck refuses others)
-        world.fleet = BrokerFleet(addresses, groups=config.broker_groups, replicas=3, cluster=CLUSTER,
-                                  state_dir=config.out / "brokers", timing=BROKER_TIMING, seed=config.seed)
-        async with world.fleet:
-            await world.fleet.wait_converged(CONVERGE_BOUND_S)
-            async with trio.open_nursery() as load:
-                _start_load(world, load, random.Random(config.seed + 1))
-                await _windows(world, on_window)
-                load.cancel_scope.cancel()
+        if config.java:
+            await _with_java_brokers(world, on_window)
+        else:
+            await _with_simulated_brokers(world, on_window)
+
+
+async def _with_simulated_brokers(world: World, on_window: Callable[[dict[str, Any]], None]) -> None:
+    config = world.config
+    # the admin's 1002s name CLUSTER: the brokers must be of it (clusterNameCheck refuses others)
+    world.fleet = BrokerFleet(world.node_addresses, groups=config.broker_groups, replicas=3, cluster=CLUSTER,
+                              state_dir=config.out / "brokers", timing=BROKER_TIMING, seed=config.seed)
+    async with world.fleet:
+        await world.fleet.wait_converged(CONVERGE_BOUND_S)
+        await _load_and_windows(world, on_window)
+        await _final_reads(world)
+        await _final_masters(world)
+        _record_brokers(world)
+
+
+async def _with_java_brokers(world: World, on_window: Callable[[dict[str, Any]], None]) -> None:
+    """The Java broker group instead of the fleet: no admin designating masters (its 1002s are for
+    the fleet's groups), and at the end every acknowledged message read back."""
+    java = JavaBrokers(world.config.out / "java", {n.node_id: n.address for n in world.nodes}, world.client,
+                       world.history)
+    world.java = java
+    async with trio.open_nursery() as proxies:
+        await proxies.start(java.run_proxies)
+        try:
+            await java.start()
+            await _load_and_windows(world, on_window)
+            await java.consume_all()
             await _final_reads(world)
             await _final_masters(world)
-            _record_brokers(world)
+            java.record_members()
+        finally:
+            await java.aclose()
+            proxies.cancel_scope.cancel()
+
+
+async def _load_and_windows(world: World, on_window: Callable[[dict[str, Any]], None]) -> None:
+    async with trio.open_nursery() as load:
+        _start_load(world, load, random.Random(world.config.seed + 1))
+        await _windows(world, on_window)
+        load.cancel_scope.cancel()
 
 
 def _start_load(world: World, load: trio.Nursery, rng: random.Random) -> None:
@@ -239,7 +311,8 @@ def _start_load(world: World, load: trio.Nursery, rng: random.Random) -> None:
             load.start_soon(_reader, world, node, level, random.Random(rng.getrandbits(64)))
     load.start_soon(_role_monitor, world)
     load.start_soon(_master_monitor, world)
-    load.start_soon(_admin, world, random.Random(rng.getrandbits(64)))
+    if world.java is None:
+        load.start_soon(_admin, world, random.Random(rng.getrandbits(64)))
 
 
 def register_key(slot: int, generation: int) -> str:
@@ -331,11 +404,14 @@ async def _master_monitor(world: World) -> None:
     """What the brokers believe: every live MASTER's (id, masterEpoch), and whether every group has
     one agreed, notified master."""
     while True:
-        _sample_masters(world)
-        await trio.sleep(MASTER_SAMPLE_S)
+        await _sample_masters(world)
+        await trio.sleep(MASTER_SAMPLE_S if world.java is None else JAVA_SAMPLE_S)
 
 
-def _sample_masters(world: World) -> None:
+async def _sample_masters(world: World) -> None:
+    if world.java is not None:
+        await world.java.sample()
+        return
     groups: dict[str, list[tuple[int, int]]] = {}
     for belief in world.fleet.beliefs():
         if belief.status is Status.RUNNING and belief.role is Role.MASTER and belief.broker_id is not None:
@@ -398,10 +474,10 @@ async def _window(world: World, number: int, kind: str, fault: Fault, rng: rando
     await trio.sleep(config.quiet_s)  # the quiet phase is part of the schedule, not a wait for a condition
     fault_at = now_ns()
     detail, heal = await fault(world, rng)
-    await trio.sleep(max(config.fault_s, MIN_HOLD_S.get(kind, 0.0)))  # the fault's duration, as scheduled
+    await trio.sleep(config.hold_s(kind))  # the fault's duration, as scheduled
     heal_at = now_ns()
     await heal()
-    problems = await _recovered(world, heal_at, config.recovery_bound_s)
+    problems = await _recovered(world, heal_at, config.recovery_bound())
     await trio.sleep(config.settle_s)
     return world.history.add("window", window=number, kind=kind, detail=detail, start=start, fault=fault_at,
                              heal=heal_at, end=now_ns(), problems=problems)
@@ -411,12 +487,12 @@ async def _recovered(world: World, since: int, bound_s: float) -> list[str]:
     """Wait (bounded) until every node runs, a write invoked after `since` was acknowledged, and
     the fleet has converged; what is still wrong at the bound (empty when recovered)."""
     with trio.move_on_after(bound_s):
-        while not (all(n.running for n in world.nodes) and _acked_since(world, since) and not world.fleet.problems()):
+        while not (all(n.running for n in world.nodes) and _acked_since(world, since) and not world.broker_problems()):
             await trio.sleep(MASTER_SAMPLE_S)
         return []
     down = [n.node_id for n in world.nodes if not n.running]
     writes = [] if _acked_since(world, since) else [f"no write acknowledged within {bound_s:g} s of the heal"]
-    return world.fleet.problems() + [f"{node} not running" for node in down] + writes
+    return world.broker_problems() + [f"{node} not running" for node in down] + writes
 
 
 def _acked_since(world: World, since: int) -> bool:
@@ -447,9 +523,10 @@ async def _final_masters(world: World) -> None:
     """One last sample of the brokers' masters once they agree (bounded): what every designation
     acknowledged at the very end of the load is checked against."""
     with trio.move_on_after(FINAL_READ_BOUND_S):
-        while world.fleet.problems():
+        while world.broker_problems():
+            await _sample_masters(world)
             await trio.sleep(MASTER_SAMPLE_S)
-    _sample_masters(world)
+    await _sample_masters(world)
 
 
 def _record_brokers(world: World) -> None:
@@ -466,6 +543,7 @@ def run_and_report(config: ChaosConfig, on_window: Callable[[dict[str, Any]], No
         trio.run(run_chaos, config, on_window, history)
     except Exception as error:  # noqa: BLE001 - whatever stopped the run is reported, not lost
         history.add("aborted", reason=f"{type(error).__name__}: {error}", t=now_ns())
-    meta = {"seed": config.seed, "nodes": config.nodes, "faults_requested": list(config.faults), "command": command}
+    meta = {"seed": config.seed, "nodes": config.nodes, "brokers": config.brokers,
+            "faults_requested": list(config.faults), "command": command}
     data_dirs = {f"n{i}": config.out / "nodes" / f"n{i}" for i in range(config.nodes)}
     return write_outputs(config.out, history.records, meta, data_dirs)

@@ -9,7 +9,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from ._checks import ELECTED, STILL_MASTER, Record, all_violations, stalls
+from ._checks import ELECTED, STILL_MASTER, Record, all_violations, message_counts, stalls
 
 NS_PER_MS = 1_000_000
 # The design's target for a chaos run (design.md, "Targets"): RTO p99 <= 2 s for kills, pauses and
@@ -51,6 +51,8 @@ def window_rtos(records: Sequence[Record]) -> list[dict[str, Any]]:
     acked = sorted((r["invoke"], r["complete"]) for r in records
                    if r["type"] == "write" and r["complete"] is not None)
     acked_invokes = [invoke for invoke, _ in acked]
+    sent = sorted((r["invoke"], r["complete"]) for r in records if r["type"] == "send" and r["ok"])
+    sent_invokes = [invoke for invoke, _ in sent]
     converged = sorted(r["t"] for r in records if r["type"] == "converged" and r["ok"])
     rows = []
     for window in (r for r in records if r["type"] == "window"):
@@ -59,6 +61,7 @@ def window_rtos(records: Sequence[Record]) -> list[dict[str, Any]]:
         rows.append({"window": window["window"], "kind": window["kind"], "detail": window["detail"],
                      "write_ms": _first_ack_ms(acked, acked_invokes, fault, end),
                      "write_from_heal_ms": _first_ack_ms(acked, acked_invokes, window["heal"], end),
+                     "send_ms": _first_ack_ms(sent, sent_invokes, fault, end) if sent else None,
                      "masters_ms": (agreed[0] - fault) / NS_PER_MS if agreed and agreed[0] <= end else None,
                      "quiet_errors": _failed_between(records, window["start"], fault)})
     return rows
@@ -92,6 +95,7 @@ def summarize(records: Sequence[Record], meta: dict[str, Any]) -> dict[str, Any]
         "acknowledged_writes": sum(1 for r in records if r["type"] == "write" and r["complete"] is not None),
         "reads": sum(1 for r in records if r["type"] == "read"),
         "lost": len(checked["lost"]),
+        **_messages(records),
         "duplicates": len(checked["duplicates"]),
         "violations": violations,
         "unchecked_groups": checked["unchecked_groups"],
@@ -105,11 +109,22 @@ def summarize(records: Sequence[Record], meta: dict[str, Any]) -> dict[str, Any]
     }
 
 
+def _messages(records: Sequence[Record]) -> dict[str, Any]:
+    """acknowledged / consumed / lost messages of the Java Producer (nothing with simulated brokers)."""
+    counts = message_counts(records)
+    if not counts["acknowledged"] and not counts["failed_sends"]:
+        return {}
+    lost = counts["lost"] if counts["verified"] else counts["acknowledged"]
+    return {"messages": {key: counts[key] for key in ("acknowledged", "consumed", "failed_sends")} | {"lost": lost}}
+
+
 def _kind_summary(kind: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     writes = [r["write_ms"] for r in rows if r["write_ms"] is not None]
     masters = [r["masters_ms"] for r in rows if r["masters_ms"] is not None]
+    sends = [r["send_ms"] for r in rows if r.get("send_ms") is not None]
     summary: dict[str, Any] = {
         "windows": len(rows), "rto_write_ms": rto_stats(writes), "rto_masters_ms": rto_stats(masters),
+        "rto_send_ms": rto_stats(sends),
         "unrecovered": len(rows) - len(writes), "quiet_errors": sum(r["quiet_errors"] for r in rows)}
     if kind in RESTARTED_FAULTS:
         summary["rto_write_from_restart_ms"] = rto_stats(_from_restart(rows))

@@ -503,7 +503,8 @@ class ChaosProgress:
         counts = self.kinds.setdefault(window["kind"], [0, 0])
         counts[0] += 1
         counts[1] += bool(window["problems"])
-        state = "[red]not recovered[/red]" if window["problems"] else "[green]recovered[/green]"
+        problems = window["problems"]
+        state = f"[red]not recovered[/red] {problems[:3]}" if problems else "[green]recovered[/green]"
         seconds = (window["end"] - window["start"]) / 1e9
         self.last = f"{window['kind']}: {window['detail']} -> {state} ({seconds:.1f} s)"
         if self._live is not None:

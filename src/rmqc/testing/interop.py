@@ -46,6 +46,13 @@ class ControllerNode(Protocol):
     async def wait_exit(self, timeout_s: float = ...) -> int: ...
 
 
+class Addressed(Protocol):
+    """Where brokers dial the controllers: all bring_up needs of them."""
+
+    @property
+    def addresses(self) -> list[str]: ...
+
+
 class Controllers(Protocol):
     """rmqc.testing.cluster.Cluster or rmqc.testing.rocketmq.JavaControllers."""
 
@@ -121,12 +128,15 @@ async def mqadmin_ok(rmq: RocketMQ, *args: str, credentials: Credentials | None 
     return out
 
 
-async def bring_up(rmq: RocketMQ, controllers: Controllers, admin: ControllerClient,
-                   broker_config: dict[str, object] | None = None) -> list[Broker]:
+async def bring_up(rmq: RocketMQ, controllers: Addressed, admin: ControllerClient,
+                   broker_config: dict[str, object] | None = None,
+                   dial: Callable[[int], list[str]] | None = None) -> list[Broker]:
     """The NameServer and three brokers of GROUP (started together); returns once they have ids
-    1-3 from the controller, one master and all three in the SyncStateSet."""
+    1-3 from the controller, one master and all three in the SyncStateSet. Broker `index` dials
+    the controllers at `dial(index)` (a chaos run's fault proxies), by default at their addresses."""
     await rmq.start_namesrv()
-    brokers = [rmq.broker(index, controllers.addresses, GROUP, broker_config) for index in range(len(ALL))]
+    brokers = [rmq.broker(index, dial(index) if dial else controllers.addresses, GROUP, broker_config)
+               for index in range(len(ALL))]
     for broker in brokers:
         broker.spawn()
     for broker in brokers:
