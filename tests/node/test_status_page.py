@@ -14,6 +14,7 @@ every second).
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import tempfile
 import threading
@@ -117,11 +118,26 @@ async def serve_big_node(data_dir: Path, *, task_status: Any) -> None:
 
 
 @contextmanager
+def plain_asyncio_loops() -> Iterator[None]:
+    """Playwright's sync API runs its own asyncio loop. Once another test imported trio_asyncio (the
+    asyncio client's tests do), its policy makes every new loop a Trio-backed one, and Playwright's
+    calls then nest inside it: the browser failed, and the Trio run it left behind failed every
+    later test of the session ("Attempted to call run() from inside a run()"). The browser gets a
+    plain loop; the policy is put back after."""
+    policy = asyncio.get_event_loop_policy()
+    asyncio.set_event_loop_policy(asyncio.DefaultEventLoopPolicy())
+    try:
+        yield
+    finally:
+        asyncio.set_event_loop_policy(policy)
+
+
+@contextmanager
 def browser_page() -> Iterator[Any]:
     """A page of a fresh headless Debian chromium (its own profile directory, removed after)."""
     profile = tempfile.mkdtemp(prefix="rmqc-chromium-")
     try:
-        with playwright_api.sync_playwright() as playwright:
+        with plain_asyncio_loops(), playwright_api.sync_playwright() as playwright:
             context = playwright.chromium.launch_persistent_context(
                 profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS,
                 viewport={"width": 1400, "height": 1000})
