@@ -219,3 +219,19 @@ def test_route_cache_and_its_index_stay_bounded(monkeypatch: pytest.MonkeyPatch)
         answers, index = h.state.namesrv.cache_size()
         assert answers <= 4 and index <= 4, (i, answers, index)
     assert ask(h, 105, {"topic": "X18"}).body == h.processor.namesrv.encoded_route("X18", False)
+
+
+def test_a_wiped_write_permission_outlives_the_brokers_unchanged_registrations() -> None:
+    """As Java: the master's periodic 103 (every 30 s, same data version) does not put back the
+    write permission an operator took away (205); a new data version does, as it does in Java."""
+    h = ControllerHarness()
+    assert h.register(C, N, B) == 1
+    h.heartbeat(C, N, 1, B)
+    assert ask(h, 1002, {"clusterName": C, "brokerName": N, "brokerId": 1, "designateElect": False}).code == 0
+    assert register(h, B, 0, 1, [("TopicA", 4, 4, 6, 0)]).code == 0
+    assert ask(h, 205, {"brokerName": N}).ext("wipeTopicCount") == "1"
+    entries = len(h.log)
+    assert register(h, B, 0, 1, [("TopicA", 4, 4, 6, 0)]).code == 0  # the periodic one
+    assert queue(cached_route(h))["perm"] == 4 and len(h.log) == entries  # nothing written
+    assert register(h, B, 0, 2, [("TopicA", 4, 4, 6, 0)]).code == 0  # its topic table changed
+    assert queue(cached_route(h))["perm"] == 6

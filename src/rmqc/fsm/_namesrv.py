@@ -190,16 +190,14 @@ class NamesrvState:
 
     def register_changes(self, cmd: RegisterBrokerRoute, group: BrokerGroup | None) -> bool:
         """Whether applying `cmd` would change anything (the leader writes nothing otherwise: a
-        registration that changes nothing only refreshes liveness)."""
+        registration that changes nothing only refreshes liveness). As Java's RouteInfoManager, a
+        master's topics are taken only from a new registration or a new data version: a topic
+        table whose version did not change is not compared with the queue data, which 205/327 may
+        have changed since (a broker's next registration would undo an operator's wipeWritePerm)."""
         old = self.registrations.get((cmd.cluster_name, cmd.broker_address))
         if old is None or old != _registration_of(cmd):
             return True
-        if self._same_id(cmd, group):
-            return True
-        if not self.is_master_registration(cmd, group):
-            return False
-        name = cmd.broker_name
-        return any(self.topics.get(row[0], {}).get(name) != _queue_data(row) for row in cmd.topics)
+        return bool(self._same_id(cmd, group))
 
     def _same_id(self, cmd: RegisterBrokerRoute, group: BrokerGroup | None) -> list[Registration]:
         """Registrations of the same claimed id at another address: Java keeps one address per id.
