@@ -33,11 +33,12 @@ from rmqc.testing.interop import (
     consume_all,
     failover,
     mqadmin_ok,
+    mqadmin_sync_state_set,
     now_ms,
     replica_state,
     wait_for,
 )
-from rmqc.testing.rocketmq import CLUSTER, Broker, RocketMQ, parse_sync_state_set
+from rmqc.testing.rocketmq import CLUSTER, Broker, RocketMQ
 
 # about 6 minutes on a quiet 2-core machine (10 JVMs, 3 rmqc nodes; up to 2 of them waiting for the
 # brokers' own 2-minute re-read of controllerAddr): more than the default bound
@@ -58,7 +59,7 @@ async def mqadmin_view(rmq: RocketMQ, controllers: list[str]) -> dict[str, Any]:
     """What mqadmin says about GROUP: getSyncStateSet (from `controllers`), getBrokerEpoch (the
     brokers' epoch files) and clusterList (the NameServer)."""
     assert rmq.namesrv is not None
-    state = parse_sync_state_set(await mqadmin_ok(rmq, "getSyncStateSet", "-a", ";".join(controllers), "-b", GROUP))
+    state = await mqadmin_sync_state_set(rmq, ";".join(controllers))
     epochs = broker_epochs(await mqadmin_ok(rmq, "getBrokerEpoch", "-n", rmq.namesrv.address, "-b", GROUP))
     rows = cluster_list(await mqadmin_ok(rmq, "clusterList", "-n", rmq.namesrv.address))
     return {"master": (state["MasterBrokerId"], state["MasterAddr"], state["MasterEpoch"]),

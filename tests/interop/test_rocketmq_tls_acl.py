@@ -27,10 +27,11 @@ from rmqc.testing.interop import (
     failover,
     mqadmin_controller_commands,
     mqadmin_ok,
+    mqadmin_sync_state_set,
     replica_state,
     wait_for,
 )
-from rmqc.testing.rocketmq import CLUSTER, RocketMQ, parse_sync_state_set, rmqc_security_settings
+from rmqc.testing.rocketmq import CLUSTER, RocketMQ, rmqc_security_settings
 
 # above pytest's 300 s: the mqadmin test starts 20 JVMs one after the other (one per command),
 # 3-15 s each on a loaded 2-core machine; the others took 140 s, with little to spare under load
@@ -175,8 +176,7 @@ async def mqadmin_refused_without_rights(rmq: RocketMQ, cluster: Cluster,
         _, out = await rmq.mqadmin(command, *args, credentials=False)
         assert REFUSED_UNSIGNED in out, (command, out)
         refused["unsigned"].append(command)
-    state = parse_sync_state_set(await mqadmin_ok(rmq, "getSyncStateSet", "-a", first, "-b", GROUP,
-                                                  credentials=BROKER))
+    state = await mqadmin_sync_state_set(rmq, first, credentials=BROKER)
     assert (state["MasterBrokerId"], sorted(i for i, _, _ in state["in_sync"])) == (master, in_sync), state
     for command, args in writes.items():
         _, out = await rmq.mqadmin(command, *args, credentials=BROKER)
