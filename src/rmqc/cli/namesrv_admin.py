@@ -139,11 +139,15 @@ def _create_or_update(topic: str, cluster: str, read: int, write: int, perm: int
         render_topic_route(topic, route)
 
 
+ReadQueuesOption = Annotated[int, typer.Option("--read-queues", "-r")]
+WriteQueuesOption = Annotated[int, typer.Option("--write-queues", "-w")]
+PermOption = Annotated[int, typer.Option("--perm", "-p", help="2 write, 4 read, 6 both")]
+
+
 @topic_app.command("create")
 def topic_create_command(topic: TopicArgument, cluster: ClusterOption,
-                         read_queues: Annotated[int, typer.Option("--read-queues", "-r")] = 8,
-                         write_queues: Annotated[int, typer.Option("--write-queues", "-w")] = 8,
-                         perm: Annotated[int, typer.Option("--perm", "-p", help="2 write, 4 read, 6 both")] = 6,
+                         read_queues: ReadQueuesOption = 8, write_queues: WriteQueuesOption = 8,
+                         perm: PermOption = 6,
                          controllers: ControllersOption = DEFAULT_CONTROLLERS, as_json: JsonOption = False,
                          timeout_ms: TimeoutOption = 3000, wait_ms: WaitOption = 15_000) -> None:
     """Create a topic on every master broker of the cluster (17), then wait until it is routed."""
@@ -153,9 +157,8 @@ def topic_create_command(topic: TopicArgument, cluster: ClusterOption,
 
 @topic_app.command("update")
 def topic_update_command(topic: TopicArgument, cluster: ClusterOption,
-                         read_queues: Annotated[int, typer.Option("--read-queues", "-r")] = 8,
-                         write_queues: Annotated[int, typer.Option("--write-queues", "-w")] = 8,
-                         perm: Annotated[int, typer.Option("--perm", "-p", help="2 write, 4 read, 6 both")] = 6,
+                         read_queues: ReadQueuesOption = 8, write_queues: WriteQueuesOption = 8,
+                         perm: PermOption = 6,
                          controllers: ControllersOption = DEFAULT_CONTROLLERS, as_json: JsonOption = False,
                          timeout_ms: TimeoutOption = 3000, wait_ms: WaitOption = 15_000) -> None:
     """Change an existing topic's queues or permission on every master broker (17), then wait."""
