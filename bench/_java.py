@@ -2,7 +2,7 @@
 node ids, addresses, processes, start, the leader, restart, stop; the same members as RmqcCluster,
 so rmqc's load generators and failover probes drive either one over the same remoting wire.
 
-The JVMs are started by rmqc.testing.rocketmq (its JVM flags, `make interop` builds the jars)."""
+The JVMs are started by rmqc.javapeers (its JVM flags, `make interop` builds the jars)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from typing import Protocol
 import trio
 
 from rmqc.client import ControllerClient
+from rmqc.javapeers import JVM_FLAGS, RocketMQ
 from rmqc.launcher import Process, ProcessFailed, cpu_s
-from rmqc.testing.rocketmq import JVM_FLAGS, RocketMQ
 
 from ._load import LoadError, RemotingConn
 from ._rmqc import durable_write

@@ -22,23 +22,10 @@ import pytest
 import trio
 
 from rmqc.client import ControllerClient
+from rmqc.javapeers import ALL, CLUSTER, GROUP, Broker, RocketMQ, bring_up, mqadmin_ok, now_ms, replica_state, wait_for
 from rmqc.remoting import loads_fastjson
 from rmqc.testing.cluster import RMQC, Cluster
-from rmqc.testing.interop import (
-    ALL,
-    GROUP,
-    bring_up,
-    broker_epochs,
-    cluster_list,
-    consume_all,
-    failover,
-    mqadmin_ok,
-    mqadmin_sync_state_set,
-    now_ms,
-    replica_state,
-    wait_for,
-)
-from rmqc.testing.rocketmq import CLUSTER, Broker, RocketMQ
+from rmqc.testing.interop import broker_epochs, cluster_list, consume_all, failover, mqadmin_sync_state_set
 
 # about 6 minutes on a quiet 2-core machine (10 JVMs, 3 rmqc nodes; up to 2 of them waiting for the
 # brokers' own 2-minute re-read of controllerAddr): more than the default bound

@@ -16,10 +16,10 @@ import pytest
 import trio
 
 from rmqc.client import ClientError, ControllerClient
+from rmqc.javapeers import ALL, BRING_UP_S, CLUSTER, GROUP, RocketMQ, mqadmin_ok, replica_state, wait_for
 from rmqc.remoting import loads_fastjson
 from rmqc.testing.cluster import Cluster
-from rmqc.testing.interop import ALL, BRING_UP_S, GROUP, cluster_list, mqadmin_ok, replica_state, wait_for
-from rmqc.testing.rocketmq import CLUSTER, RocketMQ
+from rmqc.testing.interop import cluster_list
 
 pytestmark = pytest.mark.slow
 

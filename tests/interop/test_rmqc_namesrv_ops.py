@@ -26,9 +26,8 @@ import pytest
 import trio
 
 from rmqc.client import ClientError, ControllerClient
+from rmqc.javapeers import ALL, BRING_UP_S, CLUSTER, GROUP, Broker, RocketMQ, mqadmin_ok, replica_state, wait_for
 from rmqc.testing.cluster import RMQC, Cluster
-from rmqc.testing.interop import ALL, BRING_UP_S, GROUP, mqadmin_ok, replica_state, wait_for
-from rmqc.testing.rocketmq import CLUSTER, Broker, RocketMQ
 
 pytestmark = pytest.mark.slow
 

@@ -13,10 +13,10 @@ import trio
 
 from rmqc.chaos._tcp_proxy import ProxyMesh
 from rmqc.client import ControllerClient
+from rmqc.javapeers import RocketMQ, bring_up
 from rmqc.launcher import free_ports
 from rmqc.testing.cluster import Cluster, NodeProcess
-from rmqc.testing.interop import bring_up, check_bring_up, controller_partition, failover, mqadmin_controller_commands
-from rmqc.testing.rocketmq import RocketMQ
+from rmqc.testing.interop import check_bring_up, controller_partition, failover, mqadmin_controller_commands
 
 pytestmark = pytest.mark.slow
 

@@ -16,22 +16,26 @@ import pytest
 
 from rmqc.acl import Credentials
 from rmqc.client import ClientError, ControllerClient, client_tls_context
+from rmqc.javapeers import (
+    CLUSTER,
+    GROUP,
+    RocketMQ,
+    bring_up,
+    mqadmin_ok,
+    replica_state,
+    rmqc_security_settings,
+    wait_for,
+)
 from rmqc.testing.acl_accounts import ADMIN, BROKER, PLAIN_ACL_YML
 from rmqc.testing.certs import Certs, make_certs
 from rmqc.testing.cluster import Cluster
 from rmqc.testing.interop import (
-    GROUP,
-    bring_up,
     broker_epochs,
     check_bring_up,
     failover,
     mqadmin_controller_commands,
-    mqadmin_ok,
     mqadmin_sync_state_set,
-    replica_state,
-    wait_for,
 )
-from rmqc.testing.rocketmq import CLUSTER, RocketMQ, rmqc_security_settings
 
 # above pytest's 300 s: the mqadmin test starts 20 JVMs one after the other (one per command),
 # 3-15 s each on a loaded 2-core machine; the others took 140 s, with little to spare under load

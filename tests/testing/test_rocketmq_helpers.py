@@ -9,21 +9,20 @@ from pathlib import Path
 
 import pytest
 
-from rmqc.launcher import ProcessFailed
-from rmqc.testing.acl_accounts import ADMIN, BROKER
-from rmqc.testing.certs import Certs
-from rmqc.testing.interop import broker_epochs, cluster_list
-from rmqc.testing.rocketmq import (
+from rmqc.javapeers import (
     CLUSTER,
-    NAMESRV_MAIN,
     Broker,
     NameServer,
     RocketMQ,
-    broker_ports,
     classpath,
     parse_sync_state_set,
     rmqc_security_settings,
 )
+from rmqc.javapeers._processes import NAMESRV_MAIN, broker_ports
+from rmqc.launcher import ProcessFailed
+from rmqc.testing.acl_accounts import ADMIN, BROKER
+from rmqc.testing.certs import Certs
+from rmqc.testing.interop import broker_epochs, cluster_list
 
 GET_SYNC_STATE_SET = """
 
@@ -87,7 +86,7 @@ def test_without_make_interop_the_harness_says_what_to_run(tmp_path: Path, monke
 def test_broker_config_and_identity(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A broker in controller mode on loopback with its own ports and store; its id is read from
     the identity file the broker writes once the controller gave it one."""
-    monkeypatch.setattr("rmqc.testing.rocketmq.classpath", lambda: "unused")  # nothing is started
+    monkeypatch.setattr("rmqc.javapeers.classpath", lambda: "unused")  # nothing is started
     rmq = RocketMQ(tmp_path)
     rmq.namesrv = NameServer("namesrv", tmp_path / "namesrv", NAMESRV_MAIN, [], "unused", port=9876)
     broker: Broker = rmq.broker(0, ["127.0.0.1:1", "127.0.0.1:2"])
@@ -108,7 +107,7 @@ def test_tls_and_acl_settings_of_the_java_side(tmp_path: Path, monkeypatch: pyte
     """With tls and accounts: every broker and the NameServer run with RocketMQ's TLS system
     properties, a broker signs as its account (ACL 2.0 inner credentials, with the local metadata
     provider it needs to start) unless told otherwise, and the rmqc side enforces TLS with ACL."""
-    monkeypatch.setattr("rmqc.testing.rocketmq.classpath", lambda: "unused")  # nothing is started
+    monkeypatch.setattr("rmqc.javapeers.classpath", lambda: "unused")  # nothing is started
     certs = Certs(*(tmp_path / name for name in ("ca.pem", "node.pem", "node.key", "client.pem", "client.key",
                                                  "other.pem")))
     rmq = RocketMQ(tmp_path, tls=certs, broker_credentials=BROKER, admin_credentials=ADMIN)

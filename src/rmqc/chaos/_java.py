@@ -1,6 +1,6 @@
 """The real Java broker group of `rmqc chaos run --brokers java`: a Java NameServer, three RocketMQ
 brokers of one group in controller mode against the run's rmqc nodes, and the Java Producer of
-interop/java sending under every window (rmqc.testing.rocketmq starts them all; `make interop`
+interop/java sending under every window (rmqc.javapeers starts them all; `make interop`
 builds the jars). At the end the Producer is stopped and a Consumer reads the topic from its first
 offset: every send the Producer saw acknowledged must come back (the message-loss checker).
 
@@ -22,10 +22,20 @@ import trio
 
 from rmqc.chaos._tcp_proxy import TcpProxy
 from rmqc.client import ClientError, ControllerClient
+from rmqc.javapeers import (
+    CLUSTER as JAVA_CLUSTER,
+    GROUP,
+    TOPIC,
+    Broker,
+    JavaProgram,
+    RocketMQ,
+    bring_up,
+    classpath,
+    mqadmin_ok,
+    replica_state,
+)
 from rmqc.launcher import ProcessFailed
 from rmqc.remoting import RequestCode, loads_fastjson
-from rmqc.testing.interop import GROUP, TOPIC, bring_up, mqadmin_ok, replica_state
-from rmqc.testing.rocketmq import CLUSTER as JAVA_CLUSTER, Broker, JavaProgram, RocketMQ, classpath
 
 from ._history import History, now_ns
 

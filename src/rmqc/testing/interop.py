@@ -18,7 +18,6 @@ import re
 import signal
 import sys
 import tempfile
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
@@ -27,17 +26,25 @@ import trio
 
 from rmqc.acl import Credentials
 from rmqc.client import ClientError, ControllerClient
-from rmqc.remoting import loads_fastjson
-from rmqc.testing.rocketmq import CLUSTER, Broker, JavaProgram, RocketMQ, parse_sync_state_set
+from rmqc.javapeers import (
+    ALL,
+    CLUSTER,
+    GROUP,
+    POLL_S,
+    TOPIC,
+    Broker,
+    JavaProgram,
+    RocketMQ,
+    bring_up,
+    mqadmin_ok,
+    now_ms,
+    parse_sync_state_set,
+    replica_state,
+    wait_for,
+)
 
-__all__ = ["ALL", "GROUP", "TOPIC", "Controllers", "broker_epochs", "bring_up", "check_bring_up", "cluster_list",
-           "failover", "replica_state"]
+__all__ = ["Controllers", "broker_epochs", "check_bring_up", "cluster_list", "failover"]
 
-GROUP = "broker-a"
-TOPIC = "rmqc-interop"
-ALL = [1, 2, 3]
-BRING_UP_S = 120.0  # three broker JVMs registering on a loaded 2-core machine
-POLL_S = 0.05
 # How long an mqadmin read is asked again when it timed out (one JVM start per try: 1-15 s here).
 MQADMIN_ANSWER_S = 60.0
 
@@ -48,15 +55,8 @@ class ControllerNode(Protocol):
     async def wait_exit(self, timeout_s: float = ...) -> int: ...
 
 
-class Addressed(Protocol):
-    """Where brokers dial the controllers: all bring_up needs of them."""
-
-    @property
-    def addresses(self) -> list[str]: ...
-
-
 class Controllers(Protocol):
-    """rmqc.testing.cluster.Cluster or rmqc.testing.rocketmq.JavaControllers."""
+    """rmqc.testing.cluster.Cluster or rmqc.javapeers.JavaControllers."""
 
     @property
     def addresses(self) -> list[str]: ...
@@ -66,35 +66,6 @@ class Controllers(Protocol):
     async def wait_leader(self, client: ControllerClient) -> str: ...  # among the running nodes
 
     def logs(self) -> str: ...
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-async def wait_for(condition: Callable[[], Awaitable[bool]], timeout_s: float, what: str,
-                   interval_s: float = POLL_S) -> None:
-    """Poll until `condition` holds (never a fixed sleep); AssertionError after `timeout_s`."""
-    with trio.move_on_after(timeout_s):
-        while not await condition():
-            await trio.sleep(interval_s)
-        return
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-
-
-async def replica_state(admin: ControllerClient) -> tuple[int | None, int, list[int]]:
-    """(master id, master epoch, SyncStateSet) of GROUP from the controller (1004); (None, 0, [])
-    while it has none or does not answer."""
-    try:
-        answer = await admin.get_replica_info(GROUP)
-    except ClientError:
-        return None, 0, []
-    if answer.code != 0 or answer.body is None:
-        return None, 0, []
-    master = answer.ext("masterBrokerId")
-    body = loads_fastjson(answer.body)
-    return (int(master) if master else None, int(answer.ext("masterEpoch") or 0),
-            sorted(body.get("syncStateSet") or []))
 
 
 def cluster_list(text: str) -> dict[int, tuple[str, bool]]:
@@ -123,13 +94,6 @@ def broker_epochs(text: str) -> dict[int, list[tuple[int, int, int]]]:
     return epochs
 
 
-async def mqadmin_ok(rmq: RocketMQ, *args: str, credentials: Credentials | None | bool = True) -> str:
-    """The output of an mqadmin command that must succeed (signed as RocketMQ.mqadmin's `credentials`)."""
-    code, out = await rmq.mqadmin(*args, credentials=credentials)
-    assert code == 0, f"mqadmin {' '.join(args)} exited with {code}: {out[-3000:]}"
-    return out
-
-
 async def mqadmin_sync_state_set(rmq: RocketMQ, addresses: str,
                                  credentials: Credentials | None | bool = True) -> dict[str, Any]:
     """`mqadmin getSyncStateSet` of GROUP, parsed. An mqadmin whose request timed out (its JVM on a
@@ -146,28 +110,6 @@ async def mqadmin_sync_state_set(rmq: RocketMQ, addresses: str,
         await wait_for(answered, MQADMIN_ANSWER_S, "mqadmin getSyncStateSet answering", 1.0)
     assert "MasterBrokerId" in out, f"mqadmin getSyncStateSet never answered with the set: {out[-2000:]}"
     return parse_sync_state_set(out)
-
-
-async def bring_up(rmq: RocketMQ, controllers: Addressed, admin: ControllerClient,
-                   broker_config: dict[str, object] | None = None,
-                   dial: Callable[[int], list[str]] | None = None) -> list[Broker]:
-    """The NameServer and three brokers of GROUP (started together); returns once they have ids
-    1-3 from the controller, one master and all three in the SyncStateSet. Broker `index` dials
-    the controllers at `dial(index)` (a chaos run's fault proxies), by default at their addresses."""
-    await rmq.start_namesrv()
-    brokers = [rmq.broker(index, dial(index) if dial else controllers.addresses, GROUP, broker_config)
-               for index in range(len(ALL))]
-    for broker in brokers:
-        broker.spawn()
-    for broker in brokers:
-        await broker.wait_booted()
-
-    async def all_in_sync() -> bool:
-        master, _, in_sync = await replica_state(admin)
-        return master is not None and in_sync == ALL and all(b.broker_id() for b in brokers)
-
-    await wait_for(all_in_sync, BRING_UP_S, "three brokers registered, a master, all in the SyncStateSet", 0.2)
-    return brokers
 
 
 async def check_bring_up(rmq: RocketMQ, controllers: Controllers, admin: ControllerClient,

@@ -1,6 +1,7 @@
-"""Real Apache RocketMQ processes for the interop tests (tests/interop, docs/interop.md): a Java
-NameServer, Java brokers in controller mode against rmqc nodes, `mqadmin` commands and the
-Producer/Consumer programs of interop/java. Test-only: production code never imports it.
+"""Real Apache RocketMQ processes beside rmqc (docs/interop.md): a Java NameServer, Java brokers
+in controller mode against rmqc nodes, the Java controller, `mqadmin` commands and the
+Producer/Consumer programs of interop/java. The interop tests, the benchmarks' Java anchors and
+`rmqc chaos run --brokers java` all start them through this one launcher.
 
 Everything runs on 127.0.0.1 with its own directory under the given tmp path (data, the
 `user.home` the RocketMQ logs go to, stdout/stderr) and a small JVM. Processes are started and
@@ -32,18 +33,38 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 
 from rmqc.acl import Credentials
 from rmqc.client import ClientError, ControllerClient
 from rmqc.launcher import Process, ProcessFailed, free_ports, stop_processes
-from rmqc.testing.certs import Certs
 
-__all__ = ["CLUSTER", "Broker", "JavaController", "JavaControllers", "JavaProgram", "MqAdmin", "NameServer",
-           "RocketMQ", "interop_dir", "java_tls_properties", "parse_sync_state_set",
-           "rmqc_security_settings"]
+__all__ = ["CLUSTER", "JVM_FLAGS", "Broker", "JavaController", "JavaControllers", "JavaProgram", "MqAdmin",
+           "NameServer", "RocketMQ", "TlsFiles", "classpath", "interop_dir", "java_tls_properties",
+           "parse_sync_state_set", "rmqc_security_settings"]
+
+
+
+class TlsFiles(Protocol):
+    """The PEM files a TLS run hands to the JVMs and the rmqc nodes (rmqc.testing.certs.Certs has them)."""
+
+    @property
+    def ca(self) -> Path: ...
+
+    @property
+    def node_cert(self) -> Path: ...
+
+    @property
+    def node_key(self) -> Path: ...
+
+    @property
+    def client_cert(self) -> Path: ...
+
+    @property
+    def client_key(self) -> Path: ...
+
 
 CLUSTER = "rmqc-interop"
 JAVA = shutil.which("java") or "/usr/bin/java"
@@ -106,7 +127,7 @@ def broker_ports() -> tuple[int, int]:
     raise ProcessFailed("no free port P with P-2 also free on 127.0.0.1")
 
 
-def java_tls_properties(certs: Certs) -> tuple[str, ...]:
+def java_tls_properties(certs: TlsFiles) -> tuple[str, ...]:
     """RocketMQ's TLS system properties (remoting TlsSystemConfig, read by TlsHelper) for a JVM
     that dials TLS, shows `certs`' client certificate, trusts only `certs`' CA, and serves TLS
     with the node certificate. `tls.enable` is read only as a system property (NettyClientConfig's
@@ -120,7 +141,7 @@ def java_tls_properties(certs: Certs) -> tuple[str, ...]:
             f"-Dtls.config.file={certs.ca.parent / 'no-tls.properties'}")
 
 
-def rmqc_security_settings(certs: Certs, acl_file: Path | None = None) -> tuple[str, ...]:
+def rmqc_security_settings(certs: TlsFiles, acl_file: Path | None = None) -> tuple[str, ...]:
     """`rmqc serve --set` settings for the other side: TLS enforcing with client certificates
     (peers over mutual TLS, 1008 notifications over TLS too) with `certs`, and ACL with
     `acl_file` when given."""
@@ -385,7 +406,7 @@ class RocketMQ:
     `await rmq.start_namesrv()`, `rmq.broker(...)`, `await rmq.mqadmin(...)`, `rmq.producer(...)`.
     Every process is stopped on exit from the block."""
 
-    def __init__(self, tmp_path: Path, *, tls: Certs | None = None, broker_credentials: Credentials | None = None,
+    def __init__(self, tmp_path: Path, *, tls: TlsFiles | None = None, broker_credentials: Credentials | None = None,
                  admin_credentials: Credentials | None = None) -> None:
         self.root = tmp_path / "rocketmq"
         self.root.mkdir(parents=True, exist_ok=True)
