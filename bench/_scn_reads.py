@@ -12,6 +12,7 @@ from typing import Any
 from rmqc.remoting import RequestCode, ResponseCode
 
 from . import _etcd
+from ._java import Controllers
 from ._load import HttpConn, RemotingConn, Workload
 from ._loadworker import WorkloadSpec
 from ._points import load_points, spread_point
@@ -22,7 +23,7 @@ READ_GROUP = "bench-read"
 LEVELS = ("linearizable", "lease", "stale")
 
 
-async def prepare_read_group(cluster: RmqcCluster, leader: str) -> None:
+async def prepare_read_group(cluster: Controllers, leader: str) -> None:
     conn = await RemotingConn.open(cluster.address(leader))
     try:
         ext = {"clusterName": CLUSTER, "brokerName": READ_GROUP, "appliedBrokerId": 1,
