@@ -1,6 +1,7 @@
 """The Java controller's parts of the benchmark suite: one real Apache RocketMQ controller JVM
 (`make interop` builds the jars; `make test` does it first) found as leader through 1005 and loaded
-by rmqc's own 1013 workload with its CPU read from /proc; and the ratios' arithmetic."""
+by rmqc's own 1013 workload with its CPU read from /proc, asked every read and its masters lost at
+once; a real 3-node rmqc's followers asked every read; and the ratios' arithmetic."""
 
 from __future__ import annotations
 
@@ -10,7 +11,20 @@ from pathlib import Path
 import pytest
 
 from bench._java import BENCH_JVM_FLAGS, JavaCluster
+from bench._rmqc import RmqcCluster
 from bench._scn_java import cpu_figures, measured_point, write_ratios
+from bench._scn_java2 import (
+    MASS_FAILOVER_BOUND_S,
+    CountingSink,
+    mass_failover,
+    mass_ratios,
+    node_roles,
+    per_group_figures,
+    read_answers,
+    read_points,
+    read_ratios,
+)
+from bench._scn_reads import LEVELS, prepare_read_group
 from bench._scn_writes import rmqc_write_workload
 from bench._suite import PROFILES, Suite
 
@@ -54,3 +68,71 @@ async def test_one_java_controller_node_takes_a_write_point_with_its_cpu(tmp_pat
     assert point["cpu_us_per_op"] > 0
     assert point["cpu_cores_per_node"]["n0"] > 0
     assert point["generator_cpu_cores"] > 0
+
+
+def test_mass_ratios_take_the_bound_for_a_java_mode_that_did_not_finish_and_say_it_is_a_lower_limit() -> None:
+    results = {"rmqc": {"failover": {"all_notified_ms": 100.0, "finished": True}},
+               "dledger": {"failover": {"all_notified_ms": 2500.0, "finished": True}},
+               "jraft": {"failover": {"all_notified_ms": None, "finished": False}}}
+    ratios = mass_ratios(results)
+    assert ratios["dledger"] == {"java_over_rmqc": 25.0, "at_least": False}
+    assert ratios["jraft"] == {"java_over_rmqc": MASS_FAILOVER_BOUND_S * 1000 / 100.0, "at_least": True}
+
+
+def test_per_group_figures_count_a_group_done_only_when_both_other_replicas_got_their_1008() -> None:
+    sink = CountingSink()
+    addresses = ["a0", "a1", "b0", "b1", "c0", "c1"]
+    sink.first_at.update({"a0": 10.010, "a1": 10.030, "b0": 10.020, "b1": 10.050, "c0": 10.040})
+    figures = per_group_figures(sink, addresses, 10.0, [0, 1, 2])
+    assert figures["per_group"]["n"] == 2  # group c: one replica never notified
+    assert figures["per_group"]["p50_ms"] == pytest.approx(30.0)
+    assert figures["per_group"]["max_ms"] == pytest.approx(50.0)
+    assert figures["unfinished_groups"] == 1 and figures["finished"] is False
+
+
+def test_read_ratios_leave_out_a_role_a_java_mode_refused() -> None:
+    points = {"rmqc": {"leader": {"ops_per_s": 3000.0}, "follower 1": {"ops_per_s": 2000.0}},
+              "dledger": {"leader": {"ops_per_s": 1000.0}, "follower 1": {"refused": {"code": 2007, "remark": ""}}}}
+    assert read_ratios(points) == {"dledger": {"leader": 3.0, "follower 1": None}}
+    assert node_roles(["n0", "n1", "n2"], "n1") == {"leader": "n1", "follower 1": "n0", "follower 2": "n2"}
+
+
+@pytest.mark.slow
+async def test_a_java_controller_refuses_no_read_on_its_leader_and_its_masters_are_replaced_at_once(
+        tmp_path: Path) -> None:
+    """One real DLedger JVM: 1004/1005/1006 answered on the leader, a 16-client read point with its
+    CPU, then 3 groups' masters lost at once and every group's two replicas told of the new master."""
+    profile = dataclasses.replace(PROFILES["tiny"], seconds=0.5, warmup_s=0.3)
+    suite = Suite(profile, tmp_path)
+    cluster = JavaCluster(tmp_path / "java", "dledger", nodes=1)
+    try:
+        await cluster.start()
+        await prepare_read_group(cluster, "n0")
+        answers = await read_answers(cluster, {"leader": "n0"}, (None,))
+        points = await read_points(suite, cluster, "dledger", {"leader": "n0"}, answers)
+        figures = await mass_failover(cluster, 3)
+    finally:
+        cluster.stop()
+    assert {request: answer["code"] for request, answer in answers["leader"].items()} == \
+        {"1004": 0, "1006": 0, "1005": 0}, answers
+    assert points["leader"]["ops"] > 0 and points["leader"]["cpu_us_per_op"] > 0, points
+    failover = figures["failover"]
+    assert figures["setup_refused_groups"] == 0 and figures["setup_notified_s"] is not None, figures
+    assert failover["finished"] and failover["groups_fully_notified"] == 3, failover
+    assert 0 < failover["per_group"]["p50_ms"] <= failover["all_notified_ms"] < MASS_FAILOVER_BOUND_S * 1000
+
+
+@pytest.mark.slow
+async def test_every_rmqc_node_answers_each_read_at_each_consistency_level(tmp_path: Path) -> None:
+    cluster = RmqcCluster(tmp_path, 3)
+    await cluster.start()
+    try:
+        leader = await cluster.leader_id()
+        await prepare_read_group(cluster, leader)
+        answers = await read_answers(cluster, node_roles(cluster.ids, leader), LEVELS)
+    finally:
+        cluster.stop()
+    assert set(answers) == {"leader", "follower 1", "follower 2"}
+    for role, by_request in answers.items():
+        assert len(by_request) == 3 * len(LEVELS), by_request
+        assert all(answer["code"] == 0 for answer in by_request.values()), (role, by_request)
