@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from bench._docs import _java_tables
 from bench._java import BENCH_JVM_FLAGS, JavaCluster
 from bench._rmqc import RmqcCluster
 from bench._scn_java import cpu_figures, measured_point, write_ratios
@@ -27,6 +29,7 @@ from bench._scn_java2 import (
 from bench._scn_reads import LEVELS, prepare_read_group
 from bench._scn_writes import rmqc_write_workload
 from bench._suite import PROFILES, Suite
+from bench._targets import target_rows
 
 
 def test_cpu_figures_sum_every_node_over_the_window_and_divide_by_accepted_ops() -> None:
@@ -136,3 +139,54 @@ async def test_every_rmqc_node_answers_each_read_at_each_consistency_level(tmp_p
     for role, by_request in answers.items():
         assert len(by_request) == 3 * len(LEVELS), by_request
         assert all(answer["code"] == 0 for answer in by_request.values()), (role, by_request)
+
+
+def _failover(all_ms: float | None, p50: float, done: int, lost: int = 10) -> dict[str, Any]:
+    return {"failover": {"all_notified_ms": all_ms, "finished": done == lost, "groups_fully_notified": done,
+                         "masters_lost": lost, "unfinished_groups": lost - done,
+                         "per_group": {"n": done, "p50_ms": p50, "p99_ms": all_ms or p50}}}
+
+
+def _kinds(closed_p99: float, hung_p99: float) -> dict[str, Any]:
+    return {"closed": {"n": 30, "p50_ms": closed_p99 / 2, "p99_ms": closed_p99},
+            "hung_from_deadline": {"n": 30, "p50_ms": hung_p99 / 2, "p99_ms": hung_p99}}
+
+
+def java_results() -> dict[str, Any]:
+    mass = {"rmqc": _failover(150.0, 90.0, 10), "dledger": _failover(2000.0, 900.0, 10),
+            "jraft": _failover(None, 5000.0, 4)}
+    refused = {"refused": {"code": 2007, "remark": "The controller is not in leader state"}}
+    read = {"clients": 16, "ops_per_s": 3000.0, "p50_ms": 5.0, "p99_ms": 9.0, "cpu_us_per_op": 300.0}
+    return {
+        "java_mass_failover": {"status": "ok", "conditions": {"groups": 10, "bound_s": MASS_FAILOVER_BOUND_S},
+                               "results": mass, "ratios": mass_ratios(mass)},
+        "java_broker_failover": {"status": "ok", "results": {"rmqc": _kinds(40.0, 60.0),
+                                                             "dledger": _kinds(1000.0, 6000.0)}},
+        "java_reads": {"status": "ok", "conditions": {"clients": 16},
+                       "answers": {"rmqc": {"follower 1": {"1004 stale": {"code": 0, "remark": ""}}},
+                                   "dledger": {"follower 1": {"1004": {"code": 2007, "remark": "not leader"},
+                                                              "1005": {"code": 0, "remark": ""}}}},
+                       "throughput": {"rmqc": {"leader": read, "follower 1": dict(read, ops_per_s=2500.0)},
+                                      "dledger": {"leader": dict(read, ops_per_s=1000.0), "follower 1": refused}},
+                       "ratios": {"dledger": {"leader": 3.0, "follower 1": None}}},
+    }
+
+
+def test_the_java_targets_judge_against_the_better_java_mode() -> None:
+    rows = {row.what: row for row in target_rows(java_results())}
+    mass = rows["vs the Java controller: every broker master lost at once -> all groups' 1008 received"]
+    assert mass.ratio.startswith("13.33x") and mass.met is True  # DLedger's 2,000 ms over rmqc's 150 ms
+    assert "JRaft 6 groups not done within the bound" in mass.anchors
+    dead = rows["vs the Java controller: dead master (connection closed; hung) -> 1008 received"]
+    assert dead.met is True, dead  # 40/1000 and 60/6000, both <= 1/20
+    reads = rows["vs the Java controller: 1004/1005/1006 on a follower, 16 clients"]
+    assert reads.met is True and "DLedger: follower answers 0/2007" in reads.anchors, reads
+
+
+def test_the_docs_show_rmqc_each_java_mode_and_their_ratio(tmp_path: Path) -> None:
+    text = "\n".join(_java_tables(java_results()))
+    assert "| Java DLedger | 2,000 | 900.0 | 2,000 | 10 of 10 | 13.33x |" in text
+    assert f"| Java JRaft | not done in {MASS_FAILOVER_BOUND_S:.0f} s | 5,000 | 5,000 | 4 of 10 | >= 800.00x |" in text
+    assert "| Java DLedger | 500.0 / 1,000 (30) | 3,000 / 6,000 (30) | 25.00x | 100.00x |" in text
+    assert "| Java DLedger | follower 1 | 1004 2007 (not leader), 1005 0 |" in text
+    assert "| Java DLedger | 1,000/s, 5.00 / 9.00, 300 us | refused (2007) | 3.00x | - |" in text
