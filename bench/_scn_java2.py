@@ -5,6 +5,7 @@ follower sustain). One system at a time, rmqc first, as in _scn_java."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import trio
@@ -89,60 +90,75 @@ async def java_mass_failover(suite: Suite) -> dict[str, Any]:
             "results": results, "ratios": mass_ratios(results)}
 
 
+@dataclass
+class FleetConns:
+    """The fleet's heartbeat connections: each master's own, one per node (closing them is the
+    masters' loss), and the other replicas' shared ones."""
+
+    masters: list[RemotingConn] = field(default_factory=list)
+    others: list[RemotingConn] = field(default_factory=list)
+
+    async def aclose(self) -> None:
+        for conn in self.masters + self.others:
+            await conn.aclose()  # a second close of a master's connection does nothing
+
+
 async def mass_failover(cluster: Controllers, count: int) -> dict[str, Any]:
     sink = CountingSink()
     addresses = await sink.open(2 * count)
     groups = [group_brokers(g, addresses[2 * g:2 * g + 2]) for g in range(count)]
-    async with trio.open_nursery() as nursery:
-        await sink.serve(nursery)
-        figures, master_conns, ready = await mass_setup(nursery, cluster, groups, sink, addresses)
-        t0 = time.perf_counter()
-        for conn in master_conns:
-            await conn.aclose()
-        with trio.move_on_after(MASS_FAILOVER_BOUND_S):
-            while len(sink.first_at) < 2 * len(ready):
-                await trio.sleep(0.005)
-        figures["failover"] = failover_figures(sink, addresses, t0, ready)
-        figures["failover"].update(per_group_figures(sink, addresses, t0, ready))
-        nursery.cancel_scope.cancel()
+    conns = FleetConns()
+    try:
+        async with trio.open_nursery() as nursery:
+            await sink.serve(nursery)
+            figures, ready = await mass_setup(nursery, cluster, groups, sink, addresses, conns)
+            t0 = time.perf_counter()
+            for conn in conns.masters:
+                await conn.aclose()
+            with trio.move_on_after(MASS_FAILOVER_BOUND_S):
+                while len(sink.first_at) < 2 * len(ready):
+                    await trio.sleep(0.005)
+            figures["failover"] = failover_figures(sink, addresses, t0, ready)
+            figures["failover"].update(per_group_figures(sink, addresses, t0, ready))
+            nursery.cancel_scope.cancel()
+    finally:
+        await conns.aclose()
+        for listener in sink.listeners.values():
+            await listener.aclose()
     return figures
 
 
 async def mass_setup(nursery: trio.Nursery, cluster: Controllers, groups: list[list[Broker]], sink: CountingSink,
-                     addresses: list[str]) -> tuple[dict[str, Any], list[RemotingConn], list[int]]:
+                     addresses: list[str], conns: FleetConns) -> tuple[dict[str, Any], list[int]]:
     """Registered, heartbeating, elected with the set {1,2,3}, the elections' 1008s arrived: the
-    setup's figures, the masters' connections, the indexes of the groups set up in full."""
+    setup's figures and the indexes of the groups set up in full."""
     started = time.perf_counter()
     refused = await for_each_group(cluster, groups, register_group)
-    master_conns = await heartbeat_fleet(nursery, cluster, groups)
+    await heartbeat_fleet(nursery, cluster, groups, conns)
     refused |= await for_each_group(cluster, groups, elect_group)
     setup_s = round(time.perf_counter() - started, 1)
     ready = [g for g, group in enumerate(groups) if group[0].name not in refused]
     notified_s = await setup_notified(sink, [a for g in ready for a in addresses[2 * g:2 * g + 2]])
     say(f"   {len(groups):,} groups x 3 brokers registered and elected in {setup_s} s ({len(refused)} refused "
         f"to the end and left out); the setup's 1008s arrived within {fmt(notified_s)} s more")
-    return ({"setup_s": setup_s, "setup_refused_groups": len(refused), "setup_notified_s": notified_s},
-            master_conns, ready)
+    return {"setup_s": setup_s, "setup_refused_groups": len(refused), "setup_notified_s": notified_s}, ready
 
 
-async def heartbeat_fleet(nursery: trio.Nursery, cluster: Controllers,
-                          groups: list[list[Broker]]) -> list[RemotingConn]:
-    """Heartbeats of every broker to every node, once a second; the masters' on a connection of their
-    own per node (the controllers tie a broker's liveness to the channel its heartbeats arrive on),
-    which are returned: closing them is the masters' loss."""
-    master_conns = []
+async def heartbeat_fleet(nursery: trio.Nursery, cluster: Controllers, groups: list[list[Broker]],
+                          conns: FleetConns) -> None:
+    """Heartbeats of every broker to every node, once a second, on `conns`; the masters' on a
+    connection of their own per node (the controllers tie a broker's liveness to the channel its
+    heartbeats arrive on)."""
     for group in groups:
         for node in cluster.ids:
-            conn = await RemotingConn.open(cluster.address(node))
-            master_conns.append(conn)
+            conns.masters.append(conn := await RemotingConn.open(cluster.address(node)))
             nursery.start_soon(send_rounds, conn, heartbeat_chunks([group[0]]), HEARTBEAT_INTERVAL_S)
     others = [b for group in groups for b in group[1:]]
     for node in cluster.ids:
         for share in range(HEARTBEAT_CONNECTIONS_PER_NODE):
-            conn = await RemotingConn.open(cluster.address(node))
+            conns.others.append(conn := await RemotingConn.open(cluster.address(node)))
             chunks = heartbeat_chunks(others[share::HEARTBEAT_CONNECTIONS_PER_NODE])
             nursery.start_soon(send_rounds, conn, chunks, HEARTBEAT_INTERVAL_S)
-    return master_conns
 
 
 async def setup_notified(sink: CountingSink, addresses: list[str]) -> float | None:
