@@ -189,13 +189,14 @@ def per_group_figures(sink: NotificationSink, addresses: list[str], t0: float, r
 
 def mass_ratios(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Per Java mode: its time to the last group over rmqc's; a mode that did not finish gets the
-    bound as its time, so its ratio is a lower limit (`at_least`)."""
+    bound as its time, so its ratio is a lower limit (`at_least`); none for a mode whose setup
+    left no group to lose (every group refused)."""
     ours = results.get("rmqc", {}).get("failover", {}).get("all_notified_ms")
     ratios: dict[str, Any] = {}
     for mode in (m for m in MODES if m in results):
         failover = results[mode]["failover"]
         theirs = failover["all_notified_ms"] if failover["finished"] else MASS_FAILOVER_BOUND_S * 1000
-        ratios[mode] = {"java_over_rmqc": round(theirs / ours, 2) if ours else None,
+        ratios[mode] = {"java_over_rmqc": round(theirs / ours, 2) if ours and failover["masters_lost"] else None,
                         "at_least": not failover["finished"]}
     return ratios
 

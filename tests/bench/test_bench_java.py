@@ -74,12 +74,13 @@ async def test_one_java_controller_node_takes_a_write_point_with_its_cpu(tmp_pat
 
 
 def test_mass_ratios_take_the_bound_for_a_java_mode_that_did_not_finish_and_say_it_is_a_lower_limit() -> None:
-    results = {"rmqc": {"failover": {"all_notified_ms": 100.0, "finished": True}},
-               "dledger": {"failover": {"all_notified_ms": 2500.0, "finished": True}},
-               "jraft": {"failover": {"all_notified_ms": None, "finished": False}}}
+    results = {"rmqc": _failover(100.0, 80.0, 10), "dledger": _failover(2500.0, 900.0, 10),
+               "jraft": _failover(None, 900.0, 3)}
     ratios = mass_ratios(results)
     assert ratios["dledger"] == {"java_over_rmqc": 25.0, "at_least": False}
     assert ratios["jraft"] == {"java_over_rmqc": MASS_FAILOVER_BOUND_S * 1000 / 100.0, "at_least": True}
+    results["jraft"] = _failover(None, 0.0, 0, lost=0)  # its setup was refused for every group
+    assert mass_ratios(results)["jraft"]["java_over_rmqc"] is None
 
 
 def test_per_group_figures_count_a_group_done_only_when_both_other_replicas_got_their_1008() -> None:
