@@ -12,6 +12,7 @@ from typing import Any
 from ._scn_brokers import broker_failover, heartbeats
 from ._scn_cluster import leader_kill, restart_history
 from ._scn_java import java_broker_failover, java_heartbeats, java_leader_kill, java_writes
+from ._scn_java2 import java_mass_failover, java_reads
 from ._scn_pauses import catch_up, learner_catch_up, pauses
 from ._scn_reads import reads_etcd, reads_rmqc
 from ._scn_scale import scale
@@ -60,8 +61,12 @@ SCENARIOS: list[tuple[str, str, Scenario]] = [
     ("java_heartbeats", "heartbeats of 1,000 and 10,000 brokers: rmqc, Java DLedger, Java JRaft", java_heartbeats),
     ("java_leader_kill", "controller leader SIGKILL -> write accepted: rmqc, Java DLedger, Java JRaft",
      java_leader_kill),
-    ("java_broker_failover", "broker master closed -> others notified (1008): rmqc, Java DLedger, Java JRaft",
+    ("java_broker_failover", "broker master closed / hung -> others notified (1008): rmqc, Java DLedger, Java JRaft",
      java_broker_failover),
+    ("java_mass_failover", "every broker master lost at once -> all groups notified: rmqc, Java DLedger, Java JRaft",
+     java_mass_failover),
+    ("java_reads", "1004/1005/1006 on leader and followers, 16-client reads: rmqc, Java DLedger, Java JRaft",
+     java_reads),
     ("test_suite", "the CI test suite, timed", test_suite),
 ]
 FULL_ONLY = {"test_suite"}

@@ -35,6 +35,9 @@ KILLS = {"tiny": 1, "quick": 3, "full": 30}
 # Broker masters closed per system (each: 1008 to the others, then the broker restarted and the
 # fleet converged again): the 30 the comparison asks for, except in the smoke test's profile.
 MASTER_KILLS = {"tiny": 1, "quick": 30, "full": 30}
+# Broker masters hung per system after the kills (heartbeats stop, connections stay open; measured
+# from the controllers' heartbeat deadline): as many as the kills in --full.
+MASTER_HANGS = {"tiny": 1, "quick": 5, "full": 30}
 
 
 async def start_system(suite: Suite, scenario: str, system: str) -> RmqcCluster | JavaCluster:
@@ -252,9 +255,10 @@ async def kill_leaders(cluster: Controllers, system: str, kills: int) -> list[fl
 
 async def java_broker_failover(suite: Suite) -> dict[str, Any]:
     """A simulated fleet (rmqc.brokersim, Java broker timings, 1004 polled every 5 s) against each
-    controller; a master's connections closed, until every other replica of its group holds the new
-    master epoch: sub-second only through the 1008 the controller leader sends."""
-    kills = MASTER_KILLS[suite.profile.name]
+    controller; a master's connections closed (then a master hung: its heartbeats stop, its connections
+    stay open), until every other replica of its group holds the new master epoch: sub-second only
+    through the 1008 the controller leader sends."""
+    kills, hangs = MASTER_KILLS[suite.profile.name], MASTER_HANGS[suite.profile.name]
     results: dict[str, dict[str, Any]] = {}
     systems: dict[str, str] = {}
     for system in SYSTEMS:
@@ -264,11 +268,13 @@ async def java_broker_failover(suite: Suite) -> dict[str, Any]:
         try:
             results[system] = await failover_rounds(suite, [cluster.address(node) for node in cluster.ids],
                                                     suite.work_dir("java_broker_failover") / system / "brokers",
-                                                    kills, 0)
+                                                    kills, hangs)
         finally:
             cluster.stop()
     timing = sim_timing()
     return {"conditions": conditions(suite, systems, groups=suite.profile.fleet_groups, replicas=3, kills=kills,
+                                     hangs=hangs, hang="in-process hang of rmqc.brokersim (heartbeats and reads "
+                                                       "stop, connections stay open), timed from the deadline",
                                      broker_timing=f"heartbeat every {timing.heartbeat_interval_ms} ms, timeout "
                                                    f"{timing.heartbeat_timeout_ms} ms, 1004 poll "
                                                    f"{timing.poll_interval_ms} ms"),

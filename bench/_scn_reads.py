@@ -12,6 +12,7 @@ from typing import Any
 from rmqc.remoting import RequestCode, ResponseCode
 
 from . import _etcd
+from ._java import Controllers
 from ._load import HttpConn, RemotingConn, Workload
 from ._loadworker import WorkloadSpec
 from ._points import load_points, spread_point
@@ -22,7 +23,7 @@ READ_GROUP = "bench-read"
 LEVELS = ("linearizable", "lease", "stale")
 
 
-async def prepare_read_group(cluster: RmqcCluster, leader: str) -> None:
+async def prepare_read_group(cluster: Controllers, leader: str) -> None:
     conn = await RemotingConn.open(cluster.address(leader))
     try:
         ext = {"clusterName": CLUSTER, "brokerName": READ_GROUP, "appliedBrokerId": 1,
@@ -35,16 +36,21 @@ async def prepare_read_group(cluster: RmqcCluster, leader: str) -> None:
 
 
 def rmqc_read_workload(addresses: list[str], level: str) -> Workload[RemotingConn]:
-    """1004 at `level`; client i reads from addresses[i % len(addresses)]."""
+    """1004 at `level`; client i reads from addresses[i % len(addresses)]; why a read was refused
+    is counted (the Java controller ignores `level` and answers 2007 on a follower)."""
     ext = {"brokerName": READ_GROUP, "consistency": level}
 
     async def open_conn(client: int) -> RemotingConn:
         return await RemotingConn.open(addresses[client % len(addresses)])
 
     async def op(conn: RemotingConn, _client: int, _seq: int) -> bool:
-        return (await conn.call(RequestCode.CONTROLLER_GET_REPLICA_INFO, ext)).code == ResponseCode.SUCCESS
+        response = await conn.call(RequestCode.CONTROLLER_GET_REPLICA_INFO, ext)
+        if response.code != ResponseCode.SUCCESS:
+            workload.refusals[f"{response.code} {(response.remark or '')[:40]}"] += 1
+        return response.code == ResponseCode.SUCCESS
 
-    return Workload(open_conn, op)
+    workload = Workload(open_conn, op)
+    return workload
 
 
 async def reads_rmqc(suite: Suite) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import trio
 from rmqc.remoting import FrameDecoder, RequestCode, ResponseCode, dumps_fastjson, loads_fastjson
 
 from ._heartbeats import Broker, heartbeat_chunks, send_rounds
+from ._java import Controllers
 from ._load import RemotingConn
 from ._rmqc import CLUSTER, RmqcCluster
 from ._stats import fmt
@@ -116,7 +117,7 @@ class SetupRefused(RuntimeError):
     """A setup request kept being refused (e.g. 1001 while the leader churns under load)."""
 
 
-async def for_each_group(cluster: RmqcCluster, groups: list[list[Broker]], step: Any) -> set[str]:
+async def for_each_group(cluster: Controllers, groups: list[list[Broker]], step: Any) -> set[str]:
     """Run `step` for every group on connections to the current leader; the names of the groups
     whose step was refused to the end (they are left out of the failover figures, and counted)."""
     queue = list(reversed(groups))

@@ -293,12 +293,99 @@ def _security(results: Results) -> Row:
     return row
 
 
+JAVA_MODES = {"dledger": "DLedger", "jraft": "JRaft"}
+
+
+def _java_mass_failover(results: Results) -> Row:
+    row = Row("vs the Java controller: every broker master lost at once -> all groups' 1008 received",
+              "rmqc >= 10x faster than the better Java mode")
+    if (r := _ok(results, "java_mass_failover")) is None:
+        row.measured = _why_missing(results, "java_mass_failover")
+        return row
+    runs = r["results"]
+    row.measured = f"{r['conditions']['groups']:,} groups: rmqc " + _mass_time(runs["rmqc"]["failover"])
+    row.anchors = "; ".join(f"{label} " + _mass_time(runs[mode]["failover"])
+                            for mode, label in JAVA_MODES.items() if mode in runs)
+    ratios = [v for v in r["ratios"].values() if v["java_over_rmqc"] is not None]
+    if ratios and runs["rmqc"]["failover"]["finished"]:
+        better = min(ratios, key=lambda v: v["java_over_rmqc"])
+        row.ratio = f"{'>= ' if better['at_least'] else ''}{better['java_over_rmqc']:.2f}x faster than the better mode"
+        row.met = better["java_over_rmqc"] >= 10
+    return row
+
+
+def _mass_time(failover: dict[str, Any]) -> str:
+    per_group = failover["per_group"]
+    last = (f"last after {fmt(failover['all_notified_ms'])} ms" if failover["finished"]
+            else f"{failover['unfinished_groups']} groups not done within the bound")
+    return f"{last}, per group p50 {fmt(per_group['p50_ms'])} ms, p99 {fmt(per_group['p99_ms'])} ms"
+
+
+def _java_dead_master(results: Results) -> Row:
+    row = Row("vs the Java controller: dead master (connection closed; hung) -> 1008 received",
+              "p99 <= 1/20 of the better Java mode's, both kinds")
+    if (r := _ok(results, "java_broker_failover")) is None:
+        row.measured = _why_missing(results, "java_broker_failover")
+        return row
+    runs = r["results"]
+    row.measured = "rmqc " + _dead_master_times(runs["rmqc"])
+    row.anchors = "; ".join(f"{label} " + _dead_master_times(runs[mode])
+                            for mode, label in JAVA_MODES.items() if mode in runs)
+    fractions = {kind: _best_fraction(runs, kind) for kind in ("closed", "hung_from_deadline")}
+    row.ratio = ", ".join(f"{kind.split('_')[0]} {fmt(f, 3)} of the better mode's p99" for kind, f in fractions.items())
+    judged = [f for f in fractions.values() if f is not None]
+    row.met = all(f <= 1 / 20 for f in judged) if len(judged) == len(fractions) else None
+    return row
+
+
+def _dead_master_times(run: dict[str, Any]) -> str:
+    closed, hung = run["closed"], run.get("hung_from_deadline", {"n": 0})
+    text = f"closed p50 {fmt(closed['p50_ms'])} / p99 {fmt(closed['p99_ms'])} ms ({closed['n']})"
+    if hung["n"]:
+        text += f", hung p50 {fmt(hung['p50_ms'])} / p99 {fmt(hung['p99_ms'])} ms ({hung['n']})"
+    return text
+
+
+def _best_fraction(runs: dict[str, Any], kind: str) -> float | None:
+    """rmqc's p99 over the better (lower) Java p99 of `kind`; None where a system has no samples."""
+    java = [runs[m][kind]["p99_ms"] for m in JAVA_MODES if m in runs and runs[m].get(kind, {}).get("n")]
+    ours = runs["rmqc"].get(kind, {})
+    return round(ours["p99_ms"] / min(java), 3) if java and ours.get("n") and min(java) else None
+
+
+def _java_reads(results: Results) -> Row:
+    row = Row("vs the Java controller: 1004/1005/1006 on a follower, 16 clients",
+              "rmqc's followers serve them; follower reads/s >= the better Java mode's leader")
+    if (r := _ok(results, "java_reads")) is None:
+        row.measured = _why_missing(results, "java_reads")
+        return row
+    points, answers = r["throughput"], r["answers"]
+    served = all(a["code"] == 0 for a in answers["rmqc"]["follower 1"].values())
+    ours = points["rmqc"]["follower 1"].get("ops_per_s")
+    row.measured = (f"rmqc follower: {'serves every request at every level' if served else 'refuses some'}, "
+                    f"{fmt(ours, 0)} reads/s, leader {fmt(points['rmqc']['leader'].get('ops_per_s'), 0)} reads/s")
+    java_leader = [points[m]["leader"].get("ops_per_s") for m in JAVA_MODES if m in points]
+    row.anchors = "; ".join(f"{label}: follower {_follower_answer(answers[mode])}, leader "
+                            f"{fmt(points[mode]['leader'].get('ops_per_s'), 0)} reads/s"
+                            for mode, label in JAVA_MODES.items() if mode in points)
+    best = max((v for v in java_leader if v), default=None)
+    row.ratio = _ratio(ours, best) + " of the better Java leader" if ours and best else ""
+    row.met = served and ours is not None and best is not None and ours >= best
+    return row
+
+
+def _follower_answer(answers: dict[str, Any]) -> str:
+    codes = sorted({a["code"] for a in answers["follower 1"].values()})
+    return "serves all" if codes == [0] else "answers " + "/".join(str(c) for c in codes)
+
+
 ROWS: tuple[Callable[[Results], Row], ...] = (
     _leader_kill, _pauses, _broker_closed, _heartbeats, _writes_256, _writes_1,
     lambda r: _single_read(r, "lease read on leader, 1 client", "lease/leader", "serializable/leader", 0.5),
     lambda r: _single_read(r, "linearizable read on a follower, 1 client", "linearizable/follower",
                            "linearizable/follower", 2),
     _reads_many, _scale, _restart, _memory, _test_suite, _vs_etcd, _vs_single_queue, _security,
+    _java_mass_failover, _java_dead_master, _java_reads,
 )
 
 
