@@ -12,6 +12,7 @@ from typing import Any
 from ._scn_brokers import broker_failover, heartbeats
 from ._scn_cluster import leader_kill, restart_history
 from ._scn_java import java_broker_failover, java_heartbeats, java_leader_kill, java_writes
+from ._scn_namesrv import namesrv_lookups, namesrv_registrations
 from ._scn_pauses import catch_up, pauses
 from ._scn_reads import reads_etcd, reads_rmqc
 from ._scn_scale import scale
@@ -61,6 +62,10 @@ SCENARIOS: list[tuple[str, str, Scenario]] = [
      java_leader_kill),
     ("java_broker_failover", "broker master closed -> others notified (1008): rmqc, Java DLedger, Java JRaft",
      java_broker_failover),
+    ("namesrv_lookups", "105 route lookups at 1 and 64 clients: rmqc per level and role, Java NameServer",
+     namesrv_lookups),
+    ("namesrv_registrations", "a broker fleet re-registering (103) every 30 s: rmqc and Java NameServer",
+     namesrv_registrations),
     ("test_suite", "the CI test suite, timed", test_suite),
 ]
 FULL_ONLY = {"test_suite"}
