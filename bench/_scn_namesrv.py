@@ -81,7 +81,9 @@ class NamesrvSystem:
 
 async def start_rmqc(suite: Suite, scenario: str) -> tuple[RmqcCluster, NamesrvSystem]:
     cluster = RmqcCluster(suite.work_dir(scenario), 3)
-    ports = free_ports(len(cluster.nodes))
+    # free_ports releases what it finds: the serve ports just chosen may come back, so leave them out
+    taken = {int(address.rpartition(":")[2]) for address in cluster.addresses}
+    ports = [port for port in free_ports(2 * len(cluster.nodes)) if port not in taken][:len(cluster.nodes)]
     for node, port in zip(cluster.nodes, ports, strict=True):
         node.metrics_port = port  # read for the commit index
     await cluster.start()
