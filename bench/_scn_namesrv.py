@@ -29,7 +29,7 @@ from rmqc.remoting import RequestCode, ResponseCode
 
 from ._generators import READY_TIMEOUT_S, REPO
 from ._java import BENCH_JVM_FLAGS, ROCKETMQ_VERSION, cpu_of
-from ._load import RemotingConn, Workload, closed_loop
+from ._load import RemotingConn, Workload, closed_loop, split_address
 from ._loadworker import GO_SIGNAL, READY_LINE, WorkloadSpec
 from ._namesrv_fleet import BROKERS_PER_TOPIC, ROCKETMQ_5_5_0, registration, topic_of
 from ._points import point_summary, spread_point
@@ -82,7 +82,7 @@ class NamesrvSystem:
 async def start_rmqc(suite: Suite, scenario: str) -> tuple[RmqcCluster, NamesrvSystem]:
     cluster = RmqcCluster(suite.work_dir(scenario), 3)
     # free_ports releases what it finds: the serve ports just chosen may come back, so leave them out
-    taken = {int(address.rpartition(":")[2]) for address in cluster.addresses}
+    taken = {split_address(address)[1] for address in cluster.addresses}
     ports = [port for port in free_ports(2 * len(cluster.nodes)) if port not in taken][:len(cluster.nodes)]
     for node, port in zip(cluster.nodes, ports, strict=True):
         node.metrics_port = port  # read for the commit index
