@@ -11,7 +11,6 @@ end and the sender's lag shows as sends later than due. The harness starts the w
 
 from __future__ import annotations
 
-import collections
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -53,7 +52,9 @@ class Plan:
 class Tally:
     sent: int = 0  # frames written (one per broker per address per round)
     answered: int = 0
-    refused: collections.Counter[str] = field(default_factory=collections.Counter)
+    # why answers were refusals, by code and remark (a plain dict: dataclasses.asdict would turn a
+    # Counter's items into counted tuples)
+    refused: dict[str, int] = field(default_factory=dict)
     max_lag_s: float = 0.0  # the latest a send left after its due time
     elapsed_s: float = 0.0
 
@@ -74,7 +75,8 @@ async def count_answers(stream: trio.SocketStream, tally: Tally) -> None:
         for answer in decoder.feed(data):
             tally.answered += 1
             if answer.code != ResponseCode.SUCCESS:
-                tally.refused[f"{answer.code} {(answer.remark or '')[:40]}"] += 1
+                why = f"{answer.code} {(answer.remark or '')[:40]}"
+                tally.refused[why] = tally.refused.get(why, 0) + 1
 
 
 async def send_on_schedule(plan: Plan, schedule: list[tuple[float, bytes]], streams: list[trio.SocketStream],
