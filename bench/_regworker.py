@@ -120,10 +120,13 @@ async def run(plan: Plan) -> Tally:
     return tally
 
 
+def write_tally(path: Path, tally: Tally) -> None:
+    path.write_bytes(orjson.dumps(asdict(tally)))
+
+
 def main(argv: list[str]) -> int:
     plan = Plan.from_json(argv[0])
-    tally = trio.run(run, plan)
-    Path(plan.result_path).write_bytes(orjson.dumps(asdict(tally)))
+    write_tally(Path(plan.result_path), trio.run(run, plan))
     return 0
 
 

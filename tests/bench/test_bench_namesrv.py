@@ -4,6 +4,7 @@ real Java NameServer JVM; `make interop` builds the jars, `make test` does it fi
 
 from __future__ import annotations
 
+import json
 import zlib
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import trio
 
 from bench._docs import _namesrv_section
 from bench._namesrv_fleet import BROKERS_PER_TOPIC, registration, topic_of
-from bench._regworker import Plan
+from bench._regworker import Plan, Tally, write_tally
 from bench._rmqc import RmqcCluster, durable_write
 from bench._scn_namesrv import (
     MAX_LAG_S,
@@ -46,6 +47,12 @@ def test_fleet_plans_give_every_broker_to_exactly_one_worker(tmp_path: Path) -> 
     assert covered == list(range(1001))
     assert {plan.fleet for plan in plans} == {1001}
     assert Plan.from_json(plans[1].to_json()) == plans[1]
+
+
+def test_a_generator_tally_with_refusals_is_written_as_the_harness_reads_it(tmp_path: Path) -> None:
+    write_tally(tmp_path / "tally.json", Tally(sent=3, answered=3, refused={"1 system busy": 2}, max_lag_s=0.5))
+    tally = json.loads((tmp_path / "tally.json").read_text())
+    assert tally["refused"] == {"1 system busy": 2} and tally["sent"] == 3
 
 
 def _figures(tally: dict[str, Any], lookup_errors: int = 0, commits: tuple[int, int] = (100, 100)) -> dict[str, Any]:
