@@ -355,7 +355,9 @@ def _namesrv_registrations(results: Results) -> Row:
     if not ours["valid"]:
         row.measured += f" (NOT VALID: {'; '.join(ours['problems'])})"
         return row
-    if entries > 0:
+    if ours["refused"]:
+        row.measured += f"; refused {sum(ours['refused'].values()):,}: {ours['refused']}"
+    if entries > 0 or ours["refused"]:
         row.met = False
     elif brokers >= 10_000:
         row.met = rss <= 300
