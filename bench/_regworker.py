@@ -55,6 +55,9 @@ class Tally:
     # why answers were refusals, by code and remark (a plain dict: dataclasses.asdict would turn a
     # Counter's items into counted tuples)
     refused: dict[str, int] = field(default_factory=dict)
+    # refusals by the round (period) they came in: the first registers the fleet, the later ones
+    # only repeat it
+    refused_by_round: dict[str, int] = field(default_factory=dict)
     max_lag_s: float = 0.0  # the latest a send left after its due time
     elapsed_s: float = 0.0
 
@@ -69,14 +72,16 @@ def frames(plan: Plan) -> list[tuple[float, bytes]]:
     return out
 
 
-async def count_answers(stream: trio.SocketStream, tally: Tally) -> None:
+async def count_answers(stream: trio.SocketStream, tally: Tally, go: float, period_s: float) -> None:
     decoder = FrameDecoder()
     while data := await stream.receive_some(RECEIVE_BYTES):
         for answer in decoder.feed(data):
             tally.answered += 1
             if answer.code != ResponseCode.SUCCESS:
-                why = f"{answer.code} {(answer.remark or '')[:40]}"
+                why = f"{answer.code} {(answer.remark or '')[:60]}"
                 tally.refused[why] = tally.refused.get(why, 0) + 1
+                round_ = str(int((trio.current_time() - go) // period_s))
+                tally.refused_by_round[round_] = tally.refused_by_round.get(round_, 0) + 1
 
 
 async def send_on_schedule(plan: Plan, schedule: list[tuple[float, bytes]], streams: list[trio.SocketStream],
@@ -105,11 +110,11 @@ async def run(plan: Plan) -> Tally:
     schedule = frames(plan)
     streams = [await trio.open_tcp_stream(*split_address(address)) for address in plan.addresses]
     wait_for_go()
-    started = time.perf_counter()
+    started, go = time.perf_counter(), trio.current_time()
     async with trio.open_nursery() as nursery:
         for stream in streams:
-            nursery.start_soon(count_answers, stream, tally)
-        await send_on_schedule(plan, schedule, streams, tally, trio.current_time())
+            nursery.start_soon(count_answers, stream, tally, go, plan.period_s)
+        await send_on_schedule(plan, schedule, streams, tally, go)
         with trio.move_on_after(DRAIN_S):
             while tally.answered < tally.sent:
                 await trio.sleep(0.05)

@@ -347,6 +347,8 @@ def window_figures(system: NamesrvSystem, fleet: tuple[int, float, float, int], 
         # answered with an error (the first round's included): the server did not keep up, a finding
         # about it, not about the generator
         "refused": dict(refused),
+        "refused_by_round": dict(sum((collections.Counter(t["refused_by_round"]) for t in tallies),
+                                     collections.Counter())),
         "window_s": round(seconds, 2),
         "log_entries_per_min": {node: round((after["commit"][node] - index) / seconds * 60, 1)
                                 for node, index in before["commit"].items()} or None,
@@ -360,6 +362,6 @@ def window_figures(system: NamesrvSystem, fleet: tuple[int, float, float, int], 
         f"registrations/s sent (wanted {figure['wanted_per_s']}), lag {figure['generator_max_lag_s']} s, "
         f"log entries/min {figure['log_entries_per_min']}, RSS MB {figure['rss_mb']}, cores "
         f"{figure['cpu_cores_per_node']}, lookup p99 {fmt(lookup['p99_ms'], 2)} ms"
-        + (f", REFUSED {dict(refused)}" if refused else "")
+        + (f", REFUSED {dict(refused)} by round {figure['refused_by_round']}" if refused else "")
         + ("" if not problems else f"; NOT VALID: {'; '.join(problems)}"))
     return figure

@@ -66,7 +66,7 @@ def _figures(tally: dict[str, Any], lookup_errors: int = 0, commits: tuple[int, 
 
 
 def test_the_registration_window_counts_log_entries_and_is_not_valid_when_its_load_was_not_made() -> None:
-    kept_up = {"sent": 60, "answered": 60, "refused": {}, "max_lag_s": 0.01}
+    kept_up = {"sent": 60, "answered": 60, "refused": {}, "refused_by_round": {}, "max_lag_s": 0.01}
     good = _figures(kept_up, commits=(100, 110))
     assert good["valid"] and good["problems"] == []
     assert good["log_entries_per_min"] == {"n0": 20.0}  # 10 entries in 30 s
@@ -76,7 +76,8 @@ def test_the_registration_window_counts_log_entries_and_is_not_valid_when_its_lo
     assert not lagging["valid"] and "behind schedule" in lagging["problems"][0]
     unanswered = _figures({**kept_up, "answered": 50})
     assert not unanswered["valid"] and "10 of 60 registrations unanswered" in unanswered["problems"]
-    refused = _figures({**kept_up, "refused": {"1 busy": 3}})
+    refused = _figures({**kept_up, "refused": {"1 busy": 3}, "refused_by_round": {"0": 2, "1": 1}})
+    assert refused["refused_by_round"] == {"0": 2, "1": 1}
     assert refused["valid"] and refused["refused"] == {"1 busy": 3}  # the server's failing, not the generator's
     assert not _figures(kept_up, lookup_errors=5)["valid"]
 
