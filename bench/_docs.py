@@ -186,7 +186,7 @@ def _registrations_table(result: dict[str, Any]) -> list[str]:
              lambda f: f"{fmt(f['registrations_per_s'], 0)} ({fmt(f['wanted_per_s'], 0)})"),
             ("route lookup p50 / p99 ms meanwhile, 1 client",
              lambda f: f"{fmt(f['lookup']['p50_ms'], 2)} / {fmt(f['lookup']['p99_ms'], 2)}"),
-            ("registrations refused", lambda f: _values(f["refused"])),
+            ("registrations refused", lambda f: _values(f["refused"]) if f["refused"] else "none"),
             ("generator kept up", lambda f: "yes" if f["valid"] else "NOT VALID: " + "; ".join(f["problems"]))]
     rmqc, java = figures["rmqc"], figures.get("java")
     lines = [f"Re-registrations: {c['brokers']:,} brokers with {c['topics_per_broker']} topics each, an unchanged "
