@@ -61,6 +61,8 @@ FLEET_TOPICS = 100
 # not produce the load the figure claims (the run is marked not valid).
 SETTLE_S = 3.0
 MAX_LAG_S = 1.0
+# A generator's last answers drained (DRAIN_S), it writes its tally and exits within this.
+WORKER_EXIT_S = 30.0
 
 
 class NamesrvSystem:
@@ -276,7 +278,7 @@ async def registration_window(suite: Suite, system: NamesrvSystem,
         lookups = await closed_loop(lookup_workload([lookup_address], level), 1, window_s / 2, 0.0)
         after = await window_reading(system, procs)
         for proc in procs:
-            remaining = went + period_s + SETTLE_S + window_s + DRAIN_S + 30 - time.perf_counter()
+            remaining = went + period_s + SETTLE_S + window_s + DRAIN_S + WORKER_EXIT_S - time.perf_counter()
             if (code := await proc.wait_exit(max(remaining, 1.0))) != 0:
                 raise ProcessFailed(f"{proc.name} exited with {code}: {proc.tail()}")
     finally:
