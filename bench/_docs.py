@@ -186,6 +186,8 @@ def _registrations_table(result: dict[str, Any]) -> list[str]:
              lambda f: f"{fmt(f['registrations_per_s'], 0)} ({fmt(f['wanted_per_s'], 0)})"),
             ("route lookup p50 / p99 ms meanwhile, 1 client",
              lambda f: f"{fmt(f['lookup']['p50_ms'], 2)} / {fmt(f['lookup']['p99_ms'], 2)}"),
+            ("first round written before the window", lambda f: {True: "yes", False: "no"}.get(
+                f.get("first_round_settled"), "-")),
             ("registrations refused", lambda f: _values(f["refused"]) if f["refused"] else "none"),
             ("generator kept up", lambda f: "yes" if f["valid"] else "NOT VALID: " + "; ".join(f["problems"]))]
     rmqc, java = figures["rmqc"], figures.get("java")

@@ -49,6 +49,8 @@ LOOKUP_CLIENTS = {"tiny": (1, 4), "quick": (1, 64), "full": (1, 64)}
 NAMESRV_JVM_FLAGS = (*(flag for flag in BENCH_JVM_FLAGS if not flag.startswith("-Xmx")), "-Xmx1g")
 ROUTE_READY_S = 30.0
 METRICS_TIMEOUT_S = 5.0
+# rmqc refreshes its gauges (the commit index among them) about once a second; a bit more than that
+GAUGE_REFRESH_S = 1.2
 
 
 # (brokers, re-registration period s, measured window s, generator processes) per profile: the full
@@ -271,6 +273,7 @@ async def registration_window(suite: Suite, system: NamesrvSystem,
             proc.signal(GO_SIGNAL)
         went = time.perf_counter()
         await trio.sleep(period_s + SETTLE_S)
+        settled = await commits_settled(system, period_s)
         # the first half: the registrations alone (their CPU); the second: a lookup client beside them
         before = await window_reading(system, procs)
         await trio.sleep(window_s / 2)
@@ -285,7 +288,27 @@ async def registration_window(suite: Suite, system: NamesrvSystem,
         stop_processes(procs)
     tallies = [orjson.loads(Path(plan.result_path).read_bytes()) for plan in plans]
     lookup = point_summary(f"{system.name} 105 during registrations", lookups, collections.Counter())
-    return window_figures(system, fleet, plans, (before, middle, after), tallies, lookup)
+    figure = window_figures(system, fleet, plans, (before, middle, after), tallies, lookup)
+    figure["first_round_settled"] = settled
+    return figure
+
+
+async def commits_settled(system: NamesrvSystem, bound_s: float) -> bool | None:
+    """Until no node's commit index moves between two refreshes of its gauge (the fleet's first
+    registrations all written), at most `bound_s`: False when it still moved then (the window's
+    log entries then include the first round's), None for a NameServer without a log."""
+    if not system.metrics:
+        return None
+    previous: dict[str, int] = {}
+    with trio.move_on_after(bound_s):
+        while True:
+            current = {node: await trio.to_thread.run_sync(commit_index, address)
+                       for node, address in system.metrics.items()}
+            if current == previous:
+                return True
+            previous = current
+            await trio.sleep(GAUGE_REFRESH_S)
+    return False
 
 
 def fleet_plans(addresses: list[str], brokers: int, period_s: float, duration_s: float, workers: int,

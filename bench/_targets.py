@@ -355,6 +355,8 @@ def _namesrv_registrations(results: Results) -> Row:
     if not ours["valid"]:
         row.measured += f" (NOT VALID: {'; '.join(ours['problems'])})"
         return row
+    if ours.get("first_round_settled") is False:
+        row.measured += "; the first round was still being written when the window opened"
     if ours["refused"]:
         row.measured += f"; refused {sum(ours['refused'].values()):,}: {ours['refused']}"
     if entries > 0 or ours["refused"]:

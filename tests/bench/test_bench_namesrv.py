@@ -113,6 +113,10 @@ def test_the_namesrv_targets_are_met_or_missed_by_the_figures() -> None:
     assert _namesrv_registrations({"namesrv_registrations": _registration_result(1_000, 0, 50)}).met is None
     refused = _namesrv_registrations({"namesrv_registrations": _registration_result(10_000, 0, 50, refused={"1 t": 4})})
     assert refused.met is False and "refused 4" in refused.measured
+    late = _registration_result(10_000, 3, 50)
+    late["figures"]["rmqc"]["first_round_settled"] = False
+    late_row = _namesrv_registrations({"namesrv_registrations": late})
+    assert late_row.met is False and "still being written" in late_row.measured
     not_valid = _namesrv_registrations({"namesrv_registrations": _registration_result(10_000, 0, 50, valid=False)})
     assert not_valid.met is None and "NOT VALID" in not_valid.measured
     missing = _namesrv_lookup_latency({})
@@ -168,6 +172,7 @@ async def test_a_tiny_registration_run_writes_no_log_entry_and_reports_both_syst
         assert figure["lookup"]["ops"] > 0
         assert all(mb and mb > 0 for mb in figure["rss_mb"].values())
     assert rmqc["log_entries_per_min"] == {"n0": 0.0, "n1": 0.0, "n2": 0.0}
+    assert rmqc["first_round_settled"] is True and java["first_round_settled"] is None
     assert rmqc["wanted_per_s"] == 3 * java["wanted_per_s"]  # every broker registers with every rmqc node
     assert java["log_entries_per_min"] is None
     assert result["conditions"]["nodes"] == {"rmqc": 3, "java": 1}
