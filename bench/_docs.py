@@ -99,7 +99,7 @@ def section_markdown(name: str, document: dict[str, Any], history: list[str]) ->
         "the run's `results.json` with `make bench-docs RUN=bench-out/<run>`; the run's own `report.md` has "
         "every scenario's figures.", "",
         targets_markdown(results), "",
-        *_writes_table(results), *_reads_table(results), *_java_tables(results),
+        *_writes_table(results), *_reads_table(results), *_java_tables(results), *_namesrv_section(results),
         "### History (newest first)", "", HISTORY_HEADER, HISTORY_RULE, *history, "",
     ]
     return "\n".join(lines)
@@ -224,3 +224,71 @@ def _read_cell(point: dict[str, Any] | None) -> str:
 
 def _system_label(system: str) -> str:
     return f"Java {JAVA_MODES[system]}" if system in JAVA_MODES else system
+def _namesrv_section(results: dict[str, Any]) -> list[str]:
+    lookups, registrations = _ok(results, "namesrv_lookups"), _ok(results, "namesrv_registrations")
+    if lookups is None and registrations is None:
+        return []
+    lines = ["### NameServer", ""]
+    if lookups is not None:
+        lines += _lookups_table(lookups)
+    if registrations is not None:
+        lines += _registrations_table(registrations)
+    return lines
+
+
+def _lookups_table(result: dict[str, Any]) -> list[str]:
+    """Every rmqc level and role beside the Java NameServer at the same client count."""
+    java = result["figures"].get("java", {}).get("local", {})
+    lines = ["Route lookups (105): rmqc per consistency level and node, the Java NameServer (always local) at the "
+             "same client count; CPU is microseconds per lookup of every server process summed.", "",
+             "| rmqc level / node | clients | rmqc ops/s | p50 ms | p99 ms | CPU us | Java ops/s | p50 ms | p99 ms | "
+             "CPU us | rmqc / Java ops/s | rmqc / Java CPU |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for key, points in result["figures"]["rmqc"].items():
+        for clients, ours in points.items():
+            theirs = java.get(clients)
+            ratios = result["ratios"].get(key, {}).get(clients, {})
+            lines.append(f"| {key} | {clients} | {_lookup_cells(ours)} | {_lookup_cells(theirs)} | "
+                         f"{_times(ratios.get('throughput_rmqc_over_java'))} | "
+                         f"{_times(ratios.get('cpu_per_lookup_rmqc_over_java'))} |")
+    return [*lines, ""]
+
+
+def _lookup_cells(point: dict[str, Any] | None) -> str:
+    if point is None:
+        return "- | - | - | -"
+    return f"{_point_cells(point)} | {fmt(point['cpu_us_per_lookup'])}"
+
+
+def _times(ratio: float | None) -> str:
+    return f"{ratio:.2f}x" if ratio else "-"
+
+
+def _registrations_table(result: dict[str, Any]) -> list[str]:
+    c, figures = result["conditions"], result["figures"]
+    rows = [("log entries written per minute", lambda f: _values(f["log_entries_per_min"])),
+            ("RSS MB per process", lambda f: _values(f["rss_mb"])),
+            ("CPU cores per process (registrations only)", lambda f: _values(f["cpu_cores_per_node"])),
+            ("CPU us per registration (processes summed)", lambda f: fmt(f["cpu_us_per_registration"])),
+            ("registrations sent per second (wanted)",
+             lambda f: f"{fmt(f['registrations_per_s'], 0)} ({fmt(f['wanted_per_s'], 0)})"),
+            ("route lookup p50 / p99 ms meanwhile, 1 client",
+             lambda f: f"{fmt(f['lookup']['p50_ms'], 2)} / {fmt(f['lookup']['p99_ms'], 2)}"),
+            ("first round written before the window", lambda f: {True: "yes", False: "no"}.get(
+                f.get("first_round_settled"), "-")),
+            ("registrations refused", lambda f: _values(f["refused"]) if f["refused"] else "none"),
+            ("generator kept up", lambda f: "yes" if f["valid"] else "NOT VALID: " + "; ".join(f["problems"]))]
+    rmqc, java = figures["rmqc"], figures.get("java")
+    lines = [f"Re-registrations: {c['brokers']:,} brokers with {c['topics_per_broker']} topics each, an unchanged "
+             f"103 every {c['period_s']:g} s to every NameServer address, measured over {c['window_s']:g} s.", "",
+             "| figure | rmqc (3 nodes) | Java NameServer |", "|---|---|---|"]
+    lines += [f"| {what} | {cell(rmqc)} | {cell(java) if java else '-'} |" for what, cell in rows]
+    rss = [v for v in rmqc["rss_mb"].values() if v is not None]
+    if java and rss and java["rss_mb"].get("namesrv"):
+        lines.append(f"| RSS, largest rmqc node / Java | {max(rss) / java['rss_mb']['namesrv']:.2f}x | |")
+    return [*lines, ""]
+
+
+def _values(by_process: dict[str, Any] | None) -> str:
+    if not by_process:
+        return "-"
+    return ", ".join(f"{name} {fmt(value, 2)}" for name, value in by_process.items())

@@ -69,15 +69,17 @@ class RemotingConn:
         return cls(stream, address, credentials)
 
     def request(self, code: int, ext: Mapping[str, object] | None = None, body: bytes | None = None,
-                oneway: bool = False) -> RemotingCommand:
-        request = make_request(code, next(self._opaques), ext, body, oneway=oneway)
+                oneway: bool = False, version: int = 0) -> RemotingCommand:
+        request = make_request(code, next(self._opaques), ext, body, oneway=oneway, version=version)
         if self.credentials is not None:
             self.credentials.sign(request)
         return request
 
     async def call(self, code: int, ext: Mapping[str, object] | None = None,
-                   body: bytes | None = None) -> RemotingCommand:
-        request = self.request(code, ext, body)
+                   body: bytes | None = None, version: int = 0) -> RemotingCommand:
+        """`version` is the sender's RocketMQ version ordinal (a NameServer reads a 103's body and
+        answers a 105 in standard JSON only from a recent enough one)."""
+        request = self.request(code, ext, body, version=version)
         opaque = request.opaque
         await self.stream.send_all(encode(request))
         while True:

@@ -13,6 +13,7 @@ from ._scn_brokers import broker_failover, heartbeats
 from ._scn_cluster import leader_kill, restart_history
 from ._scn_java import java_broker_failover, java_heartbeats, java_leader_kill, java_writes
 from ._scn_java2 import java_mass_failover, java_reads
+from ._scn_namesrv import namesrv_lookups, namesrv_registrations
 from ._scn_pauses import catch_up, learner_catch_up, pauses
 from ._scn_reads import reads_etcd, reads_rmqc
 from ._scn_scale import scale
@@ -67,6 +68,10 @@ SCENARIOS: list[tuple[str, str, Scenario]] = [
      java_mass_failover),
     ("java_reads", "1004/1005/1006 on leader and followers, 16-client reads: rmqc, Java DLedger, Java JRaft",
      java_reads),
+    ("namesrv_lookups", "105 route lookups at 1 and 64 clients: rmqc per level and role, Java NameServer",
+     namesrv_lookups),
+    ("namesrv_registrations", "a broker fleet re-registering (103) every 30 s: rmqc and Java NameServer",
+     namesrv_registrations),
     ("test_suite", "the CI test suite, timed", test_suite),
 ]
 FULL_ONLY = {"test_suite"}

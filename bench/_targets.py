@@ -379,6 +379,78 @@ def _follower_answer(answers: dict[str, Any]) -> str:
     return "serves all" if codes == [0] else "answers " + "/".join(str(c) for c in codes)
 
 
+
+def _lookup_points(result: dict[str, Any], system: str, clients: str) -> dict[str, dict[str, Any]]:
+    """namesrv_lookups' points of `system` at `clients`, by level/role ("local" for Java)."""
+    return {key: points[clients] for key, points in result["figures"].get(system, {}).items() if clients in points}
+
+
+def _namesrv_lookup_latency(results: Results) -> Row:
+    row = Row("NameServer route lookup (105), 1 client, every rmqc node and level", "p99 <= 1 ms")
+    if (r := _ok(results, "namesrv_lookups")) is None:
+        row.measured = _why_missing(results, "namesrv_lookups")
+        return row
+    ours, java = _lookup_points(r, "rmqc", "1"), _lookup_points(r, "java", "1").get("local")
+    worst = max(ours, key=lambda key: ours[key]["p99_ms"])
+    best = min(ours, key=lambda key: ours[key]["p99_ms"])
+    row.measured = (f"worst p99 {fmt(ours[worst]['p99_ms'], 2)} ms ({worst}), best {fmt(ours[best]['p99_ms'], 2)} ms "
+                    f"({best})")
+    if java:
+        row.anchors = f"Java NameServer p50 {fmt(java['p50_ms'], 2)} ms, p99 {fmt(java['p99_ms'], 2)} ms"
+        row.ratio = f"{_ratio(ours[worst]['p99_ms'], java['p99_ms'])} Java's p99 at worst"
+    row.met = ours[worst]["p99_ms"] <= 1.0
+    return row
+
+
+def _namesrv_lookup_cpu(results: Results) -> Row:
+    row = Row("NameServer route lookup CPU (every server process), many clients", "rmqc <= the Java NameServer's")
+    if (r := _ok(results, "namesrv_lookups")) is None:
+        row.measured = _why_missing(results, "namesrv_lookups")
+        return row
+    clients = str(max(r["conditions"]["clients"]))
+    ours, java = _lookup_points(r, "rmqc", clients), _lookup_points(r, "java", clients).get("local")
+    default = ours["linearizable/leader"]["cpu_us_per_lookup"]  # what a Java client, naming no level, gets
+    spread = [p["cpu_us_per_lookup"] for p in ours.values()]
+    row.measured = (f"{fmt(default)} us per lookup linearizable on the leader (the default); {fmt(min(spread))}.."
+                    f"{fmt(max(spread))} us over levels and roles ({clients} clients)")
+    if java is None:
+        row.anchors = "the Java NameServer was not measured"
+        return row
+    row.anchors = f"Java NameServer {fmt(java['cpu_us_per_lookup'])} us per lookup, {fmt(java['ops_per_s'], 0)}/s"
+    row.ratio = f"{_ratio(default, java['cpu_us_per_lookup'])} Java's"
+    row.met = default <= java["cpu_us_per_lookup"]
+    return row
+
+
+def _namesrv_registrations(results: Results) -> Row:
+    row = Row("NameServer: 10,000 brokers x 100 topics re-registering (103) every 30 s, 3 nodes",
+              "0 log entries/min while nothing changes; RSS <= 300 MB per node")
+    if (r := _ok(results, "namesrv_registrations")) is None:
+        row.measured = _why_missing(results, "namesrv_registrations")
+        return row
+    brokers, ours, java = r["conditions"]["brokers"], r["figures"]["rmqc"], r["figures"].get("java")
+    entries = max(ours["log_entries_per_min"].values())
+    rss = max(v for v in ours["rss_mb"].values() if v is not None)
+    row.measured = (f"{brokers:,} brokers, {fmt(ours['registrations_per_s'], 0)} registrations/s: {fmt(entries)} "
+                    f"log entries/min, RSS max {fmt(rss)} MB, lookup p99 {fmt(ours['lookup']['p99_ms'], 2)} ms")
+    if java:
+        row.anchors = (f"Java NameServer RSS {fmt(java['rss_mb']['namesrv'])} MB, "
+                       f"{fmt(java['cpu_cores_per_node']['namesrv'], 2)} cores, lookup p99 "
+                       f"{fmt(java['lookup']['p99_ms'], 2)} ms")
+        row.ratio = f"RSS {_ratio(rss, java['rss_mb']['namesrv'])} Java's"
+    if not ours["valid"]:
+        row.measured += f" (NOT VALID: {'; '.join(ours['problems'])})"
+        return row
+    if ours.get("first_round_settled") is False:
+        row.measured += "; the first round was still being written when the window opened"
+    if ours["refused"]:
+        row.measured += f"; refused {sum(ours['refused'].values()):,}: {ours['refused']}"
+    if entries > 0 or ours["refused"]:
+        row.met = False
+    elif brokers >= 10_000:
+        row.met = rss <= 300
+    return row
+
 ROWS: tuple[Callable[[Results], Row], ...] = (
     _leader_kill, _pauses, _broker_closed, _heartbeats, _writes_256, _writes_1,
     lambda r: _single_read(r, "lease read on leader, 1 client", "lease/leader", "serializable/leader", 0.5),
@@ -386,6 +458,7 @@ ROWS: tuple[Callable[[Results], Row], ...] = (
                            "linearizable/follower", 2),
     _reads_many, _scale, _restart, _memory, _test_suite, _vs_etcd, _vs_single_queue, _security,
     _java_mass_failover, _java_dead_master, _java_reads,
+    _namesrv_lookup_latency, _namesrv_lookup_cpu, _namesrv_registrations,
 )
 
 
