@@ -2,7 +2,10 @@
 RocketMQ 5.5.0 with `namesrvAddr` = `controllerAddr` = the three rmqc nodes (no Java NameServer),
 mqadmin (updateTopic, clusterList, topicRoute, topicList) and the Java Producer and Consumer pointed
 at one rmqc follower; then the broker master is SIGKILLed and every rmqc node's route must name
-the newly elected master as brokerId 0 and never the old one again."""
+the newly elected master as brokerId 0 and never the old one again.
+
+The same test runs with Apache RocketMQ's own NameServer in rmqc's place (rmqc stays the
+controller), with the same assertions: where the two differ it says so (docs/namesrv.md)."""
 
 from __future__ import annotations
 
@@ -49,8 +52,19 @@ def master_of(route: dict[str, Any] | None) -> str | None:
     return master
 
 
-async def test_brokers_clients_and_mqadmin_use_rmqc_as_namesrv_and_routes_follow_the_failover(
-        tmp_path: Path) -> None:
+async def namesrv_under_test(kind: str, rmq: RocketMQ, cluster: Cluster, leader: str) -> tuple[list[str], str]:
+    """(every NameServer address, the one clients and mqadmin are given): rmqc's nodes and one of its
+    followers, or the one Java NameServer."""
+    if kind == "java":
+        namesrv = await rmq.start_namesrv()
+        return [namesrv.address], namesrv.address
+    rmq.use_rmqc_namesrv(cluster.addresses)
+    return list(cluster.addresses), next(a for a in cluster.addresses if a != leader)
+
+
+@pytest.mark.parametrize("namesrv_kind", ["rmqc", "java"])
+async def test_brokers_clients_and_mqadmin_use_the_namesrv_and_routes_follow_the_failover(
+        tmp_path: Path, namesrv_kind: str) -> None:
     started = time.monotonic()
     cluster = Cluster.create(tmp_path, 3)
     await cluster.start()
@@ -59,8 +73,7 @@ async def test_brokers_clients_and_mqadmin_use_rmqc_as_namesrv_and_routes_follow
     try:
         async with rmq, ControllerClient(cluster.addresses, max_retries=10) as admin:
             leader = await cluster.wait_leader(admin)
-            follower = next(a for a in cluster.addresses if a != leader)
-            rmq.use_rmqc_namesrv(cluster.addresses)
+            namesrvs, follower = await namesrv_under_test(namesrv_kind, rmq, cluster, leader)
             brokers = [rmq.broker(index, cluster.addresses, GROUP) for index in range(len(ALL))]
             for broker in brokers:
                 broker.spawn()
@@ -76,13 +89,13 @@ async def test_brokers_clients_and_mqadmin_use_rmqc_as_namesrv_and_routes_follow
             master_id, _, _ = await replica_state(admin)
             master = next(b for b in brokers if b.broker_id() == master_id)
 
-            # the topic, created through rmqc as NameServer (106 finds the master, which registers it)
+            # the topic, created through the NameServer (106 finds the master, which registers it)
             await mqadmin_ok(rmq, "updateTopic", "-n", follower, "-c", CLUSTER, "-t", TOPIC, "-r", "4", "-w", "4")
 
             async def routed_everywhere() -> bool:
-                return all([master_of(await route_on(admin, a)) == master.address for a in cluster.addresses])
+                return all([master_of(await route_on(admin, a)) == master.address for a in namesrvs])
 
-            await wait_for(routed_everywhere, ROUTE_WAIT_S, "the topic's route on every rmqc node")
+            await wait_for(routed_everywhere, ROUTE_WAIT_S, "the topic's route on every NameServer")
             timeline["routed_s"] = time.monotonic() - started
 
             producer = rmq.producer(TOPIC, count=SENDS, interval_ms=10, namesrv=follower)
@@ -95,15 +108,15 @@ async def test_brokers_clients_and_mqadmin_use_rmqc_as_namesrv_and_routes_follow
                 return len([1 for line in producer.json_lines()
                             if line["event"] == "send" and line["result"] == "ok"]) >= SENDS
 
-            await wait_for(all_sent, 60.0, f"{SENDS} acknowledged sends through rmqc as NameServer", 0.2)
+            await wait_for(all_sent, 60.0, f"{SENDS} acknowledged sends through the NameServer", 0.2)
 
             async def all_received() -> bool:
                 return len(received()) >= SENDS
 
-            await wait_for(all_received, 60.0, f"{SENDS} messages consumed through rmqc as NameServer", 0.2)
+            await wait_for(all_received, 60.0, f"{SENDS} messages consumed through the NameServer", 0.2)
             timeline["sent_and_received_s"] = time.monotonic() - started
 
-            # mqadmin against a follower
+            # mqadmin against the NameServer (an rmqc follower)
             rows = cluster_list(await mqadmin_ok(rmq, "clusterList", "-n", follower))
             assert rows[0] == (master.address, True), rows
             assert {bid: row[0] for bid, row in rows.items() if bid} == \
@@ -118,7 +131,7 @@ async def test_brokers_clients_and_mqadmin_use_rmqc_as_namesrv_and_routes_follow
             old = master.address
             master.kill(signal.SIGKILL)
             killed = time.monotonic()
-            named_new: dict[str, bool] = {a: False for a in cluster.addresses}
+            named_new: dict[str, bool] = {a: False for a in namesrvs}
             new_master: dict[str, str] = {}
 
             async def moved_everywhere() -> bool:
@@ -126,8 +139,8 @@ async def test_brokers_clients_and_mqadmin_use_rmqc_as_namesrv_and_routes_follow
                 if new_id is None or new_id == master_id:
                     return False
                 expected = next(b.address for b in brokers if b.broker_id() == new_id)
-                for address in cluster.addresses:
-                    for level in ("stale", "linearizable"):
+                for address in namesrvs:
+                    for level in ("stale", "linearizable"):  # the Java NameServer ignores the level
                         answer = await admin.request(105, {"topic": TOPIC, "consistency": level},
                                                      address=address, leader=False)
                         assert answer is not None
@@ -140,15 +153,15 @@ async def test_brokers_clients_and_mqadmin_use_rmqc_as_namesrv_and_routes_follow
                             new_master[address] = named
                 return all(named_new.values())
 
-            await wait_for(moved_everywhere, ROUTE_WAIT_S, "every node's route naming the new master")
+            await wait_for(moved_everywhere, ROUTE_WAIT_S, "every NameServer's route naming the new master")
             timeline["route_moved_ms"] = (time.monotonic() - killed) * 1000
             # and it stays so: a few more rounds on every node
             for _ in range(5):
-                for address in cluster.addresses:
+                for address in namesrvs:
                     assert master_of(await route_on(admin, address)) == new_master[address] != old
                 await trio.sleep(0.1)  # rounds spread over time: the route must stay, not just appear
             timeline["total_s"] = time.monotonic() - started
-            print("rmqc as NameServer:", timeline)
+            print(f"{namesrv_kind} as NameServer:", timeline)
     except BaseException:
         print(cluster.logs())
         print(rmq.logs())
