@@ -144,8 +144,8 @@ class _EventList:
             else:
                 self.match[call_node[i]] = node
         # Node 0 is the head sentinel; -1 ends the list.
-        self.next = [*range(1, count + 1), -1]
-        self.prev = [-1, *range(0, count)]
+        self.next: list[int] = [*range(1, count + 1), -1]
+        self.prev: list[int] = [-1, *range(0, count)]
 
     def first(self) -> int:
         return self.next[0]

@@ -26,7 +26,8 @@ from rmqc.cli._credentials import (
     tls_of,
 )
 from rmqc.cli._render import ExitCode, fail
-from rmqc.cli.admin import DEFAULT_CONTROLLERS, RMQC_NODE_STATUS, parse_controllers
+from rmqc.cli.admin import DEFAULT_CONTROLLERS, parse_controllers
+from rmqc.remoting import RMQC_NODE_STATUS
 
 __all__ = ["fetch_node_views", "status_command"]
 

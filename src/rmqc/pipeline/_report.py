@@ -7,11 +7,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession, functions as F
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.axis import Axis
+    from matplotlib.figure import Figure
+
     from ._run import FlappingRecord, Summary
 
 # Failover durations are bucketed on a log scale, this many buckets per power of ten.
@@ -34,7 +39,7 @@ class ReportData:
     timeline_group: tuple[str, str] | None
     timeline: list[tuple[int, int | None, int]]  # (ts ms, master id or None, masterEpoch)
     audit_counts: list[tuple[str, int]]
-    audit_rows: list[dict]
+    audit_rows: list[dict[str, Any]]
 
 
 def collect_report_data(
@@ -74,7 +79,7 @@ def collect_report_data(
     )
 
 
-def _figure():
+def _figure() -> tuple[ModuleType, Figure, Axes]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -84,7 +89,7 @@ def _figure():
     return plt, fig, ax
 
 
-def _save(plt, fig, ax, path: Path) -> str:
+def _save(plt: ModuleType, fig: Figure, ax: Axes, path: Path) -> str:
     """Write the PNG with its axis ranges in its text chunks ("x-range", "y-range": "low;high" in
     the axis' units, matplotlib day numbers for time axes), so a reader or a test can check what
     was drawn without re-running the analysis."""
@@ -96,15 +101,16 @@ def _save(plt, fig, ax, path: Path) -> str:
     return path.name
 
 
-def _time_axis(ax, times: list[datetime], least_span: timedelta) -> None:
+def _time_axis(ax: Axes, times: list[datetime], least_span: timedelta) -> None:
     """X limits from the data, at least `least_span` wide: matplotlib's automatic limits for one
     instant (or a few close ones) span years, which leaves the line invisible."""
     from matplotlib import dates
 
     low, high = min(times), max(times)
     pad = max((high - low) * 0.02, (least_span - (high - low)) / 2, timedelta(0))
-    ax.set_xlim(dates.date2num(low - pad), dates.date2num(high + pad))
-    ax.xaxis.set_major_formatter(dates.ConciseDateFormatter(ax.xaxis.get_major_locator()))
+    # matplotlib.dates is not annotated
+    ax.set_xlim(dates.date2num(low - pad), dates.date2num(high + pad))  # type: ignore[no-untyped-call]
+    ax.xaxis.set_major_formatter(dates.ConciseDateFormatter(ax.xaxis.get_major_locator()))  # type: ignore[no-untyped-call]
 
 
 def _chart_failovers(data: ReportData, out: Path) -> str | None:
@@ -123,7 +129,7 @@ def _chart_failovers(data: ReportData, out: Path) -> str | None:
     return _save(plt, fig, ax, out / "failover_durations.png")
 
 
-def _plain_log_ticks(axis) -> None:
+def _plain_log_ticks(axis: Axis) -> None:
     """Tick labels 1, 10, 100 ... on a log axis, none between (matplotlib writes a narrow range
     as 1.1x10^0, 1.2x10^0 ...)."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
@@ -133,7 +139,7 @@ def _plain_log_ticks(axis) -> None:
     axis.set_minor_formatter(NullFormatter())
 
 
-def _integer_ticks(axis) -> None:
+def _integer_ticks(axis: Axis) -> None:
     """Counts, ids and epochs are whole numbers: no 0.5 ticks on a small range."""
     from matplotlib.ticker import MaxNLocator
 
@@ -147,7 +153,8 @@ def _chart_elections(data: ReportData, out: Path) -> str | None:
     # a marker per hour (at its middle): one hour of history is still a visible point, and so is
     # an hour among years of them
     hours = [datetime.fromtimestamp(h / 1000, UTC) + timedelta(minutes=30) for h, _ in data.elections_per_hour]
-    ax.plot(hours, [n for _, n in data.elections_per_hour], color=ELECTIONS_COLOR, linewidth=1,
+    # datetimes plot through matplotlib's date units, which its stubs do not know of
+    ax.plot(hours, [n for _, n in data.elections_per_hour], color=ELECTIONS_COLOR, linewidth=1,  # type: ignore[arg-type]
             marker="o", markersize=4)
     ax.set_ylim(bottom=0)
     _integer_ticks(ax.yaxis)
@@ -177,12 +184,13 @@ def _chart_timeline(data: ReportData, out: Path) -> str | None:
     times = [datetime.fromtimestamp(ts / 1000, UTC) for ts, _, _ in data.timeline]
     masters = [m if m is not None else 0 for _, m, _ in data.timeline]
     # markers too: a group elected once is one point, which a line alone would not show
-    ax.step(times, masters, where="post", color=MASTER_COLOR, marker="o", markersize=3,
+    ax.step(times, masters, where="post", color=MASTER_COLOR, marker="o", markersize=3,  # type: ignore[arg-type]
             label="master id (0 = none)")
     ax.set_ylabel("master broker id (0 = none)")
     _integer_ticks(ax.yaxis)
     epochs = ax.twinx()
-    epochs.step(times, [e for _, _, e in data.timeline], where="post", color=EPOCH_COLOR, linewidth=1)
+    epochs.step(times, [e for _, _, e in data.timeline], where="post", color=EPOCH_COLOR,  # type: ignore[arg-type]
+                linewidth=1)
     epochs.set_ylabel("masterEpoch")
     _integer_ticks(epochs.yaxis)
     _time_axis(ax, times, timedelta(minutes=1))

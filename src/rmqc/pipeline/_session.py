@@ -7,7 +7,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -68,7 +68,7 @@ def make_spark_session(
 
 
 @contextmanager
-def spark_session(master: str = DEFAULT_MASTER, **options) -> Iterator[SparkSession]:
+def spark_session(master: str = DEFAULT_MASTER, **options: Any) -> Iterator[SparkSession]:
     """A session for one run; stopped afterwards only if this call started it (a caller's or a test
     run's session is reused and left running)."""
     _prepare_environment(master)

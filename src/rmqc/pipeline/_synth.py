@@ -157,7 +157,7 @@ class _Scripts:
 
 
 def _build_scripts(config: SynthConfig, plants: list[tuple[str, int]], count: int) -> _Scripts:
-    columns: dict[str, list] = {name: [] for name in SCRIPT_COLUMNS}
+    columns: dict[str, list[object]] = {name: [] for name in SCRIPT_COLUMNS}
     lengths: list[int] = []
     planted: list[tuple[int, str, int]] = []
     for script_id in range(count):

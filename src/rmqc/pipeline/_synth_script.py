@@ -87,7 +87,7 @@ class GroupScript:
         self.replica_count = replicas
         self.state = GroupState()
         self.now_ms = 0
-        self.columns: dict[str, list] = {name: [] for name in SCRIPT_COLUMNS}
+        self.columns: dict[str, list[object]] = {name: [] for name in SCRIPT_COLUMNS}
         self.planted: list[PlantedRow] = []
 
     # ---- recording ---------------------------------------------------------------------------

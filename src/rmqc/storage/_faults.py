@@ -18,11 +18,12 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import lmdb
 
-from ._errors import StorageError
+from rmqc.errors import StorageError
 
 __all__ = ["FAULT_FILE_ENV", "FAULT_STALL_WORD", "FaultHook", "fault_hook_from_env"]
 
@@ -38,7 +39,7 @@ STALL_BOUND_S = 120.0
 # clock_nanosleep fails with EINVAL, which stopped the node; a timed condition wait does not.
 _POLL_PAUSE = threading.Event()
 # Each fault as LMDB raises it (py-lmdb maps ENOSPC to DiskError, other errno values to Error).
-_FAULTS = {
+_FAULTS: dict[str, Callable[[], lmdb.Error]] = {
     "enospc": lambda: lmdb.DiskError("mdb_txn_commit: No space left on device (test fault hook)"),
     "eio": lambda: lmdb.Error("mdb_txn_commit: Input/output error (test fault hook)"),
     "erofs": lambda: lmdb.Error("mdb_txn_commit: Read-only file system (test fault hook)"),

@@ -20,11 +20,11 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import lmdb
 
-from rmqc.errors import CompactedError, CorruptionError, SnapshotOutOfDateError, UnavailableError
+from rmqc.errors import CompactedError, CorruptionError, SnapshotOutOfDateError, StorageError, UnavailableError
 from rmqc.raft._types import ConfState, Entry, HardState, Snapshot, SnapshotMeta
 
 from . import _codec
@@ -33,7 +33,6 @@ from ._errors import (
     LogGapError,
     NotAStorageError,
     NotCoveredBySnapshotError,
-    StorageError,
     StorageFullError,
     StorageWriteFailed,
 )
@@ -181,7 +180,7 @@ class LmdbStorage:
     def _load_cached_state(self) -> tuple[_Bounds, _SnapshotState]:
         with self._env.begin() as txn:
             snapshot = _SnapshotState()
-            raw_meta = txn.get(_KEY, db=self._dbs["snapshot_meta"])
+            raw_meta = _get(txn, _KEY, self._dbs["snapshot_meta"])
             if raw_meta is not None:
                 snapshot = _SnapshotState(*_codec.decode_snapshot_meta(raw_meta))
             compacted_index, compacted_term = 0, 0
@@ -347,8 +346,8 @@ class LmdbStorage:
 
     def initial_state(self) -> tuple[HardState, ConfState]:
         def read(txn: lmdb.Transaction) -> tuple[HardState, ConfState]:
-            raw_hard = txn.get(_KEY, db=self._dbs["hard_state"])
-            raw_conf = txn.get(_KEY, db=self._dbs["membership"])
+            raw_hard = _get(txn, _KEY, self._dbs["hard_state"])
+            raw_conf = _get(txn, _KEY, self._dbs["membership"])
             hard_state = HardState() if raw_hard is None else _codec.decode_hard_state(raw_hard)
             conf_state = ConfState() if raw_conf is None else _codec.decode_conf_state(raw_conf)
             return self._journal_hard_state or hard_state, conf_state
@@ -375,7 +374,7 @@ class LmdbStorage:
         if journal and index >= journal[0].index:
             return journal[index - journal[0].index].term
         key = _codec.index_key(index)
-        value = self._read(lambda txn: txn.get(key, db=self._dbs["log"]))
+        value = self._read(lambda txn: _get(txn, key, self._dbs["log"]))
         if value is None:
             if index <= self._bounds.compacted_index:  # compacted meanwhile: ask the new bounds
                 return self.term(index)
@@ -431,7 +430,7 @@ class LmdbStorage:
         if not cursor.set_range(_codec.index_key(lo)):
             raise _missing(lo)
         size_bytes = 0
-        for entry in _codec.decode_run(cursor.iternext(), lo, prev_term):
+        for entry in _codec.decode_run(_records(cursor), lo, prev_term):
             size_bytes += entry.size_bytes()
             if run and max_bytes is not None and size_bytes > max_bytes:
                 return
@@ -482,9 +481,9 @@ class LmdbStorage:
         return Snapshot(state.meta, _codec.check_snapshot_data(state.meta, data, state.data_crc))
 
     def _read_snapshot(self, txn: lmdb.Transaction) -> tuple[_SnapshotState, bytes | None]:
-        raw_meta = txn.get(_KEY, db=self._dbs["snapshot_meta"])
+        raw_meta = _get(txn, _KEY, self._dbs["snapshot_meta"])
         state = self._snapshot if raw_meta is None else _SnapshotState(*_codec.decode_snapshot_meta(raw_meta))
-        return state, txn.get(_KEY, db=self._dbs["snapshot_data"])
+        return state, _get(txn, _KEY, self._dbs["snapshot_data"])
 
     # ----- write side -----
 
@@ -626,7 +625,7 @@ class LmdbStorage:
     def _has_leftovers(self) -> bool:
         def first_key(txn: lmdb.Transaction) -> int | None:
             cursor = txn.cursor(db=self._dbs["log"])
-            return _codec.key_index(cursor.key()) if cursor.first() else None
+            return _codec.key_index(_key(cursor)) if cursor.first() else None
 
         first = self._read(first_key)
         return first is not None and first <= self._bounds.compacted_index
@@ -775,7 +774,7 @@ def _raw_batch(cursor: lmdb.Cursor, start_key: bytes, limit: int) -> list[tuple[
     if not cursor.set_range(start_key):
         return []
     batch = []
-    for record in cursor.iternext():
+    for record in _records(cursor):
         batch.append(record)
         if len(batch) == limit:
             break
@@ -795,7 +794,7 @@ def _delete_keys(cursor: lmdb.Cursor, lo: int, hi: int | None, limit: int | None
     if not cursor.set_range(_codec.index_key(lo)):
         return 0
     while cursor.key():
-        if hi is not None and _codec.key_index(cursor.key()) > hi:
+        if hi is not None and _codec.key_index(_key(cursor)) > hi:
             break
         if limit is not None and deleted == limit:
             break
@@ -830,3 +829,17 @@ def _as_storage_error(path: Path, action: Callable[[], _T]) -> _T:
 
 def _missing(index: int) -> CorruptionError:
     return CorruptionError(index, "entry missing")
+
+
+# py-lmdb hands out bytes: the environments are opened without buffers=True. Its stubs type every
+# read as `bytes | memoryview` (what buffers=True would give); these say what this module gets.
+def _get(txn: lmdb.Transaction, key: bytes, db: lmdb._Database) -> bytes | None:
+    return cast("bytes | None", txn.get(key, db=db))
+
+
+def _key(cursor: lmdb.Cursor) -> bytes:
+    return cast(bytes, cursor.key())
+
+
+def _records(cursor: lmdb.Cursor) -> Iterator[tuple[bytes, bytes]]:
+    return cast(Iterator[tuple[bytes, bytes]], cursor.iternext())
