@@ -92,7 +92,7 @@ import rmqc.controller._processor as processor_module
 import rmqc.fsm._state as state_module
 import rmqc.raft._core as core_module
 from rmqc.controller._policy import _choose_within
-from rmqc.fsm import BrokerGroup
+from rmqc.fsm import BrokerGroup, NamesrvState
 from rmqc.raft import MemoryStorage
 from rmqc.raft._core import RaftCore
 from rmqc.replica._driver import Driver
@@ -185,6 +185,12 @@ def _choose_ignoring_sync_state_set(group: BrokerGroup, *, unclean: bool, prefer
     return _choose_within(group.replicas.keys(), group.master_id, preferred, is_alive, live_info)  # type: ignore[arg-type]
 
 
+def _broker_addrs_as_claimed(self: NamesrvState, broker_name: str, group: BrokerGroup | None) -> dict[int, str]:
+    """A route's brokerAddrs by the ids the brokers claim (Java's NameServer), without the
+    controller's say: a broker that still believes it is master lists itself as brokerId 0."""
+    return {r.broker_id: r.address for r in self.registrations_of(broker_name)}
+
+
 _check_alter = state_module.check_alter_sync_state_set
 
 
@@ -231,6 +237,8 @@ MUTANTS: dict[str, Mutant] = {
     # liveness deadlines) read off the wall clock, as a shell calling time.time() would: a stepped
     # or drifting wall clock stretches a leader's lease past the others' election timeout
     "deadlines-on-wall-clock": Mutant(((Replica, "now_ms", lambda self: self.clock.wall_ms()),), "lease-drift"),
+    # the NameServer without fencing: routes name as master whichever registration claims id 0
+    "route-master-unfenced": Mutant(((NamesrvState, "broker_addrs", _broker_addrs_as_claimed),)),
 }
 
 
