@@ -239,6 +239,8 @@ MUTANTS: dict[str, Mutant] = {
     "deadlines-on-wall-clock": Mutant(((Replica, "now_ms", lambda self: self.clock.wall_ms()),), "lease-drift"),
     # the NameServer without fencing: routes name as master whichever registration claims id 0
     "route-master-unfenced": Mutant(((NamesrvState, "broker_addrs", _broker_addrs_as_claimed),)),
+    # a node's route cache kept when a broker name's registrations or controller group change
+    "route-cache-never-dropped": Mutant(((NamesrvState, "forget_broker_name", lambda self, broker_name: None),)),
 }
 
 
