@@ -14,7 +14,9 @@ every node and broker up. The same seed always gives the same run (virtual time,
 
 Load (`_simbrokers`, `_simadmin`): brokers that get ids (1012/1013), register (1003), ask for
 elections (1002), heartbeat every node (904), expand and shrink their SyncStateSet (1001), poll and
-read their groups' metadata (1004) at every consistency level on any node, and follow 1008; admins
+read their groups' metadata (1004) at every consistency level on any node, and follow 1008; as
+NameServer clients they register their topic tables (103, a new DataVersion on a role change and
+now and then a new topic) and read routes (105) at every consistency level on any node; admins
 that designate masters (1002), clean ids (1011) and change live options (1009).
 
 Faults (`_simnemesis`, `_simnet`, `_simreplica`): message delay, loss, duplication and reordering;
@@ -50,7 +52,12 @@ pending on a leader, no vote or candidacy from a node after it applied its own r
 controller's (`_simcontroller_check`: one master per masterEpoch, epochs never going
 down, clean elections inside the SyncStateSet, stale 1001s refused); at the end: committed entries
 durable on a majority, acknowledged ids kept and never shared, brokers following the newest
-master, linearizable and lease reads linearizable per group, stale reads monotonic per node.
+master, linearizable and lease reads linearizable per group, stale reads monotonic per node;
+and the NameServer's (`_simroute_check`): a route lists as master only the master committed at
+the index it was served at (route-fencing), linearizable and lease routes served after every
+master change applied before they were sent (route-stale), the same answer on every node at one
+applied index (route-divergent), and a topic the committed master registered kept in every route
+until its broker name is unregistered (route-lost).
 
 With storage faults (profile "corruption"), the checker knows which copies each fault destroyed
 (undetected loss counts as destroyed; what a repair kept is intact) and which nodes are repairing
