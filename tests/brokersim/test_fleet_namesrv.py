@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 import trio
 
-from rmqc.brokersim import BrokerFleet, SimTiming, topic_table
+from rmqc.brokersim import BrokerFleet, FleetTooLarge, SimTiming, topic_table
 from rmqc.client import ControllerClient
 from rmqc.remoting import RequestCode, ResponseCode
 from rmqc.testing.cluster import Cluster, wait_until
@@ -120,3 +121,10 @@ def test_simulated_brokers_register_routes_on_every_node(tmp_path: Path) -> None
         trio.run(run_fleet, cluster, tmp_path / "sim")
     finally:
         cluster.stop_blocking()
+
+
+def test_topics_per_broker_is_bounded_and_names_derive_from_the_group(tmp_path: Path) -> None:
+    for bad in (-1, 65_537):
+        with pytest.raises(FleetTooLarge, match="topics per broker"):
+            BrokerFleet(["127.0.0.1:1"], groups=1, state_dir=tmp_path, topics_per_broker=bad)
+    assert [row[0] for row in topic_table("broker-0007", 2)] == ["broker-0007-topic-0", "broker-0007-topic-1"]
