@@ -23,7 +23,7 @@ named violation:
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from rmqc.fsm import ApplyResult, BrokerGroup, DeleteTopicRoute, RegisterBrokerRoute, UnregisterBrokerRoute
@@ -82,7 +82,8 @@ class RouteChecker:
         elif isinstance(command, DeleteTopicRoute):
             self._end(index, lambda topic, name: topic == command.topic)
 
-    def _end(self, index: int, which) -> None:  # type: ignore[no-untyped-def]
+    def _end(self, index: int, which: Callable[[str, str], bool]) -> None:
+        """End at `index` the open ranges of the (topic, broker name) pairs `which` picks."""
         for (topic, name), ranges in self.required.items():
             if which(topic, name) and ranges[-1][1] is None:
                 ranges[-1][1] = index
