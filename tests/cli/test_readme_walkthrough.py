@@ -145,7 +145,7 @@ def test_the_readme_walkthrough_runs_as_written(session: Session) -> None:
     steps = walkthrough()
     assert [s.line.split()[:3] for s in steps if s.line.startswith(".venv")][:2] == [
         [".venv/bin/rmqc", "dev", "cluster"], [".venv/bin/rmqc", "sim", "brokers"]]
-    sync_state_sets = []
+    sync_state_sets, routes = [], []
     for step in steps:
         words = step.line.split()
         if step.line.startswith("export "):
@@ -162,6 +162,8 @@ def test_the_readme_walkthrough_runs_as_written(session: Session) -> None:
             assert done.returncode == 0 and "leader" in done.stdout, done.stderr
         elif words[1:3] == ["admin", "sync-state-set"]:
             sync_state_sets.append(sync_state_set(session, step))
+        elif words[1:4] == ["admin", "topic", "describe"]:
+            routes.append(route_names_the_controllers_master(session, step))
         elif words[0] == "kill-master":
             assert session.sim is not None
             killed = _unwrap(session.sim.ask(step.line, "brokerId"))
@@ -175,9 +177,33 @@ def test_the_readme_walkthrough_runs_as_written(session: Session) -> None:
         else:
             raise AssertionError(f"a README step this test does not know: {step.line!r}")
     assert len(sync_state_sets) == 2
+    assert len(routes) == 2 and routes[0] != routes[1], routes  # the route followed the failover
     assert "controllers: 127.0.0.1:" in (session.workdir / "dev-cluster.out").read_text()
     session.stop()
     export_the_history(session)
+
+
+def route_names_the_controllers_master(session: Session, step: Step) -> str:
+    """The topic's route (105, any node) names as master the group's master that `admin
+    sync-state-set` shows, with the queues and perm the README shows; that master's address."""
+    topic = step.line.split()[-1]
+    group = topic.rsplit("-topic-", 1)[0]
+    read, write, perm = next(line for line in step.expected if "DefaultCluster" in line).split()[-3:]
+    ask_controller = Step(f".venv/bin/rmqc admin sync-state-set {group}", step.terminal, [])
+    deadline = time.monotonic() + SIM_CONVERGE_S
+    while True:  # a new master registers (103) within a moment of its election
+        done, controller = session.run(step, "--json"), session.run(ask_controller)
+        route = json.loads(done.stdout)["route"] if done.returncode == 0 else None
+        master = re.search(r"\bmaster \d+ (\S+)", controller.stdout)
+        queues = {q["brokerName"]: q for q in route["queueDatas"]} if route else {}
+        addrs = {b["brokerName"]: b["brokerAddrs"] for b in route["brokerDatas"]} if route else {}
+        if master and group in queues and addrs.get(group, {}).get("0") == master[1]:
+            break
+        assert time.monotonic() < deadline, (done.stdout + done.stderr, controller.stdout)
+        time.sleep(0.2)
+    q = queues[group]
+    assert (str(q["readQueueNums"]), str(q["writeQueueNums"]), str(q["perm"])) == (read, write, perm), route
+    return master[1]
 
 
 def sync_state_set(session: Session, step: Step) -> dict[str, str]:

@@ -1,7 +1,8 @@
 """rmqc.brokersim: simulated RocketMQ brokers in controller mode (spec section 7), thousands per process.
 
 `BrokerFleet` runs the broker lifecycle against real controllers over TCP (identity files, 1005,
-1012/1013/1003, heartbeats, 1002, 1004 polling, 1001 shrink/expand, 1008), can kill, hang and lag
+1012/1013/1003, heartbeats, 1002, 1004 polling, 1001 shrink/expand, 1008, and 103 to every rmqc
+node as its NameServer, with a topic table per group), can kill, hang and lag
 brokers, and reports what each broker believes so tests can assert convergence.
 """
 
@@ -17,9 +18,11 @@ from rmqc.brokersim._errors import (
 )
 from rmqc.brokersim._fleet import (
     DEFAULT_CLUSTER as DEFAULT_CLUSTER,
+    DEFAULT_TOPICS_PER_BROKER as DEFAULT_TOPICS_PER_BROKER,
     MAX_BROKERS_PER_FLEET as MAX_BROKERS_PER_FLEET,
     BrokerFleet as BrokerFleet,
     group_name as group_name,
+    topic_table as topic_table,
 )
 from rmqc.brokersim._identity import FINAL_FILE as FINAL_FILE, TEMP_FILE as TEMP_FILE, IdentityStore as IdentityStore
 from rmqc.brokersim._model import (
@@ -36,6 +39,7 @@ from rmqc.brokersim._model import (
 __all__ = [
     "CONTROL_HELP",
     "DEFAULT_CLUSTER",
+    "DEFAULT_TOPICS_PER_BROKER",
     "FINAL_FILE",
     "MAX_BROKERS_PER_FLEET",
     "TEMP_FILE",
@@ -58,4 +62,5 @@ __all__ = [
     "group_name",
     "run_control_line",
     "shrunk_set",
+    "topic_table",
 ]

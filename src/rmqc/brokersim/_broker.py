@@ -31,7 +31,9 @@ from rmqc.brokersim._model import (
     shrunk_set,
 )
 from rmqc.client import ClientError, ControllerClient, Credentials, heartbeat_ext
+from rmqc.controller import register_body
 from rmqc.errors import RmqcError
+from rmqc.fsm import TopicRow
 from rmqc.remoting import (
     FrameDecoder,
     RemotingCommand,
@@ -81,7 +83,7 @@ class SimBroker:
     def __init__(self, cluster: str, broker_name: str, slot: int, store_dir: Path, timing: SimTiming,
                  rng: random.Random, connected_slaves: Callable[[SimBroker], Iterable[int]],
                  lateness: Lateness | None = None, credentials: Credentials | None = None,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
+                 ssl_context: ssl.SSLContext | None = None, topics: Sequence[TopicRow] = ()) -> None:
         self._credentials = credentials
         self._ssl_context = ssl_context
         self._connected_slaves = connected_slaves  # which slaves hold an HA connection to this master
@@ -102,6 +104,11 @@ class SimBroker:
         self.notifications = 0
         self.max_offset = 0  # survives restarts, like a commit log
         self.epoch = -1  # last epoch in the epoch file (-1: none, as Java's heartbeat default)
+        self.topics = tuple(topics)  # the topic config table registered with the NameServers (103)
+        # (stateVersion, timestamp, counter) of the topic table, kept in topics.json by Java: it
+        # survives restarts and changes on a role change only, so periodic 103s change nothing
+        self.data_version = (0, _wall_ms(), 0)
+        self.route_registrations = 0  # 103s answered SUCCESS
         self.errors: deque[str] = deque(maxlen=RECENT_ERRORS)
         self._reset_volatile()
         self._scope = trio.CancelScope()
@@ -185,6 +192,8 @@ class SimBroker:
                                        self._heartbeat_all)
                     nursery.start_soon(self._every, "poll", self.timing.poll_interval_ms, self._poll_guarded)
                     nursery.start_soon(self._every, "shrink", self.timing.check_sync_state_set_ms, self._shrink)
+                    nursery.start_soon(self._every, "register", self.timing.register_interval_ms,
+                                       self._register_to_namesrvs)
         if self._scope is scope:  # a killed run may end after its restart began: leave the new one be
             self._nursery = self._client = None
         if not started:
@@ -289,6 +298,12 @@ class SimBroker:
             self.became_master_ms = _now_ms()
         else:
             self.role = Role.SLAVE
+        # ReplicasManager.changeToMaster / changeToSlave: DataVersion.nextVersion(masterEpoch), then
+        # registerBrokerAll at once, so the NameServers learn the new role without waiting a period
+        _, _, counter = self.data_version
+        self.data_version = (master_epoch, _wall_ms(), counter + 1)
+        if self._nursery is not None:
+            self._nursery.start_soon(self._register_to_namesrvs)
         return True
 
     def on_notification(self, command: RemotingCommand) -> None:
@@ -406,6 +421,35 @@ class SimBroker:
             self._note(f"1001: {error}")
         finally:
             self.alter_in_flight = False
+
+    # ---- the NameServer (103) ---------------------------------------------------------------------
+
+    async def _register_to_namesrvs(self) -> None:
+        """registerBrokerAll: 103 to every NameServer (every rmqc node) at once, brokerId 0 for the
+        master and the controller id for a slave; nothing before the broker knows its role."""
+        await self._while_hung()
+        if self.role is Role.NONE or self.broker_id is None:
+            return
+        client = self._require_client()
+        broker_id = 0 if self.role is Role.MASTER else self.broker_id
+        body = register_body(self.data_version, list(self.topics))
+        async with trio.open_nursery() as nursery:
+            for address in self._controllers:
+                nursery.start_soon(self._register_to_namesrv, client, address, broker_id, body)
+
+    async def _register_to_namesrv(self, client: ControllerClient, address: str, broker_id: int,
+                                   body: bytes) -> None:
+        try:
+            answer = await client.register_broker_to_namesrv(
+                self.cluster, self.broker_name, broker_id, self.address, body,
+                heartbeat_timeout_ms=self.timing.heartbeat_timeout_ms, address=address)
+        except (ClientError, RmqcError) as error:
+            self._note(f"103 to {address}: {error}")  # Java logs it and tries at the next period
+            return
+        if answer.code == ResponseCode.SUCCESS:
+            self.route_registrations += 1
+        else:
+            self._note(f"103 to {address} answered {answer.code}: {answer.remark}")
 
     # ---- the listening port (1008) ------------------------------------------------------------
 

@@ -29,14 +29,21 @@ from rmqc.brokersim._broker import SimBroker
 from rmqc.brokersim._errors import FleetTooLarge, NotConverged, UnknownBroker
 from rmqc.brokersim._lateness import Lateness, next_due
 from rmqc.brokersim._model import BrokerBelief, Role, SimTiming, Status, convergence_problems, expanded_set
+from rmqc.fsm import TopicRow
 
-__all__ = ["DEFAULT_CLUSTER", "MAX_BROKERS_PER_FLEET", "BrokerFleet", "group_name"]
+__all__ = ["DEFAULT_CLUSTER", "DEFAULT_TOPICS_PER_BROKER", "MAX_BROKERS_PER_FLEET", "BrokerFleet", "group_name",
+           "topic_table"]
 
 DEFAULT_CLUSTER = "DefaultCluster"
 # One process holds a listener and one connection per controller for each broker; with 3
 # controllers, 5,000 brokers need 20,000 descriptors, this machine's default `ulimit -n`.
 MAX_BROKERS_PER_FLEET = 5000
 CONVERGENCE_POLL_S = 0.05
+DEFAULT_TOPICS_PER_BROKER = 4
+# Why: a 103 body of a few hundred bytes per topic; 65,536 is the NameServer's bound per registration.
+MAX_TOPICS_PER_BROKER = 65_536
+TOPIC_QUEUES = 4  # read and write queues of every simulated topic
+PERM_READ_WRITE = 6  # PermName.PERM_READ | PERM_WRITE
 START_BATCHES = 20
 # Brokers started per second at most. A start is about six requests (1005, 1012, 1013, 1003, 904,
 # 1002) with 3 s timeouts; 1,000 groups started within one second made thousands of them time out
@@ -54,6 +61,12 @@ START_HOLD_S = 10.0
 PROBE_INTERVAL_S = 0.1
 
 
+def topic_table(group: str, count: int) -> tuple[TopicRow, ...]:
+    """The topics every broker of `group` registers (`broker-0007-topic-0`, ...): derived from the
+    group's name, so every run and every process agrees on them."""
+    return tuple((f"{group}-topic-{i}", TOPIC_QUEUES, TOPIC_QUEUES, PERM_READ_WRITE, 0) for i in range(count))
+
+
 def group_name(index: int) -> str:
     """The broker-set name of group `index` (`broker-0007`); every process of a run agrees on it."""
     return f"broker-{index:04d}"
@@ -65,10 +78,14 @@ class BrokerFleet:
     def __init__(self, controllers: Sequence[str], *, groups: int, replicas: int = 3, state_dir: str | Path,
                  cluster: str = DEFAULT_CLUSTER, first_group: int = 0, timing: SimTiming | None = None,
                  seed: int | None = None, credentials: Credentials | None = None,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
+                 ssl_context: ssl.SSLContext | None = None,
+                 topics_per_broker: int = DEFAULT_TOPICS_PER_BROKER) -> None:
         if groups * replicas > MAX_BROKERS_PER_FLEET:
             raise FleetTooLarge(f"{groups} groups x {replicas} replicas = {groups * replicas} brokers; "
                                 f"one process holds at most {MAX_BROKERS_PER_FLEET} (use more processes)")
+        if not 0 <= topics_per_broker <= MAX_TOPICS_PER_BROKER:
+            raise FleetTooLarge(f"{topics_per_broker} topics per broker: from 0 to {MAX_TOPICS_PER_BROKER}")
+        self.topics_per_broker = topics_per_broker
         self.controllers = list(controllers)
         self._credentials = credentials  # the ACL account every broker signs with (None: unsigned)
         self._ssl_context = ssl_context  # TLS to the controllers (None: plain TCP)
@@ -89,7 +106,7 @@ class BrokerFleet:
     def _new_broker(self, name: str, slot: int) -> SimBroker:
         return SimBroker(self.cluster, name, slot, self._state_dir / f"{name}-{slot}", self.timing,
                          random.Random(self._rng.getrandbits(64)), self._connected_slaves, self.lateness,
-                         self._credentials, self._ssl_context)
+                         self._credentials, self._ssl_context, topic_table(name, self.topics_per_broker))
 
     # ---- lifecycle ------------------------------------------------------------------------------
 

@@ -2,8 +2,8 @@
 
 A simulated broker that wakes up late sends its heartbeat late; past the controllers' heartbeat
 timeout they rightly fail it over. Those failovers are the simulator's fault, not the
-controllers', so every periodic step (heartbeat, 1004 poll, shrink check, replication tick, and a
-probe that does nothing but wake up) records how late it woke against the time it asked for, and
+controllers', so every periodic step (heartbeat, 1004 poll, shrink check, 103 registration,
+replication tick, and a probe that does nothing but wake up) records how late it woke against the time it asked for, and
 the fleet's summary reports it. Pure bookkeeping: time enters as seconds of lateness.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 __all__ = ["INVALID_FRACTION", "KINDS", "Lateness", "next_due"]
 
-KINDS = ("heartbeat", "poll", "shrink", "replication", "probe")
+KINDS = ("heartbeat", "poll", "shrink", "register", "replication", "probe")
 # Results are not valid once a step ran later than this fraction of the heartbeat timeout: a
 # heartbeat that late has used up a quarter of the controllers' margin (timeout minus interval),
 # so any failover seen near then may be the simulator's doing. A quarter, not the whole margin,

@@ -62,6 +62,7 @@ class SimTiming:
     replication_interval_ms: int = 200  # how often masters write and slaves copy (simulated HA)
     write_bytes_per_tick: int = 4096  # what a master appends to its commit log each replication tick
     start_spread_ms: int = 1000  # brokers start spread over this window, not all in one instant
+    register_interval_ms: int = 30000  # registerNameServerPeriod: 103 to every NameServer
 
     @classmethod
     def fast(cls) -> SimTiming:
@@ -69,7 +70,7 @@ class SimTiming:
         return cls(heartbeat_interval_ms=300, heartbeat_timeout_ms=3000, poll_interval_ms=500,
                    check_sync_state_set_ms=500, max_time_slave_not_catchup_ms=2000,
                    register_round_interval_ms=500, register_retry_max_ms=200, replication_interval_ms=100,
-                   start_spread_ms=500)
+                   start_spread_ms=500, register_interval_ms=3000)
 
 
 @dataclass(frozen=True, slots=True)

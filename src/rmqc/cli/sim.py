@@ -69,6 +69,9 @@ def brokers_command(
     state_dir: Annotated[Path, typer.Option("--state-dir",
                                             help="identity files, one dir per broker")] = Path("rmqc-sim"),
     cluster: Annotated[str, typer.Option("--cluster", help="broker cluster name")] = "DefaultCluster",
+    topics_per_broker: Annotated[int, typer.Option("--topics-per-broker", help=(
+        "topics each group registers with the rmqc nodes as its NameServer (103): "
+        "broker-0000-topic-0, broker-0000-topic-1, ..."))] = 4,
     fast: Annotated[bool, typer.Option("--fast", help="short timings (poll 0.5 s, heartbeat timeout 3 s)")] = False,
     duration_s: Annotated[float | None, typer.Option("--duration", help="stop after this many seconds")] = None,
     report_every_s: Annotated[float, typer.Option("--report-every", help="seconds between summaries")] = 5.0,
@@ -99,6 +102,7 @@ def brokers_command(
     if groups < 1 or replicas < 1 or not 1 <= processes <= MAX_PROCESSES:
         fail(ExitCode.USAGE, f"need groups >= 1, replicas >= 1 and 1 <= processes <= {MAX_PROCESSES}")
     options = dict(groups=groups, replicas=replicas, state_dir=state_dir, cluster=cluster, fast=fast,
+                   topics_per_broker=topics_per_broker,
                    duration_s=duration_s, report_every_s=report_every_s, seed=seed, as_json=as_json,
                    beliefs_out=beliefs_out, first_group=first_group, credentials=credentials,
                    ssl_context=ssl_context, tls_env=tls_env(tls, tls_ca, tls_cert, tls_key), quit_at_eof=quit_at_eof)
@@ -128,7 +132,8 @@ async def _run_fleet(addresses: list[str], options: dict[str, Any]) -> None:
     async with BrokerFleet(addresses, groups=options["groups"], replicas=options["replicas"],
                            state_dir=options["state_dir"], cluster=options["cluster"],
                            first_group=options["first_group"], timing=timing, seed=options["seed"],
-                           credentials=options["credentials"], ssl_context=options["ssl_context"]) as fleet:
+                           credentials=options["credentials"], ssl_context=options["ssl_context"],
+                           topics_per_broker=options["topics_per_broker"]) as fleet:
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_report_loop, fleet, options)
@@ -240,7 +245,8 @@ async def _run_children(controllers: str, processes: int, options: dict[str, Any
             argv = [*rmqc_argv(), "sim", "brokers", "--groups", str(count), "--first-group", str(first),
                     "--replicas", str(options["replicas"]), "--controllers", controllers, "--json",
                     "--state-dir", str(options["state_dir"]), "--cluster", options["cluster"],
-                    "--report-every", str(options["report_every_s"]), "--quit-at-eof"]
+                    "--report-every", str(options["report_every_s"]), "--quit-at-eof",
+                    "--topics-per-broker", str(options["topics_per_broker"])]
             if options["fast"]:
                 argv.append("--fast")
             if options["seed"] is not None:

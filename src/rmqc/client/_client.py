@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 import ssl
 import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
 from types import TracebackType
@@ -375,6 +376,25 @@ class ControllerClient:
             "invokeTime": self._wall_clock_ms(),
         }
         return await self._answer(RequestCode.CONTROLLER_REGISTER_BROKER, ext)
+
+    async def register_broker_to_namesrv(
+        self, cluster: str, broker_name: str, broker_id: int, broker_address: str, body: bytes, *,
+        heartbeat_timeout_ms: int, address: str | None = None,
+    ) -> RemotingCommand:
+        """REGISTER_BROKER (103) to the NameServer at `address` (else the leader), as a Java broker's
+        registerBrokerAll: `body` is a plain RegisterBrokerBody, its CRC in `bodyCrc32`."""
+        ext = {
+            "brokerName": broker_name,
+            "brokerAddr": broker_address,
+            "clusterName": cluster,
+            "haServerAddr": broker_address,
+            "brokerId": broker_id,
+            "heartbeatTimeoutMillis": heartbeat_timeout_ms,
+            "enableActingMaster": "false",
+            "compressed": "false",
+            "bodyCrc32": zlib.crc32(body) & 0x7FFFFFFF,
+        }
+        return await self._answer(RequestCode.REGISTER_BROKER, ext, body, address=address)
 
     async def get_replica_info(self, broker_name: str, *, address: str | None = None) -> RemotingCommand:
         """CONTROLLER_GET_REPLICA_INFO (1004); master in extFields, SyncStateSet in the body."""

@@ -16,6 +16,7 @@ from ._config import (
     parse_properties as parse_properties,
 )
 from ._headers import BadRequestBody as BadRequestBody, MissingHeaderField as MissingHeaderField
+from ._namesrv_bodies import register_body as register_body
 from ._outcome import (
     NodeInfo as NodeInfo,
     NoReply as NoReply,

@@ -9,6 +9,12 @@ fenced by the masterEpoch and syncStateSetEpoch it believes). It also reads its 
 (1004) at a random consistency level, on a random node: the reads the checker verifies. It adopts a
 1008 only when its masterEpoch is newer than the one it holds (spec 5.4).
 
+As a NameServer client: once it knows its role it registers (103) its group's topic table with
+rmqc as its NameServer, brokerId 0 as master and its controller id as slave, every `register_us`
+and at once after a role change (a new DataVersion then, as Java's changeToMaster/changeToSlave);
+now and then the table gains a topic under a new DataVersion. Some of its reads are 105s
+(GET_ROUTEINFO_BY_TOPIC) of any group's topic at a random consistency level on a random node.
+
 A request whose answer does not come within `timeout_us` is lost: the broker keeps what it
 believed, so its next 1001 may carry a stale epoch, which the controller must refuse. The SyncState
 set decisions are the broker simulator's own (`rmqc.brokersim._model`)."""
@@ -16,15 +22,29 @@ set decisions are the broker simulator's own (`rmqc.brokersim._model`)."""
 from __future__ import annotations
 
 import random
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import orjson
+
 from rmqc.brokersim._model import Phase, Role, expanded_set, shrunk_set
 from rmqc.client import heartbeat_ext
+from rmqc.controller import register_body
 from rmqc.remoting import RemotingCommand, RequestCode, ResponseCode, dumps_fastjson, loads_fastjson, make_request
 
-from ._simhistory import READ_LEVELS, AlterAck, ControllerHistory, ElectAck, GroupView, IdGrant, Notified, ReadRecord
+from ._simhistory import (
+    READ_LEVELS,
+    AlterAck,
+    ControllerHistory,
+    ElectAck,
+    GroupView,
+    IdGrant,
+    Notified,
+    ReadRecord,
+    RouteRecord,
+)
 
 C = ResponseCode
 CLUSTER = "sim"
@@ -46,6 +66,29 @@ class BrokerKnobs:
     timeout_us: int = 150_000
     retry_us: int = 20_000  # pause after a control request failed or was lost, as a broker's retry
     follow_hint_p: float = 0.8
+    register_us: int = 100_000  # 103 of its topic table (Java: 30 s, scaled as the heartbeat's 1 s)
+    topics_per_group: int = 2  # the table every broker of a group registers: g0-t0, g0-t1, ...
+    extra_topics: int = 3  # topics a table may gain (g0-x0 ...): a new DataVersion each time
+    table_change_p: float = 0.1  # per registration: the table gains an extra topic
+    route_read_p: float = 0.5  # a read is a 105 of a random topic, else a 1004 of a random group
+
+
+TOPIC_QUEUES = 4
+PERM_READ_WRITE = 6
+
+
+def group_topics(group: str, knobs: BrokerKnobs) -> tuple[str, ...]:
+    """Every topic a broker of `group` may register: its base table, then the extras."""
+    return (tuple(f"{group}-t{i}" for i in range(knobs.topics_per_group))
+            + tuple(f"{group}-x{i}" for i in range(knobs.extra_topics)))
+
+
+def route_of(body: bytes) -> tuple[tuple[tuple[str, str | None], ...], tuple[str, ...]]:
+    """A standard-JSON TopicRouteData: (broker name, its brokerId 0 address) pairs, and the broker
+    names with queue data, both sorted."""
+    route = orjson.loads(body)
+    masters = tuple(sorted((b["brokerName"], b["brokerAddrs"].get("0")) for b in route.get("brokerDatas") or ()))
+    return masters, tuple(sorted(q["brokerName"] for q in route.get("queueDatas") or ()))
 
 
 class Answer(NamedTuple):
@@ -56,6 +99,7 @@ class Answer(NamedTuple):
     incarnation: int
     leader_hint: str | None
     served_us: int = 0  # when the node answered (the answer then travels to the client)
+    applied_index: int = 0  # the node's applied index when it answered
 
 
 Outgoing = tuple[str, RemotingCommand]  # (node, request)
@@ -111,6 +155,11 @@ class SimBrokerClient:
         self.running_since_us = 0
         self._opaque = 0
         self.leader_hint: str | None = None
+        all_topics = group_topics(group, knobs)
+        self.topics = list(all_topics[:knobs.topics_per_group])  # kept across restarts, as topics.json
+        self._extra_topics = all_topics[knobs.topics_per_group:]
+        self.all_topics = tuple(t for g in self.groups for t in group_topics(g, knobs))
+        self.data_version = (0, 0, 0)  # (stateVersion, timestamp, counter), kept with the table
         self._reset_volatile()
 
     def _reset_volatile(self) -> None:
@@ -128,6 +177,7 @@ class SimBrokerClient:
         self.next_alter_us = 0
         self.next_read_us = 0
         self.next_control_us = 0
+        self.next_register_us = 0
         self.caught_up_us: dict[int, int] = {}
 
     # -- faults -----------------------------------------------------------------------------------
@@ -155,6 +205,8 @@ class SimBrokerClient:
             out += self._control(now_us)
         if not self._busy("read") and now_us >= self.next_read_us:
             out += self._read(now_us)
+        if not self._busy("route") and self.master_id is not None and now_us >= self.next_register_us:
+            out.append(self._register_route(now_us))
         return out
 
     def on_answer(self, opaque: int, answer: Answer | None, now_us: int) -> list[Outgoing]:
@@ -273,12 +325,34 @@ class SimBrokerClient:
     def _read(self, now_us: int) -> list[Outgoing]:
         self.next_read_us = now_us + self.rng.randrange(self.knobs.read_think_max_us + 1)
         level = self.rng.choices(READ_LEVELS, weights=self.knobs.read_level_weights)[0]
-        group = self.rng.choice(self.groups)
         hinted = self.leader_hint is not None and self.rng.random() < self.knobs.read_follow_hint_p
         node = self.leader_hint if hinted and self.leader_hint is not None else self.rng.choice(self.node_ids)
-        ext = {"brokerName": group, "consistency": level}
+        if self.rng.random() < self.knobs.route_read_p:
+            ext = {"topic": self.rng.choice(self.all_topics), "acceptStandardJsonOnly": "true", "consistency": level}
+            return [self._send("read", "route_read", RequestCode.GET_ROUTEINFO_BY_TOPIC, ext, now_us,
+                               node=node, level=level)]
+        ext = {"brokerName": self.rng.choice(self.groups), "consistency": level}
         return [self._send("read", "read", RequestCode.CONTROLLER_GET_REPLICA_INFO, ext, now_us,
                            node=node, level=level)]
+
+    def _register_route(self, now_us: int) -> Outgoing:
+        """103 of the topic table (registerBrokerAll); now and then the table gains a topic first."""
+        assert self.broker_id is not None
+        self.next_register_us = now_us + self.knobs.register_us
+        missing = [t for t in self._extra_topics if t not in self.topics]
+        if missing and self.rng.random() < self.knobs.table_change_p:
+            self.topics.append(self.rng.choice(missing))
+            self._next_data_version(now_us)
+        rows = [(topic, TOPIC_QUEUES, TOPIC_QUEUES, PERM_READ_WRITE, 0) for topic in sorted(self.topics)]
+        body = register_body(self.data_version, rows)
+        ext = {"brokerName": self.group, "brokerAddr": self.address, "clusterName": CLUSTER,
+               "haServerAddr": self.address, "brokerId": 0 if self.role is Role.MASTER else self.broker_id,
+               "heartbeatTimeoutMillis": self.knobs.heartbeat_timeout_ms, "bodyCrc32": zlib.crc32(body) & 0x7FFFFFFF}
+        return self._send("route", "register_route", RequestCode.REGISTER_BROKER, ext, now_us, body)
+
+    def _next_data_version(self, now_us: int) -> None:
+        _, _, counter = self.data_version
+        self.data_version = (self.master_epoch, now_us // 1000, counter + 1)
 
     # -- answers ----------------------------------------------------------------------------------
     def _after_next_id(self, pending: _Pending, answer: Answer | None, now_us: int) -> None:
@@ -352,6 +426,20 @@ class SimBrokerClient:
         elif epoch > self.master_epoch or (epoch == self.master_epoch and sss_epoch > self.sync_state_set_epoch):
             self._adopt(master, epoch, sss_epoch, frozenset(sss), now_us)
 
+    def _after_register_route(self, pending: _Pending, answer: Answer | None, now_us: int) -> None:
+        if answer is None or answer.response.code != C.SUCCESS:
+            self.next_register_us = now_us + self.knobs.retry_us  # Java: the next period; sooner here
+
+    def _after_route_read(self, pending: _Pending, answer: Answer | None, now_us: int) -> None:
+        if answer is None or answer.response.code not in (C.SUCCESS, C.TOPIC_NOT_EXIST):
+            return
+        assert pending.level is not None
+        body = answer.response.body if answer.response.code == C.SUCCESS else None
+        masters, queues = route_of(body) if body else ((), ())
+        self.history.add(RouteRecord(answer.node, answer.incarnation, pending.level,
+                                     str(pending.request.ext("topic")), pending.sent_us, answer.served_us,
+                                     answer.applied_index, masters, queues, body))
+
     def _after_read(self, pending: _Pending, answer: Answer | None, now_us: int) -> None:
         if answer is None or answer.response.code != C.SUCCESS:
             return
@@ -361,6 +449,11 @@ class SimBrokerClient:
                                     group_view(answer.response), answer.served_us))
 
     def _adopt(self, master: int, epoch: int, sss_epoch: int, sss: frozenset[int], now_us: int) -> None:
+        if (master, epoch) != (self.master_id, self.master_epoch):
+            # changeToMaster / changeToSlave: a new DataVersion, registered at once
+            self.master_epoch = epoch
+            self._next_data_version(now_us)
+            self.next_register_us = now_us
         self.master_id = master
         self.master_epoch = epoch
         self.sync_state_set_epoch = sss_epoch

@@ -23,6 +23,9 @@ At the end, against the history of the brokers and admins (`_simhistory`):
 - linearizable and lease reads: a read never returns a group state older than one first applied
   (anywhere) before the read was sent; stale reads never go back in time on one node, in the order
   it served them (within one incarnation: a restarted node replays from its snapshot).
+
+The NameServer's commands (routes) change no broker group: they go to `_simroute_check`, which
+checks the route answers (105) against the same stream.
 """
 
 from __future__ import annotations
@@ -31,9 +34,10 @@ import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from rmqc.fsm import AlterSyncStateSet, ApplyResult, BrokerGroup, CleanBrokerData, ElectMaster
+from rmqc.fsm import AlterSyncStateSet, ApplyResult, BrokerGroup, CleanBrokerData, ElectMaster, NamesrvCommand
 
 from ._simhistory import LEASE, LINEARIZABLE, STALE, ControllerHistory, GroupView, ReadRecord
+from ._simroute_check import RouteChecker
 
 
 def view_of(group: BrokerGroup) -> GroupView:
@@ -65,6 +69,10 @@ class ControllerChecker:
     elections: int = 0
     last_election_us: dict[str, int] = field(default_factory=dict)
     brokers_checked: int = 0  # running brokers the end check compared with their group's master
+    routes: RouteChecker | None = None
+
+    def __post_init__(self) -> None:
+        self.routes = RouteChecker(self.violations)
 
     def fail(self, what: str) -> None:
         self.violations.append(what)
@@ -79,11 +87,16 @@ class ControllerChecker:
         if index <= self.applied_index:
             return
         self.applied_index = index
+        assert self.routes is not None
         for result in results:
-            self._check_result(index, result, now_us)
             name = result.command.broker_name
+            if isinstance(result.command, NamesrvCommand):
+                self.routes.on_namesrv(index, result, self.groups.get(name) if name is not None else None)
+                continue
+            self._check_result(index, result, now_us)
             if result.ok and name is not None:  # None: a 1009, no broker group
                 self._record(index, name, result, now_us)
+                self.routes.on_group(index, name, self.groups.get(name), now_us)
 
     def _record(self, index: int, name: str, result: ApplyResult, now_us: int) -> None:
         line = self.lines.setdefault(name, _GroupLine())
@@ -141,6 +154,9 @@ class ControllerChecker:
         self._check_alters(history)
         self._check_reads(history.reads)
         self._check_brokers(history, brokers)
+        if self.ok:
+            assert self.routes is not None
+            self.routes.finish(history.routes)
 
     def _check_ids(self, history: ControllerHistory) -> None:
         owners: dict[tuple[str, int], str] = {}

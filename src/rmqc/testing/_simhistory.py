@@ -72,6 +72,25 @@ class ReadRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class RouteRecord:
+    """A 105 (GET_ROUTEINFO_BY_TOPIC) answered by `node` at consistency `level`, at the node's
+    applied index when it answered: `masters` maps each broker name of the route to the address it
+    lists as brokerId 0 (None: none listed), `queues` the broker names with queue data; `body` the
+    answer's bytes (None: 17 TOPIC_NOT_EXIST)."""
+
+    node: str
+    incarnation: int
+    level: str
+    topic: str
+    invoke_us: int
+    served_us: int
+    applied_index: int
+    masters: tuple[tuple[str, str | None], ...]
+    queues: tuple[str, ...]
+    body: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
 class Notified:
     """A 1008 a broker received (whether or not it was newer than what it knew)."""
 
@@ -89,16 +108,17 @@ class ControllerHistory:
     elections: list[ElectAck] = field(default_factory=list)
     reads: list[ReadRecord] = field(default_factory=list)
     notifications: list[Notified] = field(default_factory=list)
+    routes: list[RouteRecord] = field(default_factory=list)
     requests: int = 0  # every request a broker or admin sent, heartbeats included
 
-    def add(self, record: IdGrant | AlterAck | ElectAck | ReadRecord | Notified) -> None:
+    def add(self, record: IdGrant | AlterAck | ElectAck | ReadRecord | Notified | RouteRecord) -> None:
         if self.size() >= HISTORY_RECORDS_MAX:
             raise HistoryFull(f"more than {HISTORY_RECORDS_MAX} history records in one run")
         _LISTS[type(record)](self).append(record)  # type: ignore[arg-type]
 
     def size(self) -> int:
         return (len(self.grants) + len(self.alters) + len(self.elections) + len(self.reads)
-                + len(self.notifications))
+                + len(self.notifications) + len(self.routes))
 
 
 _LISTS = {
@@ -107,4 +127,5 @@ _LISTS = {
     ElectAck: lambda h: h.elections,
     ReadRecord: lambda h: h.reads,
     Notified: lambda h: h.notifications,
+    RouteRecord: lambda h: h.routes,
 }

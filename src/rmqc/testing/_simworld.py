@@ -290,7 +290,8 @@ class World:
 
     def answer(self, node: ReplicaSimNode, remote: Remote, response: RemotingCommand) -> None:
         hint = node_view(node).leader if node.raw is not None else None
-        answer = Answer(response, node.id, node.incarnation, hint, self.events.now_us)
+        applied = node.replica.applied_index if node.replica is not None else 0
+        answer = Answer(response, node.id, node.incarnation, hint, self.events.now_us, applied)
         if self.rng.random() >= self.knobs.faults.drop_p:
             self.events.after(self._client_delay_us(), self._deliver_answer,
                               remote.sender, remote.request.opaque, answer)
@@ -553,6 +554,8 @@ class World:
         self.counts["controller_elections"] = self.controller_checker.elections
         self.counts["controller_brokers_checked_at_end"] = self.controller_checker.brokers_checked
         self.counts["controller_broker_requests"] = self.controller_history.requests
+        assert self.controller_checker.routes is not None
+        self.counts["controller_routes_checked"] = self.controller_checker.routes.routes_checked
         self.counts["controller_notifications"] = self.counts.get("notifications", 0)
 
     def _calm_down(self) -> None:

@@ -14,7 +14,9 @@ every node and broker up. The same seed always gives the same run (virtual time,
 
 Load (`_simbrokers`, `_simadmin`): brokers that get ids (1012/1013), register (1003), ask for
 elections (1002), heartbeat every node (904), expand and shrink their SyncStateSet (1001), poll and
-read their groups' metadata (1004) at every consistency level on any node, and follow 1008; admins
+read their groups' metadata (1004) at every consistency level on any node, and follow 1008; as
+NameServer clients they register their topic tables (103, a new DataVersion on a role change and
+now and then a new topic) and read routes (105) at every consistency level on any node; admins
 that designate masters (1002), clean ids (1011) and change live options (1009).
 
 Faults (`_simnemesis`, `_simnet`, `_simreplica`): message delay, loss, duplication and reordering;
@@ -50,7 +52,12 @@ pending on a leader, no vote or candidacy from a node after it applied its own r
 controller's (`_simcontroller_check`: one master per masterEpoch, epochs never going
 down, clean elections inside the SyncStateSet, stale 1001s refused); at the end: committed entries
 durable on a majority, acknowledged ids kept and never shared, brokers following the newest
-master, linearizable and lease reads linearizable per group, stale reads monotonic per node.
+master, linearizable and lease reads linearizable per group, stale reads monotonic per node;
+and the NameServer's (`_simroute_check`): a route lists as master only the master committed at
+the index it was served at (route-fencing), linearizable and lease routes served after every
+master change applied before they were sent (route-stale), the same answer on every node at one
+applied index (route-divergent), and a topic the committed master registered kept in every route
+until its broker name is unregistered (route-lost).
 
 With storage faults (profile "corruption"), the checker knows which copies each fault destroyed
 (undetected loss counts as destroyed; what a repair kept is intact) and which nodes are repairing
@@ -92,7 +99,7 @@ import rmqc.controller._processor as processor_module
 import rmqc.fsm._state as state_module
 import rmqc.raft._core as core_module
 from rmqc.controller._policy import _choose_within
-from rmqc.fsm import BrokerGroup
+from rmqc.fsm import BrokerGroup, NamesrvState
 from rmqc.raft import MemoryStorage
 from rmqc.raft._core import RaftCore
 from rmqc.replica._driver import Driver
@@ -185,6 +192,12 @@ def _choose_ignoring_sync_state_set(group: BrokerGroup, *, unclean: bool, prefer
     return _choose_within(group.replicas.keys(), group.master_id, preferred, is_alive, live_info)  # type: ignore[arg-type]
 
 
+def _broker_addrs_as_claimed(self: NamesrvState, broker_name: str, group: BrokerGroup | None) -> dict[int, str]:
+    """A route's brokerAddrs by the ids the brokers claim (Java's NameServer), without the
+    controller's say: a broker that still believes it is master lists itself as brokerId 0."""
+    return {r.broker_id: r.address for r in self.registrations_of(broker_name)}
+
+
 _check_alter = state_module.check_alter_sync_state_set
 
 
@@ -231,6 +244,10 @@ MUTANTS: dict[str, Mutant] = {
     # liveness deadlines) read off the wall clock, as a shell calling time.time() would: a stepped
     # or drifting wall clock stretches a leader's lease past the others' election timeout
     "deadlines-on-wall-clock": Mutant(((Replica, "now_ms", lambda self: self.clock.wall_ms()),), "lease-drift"),
+    # the NameServer without fencing: routes name as master whichever registration claims id 0
+    "route-master-unfenced": Mutant(((NamesrvState, "broker_addrs", _broker_addrs_as_claimed),)),
+    # a node's route cache kept when a broker name's registrations or controller group change
+    "route-cache-never-dropped": Mutant(((NamesrvState, "forget_broker_name", lambda self, broker_name: None),)),
 }
 
 
