@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from rmqc.errors import SnapshotOutOfDateError
 from rmqc.fsm import ApplyResult
-from rmqc.node._peers import MAX_CONTROL_FRAMES
-from rmqc.raft._types import ConfState, Entry, EntryType, Message, Snapshot
+from rmqc.peerwire import MAX_CONTROL_FRAMES
+from rmqc.raft import ConfState, Entry, EntryType, Message, Snapshot
 from rmqc.remoting import RemotingCommand
 from rmqc.replica import Replica
 from rmqc.replica._io import (
