@@ -12,7 +12,7 @@ from typing import Any
 from ._scn_brokers import broker_failover, heartbeats
 from ._scn_cluster import leader_kill, restart_history
 from ._scn_java import java_broker_failover, java_heartbeats, java_leader_kill, java_writes
-from ._scn_pauses import catch_up, pauses
+from ._scn_pauses import catch_up, learner_catch_up, pauses
 from ._scn_reads import reads_etcd, reads_rmqc
 from ._scn_scale import scale
 from ._scn_security import security
@@ -52,6 +52,7 @@ SCENARIOS: list[tuple[str, str, Scenario]] = [
     ("leader_kill", "controller leader SIGKILL -> first write accepted", leader_kill),
     ("pauses", "leader and follower SIGSTOP 3 s, SIGCONT, under broker registrations (1012 + 1013)", pauses),
     ("catch_up", "a follower restarted far behind: write latency while it catches up", catch_up),
+    ("learner_catch_up", "an empty node joins as a learner: write latency while it catches up", learner_catch_up),
     ("broker_failover", "broker master lost (closed / hung) -> others notified", broker_failover),
     ("scale", "broker groups at scale, then masters lost at once", scale),
     ("restart", "restart on a long history -> serving again", restart_history),

@@ -8,18 +8,22 @@
 - `catch_up`: a follower stopped while `catchup_entries` entries are written, then restarted
   (catching up from the log, and again with snapshots taken meanwhile): the write latency of a few
   clients while it catches up, against the same clients before it was stopped.
+- `learner_catch_up`: a fourth, empty node joins a 3-node cluster holding `catchup_entries` entries
+  (`rmqc serve --join`; from the log, and again from a snapshot):
+  the same clients' write latency while the learner catches up, against before it joined.
 """
 
 from __future__ import annotations
 
 import collections
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import orjson
 import trio
 
+from rmqc.launcher import ServeNode, free_ports
 from rmqc.testing.pauses import PauseConfig, PauseResult, PauseRun
 
 from ._load import LoadError, RemotingConn
@@ -75,7 +79,12 @@ async def _status(cluster: RmqcCluster, node: str) -> dict[str, Any] | None:
 
 
 async def _lag(cluster: RmqcCluster, leader: str, follower: str) -> int | None:
+    """How far `follower` trails, as the leader sees it: asked of `leader`, or of the node it names
+    as leader if the leadership moved meanwhile (a loaded machine's fill can cost an election)."""
     status = await _status(cluster, leader)
+    current = (status or {}).get("leader")
+    if status is not None and status.get("role") != "leader" and current and current != leader:
+        status = await _status(cluster, current)
     peer = (status or {}).get("peers", {}).get(follower)
     return None if peer is None else int(peer["lag"])
 
@@ -111,27 +120,41 @@ async def _writes_for(cluster: RmqcCluster, leader: str, clients: int, seconds: 
     return [ms for _, ms in samples]
 
 
-async def _fill(cluster: RmqcCluster, leader: str, follower: str, entries: int) -> float:
-    """Write until the stopped follower is `entries` behind; returns the seconds it took."""
+async def _fill(cluster: RmqcCluster, leader: str, filled: Callable[[], Awaitable[bool]]) -> float:
+    """Write at the leader until `filled()`; returns the seconds it took."""
     started = time.perf_counter()
     stop = trio.Event()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_timed_writes, cluster, leader, FILL_CLIENTS, stop, [])
         with trio.fail_after(CATCH_UP_BOUND_S):
-            while (await _lag(cluster, leader, follower) or 0) < entries:
+            while not await filled():
                 await trio.sleep(0.5)
         stop.set()
     return time.perf_counter() - started
 
 
-async def _during_catch_up(cluster: RmqcCluster, leader: str, follower: str) -> tuple[list[float], float]:
-    """Restart the follower; write latencies until the leader sees it caught up, and how long."""
+def _lag_reached(cluster: RmqcCluster, leader: str, follower: str, entries: int) -> Callable[[], Awaitable[bool]]:
+    async def filled() -> bool:
+        return (await _lag(cluster, leader, follower) or 0) >= entries
+    return filled
+
+
+def _commit_reached(cluster: RmqcCluster, leader: str, entries: int) -> Callable[[], Awaitable[bool]]:
+    async def filled() -> bool:
+        return int((await _status(cluster, leader) or {}).get("commit", 0)) >= entries
+    return filled
+
+
+async def _during_catch_up(cluster: RmqcCluster, leader: str, follower: str,
+                           start: Callable[[], Awaitable[object]]) -> tuple[list[float], float]:
+    """`start()` the follower (or learner); write latencies until the leader sees it caught up, and
+    how long (the start included)."""
     samples: list[tuple[float, float]] = []
     stop = trio.Event()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_timed_writes, cluster, leader, PROBE_CLIENTS, stop, samples)
         started = time.perf_counter()
-        cluster.spawn(follower)
+        await start()
         with trio.fail_after(CATCH_UP_BOUND_S):
             while await _lag(cluster, leader, follower) != 0:
                 await trio.sleep(STATUS_POLL_S)
@@ -148,10 +171,19 @@ async def _one_catch_up(suite: Suite, label: str, settings: Mapping[str, object]
     follower = next(node for node in cluster.ids if node != leader)
     baseline = summarise_ms(await _writes_for(cluster, leader, PROBE_CLIENTS, BASELINE_S))
     cluster.procs[follower].stop()
-    fill_s = await _fill(cluster, leader, follower, entries)
-    during_ms, caught_up_s = await _during_catch_up(cluster, leader, follower)
-    during = summarise_ms(during_ms)
+    fill_s = await _fill(cluster, leader, _lag_reached(cluster, leader, follower, entries))
+
+    async def restart() -> None:
+        cluster.spawn(follower)
+
+    during_ms, caught_up_s = await _during_catch_up(cluster, leader, follower, restart)
     cluster.stop()
+    return _catch_up_figures(label, entries, fill_s, caught_up_s, baseline, during_ms, settings)
+
+
+def _catch_up_figures(label: str, entries: int, fill_s: float, caught_up_s: float, baseline: dict[str, Any],
+                      during_ms: list[float], settings: Mapping[str, object]) -> dict[str, Any]:
+    during = summarise_ms(during_ms)
     factor = {k: round(during[k] / baseline[k], 2) if baseline[k] else None for k in ("p50_ms", "p99_ms")}
     say(f"   {label}: {entries:,} entries behind (written in {fill_s:.0f} s), caught up in {caught_up_s:.1f} s; "
         f"write p50 {fmt(baseline['p50_ms'])} -> {fmt(during['p50_ms'])} ms, p99 {fmt(baseline['p99_ms'])} -> "
@@ -160,16 +192,53 @@ async def _one_catch_up(suite: Suite, label: str, settings: Mapping[str, object]
             "baseline": baseline, "during": during, "factor": factor, "settings": settings}
 
 
-async def catch_up(suite: Suite) -> dict[str, Any]:
-    entries = suite.profile.catchup_entries
-    cases = {
+def _catch_up_cases(entries: int) -> dict[str, dict[str, object]]:
+    return {
         # no snapshot in between: every entry comes from the leader's log
         "from the log": {"snapshot_every_entries": 10 * entries},
         # snapshots (and compaction) meanwhile: a snapshot, then the log's tail
         "through a snapshot": {"snapshot_every_entries": max(1_000, entries // 10)},
     }
+
+
+async def catch_up(suite: Suite) -> dict[str, Any]:
     figures = {label: await _one_catch_up(suite, label.replace(" ", "_"), settings)
-               for label, settings in cases.items()}
+               for label, settings in _catch_up_cases(suite.profile.catchup_entries).items()}
     return {"conditions": suite.base_conditions(system="rmqc", nodes=3, fsync=suite.fsync, probe_clients=PROBE_CLIENTS,
                                                 fill_clients=FILL_CLIENTS, request="1013 at the leader"),
+            "cases": figures}
+
+
+async def _one_learner(suite: Suite, label: str, settings: Mapping[str, object]) -> dict[str, Any]:
+    entries = suite.profile.catchup_entries
+    cluster = RmqcCluster(suite.work_dir("learner_catch_up"), 3, settings, name=label)
+    await cluster.start()
+    leader = await cluster.leader_id()
+    fill_s = await _fill(cluster, leader, _commit_reached(cluster, leader, entries))
+    baseline = summarise_ms(await _writes_for(cluster, leader, PROBE_CLIENTS, BASELINE_S))
+    (port,) = free_ports(1)
+    learner = ServeNode("n3", f"127.0.0.1:{port}", "", cluster.root / label / "n3", cluster.root / label / "n3.log",
+                        tuple(f"{option}={value}" for option, value in cluster.settings.items()),
+                        join=cluster.address(leader))
+    cluster.nodes.append(learner)
+
+    async def join() -> None:
+        """`rmqc serve --join`: the empty node asks the leader to add it as a learner."""
+        learner.spawn()
+        with trio.fail_after(CATCH_UP_BOUND_S):
+            while "n3" not in ((await _status(cluster, leader) or {}).get("peers") or {}):
+                await trio.sleep(STATUS_POLL_S)
+
+    during_ms, caught_up_s = await _during_catch_up(cluster, leader, "n3", join)
+    cluster.stop()
+    return _catch_up_figures(label, entries, fill_s, caught_up_s, baseline, during_ms, settings)
+
+
+async def learner_catch_up(suite: Suite) -> dict[str, Any]:
+    figures = {label: await _one_learner(suite, "learner_" + label.replace(" ", "_"), settings)
+               for label, settings in _catch_up_cases(suite.profile.catchup_entries).items()}
+    return {"conditions": suite.base_conditions(system="rmqc", nodes="3 voters + 1 learner", fsync=suite.fsync,
+                                                probe_clients=PROBE_CLIENTS, fill_clients=FILL_CLIENTS,
+                                                request="1013 at the leader",
+                                                join="rmqc serve --join (60005 from the new node)"),
             "cases": figures}

@@ -287,3 +287,26 @@ async def second_change_while_one_is_pending(cluster: Cluster, leader: ServeNode
 async def pending_change(client: ControllerClient, node: ServeNode) -> dict[str, Any] | None:
     answer = await client.request(RMQC_NODE_STATUS, None, address=node.address)
     return orjson.loads(answer.body or b"{}").get("pendingConfChange")
+
+
+async def test_a_node_joining_behind_a_snapshot_catches_up_and_is_promoted(tmp_path: Path) -> None:
+    """The group snapshots every 100 entries and compacts its log, so a node that joins empty gets a
+    snapshot first. The snapshot carries the address book: without it (peer protocol 2) the new
+    node knew no member's address once it installed the snapshot, refused every link, and never
+    caught up."""
+    cluster = Cluster.create(tmp_path, 3, ("snapshot_every_entries=100",))
+    await cluster.start()
+    try:
+        async with trio.open_nursery() as nursery, ControllerClient(cluster.addresses) as admin:
+            leader = cluster.node(await cluster.wait_leader(admin))
+            load, writing = WriteLoad(cluster.addresses), trio.CancelScope()
+            await nursery.start(cancellable, writing, load.run)
+            await load.wait_acks(400, timeout_s=60)  # several snapshots, the early log compacted away
+            joiner = await start_joiner(cluster, tmp_path, "n3", join=leader.address)
+            assert "n3" in (await promote_when_caught_up("n3", cluster.controllers))["voters"]
+            writing.cancel()
+            assert "installed snapshot" in joiner.log_path.read_text()
+            assert await load.lost_writes(admin) == {}
+            nursery.cancel_scope.cancel()
+    finally:
+        await cluster.stop()

@@ -12,7 +12,7 @@ from rmqc.remoting import RemotingCommand, ResponseCode, dumps_fastjson, loads_f
 from rmqc.testing.controller_harness import ControllerHarness
 
 C, N = "C", "broker-a"
-A, B, D = "10.0.0.1:30911", "10.0.0.2:30921", "10.0.0.3:30931"
+A, B, D, E = "10.0.0.1:30911", "10.0.0.2:30921", "10.0.0.3:30931", "10.0.0.4:30941"
 
 
 def body(response: RemotingCommand) -> object:
@@ -102,8 +102,11 @@ def test_happy_path_trace_of_spec_13_1(h: ControllerHarness) -> None:
     group = h.state.group(N)
     assert (group.master_id, group.master_epoch, group.sync_state_set, group.sync_state_set_epoch) == (
         2, 2, frozenset({2}), 3)
-    [(address, note)] = h.notifications
+    # Java notifies the live replicas (B); rmqc also the deposed master (A), in case it still runs
+    assert [address for address, _ in h.notifications] == [A, B]
+    address, note = h.notifications[1]
     assert address == B and note.is_oneway and note.code == 1008
+    assert h.notifications[0][1].ext_fields == note.ext_fields
     assert note.ext_fields == {"masterAddress": B, "masterEpoch": "2", "syncStateSetEpoch": "3", "masterBrokerId": "2"}
     assert body(note) == {"syncStateSet": [2], "syncStateSetEpoch": 3}
     last = h.log[-1]
@@ -562,11 +565,26 @@ def test_first_election_refuses_an_unregistered_requester(h: ControllerHarness) 
 def test_notifications_without_a_clock_use_table_membership(h: ControllerHarness) -> None:
     two_brokers_with_master(h)
     h.register(C, N, D)  # id 3: registered, never heartbeated
+    h.register(C, N, E)  # id 4: live until removed below
+    h.heartbeat(C, N, 4, E)
     assert elect(h, 2, designate=True).code == 0
     result = h.results[-1]
-    assert [address for address, _ in h.processor.notifications_for(result)] == [A, B]
+    assert [address for address, _ in h.processor.notifications_for(result)] == [A, B, E]
+    h.liveness.remove(BrokerKey(C, N, 4))
+    assert [address for address, _ in h.processor.notifications_for(result, h.now_ms)] == [A, B]
+
+
+def test_the_deposed_master_is_notified_even_when_it_is_not_live(h: ControllerHarness) -> None:
+    """A master hung or cut off from the controllers is deposed while it still runs: the 1008 goes
+    to it too, so it steps down as soon as it reads rather than acknowledging sends alone (Java's
+    controller notifies only live replicas)."""
+    two_brokers_with_master(h)
+    h.register(C, N, D)  # id 3: registered, never heartbeated: not notified
     h.liveness.remove(BrokerKey(C, N, 1))
-    assert [address for address, _ in h.processor.notifications_for(result, h.now_ms)] == [B]
+    assert elect(h, 2, designate=True).code == 0
+    notifications = h.processor.notifications_for(h.results[-1], h.now_ms)
+    assert [address for address, _ in notifications] == [A, B]
+    assert {command.ext("masterBrokerId") for _, command in notifications} == {"2"}
 
 
 def test_scan_does_nothing_when_the_controller_makes_no_attempts(h: ControllerHarness) -> None:

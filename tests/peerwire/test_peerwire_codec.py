@@ -32,7 +32,10 @@ entries = st.builds(Entry, index=u64, term=u64, type=st.sampled_from(list(EntryT
 snapshots = st.builds(
     Snapshot,
     meta=st.builds(SnapshotMeta, index=u64, term=u64,
-                   conf_state=st.builds(ConfState, voters=st.tuples(ids, ids), learners=st.tuples(ids))),
+                   conf_state=st.builds(ConfState, voters=st.tuples(ids, ids), learners=st.tuples(ids),
+                                        addresses=st.lists(st.tuples(ids, st.sampled_from(["127.0.0.1:9876",
+                                                                                          "[::1]:65535"])),
+                                                           max_size=3).map(tuple))),
     data=st.binary(max_size=128),
 )
 messages = st.builds(

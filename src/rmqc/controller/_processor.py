@@ -641,7 +641,16 @@ class ControllerProcessor:
     # ---- 1008 NOTIFY_BROKER_ROLE_CHANGED (spec 5.4) -------------------------------------------
 
     def notifications_for(self, result: ApplyResult, now_ms: int | None = None) -> list[tuple[str, RemotingCommand]]:
-        """After a successful election: a one-way 1008 to every live registered replica.
+        """After a successful election: a one-way 1008 to every live registered replica, and to
+        the deposed master even when it is not live (Java's controller skips it).
+
+        A master deposed while still running (hung past its heartbeat timeout, or cut off from the
+        controllers only) keeps its clients: resumed, it finds its slaves gone, shrinks its own
+        SyncStateSet to itself and acknowledges sends alone until its next metadata poll tells it
+        of the new master; those sends are lost when it rejoins as a slave. A 1008 dialled to it
+        at once reaches it as soon as it can read (a stopped process's kernel still accepts the
+        connection), so it steps down before it acknowledges anything. Best effort, like every 1008:
+        a dead master's port refuses it.
 
         Without `now_ms`, a replica counts as live while the table holds it (expiry removes
         brokers at their deadline, so this differs only between a deadline and the next expire).
@@ -655,10 +664,11 @@ class ControllerProcessor:
         ext = {"masterAddress": group.master_address, "masterEpoch": group.master_epoch,
                "syncStateSetEpoch": group.sync_state_set_epoch, "masterBrokerId": group.master_id}
         body = _bodies.sync_state_set_body(group)
+        deposed = result.before.master_id if result.before is not None else None
         return [
             (replica.address, make_request(RequestCode.NOTIFY_BROKER_ROLE_CHANGED, 0, ext, body, oneway=True))
             for broker_id, replica in sorted(group.replicas.items())
-            if self._is_alive_or_known(group, broker_id, now_ms)
+            if broker_id == deposed or self._is_alive_or_known(group, broker_id, now_ms)
         ]
 
     def _is_alive_or_known(self, group: BrokerGroup, broker_id: int, now_ms: int | None) -> bool:

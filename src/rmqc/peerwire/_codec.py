@@ -33,8 +33,10 @@ from rmqc.raft import (
 )
 
 PEER_MAGIC = b"RMQP"
+# 3: a snapshot carries the membership's address book (a learner that joined empty and caught up
+#    through a snapshot knew no peer address and refused every link: seen on real processes).
 # 2: the handshake names the receiver and carries a nonce (peer authentication); 1 had neither.
-PEER_PROTOCOL_VERSION = 2
+PEER_PROTOCOL_VERSION = 3
 NONCE_BYTES = 32
 _U8 = struct.Struct(">B")
 _U16 = struct.Struct(">H")
@@ -230,6 +232,10 @@ def _write_snapshot(parts: list[bytes], snapshot: Snapshot) -> None:
     for ids in (meta.conf_state.voters, meta.conf_state.learners):
         parts.append(_U16.pack(len(ids)))
         parts.extend(_short_text(node_id, "conf state id") for node_id in ids)
+    # the address book: a node that joined empty knows its peers only from here (protocol 3)
+    parts.append(_U16.pack(len(meta.conf_state.addresses)))
+    for node_id, address in meta.conf_state.addresses:
+        parts.append(_short_text(node_id, "conf state id") + _short_text(address, "member address"))
     parts.append(_blob(snapshot.data))
 
 
@@ -238,7 +244,9 @@ def _read_snapshot(reader: _Reader) -> Snapshot:
     term = reader.u64()
     voters = tuple(reader.short_text() for _ in range(reader.u16()))
     learners = tuple(reader.short_text() for _ in range(reader.u16()))
-    meta = SnapshotMeta(index=index, term=term, conf_state=ConfState(voters=voters, learners=learners))
+    addresses = tuple((reader.short_text(), reader.short_text()) for _ in range(reader.u16()))
+    meta = SnapshotMeta(index=index, term=term,
+                        conf_state=ConfState(voters=voters, learners=learners, addresses=addresses))
     return Snapshot(meta=meta, data=reader.blob())
 
 
