@@ -21,6 +21,7 @@ from rmqc.node._config import is_loopback
 from rmqc.node._peer_auth import PeerSecrets
 from rmqc.node._peers import PeerLinks
 from rmqc.peerwire import (
+    PEER_PROTOCOL_VERSION,
     PROOF_BYTES,
     FrameKind,
     Handshake,
@@ -211,13 +212,14 @@ async def test_a_stalled_or_oversized_handshake_is_cut_off(tmp_path: Path, monke
     async with trio.open_nursery() as nursery:
         links, recorder, config = await start_secured_n0(nursery, tmp_path)
         stalled = Forger(await trio.open_tcp_stream("127.0.0.1", config.self_peer.port))
-        await stalled.stream.send_all(b"RMQP\x00\x02")  # and then nothing (slowloris)
+        magic_and_version = b"RMQP" + struct.pack(">H", PEER_PROTOCOL_VERSION)
+        await stalled.stream.send_all(magic_and_version)  # and then nothing (slowloris)
         assert await stalled.closed_by_server()
         silent_after_challenge = Forger(await trio.open_tcp_stream("127.0.0.1", config.self_peer.port))
         await silent_after_challenge.hello("n1")
         assert await silent_after_challenge.closed_by_server()
         huge = Forger(await trio.open_tcp_stream("127.0.0.1", config.self_peer.port))
-        await huge.stream.send_all(b"RMQP\x00\x02" + struct.pack(">B", 255) + b"x" * 255 + b"\xff" * 4096)
+        await huge.stream.send_all(magic_and_version + struct.pack(">B", 255) + b"x" * 255 + b"\xff" * 4096)
         assert await huge.closed_by_server()
         assert links.refused_peers == 3 and recorder.messages == []
         nursery.cancel_scope.cancel()

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import struct
 
 import pytest
 
 from rmqc.peerwire import (
     NONCE_BYTES,
+    PEER_PROTOCOL_VERSION,
     PROOF_BYTES,
     AcceptorExchange,
     DialerExchange,
@@ -30,7 +32,8 @@ DIALER_NONCE, ACCEPTOR_NONCE = b"d" * NONCE_BYTES, b"a" * NONCE_BYTES
 def test_proof_is_hmac_sha256_over_the_length_prefixed_transcript() -> None:
     """Computed here by hand from the documented layout (docs/security.md)."""
     dialer_nonce, acceptor_nonce = b"d" * 32, b"a" * 32
-    transcript = (b"rmqc-peer-dialer" + b"\x00\x02" + b"\x00\x00\x00\x04rmqc" + b"\x00\x00\x00\x02n1"
+    version = struct.pack(">H", PEER_PROTOCOL_VERSION)
+    transcript = (b"rmqc-peer-dialer" + version + b"\x00\x00\x00\x04rmqc" + b"\x00\x00\x00\x02n1"
                   + b"\x00\x00\x00\x02n0" + b"\x00\x00\x00\x20" + dialer_nonce + b"\x00\x00\x00\x20" + acceptor_nonce)
     expected = hmac.new(OLD.encode(), transcript, hashlib.sha256).digest()
     assert proof(OLD.encode(), b"rmqc-peer-dialer", "rmqc", "n1", "n0", dialer_nonce, acceptor_nonce) == expected
