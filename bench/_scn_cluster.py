@@ -12,7 +12,7 @@ from typing import Any
 import trio
 
 from rmqc import fsm
-from rmqc.raft._types import ConfState, Entry, HardState
+from rmqc.raft import ConfState, Entry, HardState
 from rmqc.remoting import RequestCode, ResponseCode
 from rmqc.storage import LmdbStorage
 

@@ -27,7 +27,7 @@ import trio
 
 from rmqc import fsm
 from rmqc.node._node import NODE_SWEEP_BATCH_ENTRIES
-from rmqc.raft._types import ConfState, Entry, HardState
+from rmqc.raft import ConfState, Entry, HardState
 from rmqc.storage import LmdbStorage
 
 CONF = ConfState(voters=("n0", "n1", "n2"))

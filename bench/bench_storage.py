@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rmqc import fsm
-from rmqc.raft._types import ConfState, Entry, HardState
+from rmqc.raft import ConfState, Entry, HardState
 from rmqc.storage import LmdbStorage, rewrite_compactly
 
 BATCH_SIZES = (1, 10, 100, 1000)

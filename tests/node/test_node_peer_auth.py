@@ -1,11 +1,10 @@
-"""Peer authentication: the proof's transcript, the secret file (rotation, reload, bad files), secure
-by default start-up checks, and real TCP links on 127.0.0.1 between nodes with matching, rotated and
-wrong secrets, plus raw connections that forge a member's handshake."""
+"""Peer authentication over sockets (the exchange itself: tests/peerwire/test_peerwire_auth.py): the
+secret file (rotation, reload, bad files), secure by default start-up checks, and real TCP links on
+127.0.0.1 between nodes with matching, rotated and wrong secrets, plus raw connections that forge a
+member's handshake."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import os
 import random
 import struct
@@ -19,40 +18,22 @@ from test_node_transport import Recorder, start_node
 from rmqc.errors import ConfigError
 from rmqc.node import NodeConfig, _peer_auth, parse_peers
 from rmqc.node._config import is_loopback
-from rmqc.node._peer_auth import PROOF_BYTES, PeerSecrets, parse_secrets, proof
-from rmqc.node._peer_codec import FrameKind, Handshake, encode_frame, encode_handshake, encode_messages
+from rmqc.node._peer_auth import PeerSecrets
 from rmqc.node._peers import PeerLinks
+from rmqc.peerwire import (
+    PEER_PROTOCOL_VERSION,
+    PROOF_BYTES,
+    FrameKind,
+    Handshake,
+    encode_frame,
+    encode_handshake,
+    encode_messages,
+    proof,
+)
 from rmqc.raft._types import Entry, Message, MessageType
 
 OLD = "old-secret-0123456789abcdef"
 NEW = "new-secret-fedcba9876543210"
-
-
-def test_proof_is_hmac_sha256_over_the_length_prefixed_transcript() -> None:
-    """Computed here by hand from the documented layout (docs/security.md)."""
-    dialer_nonce, acceptor_nonce = b"d" * 32, b"a" * 32
-    transcript = (b"rmqc-peer-dialer" + b"\x00\x02" + b"\x00\x00\x00\x04rmqc" + b"\x00\x00\x00\x02n1"
-                  + b"\x00\x00\x00\x02n0" + b"\x00\x00\x00\x20" + dialer_nonce + b"\x00\x00\x00\x20" + acceptor_nonce)
-    expected = hmac.new(OLD.encode(), transcript, hashlib.sha256).digest()
-    assert proof(OLD.encode(), b"rmqc-peer-dialer", "rmqc", "n1", "n0", dialer_nonce, acceptor_nonce) == expected
-    # every bound field changes it: role, group, either id, either nonce
-    variants = [(b"rmqc-peer-acceptor", "rmqc", "n1", "n0", dialer_nonce, acceptor_nonce),
-                (b"rmqc-peer-dialer", "other", "n1", "n0", dialer_nonce, acceptor_nonce),
-                (b"rmqc-peer-dialer", "rmqc", "n2", "n0", dialer_nonce, acceptor_nonce),
-                (b"rmqc-peer-dialer", "rmqc", "n1", "n2", dialer_nonce, acceptor_nonce),
-                (b"rmqc-peer-dialer", "rmqc", "n1", "n0", acceptor_nonce, acceptor_nonce),
-                (b"rmqc-peer-dialer", "rmqc", "n1", "n0", dialer_nonce, dialer_nonce)]
-    assert all(proof(OLD.encode(), *variant) != expected for variant in variants)
-
-
-def test_secret_file_lines_comments_and_refusals() -> None:
-    assert parse_secrets(f"# rotated 2026-11\n{NEW}\n\n  {OLD}  \n") == (NEW.encode(), OLD.encode())
-    with pytest.raises(ValueError, match="no secret"):
-        parse_secrets("# nothing\n\n")
-    with pytest.raises(ValueError, match="secret 2 is shorter than 16 bytes"):
-        parse_secrets(f"{NEW}\nshort\n")
-    with pytest.raises(ValueError, match="at most 16"):
-        parse_secrets("\n".join(f"{i:020d}" for i in range(17)))
 
 
 def test_secret_file_is_reloaded_when_changed_and_a_broken_change_keeps_the_old(tmp_path: Path) -> None:
@@ -231,13 +212,14 @@ async def test_a_stalled_or_oversized_handshake_is_cut_off(tmp_path: Path, monke
     async with trio.open_nursery() as nursery:
         links, recorder, config = await start_secured_n0(nursery, tmp_path)
         stalled = Forger(await trio.open_tcp_stream("127.0.0.1", config.self_peer.port))
-        await stalled.stream.send_all(b"RMQP\x00\x02")  # and then nothing (slowloris)
+        magic_and_version = b"RMQP" + struct.pack(">H", PEER_PROTOCOL_VERSION)
+        await stalled.stream.send_all(magic_and_version)  # and then nothing (slowloris)
         assert await stalled.closed_by_server()
         silent_after_challenge = Forger(await trio.open_tcp_stream("127.0.0.1", config.self_peer.port))
         await silent_after_challenge.hello("n1")
         assert await silent_after_challenge.closed_by_server()
         huge = Forger(await trio.open_tcp_stream("127.0.0.1", config.self_peer.port))
-        await huge.stream.send_all(b"RMQP\x00\x02" + struct.pack(">B", 255) + b"x" * 255 + b"\xff" * 4096)
+        await huge.stream.send_all(magic_and_version + struct.pack(">B", 255) + b"x" * 255 + b"\xff" * 4096)
         assert await huge.closed_by_server()
         assert links.refused_peers == 3 and recorder.messages == []
         nursery.cancel_scope.cancel()

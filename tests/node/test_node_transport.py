@@ -12,9 +12,9 @@ from node_helpers import free_ports, wait_until
 
 import rmqc.node._peers as peers
 from rmqc.node import NodeConfig
-from rmqc.node._peer_codec import FrameKind, Handshake, encode_frame, encode_handshake, encode_tagged
 from rmqc.node._peers import PeerLinks, Reply
 from rmqc.node._server import Channel, Server
+from rmqc.peerwire import FrameKind, Handshake, encode_frame, encode_handshake, encode_tagged
 from rmqc.raft._types import Entry, Message, MessageType
 from rmqc.remoting import FrameDecoder, RemotingCommand, encode, make_request, make_response
 

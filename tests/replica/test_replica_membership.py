@@ -27,7 +27,7 @@ from rmqc.remoting import (
 from rmqc.replica import MembersChanged, Replica
 from rmqc.replica._membership import CATCH_UP_ENTRIES
 from rmqc.storage import LmdbStorage
-from rmqc.testing._simreplica import SimPeer, SimReplicaConfig
+from rmqc.testing._simreplica import NodeKnobs, sim_node_config
 
 JOINER = "n3"
 JOINER_ADDRESS = "127.0.0.1:4"
@@ -67,7 +67,7 @@ def refusal(answer: RemotingCommand) -> str:
 
 def start_joiner(cluster: Cluster, storage: MemoryStorage | None = None) -> Replica:
     """A node started with `join` and (by default) an empty storage, linked to the cluster."""
-    config = SimReplicaConfig(JOINER, (SimPeer(JOINER, JOINER_ADDRESS),), join=True)
+    config = sim_node_config(JOINER, {JOINER: JOINER_ADDRESS}, NodeKnobs(), join_addresses=["127.0.0.1:1"])
     outbox: list[Any] = []
     cluster.outboxes[JOINER] = outbox
     replica = Replica(config, storage or MemoryStorage(), cluster.clock, random.Random(9), outbox)

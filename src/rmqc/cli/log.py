@@ -25,7 +25,7 @@ from rich.table import Table
 
 from rmqc import fsm
 from rmqc.errors import ConfigError, CorruptionError, RmqcError
-from rmqc.raft._types import ConfState, Entry, Snapshot
+from rmqc.raft import ConfState, Entry, Snapshot
 from rmqc.storage import (
     DAMAGE_ADVICE,
     IDENTITY_FILE_NAME,

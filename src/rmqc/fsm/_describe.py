@@ -8,8 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from rmqc.errors import ProtocolError
-from rmqc.raft import decode_conf_change
-from rmqc.raft._types import Entry, EntryType
+from rmqc.raft import Entry, EntryType, decode_conf_change
 
 from ._commands import (
     AlterSyncStateSet,

@@ -13,7 +13,7 @@ from itertools import zip_longest
 from typing import Any
 
 from rmqc.errors import ProtocolError
-from rmqc.raft._types import ConfState, Entry, EntryType
+from rmqc.raft import ConfState, Entry, EntryType
 
 from ._commands import (
     AlterSyncStateSet,

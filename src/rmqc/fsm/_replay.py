@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from rmqc.raft import conf_state_after, decode_conf_change
-from rmqc.raft._types import ConfChange, ConfState, Entry, EntryType
+from rmqc.raft import ConfChange, ConfState, Entry, EntryType, conf_state_after, decode_conf_change
 
 from ._commands import decode_commands
 from ._state import ApplyResult, ControllerState

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from rmqc.errors import ConfigError
+from rmqc.peerwire import PEER_MAGIC
 from rmqc.replica import CONSISTENCY_LEVELS
 
 DEFAULT_PEERS = "n0-127.0.0.1:9878"
-PEER_MAGIC = b"RMQP"
 # A remoting frame starts with its length; the peer handshake starts with PEER_MAGIC read as a length.
 # Keeping every frame bound below that value is what lets one port serve both protocols.
 PEER_MAGIC_AS_LENGTH = int.from_bytes(PEER_MAGIC, "big")

@@ -29,7 +29,8 @@ import trio
 from rmqc.controller import ControllerConfig
 from rmqc.errors import CompactedError, ConfigError, RmqcError, SnapshotOutOfDateError
 from rmqc.fsm import ApplyResult, Command
-from rmqc.raft._types import ConfState, Message
+from rmqc.peerwire import FrameKind, PeerProtocolError, encode_tagged
+from rmqc.raft import ConfState, Message
 from rmqc.remoting import (
     RMQC_EVENTS,
     FrameDecoder,
@@ -72,7 +73,6 @@ from ._health import HealthMonitor
 from ._join import join_group
 from ._metrics import NodeMetrics
 from ._notifier import Notifier
-from ._peer_codec import FrameKind, PeerProtocolError, encode_tagged
 from ._peers import PeerLinks, Reply as PeerReply
 from ._server import Channel, Respond, Server
 from ._tls import notify_client_context

@@ -1,102 +1,38 @@
-"""Peer authentication: the cluster's shared secret, proven both ways by HMAC challenge-response.
-
-    dialer   -> acceptor  handshake: "RMQP" | version | dialer id | group | acceptor id | dialer nonce
-    acceptor -> dialer    acceptor nonce (32 bytes) | acceptor proof (32 bytes)
-    dialer   -> acceptor  dialer proof (32 bytes)
-
-    proof = HMAC-SHA256(secret, role | version | group | dialer id | acceptor id | both nonces)
-
-Both nonces are fresh random bytes, so a recorded exchange proves nothing the next time; the role
-label keeps an acceptor's proof (which anyone who connects can obtain for a nonce of their choosing)
-from ever passing as a dialer's. The proof binds the ids and the group, so a member's secret cannot
-be used to speak as another id in this exchange. Until the dialer's proof has been checked, nothing
-it sent is decoded, let alone handed to the Raft core.
-
-Without a peer secret (a loopback cluster, or allow_insecure_peers) the same exchange runs with an
-empty key: it then proves nothing, but one code path serves both and a node with a secret refuses a
-node without one.
-
-This authenticates the start of a connection against anyone who can merely reach the port; an
-attacker on the path who can inject into an established TCP stream is beyond it (docs/security.md).
-"""
+"""Peer authentication over a stream: the exchange of rmqc.peerwire (its messages and decisions)
+moved over the socket, with fresh nonces and a time bound; and the peer secret file, re-read when
+it changes."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import logging
 import secrets
 import stat
-import struct
 from collections.abc import Callable
 
 import trio
 
-from rmqc.errors import ConfigError, RmqcError
-from rmqc.raft._types import Message
-
-from ._config import NodeConfig, Peer
-from ._peer_codec import (
+from rmqc.errors import ConfigError
+from rmqc.peerwire import (
     MAX_HANDSHAKE_BYTES,
     NONCE_BYTES,
-    PEER_PROTOCOL_VERSION,
-    Handshake,
-    PeerProtocolError,
-    decode_handshake,
-    encode_handshake,
+    AcceptorExchange,
+    DialerExchange,
+    PeerAuthError,
+    parse_secrets,
 )
+
+from ._config import NodeConfig, Peer
 from ._watched_file import Stamp, current_stamp, read_watched_text, stamp_of
 
 log = logging.getLogger("rmqc.node.peer_auth")
 
-PROOF_BYTES = hashlib.sha256().digest_size
-CHALLENGE_BYTES = NONCE_BYTES + PROOF_BYTES
 # A member answers within milliseconds; whoever holds a connection open mid-handshake longer than
 # this is stalling (slowloris) and is cut off.
 HANDSHAKE_TIMEOUT_S = 5.0
 # A secret file is a few lines; a large file is a wrong path, not a secret.
 MAX_SECRET_FILE_BYTES = 64 * 1024
-MAX_SECRETS = 16
-# 16 bytes = 128 bits: below this a secret can be guessed offline from one recorded exchange.
-MIN_SECRET_BYTES = 16
-_DIALER, _ACCEPTOR = b"rmqc-peer-dialer", b"rmqc-peer-acceptor"
-
-
-class PeerAuthError(RmqcError):
-    """A peer connection refused during the handshake; the message says why, never a secret."""
-
-
-def proof(key: bytes, role: bytes, group: str, dialer_id: str, acceptor_id: str,
-          dialer_nonce: bytes, acceptor_nonce: bytes) -> bytes:
-    """HMAC-SHA256 over every field the exchange binds, each length-prefixed so no two field
-    sequences share a transcript."""
-    parts = [role, struct.pack(">H", PEER_PROTOCOL_VERSION)]
-    for field in (group.encode(), dialer_id.encode(), acceptor_id.encode(), dialer_nonce, acceptor_nonce):
-        parts.append(struct.pack(">I", len(field)) + field)
-    return hmac.new(key, b"".join(parts), hashlib.sha256).digest()
-
-
-def matches_any(keys: tuple[bytes, ...], expected_for: Callable[[bytes], bytes], received: bytes) -> bool:
-    """Whether `received` is the proof under one of `keys`; every key is tried (no early exit on a
-    match), each comparison in constant time, so timing says nothing about which key or byte."""
-    found = False
-    for key in keys:
-        found |= hmac.compare_digest(expected_for(key), received)
-    return found
-
-
-def parse_secrets(text: str) -> tuple[bytes, ...]:
-    """Secrets of a peer_secret_file: one per line, `#` comments and blank lines skipped."""
-    keys = tuple(line.strip().encode() for line in text.splitlines()
-                 if line.strip() and not line.strip().startswith("#"))
-    if not keys:
-        raise ValueError("no secret in it")
-    if len(keys) > MAX_SECRETS:
-        raise ValueError(f"{len(keys)} secrets; at most {MAX_SECRETS} (one signs, the rest verify)")
-    short = [number for number, key in enumerate(keys, 1) if len(key) < MIN_SECRET_BYTES]
-    if short:
-        raise ValueError(f"secret {short[0]} is shorter than {MIN_SECRET_BYTES} bytes")
-    return keys
+# The challenge and the proof are 64 and 32 bytes: one read takes them (and frames right after).
+_RECEIVE_BYTES = 65536
 
 
 class PeerSecrets:
@@ -142,27 +78,17 @@ class PeerSecrets:
 
 async def dial(stream: trio.abc.Stream, config: NodeConfig, secrets_: PeerSecrets, peer: Peer) -> bytes:
     """The dialer's side: returns bytes that arrived after the challenge (frames to decode)."""
-    dialer_nonce = secrets.token_bytes(NONCE_BYTES)
-    hello = Handshake(config.node_id, config.group, peer.id, dialer_nonce)
+    exchange = DialerExchange(config.group, config.node_id, peer.id, peer.address,
+                              secrets.token_bytes(NONCE_BYTES))
     try:
         with trio.fail_after(HANDSHAKE_TIMEOUT_S):
-            await stream.send_all(encode_handshake(hello))
-            received = await _receive_exactly(stream, CHALLENGE_BYTES, b"")
-            acceptor_nonce, acceptor_proof = received[:NONCE_BYTES], received[NONCE_BYTES:CHALLENGE_BYTES]
-            keys = secrets_.keys()
-
-            def expected(key: bytes) -> bytes:
-                return proof(key, _ACCEPTOR, config.group, config.node_id, peer.id, dialer_nonce, acceptor_nonce)
-
-            if not matches_any(keys, expected, acceptor_proof):
-                raise PeerAuthError(f"peer {peer.id} at {peer.address} failed the peer secret proof "
-                                    "(a different or missing peer_secret_file there, or not a member)")
-            await stream.send_all(proof(keys[0], _DIALER, config.group, config.node_id, peer.id,
-                                        dialer_nonce, acceptor_nonce))
+            await stream.send_all(exchange.hello())
+            await _receive_until(stream, exchange.take_challenge, b"", _RECEIVE_BYTES)
+            await stream.send_all(exchange.answer(secrets_.keys()))
     except trio.TooSlowError:
         raise PeerAuthError(f"peer {peer.id} at {peer.address}: handshake not completed within "
                             f"{HANDSHAKE_TIMEOUT_S:g} s") from None
-    return received[CHALLENGE_BYTES:]
+    return exchange.rest
 
 
 async def accept(stream: trio.abc.Stream, first_bytes: bytes, config: NodeConfig, secrets_: PeerSecrets,
@@ -170,67 +96,23 @@ async def accept(stream: trio.abc.Stream, first_bytes: bytes, config: NodeConfig
     """The acceptor's side: the proven peer id and the bytes after its proof (its first frames).
     `members`: the ids accepted (the applied membership but this node); None: any id of the group
     (a joining node, which learns the membership from the leader that dials it)."""
+    exchange = AcceptorExchange(config.group, config.node_id, members)
     try:
         with trio.fail_after(HANDSHAKE_TIMEOUT_S):
-            hello, rest = await _read_hello(stream, first_bytes)
-            _check_claim(hello, config, members)
-            acceptor_nonce = secrets.token_bytes(NONCE_BYTES)
-            keys = secrets_.keys()
-
-            def expected(role: bytes, key: bytes) -> bytes:
-                return proof(key, role, config.group, hello.sender_id, config.node_id, hello.nonce, acceptor_nonce)
-
-            await stream.send_all(acceptor_nonce + expected(_ACCEPTOR, keys[0]))
-            received = await _receive_exactly(stream, PROOF_BYTES, rest)
+            await _receive_until(stream, exchange.take_hello, first_bytes, MAX_HANDSHAKE_BYTES)
+            await stream.send_all(exchange.challenge(secrets.token_bytes(NONCE_BYTES), secrets_.keys()))
+            await _receive_until(stream, exchange.take_proof, b"", _RECEIVE_BYTES)
     except trio.TooSlowError:
         raise PeerAuthError(f"handshake not completed within {HANDSHAKE_TIMEOUT_S:g} s") from None
-    if not matches_any(keys, lambda key: expected(_DIALER, key), received[:PROOF_BYTES]):
-        raise PeerAuthError(f"claims to be {hello.sender_id} but failed the peer secret proof")
-    return hello.sender_id, received[PROOF_BYTES:]
+    return exchange.finish()
 
 
-def check_senders(messages: list[Message], sender: str) -> list[Message]:
-    """The link proved `sender`; a Raft message on it that names another sender is a lie (it would
-    let one member speak for another), so the whole connection is dropped."""
-    for message in messages:
-        if message.frm != sender:
-            raise PeerProtocolError(f"raft message from {sender} claims to be from {message.frm!r}")
-    return messages
-
-
-def _check_claim(hello: Handshake, config: NodeConfig, members: frozenset[str] | None) -> None:
-    if hello.group != config.group:
-        raise PeerAuthError(f"claims {hello.sender_id} of group {hello.group!r}; we are group {config.group!r}")
-    if hello.sender_id == config.node_id or (members is not None and hello.sender_id not in members):
-        known = ", ".join(sorted(members or ()))
-        raise PeerAuthError(f"claims id {hello.sender_id!r}, which is not another member ({known or 'none'})")
-    if hello.receiver_id != config.node_id:
-        raise PeerAuthError(f"{hello.sender_id} dialled {hello.receiver_id!r}, but this is {config.node_id!r}")
-
-
-async def _read_hello(stream: trio.abc.Stream, first_bytes: bytes) -> tuple[Handshake, bytes]:
-    buffer = bytearray(first_bytes)
-    while True:
-        decoded = decode_handshake(buffer)
-        if decoded is not None:
-            hello, length = decoded
-            return hello, bytes(buffer[length:])
-        if len(buffer) > MAX_HANDSHAKE_BYTES:
-            raise PeerAuthError(f"handshake longer than {MAX_HANDSHAKE_BYTES} bytes")
-        buffer += await _receive(stream, MAX_HANDSHAKE_BYTES)
-
-
-async def _receive_exactly(stream: trio.abc.Stream, count: int, already: bytes) -> bytes:
-    """At least `count` bytes (those past it belong to what follows the handshake)."""
-    data = bytearray(already)
-    while len(data) < count:
-        data += await _receive(stream, 65536)
-    return bytes(data)
-
-
-async def _receive(stream: trio.abc.Stream, max_bytes: int) -> bytes:
-    chunk = await stream.receive_some(max_bytes)
-    if not chunk:
-        raise PeerAuthError("connection closed during the handshake (by the other node: see its log; "
-                            "or by something between, a proxy or a firewall)")
-    return chunk
+async def _receive_until(stream: trio.abc.Stream, complete_with: Callable[[bytes], bool], first: bytes,
+                         max_bytes: int) -> None:
+    """Feed `first`, then what the stream brings, to `complete_with` until it says the message is whole."""
+    data = first
+    while not complete_with(data):
+        data = await stream.receive_some(max_bytes)
+        if not data:
+            raise PeerAuthError("connection closed during the handshake (by the other node: see its log; "
+                                "or by something between, a proxy or a firewall)")

@@ -19,36 +19,33 @@ from typing import Protocol
 import trio
 
 from rmqc.errors import BoundExceeded, ProtocolError
-from rmqc.raft._types import Message
-
-from ._config import NodeConfig, Peer
-from ._direct_read import DirectReader
-from ._outbox import PeerOutbox
-from ._peer_auth import PeerAuthError, PeerSecrets, accept, check_senders, dial
-from ._peer_codec import (
+from rmqc.peerwire import (
+    MAX_CONTROL_FRAMES,
+    RAFT_FRAME_BYTES,
+    RAFT_FRAME_ENTRIES,
     FrameKind,
+    PeerAuthError,
     PeerFrame,
     PeerFrameDecoder,
+    PeerOutbox,
+    check_senders,
     decode_messages,
     decode_tagged,
     encode_frame,
 )
+from rmqc.raft import Message
+
+from ._config import NodeConfig, Peer
+from ._direct_read import DirectReader
+from ._peer_auth import PeerSecrets, accept, dial
 from ._ratelog import RateLimitedLog
 from ._tls import TlsStream, dial_tls, peer_client_context
 
 log = logging.getLogger("rmqc.node.peers")
 
 RECEIVE_CHUNK_BYTES = 256 * 1024
-# Raft messages are batched into frames of at most this many bytes and entries (a message larger
-# than that, e.g. a snapshot, goes alone): the receiver decodes a frame in one go, so a frame must
-# stay a few milliseconds of work whatever the sender has queued.
-RAFT_FRAME_BYTES = 512 * 1024
-RAFT_FRAME_ENTRIES = 4096
 # The reader lets the node's other tasks run after decoding this many bytes of frames in a row.
 YIELD_AFTER_BYTES = 256 * 1024
-# Control frames per peer: forwarded requests are additionally bounded by the node's pending-request
-# bound; this only stops a stalled link from growing without limit.
-MAX_CONTROL_FRAMES = 8192
 # Reconnect forever to a configured peer (it is a member), but never faster than every 10 ms nor
 # slower than every 100 ms (150 with jitter), so a link that comes back (a restarted peer, a healed
 # REJECT partition) carries heartbeats again well inside a follower's election timeout (500 ms at

@@ -21,11 +21,12 @@ import trio
 
 from rmqc.acl import Allowed
 from rmqc.errors import BoundExceeded, ProtocolError, RmqcError
+from rmqc.peerwire import PEER_MAGIC
 from rmqc.remoting import FrameDecoder, RemotingCommand, encode
 
 from ._acl import AclGate, host_of
 from ._admission import ConnectionAdmission
-from ._config import PEER_MAGIC, NodeConfig
+from ._config import NodeConfig
 from ._direct_read import DirectReader
 from ._peers import PeerLinks
 from ._ratelog import RateLimitedLog

@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from rmqc.errors import RmqcError
 from rmqc.fsm import ApplyResult, decode_commands
-from rmqc.raft import decode_conf_change
-from rmqc.raft._types import ConfState, Entry, EntryType, Message
+from rmqc.raft import ConfState, Entry, EntryType, Message, decode_conf_change
 from rmqc.storage import StorageFullError, StorageWriteFailed
 
 from ._io import SendRaft, SnapshotOutcome, WriteSnapshot

@@ -72,8 +72,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rmqc.fsm import StateCapture
-from rmqc.raft._storage import Storage
-from rmqc.raft._types import ConfState, Message
+from rmqc.raft import ConfState, Message, Storage
 from rmqc.remoting import RemotingCommand
 
 __all__ = [

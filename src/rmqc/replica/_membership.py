@@ -40,8 +40,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from rmqc.errors import RmqcError
-from rmqc.raft._progress import ProgressState
-from rmqc.raft._types import ConfChange, ConfChangeType, ConfState, Entry
+from rmqc.raft import ConfChange, ConfChangeType, ConfState, Entry, ProgressState
 from rmqc.remoting import (
     RMQC_MEMBERS_ADD,
     RMQC_MEMBERS_LIST,

@@ -35,7 +35,7 @@ import orjson
 
 from rmqc.errors import RmqcError
 from rmqc.fsm import ApplyResult, OperatorAction, Origin, RecordOperation
-from rmqc.raft._types import SnapshotMeta
+from rmqc.raft import SnapshotMeta
 from rmqc.reads import ReadQueueFull
 from rmqc.remoting import (
     RMQC_RECORD_OPERATION,

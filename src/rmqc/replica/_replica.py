@@ -22,8 +22,7 @@ from rmqc.controller import (
 )
 from rmqc.fsm import ApplyResult, BrokerGroup, Command, ControllerState, ElectMaster, NotificationSent, Origin
 from rmqc.liveness import BrokerKey, Heartbeat, HeartbeatTable
-from rmqc.raft import Config as RaftConfig, RawNode, RepairState
-from rmqc.raft._types import ConfState, Message
+from rmqc.raft import Config as RaftConfig, ConfState, Message, RawNode, RepairState
 from rmqc.remoting import (
     LEADER_WRITE_REQUESTS,
     READ_REQUESTS,

@@ -35,9 +35,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from rmqc.errors import BoundExceeded
-from rmqc.raft import decode_conf_change
-from rmqc.raft._config import Role
-from rmqc.raft._types import EntryType
+from rmqc.raft import EntryType, Role, decode_conf_change
 from rmqc.remoting import RMQC_NODE_STATUS, RemotingCommand, ResponseCode, make_response
 
 from ._alarms import repairing_status

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 import orjson
 
 from rmqc.errors import CorruptionError
-from rmqc.raft._types import ConfState, Entry, EntryType, HardState, SnapshotMeta
+from rmqc.raft import ConfState, Entry, EntryType, HardState, SnapshotMeta
 
 _ENTRY_HEAD = struct.Struct(">QB")
 _CRC = struct.Struct(">I")

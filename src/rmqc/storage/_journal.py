@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rmqc.errors import CorruptionError
-from rmqc.raft._types import Entry, HardState
+from rmqc.raft import Entry, HardState
 
 from . import _codec
 from ._errors import StorageDamagedError, StorageFullError, StorageWriteFailed

@@ -25,7 +25,7 @@ from typing import TypeVar, cast
 import lmdb
 
 from rmqc.errors import CompactedError, CorruptionError, SnapshotOutOfDateError, StorageError, UnavailableError
-from rmqc.raft._types import ConfState, Entry, HardState, Snapshot, SnapshotMeta
+from rmqc.raft import ConfState, Entry, HardState, Snapshot, SnapshotMeta
 
 from . import _codec
 from ._data_file import check_data_file
@@ -97,7 +97,7 @@ class _SnapshotState:
 
 
 class LmdbStorage:
-    """Durable Storage (see rmqc.raft._storage.Storage) on LMDB."""
+    """Durable Storage (see rmqc.raft.Storage) on LMDB."""
 
     def __init__(
         self,

@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from rmqc.errors import CorruptionError, RmqcError
-from rmqc.raft._types import ConfState, HardState, Snapshot, SnapshotMeta
+from rmqc.raft import ConfState, HardState, Snapshot, SnapshotMeta
 
 from . import _codec
 from ._identity import NodeIdentity, _write_atomically, claim_identity

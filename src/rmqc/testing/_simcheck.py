@@ -37,8 +37,7 @@ from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
 from rmqc.errors import CompactedError, UnavailableError
-from rmqc.raft._storage import Storage
-from rmqc.raft._types import Entry
+from rmqc.raft import Entry, Storage
 
 # What a node's state machine looks like at an index: any value that compares equal on equal states.
 KvState = object

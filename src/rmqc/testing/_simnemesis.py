@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rmqc.errors import RaftError
-from rmqc.raft._types import ConfChange, ConfChangeType
+from rmqc.raft import ConfChange, ConfChangeType
 
 if TYPE_CHECKING:
     from ._simbrokers import SimBrokerClient

@@ -25,15 +25,15 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rmqc.errors import SnapshotOutOfDateError
 from rmqc.fsm import ApplyResult
-from rmqc.node._peers import MAX_CONTROL_FRAMES
-from rmqc.raft._types import ConfState, Entry, EntryType, Message, Snapshot
+from rmqc.node import NodeConfig, parse_peers
+from rmqc.peerwire import MAX_CONTROL_FRAMES
+from rmqc.raft import ConfState, Entry, EntryType, Message, Snapshot
 from rmqc.remoting import RemotingCommand
 from rmqc.replica import Replica
 from rmqc.replica._io import (
@@ -54,6 +54,8 @@ from ._simstorage import CrashableStorage, PowerCut
 if TYPE_CHECKING:
     from ._simworld import World
 
+# rmqc serve's defaults, which the simulator's knobs start from
+_NODE_DEFAULTS = NodeConfig()
 # Virtual time one driver pass costs besides its fsync (Python's order of magnitude).
 DRIVE_COST_US = 50
 # Where the wall clocks start (ms since the Unix epoch, late 2026): far from the monotonic clocks,
@@ -63,11 +65,11 @@ WALL_EPOCH_MS = 1_790_000_000_000
 
 @dataclass(frozen=True, slots=True)
 class NodeKnobs:
-    tick_ms: int = 10
-    election_tick: int = 10
-    heartbeat_tick: int = 1
-    idle_heartbeat_tick: int = 3  # rmqc.node.NodeConfig's default
-    lease_drift_ticks: int = 2
+    tick_ms: int = 10  # rmqc serve ticks every 50 ms: a seed's short virtual time sees more ticks
+    election_tick: int = _NODE_DEFAULTS.election_tick
+    heartbeat_tick: int = _NODE_DEFAULTS.heartbeat_tick
+    idle_heartbeat_tick: int = _NODE_DEFAULTS.idle_heartbeat_tick
+    lease_drift_ticks: int = 2  # rmqc serve's is 1: the simulated clocks drift (profile lease-drift: 7)
     lease_ticks: int | None = None  # None: election_tick
     persist_min_us: int = 100  # the simulated duration of one fsync: the driver's next pass waits it out
     persist_max_us: int = 8_000
@@ -96,52 +98,34 @@ class Remote:
     request: RemotingCommand
 
 
-@dataclass(frozen=True, slots=True)
-class SimPeer:
-    id: str
-    address: str
+# What the simulator runs differently from `rmqc serve`'s defaults, and why; every other field is
+# NodeConfig's own default, so a default changed there reaches the simulator too.
+SIM_GROUP = "sim"
+SIM_DATA_DIR = "/nonexistent/sim"  # only named in messages: the simulated disk has no path
+SIM_SCALE: dict[str, int] = {
+    # scaled down to the simulator's 10 ms ticks and a seed's second or so of virtual time, so that
+    # a catch-up takes several appends, a window fills, and timeouts and scans happen within a seed
+    "max_entries_per_append": 64,
+    "max_appends_in_flight": 16,
+    "request_timeout_ms": 150,
+    "digest_interval_ms": 10,
+    "scan_inactive_master_interval_ms": 100,
+}
 
 
-@dataclass(frozen=True, slots=True)
-class SimReplicaConfig:
-    """The ReplicaConfig fields, scaled to the simulator (rmqc.node.NodeConfig's proportions)."""
-
-    node_id: str
-    peer_list: tuple[SimPeer, ...]
-    tick_ms: int = 10
-    election_tick: int = 10
-    heartbeat_tick: int = 1
-    idle_heartbeat_tick: int = 3
-    lease_drift_ticks: int = 1
-    lease_ticks: int = 3
-    max_entries_per_append: int = 64
-    max_appends_in_flight: int = 16
-    request_timeout_ms: int = 150
-    digest_interval_ms: int = 10
-    scan_inactive_master_interval_ms: int = 100
-    group_commit: bool = True
-    forward_writes: bool = True
-    snapshot_every_entries: int = 20
-    default_consistency: str = "linearizable"
-    max_frame_bytes: int = 16 * 1024 * 1024
-    group: str = "sim"
-    join: bool = False
-    data_dir: Path = field(default=Path("/nonexistent/sim"))
-
-    @property
-    def peers(self) -> Sequence[SimPeer]:
-        return self.peer_list
-
-    @property
-    def peer_ids(self) -> tuple[str, ...]:
-        return tuple(peer.id for peer in self.peer_list)
-
-    @property
-    def listen_address(self) -> str:
-        return self.peer(self.node_id).address  # type: ignore[union-attr]
-
-    def peer(self, node_id: str) -> SimPeer | None:
-        return next((peer for peer in self.peer_list if peer.id == node_id), None)
+def sim_node_config(node_id: str, addresses: Mapping[str, str], knobs: NodeKnobs,
+                    join_addresses: Sequence[str] = ()) -> NodeConfig:
+    """The configuration a simulated node's replica runs with: `rmqc serve`'s (NodeConfig, checked
+    as a node's is), with the simulator's knobs and scale. `addresses`: the members it starts with
+    (id -> host:port); `join_addresses`: the members a joining node asks (none: it bootstraps)."""
+    config = NodeConfig(
+        node_id=node_id, peers=parse_peers([f"{peer_id}-{address}" for peer_id, address in addresses.items()]),
+        join_address=";".join(join_addresses), group=SIM_GROUP, data_dir=SIM_DATA_DIR,
+        tick_ms=knobs.tick_ms, election_tick=knobs.election_tick, heartbeat_tick=knobs.heartbeat_tick,
+        idle_heartbeat_tick=knobs.idle_heartbeat_tick, lease_drift_ticks=knobs.lease_drift_ticks,
+        lease_ticks=knobs.lease_ticks or knobs.election_tick, snapshot_every_entries=knobs.snapshot_every_entries,
+    )
+    return config.with_changes(**SIM_SCALE)
 
 
 class _SimClock:
@@ -237,14 +221,10 @@ class ReplicaSimNode:
         """Start (or restart) from this node's disk: an initial node with the initial members as
         `peers`, a joined one with `join` and only itself (it learns the rest from the leader)."""
         self.incarnation += 1
-        ids = (self.id,) if self.joined else self.world.initial_ids
-        config = SimReplicaConfig(self.id, tuple(SimPeer(n, self.world.address_of(n)) for n in ids), join=self.joined,
-                                  tick_ms=self.knobs.tick_ms,
-                                  lease_drift_ticks=self.knobs.lease_drift_ticks,
-                                  lease_ticks=self.knobs.lease_ticks or self.knobs.election_tick,
-                                  election_tick=self.knobs.election_tick, heartbeat_tick=self.knobs.heartbeat_tick,
-                                  idle_heartbeat_tick=self.knobs.idle_heartbeat_tick,
-                                  snapshot_every_entries=self.knobs.snapshot_every_entries)
+        world = self.world
+        ids = (self.id,) if self.joined else world.initial_ids
+        config = sim_node_config(self.id, {node_id: world.address_of(node_id) for node_id in ids}, self.knobs,
+                                 [world.address_of(node_id) for node_id in world.initial_ids] if self.joined else ())
         rng = random.Random(f"{self.world.seed}/{self.id}/{self.incarnation}")
         self.outbox = []
         self.up, self.paused = True, False

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rmqc.raft._config import Role
+from rmqc.raft import Role
 
 if TYPE_CHECKING:
     from ._simreplica import ReplicaSimNode

@@ -33,8 +33,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from rmqc.errors import RmqcError
-from rmqc.raft import MemoryStorage
-from rmqc.raft._types import ConfState, Entry, HardState, Snapshot
+from rmqc.raft import ConfState, Entry, HardState, MemoryStorage, Snapshot
 
 # How many recent saves the disk can still lose without noticing (the deepest `lose_tail`).
 TAIL_SAVES_KEPT = 4

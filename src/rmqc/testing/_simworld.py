@@ -12,9 +12,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from rmqc.errors import RmqcError
-from rmqc.raft._errors import RaftInvariantError
-from rmqc.raft._progress import ProgressState
-from rmqc.raft._types import EntryType, Message, MessageType
+from rmqc.raft import EntryType, Message, MessageType, ProgressState, RaftInvariantError
 from rmqc.remoting import RemotingCommand
 from rmqc.replica import MembersChanged
 

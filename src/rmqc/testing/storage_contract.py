@@ -10,7 +10,7 @@ opens the storage under test and, for persistent storages, opens the same data a
             return lambda: LmdbStorage(tmp_path / "data", sync=False)
 
 Like trio.testing's stream checks, the suite states the semantics once (see the docstring of
-rmqc.raft._storage) so both storages are held to the same ones.
+rmqc.raft.Storage) so both storages are held to the same ones.
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ from dataclasses import dataclass, field
 import pytest
 
 from rmqc.errors import CompactedError, SnapshotOutOfDateError, StorageError, UnavailableError
-from rmqc.raft._storage import Storage
-from rmqc.raft._types import (
+from rmqc.raft import (
     ConfState,
     Entry,
     EntryType,
     HardState,
     Snapshot,
     SnapshotMeta,
+    Storage,
 )
 
 StorageFactory = Callable[[], Storage]

@@ -13,9 +13,18 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from rmqc.raft._types import Message, MessageType
+from rmqc.raft import Message, MessageType
 
-from ._peer_codec import FrameKind, encode_frame, encode_messages
+from ._codec import FrameKind, encode_frame, encode_messages
+
+# Raft messages are batched into frames of at most this many bytes and entries (a message larger
+# than that, e.g. a snapshot, goes alone): the receiver decodes a frame in one go, so a frame must
+# stay a few milliseconds of work whatever the sender has queued.
+RAFT_FRAME_BYTES = 512 * 1024
+RAFT_FRAME_ENTRIES = 4096
+# Control frames per peer: forwarded requests are additionally bounded by the node's pending-request
+# bound; this only stops a stalled link from growing without limit.
+MAX_CONTROL_FRAMES = 8192
 
 
 @dataclass(slots=True)
@@ -26,7 +35,7 @@ class OutboxStats:
 
 class PeerOutbox:
     def __init__(self, max_messages: int, max_control_frames: int, max_batch_bytes: int,
-                 max_batch_entries: int = 4096) -> None:
+                 max_batch_entries: int = RAFT_FRAME_ENTRIES) -> None:
         self._raft: deque[Message] = deque()
         self._control: deque[bytes] = deque()
         self._max_messages = max_messages

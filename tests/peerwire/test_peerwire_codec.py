@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from rmqc.errors import BoundExceeded, ProtocolError
-from rmqc.node._peer_codec import (
+from rmqc.peerwire import (
     FrameKind,
     Handshake,
     PeerFrame,
@@ -23,7 +23,7 @@ from rmqc.node._peer_codec import (
     encode_messages,
     encode_tagged,
 )
-from rmqc.raft._types import ConfState, Entry, EntryType, Message, MessageType, Snapshot, SnapshotMeta
+from rmqc.raft import ConfState, Entry, EntryType, Message, MessageType, Snapshot, SnapshotMeta
 
 ids = st.sampled_from(["n0", "n1", "n2", "node-long-id-é"])
 u64 = st.integers(min_value=0, max_value=2**64 - 1)

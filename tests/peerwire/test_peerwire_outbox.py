@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from rmqc.node._outbox import PeerOutbox
-from rmqc.node._peer_codec import FrameKind, PeerFrameDecoder, decode_messages
-from rmqc.raft._types import Entry, Message, MessageType, Snapshot, SnapshotMeta
+from rmqc.peerwire import FrameKind, PeerFrameDecoder, PeerOutbox, decode_messages
+from rmqc.raft import Entry, Message, MessageType, Snapshot, SnapshotMeta
 
 
 def app(index: int, size: int = 0) -> Message:

@@ -7,7 +7,7 @@ start with: `RMQP` read as a frame length is 0x524D5150 (> 1 GiB), above every f
                 | nonce (32 bytes)
     frame     = length u32 (of kind + payload) | kind u8 | payload
 
-The handshake opens the peer authentication exchange (node/_peer_auth.py): the receiver answers with
+The handshake opens the peer authentication exchange (peerwire/_auth.py): the receiver answers with
 its own nonce and proof, the sender with its proof, and only then do frames count.
 
 Kinds: RAFT carries a batch of Raft messages; FORWARD_REQUEST / FORWARD_RESPONSE carry a remoting
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from rmqc.errors import BoundExceeded, ProtocolError
-from rmqc.raft._types import (
+from rmqc.raft import (
     ConfState,
     Entry,
     EntryType,
@@ -32,8 +32,7 @@ from rmqc.raft._types import (
     SnapshotMeta,
 )
 
-from ._config import PEER_MAGIC
-
+PEER_MAGIC = b"RMQP"
 # 3: a snapshot carries the membership's address book (a learner that joined empty and caught up
 #    through a snapshot knew no peer address and refused every link: seen on real processes).
 # 2: the handshake names the receiver and carries a nonce (peer authentication); 1 had neither.
