@@ -108,6 +108,6 @@ def machine_cpu_s() -> dict[str, float]:
     iowait; steal, time the hypervisor gave to others, counts: this machine could not use it), in
     interrupts (irq + softirq) and stolen."""
     with open("/proc/stat") as stat:
-        user, nice, system, idle, iowait, irq, softirq, steal = (int(v) for v in stat.readline().split()[1:9])
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in stat.readline().split()[1:9])
     return {"machine": (user + nice + system + irq + softirq + steal) / CLOCK_TICKS,
             "interrupts": (irq + softirq) / CLOCK_TICKS, "steal": steal / CLOCK_TICKS}

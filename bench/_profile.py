@@ -88,9 +88,9 @@ async def profile(load_name: str, out: Path) -> Path:
         svg = out / f"profile-{load_name}.svg"
         argv = [py_spy(), "record", "-p", str(cluster.procs[leader].pid), "-r", str(SAMPLE_RATE_HZ),
                 "-d", str(int(PROFILE_SECONDS)), "--nonblocking"]
-        spies = [subprocess.Popen(argv + ["-f", "raw", "-o", str(raw)], stdout=subprocess.DEVNULL,
+        spies = [subprocess.Popen([*argv, "-f", "raw", "-o", str(raw)], stdout=subprocess.DEVNULL,
                                   stderr=subprocess.PIPE),
-                 subprocess.Popen(argv + ["-f", "flamegraph", "-o", str(svg)], stdout=subprocess.DEVNULL,
+                 subprocess.Popen([*argv, "-f", "flamegraph", "-o", str(svg)], stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL)]
         figures = await LOADS[load_name](cluster, leader, PROFILE_SECONDS)
         for spy in spies:

@@ -27,7 +27,7 @@ def ensure_pysyncobj() -> str | None:
         from importlib.metadata import version
 
         return version("pysyncobj")
-    except Exception:  # noqa: BLE001 - any failure means "not available"
+    except Exception:  # any failure means "not available"
         return None
 
 

@@ -10,11 +10,11 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
+import matplotlib.pyplot as plt  # the backend must be chosen first
 
-from ._stats import fmt  # noqa: E402
-from ._suite import Suite, write_json  # noqa: E402
-from ._targets import target_rows  # noqa: E402
+from ._stats import fmt
+from ._suite import Suite, write_json
+from ._targets import target_rows
 
 WRITE_SERIES = (("writes_rmqc", "rmqc"), ("writes_etcd", "etcd"), ("writes_pysyncobj", "PySyncObj (no fsync)"),
                 ("single_queue", "rmqc single-queue"))

@@ -110,7 +110,7 @@ async def run_scenarios(suite: Suite, scenarios: list[tuple[str, str, Scenario]]
             result.setdefault("status", "ok")
         except Skipped as skip:
             result = {"status": "skipped", "message": str(skip)}
-        except Exception as error:  # noqa: BLE001 - one broken scenario must not lose the others' figures
+        except Exception as error:  # one broken scenario must not lose the others' figures
             result = {"status": "failed", "message": f"{type(error).__name__}: {error}",
                       "traceback": traceback.format_exc()}
         finally:

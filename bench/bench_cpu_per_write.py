@@ -30,11 +30,11 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import _etcd  # noqa: E402
-from bench._load import LoadResult, closed_loop  # noqa: E402
-from bench._rmqc import RMQC_PROGRAM, RmqcCluster  # noqa: E402
-from bench._scn_writes import etcd_write_workload, rmqc_write_workload  # noqa: E402
-from rmqc.launcher import cpu_s  # noqa: E402
+from bench import _etcd
+from bench._load import LoadResult, closed_loop
+from bench._rmqc import RMQC_PROGRAM, RmqcCluster
+from bench._scn_writes import etcd_write_workload, rmqc_write_workload
+from rmqc.launcher import cpu_s
 
 WARMUP_S = 0.5
 

@@ -46,7 +46,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._stats import percentile  # noqa: E402
+from bench._stats import percentile
 
 REPO = Path(__file__).resolve().parent.parent
 # As rmqc's LmdbStorage opens its environment by default (8 GiB map: a large sparse mapping).

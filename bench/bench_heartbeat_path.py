@@ -41,23 +41,23 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._heartbeats import Broker, heartbeat_chunks  # noqa: E402
-from rmqc.controller import ControllerConfig, ControllerProcessor, RequestContext  # noqa: E402
+from bench._heartbeats import Broker, heartbeat_chunks
+from rmqc.controller import ControllerConfig, ControllerProcessor, RequestContext
 
 try:
-    from rmqc.controller._heartbeat import heartbeat_of  # noqa: E402
+    from rmqc.controller._heartbeat import heartbeat_of
 except ImportError:  # a --baseline tree from before the specialised decoder
-    from rmqc.controller._processor import HEARTBEAT  # type: ignore[attr-defined]  # noqa: E402  (old trees only)
-    from rmqc.liveness import BrokerKey, Heartbeat  # noqa: E402
+    from rmqc.controller._processor import HEARTBEAT  # type: ignore[attr-defined]  # old trees only
+    from rmqc.liveness import BrokerKey, Heartbeat
 
     def heartbeat_of(request: RemotingCommand) -> Heartbeat | None:
         h = HEARTBEAT.decode(request)
         return Heartbeat(BrokerKey(h["clusterName"], h["brokerName"], h["brokerId"]), h["brokerAddr"],
                          h["heartbeatTimeoutMills"], h["epoch"], h["maxOffset"], h["confirmOffset"],
                          h["electionPriority"])
-from rmqc.fsm import ControllerState  # noqa: E402
-from rmqc.liveness import HeartbeatTable  # noqa: E402
-from rmqc.remoting import FrameDecoder, RemotingCommand  # noqa: E402
+from rmqc.fsm import ControllerState
+from rmqc.liveness import HeartbeatTable
+from rmqc.remoting import FrameDecoder, RemotingCommand
 
 CLUSTER = "rmqc-bench"
 START_MS = 1_700_000_000_000

@@ -20,7 +20,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._rmqc import RmqcCluster  # noqa: E402
+from bench._rmqc import RmqcCluster
 
 
 def settings_of(pairs: list[str]) -> dict[str, object]:

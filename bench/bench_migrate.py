@@ -21,9 +21,9 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rmqc.client import ControllerClient  # noqa: E402
-from rmqc.migrate import diff_views, import_rows, java_leader, read_views, row_of_view  # noqa: E402
-from rmqc.testing.cluster import Cluster  # noqa: E402
+from rmqc.client import ControllerClient
+from rmqc.migrate import diff_views, import_rows, java_leader, read_views, row_of_view
+from rmqc.testing.cluster import Cluster
 
 CLUSTER = "DefaultCluster"
 FILL_CONCURRENCY = 64  # groups written at once while filling the source

@@ -21,11 +21,11 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._heartbeats import Broker, drain_marker, heartbeat_chunks  # noqa: E402
-from bench._load import RemotingConn, Workload, closed_loop  # noqa: E402
-from bench._rmqc import CLUSTER, RmqcCluster, WriteSequence  # noqa: E402
-from bench._scn_reads import prepare_read_group, rmqc_read_workload  # noqa: E402
-from bench._stats import summarise_ms  # noqa: E402
+from bench._heartbeats import Broker, drain_marker, heartbeat_chunks
+from bench._load import RemotingConn, Workload, closed_loop
+from bench._rmqc import CLUSTER, RmqcCluster, WriteSequence
+from bench._scn_reads import prepare_read_group, rmqc_read_workload
+from bench._stats import summarise_ms
 
 HEARTBEAT_CLIENTS = 64
 BROKERS_PER_HEARTBEAT_CLIENT = 300

@@ -23,11 +23,11 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._load import RemotingConn, Workload, closed_loop  # noqa: E402
-from bench._rmqc import RmqcCluster  # noqa: E402
-from bench._scn_reads import READ_GROUP, prepare_read_group  # noqa: E402
-from bench._stats import summarise_ms  # noqa: E402
-from rmqc.remoting import RequestCode, ResponseCode  # noqa: E402
+from bench._load import RemotingConn, Workload, closed_loop
+from bench._rmqc import RmqcCluster
+from bench._scn_reads import READ_GROUP, prepare_read_group
+from bench._stats import summarise_ms
+from rmqc.remoting import RequestCode, ResponseCode
 
 LEVELS = ("linearizable", "lease", "stale")
 

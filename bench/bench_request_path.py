@@ -36,12 +36,12 @@ from typing import cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._rmqc import write_ext  # noqa: E402
-from rmqc.fsm import ApplyBrokerId, Origin  # noqa: E402
-from rmqc.node import NodeConfig, parse_peers  # noqa: E402
-from rmqc.raft import MemoryStorage  # noqa: E402
-from rmqc.remoting import FrameDecoder, RemotingCommand, RequestCode, ResponseCode, encode, make_request  # noqa: E402
-from rmqc.replica import Answer, Replica  # noqa: E402
+from bench._rmqc import write_ext
+from rmqc.fsm import ApplyBrokerId, Origin
+from rmqc.node import NodeConfig, parse_peers
+from rmqc.raft import MemoryStorage
+from rmqc.remoting import FrameDecoder, RemotingCommand, RequestCode, ResponseCode, encode, make_request
+from rmqc.replica import Answer, Replica
 
 STAGES = ("decode", "client_request", "drive", "encode_answer")
 

@@ -41,11 +41,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import rmqc  # noqa: E402
-from rmqc import fsm  # noqa: E402
-from rmqc.launcher import RMQC as RMQC_BIN, Process, free_ports, serve_argv  # noqa: E402
-from rmqc.remoting import RMQC_NODE_STATUS, FrameDecoder, RequestCode, ResponseCode, encode, make_request  # noqa: E402
-from rmqc.storage import LmdbStorage  # noqa: E402
+import rmqc
+from rmqc import fsm
+from rmqc.launcher import RMQC as RMQC_BIN, Process, free_ports, serve_argv
+from rmqc.remoting import RMQC_NODE_STATUS, FrameDecoder, RequestCode, ResponseCode, encode, make_request
+from rmqc.storage import LmdbStorage
 
 REPO = Path(__file__).resolve().parent.parent
 HEAVY_PACKAGES = ("typer", "click", "rich", "cattrs", "attrs", "prometheus_client", "pyspark", "pandas", "pyarrow")

@@ -24,11 +24,11 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._stats import fmt, summarise_ms  # noqa: E402
-from rmqc.client import ControllerClient  # noqa: E402
-from rmqc.remoting import RMQC_NODE_STATUS  # noqa: E402
-from rmqc.testing.cluster import Cluster, NodeProcess  # noqa: E402
-from rmqc.testing.writer import WriteLoad  # noqa: E402
+from bench._stats import fmt, summarise_ms
+from rmqc.client import ControllerClient
+from rmqc.remoting import RMQC_NODE_STATUS
+from rmqc.testing.cluster import Cluster, NodeProcess
+from rmqc.testing.writer import WriteLoad
 
 CATCH_UP_S = 30.0
 ACK_WAIT_S = 10.0

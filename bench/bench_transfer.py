@@ -21,11 +21,11 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._stats import fmt, summarise_ms  # noqa: E402
-from rmqc.client import ControllerClient  # noqa: E402
-from rmqc.remoting import RMQC_TRANSFER_LEADER  # noqa: E402
-from rmqc.testing.cluster import Cluster  # noqa: E402
-from rmqc.testing.writer import WriteLoad  # noqa: E402
+from bench._stats import fmt, summarise_ms
+from rmqc.client import ControllerClient
+from rmqc.remoting import RMQC_TRANSFER_LEADER
+from rmqc.testing.cluster import Cluster
+from rmqc.testing.writer import WriteLoad
 
 ACK_WAIT_S = 10.0  # for the new leader's first acknowledged write
 

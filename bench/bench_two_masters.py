@@ -35,11 +35,11 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._rmqc import RmqcCluster  # noqa: E402
-from bench._stats import fmt, percentile, summarise_ms  # noqa: E402
-from rmqc.brokersim import BrokerFleet, Role, SimBroker, convergence_problems  # noqa: E402
-from rmqc.client import ClientError, ControllerClient  # noqa: E402
-from rmqc.remoting import RemotingCommand, ResponseCode  # noqa: E402
+from bench._rmqc import RmqcCluster
+from bench._stats import fmt, percentile, summarise_ms
+from rmqc.brokersim import BrokerFleet, Role, SimBroker, convergence_problems
+from rmqc.client import ClientError, ControllerClient
+from rmqc.remoting import RemotingCommand, ResponseCode
 
 WATCH_S = 0.001  # how often the watcher reads the brokers' roles
 CONVERGE_BOUND_S = 90.0  # the fleet's start-up (and its settling between the passes)

@@ -28,10 +28,10 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._load import LoadError  # noqa: E402
-from bench._rmqc import RmqcCluster, durable_write  # noqa: E402
-from rmqc.chaos._faults import libfaketime, set_clock_offset  # noqa: E402
-from rmqc.remoting import RequestCode  # noqa: E402
+from bench._load import LoadError
+from bench._rmqc import RmqcCluster, durable_write
+from rmqc.chaos._faults import libfaketime, set_clock_offset
+from rmqc.remoting import RequestCode
 
 PROBE_EVERY_S = 0.02
 

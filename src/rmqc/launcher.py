@@ -266,7 +266,7 @@ def cpu_s(pid: int) -> float | None:
 
 def _append(path: Path) -> BinaryIO:
     path.parent.mkdir(parents=True, exist_ok=True)
-    return open(path, "ab")  # noqa: SIM115 - closed by the caller's ExitStack once the child has it
+    return open(path, "ab")  # closed by the caller's ExitStack once the child has it
 
 
 def _read_from(path: Path, offset: int) -> str:

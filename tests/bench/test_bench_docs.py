@@ -111,7 +111,7 @@ def test_a_docs_file_without_the_markers_or_a_folder_without_results_is_refused(
     with pytest.raises(DocsError, match="needs exactly one"):
         update_docs(run, plain)
     assert plain.read_text() == PROSE_BEFORE
-    with pytest.raises(DocsError, match="results.json: no such file"):
+    with pytest.raises(DocsError, match=r"results.json: no such file"):
         update_docs(tmp_path / "nothing", docs)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.lowlevel
 
 from bench._generators import CLOCK_TICKS, shares
 from bench._load import LoadResult, Workload, closed_loop, merge_results
@@ -46,7 +47,7 @@ async def test_closed_loop_counts_refusals_as_errors_and_samples_every_accepted_
         return Conn()
 
     async def op(_conn: Conn, _client: int, seq: int) -> bool:
-        await trio.sleep(0)
+        await trio.lowlevel.checkpoint()
         return seq % 2 == 0
 
     result = await closed_loop(Workload(open_conn, op), clients=3, duration_s=0.2, warmup_s=0.05)

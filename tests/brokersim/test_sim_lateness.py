@@ -68,7 +68,7 @@ async def test_a_starved_simulator_reports_itself_invalid(tmp_path: Path, capsys
             await fleet.wait_converged(CONVERGE_S)
             await steps_recorded(fleet)  # every periodic task is on its schedule
             fleet.summary()  # ends the start-up window
-            time.sleep(BLOCK_S)  # the fault: the simulator's event loop gets no time, as on a starved core
+            time.sleep(BLOCK_S)  # noqa: ASYNC251 - the fault: the simulator's event loop gets no time, as on a starved core
             await steps_recorded(fleet)  # ...and each wakes (late) once more
             summary = fleet.summary()
     late = summary["lateness"]

@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import orjson
 import pytest
@@ -55,7 +56,7 @@ class NodeWithBrokers:
     def _run(self) -> None:
         try:
             trio.run(self._main)
-        except BaseException as error:  # noqa: BLE001 - reported to the test thread
+        except BaseException as error:  # reported to the test thread
             self.error = error
             self._ready.set()
 
@@ -222,7 +223,7 @@ async def test_status_also_asks_the_members_the_nodes_name() -> None:
     from rmqc.cli.status import fetch_node_views
 
     class Nodes:
-        asked: list[str] = []
+        asked: ClassVar[list[str]] = []
 
         async def request(self, code: int, ext: object, *, address: str) -> object:
             from rmqc.remoting import make_request, make_response

@@ -94,7 +94,7 @@ async def test_a_failing_step_stops_and_says_what_it_left(refuse: dict[str, list
 
 async def test_a_learner_that_never_catches_up_is_left_a_learner_and_said_so() -> None:
     leader = ScriptedLeader(THREE, refuse={"promote": ["n3 has not caught up"] * 1000})
-    with trio.fail_after(5), pytest.raises(MemberChangeFailed, match="not promoted within 0.3 s") as failed:
+    with trio.fail_after(5), pytest.raises(MemberChangeFailed, match=r"not promoted within 0.3 s") as failed:
         await replace_member(leader, "n2", "n3", "h:4", catch_up_timeout_s=0.3)
     assert "n3 stays a learner" in failed.value.left and leader.members["n3"] == ("h:4", "learner")
     assert "n2" in leader.members  # the old voter is still there: the group never shrank

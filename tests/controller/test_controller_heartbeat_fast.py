@@ -50,7 +50,7 @@ def heartbeat_ext(draw: st.DrawFn) -> dict[str, str]:
     return ext
 
 
-def decoded(decode: object, request: RemotingCommand) -> Heartbeat | None | str:
+def decoded(decode: object, request: RemotingCommand) -> Heartbeat | str | None:
     try:
         return decode(request)  # type: ignore[operator]
     except MissingHeaderField as exc:

@@ -366,7 +366,7 @@ def test_elections_for_many_dead_masters_go_into_one_entry(h: ControllerHarness)
     dead = [BrokerKey(C, f"g{n}", 1) for n in range(5)]
     for key in dead:
         h.liveness.remove(key)
-    reported = dead + [dead[0], BrokerKey(C, "g1", 2)]  # a duplicate and a slave: ignored
+    reported = [*dead, dead[0], BrokerKey(C, "g1", 2)]  # a duplicate and a slave: ignored
     commands = h.processor.elections_due(h.now_ms, reported)
     assert [c.broker_name for c in commands] == [f"g{n}" for n in range(5)]  # one per group, once
     results = h.commit(commands)

@@ -39,7 +39,7 @@ def conf(index: int, change: ConfChange) -> Entry:
 
 def test_a_normal_entry_applies_its_commands_and_keeps_the_membership() -> None:
     state = ControllerState()
-    applied = apply_entry(state, THREE, normal(1, REGISTER + [ELECT]))
+    applied = apply_entry(state, THREE, normal(1, [*REGISTER, ELECT]))
     assert [str(r.status) for r in applied.results] == ["ok", "ok", "ok"]
     assert applied.conf_state == THREE and applied.conf_change is None
     assert state.group(N).master_id == 1
@@ -92,7 +92,7 @@ def test_describe_entry_without_results_decodes_the_payload() -> None:
 
 def test_describe_entry_with_results_says_what_apply_refused() -> None:
     state = ControllerState()
-    apply_entry(state, THREE, normal(1, REGISTER + [ELECT]))
+    apply_entry(state, THREE, normal(1, [*REGISTER, ELECT]))
     results = apply_entry(state, THREE, normal(2, [STALE])).results
     [refused] = describe_entry(normal(2, [STALE]), results)["commands"]
     assert (refused["command"], refused["result"]) == ("elect_master", "stale_master_epoch")
@@ -109,7 +109,7 @@ def test_describe_a_conf_change_even_an_undecodable_one() -> None:
 
 def test_export_rows_are_the_entries_described_and_follow_the_membership() -> None:
     exporter, mirror = HistoryExporter("ctl", "n1", ControllerState(), THREE), ControllerState()
-    for index, batch in enumerate([REGISTER + [ELECT], [STALE]], start=1):
+    for index, batch in enumerate([[*REGISTER, ELECT], [STALE]], start=1):
         rows = exporter.rows_for_entry(normal(index, batch))
         described = describe_entry(normal(index, batch), apply_entry(mirror, THREE, normal(index, batch)).results)
         assert [(r["command"], r["description"], r["result"]) for r in rows] == [

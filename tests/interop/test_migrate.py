@@ -114,7 +114,7 @@ async def test_migrate_from_the_java_controller_keeps_ids_master_and_epochs(tmp_
                 written = rmq.producer(BEFORE_TOPIC, count=100, interval_ms=5, name="producer-before")
                 await written.wait_exit(120)
                 before = await mqadmin_view(rmq, java.addresses)
-            master_id, master_address, master_epoch = before["master"]
+            master_id, _master_address, master_epoch = before["master"]
             ids = {b.broker_id(): b for b in brokers}
             assert sorted(ids) == ALL
 

@@ -146,7 +146,7 @@ async def test_the_file_is_reloaded_when_changed_and_a_broken_edit_keeps_the_rul
 def test_a_bad_acl_configuration_stops_the_node_before_it_serves(tmp_path: Path) -> None:
     (port,) = free_ports(1)
     peers = parse_peers(f"n0-127.0.0.1:{port}")
-    with pytest.raises(ConfigError, match="acl_file: must name a plain_acl.yml when acl_enabled is true"):
+    with pytest.raises(ConfigError, match=r"acl_file: must name a plain_acl.yml when acl_enabled is true"):
         NodeConfig(peers=peers, acl_enabled=True)
     config = acl_config(tmp_path, "accounts:\n  - accessKey: abc\n")
     with pytest.raises(ConfigError, match=r"acl_file: .*plain_acl.yml: accounts\[1\]: accessKey missing"):

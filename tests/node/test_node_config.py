@@ -32,7 +32,7 @@ def test_parse_peers_reads_java_syntax_and_round_trips() -> None:
 @pytest.mark.parametrize("text", ["", "n0", "n0-127.0.0.1", "n0-127.0.0.1:0", "n0-h:1;n0-h:2", "-h:1",
                                   "n0-h:x", "n0-h h:1", "n 0-h:1", "n0-:1"])
 def test_parse_peers_rejects_malformed(text: str) -> None:
-    with pytest.raises(ValueError, match="expected id-host:port items separated by ';'|duplicate|port"):
+    with pytest.raises(ValueError, match=r"expected id-host:port items separated by ';'|duplicate|port"):
         parse_peers(text)
 
 
@@ -194,16 +194,16 @@ def test_listen_without_peers_bootstraps_no_membership_and_join_takes_any_member
 def test_listen_must_agree_with_the_own_entry_of_peers() -> None:
     same = load_config(environ={}, flags={"node_id": "n1", "listen": "127.0.0.1:9868", "peers": THREE_PEERS}).config
     assert same.peers == parse_peers(THREE_PEERS)
-    with pytest.raises(ConfigError, match="listen: 127.0.0.1:9000 differs from n1's entry 127.0.0.1:9868"):
+    with pytest.raises(ConfigError, match=r"listen: 127.0.0.1:9000 differs from n1's entry 127.0.0.1:9868"):
         load_config(environ={}, flags={"node_id": "n1", "listen": "127.0.0.1:9000", "peers": THREE_PEERS})
     with pytest.raises(ConfigError, match="join_address: bad value 'somewhere'"):
         load_config(environ={}, flags={"node_id": "n3", "listen": "127.0.0.1:9000", "join_address": "somewhere"})
 
 
 def test_a_join_address_off_loopback_needs_a_peer_secret() -> None:
-    with pytest.raises(ConfigError, match="join address 10.0.0.1:9878 is not on loopback"):
+    with pytest.raises(ConfigError, match=r"join address 10.0.0.1:9878 is not on loopback"):
         NodeConfig(node_id="n3", peers=(), listen="127.0.0.1:9900", join_address="10.0.0.1:9878")
-    with pytest.raises(ConfigError, match="peer n3 at 10.0.0.2:9900 is not on loopback"):
+    with pytest.raises(ConfigError, match=r"peer n3 at 10.0.0.2:9900 is not on loopback"):
         NodeConfig(node_id="n3", peers=(), listen="10.0.0.2:9900")
 
 

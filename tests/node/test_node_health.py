@@ -183,7 +183,7 @@ async def test_livez_fails_while_a_hung_fsync_holds_the_event_loop(tmp_path: Pat
                         return (await probe(node, "/livez"))[0] == 503
 
                     await wait_until(loop_failed, 15, "/livez failing while the fsync hangs")
-                    status, body = await probe(node, "/livez")
+                    _status, body = await probe(node, "/livez")
                     assert "[-]loop failed: the event loop has not run for" in body, body
                     assert "[+]disk ok" in body, body  # the filesystem itself answers
                     assert (await probe(node, "/livez/disk"))[0] == 200

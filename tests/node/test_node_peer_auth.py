@@ -5,6 +5,7 @@ member's handshake."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import struct
@@ -65,7 +66,7 @@ def test_a_node_with_remote_peers_and_no_secret_refuses_to_start_and_says_how(tm
     # loopback clusters (and a single node) start as before, without any secret
     NodeConfig(node_id="n0", peers=parse_peers("n0-127.0.0.1:1;n1-127.0.0.2:2;n2-127.255.0.3:3;n3-localhost:4"))
     assert is_loopback("::1") and is_loopback("[::1]") and not is_loopback("10.0.0.1")
-    with pytest.raises(ConfigError, match="peer n1 at db.internal:9878"):
+    with pytest.raises(ConfigError, match=r"peer n1 at db.internal:9878"):
         NodeConfig(node_id="n0", peers=parse_peers("n0-127.0.0.1:1;n1-db.internal:9878"))
 
 
@@ -114,7 +115,7 @@ async def test_rotation_every_step_keeps_the_links_up(tmp_path: Path) -> None:
     """docs/security.md's rotation: add the new secret second, move it first, drop the old. Nodes
     change one at a time, so each step is a pair of neighbouring stages."""
     stages = [(OLD,), (OLD, NEW), (NEW, OLD), (NEW,)]
-    for before, after in zip(stages, stages[1:], strict=False):
+    for before, after in itertools.pairwise(stages):
         assert await linked_both_ways(tmp_path, before, after), (before, after)
     assert not await linked_both_ways(tmp_path, (OLD,), (NEW,))  # skipping a step would split the cluster
 
@@ -194,7 +195,7 @@ async def test_forged_handshakes_are_refused_and_nothing_reaches_the_handler(tmp
 
 async def test_with_the_secret_a_member_cannot_speak_for_another(tmp_path: Path) -> None:
     async with trio.open_nursery() as nursery:
-        links, recorder, config = await start_secured_n0(nursery, tmp_path)
+        _links, recorder, config = await start_secured_n0(nursery, tmp_path)
         member = Forger(await trio.open_tcp_stream("127.0.0.1", config.self_peer.port))
         dialer_nonce, acceptor_nonce = await member.hello("n1")
         good = proof(OLD.encode(), b"rmqc-peer-dialer", "rmqc", "n1", "n0", dialer_nonce, acceptor_nonce)

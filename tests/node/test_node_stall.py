@@ -118,7 +118,7 @@ async def test_a_stalled_loop_fails_over_no_live_master(tmp_path: Path) -> None:
             sent = brokers.rounds
             await wait_until(lambda: brokers.rounds >= sent + 2, what="broker 1's last heartbeat read")
             rounds = node.replica.liveness.rounds
-            time.sleep(STALL_S)  # the fault: this node's event loop is blocked, the brokers are not
+            time.sleep(STALL_S)  # noqa: ASYNC251 - the fault: this node's event loop is blocked, the brokers are not
             await wait_until(lambda: node.replica.liveness.stalls.stalls >= 1 and node.replica.liveness.rounds > rounds,
                              what="the stall seen and a liveness round after it")
             brokers.silent.discard(1)

@@ -128,5 +128,5 @@ async def test_a_node_alone_serves_tls_without_a_trust_file_and_a_group_asks_for
         await start(nursery, alone)
         assert await served(alone, client_tls_context(str(certs.ca)))
         nursery.cancel_scope.cancel()
-    with pytest.raises(ConfigError, match="tls_trust_cert_path: .*needed as soon as the group has another member"):
+    with pytest.raises(ConfigError, match=r"tls_trust_cert_path: .*needed as soon as the group has another member"):
         dataclasses.replace(alone, peers=parse_peers("n0-127.0.0.1:1;n1-127.0.0.1:2"))

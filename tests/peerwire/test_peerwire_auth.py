@@ -119,7 +119,7 @@ def test_rotation_signs_with_the_first_key_and_verifies_with_every_one() -> None
 
 
 def test_a_dialer_refuses_an_acceptor_with_another_secret() -> None:
-    with pytest.raises(PeerAuthError, match="peer n0 at 127.0.0.1:9878 failed the peer secret proof"):
+    with pytest.raises(PeerAuthError, match=r"peer n0 at 127.0.0.1:9878 failed the peer secret proof"):
         run_exchange((OLD.encode(),), (NEW.encode(),))
 
 

@@ -39,7 +39,7 @@ def test_directory_without_histories_is_named(tmp_path):
 
 def test_unknown_extension_is_named(tmp_path):
     (tmp_path / "history.csv").write_text("a,b\n")
-    with pytest.raises(UnknownInputFormat, match="history.csv"):
+    with pytest.raises(UnknownInputFormat, match=r"history.csv"):
         split_by_format([tmp_path / "history.csv"])
 
 

@@ -5,6 +5,8 @@ every heartbeat_tick at once. Followers' quiet ticks run until their election ti
 
 from __future__ import annotations
 
+import itertools
+
 from rmqc.raft import Role
 
 from .raftnet import Network, elected
@@ -33,7 +35,7 @@ def test_an_idle_leader_heartbeats_every_idle_heartbeat_tick_and_quiet_ticks_say
     net = idle_leader()
     raft = net.nodes["n1"].raft
     sent = heartbeats_sent(net, 4 * ET)
-    gaps = {b - a for a, b in zip(sent, sent[1:], strict=False)}
+    gaps = {b - a for a, b in itertools.pairwise(sent)}
     assert gaps == {IDLE}
     # quiet until the next idle heartbeat or CheckQuorum, whichever comes first
     assert raft.quiet_ticks() == min(IDLE - raft.heartbeat_elapsed, ET - raft.election_elapsed) - 1

@@ -40,7 +40,7 @@ def test_all_servers_apply_committed_entries_in_order() -> None:
 
 @pytest.mark.parametrize("kind", [MT.APP, MT.HEARTBEAT, MT.VOTE, MT.APP_RESP, MT.VOTE_RESP])
 def test_all_servers_adopt_a_higher_term_and_become_follower(kind: MessageType) -> None:
-    node, storage = single("n1", check_quorum=False)
+    node, _storage = single("n1", check_quorum=False)
     node.raft.campaign(CampaignType.ELECTION)
     term = node.raft.term
     node.step(msg(kind, "n2", "n1", term=term + 3, index=3, log_term=1))
@@ -78,7 +78,7 @@ def test_follower_heartbeats_reset_the_election_timer() -> None:
 
 # ================================================================= Candidates
 def test_candidate_increments_term_votes_for_itself_and_requests_votes() -> None:
-    node, storage = single("n1", pre_vote=False)
+    node, _storage = single("n1", pre_vote=False)
     term = node.raft.term
     node.campaign()
     rd = node.ready()
@@ -224,7 +224,7 @@ def test_append_receiver_4_appends_new_entries() -> None:
 
 
 def test_append_receiver_5_commit_is_min_of_leader_commit_and_last_new() -> None:
-    node, storage = single("n2", storage=preloaded([1, 1], term=1))
+    node, _storage = single("n2", storage=preloaded([1, 1], term=1))
     node.step(msg(MT.APP, "n1", "n2", term=1, index=2, log_term=1, commit=9, entries=(Entry(3, 1),)))
     assert node.raft.log.committed == 3
     node.step(msg(MT.APP, "n1", "n2", term=1, index=3, log_term=1, commit=3))

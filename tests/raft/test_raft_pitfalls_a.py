@@ -64,7 +64,7 @@ def test_01_node_stranded_at_higher_term_with_short_log_does_not_deadlock() -> N
 
 # ------------------------------------------------------------------ 2. vote counting
 def test_02_candidate_does_not_count_late_prevote_grants() -> None:
-    node, storage = single("n1")
+    node, _storage = single("n1")
     node.raft.campaign(CampaignType.ELECTION)
     term = node.raft.term
     for voter in ("n2", "n3"):
@@ -119,7 +119,7 @@ def test_04_previous_term_entry_is_not_committed_by_counting_replicas() -> None:
 
 # ------------------------------------------------------------------ 5. follower commit bound
 def test_05_follower_commits_only_what_the_message_matched() -> None:
-    node, storage = single("n1", storage=preloaded([1] * 10, term=1))
+    node, _storage = single("n1", storage=preloaded([1] * 10, term=1))
     node.step(msg(MT.APP, "n2", "n1", term=2, index=9, log_term=1, commit=11))
     assert node.raft.log.committed == 9
     node.step(msg(MT.APP, "n2", "n1", term=2, index=5, log_term=1, commit=5))
@@ -175,7 +175,7 @@ def test_08_batches_are_contiguous_and_bounded() -> None:
 
 # ------------------------------------------------------------------ 9. persist before send
 def test_09_vote_and_term_persist_in_the_same_ready_before_replies() -> None:
-    node, storage = single("n2")
+    node, _storage = single("n2")
     node.step(msg(MT.VOTE, "n1", "n2", term=2, index=3, log_term=1))
     rd = node.ready()
     assert rd.hard_state == HardState(2, "n1", 3) and rd.must_sync

@@ -39,7 +39,7 @@ def test_bootstrap_hands_its_membership_entries_and_hard_state_to_persist() -> N
 
 
 def test_only_one_ready_outstanding() -> None:
-    node, storage = single("n1")
+    node, _storage = single("n1")
     node.campaign()
     assert node.has_ready()
     rd = node.ready()

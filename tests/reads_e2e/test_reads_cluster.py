@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import trio
-from reads_helpers import History, make_group, now_ns  # noqa: E402
+from reads_helpers import History, make_group, now_ns
 
 from rmqc.chaos._tcp_proxy import ProxyMesh
 from rmqc.client import ClientError, ControllerClient

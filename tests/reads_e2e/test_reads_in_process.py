@@ -20,8 +20,8 @@ from rmqc.replica._reads import ReadPath
 from rmqc.testing import check_history
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "node"))
-from node_helpers import free_ports, wait_until  # noqa: E402
-from reads_helpers import History, make_group  # noqa: E402
+from node_helpers import free_ports, wait_until
+from reads_helpers import History, make_group
 
 REQUEST_TIMEOUT_MS = 1000
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 import trio
-from reads_helpers import CLUSTER, MAX_OPS, now_ns  # noqa: E402
-from test_reads_cluster import proxied_cluster, wait_leader  # noqa: E402
+from reads_helpers import CLUSTER, MAX_OPS, now_ns
+from test_reads_cluster import proxied_cluster, wait_leader
 
 from rmqc.chaos._tcp_proxy import ProxyMesh
 from rmqc.client import ClientError, ControllerClient

@@ -62,7 +62,7 @@ def test_a_child_that_exits_without_the_line_fails_with_its_code_and_stderr(tmp_
 def test_a_silent_child_fails_after_the_bound(tmp_path: Path) -> None:
     process = Process("silent", child("import time; time.sleep(60)"), tmp_path / "s.log")
     try:
-        with pytest.raises(ProcessFailed, match="silent: no 'never' within 0.2 s"):
+        with pytest.raises(ProcessFailed, match=r"silent: no 'never' within 0.2 s"):
             process.wait_for_output_blocking("never", 0.2)
         assert process.alive
     finally:

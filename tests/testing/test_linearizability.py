@@ -135,7 +135,7 @@ def test_history_round_trips_through_json_lines(tmp_path) -> None:
 def test_bad_history_lines_are_named(tmp_path, line: str) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text(line + "\n")
-    with pytest.raises(HistoryFormatError, match="bad.jsonl:1"):
+    with pytest.raises(HistoryFormatError, match=r"bad.jsonl:1"):
         read_history(path)
 
 
@@ -181,14 +181,11 @@ def make_stale(ops: list[Op]) -> list[Op]:
             for w1 in writes:
                 if w1.complete_ns < w2.invoke_ns:
                     stale = Op(read.process, "x", "read", w1.value, read.invoke_ns, read.complete_ns)
-                    return ops[:i] + [stale] + ops[i + 1 :]
+                    return [*ops[:i], stale, *ops[i + 1:]]
     # No such triple in this history: add one after everything else.
     end = max((op.complete_ns or op.invoke_ns) for op in ops) + 10 if ops else 0
-    return ops + [
-        Op("s", "x", "write", "old", end, end + 1),
-        Op("s", "x", "write", "new", end + 2, end + 3),
-        Op("s", "x", "read", "old", end + 4, end + 5),
-    ]
+    return [*ops, Op("s", "x", "write", "old", end, end + 1), Op("s", "x", "write", "new", end + 2, end + 3),
+            Op("s", "x", "read", "old", end + 4, end + 5)]
 
 
 @settings(max_examples=150, deadline=None)

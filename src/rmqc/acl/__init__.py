@@ -24,8 +24,23 @@ from rmqc.acl._signature import (
 )
 
 __all__ = [
-    "ACCESS_KEY", "ANONYMOUS", "SIGNATURE", "Account", "AclConfigError", "Credentials", "AclRules", "AddressPattern",
+    "ACCESS_KEY",
+    "ANONYMOUS",
+    "SIGNATURE",
+    "Account",
+    "AclConfigError",
+    "AclRules",
+    "AddressPattern",
     "Allowed",
-    "Refusal", "SigningKey", "check_request", "needs_admin", "parse_address_pattern", "parse_plain_acl", "sign_request",
-    "signature", "signature_content", "signature_matches",
+    "Credentials",
+    "Refusal",
+    "SigningKey",
+    "check_request",
+    "needs_admin",
+    "parse_address_pattern",
+    "parse_plain_acl",
+    "sign_request",
+    "signature",
+    "signature_content",
+    "signature_matches",
 ]

@@ -126,7 +126,8 @@ class BrokerFleet:
         assert self._nursery is not None
         self._nursery.cancel_scope.cancel()
         nursery_manager, self._nursery = self._nursery_manager, None
-        return await nursery_manager.__aexit__(exc_type, exc, tb)
+        suppressed: bool | None = await nursery_manager.__aexit__(exc_type, exc, tb)
+        return suppressed
 
     async def _start_all(self, nursery: trio.Nursery) -> None:
         """Start brokers in START_BATCHES batches spread over `start_spread_ms`, or longer for a

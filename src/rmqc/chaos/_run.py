@@ -499,7 +499,7 @@ def _acked_since(world: World, since: int) -> bool:
     """Whether the newest acknowledged write was first tried after `since` (see window_rtos)."""
     for record in reversed(world.history.records):
         if record["type"] == "write" and record["complete"] is not None:
-            return record["invoke"] >= since
+            return bool(record["invoke"] >= since)
     return False
 
 
@@ -541,7 +541,7 @@ def run_and_report(config: ChaosConfig, on_window: Callable[[dict[str, Any]], No
     history = History()
     try:
         trio.run(run_chaos, config, on_window, history)
-    except Exception as error:  # noqa: BLE001 - whatever stopped the run is reported, not lost
+    except Exception as error:  # whatever stopped the run is reported, not lost
         history.add("aborted", reason=f"{type(error).__name__}: {error}", t=now_ns())
     meta = {"seed": config.seed, "nodes": config.nodes, "brokers": config.brokers,
             "faults_requested": list(config.faults), "command": command}

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 import orjson
 import typer
@@ -401,7 +401,8 @@ def render_error(message: str) -> None:
 class ProgressBar:
     """A Rich progress bar with one task per phase, fed by the operations' progress callback."""
 
-    _LABELS = {"replay": "replaying committed entries", "drop": "dropping entries", "rewrite": "rewriting file"}
+    _LABELS: ClassVar[dict[str, str]] = {"replay": "replaying committed entries", "drop": "dropping entries",
+                                         "rewrite": "rewriting file"}
 
     def __init__(self) -> None:
         self._progress = Progress(

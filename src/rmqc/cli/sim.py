@@ -115,7 +115,7 @@ def brokers_command(
             trio.run(_run_children, controllers, processes, options)
     except KeyboardInterrupt:
         pass
-    except Exception as error:  # noqa: BLE001 - FleetTooLarge and friends become a clear usage error
+    except Exception as error:  # FleetTooLarge and friends become a clear usage error
         from rmqc.errors import RmqcError
 
         if isinstance(error, RmqcError):
@@ -147,7 +147,8 @@ async def _run_fleet(addresses: list[str], options: dict[str, Any]) -> None:
             if options["beliefs_out"] is not None:
                 import orjson
 
-                Path(options["beliefs_out"]).write_bytes(orjson.dumps([b.to_json() for b in fleet.beliefs()]))
+                beliefs = orjson.dumps([b.to_json() for b in fleet.beliefs()])
+                await trio.Path(options["beliefs_out"]).write_bytes(beliefs)
 
 
 async def _report_loop(fleet: Any, options: dict[str, Any]) -> None:

@@ -332,8 +332,9 @@ class ControllerClient:
         return self._next_opaque
 
     def _retry_delay_s(self, attempt: int) -> float:
-        delay_s = min(self._max_backoff_s, self._backoff_s * 2 ** (attempt - 1))
-        return delay_s * self._rng.uniform(0.5, 1.0)  # jitter: clients that failed together retry apart
+        delay_s: float = min(self._max_backoff_s, self._backoff_s * 2 ** (attempt - 1))
+        jitter: float = self._rng.uniform(0.5, 1.0)  # clients that failed together retry apart
+        return delay_s * jitter
 
     def _with_consistency(self, code: int, ext: Mapping[str, object] | None) -> Mapping[str, object] | None:
         if self._consistency is None or int(code) not in READ_REQUESTS:

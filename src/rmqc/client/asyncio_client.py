@@ -51,7 +51,8 @@ FORWARDED_CALLS = (
 
 def run_asyncio(main: Callable[..., Awaitable[T]], *args: Any) -> T:
     """Run the asyncio coroutine function `main(*args)` on a trio-asyncio loop; its result."""
-    return trio_asyncio.run(trio_asyncio.aio_as_trio(main), *args)
+    result: T = trio_asyncio.run(trio_asyncio.aio_as_trio(main), *args)
+    return result
 
 
 class AsyncioControllerClient:

@@ -472,7 +472,7 @@ class ControllerProcessor:
 
         return Propose([command], finish)
 
-    def _ids_to_clean(self, h: DecodedHeader, group: BrokerGroup | None, now_ms: int) -> tuple[int, ...] | None | str:
+    def _ids_to_clean(self, h: DecodedHeader, group: BrokerGroup | None, now_ms: int) -> tuple[int, ...] | str | None:
         """The ids to clean (None = whole group), or the 2009 remark refusing the request."""
         name, text = h["brokerName"], (h["brokerControllerIdsToClean"] or "").strip()
         if not text:

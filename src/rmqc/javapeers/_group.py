@@ -73,7 +73,7 @@ async def replica_state(admin: ControllerClient) -> tuple[int | None, int, list[
             sorted(body.get("syncStateSet") or []))
 
 
-async def mqadmin_ok(rmq: RocketMQ, *args: str, credentials: Credentials | None | bool = True) -> str:
+async def mqadmin_ok(rmq: RocketMQ, *args: str, credentials: Credentials | bool | None = True) -> str:
     """The output of an mqadmin command that must succeed (signed as RocketMQ.mqadmin's `credentials`)."""
     code, out = await rmq.mqadmin(*args, credentials=credentials)
     if code != 0:

@@ -379,7 +379,7 @@ class MqAdmin:
     programs: list[JavaProgram] = field(default_factory=list)  # every call, for RocketMQ.close
 
     async def __call__(self, *args: str, timeout_s: float = MQADMIN_TIMEOUT_S,
-                       credentials: Credentials | None | bool = True) -> tuple[int, str]:
+                       credentials: Credentials | bool | None = True) -> tuple[int, str]:
         """(exit code, stdout + stderr) of one command; its output also stays in <directory>/NNN-command.
         Signed with `credentials` (True: the default account, False or None: unsigned)."""
         number = len(self.programs) + 1
@@ -469,7 +469,7 @@ class RocketMQ:
         return self.namesrv.address
 
     def broker(self, index: int, controllers: Iterable[str], broker_name: str = "broker-a",
-               extra: dict[str, object] | None = None, credentials: Credentials | None | bool = True) -> Broker:
+               extra: dict[str, object] | None = None, credentials: Credentials | bool | None = True) -> Broker:
         """A broker replica (not started): `await broker.start()`. It signs its requests with
         `credentials` (True: the RocketMQ's broker_credentials, False or None: unsigned)."""
         account = self.broker_credentials if credentials is True else credentials or None

@@ -360,5 +360,5 @@ def start_metrics_exporter(metrics: NodeMetrics, port: int, host: str = "127.0.0
 class _QuietHandler(WSGIRequestHandler):
     """No line on stderr per scrape or probe."""
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class's name)
+    def log_message(self, format: str, *args: Any) -> None:  # the base class's name
         pass

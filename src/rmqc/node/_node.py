@@ -488,17 +488,18 @@ class ControllerNode:
         """Enter commands into the log as one entry; returns their apply results once committed."""
         assert self.replica is not None
         done = trio.Event()
-        outcome: list[Any] = []
+        outcome: list[tuple[list[ApplyResult] | None, RequestFailed | None]] = []
 
         def on_done(results: list[ApplyResult] | None, error: RequestFailed | None) -> None:
-            outcome[:] = [results, error]
+            outcome[:] = [(results, error)]
             done.set()
 
         self.replica.enqueue(commands, on_done)
         await done.wait()
-        results, error = outcome
+        [(results, error)] = outcome
         if error is not None:
             raise error
+        assert results is not None  # the replica answers with results or an error
         return results
 
     # ----- snapshots, off the driver -----

@@ -112,7 +112,7 @@ async def _receive_until(stream: trio.abc.Stream, complete_with: Callable[[bytes
     """Feed `first`, then what the stream brings, to `complete_with` until it says the message is whole."""
     data = first
     while not complete_with(data):
-        data = await stream.receive_some(max_bytes)
+        data = bytes(await stream.receive_some(max_bytes))  # a handshake's few hundred bytes
         if not data:
             raise PeerAuthError("connection closed during the handshake (by the other node: see its log; "
                                 "or by something between, a proxy or a firewall)")

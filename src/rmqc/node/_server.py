@@ -253,7 +253,7 @@ class _RemotingConnection:
                 nursery.cancel_scope.cancel()
         return None
 
-    async def _read_loop(self, data: bytes, nursery: trio.Nursery) -> None:
+    async def _read_loop(self, data: bytes | bytearray, nursery: trio.Nursery) -> None:
         server = self._server
         while data and not self._broken:
             for command in self._decoder.iter_feed(data):  # each served as decoded, as Java does
@@ -293,7 +293,7 @@ class _RemotingConnection:
             self._write(encode(decision))
         return False
 
-    async def _receive(self) -> bytes:
+    async def _receive(self) -> bytes | bytearray:
         """The next bytes from the client (b"" at its end), read straight from the non-blocking
         socket (rmqc.node._direct_read)."""
         if self._reader is None:
@@ -318,7 +318,7 @@ class _RemotingConnection:
             return
         raise self._idle_error()
 
-    async def _receive_stream(self) -> bytes:
+    async def _receive_stream(self) -> bytes | bytearray:
         with trio.move_on_at(self._next_frame_deadline()):
             return await self._stream.receive_some(RECEIVE_CHUNK_BYTES)
         raise self._idle_error()

@@ -125,7 +125,7 @@ class PeerFrameDecoder:
         self._max_frame_bytes = max_frame_bytes
         self._buffer = bytearray()
 
-    def feed(self, data: bytes) -> list[PeerFrame]:
+    def feed(self, data: bytes | bytearray) -> list[PeerFrame]:
         self._buffer += data
         frames: list[PeerFrame] = []
         while len(self._buffer) >= _FRAME_HEAD.size:
@@ -308,13 +308,16 @@ class _Reader:
         return self.take(1)[0]
 
     def u16(self) -> int:
-        return _U16.unpack(self.take(2))[0]
+        value: int = _U16.unpack(self.take(2))[0]
+        return value
 
     def u32(self) -> int:
-        return _U32.unpack(self.take(4))[0]
+        value: int = _U32.unpack(self.take(4))[0]
+        return value
 
     def u64(self) -> int:
-        return _U64.unpack(self.take(8))[0]
+        value: int = _U64.unpack(self.take(8))[0]
+        return value
 
     def short_text(self) -> str:
         data = self.take(self.u8())

@@ -219,7 +219,7 @@ def _section_invariants(summary: Summary) -> list[str]:
             for v in summary.violations
         ]  # fmt: skip
         lines += _table(["kind", "controller", "group", "entry", "detail", "evidence"], rows)
-    return lines + [""]
+    return [*lines, ""]
 
 
 def _section_failovers(summary: Summary, charts: dict[str, str | None]) -> list[str]:
@@ -245,11 +245,11 @@ def _section_flapping(summary: Summary, charts: dict[str, str | None]) -> list[s
     for name in ("flapping_groups", "timeline_top_group"):
         if charts.get(name):
             lines += ["", f"![{name}]({charts[name]})"]
-    return lines + [""]
+    return [*lines, ""]
 
 
 def _section_audit(data: ReportData) -> list[str]:
-    lines = ["## Audit", ""] + _table(["event", "count"], [[e, n] for e, n in data.audit_counts])
+    lines = ["## Audit", "", *_table(["event", "count"], [[e, n] for e, n in data.audit_counts])]
     lines += ["", f"Latest {len(data.audit_rows)} audit events (all are in `audit/`):", ""]
     rows = [[r["time"], r["controller_cluster"], r["broker_name"] or "-", r["event"], r["broker_id"],
              r["address"] or "-", r["previous_address"] or "-"] for r in data.audit_rows]  # fmt: skip
@@ -265,7 +265,7 @@ def _section_linearizability(summary: Summary) -> list[str]:
              f"{lin.undecided} undecided (search bound)."]  # fmt: skip
     if lin.failing_keys:
         lines += ["", "Not linearizable: " + ", ".join(f"`{k}`" for k in lin.failing_keys)]
-    return lines + [""]
+    return [*lines, ""]
 
 
 def write_report(out: Path, summary: Summary, data: ReportData) -> None:

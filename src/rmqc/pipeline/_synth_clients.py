@@ -78,7 +78,7 @@ def _plant_stale_read(ops: list[Op]) -> tuple[list[Op], PlantedStaleRead]:
             stale = [w1 for done, w1 in before if done < w2.invoke_ns and w1.value != read.value]
             if stale:
                 planted = replace(read, value=stale[-1].value)
-                changed = ops[:position] + [planted] + ops[position + 1 :]
+                changed = [*ops[:position], planted, *ops[position + 1:]]
                 return changed, PlantedStaleRead(read.key, read.process, read.invoke_ns)
     raise SynthBoundExceeded(f"no read of key {ops[0].key!r} can be made stale: history too short")
 

@@ -59,7 +59,6 @@ from ._types import (
 )
 
 __all__ = [
-    "has_quorum",
     "CAMPAIGN_TAKEOVER",
     "CAMPAIGN_TRANSFER",
     "ConfChange",
@@ -85,10 +84,10 @@ __all__ = [
     "Ready",
     "ReadyMisuse",
     "Role",
-    "SoftState",
-    "StaleTermProposal",
     "Snapshot",
     "SnapshotMeta",
+    "SoftState",
+    "StaleTermProposal",
     "Status",
     "Storage",
     "TransferInProgress",
@@ -100,4 +99,5 @@ __all__ = [
     "describe_message",
     "describe_ready",
     "encode_conf_change",
+    "has_quorum",
 ]

@@ -131,7 +131,7 @@ class MemoryStorage:
                 f"compact({index}): no snapshot covers it (snapshot at {self._snapshot.meta.index})"
             )
         term = self.term(index)
-        self._entries = [Entry(index=index, term=term)] + self._entries[index - offset + 1 :]
+        self._entries = [Entry(index=index, term=term), *self._entries[index - offset + 1:]]
 
     def close(self) -> None:
         self._closed = True

@@ -65,7 +65,7 @@ def _child(path: Path, result_fd: int, stderr_fd: int) -> None:
         os.dup2(stderr_fd, 2)
         with os.fdopen(result_fd, "wb") as results:
             results.write(pickle.dumps(_verify(path)))
-    except BaseException:  # noqa: BLE001 - reported by the parent as the child's failure
+    except BaseException:  # reported by the parent as the child's failure
         traceback.print_exc()
         os._exit(_CHILD_FAILED)
     os._exit(0)

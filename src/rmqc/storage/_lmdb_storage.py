@@ -92,7 +92,7 @@ class _Bounds:
 
 @dataclass(frozen=True, slots=True)
 class _SnapshotState:
-    meta: SnapshotMeta = SnapshotMeta()
+    meta: SnapshotMeta = SnapshotMeta()  # noqa: RUF009 (frozen: one shared empty meta is safe)
     data_crc: int = 0
 
 

@@ -9,7 +9,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rmqc.remoting import RequestCode, ResponseCode, make_request
+from rmqc.remoting import RemotingCommand, RequestCode, ResponseCode, make_request
 
 from ._simbrokers import CLUSTER, Answer, Outgoing, master_of
 from ._simhistory import ControllerHistory, ElectAck
@@ -67,7 +67,7 @@ class SimAdminClient:
         node = self.leader_hint if hinted and self.leader_hint is not None else self.rng.choice(self.node_ids)
         return [(node, self._request(action, group, broker_id))]
 
-    def _request(self, action: str, group: str, broker_id: int):  # -> RemotingCommand
+    def _request(self, action: str, group: str, broker_id: int) -> RemotingCommand:
         if action == "elect":
             ext = {"clusterName": CLUSTER, "brokerName": group, "brokerId": broker_id, "designateElect": True}
             return make_request(RequestCode.CONTROLLER_ELECT_MASTER, self._opaque, ext)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import random
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -240,7 +240,7 @@ class SimBrokerClient:
                         frozenset(int(i) for i in body.get("syncStateSet") or ()), now_us)
 
     # -- requests ---------------------------------------------------------------------------------
-    def _send(self, slot: str, kind: str, code: int, ext: dict, now_us: int, body: bytes | None = None,
+    def _send(self, slot: str, kind: str, code: int, ext: Mapping[str, object], now_us: int, body: bytes | None = None,
               node: str | None = None, level: str | None = None) -> Outgoing:
         self._opaque += 1
         request = make_request(code, self._opaque, ext, body)

@@ -114,7 +114,7 @@ class ControllerHistory:
     def add(self, record: IdGrant | AlterAck | ElectAck | ReadRecord | Notified | RouteRecord) -> None:
         if self.size() >= HISTORY_RECORDS_MAX:
             raise HistoryFull(f"more than {HISTORY_RECORDS_MAX} history records in one run")
-        _LISTS[type(record)](self).append(record)  # type: ignore[arg-type]
+        _LISTS[type(record)](self).append(record)
 
     def size(self) -> int:
         return (len(self.grants) + len(self.alters) + len(self.elections) + len(self.reads)

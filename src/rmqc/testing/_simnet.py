@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from rmqc.node import NodeConfig
 
 # rmqc serve's bound on the Raft messages queued for one peer (`peer_outbox_messages`, its default).
-PEER_OUTBOX_MESSAGES: int = next(f.default for f in dataclasses.fields(NodeConfig)  # type: ignore[misc, assignment]
+PEER_OUTBOX_MESSAGES: int = next(f.default for f in dataclasses.fields(NodeConfig)  # type: ignore[assignment]
                                  if f.name == "peer_outbox_messages")
 # A real transport has a bounded send queue per peer; beyond this many messages in flight on one
 # link the simulated one drops, as the real one would (Raft tolerates loss).

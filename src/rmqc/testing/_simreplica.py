@@ -265,7 +265,7 @@ class ReplicaSimNode:
             checker.on_snapshot_installed(self.id, snapshot.meta.index, snapshot.meta.term, snapshot.data)
 
     def on_end_repair(self, storage: CrashableStorage) -> None:
-        self.world.on_end_repair(self)  # type: ignore[arg-type]
+        self.world.on_end_repair(self)
 
     def crash(self) -> None:
         self.up = False
@@ -391,11 +391,11 @@ class ReplicaSimNode:
         except PowerCut as crash:
             self._perform()  # the actions emitted before the crash, and nothing after
             self.world.trace(f"{self.id}: {crash}")
-            self.world.nemesis.crash(self)  # type: ignore[arg-type]
+            self.world.nemesis.crash(self)
             return
         self._after_input()
         if self.saved:
-            self.world.after_persist(self)  # type: ignore[arg-type]
+            self.world.after_persist(self)
 
     def _after_input(self) -> None:
         replica = self.replica
@@ -404,7 +404,7 @@ class ReplicaSimNode:
         self._perform()
         if not self.up or self.replica is not replica:
             return
-        self.world.after_step(self)  # type: ignore[arg-type]
+        self.world.after_step(self)
         if replica.drive_due and not self._drive_scheduled:
             self._drive_scheduled = True
             cost = DRIVE_COST_US
@@ -435,7 +435,7 @@ class ReplicaSimNode:
         kind = token[0]  # type: ignore[index]
         if kind == "client":
             if action.response is not None:
-                self.world.answer(self, token[1], action.response)  # type: ignore[index, arg-type]
+                self.world.answer(self, token[1], action.response)  # type: ignore[index]
         else:
             sender, tag = token[1], token[2]  # type: ignore[index]
             self.world.peer_call(self.id, sender, "forwarded_answer", self.id, tag, action.response)
@@ -473,7 +473,7 @@ class ReplicaSimNode:
 
     def _stop(self, action: StopProcess) -> None:
         self.world.trace(f"{self.id} stops: {action.reason}")
-        self.world.nemesis.crash(self)  # type: ignore[arg-type]
+        self.world.nemesis.crash(self)
 
 
 _PERFORM: dict[type, Callable[[ReplicaSimNode, Any], None]] = {

@@ -274,7 +274,7 @@ class World:
             if self.rng.random() < self.knobs.faults.drop_p:
                 continue  # lost on the way: the client times out
             node = self.nodes[node_id]
-            self.events.after(self._client_delay_us(), node.remote, Remote(sender, request))  # type: ignore[union-attr]
+            self.events.after(self._client_delay_us(), node.remote, Remote(sender, request))
 
     def peer_call(self, frm: str, to: str, method: str, *args: object) -> None:
         """A message between two nodes outside Raft (a forward, its answer, a digest): it travels

@@ -214,7 +214,8 @@ class AsyncScenarioDriver(Protocol):
 
 
 def load_scenarios(path: Path = DEFAULT_SCENARIOS_PATH) -> list[dict[str, Any]]:
-    return json.loads(path.read_text())["scenarios"]
+    scenarios: list[dict[str, Any]] = json.loads(path.read_text())["scenarios"]
+    return scenarios
 
 
 def request_body(body: Any) -> bytes | None:
@@ -287,7 +288,7 @@ def body_matches(expected: Any, actual: Any) -> bool:
         return expected is actual
     if isinstance(expected, (int, float)):
         return isinstance(actual, (int, float)) and expected == actual
-    return expected == actual
+    return bool(expected == actual)
 
 
 def _match_all(expected: list[Any], actual: list[Any]) -> bool:

@@ -95,7 +95,7 @@ def broker_epochs(text: str) -> dict[int, list[tuple[int, int, int]]]:
 
 
 async def mqadmin_sync_state_set(rmq: RocketMQ, addresses: str,
-                                 credentials: Credentials | None | bool = True) -> dict[str, Any]:
+                                 credentials: Credentials | bool | None = True) -> dict[str, Any]:
     """`mqadmin getSyncStateSet` of GROUP, parsed. An mqadmin whose request timed out (its JVM on a
     loaded machine: 3 s) prints the exception and still exits 0; it is asked again, within
     MQADMIN_ANSWER_S, until it answers with the set (what it answers is the caller's to check)."""
@@ -465,7 +465,7 @@ async def mqadmin_controller_commands(rmq: RocketMQ, controllers: Any, admin: Co
     # unknown field's bare keys; the election is done all the same (docs/interop.md)
     assert code == 0 or "not support unquoted name" in text, text
     async def switched() -> bool:
-        master, new_epoch, members = await replica_state(admin)
+        master, new_epoch, _ = await replica_state(admin)
         return master == target.broker_id() and new_epoch > epoch
 
     await wait_for(switched, 30, "the designated slave elected")

@@ -45,7 +45,7 @@ from rmqc.remoting import (
     make_request,
 )
 
-__all__ = ["PauseConfig", "PauseRun", "PauseResult", "run_pauses"]
+__all__ = ["PauseConfig", "PauseResult", "PauseRun", "run_pauses"]
 
 PROBE_INTERVAL_S = 0.010
 ATTEMPT_TIMEOUT_S = 0.25  # a broker gives a controller this long before trying the next one

@@ -329,7 +329,7 @@ def _run_one(seed: int, knobs: SimKnobs) -> SeedResult:
     """One seed; an unexpected exception fails that seed (with its message) instead of the batch."""
     try:
         return run_seed(seed, knobs)
-    except Exception as exc:  # noqa: BLE001 - reported as this seed's failure, never swallowed
+    except Exception as exc:  # reported as this seed's failure, never swallowed
         return SeedResult(seed, knobs.nodes, [f"crashed: {type(exc).__name__}: {exc}"], 0, 0.0, [],
                           ControllerHistory(), {})
 
