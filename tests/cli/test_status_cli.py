@@ -236,3 +236,25 @@ async def test_status_also_asks_the_members_the_nodes_name() -> None:
     views = await fetch_node_views(nodes, ["127.0.0.1:1"])
     assert [view["address"] for view in views] == ["127.0.0.1:1", "127.0.0.1:4"] and nodes.asked == [
         "127.0.0.1:1", "127.0.0.1:4"]
+
+
+def test_status_shows_the_namesrv_topics_brokers_and_topics_no_broker_serves() -> None:
+    from rich.console import Console
+
+    from rmqc.cli._render import status_table
+    from rmqc.fsm import NamesrvState
+    from rmqc.fsm._namesrv import QueueData, Registration
+    from rmqc.replica._status import namesrv_summary
+
+    ns = NamesrvState()
+    ns.registrations[("c", "10.0.0.1:10911")] = Registration("c", "broker-a", 0, "10.0.0.1:10911", "", (1, 0, 0))
+    queues = QueueData(4, 4, 6, 0)
+    ns.topics = {"orders": {"broker-a": queues}, "audit": {"broker-a": queues, "broker-b": queues},
+                 "orphan": {"broker-b": queues}}  # broker-b never registered: "orphan" has nowhere to go
+    summary = namesrv_summary(ns)
+    assert summary == {"topics": 3, "registeredBrokers": 1, "topicsWithoutBroker": 1}
+    leader = {"nodeId": "n0", "role": "leader", "servingAsLeader": True, "namesrv": summary}
+    console = Console(width=200, record=True)
+    console.print(status_table([{"address": "127.0.0.1:1", "status": leader}]))
+    caption = " ".join(console.export_text().split())
+    assert "NameServer: 3 topics, 1 brokers registered, 1 topics with no registered broker" in caption

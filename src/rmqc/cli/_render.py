@@ -317,7 +317,8 @@ def render_members(rows: Sequence[Mapping[str, Any]]) -> None:
 
 def status_table(views: Sequence[Mapping[str, Any]]) -> Table:
     leader = _leader_status(views)
-    table = Table(title="rmqc controllers", caption=_membership_caption(leader))
+    caption = "; ".join(part for part in (_membership_caption(leader), _namesrv_caption(leader)) if part)
+    table = Table(title="rmqc controllers", caption=caption or None)
     for column in ("node", "address", "role", "term", "commit", "applied", "leader", "lag", "groups", "live brokers",
                    "alarms", "ready"):
         table.add_column(column)
@@ -385,6 +386,16 @@ def _membership_caption(leader: Mapping[str, Any] | None) -> str | None:
     if leader.get("transferringTo"):
         parts.append(f"transferring leadership to {leader['transferringTo']}")
     return "; ".join(parts) or None
+
+
+def _namesrv_caption(leader: Mapping[str, Any] | None) -> str | None:
+    """The NameServer role as the leader holds it: topics, registered brokers, route health."""
+    ns = (leader or {}).get("namesrv")
+    if not ns:
+        return None
+    text = f"NameServer: {ns['topics']:,} topics, {ns['registeredBrokers']:,} brokers registered"
+    orphans = ns["topicsWithoutBroker"]
+    return text + (f", [bold red]{orphans:,} topics with no registered broker[/]" if orphans else "")
 
 
 def _alarms_text(status: Mapping[str, Any]) -> str:

@@ -13,6 +13,7 @@ body JSON:
      "pendingConfChange": null, "transferringTo": null,
      "peers": {"n1": {"match": 120, "next": 121, "lag": 0, "state": "replicate", "active": true}},
      "brokerGroups": 200, "liveBrokers": 600, "alarms": [], "leaderCommit": 120,
+     "namesrv": {"topics": 800, "registeredBrokers": 600, "topicsWithoutBroker": 0},
      "health": [{"check": "loop", "ok": true, "detail": "..."}, ...], "groupNames": [...]}
 
 `health`: the node's liveness checks (from its shell: `loop`, `disk`) and readiness checks
@@ -43,6 +44,8 @@ from ._health import readiness_checks
 from ._io import PeerLag, ReplicaStatus
 
 if TYPE_CHECKING:
+    from rmqc.fsm import NamesrvState
+
     from ._replica import Replica
 
 __all__ = ["RMQC_NODE_STATUS", "STATUS_VERSION", "build_status", "pending_conf_change", "status_answer",
@@ -122,9 +125,18 @@ def status_document(replica: Replica, *, with_group_names: bool = False) -> dict
         "leaderCommit": max(status.commit, status.leader_commit),
         "health": [check.document() for check in (*replica.shell_health(), *readiness_checks(status))],
     }
+    document["namesrv"] = namesrv_summary(replica.state.namesrv)
     if with_group_names:
         document["groupNames"] = _group_names(replica.state)
     return document
+
+
+def namesrv_summary(ns: NamesrvState) -> dict[str, int]:
+    """The NameServer role at a glance: topics, registered brokers, and route health: topics
+    whose route names no registered broker (a client finds the topic and has nowhere to send)."""
+    registered = {registration.broker_name for registration in ns.registrations.values()}
+    return {"topics": len(ns.topics), "registeredBrokers": len(ns.registrations),
+            "topicsWithoutBroker": sum(1 for names in ns.topics.values() if registered.isdisjoint(names))}
 
 
 def pending_conf_change(raw: Any, applied: int) -> dict[str, Any] | None:
