@@ -19,7 +19,7 @@ import pytest
 import trio
 
 from rmqc.client import ClientError, ControllerClient
-from rmqc.javapeers import ALL, BRING_UP_S, CLUSTER, GROUP, RocketMQ, mqadmin_ok, replica_state, wait_for
+from rmqc.javapeers import CLUSTER, GROUP, RocketMQ, bring_up, mqadmin_ok, replica_state, wait_for
 from rmqc.remoting import loads_fastjson
 from rmqc.testing.cluster import Cluster
 from rmqc.testing.interop import cluster_list
@@ -74,17 +74,7 @@ async def test_brokers_clients_and_mqadmin_use_the_namesrv_and_routes_follow_the
         async with rmq, ControllerClient(cluster.addresses, max_retries=10) as admin:
             leader = await cluster.wait_leader(admin)
             namesrvs, follower = await namesrv_under_test(namesrv_kind, rmq, cluster, leader)
-            brokers = [rmq.broker(index, cluster.addresses, GROUP) for index in range(len(ALL))]
-            for broker in brokers:
-                broker.spawn()
-            for broker in brokers:
-                await broker.wait_booted()
-
-            async def all_in_sync() -> bool:
-                master, _, in_sync = await replica_state(admin)
-                return master is not None and in_sync == ALL and all(b.broker_id() for b in brokers)
-
-            await wait_for(all_in_sync, BRING_UP_S, "three brokers, a master, all in the SyncStateSet", 0.2)
+            brokers = await bring_up(rmq, cluster, admin)
             timeline["in_sync_s"] = time.monotonic() - started
             master_id, _, _ = await replica_state(admin)
             master = next(b for b in brokers if b.broker_id() == master_id)

@@ -26,7 +26,7 @@ import pytest
 import trio
 
 from rmqc.client import ClientError, ControllerClient
-from rmqc.javapeers import ALL, BRING_UP_S, CLUSTER, GROUP, Broker, RocketMQ, mqadmin_ok, replica_state, wait_for
+from rmqc.javapeers import CLUSTER, GROUP, Broker, RocketMQ, bring_up, mqadmin_ok, replica_state, wait_for
 from rmqc.testing.cluster import RMQC, Cluster
 
 pytestmark = pytest.mark.slow
@@ -217,18 +217,7 @@ async def test_cli_topic_kv_paused_master_fenced_and_restart_keeps_routes(tmp_pa
             rmq.use_rmqc_namesrv(cluster.addresses)
             # the timer wheel on: a 5.5.0 broker's 215 (deleteTopic) fails without it (a null
             # TimerMessageStore), for mqadmin deleteTopic too
-            brokers = [rmq.broker(index, cluster.addresses, GROUP, extra={"timerWheelEnable": "true"})
-                       for index in range(len(ALL))]
-            for broker in brokers:
-                broker.spawn()
-            for broker in brokers:
-                await broker.wait_booted()
-
-            async def all_in_sync() -> bool:
-                master, _, in_sync = await replica_state(admin)
-                return master is not None and in_sync == ALL and all(b.broker_id() for b in brokers)
-
-            await wait_for(all_in_sync, BRING_UP_S, "three brokers, a master, all in the SyncStateSet", 0.2)
+            brokers = await bring_up(rmq, cluster, admin, {"timerWheelEnable": "true"})
             master_id, _, _ = await replica_state(admin)
             assert master_id is not None
             master = next(b for b in brokers if b.broker_id() == master_id)

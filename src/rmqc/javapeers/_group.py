@@ -84,10 +84,12 @@ async def mqadmin_ok(rmq: RocketMQ, *args: str, credentials: Credentials | bool 
 async def bring_up(rmq: RocketMQ, controllers: Addressed, admin: ControllerClient,
                    broker_config: dict[str, object] | None = None,
                    dial: Callable[[int], list[str]] | None = None) -> list[Broker]:
-    """The NameServer and three brokers of GROUP (started together); returns once they have ids
-    1-3 from the controller, one master and all three in the SyncStateSet. Broker `index` dials
-    the controllers at `dial(index)` (a chaos run's fault proxies), by default at their addresses."""
-    await rmq.start_namesrv()
+    """A Java NameServer (unless the brokers have one already: `rmq.use_rmqc_namesrv`, or one
+    started) and three brokers of GROUP (started together); returns once they have ids 1-3 from
+    the controller, one master and all three in the SyncStateSet. Broker `index` dials the
+    controllers at `dial(index)` (a chaos run's fault proxies), by default at their addresses."""
+    if rmq.namesrv is None and rmq.namesrv_addr is None:
+        await rmq.start_namesrv()
     brokers = [rmq.broker(index, dial(index) if dial else controllers.addresses, GROUP, broker_config)
                for index in range(len(ALL))]
     for broker in brokers:
