@@ -51,6 +51,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     docs = commands.add_parser("docs", help="regenerate docs/benchmarks.md's results section from a run's results.json")
     docs.add_argument("folder", type=Path)
     docs.add_argument("--docs", type=Path, default=REPO / "docs" / "benchmarks.md", help="the file to update")
+    docs.add_argument("--part", choices=["results", "same-run"], default="results",
+                      help="results: the main results section; same-run: the Java controller and NameServer "
+                           "comparisons' section")
     return parser.parse_args(argv)
 
 
@@ -110,10 +113,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "report":
         return rewrite_report(args.folder)
     if args.command == "docs":
-        from ._docs import DocsError, update_docs
+        from ._docs import DocsError, update_docs, update_same_run_part
 
+        update = update_same_run_part if args.part == "same-run" else update_docs
         try:
-            print(f"wrote {update_docs(args.folder, args.docs)}")
+            print(f"wrote {update(args.folder, args.docs)}")
         except DocsError as error:
             print(f"python -m bench docs: {error}", file=sys.stderr)
             return 2

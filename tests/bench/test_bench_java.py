@@ -6,6 +6,7 @@ once; a real 3-node rmqc's followers asked every read; and the ratios' arithmeti
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -191,3 +192,26 @@ def test_the_docs_show_rmqc_each_java_mode_and_their_ratio(tmp_path: Path) -> No
     assert "| Java DLedger | 500.0 / 1,000 (30) | 3,000 / 6,000 (30) | 25.00x | 100.00x |" in text
     assert "| Java DLedger | follower 1 | 1004 2007 (not leader), 1005 0 |" in text
     assert "| Java DLedger | 1,000/s, 5.00 / 9.00, 300 us | refused (2007) | 3.00x | - |" in text
+
+
+def test_the_same_run_part_is_rewritten_from_a_java_run_and_nothing_else(tmp_path: Path) -> None:
+    from bench._docs import BEGIN, END, SAME_RUN_BEGIN, SAME_RUN_END, DocsError, update_same_run_part
+
+    run = tmp_path / "java-full"
+    run.mkdir()
+    document = {"profile": {"name": "full"}, "started": 1795822276.0, "results": java_results(),
+                "machine": {"nproc": 2, "cpu_model": "EPYC", "commit": "abc1234"}}
+    (run / "results.json").write_text(json.dumps(document))
+    main_section = f"{BEGIN}\nthe main results, another run's\n{END}"
+    docs = tmp_path / "benchmarks.md"
+    docs.write_text(f"# B\n{main_section}\n## Java\n{SAME_RUN_BEGIN}\nold figures\n{SAME_RUN_END}\nprose after\n")
+    update_same_run_part(run, docs)
+    text = docs.read_text()
+    assert main_section in text and text.endswith("prose after\n") and "old figures" not in text
+    assert "Run `java-full`" in text and "commit abc1234" in text
+    assert "| Java DLedger | 2,000 | 900.0 | 2,000 | 10 of 10 | 13.33x |" in text
+    assert "every broker master lost at once" in text  # its target row, measured by this run
+    assert "Durable writes" not in text.split(SAME_RUN_BEGIN)[1]  # rows this run did not measure: left out
+    docs.write_text("# no markers\n")
+    with pytest.raises(DocsError, match="same-run comparisons"):
+        update_same_run_part(run, docs)
