@@ -49,7 +49,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     again = commands.add_parser("report", help="write report.md again from a run's results.json")
     again.add_argument("folder", type=Path)
     docs = commands.add_parser("docs", help="regenerate docs/benchmarks.md's results section from a run's results.json")
-    docs.add_argument("folder", type=Path)
+    docs.add_argument("folder", type=Path, nargs="+", help="a run's folder (with --part same-run: one or more)")
     docs.add_argument("--docs", type=Path, default=REPO / "docs" / "benchmarks.md", help="the file to update")
     docs.add_argument("--part", choices=["results", "same-run"], default="results",
                       help="results: the main results section; same-run: the Java controller and NameServer "
@@ -115,9 +115,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "docs":
         from ._docs import DocsError, update_docs, update_same_run_part
 
-        update = update_same_run_part if args.part == "same-run" else update_docs
         try:
-            print(f"wrote {update(args.folder, args.docs)}")
+            if args.part == "same-run":
+                print(f"wrote {update_same_run_part(args.folder, args.docs)}")
+            elif len(args.folder) == 1:
+                print(f"wrote {update_docs(args.folder[0], args.docs)}")
+            else:
+                raise DocsError("the results section is one run's: give one folder (or --part same-run)")
         except DocsError as error:
             print(f"python -m bench docs: {error}", file=sys.stderr)
             return 2

@@ -47,27 +47,36 @@ def update_docs(run: Path, docs: Path) -> Path:
     return docs
 
 
-def update_same_run_part(run: Path, docs: Path) -> Path:
-    """Rewrite the same-run comparisons' section of `docs` from `run`/results.json: the target rows
-    that run measured, the Java controller's tables and the NameServer's; returns `docs`."""
-    results_path = run / "results.json"
-    if not results_path.is_file():
-        raise DocsError(f"{results_path}: no such file (give the folder a `python -m bench run` wrote)")
-    document = json.loads(results_path.read_text())
+def update_same_run_part(runs: list[Path], docs: Path) -> Path:
+    """Rewrite the same-run comparisons' section of `docs` from the runs' results.json (each
+    scenario from one run; a later run's replaces an earlier one's): the target rows they
+    measured, the Java controller's tables and the NameServer's; returns `docs`."""
+    documents = {}
+    for run in runs:
+        results_path = run / "results.json"
+        if not results_path.is_file():
+            raise DocsError(f"{results_path}: no such file (give the folder a `python -m bench run` wrote)")
+        documents[run.name] = json.loads(results_path.read_text())
     before, _, after = split_section(docs.read_text(), docs, SAME_RUN_BEGIN, SAME_RUN_END)
-    docs.write_text(before + same_run_markdown(run.name, document) + after)
+    docs.write_text(before + same_run_markdown(documents) + after)
     return docs
 
 
-def same_run_markdown(name: str, document: dict[str, Any]) -> str:
-    results, machine = document["results"], document["machine"]
+def same_run_markdown(documents: dict[str, dict[str, Any]]) -> str:
+    results = {name: result for document in documents.values() for name, result in document["results"].items()}
     measured = [row for row in target_rows(results) if row.measured != "not measured"]
-    lines = ["", f"Run `{name}` ({_started(document)} UTC, commit {machine.get('commit', 'unknown')}, profile "
-             f"{document['profile']['name']}; {machine['nproc']} CPUs, {machine['cpu_model']}).", "",
+    lines = ["", *(_run_line(name, document) for name, document in documents.items()), "",
              "| what | target | measured (rmqc) | anchors, same run | ratio | met |", "|---|---|---|---|---|---|",
              *(f"| {r.what} | {r.target} | {r.measured} | {r.anchors} | {r.ratio} | {MET[r.met]} |" for r in measured),
              "", *_java_tables(results), *_namesrv_section(results)]
     return "\n".join(lines) + "\n"
+
+
+def _run_line(name: str, document: dict[str, Any]) -> str:
+    machine = document["machine"]
+    return (f"- run `{name}` ({', '.join(document['results'])}): {_started(document)} UTC, commit "
+            f"{machine.get('commit', 'unknown')}, profile {document['profile']['name']}; {machine['nproc']} CPUs, "
+            f"{machine['cpu_model']}")
 
 
 def split_section(text: str, docs: Path, begin: str = BEGIN, end_marker: str = END) -> tuple[str, str, str]:

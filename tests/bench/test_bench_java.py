@@ -205,13 +205,13 @@ def test_the_same_run_part_is_rewritten_from_a_java_run_and_nothing_else(tmp_pat
     main_section = f"{BEGIN}\nthe main results, another run's\n{END}"
     docs = tmp_path / "benchmarks.md"
     docs.write_text(f"# B\n{main_section}\n## Java\n{SAME_RUN_BEGIN}\nold figures\n{SAME_RUN_END}\nprose after\n")
-    update_same_run_part(run, docs)
+    update_same_run_part([run], docs)
     text = docs.read_text()
     assert main_section in text and text.endswith("prose after\n") and "old figures" not in text
-    assert "Run `java-full`" in text and "commit abc1234" in text
+    assert "run `java-full` (java_mass_failover, java_broker_failover, java_reads)" in text and "abc1234" in text
     assert "| Java DLedger | 2,000 | 900.0 | 2,000 | 10 of 10 | 13.33x |" in text
     assert "every broker master lost at once" in text  # its target row, measured by this run
     assert "Durable writes" not in text.split(SAME_RUN_BEGIN)[1]  # rows this run did not measure: left out
     docs.write_text("# no markers\n")
     with pytest.raises(DocsError, match="same-run comparisons"):
-        update_same_run_part(run, docs)
+        update_same_run_part([run], docs)
