@@ -296,6 +296,74 @@ def _security(results: Results) -> Row:
 JAVA_MODES = {"dledger": "DLedger", "jraft": "JRaft"}
 
 
+def _java_writes(results: Results) -> Row:
+    row = Row("vs the Java controller: registration writes (1013), 256 clients",
+              "rmqc >= 10x the better Java mode's throughput")
+    if (r := _ok(results, "java_writes")) is None:
+        row.measured = _why_missing(results, "java_writes")
+        return row
+    at_256 = {system: next((p for p in points if p["clients"] == 256), None)
+              for system, points in r["points_by_system"].items()}
+    ours = at_256.get("rmqc")
+    if ours is None:
+        row.measured = "rmqc has no 256-client point"
+        return row
+    row.measured = (f"{fmt(ours['ops_per_s'], 0)}/s, p99 {fmt(ours['p99_ms'])} ms, "
+                    f"{fmt(ours['cpu_us_per_op'], 0)} us CPU/write")
+    java = {label: point for mode, label in JAVA_MODES.items() if (point := at_256.get(mode)) is not None}
+    row.anchors = "; ".join(f"{label} {fmt(p['ops_per_s'], 0)}/s, {fmt(p['cpu_us_per_op'], 0)} us CPU/write"
+                            for label, p in java.items())
+    if java:
+        best = max(p["ops_per_s"] for p in java.values())
+        row.ratio = _ratio(ours["ops_per_s"], best) + " the better mode"
+        row.met = ours["ops_per_s"] >= 10 * best
+    return row
+
+
+def _java_heartbeats(results: Results) -> Row:
+    row = Row("vs the Java controller: heartbeats (904) from 10,000 brokers", "rmqc sustains >= 3x the better Java "
+              "mode; no live master failed over by mistake")
+    if (r := _ok(results, "java_heartbeats")) is None:
+        row.measured = _why_missing(results, "java_heartbeats")
+        return row
+    figures = r["figures"]
+    ours = figures["rmqc"].get("10000")
+    if ours is None:
+        row.measured = "rmqc has no 10,000-broker point"
+        return row
+    mistaken = sum(len(f.get("live_masters_failed_over") or []) for f in figures["rmqc"].values())
+    row.measured = (f"{fmt(ours['heartbeats_per_s'], 0)}/s, {fmt(ours['cpu_us_per_heartbeat'], 2)} us CPU each, "
+                    f"live masters failed over by mistake: {mistaken}")
+    java = {label: figures[mode].get("10000") or {} for mode, label in JAVA_MODES.items() if mode in figures}
+    row.anchors = "; ".join(f"{label} " + (f"{fmt(f['heartbeats_per_s'], 0)}/s" if f.get("heartbeats_per_s")
+                                           else f"gave up: {f.get('gave_up_mid_blast', 'not measured')}")
+                            for label, f in java.items())
+    sustained = [f["heartbeats_per_s"] for f in java.values() if f.get("heartbeats_per_s")]
+    best = max(sustained, default=None)
+    row.ratio = _ratio(ours["heartbeats_per_s"], best) + " the better mode" if best else "no Java mode sustained it"
+    row.met = mistaken == 0 and (best is None or ours["heartbeats_per_s"] >= 3 * best)
+    return row
+
+
+def _java_leader_kill(results: Results) -> Row:
+    row = Row("vs the Java controller: controller leader SIGKILL -> a write accepted again",
+              "rmqc >= 5x faster (p99) than the better Java mode")
+    if (r := _ok(results, "java_leader_kill")) is None:
+        row.measured = _why_missing(results, "java_leader_kill")
+        return row
+    summaries = {system: run["summary"] for system, run in r["results"].items()}
+    ours = summaries["rmqc"]
+    row.measured = f"p50 {fmt(ours['p50_ms'])} ms, p99 {fmt(ours['p99_ms'])} ms ({ours['n']} kills)"
+    java = {label: summaries[mode] for mode, label in JAVA_MODES.items() if mode in summaries}
+    row.anchors = "; ".join(f"{label} p50 {fmt(s['p50_ms'])} ms, p99 {fmt(s['p99_ms'])} ms ({s['n']})"
+                            for label, s in java.items())
+    if java and ours["p99_ms"]:
+        best = min(s["p99_ms"] for s in java.values())
+        row.ratio = f"{best / ours['p99_ms']:.2f}x faster than the better mode (p99)"
+        row.met = best >= 5 * ours["p99_ms"]
+    return row
+
+
 def _java_mass_failover(results: Results) -> Row:
     row = Row("vs the Java controller: every broker master lost at once -> all groups' 1008 received",
               "rmqc >= 10x faster than the better Java mode")
@@ -457,7 +525,7 @@ ROWS: tuple[Callable[[Results], Row], ...] = (
     lambda r: _single_read(r, "linearizable read on a follower, 1 client", "linearizable/follower",
                            "linearizable/follower", 2),
     _reads_many, _scale, _restart, _memory, _test_suite, _vs_etcd, _vs_single_queue, _security,
-    _java_mass_failover, _java_dead_master, _java_reads,
+    _java_writes, _java_heartbeats, _java_leader_kill, _java_mass_failover, _java_dead_master, _java_reads,
     _namesrv_lookup_latency, _namesrv_lookup_cpu, _namesrv_registrations,
 )
 

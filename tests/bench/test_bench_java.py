@@ -215,3 +215,33 @@ def test_the_same_run_part_is_rewritten_from_a_java_run_and_nothing_else(tmp_pat
     docs.write_text("# no markers\n")
     with pytest.raises(DocsError, match="same-run comparisons"):
         update_same_run_part([run], docs)
+
+
+def _write_points(ops_per_s: float, cpu_us: float) -> list[dict[str, Any]]:
+    return [{"clients": 256, "ops_per_s": ops_per_s, "p99_ms": 100.0, "cpu_us_per_op": cpu_us}]
+
+
+def test_the_writes_heartbeats_and_leader_kill_targets_judge_against_the_better_java_mode() -> None:
+    gave_up = {"heartbeats_per_s": None, "gave_up_mid_blast": "socket connection broken"}
+    beat = {"heartbeats_per_s": 80_000.0, "cpu_us_per_heartbeat": 12.0, "live_masters_failed_over": []}
+    results = {
+        "java_writes": {"status": "ok", "points_by_system": {"rmqc": _write_points(2100.0, 184.0),
+                                                             "dledger": _write_points(521.0, 1544.0),
+                                                             "jraft": _write_points(646.0, 1348.0)}},
+        "java_heartbeats": {"status": "ok", "figures": {"rmqc": {"10000": beat},
+                                                         "dledger": {"10000": {"heartbeats_per_s": 20_000.0}},
+                                                         "jraft": {"10000": gave_up}}},
+        "java_leader_kill": {"status": "ok", "results": {
+            "rmqc": {"summary": {"n": 30, "p50_ms": 200.0, "p99_ms": 270.0}},
+            "dledger": {"summary": {"n": 30, "p50_ms": 9200.0, "p99_ms": 17400.0}},
+            "jraft": {"summary": {"n": 30, "p50_ms": 1650.0, "p99_ms": 1000.0}}}},
+    }
+    rows = {row.what: row for row in target_rows(results)}
+    writes = rows["vs the Java controller: registration writes (1013), 256 clients"]
+    assert writes.ratio == "3.25x the better mode" and writes.met is False  # 2,100 over JRaft's 646
+    beats = rows["vs the Java controller: heartbeats (904) from 10,000 brokers"]
+    assert beats.ratio == "4.00x the better mode" and beats.met is True and "JRaft gave up" in beats.anchors
+    beat["live_masters_failed_over"] = ["broker-1"]  # one mistaken failover misses it, whatever the rate
+    assert {row.what: row for row in target_rows(results)}[beats.what].met is False
+    kill = rows["vs the Java controller: controller leader SIGKILL -> a write accepted again"]
+    assert kill.ratio.startswith("3.70x") and kill.met is False  # JRaft's p99 1,000 ms over rmqc's 270 ms
