@@ -64,12 +64,17 @@ def update_same_run_part(runs: list[Path], docs: Path) -> Path:
 
 def same_run_markdown(documents: dict[str, dict[str, Any]]) -> str:
     results = {name: result for document in documents.values() for name, result in document["results"].items()}
-    measured = [row for row in target_rows(results) if row.measured != "not measured"]
+    measured = [row for row in target_rows(results) if not _unmeasured(row.measured)]
     lines = ["", *(_run_line(name, document) for name, document in documents.items()), "",
              "| what | target | measured (rmqc) | anchors, same run | ratio | met |", "|---|---|---|---|---|---|",
              *(f"| {r.what} | {r.target} | {r.measured} | {r.anchors} | {r.ratio} | {MET[r.met]} |" for r in measured),
              "", *_java_tables(results), *_namesrv_section(results)]
     return "\n".join(lines) + "\n"
+
+
+def _unmeasured(measured: str) -> bool:
+    """A target row none of the runs measured (its scenario not run, or not every one it needs)."""
+    return measured == "not measured" or " not run" in measured
 
 
 def _run_line(name: str, document: dict[str, Any]) -> str:
@@ -178,8 +183,63 @@ def _reads_table(results: dict[str, Any]) -> list[str]:
 def _java_tables(results: dict[str, Any]) -> list[str]:
     """The Java controller beside rmqc (same run): masters lost at once, dead masters one at a time,
     reads on every node; rmqc's column, each Java mode's, and their ratio."""
-    lines = [*_mass_failover_table(results), *_dead_master_table(results), *_java_reads_tables(results)]
+    lines = [*_java_writes_table(results), *_java_heartbeats_table(results), *_java_leader_kill_line(results),
+             *_mass_failover_table(results), *_dead_master_table(results), *_java_reads_tables(results)]
     return ["### Java controller, same run", "", *lines] if lines else []
+
+
+def _java_writes_table(results: dict[str, Any]) -> list[str]:
+    if (r := _ok(results, "java_writes")) is None:
+        return []
+    systems = r["points_by_system"]
+    lines = ["Registration writes (1013, one log entry each): ops/s, p50 / p99 ms, CPU us per write (3 nodes "
+             "summed); the ratios are rmqc's throughput over each Java mode's and each mode's CPU per write over "
+             "rmqc's:", "", "| clients | " + " | ".join(_system_label(s) for s in systems) + " | ratios |",
+             "|---|" + "---|" * len(systems) + "---|"]
+    for index, point in enumerate(systems["rmqc"]):
+        cells = [_write_cell(points[index]) if index < len(points) else "-" for points in systems.values()]
+        ratios = r["ratios"]
+        ratio = "; ".join(f"{JAVA_MODES[m]} {ratios[m][str(point['clients'])]['throughput_rmqc_over_java']:.2f}x, "
+                          f"CPU {ratios[m][str(point['clients'])]['cpu_per_op_java_over_rmqc']:.2f}x"
+                          for m in JAVA_MODES if str(point["clients"]) in ratios.get(m, {}))
+        lines.append(f"| {point['clients']} | {' | '.join(cells)} | {ratio} |")
+    return [*lines, ""]
+
+
+def _write_cell(point: dict[str, Any]) -> str:
+    return (f"{fmt(point['ops_per_s'], 0)}/s, {fmt(point['p50_ms'], 1)} / {fmt(point['p99_ms'], 1)}, "
+            f"{fmt(point['cpu_us_per_op'], 0)} us")
+
+
+def _java_heartbeats_table(results: dict[str, Any]) -> list[str]:
+    if (r := _ok(results, "java_heartbeats")) is None:
+        return []
+    figures = r["figures"]
+    lines = ["Heartbeats (904, one-way, as fast as TCP takes them) beside live groups whose masters must not move:",
+             "", "| fleet | " + " | ".join(_system_label(s) for s in figures) + " |", "|---|" + "---|" * len(figures)]
+    for size in figures["rmqc"]:
+        cells = [_heartbeat_cell(by_size.get(size) or {}) for by_size in figures.values()]
+        lines.append(f"| {int(size):,} brokers | {' | '.join(cells)} |")
+    return [*lines, ""]
+
+
+def _heartbeat_cell(figure: dict[str, Any]) -> str:
+    if not figure.get("heartbeats_per_s"):
+        return "gave up: " + str(figure.get("gave_up_mid_blast", "not measured"))
+    rss = figure.get("rss_mb") or {}
+    moved = figure.get("live_masters_failed_over") or []
+    return (f"{fmt(figure['heartbeats_per_s'], 0)}/s, {fmt(figure['cpu_us_per_heartbeat'], 2)} us, RSS "
+            f"{fmt(min(rss.values()), 0)}-{fmt(max(rss.values()), 0)} MB, live masters moved {len(moved)}"
+            if rss else f"{fmt(figure['heartbeats_per_s'], 0)}/s")
+
+
+def _java_leader_kill_line(results: dict[str, Any]) -> list[str]:
+    if (r := _ok(results, "java_leader_kill")) is None:
+        return []
+    cells = [f"{_system_label(system)} p50 {fmt(run['summary']['p50_ms'])} / p99 {fmt(run['summary']['p99_ms'])} ms"
+             for system, run in r["results"].items()]
+    return [f"Controller leader SIGKILL -> a write accepted again ({r['conditions']['kills']} kills each): "
+            + "; ".join(cells) + ".", ""]
 
 
 def _mass_failover_table(results: dict[str, Any]) -> list[str]:

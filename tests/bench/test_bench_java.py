@@ -245,3 +245,14 @@ def test_the_writes_heartbeats_and_leader_kill_targets_judge_against_the_better_
     assert {row.what: row for row in target_rows(results)}[beats.what].met is False
     kill = rows["vs the Java controller: controller leader SIGKILL -> a write accepted again"]
     assert kill.ratio.startswith("3.70x") and kill.met is False  # JRaft's p99 1,000 ms over rmqc's 270 ms
+    results["java_writes"]["ratios"] = {"dledger": {"256": {"throughput_rmqc_over_java": 4.03,
+                                                            "cpu_per_op_java_over_rmqc": 8.39}}}
+    for point in (p for points in results["java_writes"]["points_by_system"].values() for p in points):
+        point["p50_ms"] = 50.0
+    results["java_leader_kill"]["conditions"] = {"kills": 30}
+    text = "\n".join(_java_tables(results))
+    assert "| 256 | 2,100/s, 50.0 / 100.0, 184 us | 521/s, 50.0 / 100.0, 1,544 us | 646/s, 50.0 / 100.0, 1,348 us | " \
+           "DLedger 4.03x, CPU 8.39x |" in text
+    assert "| 10,000 brokers | 80,000/s, 12.00 us" not in text  # no RSS in this result: the rate alone
+    assert "| 10,000 brokers | 80,000/s | 20,000/s | gave up: socket connection broken |" in text
+    assert "(30 kills each): rmqc p50 200.0 / p99 270.0 ms; Java DLedger p50 9,200 / p99 17,400 ms" in text
