@@ -33,7 +33,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import trio
 
@@ -242,7 +242,10 @@ class JavaProgram:
 
 
 @dataclass(eq=False)
-class NameServer(JavaProgram):
+class _Server(JavaProgram):
+    """A Java process serving on 127.0.0.1:`port`, started once it logs its BOOT_LINE."""
+
+    BOOT_LINE: ClassVar[str] = "boot success"
     port: int = 0
 
     @property
@@ -252,7 +255,12 @@ class NameServer(JavaProgram):
     async def start(self, timeout_s: float = START_TIMEOUT_S) -> None:
         self.spawn()
         assert self.process is not None
-        await self.process.wait_for_output(r"The Name Server boot success", timeout_s)
+        await self.process.wait_for_output(self.BOOT_LINE, timeout_s)
+
+
+@dataclass(eq=False)
+class NameServer(_Server):
+    BOOT_LINE: ClassVar[str] = "The Name Server boot success"
 
 
 @dataclass(eq=False)
@@ -299,20 +307,10 @@ class Broker(JavaProgram):
 
 
 @dataclass(eq=False)
-class JavaController(JavaProgram):
-    """One node of Apache RocketMQ's own DLedger controller (for side-by-side runs)."""
+class JavaController(_Server):
+    """One node of Apache RocketMQ's own controller, DLedger or JRaft mode (for side-by-side runs)."""
 
     node_id: str = "n0"
-    port: int = 0
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    async def start(self, timeout_s: float = START_TIMEOUT_S) -> None:
-        self.spawn()
-        assert self.process is not None
-        await self.process.wait_for_output(r"boot success", timeout_s)
 
 
 @dataclass(eq=False)
