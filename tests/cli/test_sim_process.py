@@ -66,9 +66,12 @@ class SimProcess:
     def beliefs(self, name: str) -> list[dict[str, Any]]:
         return _unwrap(self.ask(f"beliefs {name}", "beliefs"))["beliefs"]
 
-    def wait_full_group(self, name: str, replicas: int, timeout_s: float = SIM_CONVERGE_S) -> list[dict[str, Any]]:
+    def wait_full_group(self, name: str, replicas: int, timeout_s: float = SIM_CONVERGE_S,
+                        past_epoch: int = -1) -> list[dict[str, Any]]:
         """Beliefs of `name` once its master holds at least `replicas` brokers in its SyncStateSet
-        and all agree on that master (at least: a new master may have expanded it already)."""
+        and all agree on that master (at least: a new master may have expanded it already), every
+        broker having heard of a master epoch after `past_epoch` (the controller answers an election
+        before its 1008s reach the brokers: without it the old master's beliefs would do)."""
         import time
 
         deadline = time.monotonic() + timeout_s
@@ -76,7 +79,8 @@ class SimProcess:
             beliefs = self.beliefs(name)
             masters = [b for b in beliefs if b["role"] == "MASTER" and b["status"] == "running"]
             if (len(masters) == 1 and len(masters[0]["syncStateSet"]) >= replicas
-                    and all(b["masterBrokerId"] == masters[0]["brokerId"] for b in beliefs)):
+                    and all(b["masterBrokerId"] == masters[0]["brokerId"] and b["masterEpoch"] > past_epoch
+                            for b in beliefs)):
                 return beliefs
             self.wait_for(lambda line: "summary" in _unwrap(line), ANSWER_TIMEOUT_S, "a summary")  # ~0.5 s
         raise AssertionError(f"{name} did not fill its SyncStateSet within {timeout_s} s: {beliefs}")
