@@ -37,9 +37,11 @@ from rmqc.fsm import (
     RegisterTopicRoute,
     Registration,
     SetWritePermOfBroker,
+    TopicRow,
     UnregisterBrokerRoute,
     check_kv,
     check_topic,
+    registration_of,
 )
 from rmqc.liveness import BrokerKey
 from rmqc.remoting import RemotingCommand, RequestCode, ResponseCode, loads_fastjson, make_response
@@ -110,6 +112,14 @@ R = RequestCode
 SHUTDOWN_NOTICE_MS = 30_000
 # Unregistered brokers remembered for that (a rolling restart of a large fleet fits).
 MAX_UNREGISTERED = 10_000
+# A registration proposed this long ago and not applied is taken as failed (its client was answered
+# with the failure by the request timeout): the next identical one is proposed again.
+REGISTERING_MS = 10_000
+UNAPPLIED_COPY_REMARK = ("an identical registration sent through another NameServer address was not applied; "
+                         "the broker's next registration retries it")
+
+# What makes two 103s the same write: the registration and its topic table (not when or who asked).
+RegistrationWrite = tuple[Registration, tuple[TopicRow, ...]]
 
 
 class NamesrvProcessor:
@@ -122,6 +132,11 @@ class NamesrvProcessor:
         # Brokers that unregistered (104: a broker sends it as it shuts down), monotonic ms, oldest
         # first: a failover of one of them soon after is a master shut down, not a crash.
         self._unregistered: OrderedDict[BrokerKey, int] = OrderedDict()
+        # Leader: registrations proposed and not yet applied, by (cluster, address), with the time
+        # they count as failed. A broker registers with every NameServer address at once, so each
+        # new topic table reaches the leader once per node; the copies wait for the first one's
+        # entry instead of writing 18 KB again each. Bounded by MAX_REGISTRATIONS.
+        self._registering: dict[tuple[str, str], tuple[RegistrationWrite, int]] = {}
         self.handlers: dict[int, Callable[[RemotingCommand, RequestContext], Outcome]] = {
             R.REGISTER_BROKER: self._register,
             R.UNREGISTER_BROKER: self._unregister,
@@ -162,6 +177,7 @@ class NamesrvProcessor:
     def became_leader(self) -> None:
         """Every registration's clock starts afresh (a grace of one timeout, as Java's restart)."""
         self._heard.clear()
+        self._registering.clear()  # another term's proposals: none of them is waited for here
 
     def expired(self, now_ms: int, wall_ms: int) -> list[Command]:
         """Leader, every SCAN_INTERVAL_MS: registrations not heard of within their timeout."""
@@ -176,6 +192,7 @@ class NamesrvProcessor:
             if last + timeout_ms < now_ms:
                 commands.append(_unregister_of(registration, "expired", wall_ms))
         self._heard = live
+        self._registering = {key: pending for key, pending in self._registering.items() if pending[1] > now_ms}
         return commands
 
     def next_scan_ms(self) -> int:
@@ -213,12 +230,19 @@ class NamesrvProcessor:
         command = RegisterBrokerRoute(cluster, name, h["brokerId"], address, h["haServerAddr"], *body.data_version,
                                       body.topics, ctx.stamp_ms, ctx.origin)
         timeout_ms = h["heartbeatTimeoutMillis"]
-        group = self.state.group(name)
-        if not self._ns.register_changes(command, group):
+        if not self._ns.register_changes(command, self.state.group(name)):
             self.heard(cluster, address, ctx.now_ms, timeout_ms)
             return Reply(self._register_answer(request, command))
+        key, write = (cluster, address), (registration_of(command), command.topics)
+        pending = self._registering.get(key)
+        if pending is not None and pending[0] == write and pending[1] > ctx.now_ms:
+            return self._await_identical(request, command, ctx.now_ms, timeout_ms)
+        if len(self._registering) < MAX_REGISTRATIONS:
+            self._registering[key] = (write, ctx.now_ms + REGISTERING_MS)
 
         def finish(results: list[ApplyResult]) -> RemotingCommand:
+            if self._registering.get(key, (None,))[0] == write:
+                del self._registering[key]
             result = results[0]
             if not result.ok:
                 return make_response(request, C.SYSTEM_ERROR, result.remark or str(result.status))
@@ -226,6 +250,19 @@ class NamesrvProcessor:
             return self._register_answer(request, command)
 
         return Propose([command], finish)
+
+    def _await_identical(self, request: RemotingCommand, command: RegisterBrokerRoute, now_ms: int,
+                         timeout_ms: int | None) -> Propose:
+        """A copy of a registration in flight: no command, so its (shared, usually empty) entry
+        comes after the first one's in the log, and once applied the first one's outcome is known:
+        the copy is answered as a registration that changed nothing, or refused if it did not land."""
+        def finish(_results: list[ApplyResult]) -> RemotingCommand:
+            if self._ns.register_changes(command, self.state.group(command.broker_name)):
+                return make_response(request, C.SYSTEM_ERROR, UNAPPLIED_COPY_REMARK)
+            self.heard(command.cluster_name, command.broker_address, now_ms, timeout_ms)
+            return self._register_answer(request, command)
+
+        return Propose([], finish)
 
     def _register_answer(self, request: RemotingCommand, command: RegisterBrokerRoute) -> RemotingCommand:
         """haServerAddr/masterAddr name the route's master to a registration that is not it (Java:

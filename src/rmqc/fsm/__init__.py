@@ -64,6 +64,7 @@ from ._namesrv import (
     Registration as Registration,
     check_kv as check_kv,
     check_topic as check_topic,
+    registration_of as registration_of,
 )
 from ._replay import Applied as Applied, apply_entry as apply_entry, replay as replay
 from ._state import (

@@ -195,7 +195,7 @@ class NamesrvState:
         table whose version did not change is not compared with the queue data, which 205/327 may
         have changed since (a broker's next registration would undo an operator's wipeWritePerm)."""
         old = self.registrations.get((cmd.cluster_name, cmd.broker_address))
-        if old is None or old != _registration_of(cmd):
+        if old is None or old != registration_of(cmd):
             return True
         return bool(self._same_id(cmd, group))
 
@@ -241,7 +241,7 @@ class NamesrvState:
                                      f"bound of {MAX_TOPICS}")
         for other in same_id:  # Java replaces brokerAddrs[id]; the old address's entry goes with it
             self.registrations.pop((other.cluster_name, other.address), None)
-        self.registrations[key] = _registration_of(cmd)
+        self.registrations[key] = registration_of(cmd)
         self.forget_broker_name(cmd.broker_name)
         if master:
             for row in cmd.topics:
@@ -387,7 +387,7 @@ def check_topic(topic: str) -> None:
         raise NamesrvRefused("name_too_long", f"a topic name must be 1 to {MAX_NAME_BYTES} bytes")
 
 
-def _registration_of(cmd: RegisterBrokerRoute) -> Registration:
+def registration_of(cmd: RegisterBrokerRoute) -> Registration:
     return Registration(cmd.cluster_name, cmd.broker_name, cmd.broker_id, cmd.broker_address, cmd.ha_address,
                         (cmd.state_version, cmd.data_timestamp, cmd.data_counter))
 
