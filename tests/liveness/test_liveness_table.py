@@ -125,6 +125,13 @@ def test_digest_coalesces_latest_values_and_reports_closes() -> None:
     assert not leader.take_digest(now_ms=101)  # the leader does not echo merged values
 
 
+def test_relayed_registrations_travel_in_the_digest_and_older_peers_send_none() -> None:
+    digest = Digest(registrations=(["C", "10.0.0.1:10911", 120_000, 3], ["C", "10.0.0.2:10911", 0, 0]))
+    assert digest and Digest.from_bytes(digest.to_bytes()) == digest
+    assert b"registrations" not in Digest.of((hb(K1, 1000),)).to_bytes()  # an older leader reads it as before
+    assert Digest.from_bytes(b'{"heartbeats":[],"closed":[]}').registrations == ()
+
+
 def test_a_follower_close_does_not_kill_a_broker_connected_to_the_leader() -> None:
     leader = HeartbeatTable()
     leader.update(hb(K1, 60_000), 0, channel_id="direct")
@@ -153,7 +160,10 @@ def test_a_digest_from_a_peer_without_ages_counts_as_heard_on_arrival() -> None:
 @pytest.mark.parametrize("data", [b"x", b"{}", b'{"heartbeats":[[1,2]],"closed":[]}',
                                   b'{"heartbeats":[["C","b",1,"a",1,1,1,1,1,-5]],"closed":[]}',
                                   b'{"heartbeats":[["C","b",1,"a",1,1,true,1,1,0]],"closed":[]}',
-                                  b'{"heartbeats":[],"closed":[["C","b","1"]]}'])
+                                  b'{"heartbeats":[],"closed":[["C","b","1"]]}',
+                                  b'{"heartbeats":[],"closed":[],"registrations":[["C","a",0]]}',
+                                  b'{"heartbeats":[],"closed":[],"registrations":[["C","a",-1,0]]}',
+                                  b'{"heartbeats":[],"closed":[],"registrations":{"C":1}}'])
 def test_bad_digest_raises_the_named_error(data: bytes) -> None:
     with pytest.raises(DigestDecodeError):
         Digest.from_bytes(data)

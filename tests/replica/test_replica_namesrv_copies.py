@@ -1,17 +1,19 @@
-"""A broker registers (103) with every NameServer address at once, so the leader receives each new
-topic table once per node, the copies while the first is still in flight: one entry carries the
-table, the copies wait for it and are answered by its outcome."""
+"""A broker registers (103) with every NameServer address at once and again every 30 s: the leader
+receives each new topic table once per node, the copies while the first is still in flight (one
+entry carries the table, the copies wait for it and are answered by its outcome), and a follower
+answers the unchanged ones itself, relaying their liveness to the leader in its digest."""
 
 from __future__ import annotations
 
 import zlib
 
-from replica_harness import Harness, leader
+from replica_harness import Cluster, Harness, leader
 
 from rmqc.controller._namesrv_bodies import register_body
 from rmqc.fsm import RegisterBrokerRoute, decode_commands
 from rmqc.raft import EntryType, MemoryStorage
 from rmqc.remoting import RemotingCommand, ResponseCode, make_request
+from rmqc.replica import ForwardRequest
 
 CLUSTER, NAME = "C", "broker-a"
 A, B = "10.0.0.1:30911", "10.0.0.2:30911"
@@ -64,3 +66,38 @@ def test_a_copy_of_a_registration_that_was_refused_is_refused_too() -> None:
     assert "stateVersion" in (first.remark or "")
     assert "not applied" in (copy.remark or "")
     assert h.replica.state.namesrv.registration(CLUSTER, B) is None
+
+
+def forwards_of(cluster: Cluster, node_id: str, request: RemotingCommand) -> int:
+    """Send `request` to `node_id`; how many ForwardRequests it made (the cluster then delivers them)."""
+    outbox = cluster.outboxes[node_id]
+    cluster.replicas[node_id].client_request(request, 1, request.opaque)
+    made = sum(isinstance(action, ForwardRequest) for action in outbox)
+    cluster.settle()
+    return made
+
+
+def test_a_follower_answers_an_unchanged_registration_itself_and_relays_its_liveness() -> None:
+    cluster = Cluster()
+    cluster.run(1_000)
+    leader_id = cluster.leader()
+    assert leader_id is not None
+    follower = next(node for node in cluster.replicas if node != leader_id)
+    leader_ns = cluster.replicas[leader_id].processor.namesrv
+    # a new table changes the follower's state: the leader decides it
+    assert forwards_of(cluster, follower, registration(A, 0, (0, 1, 1))) == 1
+    cluster.run(100)  # the follower applies it
+    heard_before = leader_ns._heard[(CLUSTER, A)][0]
+    cluster.run(5_000)
+    # the same table again changes nothing: answered by the follower, nothing forwarded or written
+    again = registration(A, 0, (0, 1, 1))
+    log_before = cluster.replicas[leader_id].storage.last_index()
+    assert forwards_of(cluster, follower, again) == 0
+    assert cluster.answered[again.opaque].code == ResponseCode.SUCCESS
+    query = make_request(322, next(_opaque), {"brokerName": NAME, "brokerAddr": A, "clusterName": CLUSTER,
+                                              "brokerId": 0}, b'{"counter":1,"stateVersion":0,"timestamp":1}')
+    assert forwards_of(cluster, follower, query) == 0
+    assert cluster.answered[query.opaque].ext("changed") == "false"
+    cluster.run(100)  # the follower's digest (every 30 ms) reaches the leader
+    assert leader_ns._heard[(CLUSTER, A)][0] >= heard_before + 5_000
+    assert cluster.replicas[leader_id].storage.last_index() == log_before

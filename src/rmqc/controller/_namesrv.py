@@ -14,6 +14,7 @@ from __future__ import annotations
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any
 
 from rmqc.fsm import (
     MAX_CACHED_ROUTES,
@@ -137,6 +138,9 @@ class NamesrvProcessor:
         # new topic table reaches the leader once per node; the copies wait for the first one's
         # entry instead of writing 18 KB again each. Bounded by MAX_REGISTRATIONS.
         self._registering: dict[tuple[str, str], tuple[RegistrationWrite, int]] = {}
+        # Follower: registrations it answered itself since its last digest, (cluster, address) ->
+        # (monotonic ms, timeout ms or None); the digest carries them to the leader.
+        self._heard_here: dict[tuple[str, str], tuple[int, int | None]] = {}
         self.handlers: dict[int, Callable[[RemotingCommand, RequestContext], Outcome]] = {
             R.REGISTER_BROKER: self._register,
             R.UNREGISTER_BROKER: self._unregister,
@@ -167,12 +171,40 @@ class NamesrvProcessor:
     # ---- liveness of registrations (leader) -----------------------------------------------------
 
     def heard(self, cluster: str, address: str, now_ms: int, timeout_ms: int | None = None) -> None:
-        """A 103, 322 or 904 from this broker reached the leader."""
+        """A 103, 322 or 904 from this broker reached the leader (or a follower relayed one heard
+        `now_ms`: never moves its time back)."""
         key = (cluster, address)
-        if key in self._heard or self._ns.registration(cluster, address) is not None or timeout_ms is not None:
-            old = self._heard.get(key)
+        old = self._heard.get(key)
+        if old is not None or self._ns.registration(cluster, address) is not None or timeout_ms is not None:
             keep = timeout_ms if timeout_ms is not None else (old[1] if old else DEFAULT_BROKER_CHANNEL_EXPIRED_MS)
-            self._heard[key] = (now_ms, keep)
+            self._heard[key] = (max(now_ms, old[0]) if old else now_ms, keep)
+
+    def _heard_by(self, ctx: RequestContext, cluster: str, address: str, timeout_ms: int | None = None) -> None:
+        """A 103 or 322 answered here: the leader's liveness at once, a follower's in its next digest."""
+        if ctx.is_leader:
+            self.heard(cluster, address, ctx.now_ms, timeout_ms)
+        elif (cluster, address) in self._heard_here or len(self._heard_here) < MAX_REGISTRATIONS:
+            self._heard_here[(cluster, address)] = (ctx.now_ms, timeout_ms)
+
+    def answer_here(self, request: RemotingCommand, ctx: RequestContext) -> RemotingCommand | None:
+        """Follower: a 103 that changes nothing in this node's state, or a 322, answered here (its
+        liveness relayed in the next digest) as each Java NameServer answers its own; None: it
+        changes something, for the leader to decide. A broker registers with every NameServer
+        address every 30 s, so the leader would otherwise parse every node's share of the fleet."""
+        outcome = self.handlers[request.code](request, ctx)
+        return outcome.response if isinstance(outcome, Reply) else None
+
+    def take_heard_here(self, now_ms: int) -> tuple[list[Any], ...]:
+        """The digest's registration rows: [cluster, address, timeout ms or 0, heard ms ago]."""
+        rows = tuple([cluster, address, timeout_ms or 0, max(0, now_ms - at)]
+                     for (cluster, address), (at, timeout_ms) in self._heard_here.items())
+        self._heard_here.clear()
+        return rows
+
+    def relayed(self, rows: tuple[list[Any], ...], now_ms: int) -> None:
+        """Leader: a follower's digest rows (their types checked by the digest's decoder)."""
+        for cluster, address, timeout_ms, age_ms in rows:
+            self.heard(cluster, address, now_ms - age_ms, timeout_ms or None)
 
     def became_leader(self) -> None:
         """Every registration's clock starts afresh (a grace of one timeout, as Java's restart)."""
@@ -231,13 +263,13 @@ class NamesrvProcessor:
                                       body.topics, ctx.stamp_ms, ctx.origin)
         timeout_ms = h["heartbeatTimeoutMillis"]
         if not self._ns.register_changes(command, self.state.group(name)):
-            self.heard(cluster, address, ctx.now_ms, timeout_ms)
+            self._heard_by(ctx, cluster, address, timeout_ms)
             return Reply(self._register_answer(request, command))
         key, write = (cluster, address), (registration_of(command), command.topics)
         pending = self._registering.get(key)
         if pending is not None and pending[0] == write and pending[1] > ctx.now_ms:
             return self._await_identical(request, command, ctx.now_ms, timeout_ms)
-        if len(self._registering) < MAX_REGISTRATIONS:
+        if ctx.is_leader and len(self._registering) < MAX_REGISTRATIONS:
             self._registering[key] = (write, ctx.now_ms + REGISTERING_MS)
 
         def finish(results: list[ApplyResult]) -> RemotingCommand:
@@ -299,7 +331,7 @@ class NamesrvProcessor:
         asked = bodies.parse_data_version(_json_body(request))
         registration = self._ns.registration(h["clusterName"], h["brokerAddr"])
         changed = registration is None or registration.data_version != asked
-        self.heard(h["clusterName"], h["brokerAddr"], ctx.now_ms)
+        self._heard_by(ctx, h["clusterName"], h["brokerAddr"])
         body = bodies.data_version_body(registration.data_version) if registration is not None else None
         return _reply(request, C.SUCCESS, ext={"changed": changed}, body=body)
 

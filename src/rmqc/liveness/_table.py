@@ -108,6 +108,10 @@ class Digest:
 
     rows: tuple[DigestRow, ...] = ()
     closed: tuple[BrokerKey, ...] = ()
+    # NameServer registrations this follower answered itself (a 103 that changed nothing, a 322):
+    # [cluster, broker address, heartbeatTimeoutMillis or 0 (none given), heard ms ago]. Older
+    # peers leave the key out; the leader then hears those brokers only directly.
+    registrations: tuple[DigestRow, ...] = ()
 
     @classmethod
     def of(cls, heartbeats: Iterable[Heartbeat] = (), closed: Iterable[BrokerKey] = (),
@@ -119,10 +123,13 @@ class Digest:
         return tuple(Heartbeat(BrokerKey(*row[:3]), *row[3:9]) for row in self.rows)
 
     def __bool__(self) -> bool:
-        return bool(self.rows or self.closed)
+        return bool(self.rows or self.closed or self.registrations)
 
     def to_bytes(self) -> bytes:
-        return orjson.dumps({"heartbeats": self.rows, "closed": [list(key) for key in self.closed]})
+        document: dict[str, object] = {"heartbeats": self.rows, "closed": [list(key) for key in self.closed]}
+        if self.registrations:
+            document["registrations"] = self.registrations
+        return orjson.dumps(document)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Digest:
@@ -130,9 +137,17 @@ class Digest:
             document = orjson.loads(data)
             rows = tuple(_checked_row(row) for row in document["heartbeats"])
             closed = tuple(_key_from_row(row) for row in document["closed"])
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            registrations = tuple(_checked_registration_row(row) for row in document.get("registrations", ()))
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
             raise DigestDecodeError(f"bad liveness digest: {exc!r}") from None
-        return cls(rows, closed)
+        return cls(rows, closed, registrations)
+
+
+def _checked_registration_row(row: DigestRow) -> DigestRow:
+    if (type(row) is not list or len(row) != 4 or type(row[0]) is not str or type(row[1]) is not str
+            or type(row[2]) is not int or type(row[3]) is not int or row[2] < 0 or row[3] < 0):
+        raise ValueError(f"bad registration row {row!r}")
+    return row
 
 
 def _key_from_row(row: DigestRow) -> BrokerKey:

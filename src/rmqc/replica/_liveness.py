@@ -4,6 +4,7 @@ elections"). Every time here is monotonic; the wall clock only stamps the comman
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 
@@ -63,7 +64,10 @@ class Liveness:
         self.digest_due_ms = now_ms
 
     def digest(self, payload: bytes, now_ms: int) -> None:
-        inactive = self.table.merge_digest(Digest.from_bytes(payload), now_ms)
+        digest = Digest.from_bytes(payload)
+        inactive = self.table.merge_digest(digest, now_ms)
+        if digest.registrations:
+            self._processor.namesrv.relayed(digest.registrations, now_ms)
         if inactive:
             self._closed.extend(inactive)
             self._round_due = True
@@ -108,6 +112,9 @@ class Liveness:
         if leader_id is None or leader_id == self._config.node_id:
             return
         digest = self.table.take_digest(now_ms)
+        registrations = self._processor.namesrv.take_heard_here(now_ms)
+        if registrations:
+            digest = dataclasses.replace(digest, registrations=registrations)
         if digest:
             self._out(SendDigest(leader_id, digest.to_bytes()))
 

@@ -71,6 +71,8 @@ SUCCESSOR_GRACE_MS = 150
 MAX_TICK_BURST = 10
 # Requests a follower forwards to the leader (remoting's table).
 _LEADER_WRITES = LEADER_WRITE_REQUESTS
+# NameServer writes a follower answers itself when they change nothing (its liveness relayed).
+_REGISTRATION_REFRESHES = frozenset({int(RequestCode.REGISTER_BROKER), int(RequestCode.QUERY_DATA_VERSION)})
 _HEARTBEAT_CODE = int(RequestCode.BROKER_HEARTBEAT)  # every decided request compares with it: an int reads faster
 KEEP_CURRENT_MASTER = "keep_current_master"  # an election answered "the master still exists" (a metric's label)
 
@@ -465,12 +467,27 @@ class Replica:
             elif request.code in MEMBERSHIP_REQUESTS:
                 self.membership.handle(request, token)
             elif self._forwarded_from_here(request):
-                self._toward_leader(request, channel_id, token, origin, forwarded=forwarded)
+                if not self._answered_here(request, channel_id, token, origin):
+                    self._toward_leader(request, channel_id, token, origin, forwarded=forwarded)
             else:
                 self.decide(request, channel_id, _AnswerAction(self.outbox, token), origin)
         except Exception as error:
             log.exception("request %s failed", request.code)
             out(Answer(token, make_response(request, ResponseCode.SYSTEM_ERROR, f"{error!r}")))
+
+    def _answered_here(self, request: RemotingCommand, channel_id: int, token: Hashable,
+                       origin: Origin | None) -> bool:
+        """A follower answers a registration (103, 322) that changes nothing in its state itself, as
+        every Java NameServer does; the leader hears of it in the next digest (design.md)."""
+        if request.code not in _REGISTRATION_REFRESHES or not self.is_member or self.leader_id == self.config.node_id:
+            return False
+        answer = self.processor.namesrv.answer_here(request, self.context(channel_id, origin=origin))
+        if answer is None:
+            return False
+        self.outbox.append(Answer(token, answer))
+        if self.liveness.changed(self.now_ms()):
+            self._rearm()
+        return True
 
     def _toward_leader(self, request: RemotingCommand, channel_id: int, token: Hashable, origin: Origin | None, *,
                        forwarded: bool) -> None:
