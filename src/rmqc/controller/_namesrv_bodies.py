@@ -109,15 +109,18 @@ def data_version_body(version: tuple[int, int, int]) -> bytes:
 
 
 def _topic_row(name: object, config: object) -> TopicRow:
-    if not isinstance(config, dict):
+    # written out field by field: a 103 of 100 topics calls this 100 times (a loop over the field
+    # names took twice as long)
+    if type(config) is not dict:
         raise BadRequestBody(f"103 body: topic config of {name!r} is not an object")
-    topic = config.get("topicName", name)
-    fields = [config.get(key, default) for key, default in (
-        ("readQueueNums", DEFAULT_QUEUE_NUMS), ("writeQueueNums", DEFAULT_QUEUE_NUMS), ("perm", PERM_READ_WRITE),
-        ("topicSysFlag", 0))]
-    if type(topic) is not str or not all(type(v) is int for v in fields):
+    get = config.get
+    topic = get("topicName", name)
+    read, write = get("readQueueNums", DEFAULT_QUEUE_NUMS), get("writeQueueNums", DEFAULT_QUEUE_NUMS)
+    perm, flag = get("perm", PERM_READ_WRITE), get("topicSysFlag", 0)
+    if (type(topic) is not str or type(read) is not int or type(write) is not int or type(perm) is not int
+            or type(flag) is not int):
         raise BadRequestBody(f"103 body: topic config of {name!r} has fields of the wrong type")
-    return (topic, fields[0], fields[1], fields[2], fields[3])
+    return (topic, read, write, perm, flag)
 
 
 def _parse_compressed(body: bytes) -> RegisterBody:
