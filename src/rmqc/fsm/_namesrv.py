@@ -17,9 +17,13 @@ leader's judgement; it leaves the route through an UnregisterBrokerRoute command
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+
+import orjson
+
+from rmqc._gc import collector_paused
 
 from ._commands import (
     DeleteKvConfig,
@@ -96,7 +100,11 @@ class NamesrvState:
         # a fleet's first round quadratic, 37% of a leader's time at 10,000 brokers)
         self.registrations: dict[tuple[str, str], Registration] = {}
         self._by_name: dict[str, dict[tuple[str, str], Registration]] = {}
-        self.topics: dict[str, dict[str, QueueData]] = {}  # topic -> broker name -> queue data
+        # topic -> broker name -> queue data. An inner table is never changed, only replaced
+        # (_set_queues): a snapshot's capture shares them (copying 250,000 of them stalled the loop
+        # for 0.45 s), and the index of topics by broker name is kept with it.
+        self.topics: dict[str, dict[str, QueueData]] = {}
+        self._topics_of_name: dict[str, set[str]] = {}
         self.kv: dict[str, dict[str, str]] = {}  # namespace -> key -> value
         # Encoded 105 answers, local to this node (never in a snapshot): (topic, standard JSON) ->
         # body. Every change a route depends on drops the answers it affects (`_forget_*`): its
@@ -147,6 +155,21 @@ class NamesrvState:
 
     def broker_names(self) -> Iterator[str]:
         return iter(sorted(self._by_name))
+
+    def _set_queues(self, topic: str, queues: dict[str, QueueData]) -> None:
+        """The one place a topic's queue data changes: `queues` (a new table, none when empty)."""
+        old = self.topics.get(topic, {})
+        for name in old.keys() - queues.keys():
+            of_name = self._topics_of_name[name]
+            of_name.discard(topic)
+            if not of_name:
+                del self._topics_of_name[name]
+        for name in queues.keys() - old.keys():
+            self._topics_of_name.setdefault(name, set()).add(topic)
+        if queues:
+            self.topics[topic] = queues
+        else:
+            self.topics.pop(topic, None)
 
     def _put(self, registration: Registration) -> None:
         key = (registration.cluster_name, registration.address)
@@ -263,7 +286,7 @@ class NamesrvState:
         self.forget_broker_name(cmd.broker_name)
         if master:
             for row in cmd.topics:
-                self.topics.setdefault(row[0], {})[cmd.broker_name] = _queue_data(row)
+                self._set_queues(row[0], {**self.topics.get(row[0], {}), cmd.broker_name: _queue_data(row)})
                 self._forget_topic(row[0])
 
     def unregister(self, cmd: UnregisterBrokerRoute) -> bool:
@@ -275,11 +298,8 @@ class NamesrvState:
         self.forget_broker_name(old.broker_name)
         if old.broker_name in self._by_name:
             return True
-        for topic in list(self.topics):
-            queues = self.topics[topic]
-            queues.pop(old.broker_name, None)
-            if not queues:
-                del self.topics[topic]
+        for topic in list(self._topics_of_name.get(old.broker_name, ())):
+            self._set_queues(topic, {name: q for name, q in self.topics[topic].items() if name != old.broker_name})
         return True
 
     def delete_topic(self, cmd: DeleteTopicRoute) -> bool:
@@ -289,12 +309,11 @@ class NamesrvState:
             queues = self.topics.get(cmd.topic)
             if not names or queues is None:
                 return False
-            for name in names:
-                queues.pop(name, None)
-            if not queues:
-                del self.topics[cmd.topic]
+            self._set_queues(cmd.topic, {name: q for name, q in queues.items() if name not in names})
             return True
-        return self.topics.pop(cmd.topic, None) is not None
+        existed = cmd.topic in self.topics
+        self._set_queues(cmd.topic, {})
+        return existed
 
     def register_topic(self, cmd: RegisterTopicRoute) -> None:
         """Java's registerTopic: the rows replace the queue data of their broker names; nothing
@@ -306,23 +325,20 @@ class NamesrvState:
             raise NamesrvRefused("not_found", f"topic {cmd.topic}: broker names not registered: {', '.join(unknown)}")
         if cmd.topic not in self.topics and len(self.topics) >= MAX_TOPICS:
             raise NamesrvRefused("too_many_topics", f"{len(self.topics) + 1} topics exceed the bound of {MAX_TOPICS}")
-        queues = self.topics.setdefault(cmd.topic, {})
-        for row in cmd.queues:
-            queues[row[0]] = _queue_data(row)
+        rows = {row[0]: _queue_data(row) for row in cmd.queues}
+        self._set_queues(cmd.topic, {**self.topics.get(cmd.topic, {}), **rows})
         self._forget_topic(cmd.topic)
 
     def set_write_perm(self, cmd: SetWritePermOfBroker) -> int:
         """205 / 327 (Java's operateWritePermOfBroker): how many topics of the broker name it touched."""
-        touched = 0
-        for topic, queues in self.topics.items():
-            old = queues.get(cmd.broker_name)
-            if old is None:
-                continue
+        touched = sorted(self._topics_of_name.get(cmd.broker_name, ()))
+        for topic in touched:
+            old = self.topics[topic][cmd.broker_name]
             perm = old.perm & ~PERM_WRITE if cmd.wipe else PERM_READ | PERM_WRITE
-            queues[cmd.broker_name] = QueueData(old.read_queue_nums, old.write_queue_nums, perm, old.topic_sys_flag)
+            new = QueueData(old.read_queue_nums, old.write_queue_nums, perm, old.topic_sys_flag)
+            self._set_queues(topic, {**self.topics[topic], cmd.broker_name: new})
             self._forget_topic(topic)
-            touched += 1
-        return touched
+        return len(touched)
 
     def put_kv(self, cmd: PutKvConfig) -> None:
         check_kv(cmd.namespace, cmd.key, cmd.value)
@@ -342,24 +358,11 @@ class NamesrvState:
 
     # ---- snapshot --------------------------------------------------------------------------------
 
-    def capture(self) -> NamesrvState:
-        """A copy that later changes do not reach (its records are immutable; the tables are
-        copied), for a snapshot encoded later (fsm._state.StateCapture)."""
-        copy = NamesrvState()
-        for registration in self.registrations.values():
-            copy._put(registration)
-        copy.topics = {topic: dict(queues) for topic, queues in self.topics.items()}
-        copy.kv = {namespace: dict(table) for namespace, table in self.kv.items()}
-        return copy
-
-    def to_document(self) -> dict[str, Any]:
-        return {
-            "registrations": [[r.cluster_name, r.broker_name, r.broker_id, r.address, r.ha_address,
-                               list(r.data_version)] for r in self.registrations.values()],
-            "topics": {topic: {name: [q.read_queue_nums, q.write_queue_nums, q.perm, q.topic_sys_flag]
-                               for name, q in queues.items()} for topic, queues in self.topics.items()},
-            "kv": self.kv,
-        }
+    def capture(self) -> NamesrvCapture:
+        """What a snapshot encodes later, which later changes do not reach: the records and the
+        inner topic tables are never changed in place, so shallow copies do (fsm._state.StateCapture)."""
+        return NamesrvCapture(list(self.registrations.values()), dict(self.topics),
+                              {namespace: dict(table) for namespace, table in self.kv.items()})
 
     @classmethod
     def from_document(cls, document: object) -> NamesrvState:
@@ -379,7 +382,7 @@ class NamesrvState:
                     if not all(type(n) is int for n in (read, write, perm, flag)):
                         raise ValueError(f"queue data of {topic!r} is not integers")
                     table[name] = QueueData(read, write, perm, flag)
-                state.topics[topic] = table
+                state._set_queues(topic, table)
             for namespace, table in document.get("kv", {}).items():
                 if not all(type(k) is str and type(v) is str for k, v in table.items()):
                     raise ValueError(f"KV namespace {namespace!r} is not strings")
@@ -387,6 +390,39 @@ class NamesrvState:
         except (AssertionError, AttributeError, TypeError, ValueError) as exc:
             raise CommandDecodeError(f"snapshot 'namesrv' section is malformed: {exc}") from None
         return state
+
+
+@dataclass(frozen=True, slots=True)
+class NamesrvCapture:
+    """The NameServer's part of a snapshot, as captured; encoded a step at a time."""
+
+    registrations: list[Registration]
+    topics: dict[str, dict[str, QueueData]]
+    kv: dict[str, dict[str, str]]
+
+    def __bool__(self) -> bool:
+        return bool(self.registrations or self.topics or self.kv)
+
+    def encode_steps(self, topics_per_step: int) -> Iterator[list[bytes] | None]:
+        """None after each step of `topics_per_step` topics, then the section's bytes in pieces, to
+        be joined once with the rest of the snapshot: those one orjson call over the whole section
+        gives (250,000 topics took 0.7 s in one piece)."""
+        topics = iter(self.topics.items())  # a captured copy: nothing changes it between steps
+        parts = []
+        while True:
+            with collector_paused():
+                chunk = {topic: {name: [q.read_queue_nums, q.write_queue_nums, q.perm, q.topic_sys_flag]
+                                 for name, q in queues.items()}
+                         for topic, queues in itertools.islice(topics, topics_per_step)}
+                if not chunk:
+                    break
+                parts.append(orjson.dumps(chunk)[1:-1])
+            yield None
+        with collector_paused():
+            registrations = orjson.dumps([[r.cluster_name, r.broker_name, r.broker_id, r.address, r.ha_address,
+                                           list(r.data_version)] for r in self.registrations])
+            yield [b'{"registrations":', registrations, b',"topics":{', b",".join(parts), b'},"kv":',
+                   orjson.dumps(self.kv), b"}"]
 
 
 def check_kv(namespace: str, key: str, value: str) -> None:

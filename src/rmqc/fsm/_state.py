@@ -39,7 +39,7 @@ from ._commands import (
 )
 from ._errors import CommandDecodeError
 from ._model import BrokerGroup, Replica, evolve, restored_group, restored_replica
-from ._namesrv import NamesrvRefused, NamesrvState
+from ._namesrv import NamesrvCapture, NamesrvRefused, NamesrvState
 
 # Why these bounds: they are far above a real fleet (the target is 10,000 groups of 3) but keep a
 # misbehaving client from growing the replicated state, and every snapshot, without limit. They
@@ -496,7 +496,7 @@ class StateCapture:
 
     __slots__ = ("_config", "_groups", "_namesrv")
 
-    def __init__(self, groups: list[BrokerGroup], config: dict[str, str], namesrv: NamesrvState) -> None:
+    def __init__(self, groups: list[BrokerGroup], config: dict[str, str], namesrv: NamesrvCapture) -> None:
         self._groups, self._config, self._namesrv = groups, config, namesrv
 
     def encode(self) -> bytes:
@@ -516,15 +516,19 @@ class StateCapture:
                 rows = [_group_to_row(g) for g in groups[start:start + groups_per_step]]
                 parts.append(orjson.dumps(rows)[1:-1])
             yield None
-        tail: dict[str, object] = {}
-        if self._config:  # absent when no 1009 was applied: the snapshot is as before
-            tail["config"] = self._config
-        if self._namesrv:  # absent when the NameServer role holds nothing: as before it existed
-            with collector_paused():
-                tail["namesrv"] = self._namesrv.to_document()
         head = b'{"version":%d,"groups":[' % SNAPSHOT_FORMAT_VERSION
-        rest = orjson.dumps(tail)[1:-1]
-        yield head + b",".join(parts) + b"]" + (b"," + rest if rest else b"") + b"}"
+        pieces = [head, b",".join(parts), b"]"]
+        if self._config:  # absent when no 1009 was applied: the snapshot is as before
+            pieces += [b',"config":', orjson.dumps(self._config)]
+        if self._namesrv:  # absent when the NameServer role holds nothing: as before it existed
+            # a topic's queue data encodes in about a group row's time: as many a step
+            for section in self._namesrv.encode_steps(groups_per_step):
+                if section is None:
+                    yield None
+                else:
+                    pieces += [b',"namesrv":', *section]
+        with collector_paused():
+            yield b"".join([*pieces, b"}"])  # one copy of what may be tens of MB
 
 
 # ---- snapshot rows -------------------------------------------------------------------------------
