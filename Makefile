@@ -38,11 +38,13 @@ $(INTEROP_STAMP): $(INTEROP)/pom.xml $(wildcard $(INTEROP)/src/main/java/org/rmq
 interop: $(INTEROP_STAMP)
 
 # the whole suite: lint, the tests, then 300 seeds of the deterministic simulator and 200 of its
-# corruption profile (damaged and short disks; ~35 s of CPU, about what the 300 take)
+# corruption profile (damaged and short disks; ~35 s of CPU, about what the 300 take), and 100 of
+# the disks profile (disks that fill up or fail a write while the node runs; ~15 s)
 test: deps lint interop
 	$(BIN)/python -m pytest
 	$(BIN)/python -m rmqc.testing.sim --seeds 300
 	$(BIN)/python -m rmqc.testing.sim --profile corruption --seeds 200
+	$(BIN)/python -m rmqc.testing.sim --profile disks --seeds 100
 
 # what the suite needs beyond .venv (a Java runtime, faketime, e2fsprogs): apt-get, only when missing
 .PHONY: deps

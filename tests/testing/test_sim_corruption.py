@@ -1,7 +1,7 @@
 """The corruption profile: disks that come back from a crash damaged (detected: the node repairs
 from the cluster) or short of their last saves (undetected), with the real code and with the repair
 broken in the two ways the checkers must see: a node that votes with what it lost, and a repair that
-never ends."""
+never ends. And the disks profile: running nodes' disks that fill up or fail a write."""
 
 from __future__ import annotations
 
@@ -26,6 +26,21 @@ def test_the_corruption_profile_damages_disks_and_every_repair_ends_without_viol
     # (a node damaged again while repairing ends one repair; whether each ends is the liveness check's)
     assert counts.get("repairs_ended", 0) >= damaged // 2
     assert counts.get("controller_elections", 0) > 16
+
+
+def test_disks_fill_and_fail_under_seeds_and_nothing_acknowledged_is_lost() -> None:
+    """Profile "disks": a full disk raises the replica's alarm (writes refused, reads served) and it
+    clears once space is freed; a snapshot written as the disk fills reports DISK_FULL; a failed write
+    stops the node, which restarts from what is durable. Every checker runs meanwhile (no
+    acknowledged write lost, nothing applied before it is durable, beyond entries a majority holds
+    while the alarm is up). Seeds 135 and 141: a snapshot refused for space."""
+    summary = run_seeds([*range(6), 135, 141], knobs=PROFILES["disks"])
+    assert not summary.failing, [(r.seed, r.violations[0]) for r in summary.failing or []]
+    counts = summary.counts or {}
+    assert counts.get("alarm_disk_full_raised", 0) >= 3
+    assert counts.get("alarm_disk_full_cleared", 0) >= 2
+    assert counts.get("snapshots_disk_full", 0) >= 2
+    assert counts.get("stopped_by_failed_write", 0) >= 3  # seeds 0, 2, 3
 
 
 def test_corruption_runs_replay_the_same_run() -> None:

@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
 from rmqc.errors import CompactedError, UnavailableError
-from rmqc.raft import Entry, Storage
+from rmqc.raft import Entry, Storage, has_quorum
 
 # What a node's state machine looks like at an index: any value that compares equal on equal states.
 KvState = object
@@ -169,11 +169,22 @@ class SafetyChecker:
         elif record.kv != kv and not self.may_fork(entry.index):
             self.fail(f"state-machine safety: {node} reaches a different state at index {entry.index}")
 
-    def check_applied_durable(self, node: str, storage: Storage, index: int, term: int) -> None:
+    def check_applied_durable(self, node: str, storage: Storage, index: int, term: int,
+                              full_disk_voters: Mapping[str, Storage] | None = None,
+                              voters: Sequence[str] = ()) -> None:
         """The Ready contract: a node applies (and answers from) an entry only once it is in its
-        own durable log (or behind its snapshot)."""
-        if not _holds(storage, index, term):
-            self.fail(f"{node} applies entry {index} (term {term}) before it is durable in its own log")
+        own durable log (or behind its snapshot). One exception, for a node whose disk-full alarm is
+        raised (`full_disk_voters`: the storages of every node; `voters`: its own): an entry already
+        durable on a majority of its voters without it, which no leader can lose (a node that
+        cannot persist applies what the others committed; otherwise a leader with a full disk would
+        never answer a write its followers committed). The entry may have been committed under the
+        membership before the latest change (its apply may be that change): a majority of the
+        voters with one node more or one less counts too. State-machine safety is checked apart."""
+        if _holds(storage, index, term):
+            return
+        if full_disk_voters is not None and _durable_on_a_majority(full_disk_voters, voters, index, term):
+            return
+        self.fail(f"{node} applies entry {index} (term {term}) before it is durable in its own log")
 
     def on_snapshot_installed(self, node: str, index: int, term: int, kv: KvState) -> None:
         record = self.applied.get(index)
@@ -255,6 +266,15 @@ class SafetyChecker:
                     f"{holders or 'no node'}"
                 )
                 return
+
+
+def _durable_on_a_majority(storages: Mapping[str, Storage], voters: Sequence[str], index: int, term: int) -> bool:
+    """Whether a majority of `voters`, or of `voters` with one node of `storages` more or less, hold
+    the entry durably."""
+    holders = [node for node, storage in storages.items() if _holds(storage, index, term)]
+    memberships = [set(voters), *(set(voters) | {node} for node in storages),
+                   *(set(voters) - {node} for node in voters)]
+    return any(members and has_quorum(sorted(members), holders) for members in memberships)
 
 
 def _holds(storage: Storage, index: int, term: int) -> bool:

@@ -144,6 +144,37 @@ class Nemesis:
             node.crash_mid_next_write = True
             self.world.trace(f"nemesis: {node.id} will crash during its next fsync")
 
+    def _fill_disk(self) -> None:
+        """A node's disk is full for a while: its writes are refused until space is freed. Half the
+        time the node is one writing a snapshot, if any is (the largest write a node makes, and
+        the likeliest to find the disk full)."""
+        writing = [node for node in self.world.nodes.values()
+                   if node.up and node.replica is not None and node.replica.driver.snapshot_in_flight]
+        node = self.rng.choice(writing) if writing and self.rng.random() < 0.5 else self._pick_up_node()
+        if node is None or node.storage.full:
+            return
+        node.storage.full = True
+        full_for = self.rng.randint(self.knobs.down_min_us, self.knobs.down_max_us)
+        self.world.events.after(full_for, self._free_disk, node)
+        self.world.trace(f"nemesis: {node.id}'s disk is full for {full_for // 1000} ms")
+
+    def _free_disk(self, node: ReplicaSimNode) -> None:
+        if node.storage.full:
+            node.storage.full = False
+            self.world.trace(f"nemesis: space freed on {node.id}'s disk")
+
+    def free_every_disk(self) -> None:
+        """The quiet phase: no disk stays full."""
+        for node in self.world.nodes.values():
+            self._free_disk(node)
+
+    def _fail_write(self) -> None:
+        """A node's next log write fails (EIO): it stops, and restarts later."""
+        node = self._pick_up_node()
+        if node is not None:
+            node.storage.fail_next_write = True
+            self.world.trace(f"nemesis: {node.id}'s next log write will fail")
+
     def _crash_leader(self) -> None:
         self._crash_node(self.world.leader())
 

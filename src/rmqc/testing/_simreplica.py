@@ -47,6 +47,7 @@ from rmqc.replica._io import (
     StopProcess,
     WriteSnapshot,
 )
+from rmqc.storage import StorageFullError, StorageWriteFailed
 
 from ._simnet import PEER_OUTBOX_MESSAGES
 from ._simstorage import CrashableStorage, PowerCut
@@ -74,6 +75,10 @@ class NodeKnobs:
     persist_min_us: int = 100  # the simulated duration of one fsync: the driver's next pass waits it out
     persist_max_us: int = 8_000
     snapshot_every_entries: int = 20
+    # How long a snapshot write takes after the replica asks for it (rmqc serve encodes it in steps
+    # between other work, then writes it). Profile "corruption" makes it long enough for a disk to
+    # fill meanwhile (the DISK_FULL outcome); elsewhere a drive step, as before it existed.
+    snapshot_write_us: int = DRIVE_COST_US
     # rmqc serve's `peer_outbox_messages` (its default): how many Raft messages from one peer wait
     # for this node while it is paused (the sockets' kernel buffers, which hold some more on a real
     # node, are not modelled: a smaller backlog only drops more, which Raft tolerates)
@@ -233,7 +238,8 @@ class ReplicaSimNode:
         self._held_from.clear()
         self._wakeup_us = None
         self._drive_scheduled = False
-        self.replica = Replica(config, self.storage, _SimClock(self), rng, self.outbox)
+        self.replica = Replica(config, self.storage, _SimClock(self), rng, self.outbox,
+                               observer=_AlarmCounter(self.world))
         self._observe_applies(self.replica)
         self._after_input()
 
@@ -244,7 +250,10 @@ class ReplicaSimNode:
         world, node_id = self.world, self.id
 
         def observe(index: int, term: int, results: list[ApplyResult]) -> None:
-            world.checker.check_applied_durable(node_id, self.storage, index, term)
+            storages = ({other: node.storage for other, node in world.nodes.items()}
+                        if replica.disk.alarm is not None else None)  # its disk-full alarm is raised
+            world.checker.check_applied_durable(node_id, self.storage, index, term, storages,
+                                                replica.conf_state.voters)
             world.checker.on_apply(node_id, Entry(index, term, EntryType.NORMAL, b""), replica.state.snapshot())
             if world.checker.forked_at is None:  # a permitted loss forked the committed stream: see World.finish
                 world.controller_checker.on_apply(index, results, world.events.now_us)
@@ -393,6 +402,10 @@ class ReplicaSimNode:
             self.world.trace(f"{self.id}: {crash}")
             self.world.nemesis.crash(self)
             return
+        except StorageWriteFailed:
+            self.world.count("stopped_by_failed_write")
+            self._perform()  # the replica's StopProcess among them: the node goes down
+            return
         self._after_input()
         if self.saved:
             self.world.after_persist(self)
@@ -450,17 +463,18 @@ class ReplicaSimNode:
         self.world.notify(action.address, action.command)
 
     def _write_snapshot(self, action: WriteSnapshot) -> None:
-        self.world.events.after(DRIVE_COST_US, self._snapshot_now, self.incarnation, action)
+        self.world.events.after(self.knobs.snapshot_write_us, self._snapshot_now, self.incarnation, action)
 
     def _snapshot_now(self, incarnation: int, action: WriteSnapshot) -> None:
         if not self.up or incarnation != self.incarnation:
             return
         try:
             self.storage.create_snapshot(action.index, action.conf_state, action.state.encode())
-        except SnapshotOutOfDateError as error:
+        except (SnapshotOutOfDateError, StorageFullError, StorageWriteFailed) as error:
             # bound now: the name `error` is gone after the except block, the call may be deferred
-            superseded = (action.index, SnapshotOutcome.SUPERSEDED, error)
-            self._when_running(lambda: self._run(self.replica.snapshot_written, *superseded))  # type: ignore[union-attr]
+            failed = (action.index, _SNAPSHOT_OUTCOMES[type(error)], error)
+            self.world.count(f"snapshots_{failed[1].value}")
+            self._when_running(lambda: self._run(self.replica.snapshot_written, *failed))  # type: ignore[union-attr]
             return
         self.world.count("snapshots_taken")
         if action.compact_to > self.storage.first_index():
@@ -475,6 +489,28 @@ class ReplicaSimNode:
         self.world.trace(f"{self.id} stops: {action.reason}")
         self.world.nemesis.crash(self)
 
+
+class _AlarmCounter:
+    """The replica's observer in the simulator: counts alarms raised and cleared (the rest of the
+    node's metrics mean nothing in virtual time)."""
+
+    def __init__(self, world: World) -> None:
+        self._world = world
+
+    def set_alarm(self, name: str, raised: bool) -> None:
+        self._world.count(f"alarm_{name}_{'raised' if raised else 'cleared'}")
+
+    def observe_append(self, proposals: int) -> None: ...
+    def observe_fsync(self, seconds: float) -> None: ...
+    def count_read_index_round(self) -> None: ...
+    def count_elections(self, results: object) -> None: ...
+    def count_election(self, outcome: str) -> None: ...
+    def observe_detection(self, seconds: float) -> None: ...
+    def observe_failover_step(self, step: str, seconds: float) -> None: ...
+
+
+_SNAPSHOT_OUTCOMES = {SnapshotOutOfDateError: SnapshotOutcome.SUPERSEDED, StorageFullError: SnapshotOutcome.DISK_FULL,
+                      StorageWriteFailed: SnapshotOutcome.FAILED}
 
 _PERFORM: dict[type, Callable[[ReplicaSimNode, Any], None]] = {
     SendRaft: ReplicaSimNode._send_raft,

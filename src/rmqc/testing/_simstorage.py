@@ -1,12 +1,20 @@
 """The simulated disk: a MemoryStorage whose `save` is watched (the checkers see every write before
-and after it lands), that can lose power in the middle of a write, and that can come back from a
-crash damaged or short (the corruption faults).
+and after it lands), that can lose power in the middle of a write, fill up, fail a write, and come
+back from a crash damaged or short (the corruption faults).
 
 `save` is synchronous, as the replica's contract has it (one transaction + fsync inside its driver
 step). An armed crash raises `PowerCut` from inside the next `save` that carries entries: nothing of
 that write is stored, and the replica's step ends there, so the actions it emitted before the save
 happen and nothing after. Membership records, snapshots and compaction are separate small writes
 and stay immediate.
+
+Faults of a running disk (profile "corruption"), as LmdbStorage reports them:
+- `full`: every write (a log save, a snapshot, the space probe `ensure_space`) raises
+  StorageFullError and stores nothing, until the nemesis frees space: the replica raises its
+  disk-full alarm, refuses writes, answers reads, and resumes by itself.
+- `fail_next_write`: the next log save or snapshot raises StorageWriteFailed and stores nothing
+  (EIO): the replica stops the process (StopProcess), and the simulated node crashes and restarts
+  later.
 
 Corruption faults, applied by the nemesis to a stopped node just before it restarts (the only time
 a real node reads its files back):
@@ -34,6 +42,7 @@ from typing import Protocol
 
 from rmqc.errors import RmqcError
 from rmqc.raft import ConfState, Entry, HardState, MemoryStorage, Snapshot
+from rmqc.storage import StorageFullError, StorageWriteFailed
 
 # How many recent saves the disk can still lose without noticing (the deepest `lose_tail`).
 TAIL_SAVES_KEPT = 4
@@ -65,17 +74,37 @@ class CrashableStorage(MemoryStorage):
         self._watcher = watcher
         self.arm_crash = False  # set by the nemesis: the next write with entries loses power
         self.remember_saves = False  # set when the run may lose the tail (`lose_tail`)
+        self.full = False  # set by the nemesis: every write is refused for lack of space until cleared
+        self.fail_next_write = False  # set by the nemesis: the next log save or snapshot fails (EIO)
         self._save_starts: deque[int] = deque(maxlen=TAIL_SAVES_KEPT)  # first index each recent save wrote
 
     def save(self, hard_state: HardState | None, entries: Sequence[Entry], snapshot: Snapshot | None = None) -> None:
         if self.arm_crash and entries:
             self.arm_crash = False
             raise PowerCut("power lost during the fsync")
+        if self.full and (hard_state is not None or entries or snapshot is not None):
+            raise StorageFullError("sim: no space left on the device")
+        if self.fail_next_write and entries:
+            self.fail_next_write = False
+            raise StorageWriteFailed("sim: the write failed (EIO)")
         self._watcher.before_save(self, entries)
         if entries and self.remember_saves:
             self._save_starts.append(entries[0].index)
         super().save(hard_state, entries, snapshot)
         self._watcher.after_save(self, entries, snapshot)
+
+    def ensure_space(self, needed_bytes: int | None = None) -> None:
+        """LmdbStorage's space probe: StorageFullError while the disk is full."""
+        if self.full:
+            raise StorageFullError("sim: no space left on the device", needed_bytes)
+
+    def create_snapshot(self, index: int, conf_state: ConfState, data: bytes) -> Snapshot:
+        if self.full:
+            raise StorageFullError("sim: no space left on the device for the snapshot", len(data))
+        if self.fail_next_write:
+            self.fail_next_write = False
+            raise StorageWriteFailed("sim: the snapshot's write failed (EIO)")
+        return super().create_snapshot(index, conf_state, data)
 
     def end_repair(self) -> None:
         super().end_repair()

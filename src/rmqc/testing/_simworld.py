@@ -558,6 +558,7 @@ class World:
 
     def _calm_down(self) -> None:
         self.nemesis.stop()
+        self.nemesis.free_every_disk()
         for operator in self.operators.values():
             # the membership of the final checks is settled: the load commits entries under it
             operator.stop()
