@@ -109,7 +109,9 @@ class WriteLoad:
     async def lost_writes(self, client: ControllerClient) -> dict[str, tuple[int, int]]:
         """Groups whose acknowledged ids the controller does not have: {group: (acked, next id)}."""
         lost = {}
-        for group, acked in self.acked.items():
+        # a copy: a cancelled writer runs on to its next checkpoint, and may open a new group while
+        # these questions wait for their answers (CI: "dictionary changed size during iteration")
+        for group, acked in list(self.acked.items()):
             answer = await client.get_next_broker_id(CLUSTER, group)
             next_id = int(answer.ext("nextBrokerId") or 0)
             if next_id <= acked:  # the last unacknowledged attempt may have committed: next_id may be acked + 2
