@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rmqc.chaos import FAULTS
-from rmqc.chaos._faults import LOSS_PERCENT
+from rmqc.chaos._faults import LOSS_PERCENT, set_disk_stall
 from rmqc.chaos._tcp_proxy import ProxyMesh
 from rmqc.raft._types import Entry, HardState
 from rmqc.storage import FAULT_FILE_ENV, LmdbStorage
@@ -111,7 +111,11 @@ async def test_disk_stall_holds_the_victims_commits_until_healed(tmp_path: Path,
     detail, heal = await FAULTS["disk-stall"](w, random.Random(0))  # type: ignore[arg-type]
     victim = detail.split()[-1]
     monkeypatch.setenv(FAULT_FILE_ENV, str(w.disk_file(victim)))  # what the victim node is started with
+    # opened before the stall, as the victim was: opening commits, and held by the stall it waited for
+    # the hook's own bound (120 s), in this test's thread
+    set_disk_stall(w.disk_file(victim), False)
     with LmdbStorage(tmp_path / "data") as storage:
+        set_disk_stall(w.disk_file(victim), True)
         saved = threading.Event()
         writer = threading.Thread(target=lambda: (
             storage.save(HardState(term=1, vote="n0", commit=0), [Entry(index=1, term=1, data=b"x")]), saved.set()))
