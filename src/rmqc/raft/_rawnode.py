@@ -13,6 +13,10 @@ Contract (the order matters; it is what makes the core safe):
    d. `advance(rd)`.
 3. Only one Ready may be outstanding: `has_ready()` is False and `ready()` raises until `advance`
    (or `not_persisted`).
+   While the write of step a goes on (a slow disk), the app may keep feeding inputs (1.) and
+   send what `take_early()` returns: the messages that need no write (heartbeats, appends, vote
+   requests, read-index answers) and the read states made meanwhile; everything else waits for
+   `advance`.
 4. If the write of step a fails cleanly (a full disk: nothing of it was stored), skip b-d for
    `rd.persist_messages` and `rd.committed_entries` and call `not_persisted(rd)` instead of
    `advance`: the next Ready offers the same state to persist again.
@@ -39,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from ._config import Config, Role
 from ._core import CampaignType, RaftCore, RepairState
 from ._errors import ReadyMisuse
-from ._ready import ProgressStatus, Ready, SoftState, Status
+from ._ready import ProgressStatus, ReadState, Ready, SoftState, Status
 from ._storage import Storage
 from ._types import ConfChange, ConfState, Entry, HardState, Message, MessageType
 
@@ -158,6 +162,18 @@ class RawNode:
         r.read_states.clear()
         self._outstanding = rd
         return rd
+
+    def take_early(self) -> tuple[tuple[Message, ...], tuple[ReadState, ...]]:
+        """While the outstanding Ready is being persisted: the messages made since that may leave
+        before anything is durable (never those of `msgs_after_persist`: acknowledgements and votes
+        wait for the write that makes them true) and the read states made since. A leader's
+        heartbeats and appends go on during a slow write: its followers neither time out nor wait
+        for their entries, and their acknowledgements commit without the leader's own write."""
+        r = self.raft
+        messages, read_states = tuple(r.msgs), tuple(r.read_states)
+        r.msgs.clear()
+        r.read_states.clear()
+        return messages, read_states
 
     def advance(self, rd: Ready) -> None:
         if rd is not self._outstanding:

@@ -44,6 +44,8 @@ from ._io import (
     ReplicaConfig as ReplicaConfig,
     ReplicaStatus as ReplicaStatus,
     ReplicaStorage as ReplicaStorage,
+    SaveNow as SaveNow,
+    Saver as Saver,
     SendDigest as SendDigest,
     SendRaft as SendRaft,
     SnapshotOutcome as SnapshotOutcome,

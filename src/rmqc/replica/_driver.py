@@ -1,14 +1,20 @@
 """The driver: the only code that touches the Raft core. One pass takes every input that arrived
 (ticks, peer messages, proposals from all connections: ONE propose_batch = group commit), then
 handles a Ready in the order Raft requires: send what may go early, persist (one transaction +
-fsync, synchronous: no thread hop), send what had to wait, apply committed entries, answer the
+fsync, through the shell's Saver), send what had to wait, apply committed entries, answer the
 waiting requests, snapshot every N entries, advance. A run of Readies returns between two of them
-so that the shell lets the rest of the node run (issue 13)."""
+so that the shell lets the rest of the node run (issue 13).
+
+A save the Saver leaves to the background (a slow or stalled disk) keeps its Ready outstanding:
+until `save_finished`, each pass feeds the core and sends only what needs no write (RawNode.
+take_early), so the node goes on sending heartbeats and appends and answering what needs no commit
+of its own; the Ready's acknowledgements, applies and answers wait for the write."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rmqc.errors import RmqcError
@@ -35,6 +41,17 @@ SLOW_PERSIST_MS = 100
 COMPACTION_LAG_ENTRIES = 1_000
 
 
+@dataclass(slots=True)
+class Saving:
+    """A save the Saver left to the background: the Ready it persists (None: a commit index alone,
+    saved before a snapshot), its snapshot, and when it began."""
+
+    ready: Any
+    snapshot: Any
+    entries: int
+    started_ms: int
+
+
 class Driver:
     def __init__(self, replica: Replica) -> None:
         self._r = replica
@@ -42,6 +59,7 @@ class Driver:
         self.in_run = False  # a Ready is due right away (the previous pass returned in a run)
         self.unsaved_hard_state: Any = None  # a commit-only HardState waiting for the next write
         self.snapshot_in_flight = False  # at most one WriteSnapshot at a time
+        self.saving: Saving | None = None  # a save going on in the background (at most one)
         # A bootstrap's membership, saved once its entries are durable: the core counts them as
         # applied, so no apply saves it, and a restart must not fall back to the `peers` option
         # (it names the initial members only, and may have been edited since).
@@ -51,6 +69,10 @@ class Driver:
         """One pass; True when another Ready is due at once (the shell yields, then calls again)."""
         r = self._r
         raw = r.raw
+        if self.saving is not None:
+            self.in_run = False
+            self._while_saving()
+            return False
         if not self.in_run:
             r.drive_wanted = False
             self._feed()
@@ -60,14 +82,57 @@ class Driver:
         if not raw.has_ready():
             return False
         ready = raw.ready()
-        if not self._handle_ready(ready):
+        handled = self._handle_ready(ready)
+        if self.saving is not None:  # the write goes on in the background: save_finished ends the Ready
+            self.saving.ready = ready
+            return False
+        if not handled:
             # the disk is full: the core offers the same Ready again; the next pass (a tick at the
             # latest) sends what needs no write and tries the write when due
             self._apply_entries(raw.not_persisted(ready))
             return False
-        raw.advance(ready)
-        if ended := raw.take_ended_repair():  # the entries just saved reach a leader's commit index
+        self._advance(ready)
+        self._maybe_snapshot()
+        return self._next_pass()
+
+    def _while_saving(self) -> None:
+        """A pass while a save goes on: the core takes every input, and what needs no write leaves."""
+        r = self._r
+        r.drive_wanted = False
+        self._feed()
+        messages, read_states = r.raw.take_early()
+        self._send(messages)
+        r.reads.on_read_states(read_states)
+
+    def save_finished(self, error: Exception | None) -> None:
+        """The background save ended: its Ready goes on where the save left it (or, on a full disk,
+        as a refused write does; a failed write stops the process)."""
+        r = self._r
+        saving, self.saving = self.saving, None
+        assert saving is not None, "save_finished without a save in the background"
+        if isinstance(error, StorageFullError):
+            r.disk.full(error)
+            if saving.ready is not None:
+                self._apply_entries(r.raw.not_persisted(saving.ready))
+        elif error is not None:
+            r.disk.failed(error if isinstance(error, StorageWriteFailed) else StorageWriteFailed(str(error)))
+        else:
+            self._saved(saving.entries, saving.started_ms)
+            if saving.ready is not None:
+                self._after_persist(saving.ready, saving.snapshot)
+                self._advance(saving.ready)
+            self._maybe_snapshot()
+        r.wake_driver()  # the core may have a Ready now: what arrived meanwhile, the next write
+
+    def _advance(self, ready: Any) -> None:
+        r = self._r
+        r.raw.advance(ready)
+        if ended := r.raw.take_ended_repair():  # the entries just saved reach a leader's commit index
             r.end_repair(ended)
+
+    def _next_pass(self) -> bool:
+        r = self._r
+        raw = r.raw
         # what the pass itself made due (Replica.feed_due) goes into the next Ready at once:
         # group commit. After most passes (a lone write's) nothing is due, and only the timer's
         # plan is brought up to date.
@@ -149,31 +214,39 @@ class Driver:
         elif not self._persist_then_apply(ready, snapshot):
             r.reads.on_read_states(ready.read_states)
             return False
+        return True
+
+    def _maybe_snapshot(self) -> None:
+        r = self._r
         if (r.applied_index - r.snapshot_index >= r.config.snapshot_every_entries
                 and r.disk.alarm is None  # a snapshot needs space: taken once writes succeed again
-                and not self.snapshot_in_flight):
+                and not self.snapshot_in_flight and self.saving is None):
             self._take_snapshot()
-        return True
 
     def _persist_then_apply(self, ready: Any, snapshot: Any) -> bool:
         """Persist, install the snapshot, send what had to wait, apply and answer: in this order
-        (the mutant hook of `apply-before-persist`, rmqc.replica._io). False: the disk is full."""
+        (the mutant hook of `apply-before-persist`, rmqc.replica._io). False: not saved now (the
+        disk is full, or the save goes on in the background: save_finished does the rest)."""
         if not self._persist(ready.hard_state, ready.entries, snapshot):
             return False
+        self._after_persist(ready, snapshot)
+        return True
+
+    def _after_persist(self, ready: Any, snapshot: Any) -> None:
         if snapshot is not None:
             self._install_snapshot(snapshot)
         self._send(ready.persist_messages)
         self._apply_committed(ready)
-        return True
 
     def _send(self, messages: Sequence[Message]) -> None:
         if messages:
             self._out(SendRaft(tuple(messages)))
 
     def _persist(self, hard_state: Any, entries: Sequence[Entry], snapshot: Any) -> bool:
-        """One transaction + fsync; carries a commit index not yet saved. False: the disk is full
-        (nothing was written; tried again once look_for_space finds room). A write that fails for
-        another reason stops the process."""
+        """One transaction + fsync; carries a commit index not yet saved. False: not saved now,
+        either the disk is full (nothing was written; tried again once look_for_space finds room)
+        or the Saver left the write to the background (`self.saving`; save_finished ends it). A
+        write that fails for another reason stops the process."""
         r = self._r
         hard_state = hard_state or self.unsaved_hard_state
         if hard_state is None and not entries and snapshot is None:
@@ -181,16 +254,21 @@ class Driver:
         if r.disk.alarm is not None:  # until look_for_space finds room again
             return False
         started_ms = r.now_ms()
-        # In the driver itself, not a worker thread: the leader sent its appends before this save,
-        # so followers persist meanwhile, and a thread hand-off costs two cross-thread wake-ups per
-        # write (on two busy cores, each may wait for a time slice) for no overlap worth having.
         try:
-            r.storage.save(hard_state, list(entries), snapshot)
+            saved = r.saver.save(hard_state, list(entries), snapshot)
         except StorageFullError as error:
             r.disk.full(error)
             return False
         except StorageWriteFailed as error:
             r.disk.failed(error)
+        if not saved:
+            self.saving = Saving(None, snapshot, len(entries), started_ms)
+            return False
+        self._saved(len(entries), started_ms)
+        return True
+
+    def _saved(self, entries: int, started_ms: int) -> None:
+        r = self._r
         self.unsaved_hard_state = None
         if self.bootstrap_membership_unsaved:
             self.bootstrap_membership_unsaved = False
@@ -198,10 +276,9 @@ class Driver:
         persist_ms = r.now_ms() - started_ms
         r.observer.observe_fsync(persist_ms / 1000)
         if persist_ms >= SLOW_PERSIST_MS:
-            # the whole node waits for this save (it runs in the driver): say so, or a silent node
-            # under disk contention looks like a bug in the node
-            log.warning("%s: saving %d entries took %d ms", r.config.node_id, len(entries), persist_ms)
-        return True
+            # the node's writes wait for this save: say so, or a node under disk contention whose
+            # writes are slow looks like a bug in the node
+            log.warning("%s: saving %d entries took %d ms", r.config.node_id, entries, persist_ms)
 
     def save_unsaved_commit(self) -> None:
         """On the way out, the commit index still waiting to ride with the next write is saved, so a
@@ -290,7 +367,7 @@ class Driver:
         answered) and the leadership lost (docs/chaos.md)."""
         r = self._r
         if not self._persist(None, [], None):  # the commit index first: it must not lag the snapshot
-            return
+            return  # a full disk, or the save goes on: save_finished takes the snapshot then
         index = r.applied_index
         compact_to = index - min(COMPACTION_LAG_ENTRIES, r.config.snapshot_every_entries // 2)
         self.snapshot_in_flight = True

@@ -2,9 +2,10 @@
 `health` of the RMQC_NODE_STATUS answer, `rmqc status` and `rmqc admin health` report.
 
 Liveness (`/livez`: restart the process if it fails for long) is the shell's to judge, since only
-the shell has an event loop and a disk: `loop` (the node's event loop ran recently) and `disk`
-(the data directory's filesystem answers); rmqc.node._health makes them. Readiness (`/readyz`:
-send it work, count it in a rolling restart) adds what the replica knows, each named:
+the shell has an event loop and a disk: `loop` (the node's event loop ran recently), `disk` (the
+data directory's filesystem answers) and `writes` (no write has hung); rmqc.node._health makes
+them. Readiness (`/readyz`: send it work, count it in a rolling restart) adds what the replica
+knows, each named:
 
 - `leader`: a leader is known (a node cut off from a majority forgets its leader once its election
   timeout passes: it becomes a pre-candidate), and a leader serves (an entry of its term applied);
@@ -31,7 +32,7 @@ from ._io import ReplicaStatus
 __all__ = ["LIVENESS_CHECKS", "READINESS_CHECKS", "READY_MAX_LAG_ENTRIES", "HealthCheck", "HealthVerdict",
            "health_verdict", "readiness_checks"]
 
-LIVENESS_CHECKS = ("loop", "disk")
+LIVENESS_CHECKS = ("loop", "disk", "writes")
 READINESS_CHECKS = ("leader", "lag", DISK_FULL, REPAIRING, "voter")
 # A follower this far behind the leader's commit is not ready: as far as `rmqc admin members
 # promote` lets a learner trail (CATCH_UP_ENTRIES); one entry holds up to 128 requests.

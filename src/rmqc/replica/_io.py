@@ -6,9 +6,13 @@ node in rmqc.node, or the simulator in rmqc.testing) gives it:
 
 - a config (`ReplicaConfig`: the fields of rmqc.node.NodeConfig it reads);
 - a storage (`ReplicaStorage`: the synchronous Raft storage with `save` / `save_conf_state`, as
-  LmdbStorage and the simulator's CrashableStorage have). Persisting is a SYNCHRONOUS call inside
-  `drive()`: one transaction + fsync, no thread hop. A crash raised from inside `storage.save`
-  propagates out of `drive()`, and the outbox then holds exactly the actions emitted before it;
+  LmdbStorage and the simulator's CrashableStorage have), and optionally a `Saver` through which
+  the driver saves each Ready. The default saves inside `drive()` (`SaveNow`: one transaction +
+  fsync). A shell's saver may instead leave a slow save to run on in the background (False from
+  `Saver.save`): the driver then keeps the core fed and sends what needs no write (heartbeats,
+  appends, vote requests), so a stalled disk holds the node's writes, never its leadership or its
+  answers; `save_finished(error)` ends that Ready. A crash raised from inside `save` propagates out
+  of `drive()`, and the outbox then holds exactly the actions emitted before it;
 - ONE clock (`Clock`: `monotonic_ms()` for every deadline, lease, age and scan; `wall_ms()` only
   stamped into commands);
 - a `random.Random` (the only randomness: election timeouts, read-index nonces);
@@ -47,6 +51,8 @@ Inputs (methods of Replica; none blocks, none awaits):
 - `digest(sender, payload)`: a follower's coalesced heartbeat digest.
 - `snapshot_written(index, outcome, error=None)`: the result of a `WriteSnapshot` action (`error`:
   the storage's exception for SUPERSEDED, DISK_FULL and FAILED).
+- `save_finished(error)`: a save the `Saver` left to the background ended (error None, or the
+  StorageFullError / StorageWriteFailed it raised).
 - `stop(why)`: fail everything waiting; `close()`: save a commit index still unsaved (on the way out).
 
 Outputs: the action dataclasses below. `status()` returns a `ReplicaStatus` (a frozen snapshot)
@@ -72,13 +78,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rmqc.fsm import StateCapture
-from rmqc.raft import ConfState, Message, Storage
+from rmqc.raft import ConfState, Entry, HardState, Message, Snapshot, Storage
 from rmqc.remoting import RemotingCommand
 
 __all__ = [
     "Action", "Answer", "Clock", "ForwardRequest", "MembersChanged", "Notify", "Observer", "Outbox", "PeerLag",
-    "ReplicaConfig", "ReplicaStatus", "ReplicaStorage", "SendDigest", "SendRaft", "SnapshotOutcome", "StopProcess",
-    "WriteSnapshot",
+    "ReplicaConfig", "ReplicaStatus", "ReplicaStorage", "SaveNow", "Saver", "SendDigest", "SendRaft",
+    "SnapshotOutcome", "StopProcess", "WriteSnapshot",
 ]
 
 
@@ -182,6 +188,27 @@ class ReplicaConfig(Protocol):
 # rmqc.raft's Storage (it has `save` and `save_conf_state`): LmdbStorage, the simulator's storage.
 # `save` raises StorageFullError (nothing written) or StorageWriteFailed (the process stops).
 ReplicaStorage = Storage
+
+
+class Saver(Protocol):
+    """Where the driver saves each Ready: `storage.save` now, or on in the background."""
+
+    def save(self, hard_state: HardState | None, entries: list[Entry], snapshot: Snapshot | None) -> bool:
+        """One atomic, durable write, as `storage.save`. True: written now (or raised what
+        `storage.save` raises: StorageFullError, StorageWriteFailed). False: the write goes on in
+        the background and the shell calls `Replica.save_finished(error)` once it ends; the driver
+        asks for no other save meanwhile."""
+
+
+class SaveNow:
+    """The default Saver: every save ends inside `drive()`."""
+
+    def __init__(self, storage: ReplicaStorage) -> None:
+        self._storage = storage
+
+    def save(self, hard_state: HardState | None, entries: list[Entry], snapshot: Snapshot | None) -> bool:
+        self._storage.save(hard_state, entries, snapshot)
+        return True
 
 
 class Observer(Protocol):

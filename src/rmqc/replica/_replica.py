@@ -51,6 +51,8 @@ from ._io import (
     ReplicaConfig,
     ReplicaStatus,
     ReplicaStorage,
+    SaveNow,
+    Saver,
     SnapshotOutcome,
 )
 from ._liveness import Liveness
@@ -113,9 +115,10 @@ class Replica:
     def __init__(self, config: ReplicaConfig, storage: ReplicaStorage, clock: Clock, rng: random.Random,
                  outbox: Outbox, *, controller_config: ControllerConfig | None = None,
                  observer: Observer | None = None, wake: Callable[[], None] | None = None,
-                 rearm: Callable[[], None] | None = None) -> None:
+                 rearm: Callable[[], None] | None = None, saver: Saver | None = None) -> None:
         self.config = config
         self.storage = storage
+        self.saver: Saver = saver or SaveNow(storage)
         self.clock = clock
         self.outbox = outbox
         self.observer: Observer = observer or _NullObserver()
@@ -285,7 +288,8 @@ class Replica:
 
     def quiescent(self) -> bool:
         """Nothing is waiting to be decided, proposed or committed (tests wait on this)."""
-        return not (self.proposals or self.elections_in_flight or self.drive_due or not self.liveness.quiet())
+        return not (self.proposals or self.elections_in_flight or self.drive_due or self.driver.saving is not None
+                    or not self.liveness.quiet())
 
     # ----- inputs: time and the driver -----
 
@@ -375,6 +379,10 @@ class Replica:
         if self.handing_over:
             return self.leader_id is not None and self.leader_id != self.config.node_id
         return self.serving_as_leader or self.leader_id != self.config.node_id
+
+    def save_finished(self, error: Exception | None) -> None:
+        """A save the Saver left to the background ended (None: written)."""
+        self.driver.save_finished(error)
 
     def wake_driver(self) -> None:
         if not self.drive_wanted:

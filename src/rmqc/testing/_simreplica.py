@@ -8,10 +8,13 @@ dead-leader takeover, notifier), with the simulator's network, disk, clock and f
   nodes runs at a rate of its own and is stepped forwards and backwards (`step_wall`, scheduled by
   the world: WallKnobs), as NTP or an operator steps a real one. A replica that decides a deadline
   on it is caught (mutant "deadlines-on-wall-clock").
-- Disk (`_simstorage`): `save` is synchronous inside `drive()` (the replica's contract) and
-  durable at once; an armed crash (`crash_mid_next_write`) raises from inside `save`, so the actions
-  emitted before it are performed and nothing after. The next drive pass waits for the fsync's
-  simulated duration (NodeKnobs.persist_*).
+- Disk (`_simstorage`): a save ends inside `drive()` and is durable at once; an armed crash
+  (`crash_mid_next_write`) raises from inside `save`, so the actions emitted before it are
+  performed and nothing after. The next drive pass waits for the fsync's simulated duration
+  (NodeKnobs.persist_*). With NodeKnobs.background_save_p (profile "disks"), a save is instead left
+  to the background as `rmqc serve`'s saver leaves a slow one (`_SimSaver`): it is written when its
+  duration is over (up to several election timeouts: a stalled disk), unless the node crashed
+  first (then it never was), and `save_finished` reports it.
 - Time: `advance_time()` runs at `next_wakeup_ms()`; a paused node runs nothing and finds on
   resume that its clock jumped (the replica forgives the stall); inputs that reached it wait, those
   from a peer as much as that peer's link holds (a real peer's outbox: at most
@@ -33,7 +36,7 @@ from rmqc.errors import SnapshotOutOfDateError
 from rmqc.fsm import ApplyResult
 from rmqc.node import NodeConfig, parse_peers
 from rmqc.peerwire import MAX_CONTROL_FRAMES
-from rmqc.raft import ConfState, Entry, EntryType, Message, Snapshot
+from rmqc.raft import ConfState, Entry, EntryType, HardState, Message, Snapshot
 from rmqc.remoting import RemotingCommand
 from rmqc.replica import Replica
 from rmqc.replica._io import (
@@ -79,6 +82,11 @@ class NodeKnobs:
     # between other work, then writes it). Profile "corruption" makes it long enough for a disk to
     # fill meanwhile (the DISK_FULL outcome); elsewhere a drive step, as before it existed.
     snapshot_write_us: int = DRIVE_COST_US
+    # The share of saves left to the background (rmqc serve leaves there a save slower than its
+    # patience), and how long one takes then: up to several election timeouts, a stalled disk.
+    background_save_p: float = 0.0
+    background_save_min_us: int = 1_000
+    background_save_max_us: int = 400_000
     # rmqc serve's `peer_outbox_messages` (its default): how many Raft messages from one peer wait
     # for this node while it is paused (the sockets' kernel buffers, which hold some more on a real
     # node, are not modelled: a smaller backlog only drops more, which Raft tolerates)
@@ -239,7 +247,7 @@ class ReplicaSimNode:
         self._wakeup_us = None
         self._drive_scheduled = False
         self.replica = Replica(config, self.storage, _SimClock(self), rng, self.outbox,
-                               observer=_AlarmCounter(self.world))
+                               observer=_AlarmCounter(self.world), saver=_SimSaver(self))
         self._observe_applies(self.replica)
         self._after_input()
 
@@ -394,11 +402,16 @@ class ReplicaSimNode:
     def _drive_now(self) -> None:
         replica = self.replica
         assert replica is not None
+        self._with_saves(replica.drive)
+
+    def _with_saves(self, step: Callable[[], object]) -> None:
+        """A driver step that may save: a power cut inside the save crashes the node (the actions
+        emitted before it performed, nothing after), a failed write stops it."""
         self.saved = False
         try:
-            replica.drive()
+            step()
         except PowerCut as crash:
-            self._perform()  # the actions emitted before the crash, and nothing after
+            self._perform()
             self.world.trace(f"{self.id}: {crash}")
             self.world.nemesis.crash(self)
             return
@@ -409,6 +422,29 @@ class ReplicaSimNode:
         self._after_input()
         if self.saved:
             self.world.after_persist(self)
+
+    def save_later(self, hard_state: HardState | None, entries: list[Entry], snapshot: Snapshot | None,
+                   duration_us: int) -> None:
+        self.world.count("saves_in_background")
+        if duration_us > self.knobs.election_tick * self.knobs.tick_ms * 1000:
+            self.world.count("saves_longer_than_an_election_timeout")
+        self.world.events.after(duration_us, self._save_written, self.incarnation, (hard_state, entries, snapshot))
+
+    def _save_written(self, incarnation: int, save: tuple[HardState | None, list[Entry], Snapshot | None]) -> None:
+        """The background save's duration is over: it reaches the disk now (a node that crashed
+        meanwhile never wrote it; a paused one writes it when it resumes, as its saver thread would)."""
+        if self.up and incarnation == self.incarnation:
+            self._when_running(self._with_saves, lambda: self._finish_save(*save))
+
+    def _finish_save(self, hard_state: HardState | None, entries: list[Entry], snapshot: Snapshot | None) -> None:
+        replica = self.replica
+        assert replica is not None
+        try:
+            self.storage.save(hard_state, entries, snapshot)
+        except (StorageFullError, StorageWriteFailed) as error:
+            replica.save_finished(error)
+        else:
+            replica.save_finished(None)
 
     def _after_input(self) -> None:
         replica = self.replica
@@ -474,7 +510,8 @@ class ReplicaSimNode:
             # bound now: the name `error` is gone after the except block, the call may be deferred
             failed = (action.index, _SNAPSHOT_OUTCOMES[type(error)], error)
             self.world.count(f"snapshots_{failed[1].value}")
-            self._when_running(lambda: self._run(self.replica.snapshot_written, *failed))  # type: ignore[union-attr]
+            # FAILED stops the node (the replica raises StorageWriteFailed after its StopProcess)
+            self._when_running(self._with_saves, lambda: self.replica.snapshot_written(*failed))  # type: ignore[union-attr]
             return
         self.world.count("snapshots_taken")
         if action.compact_to > self.storage.first_index():
@@ -488,6 +525,24 @@ class ReplicaSimNode:
     def _stop(self, action: StopProcess) -> None:
         self.world.trace(f"{self.id} stops: {action.reason}")
         self.world.nemesis.crash(self)
+
+
+class _SimSaver:
+    """The replica's Saver in the simulator: a save ends inside the driver's pass, or (with
+    NodeKnobs.background_save_p) is left to the background for a random duration."""
+
+    def __init__(self, node: ReplicaSimNode) -> None:
+        self._node = node
+
+    def save(self, hard_state: HardState | None, entries: list[Entry], snapshot: Snapshot | None) -> bool:
+        node, knobs = self._node, self._node.knobs
+        rng = node.world.rng
+        if knobs.background_save_p <= 0 or rng.random() >= knobs.background_save_p:
+            node.storage.save(hard_state, entries, snapshot)
+            return True
+        node.save_later(hard_state, entries, snapshot,
+                        rng.randint(knobs.background_save_min_us, knobs.background_save_max_us))
+        return False
 
 
 class _AlarmCounter:

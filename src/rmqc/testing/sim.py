@@ -47,8 +47,10 @@ a forgotten vote can elect two leaders in a term, which no protocol detects). It
 Profile "disks" (`_simstorage`, `_simnemesis`): the default faults, and running nodes' disks fill up
 for a while (every write refused for space: the replica's disk-full alarm, a snapshot written
 meanwhile refused DISK_FULL) or fail a write (EIO: the replica stops the node, which restarts from
-what is durable). While its alarm is raised a node may apply an entry it could not persist once a
-majority of its voters hold it (a leader with a full disk answers what its followers commit).
+what is durable); a fifth of the saves go on in the background for up to four election timeouts, as
+`rmqc serve`'s saver leaves a slow save while the node goes on (a crash meanwhile: never written).
+While its alarm is raised a node may apply an entry it could not persist once a majority of its
+voters hold it (a leader with a full disk answers what its followers commit).
 
 Checked after every step: the Raft invariants (`_simcheck`: one leader per term, log matching,
 durability, leader completeness, state-machine safety, apply after persist, commit never going
@@ -105,7 +107,7 @@ import rmqc.fsm._state as state_module
 import rmqc.raft._core as core_module
 from rmqc.controller._policy import _choose_within
 from rmqc.fsm import BrokerGroup, NamesrvState
-from rmqc.raft import MemoryStorage
+from rmqc.raft import MemoryStorage, Message, RawNode, ReadState
 from rmqc.raft._core import RaftCore
 from rmqc.replica._driver import Driver
 from rmqc.replica._membership import Membership
@@ -179,12 +181,13 @@ PROFILES: dict[str, SimKnobs] = {
         nemesis=NemesisKnobs(weights={**NemesisKnobs().weights, "crash": 4, "crash_leader": 2, "crash_mid_fsync": 2},
                              damage_p=0.5, lose_tail_p=0.2),
     ),
-    # Disks of running nodes that fill up (the disk-full alarm, snapshots refused for space) and
-    # fail a write (the node stops and restarts from what is durable), under the default faults;
-    # snapshot writes take long enough for a disk to fill meanwhile.
+    # Disks of running nodes that fill up (the disk-full alarm, snapshots refused for space), fail a
+    # write (the node stops and restarts from what is durable) and stall (saves left to the
+    # background), under the default faults; snapshot writes take long enough for a disk to fill
+    # meanwhile.
     "disks": replace(
         SimKnobs(),
-        node=replace(SimKnobs().node, snapshot_write_us=30_000),
+        node=replace(SimKnobs().node, snapshot_write_us=30_000, background_save_p=0.2),
         nemesis=NemesisKnobs(weights={**NemesisKnobs().weights, "fill_disk": 3, "fail_write": 1}),
     ),
 }
@@ -233,6 +236,17 @@ def _apply_then_persist(self: Driver, ready: object, snapshot: object) -> bool:
     return True
 
 
+def _take_early_with_acks(self: RawNode) -> tuple[tuple[Message, ...], tuple[ReadState, ...]]:
+    """While a save goes on in the background, the acknowledgements and votes it makes true leave
+    too, as if it had ended: a node that then loses power has acknowledged what it never wrote."""
+    r = self.raft
+    messages, read_states = (*r.msgs, *r.msgs_after_persist), tuple(r.read_states)
+    r.msgs.clear()
+    r.msgs_after_persist.clear()
+    r.read_states.clear()
+    return messages, read_states
+
+
 # name -> the bug: each was really shipped once, or is the classic bug of that code path.
 MUTANTS: dict[str, Mutant] = {
     "takeover-without-lease-wait": Mutant(((RaftCore, "_takeover_wait_ticks", lambda self: 0),),
@@ -261,6 +275,8 @@ MUTANTS: dict[str, Mutant] = {
     "route-master-unfenced": Mutant(((NamesrvState, "broker_addrs", _broker_addrs_as_claimed),)),
     # a node's route cache kept when a broker name's registrations or controller group change
     "route-cache-never-dropped": Mutant(((NamesrvState, "forget_broker_name", lambda self, broker_name: None),)),
+    # acknowledging appends (and granting votes) before the background save that holds them ends
+    "acks-before-background-save": Mutant(((RawNode, "take_early", _take_early_with_acks),), "disks"),
 }
 
 
