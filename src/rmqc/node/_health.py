@@ -7,10 +7,13 @@ The loop publishes a snapshot every HEALTH_INTERVAL_S (its readiness checks and 
 made); the HTTP thread judges, by the snapshot's age, whether the loop still runs:
 
 - `loop`: the event loop published within LOOP_BOUND_S. It fails while anything holds the loop:
-  a driver pass that does not end, an fsync that hangs (the node persists in the loop's thread, so
-  a stalled disk write stops the loop; tested with the storage fault hook's `stall`), a snapshot
-  step, a very long collector pause. A process stopped by SIGSTOP answers nothing at all (its HTTP
-  thread stops too): the probe's own timeout sees that.
+  a driver pass that does not end, a snapshot step, a very long collector pause. A process
+  stopped by SIGSTOP answers nothing at all (its HTTP thread stops too): the probe's own timeout
+  sees that.
+- `writes`: the saver's thread (rmqc.node._saver: every save and snapshot write) has not been in
+  one call for longer than WRITE_BOUND_S. A write that hangs (a stalled disk, a hung fsync) no
+  longer holds the loop, which goes on serving; this check is where it shows (tested with the
+  storage fault hook's `stall`).
 - `disk`: the data directory's filesystem answers: `statvfs` of the directory and a read of its
   `node.json`, in a worker thread every DISK_PROBE_INTERVAL_S, returned within DISK_PROBE_BOUND_S
   and without error (a hung NFS mount or device, a filesystem gone: EIO). It reads only: a full disk
@@ -32,12 +35,15 @@ import trio
 
 from rmqc.replica import LIVENESS_CHECKS, READINESS_CHECKS, HealthCheck, readiness_checks
 
-__all__ = ["DISK_PROBE_BOUND_S", "HEALTH_INTERVAL_S", "LOOP_BOUND_S", "HealthMonitor"]
+__all__ = ["DISK_PROBE_BOUND_S", "HEALTH_INTERVAL_S", "LOOP_BOUND_S", "WRITE_BOUND_S", "HealthMonitor"]
 
 HEALTH_INTERVAL_S = 0.25
 # Longer than any pause a healthy node makes (a 10,000-group snapshot save holds the loop ~70 ms,
 # libfaketime's worst stalls 1-1.7 s: docs/chaos.md), short enough for a probe to see a hang.
 LOOP_BOUND_S = 3.0
+# A save takes milliseconds; a disk that holds one for seconds is broken or saturated (the node's
+# writes wait for it), and says so here. The same bound as the loop's.
+WRITE_BOUND_S = LOOP_BOUND_S
 DISK_PROBE_INTERVAL_S = 1.0
 DISK_PROBE_BOUND_S = 2.0
 CHECK_NAMES = {"livez": LIVENESS_CHECKS, "readyz": LIVENESS_CHECKS + READINESS_CHECKS}
@@ -107,12 +113,13 @@ class HealthMonitor:
 
     def liveness_here(self) -> tuple[HealthCheck, ...]:
         """Loop thread (the status answer): the loop runs, since it answers."""
-        return HealthCheck("loop", True, "the event loop answers this request"), self._disk(time.monotonic())
+        now = time.monotonic()
+        return HealthCheck("loop", True, "the event loop answers this request"), self._disk(now), self._writes(now)
 
     def checks(self, kind: str) -> tuple[HealthCheck, ...]:
         """Any thread: the checks of `kind` ("livez" or "readyz") as of now, from the snapshot."""
         now = time.monotonic()
-        liveness = (self._loop(now), self._disk(now))
+        liveness = (self._loop(now), self._disk(now), self._writes(now))
         if kind == "livez":
             return liveness
         snapshot = self._snapshot
@@ -130,6 +137,18 @@ class HealthMonitor:
             return HealthCheck("loop", False, f"the event loop has not run for {age:.1f} s (bound {LOOP_BOUND_S:g} s): "
                                               "something holds it (a hung fsync, a pass that does not end)")
         return HealthCheck("loop", True, f"the event loop ran {age * 1000:.0f} ms ago (bound {LOOP_BOUND_S:g} s)")
+
+    def _writes(self, now: float) -> HealthCheck:
+        saver = self._node.saver
+        started_s = None if saver is None else saver.call_started_s
+        if started_s is None:
+            return HealthCheck("writes", True, "no write under way")
+        age = now - started_s
+        if age > WRITE_BOUND_S:
+            return HealthCheck("writes", False, f"a write to {self._data_dir} has been under way for {age:.1f} s "
+                                                f"(bound {WRITE_BOUND_S:g} s): the disk does not complete it; the "
+                                                "node's writes wait, reads and heartbeats are served")
+        return HealthCheck("writes", True, f"a write under way for {age * 1000:.0f} ms (bound {WRITE_BOUND_S:g} s)")
 
     def _disk(self, now: float) -> HealthCheck:
         probe, done = self._probe, self._last_done

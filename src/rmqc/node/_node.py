@@ -2,13 +2,15 @@
 
 The replica decides everything; this shell only does the I/O (design.md "Layers and data flow").
 Tasks (all in the node's nursery, all cancelled together on shutdown):
-- driver: calls `replica.drive()` (which touches the Raft core and persists synchronously: one
-  journal record + fdatasync, no thread hop) whenever it is due; between two Readies of a run it
-  yields so that peer readers, the server and the timer run (issue 13).
+- driver: calls `replica.drive()` (which touches the Raft core and saves each Ready through the
+  saver: one journal record + fdatasync in the saver's thread, waited for in the loop up to its
+  patience, then left to run on while the node goes on: rmqc.node._saver) whenever it is due;
+  between two Readies of a run it yields so that peer readers, the server and the timer run.
 - timer: sleeps until `replica.next_wakeup_ms()` (ticks the core acts on, heartbeat deadlines,
   digests, forward timeouts, the successor grace), calls `replica.advance_time()`, and does the
   driver pass that made due itself: one wake-up, and the next one planned after it (issue 21).
-- peer links, the listening server, the notifier (1008 transport), snapshot writes in threads.
+- peer links, the listening server, the notifier (1008 transport), snapshot writes (their storage
+  steps in the saver's thread).
 Actions leave the replica through `_Effects`, which performs each one as it is emitted: Raft
 messages go to the peer outboxes (a leader's appends before its own fsync), answers straight to
 their sockets, 1008s to the notifier.
@@ -22,6 +24,7 @@ import os
 import random
 import sys
 from collections.abc import Callable
+from functools import partial
 from typing import Any, NoReturn
 
 import trio
@@ -74,6 +77,7 @@ from ._join import join_group
 from ._metrics import NodeMetrics
 from ._notifier import Notifier
 from ._peers import PeerLinks, Reply as PeerReply
+from ._saver import BackgroundSaver
 from ._server import Channel, Respond, Server
 from ._tls import notify_client_context
 
@@ -137,6 +141,7 @@ class ControllerNode:
         self.health = HealthMonitor(self, publish=config.metrics_port is not None)
         self.listen_address = config.listen_address
         self.storage: LmdbStorage | None = None
+        self.saver: BackgroundSaver | None = None  # the driver's saves and the snapshot's writes (from run() on)
         self.replica: Replica | None = None  # from run() on: it needs the opened storage and Trio's clock
         self.started = trio.Event()
         self.members: dict[str, str] = {}  # the applied address book (MembersChanged), this node included
@@ -164,10 +169,13 @@ class ControllerNode:
             if self.storage.fault_hook is not None:
                 log.warning("%s: the TEST-ONLY storage fault hook is on (%s=%s): never in production",
                             self.config.node_id, FAULT_FILE_ENV, self.storage.fault_hook.control)
+            saver = self.saver = BackgroundSaver(self.storage)
+            saver.on_save_finished = self._save_finished
+            saver.start()
             self.replica = Replica(
                 self.config, self.storage, TrioClock(), self._rng, self._effects,
                 controller_config=ControllerConfig.from_properties(dumps_properties(java_properties_of(self.config))),
-                observer=self.node_metrics, wake=self._wake, rearm=self._rearm)
+                observer=self.node_metrics, wake=self._wake, rearm=self._rearm, saver=saver)
             self.replica.shell_health = self.health.liveness_here
             self.replica.events.listener = self.event_readers.wake
             check_own_membership(self.config, self.replica.conf_state, self.replica.repairing)
@@ -175,6 +183,7 @@ class ControllerNode:
                 await self._serve(task_status)
             finally:
                 self.replica.stop("node stopping")
+                saver.close()
                 self.replica.close()
                 self.storage.close()
         finally:
@@ -327,6 +336,17 @@ class ControllerNode:
         if answered:
             self._answers_last_pass = answered
         return more
+
+    def _save_finished(self, error: Exception | None) -> None:
+        """The saver thread ended a save the driver left to it: the Ready goes on (a failure ends
+        the node as one in a driver pass would)."""
+        replica = self.replica
+        assert replica is not None
+        try:
+            replica.save_finished(error)
+        except Exception as failure:
+            self._failed_pass = failure
+            self._wakeup.set()
 
     def _rearm(self) -> None:
         self._rearmed.set()
@@ -505,32 +525,34 @@ class ControllerNode:
     # ----- snapshots, off the driver -----
 
     async def _write_snapshot(self, action: WriteSnapshot) -> None:
-        """create_snapshot + compaction as a task of its own, in the event loop's thread: one short
-        transaction per step (the snapshot, the boundary, then the sweep NODE_SWEEP_BATCH_ENTRIES
-        at a time), with a checkpoint between two steps so the driver, the peer readers, the
-        server and the timer run in between; the driver never waits for the whole write.
+        """create_snapshot + compaction as a task of its own: the state encoded a step at a time in
+        the event loop's thread, then one short transaction per step (the snapshot, the boundary,
+        then the sweep NODE_SWEEP_BATCH_ENTRIES at a time) in the saver's thread, one at a time
+        with the driver's saves, with a checkpoint between two steps so the driver, the peer
+        readers, the server and the timer run in between; the driver never waits for the whole
+        write, and the loop never waits on the storage's writer lock behind a stalled save.
 
-        Not in a worker thread: the steps are each about as long as one of the driver's own saves
-        (which fsync in this thread anyway), and a second Python thread costs the event loop more
-        than the writes do. Every step of that thread re-takes the GIL from the busy event loop,
-        and under libfaketime (the chaos run's clock fault preloads it in every node) each GIL
-        hand-off goes through its pthread_cond_timedwait wrapper, which (FAKETIME_NO_CACHE) opens
-        and reads the timestamp file: the loop then stalled for 1-1.7 s at a time, each node, until
-        the snapshot was written (3-19 s in the chaos run; docs/chaos.md, bench/repro_snapshot_stall.py).
-        A single thread has no hand-off to make."""
-        storage, replica = self.storage, self.replica
-        assert storage is not None and replica is not None
+        Not a thread of its own running the whole write: a second Python thread busy beside the
+        busy event loop re-takes the GIL from it at every step, and under libfaketime (the chaos
+        run's clock fault preloads it in every node) each contended hand-off goes through its
+        pthread_cond_timedwait wrapper: the loop then stalled for 1-1.7 s at a time, each node,
+        until the snapshot was written (3-19 s in the chaos run; docs/chaos.md,
+        bench/repro_snapshot_stall.py). The saver's loop waits for each step with the GIL
+        released (rmqc.node._saver), so no hand-off is contended."""
+        storage, replica, saver = self.storage, self.replica, self.saver
+        assert storage is not None and replica is not None and saver is not None
         steps = action.state.encode_steps()
         while (data := next(steps)) is None:  # ~10 ms a step: the loop runs in between
             await trio.lowlevel.checkpoint()
+        run = saver.run
         try:
-            storage.create_snapshot(action.index, action.conf_state, data)
+            await run(partial(storage.create_snapshot, action.index, action.conf_state, data))
             await trio.lowlevel.checkpoint()
             if action.compact_to > storage.first_index():
-                storage.compact(action.compact_to, sweep=False)
+                await run(partial(storage.compact, action.compact_to, sweep=False))
             while True:
                 await trio.lowlevel.checkpoint()
-                if not storage.sweep_batch(NODE_SWEEP_BATCH_ENTRIES):
+                if not await run(partial(storage.sweep_batch, NODE_SWEEP_BATCH_ENTRIES)):
                     break
         except (SnapshotOutOfDateError, CompactedError) as error:  # the leader's snapshot is newer
             replica.snapshot_written(action.index, SnapshotOutcome.SUPERSEDED, error)

@@ -1,0 +1,161 @@
+"""The node's disk writes in a thread of their own, waited for a short while in the event loop.
+
+The driver saves each Ready through this (rmqc.replica.Saver). A save is handed to the saver
+thread and the event loop waits for it, GIL released, for at most SAVE_PATIENCE_S: nearly every
+save (one journal record + fdatasync, about 1-3 ms) ends within it, and the driver goes on at
+once, as when it saved itself. A save that takes longer (a stalled or saturated disk) is left to
+the thread: the driver keeps the Raft core fed and sends heartbeats and appends meanwhile, so a
+stalled disk holds the node's writes, not its leadership, and the node answers everything that
+needs no write of its own. The thread reports the end through the Trio token.
+
+Why the loop waits at all, rather than always going on at once: with the loop blocked on the
+thread's answer, the thread runs its Python (the record's encoding, the fault hook) without
+contending for the GIL, and hands it back without a forced switch. Contended hand-offs cost the
+loop a switch interval each (5 ms), and under libfaketime (the chaos run's clock fault) far more
+(bench/repro_snapshot_stall.py). The snapshot writer's storage steps go through the same thread
+(`run`), one at a time with the saves, so the loop never waits on the storage's writer lock
+behind a stalled write.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any, TypeVar
+
+import trio
+
+from rmqc.raft import Entry, HardState, Snapshot
+
+__all__ = ["SAVE_PATIENCE_S", "BackgroundSaver"]
+
+log = logging.getLogger("rmqc.node")
+
+_T = TypeVar("_T")
+
+# How long the event loop waits for a save before leaving it to the thread: far above a healthy
+# save (1-3 ms here, 10-30 ms on a busy disk), far below the election timeout (500 ms by default),
+# so a stalled disk costs the loop at most this once per stall.
+SAVE_PATIENCE_S = 0.05
+
+
+class _Job:
+    """One call for the saver thread; `finished` and `detached` change under `lock` only, so the
+    call's end is reported exactly once: to the waiting loop, or (detached) through the token."""
+
+    __slots__ = ("call", "detached", "done", "error", "finished", "lock", "on_detached_end", "result")
+
+    def __init__(self, call: Callable[[], Any]) -> None:
+        self.call = call
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        self.finished = False
+        self.detached = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.on_detached_end: Callable[[_Job], None] | None = None
+
+    def outcome(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+class BackgroundSaver:
+    """rmqc.replica.Saver for `rmqc serve`: see the module's docstring. `start()` in the event
+    loop's thread (it takes the Trio token), `close()` on the way out (waits for the last call)."""
+
+    def __init__(self, storage: Any, *, patience_s: float = SAVE_PATIENCE_S) -> None:
+        self._storage = storage
+        self._patience_s = patience_s
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._work, name="rmqc-saver", daemon=True)
+        self._token: trio.lowlevel.TrioToken | None = None
+        self.on_save_finished: Callable[[Exception | None], None] = _unset
+        self.left_to_background = 0  # saves the loop stopped waiting for
+        # time.monotonic() when the thread's current call began (None: idle); read by any thread
+        self.call_started_s: float | None = None
+        self._closing = False  # a call that ends after close() began is reported to no one
+
+    def start(self) -> None:
+        self._token = trio.lowlevel.current_trio_token()
+        self._thread.start()
+
+    def close(self) -> None:
+        """Wait for the call under way (a stalled disk holds the exit as long as it holds the write)."""
+        self._closing = True
+        if self._thread.is_alive():
+            self._jobs.put(None)
+            self._thread.join()
+
+    # ----- rmqc.replica.Saver -----
+
+    def save(self, hard_state: HardState | None, entries: list[Entry], snapshot: Snapshot | None) -> bool:
+        job = _Job(partial(self._storage.save, hard_state, entries, snapshot))
+        job.on_detached_end = self._save_ended
+        if self._submit_and_wait(job):
+            job.outcome()  # raises what storage.save raised
+            return True
+        self.left_to_background += 1
+        log.warning("saving %d entries takes more than %d ms: the save goes on in the background; the node "
+                    "keeps sending heartbeats and answers what needs no write", len(entries),
+                    self._patience_s * 1000)
+        return False
+
+    def _save_ended(self, job: _Job) -> None:
+        error = job.error
+        if error is not None and not isinstance(error, Exception):
+            raise error  # KeyboardInterrupt, SystemExit: not the disk's
+        self.on_save_finished(error)
+
+    # ----- other writes, one at a time with the saves -----
+
+    async def run(self, call: Callable[[], _T]) -> _T:
+        """`call()` in the saver thread, after any save before it; waited for in the loop up to the
+        patience, then awaited (the loop runs meanwhile)."""
+        job = _Job(call)
+        ended = trio.Event()
+        job.on_detached_end = lambda _job: ended.set()
+        if not self._submit_and_wait(job):
+            await ended.wait()
+        result: _T = job.outcome()
+        return result
+
+    def _submit_and_wait(self, job: _Job) -> bool:
+        """True: the call ended within the patience (its outcome is in the job). False: it goes on,
+        and `job.on_detached_end` runs in the loop's thread when it ends."""
+        self._jobs.put(job)
+        if job.done.wait(self._patience_s):
+            return True
+        with job.lock:
+            if job.finished:
+                return True
+            job.detached = True
+        return False
+
+    # ----- the thread -----
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            self.call_started_s = time.monotonic()
+            try:
+                job.result = job.call()
+            except BaseException as error:  # handed to the loop's thread, raised there
+                job.error = error
+            self.call_started_s = None
+            with job.lock:
+                job.finished = True
+                detached = job.detached
+            if detached and not self._closing:
+                assert self._token is not None and job.on_detached_end is not None
+                self._token.run_sync_soon(job.on_detached_end, job)
+            else:
+                job.done.set()
+
+
+def _unset(error: Exception | None) -> None:
+    raise RuntimeError("BackgroundSaver.on_save_finished was not set")
