@@ -1,7 +1,8 @@
 """The etcd 3.4 anchor: 3 members on loopback ports, started and stopped by PID, loaded through
 its v3 gRPC gateway (HTTP/1.1 JSON: /v3/kv/put, /v3/kv/range) by the same closed-loop generator
-that loads rmqc. Skipped with a clear message when the `etcd` binary is not installed
-(Debian: apt-get install etcd-server etcd-client)."""
+that loads rmqc (bench_cpu_per_write.py loads it over gRPC instead: bench._etcd_grpc). Skipped
+with a clear message when the `etcd` binary is not installed (Debian: apt-get install etcd-server
+etcd-client)."""
 
 from __future__ import annotations
 

@@ -59,12 +59,14 @@ def shares(spec: WorkloadSpec, clients: int, generators: int, warmup_s: float, d
 
 
 async def run_generators(spec: WorkloadSpec, clients: int, generators: int, warmup_s: float, duration_s: float,
-                         work: Path, nodes: Mapping[str, Process]) -> SpreadRun:
+                         work: Path, nodes: Mapping[str, Process], worker: str = "bench._loadworker") -> SpreadRun:
     """The load point in `generators` processes started together; the CPU of `nodes` and of the
-    generators over the measured window (from the go signal + warm-up, for `duration_s`)."""
+    generators over the measured window (from the go signal + warm-up, for `duration_s`). `worker`
+    is the generator's module: bench._loadworker (Trio), or one speaking its protocol
+    (bench._etcd_grpc)."""
     work.mkdir(parents=True, exist_ok=True)
     parts = shares(spec, clients, generators, warmup_s, duration_s, work)
-    procs = [Process(f"generator-{i}", [sys.executable, "-m", "bench._loadworker", share.to_json()],
+    procs = [Process(f"generator-{i}", [sys.executable, "-m", worker, share.to_json()],
                      work / f"generator-{i}.log", err_path=work / f"generator-{i}.err", cwd=REPO)
              for i, share in enumerate(parts)]
     try:

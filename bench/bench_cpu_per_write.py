@@ -1,17 +1,25 @@
 """CPU per durable write, process by process: rmqc trees and etcd on the same load (issue 21).
 
 Where a write's time goes when CPU is the budget (2 shared cores): for each system, a 3-node
-cluster takes `--clients` closed-loop writers (bench._scn_writes: 1013 for rmqc, a put of the same
-size for etcd through its HTTP gateway) for `--seconds`, and the user + system CPU each process used
-over the window (/proc/PID/stat) is divided by the writes answered: the leader, the followers (mean)
-and the load generator (this process). Rounds alternate the systems' order; medians are printed.
+cluster takes `--clients` closed-loop writers for `--seconds`, and the user + system CPU each
+process used over the measured window (/proc/PID/stat, read when the warm-up ends and when the
+window closes) is divided by the writes answered in it: the leader, the followers (mean), all
+server processes together (leader + followers) and the load generator. Rounds alternate the
+systems' order; medians are printed, then per client count the ratio rmqc/etcd of the servers'
+CPU per write and both p50s.
+
+The loads (bench._scn_writes's sizes): rmqc takes 1013 frames from this process's Trio closed loop
+(the generator is this process). etcd takes KV Puts of the same size over gRPC, its native client
+protocol, from one generator process (bench._etcd_grpc: grpc.aio; the generator is that process
+and this one). `--etcd-http` also loads etcd through its HTTP/JSON gateway (the earlier anchor,
+from this process's Trio loop) as a third system in the same rounds: what the gateway costs etcd.
 
 `--tree NAME=SRC` runs `rmqc serve` from another source tree (e.g. a `git worktree` of an older
 commit) with this harness, for an A/B; without it, the installed rmqc. `--no-etcd` leaves etcd out
 (it is skipped anyway when not installed: `apt-get install etcd-server`).
 
-Run: .venv/bin/python bench/bench_cpu_per_write.py [--clients 1,256] [--seconds 8] [--rounds 3]
-      [--tree base=/tmp/old/src --tree new=src] [--no-etcd]
+Run: .venv/bin/python bench/bench_cpu_per_write.py [--clients 1,16,64,256] [--seconds 8] [--rounds 3]
+      [--tree base=/tmp/old/src --tree new=src] [--no-etcd] [--etcd-http]
 """
 
 from __future__ import annotations
@@ -25,16 +33,18 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import _etcd
-from bench._load import LoadResult, closed_loop
+from bench import _etcd, _etcd_grpc
+from bench._generators import run_generators
+from bench._load import LoadResult, Workload, closed_loop
 from bench._rmqc import RMQC_PROGRAM, RmqcCluster
-from bench._scn_writes import etcd_write_workload, rmqc_write_workload
-from rmqc.launcher import cpu_s
+from bench._scn_writes import anchor_value, etcd_write_workload, rmqc_write_workload
+from rmqc.launcher import Process, cpu_s
 
 WARMUP_S = 0.5
 
@@ -48,25 +58,51 @@ class Point:
     leader_us: float
     follower_us: float
     generator_us: float
+    servers_us: float  # leader + every follower
+
+
+FIELDS = ("ops_per_s", "p50_ms", "p99_ms", "leader_us", "follower_us", "generator_us", "servers_us")
 
 
 def percentile(sorted_ms: list[float], fraction: float) -> float:
     return sorted_ms[min(len(sorted_ms) - 1, int(len(sorted_ms) * fraction))] if sorted_ms else float("nan")
 
 
-async def measured(run: Callable[[], Awaitable[LoadResult]], pids: dict[str, int], leader: str,
-                   clients: int) -> Point:
-    """One load window, with every process's CPU over it per write answered."""
-    before, generator_before = {name: cpu_s(pid) or 0.0 for name, pid in pids.items()}, os.times()
-    result = await run()
-    after, generator_after = {name: cpu_s(pid) or 0.0 for name, pid in pids.items()}, os.times()
+def point(result: LoadResult, servers_cpu_s: dict[str, float], leader: str, generator_cpu_s: float) -> Point:
+    """One load window's point: each process's CPU over the window per write answered in it."""
+    if result.errors:
+        print(f"    ({result.errors} errors; first: {result.first_error})", flush=True)
     writes = max(result.ops, 1)
-    used = {name: 1e6 * (after[name] - before[name]) / writes for name in pids}
-    followers = [used[name] for name in pids if name != leader]
-    generator = (generator_after.user + generator_after.system) - (generator_before.user + generator_before.system)
+    used = {name: 1e6 * cpu / writes for name, cpu in servers_cpu_s.items()}
+    followers = [used[name] for name in used if name != leader]
     latencies = sorted(result.latencies_ms)
-    return Point(clients, result.ops_per_s, percentile(latencies, 0.5), percentile(latencies, 0.99),
-                 used[leader], statistics.fmean(followers), 1e6 * generator / writes)
+    return Point(result.clients, result.ops_per_s, percentile(latencies, 0.5), percentile(latencies, 0.99),
+                 used[leader], statistics.fmean(followers), 1e6 * generator_cpu_s / writes, sum(used.values()))
+
+
+def own_cpu_s() -> float:
+    times = os.times()  # every thread of this process
+    return times.user + times.system
+
+
+async def in_process(workload: Workload[Any], clients: int, seconds: float, procs: dict[str, Process],
+                     leader: str) -> Point:
+    """The load from this process's Trio loop; the CPU of the servers and of this process read when
+    closed_loop's warm-up ends and when its window closes (as bench._generators does)."""
+    samples: list[tuple[dict[str, float], float]] = []
+
+    async def sample_at(moment: float) -> None:
+        await trio.sleep_until(moment)
+        samples.append(({name: cpu_s(proc.pid) or 0.0 for name, proc in procs.items()}, own_cpu_s()))
+
+    async with trio.open_nursery() as nursery:
+        start = trio.current_time()
+        nursery.start_soon(sample_at, start + WARMUP_S)
+        nursery.start_soon(sample_at, start + WARMUP_S + seconds)
+        result = await closed_loop(workload, clients, seconds, WARMUP_S)
+    (servers_before, own_before), (servers_after, own_after) = samples
+    return point(result, {name: servers_after[name] - servers_before[name] for name in procs}, leader,
+                 own_after - own_before)
 
 
 async def rmqc_points(root: Path, program: str, clients: list[int], seconds: float) -> list[Point]:
@@ -74,23 +110,37 @@ async def rmqc_points(root: Path, program: str, clients: list[int], seconds: flo
     await cluster.start()
     try:
         leader = await cluster.leader_id()
-        pids = {name: process.pid for name, process in cluster.procs.items()}
         workload = rmqc_write_workload(cluster, leader)
-        return [await measured(partial(closed_loop, workload, count, seconds, WARMUP_S), pids, leader, count)
-                for count in clients]
+        return [await in_process(workload, count, seconds, cluster.procs, leader) for count in clients]
     finally:
         cluster.stop()
 
 
-async def etcd_points(root: Path, clients: list[int], seconds: float) -> list[Point]:
+async def etcd_grpc_points(root: Path, clients: list[int], seconds: float) -> list[Point]:
+    """etcd's leader loaded over gRPC by one bench._etcd_grpc process per point."""
     cluster = _etcd.EtcdCluster(root, 3)
     await cluster.start()
     try:
         leader = await cluster.leader()
-        etcd_workload = etcd_write_workload(cluster, leader)
-        pids = {name: process.pid for name, process in cluster.procs.items()}
-        return [await measured(partial(closed_loop, etcd_workload, count, seconds, WARMUP_S), pids, leader, count)
-                for count in clients]
+        load = _etcd_grpc.PutLoad(cluster.address(leader), len(anchor_value()))
+        points = []
+        for count in clients:
+            run = await run_generators(load.spec(), count, 1, WARMUP_S, seconds, root / f"load-{count}",
+                                       cluster.procs, worker=_etcd_grpc.WORKER)
+            points.append(point(run.result, run.node_cpu_s, leader, sum(run.generator_cpu_s) + run.harness_cpu_s))
+        return points
+    finally:
+        cluster.stop()
+
+
+async def etcd_http_points(root: Path, clients: list[int], seconds: float) -> list[Point]:
+    """etcd's leader loaded through its HTTP/JSON gateway from this process (the earlier anchor)."""
+    cluster = _etcd.EtcdCluster(root, 3)
+    await cluster.start()
+    try:
+        leader = await cluster.leader()
+        workload = etcd_write_workload(cluster, leader)
+        return [await in_process(workload, count, seconds, cluster.procs, leader) for count in clients]
     finally:
         cluster.stop()
 
@@ -107,14 +157,27 @@ def wrapper_program(directory: Path, name: str, src: str) -> str:
 def print_point(label: str, point: Point) -> None:
     print(f"  {label:10s} clients {point.clients:4d}: {point.ops_per_s:8,.0f}/s  p50 {point.p50_ms:6.2f} ms  "
           f"p99 {point.p99_ms:6.2f} ms  CPU per write: leader {point.leader_us:5.0f} us, follower "
-          f"{point.follower_us:4.0f} us, generator {point.generator_us:4.0f} us", flush=True)
+          f"{point.follower_us:4.0f} us, servers {point.servers_us:5.0f} us, generator {point.generator_us:4.0f} us",
+          flush=True)
 
 
-def print_medians(label: str, rounds: list[list[Point]]) -> None:
-    for column in zip(*rounds, strict=True):
-        print_point(label, Point(column[0].clients, *(statistics.median(getattr(p, field) for p in column)
-                                                      for field in ("ops_per_s", "p50_ms", "p99_ms", "leader_us",
-                                                                    "follower_us", "generator_us"))))
+def median_points(rounds: list[list[Point]]) -> list[Point]:
+    return [Point(column[0].clients, *(statistics.median(getattr(p, field) for p in column) for field in FIELDS))
+            for column in zip(*rounds, strict=True)]
+
+
+def print_ratios(name: str, rounds: list[list[Point]], anchor: str, anchor_rounds: list[list[Point]]) -> None:
+    """Per client count: the medians' ratio of the servers' CPU per write (and each round's), both
+    p50s, and in how many rounds `name`'s p50 was the lower."""
+    print(f"{name}/{anchor}, CPU per write of the servers (leader + 2 followers):")
+    medians, anchor_medians = median_points(rounds), median_points(anchor_rounds)
+    for index, (mine, theirs) in enumerate(zip(medians, anchor_medians, strict=True)):
+        pairs = [(r[index], a[index]) for r, a in zip(rounds, anchor_rounds, strict=True)]
+        each = " ".join(f"{p.servers_us / q.servers_us:.2f}x" for p, q in pairs)
+        lower = sum(p.p50_ms < q.p50_ms for p, q in pairs)
+        print(f"  clients {mine.clients:4d}: {mine.servers_us:5.0f} / {theirs.servers_us:5.0f} us = "
+              f"{mine.servers_us / theirs.servers_us:.2f}x (rounds: {each});  p50 {mine.p50_ms:6.2f} / "
+              f"{theirs.p50_ms:6.2f} ms, {name}'s lower in {lower} of {len(pairs)} rounds", flush=True)
 
 
 async def bench(args: argparse.Namespace) -> None:
@@ -126,8 +189,11 @@ async def bench(args: argparse.Namespace) -> None:
             name, _, src = tree.partition("=")
             program = wrapper_program(root, name, src) if src else RMQC_PROGRAM
             systems[name] = partial(rmqc_points, program=program, clients=clients, seconds=args.seconds)
+        rmqc_names = list(systems)
         if not args.no_etcd and _etcd.etcd_binary() is not None:
-            systems["etcd"] = partial(etcd_points, clients=clients, seconds=args.seconds)
+            systems["etcd"] = partial(etcd_grpc_points, clients=clients, seconds=args.seconds)
+            if args.etcd_http:
+                systems["etcd-http"] = partial(etcd_http_points, clients=clients, seconds=args.seconds)
         results: dict[str, list[list[Point]]] = {name: [] for name in systems}
         for round_number in range(args.rounds):
             order = list(systems) if round_number % 2 == 0 else list(reversed(systems))
@@ -139,16 +205,24 @@ async def bench(args: argparse.Namespace) -> None:
                     print_point(name, point)
     print(f"medians of {args.rounds} rounds:")
     for name, rounds in results.items():
-        print_medians(name, rounds)
+        for point in median_points(rounds):
+            print_point(name, point)
+    for anchor in [name for name in results if name not in rmqc_names]:
+        for name in rmqc_names:
+            print_ratios(name, results[name], anchor, results[anchor])
+    if "etcd-http" in results:
+        print_ratios("etcd-http", results["etcd-http"], "etcd", results["etcd"])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--clients", default="1,256", help="comma-separated client counts")
+    parser.add_argument("--clients", default="1,16,64,256", help="comma-separated client counts")
     parser.add_argument("--seconds", type=float, default=8.0, help="measured window per point")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tree", action="append", metavar="NAME=SRC", help="an rmqc source tree to run (repeat)")
     parser.add_argument("--no-etcd", action="store_true")
+    parser.add_argument("--etcd-http", action="store_true",
+                        help="also load etcd through its HTTP/JSON gateway (the earlier anchor), in the same rounds")
     trio.run(bench, parser.parse_args())
 
 
