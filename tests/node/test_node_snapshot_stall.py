@@ -1,14 +1,15 @@
 """A node keeps answering while it writes a snapshot (docs/chaos.md: on a loaded disk the write
 took seconds, and the driver waited for it: no Ready handled, no request answered, leadership lost).
 
-The write is a task of its own in the event loop's thread, one short transaction per step. The slow
-disk is a compaction of many slow batches (each a 5 ms transaction) going on until the probes are
-done: requests that need the driver (writes, 1005 reads) must be answered between two batches.
+The write is a task of its own, one short transaction per step, each step in the saver's thread
+(rmqc.node._saver) one at a time with the driver's saves. The slow disk is a compaction of many
+slow batches (each a 5 ms transaction) going on until the probes are done: requests that need the
+driver (writes, 1005 reads) must be answered between two batches.
 
-And the write must not be made in a second Python thread: every step of a worker thread takes the
-GIL back from the busy event loop, and under libfaketime (the chaos run's clock fault) those
-hand-offs stalled every node for 1-2 s at a time until the snapshot was written (docs/chaos.md,
-bench/repro_snapshot_stall.py)."""
+And the steps must not run in threads that contend with the busy event loop for the GIL (trio's
+worker threads, before): under libfaketime (the chaos run's clock fault) those hand-offs stalled
+every node for 1-2 s at a time until the snapshot was written (docs/chaos.md,
+bench/repro_snapshot_stall.py). The saver's loop waits for each step with the GIL released."""
 
 from __future__ import annotations
 
@@ -76,20 +77,22 @@ async def test_the_node_answers_writes_and_reads_while_a_snapshot_is_written(tmp
         nursery.cancel_scope.cancel()
 
 
-async def test_the_snapshot_is_written_in_the_event_loops_thread(tmp_path: Path) -> None:
+async def test_the_snapshot_is_written_in_the_savers_thread(tmp_path: Path) -> None:
     """Regression: create_snapshot, the compaction's boundary and every sweep batch run in the
-    event loop's thread (before: in trio worker threads, whose GIL hand-offs stalled the loop)."""
+    saver's one thread, where the driver's saves run (before: in trio worker threads, whose GIL
+    hand-offs stalled the loop; then in the loop's thread, where a stalled disk held the loop)."""
     config = single_config(tmp_path, snapshot_every_entries=SNAPSHOT_EVERY)
     async with trio.open_nursery() as nursery:
         node = await start(nursery, config)
         storage = node.storage
         assert storage is not None
-        threads: dict[str, set[int]] = {"create_snapshot": set(), "compact": set(), "sweep_batch": set()}
+        threads: dict[str, set[str]] = {"save": set(), "create_snapshot": set(), "compact": set(),
+                                        "sweep_batch": set()}
         for name in threads:
             real = getattr(storage, name)
 
             def recorded(*args: object, _real: object = real, _name: str = name, **kwargs: object) -> object:
-                threads[_name].add(threading.get_ident())
+                threads[_name].add(threading.current_thread().name)
                 return _real(*args, **kwargs)  # type: ignore[operator]
 
             setattr(storage, name, recorded)
@@ -100,6 +103,6 @@ async def test_the_snapshot_is_written_in_the_event_loops_thread(tmp_path: Path)
                     await register(client, f"broker-{number}", f"10.0.0.{number}:30911")
                     number += 1
         assert storage.snapshot_meta().index > 0 and storage.first_index() > 1
-        loop_thread = threading.get_ident()
-        assert threads == {"create_snapshot": {loop_thread}, "compact": {loop_thread}, "sweep_batch": {loop_thread}}
+        assert threads == {"save": {"rmqc-saver"}, "create_snapshot": {"rmqc-saver"}, "compact": {"rmqc-saver"},
+                           "sweep_batch": {"rmqc-saver"}}
         nursery.cancel_scope.cancel()
