@@ -357,6 +357,8 @@ class ControllerNode:
         while True:
             if not replica.drive_due:
                 await self._wakeup.wait()
+            else:  # a pass left more due (a backlog's next slice while a save goes on): others run first
+                await trio.lowlevel.checkpoint()
             self._wakeup = trio.Event()
             if self._failed_pass is not None:
                 raise self._failed_pass

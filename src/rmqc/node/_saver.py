@@ -15,14 +15,23 @@ loop a switch interval each (5 ms), and under libfaketime (the chaos run's clock
 (bench/repro_snapshot_stall.py). The snapshot writer's storage steps go through the same thread
 (`run`), one at a time with the saves, so the loop never waits on the storage's writer lock
 behind a stalled write.
+
+The hand-offs are bytes on two pipes (a job's number to the thread, its end back), the waits a
+blocking `read` and a `select` with the patience as its timeout: no timed lock or condition wait.
+libfaketime wraps those (`sem_clockwait`, `pthread_cond_timedwait`), and under the chaos run's
+clock fault an Event-based hand-off took 100-200 ms per save with the loop blocked in it (every
+node's probes timed out in tests/cluster/test_snapshot_stall_faketime.py); on pipes it costs the
+same 0.1 ms with and without libfaketime.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
+import os
+import select
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from functools import partial
 from typing import Any, TypeVar
@@ -47,12 +56,11 @@ class _Job:
     """One call for the saver thread; `finished` and `detached` change under `lock` only, so the
     call's end is reported exactly once: to the waiting loop, or (detached) through the token."""
 
-    __slots__ = ("call", "detached", "done", "error", "finished", "lock", "on_detached_end", "result")
+    __slots__ = ("call", "detached", "error", "finished", "lock", "on_detached_end", "result")
 
     def __init__(self, call: Callable[[], Any]) -> None:
         self.call = call
-        self.lock = threading.Lock()
-        self.done = threading.Event()
+        self.lock = threading.Lock()  # never waited on with a timeout: held for two assignments
         self.finished = False
         self.detached = False
         self.result: Any = None
@@ -72,7 +80,9 @@ class BackgroundSaver:
     def __init__(self, storage: Any, *, patience_s: float = SAVE_PATIENCE_S) -> None:
         self._storage = storage
         self._patience_s = patience_s
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._jobs: deque[_Job | None] = deque()  # taken by the thread, one per byte on _job_pipe
+        self._job_pipe = os.pipe()  # (read, write): a byte per job submitted
+        self._end_pipe = os.pipe()  # a byte per job ended that the loop still waits for
         self._thread = threading.Thread(target=self._work, name="rmqc-saver", daemon=True)
         self._token: trio.lowlevel.TrioToken | None = None
         self.on_save_finished: Callable[[Exception | None], None] = _unset
@@ -89,8 +99,10 @@ class BackgroundSaver:
         """Wait for the call under way (a stalled disk holds the exit as long as it holds the write)."""
         self._closing = True
         if self._thread.is_alive():
-            self._jobs.put(None)
+            self._submit(None)
             self._thread.join()
+        for fd in (*self._job_pipe, *self._end_pipe):
+            os.close(fd)
 
     # ----- rmqc.replica.Saver -----
 
@@ -128,19 +140,26 @@ class BackgroundSaver:
     def _submit_and_wait(self, job: _Job) -> bool:
         """True: the call ended within the patience (its outcome is in the job). False: it goes on,
         and `job.on_detached_end` runs in the loop's thread when it ends."""
-        self._jobs.put(job)
-        if job.done.wait(self._patience_s):
+        self._submit(job)
+        end = self._end_pipe[0]
+        if select.select([end], [], [], self._patience_s)[0]:
+            os.read(end, 1)
             return True
         with job.lock:
-            if job.finished:
-                return True
-            job.detached = True
-        return False
+            if not job.finished:
+                job.detached = True
+                return False
+        os.read(end, 1)  # it ended as the wait did: its byte is written, or about to be
+        return True
+
+    def _submit(self, job: _Job | None) -> None:
+        self._jobs.append(job)
+        os.write(self._job_pipe[1], b"\0")
 
     # ----- the thread -----
 
     def _work(self) -> None:
-        while (job := self._jobs.get()) is not None:
+        while os.read(self._job_pipe[0], 1) and (job := self._jobs.popleft()) is not None:
             self.call_started_s = time.monotonic()
             try:
                 job.result = job.call()
@@ -150,11 +169,11 @@ class BackgroundSaver:
             with job.lock:
                 job.finished = True
                 detached = job.detached
-            if detached and not self._closing:
+            if not detached:
+                os.write(self._end_pipe[1], b"\0")
+            elif not self._closing:
                 assert self._token is not None and job.on_detached_end is not None
                 self._token.run_sync_soon(job.on_detached_end, job)
-            else:
-                job.done.set()
 
 
 def _unset(error: Exception | None) -> None:
