@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from rmqc.peerwire import encode_messages
 from rmqc.raft._types import Message, MessageType
 from rmqc.testing._simreplica import WALL_EPOCH_MS
 from rmqc.testing._simworld import WallKnobs, World
@@ -57,8 +58,8 @@ def test_a_paused_node_holds_what_each_peer_outbox_holds() -> None:
     node.start()
     node.pause()
     for i in range(5):
-        node.deliver(Message(MessageType.HEARTBEAT, to="n1", frm="n0", term=1, commit=i))
-    node.deliver(Message(MessageType.HEARTBEAT, to="n1", frm="n2", term=1))
+        node.deliver("n0", encode_messages([Message(MessageType.HEARTBEAT, to="n1", frm="n0", term=1, commit=i)]))
+    node.deliver("n2", encode_messages([Message(MessageType.HEARTBEAT, to="n1", frm="n2", term=1)]))
     # the oldest two of n0's are pushed out of n0's outbox, n2's is not touched
     assert [held.dropped for held in node.deferred] == [True, True, False, False, False, False]
     assert world.counts["paused_backlog_dropped"] == 2

@@ -21,7 +21,12 @@ dead-leader takeover, notifier), with the simulator's network, disk, clock and f
   NodeKnobs.peer_outbox_messages Raft messages, the oldest dropped, and MAX_CONTROL_FRAMES
   forwards, answers and digests, newer ones refused).
 - Outputs: every action of the outbox is performed after each input, in order: Raft messages and
-  digests and forwards travel the simulated network, answers and 1008s the client links.
+  digests and forwards travel the simulated network, answers and 1008s the client links. What
+  travels is bytes, as between real processes: Raft messages in the peer codec's frames (decoded
+  by the receiver as its peer reader does, a stale append without its entries), forwards in their
+  tagged frames, requests, answers and 1008s in remoting frames; 1008s wait in the node's
+  PendingNotifications (one per broker address, a newer masterEpoch replacing an older one), as
+  in its notifier. Nothing is shared between nodes by reference.
 """
 
 from __future__ import annotations
@@ -35,10 +40,10 @@ from typing import TYPE_CHECKING, Any
 from rmqc.errors import SnapshotOutOfDateError
 from rmqc.fsm import ApplyResult
 from rmqc.node import NodeConfig, parse_peers
-from rmqc.peerwire import MAX_CONTROL_FRAMES
-from rmqc.raft import ConfState, Entry, EntryType, HardState, Message, Snapshot
-from rmqc.remoting import RemotingCommand
-from rmqc.replica import Replica
+from rmqc.peerwire import MAX_CONTROL_FRAMES, decode_messages, decode_tagged, encode_tagged
+from rmqc.raft import ConfState, Entry, EntryType, HardState, Snapshot
+from rmqc.remoting import FrameDecoder, RemotingCommand, encode
+from rmqc.replica import PendingNotifications, Replica
 from rmqc.replica._io import (
     Answer,
     ForwardRequest,
@@ -169,6 +174,8 @@ class ReplicaSimNode:
         # (sender, is a Raft message) -> what of `deferred` came from that peer's link
         self._held_from: dict[tuple[str, bool], deque[Held]] = {}
         self.outbox: list[Any] = []
+        self.notifications = PendingNotifications()
+        self._notifying: set[str] = set()  # broker addresses a 1008 is being sent to
         self._wakeup_us: int | None = None
         self._drive_scheduled = False
         self._clock_base_us = 0
@@ -240,6 +247,8 @@ class ReplicaSimNode:
                                  [world.address_of(node_id) for node_id in world.initial_ids] if self.joined else ())
         rng = random.Random(f"{self.world.seed}/{self.id}/{self.incarnation}")
         self.outbox = []
+        self.notifications = PendingNotifications()  # the notifier's: a process's, lost in a crash
+        self._notifying = set()
         self.up, self.paused = True, False
         self.started_us = self.world.events.now_us
         self.deferred.clear()
@@ -313,31 +322,39 @@ class ReplicaSimNode:
         self._after_input()
 
     # -- inputs --------------------------------------------------------------------------------------
-    def deliver(self, message: Message) -> None:
-        self._from_peer(message.frm, True,
-                        lambda: self._run(self.replica.raft_messages, message.frm, [message]))  # type: ignore[union-attr]
+    def deliver(self, sender: str, payload: bytes) -> None:
+        """Raft messages as the peer codec sent them, decoded when the node reads them (an append
+        of a stale term without its entries, as a node's peer reader does)."""
+        self._from_peer(sender, True, lambda: self._run(self._raft_messages, sender, payload))
+
+    def _raft_messages(self, sender: str, payload: bytes) -> None:
+        replica = self.replica
+        assert replica is not None
+        replica.raft_messages(sender, decode_messages(payload, stale_below=replica.term))
 
     def on_peer_down(self, peer: str) -> None:
         self._when_running(lambda: self._run(self.replica.peer_down, peer))  # type: ignore[union-attr]
 
-    def remote(self, remote: Remote) -> None:
-        self._when_running(self._remote, remote)
+    def remote(self, sender: str, frame: bytes) -> None:
+        self._when_running(self._remote, sender, frame)
 
-    def _remote(self, remote: Remote) -> None:
+    def _remote(self, sender: str, frame: bytes) -> None:
         replica = self.replica
         assert replica is not None
+        remote = Remote(sender, decode_frame(frame))
         channel = hash(remote.sender) & 0x7FFFFFFF or 1
         if not self._run(replica.heartbeat, remote.request, channel):
             self._run(replica.client_request, remote.request, channel, ("client", remote))
 
-    def forwarded(self, sender: str, tag: int, request: RemotingCommand) -> None:
+    def forwarded(self, sender: str, payload: bytes) -> None:
+        tag, frame = decode_tagged(payload)
         self._from_peer(sender, False, lambda: self._run(self.replica.forwarded_request,  # type: ignore[union-attr]
-                                                         sender, request, ("forward", sender, tag)))
+                                                         sender, decode_frame(frame), ("forward", sender, tag)))
 
-    def forwarded_answer(self, sender: str, tag: int, response: RemotingCommand | None) -> None:
-        if response is not None:
-            self._from_peer(sender, False,
-                            lambda: self._run(self.replica.forwarded_response, tag, response))  # type: ignore[union-attr]
+    def forwarded_answer(self, sender: str, payload: bytes) -> None:
+        tag, frame = decode_tagged(payload)
+        self._from_peer(sender, False, lambda: self._run(self.replica.forwarded_response,  # type: ignore[union-attr]
+                                                         tag, decode_frame(frame)))
 
     def digest(self, sender: str, payload: bytes) -> None:
         self._from_peer(sender, False, lambda: self._run(self.replica.digest, sender, payload))  # type: ignore[union-attr]
@@ -485,18 +502,38 @@ class ReplicaSimNode:
         if kind == "client":
             if action.response is not None:
                 self.world.answer(self, token[1], action.response)  # type: ignore[index]
-        else:
+        elif action.response is not None:
             sender, tag = token[1], token[2]  # type: ignore[index]
-            self.world.peer_call(self.id, sender, "forwarded_answer", self.id, tag, action.response)
+            self.world.peer_call(self.id, sender, "forwarded_answer", self.id,
+                                 encode_tagged(tag, encode(action.response)))
 
     def _forward(self, action: ForwardRequest) -> None:
-        self.world.peer_call(self.id, action.leader, "forwarded", self.id, action.tag, action.request)
+        self.world.peer_call(self.id, action.leader, "forwarded", self.id,
+                             encode_tagged(action.tag, encode(action.request)))
 
     def _digest(self, action: SendDigest) -> None:
         self.world.peer_call(self.id, action.leader, "digest", self.id, action.payload)
 
     def _notify(self, action: Notify) -> None:
-        self.world.notify(action.address, action.command)
+        """As the node's notifier: at most one 1008 waits per broker address while one is being
+        sent to it, a newer masterEpoch replacing an older one still waiting (PendingNotifications);
+        the sender takes the one waiting once its send is over."""
+        if self.notifications.offer(action.address, action.command) and action.address not in self._notifying:
+            self._send_notification(self.incarnation, action.address)
+
+    def _send_notification(self, incarnation: int, address: str) -> None:
+        if not self.up or incarnation != self.incarnation:
+            return
+        command = self.notifications.pop(address)
+        if command is None:
+            self._notifying.discard(address)
+            return
+        self._notifying.add(address)
+        took_us = self.world.notify(address, command)
+        if took_us is None:  # lost on the way: the sender is free at once
+            self._send_notification(incarnation, address)
+        else:
+            self.world.events.after(took_us, self._send_notification, incarnation, address)
 
     def _write_snapshot(self, action: WriteSnapshot) -> None:
         self.world.events.after(self.knobs.snapshot_write_us, self._snapshot_now, self.incarnation, action)
@@ -525,6 +562,12 @@ class ReplicaSimNode:
     def _stop(self, action: StopProcess) -> None:
         self.world.trace(f"{self.id} stops: {action.reason}")
         self.world.nemesis.crash(self)
+
+
+def decode_frame(frame: bytes) -> RemotingCommand:
+    """The one remoting command of `frame`, decoded as a node's server or a client decodes it."""
+    (command,) = FrameDecoder(_NODE_DEFAULTS.max_frame_bytes).feed(frame)
+    return command
 
 
 class _SimSaver:

@@ -12,8 +12,9 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from rmqc.errors import RmqcError
+from rmqc.peerwire import encode_messages
 from rmqc.raft import EntryType, Message, MessageType, ProgressState, RaftInvariantError
-from rmqc.remoting import RemotingCommand
+from rmqc.remoting import RemotingCommand, encode
 from rmqc.replica import MembersChanged
 
 from ._simadmin import AdminKnobs, SimAdminClient
@@ -25,7 +26,7 @@ from ._simhistory import ControllerHistory
 from ._simmembers import MembersKnobs, MembersOperator
 from ._simnemesis import Nemesis, NemesisKnobs
 from ._simnet import LinkFaults, SimNetwork
-from ._simreplica import NodeKnobs, Remote, ReplicaSimNode
+from ._simreplica import NodeKnobs, Remote, ReplicaSimNode, decode_frame
 from ._simstatus import node_view
 from ._simstorage import CrashableStorage
 
@@ -241,8 +242,9 @@ class World:
             self._count_append(message)
         if message.type is MessageType.SNAP:
             self.snapshot_sent_us[message.to] = self.events.now_us
+        payload = encode_messages([message])  # the peer codec's bytes travel, as between real nodes
         for delay in self.net.delays_us(message.frm, message.to):
-            self.events.after(delay, self._arrive, message)
+            self.events.after(delay, self._arrive, message.frm, message.to, payload)
 
     def _count_append(self, message: Message) -> None:
         """What replication costs: entries sent, and entries sent again to a follower that was sent
@@ -255,11 +257,11 @@ class World:
         if again:
             self.counts["append_entries_resent"] = self.counts.get("append_entries_resent", 0) + again
 
-    def _arrive(self, message: Message) -> None:
-        if self.net.arrived(message.frm, message.to) and message.to in self.nodes:
-            self.nodes[message.to].deliver(message)
+    def _arrive(self, frm: str, to: str, payload: bytes) -> None:
+        if self.net.arrived(frm, to) and to in self.nodes:
+            self.nodes[to].deliver(frm, payload)
 
-    def _client_delay_us(self) -> int:
+    def client_delay_us(self) -> int:
         return self.rng.randint(self.knobs.client_delay_min_us, self.knobs.client_delay_max_us)
 
     # -- brokers and admins -----------------------------------------------------------------------
@@ -274,7 +276,7 @@ class World:
             if self.rng.random() < self.knobs.faults.drop_p:
                 continue  # lost on the way: the client times out
             node = self.nodes[node_id]
-            self.events.after(self._client_delay_us(), node.remote, Remote(sender, request))
+            self.events.after(self.client_delay_us(), node.remote, sender, encode(request))
 
     def peer_call(self, frm: str, to: str, method: str, *args: object) -> None:
         """A message between two nodes outside Raft (a forward, its answer, a digest): it travels
@@ -291,10 +293,11 @@ class World:
         applied = node.replica.applied_index if node.replica is not None else 0
         answer = Answer(response, node.id, node.incarnation, hint, self.events.now_us, applied)
         if self.rng.random() >= self.knobs.faults.drop_p:
-            self.events.after(self._client_delay_us(), self._deliver_answer,
-                              remote.sender, remote.request.opaque, answer)
+            self.events.after(self.client_delay_us(), self._deliver_answer,
+                              remote.sender, remote.request.opaque, answer, encode(response))
 
-    def _deliver_answer(self, sender: str, opaque: int, answer: Answer) -> None:
+    def _deliver_answer(self, sender: str, opaque: int, answer: Answer, frame: bytes) -> None:
+        answer = answer._replace(response=decode_frame(frame))  # the client reads the bytes
         now_us = self.events.now_us
         if sender in self.brokers:
             self._send_remote(sender, self.brokers[sender].on_answer(opaque, answer, now_us))
@@ -303,15 +306,19 @@ class World:
         else:
             self.operators[sender].on_answer(opaque, answer, now_us)
 
-    def notify(self, address: str, command: RemotingCommand) -> None:
-        """A 1008 from the leader to the broker at `address` (one-way: it may be lost)."""
+    def notify(self, address: str, command: RemotingCommand) -> int | None:
+        """A 1008 from the leader to the broker at `address` (one-way: it may be lost); how long it
+        takes to arrive (None: lost, or no broker there)."""
         self.count("notifications")
         broker = self.broker_by_address.get(address)
         if broker is not None and self.rng.random() >= self.knobs.faults.drop_p:
-            self.events.after(self._client_delay_us(), self._deliver_notify, broker, command)
+            took_us = self.client_delay_us()
+            self.events.after(took_us, self._deliver_notify, broker, encode(command))
+            return took_us
+        return None
 
-    def _deliver_notify(self, broker: SimBrokerClient, command: RemotingCommand) -> None:
-        broker.on_notify(command, self.events.now_us)
+    def _deliver_notify(self, broker: SimBrokerClient, frame: bytes) -> None:
+        broker.on_notify(decode_frame(frame), self.events.now_us)
 
     def is_leader(self, node: ReplicaSimNode) -> bool:
         return node.raw is not None and node_view(node).role == "leader"

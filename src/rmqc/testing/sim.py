@@ -101,13 +101,15 @@ import logging
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
+from typing import Any
 
 import rmqc.controller._processor as processor_module
 import rmqc.fsm._state as state_module
+import rmqc.peerwire._codec as codec_module
 import rmqc.raft._core as core_module
 from rmqc.controller._policy import _choose_within
 from rmqc.fsm import BrokerGroup, NamesrvState
-from rmqc.raft import MemoryStorage, Message, RawNode, ReadState
+from rmqc.raft import Entry, EntryType, MemoryStorage, Message, RawNode, ReadState
 from rmqc.raft._core import RaftCore
 from rmqc.replica._driver import Driver
 from rmqc.replica._membership import Membership
@@ -247,6 +249,12 @@ def _take_early_with_acks(self: RawNode) -> tuple[tuple[Message, ...], tuple[Rea
     return messages, read_states
 
 
+def _read_entry_as_normal(reader: Any) -> Entry:
+    """The peer codec's entry decoder with a broken type table: every entry arrives NORMAL."""
+    index, term, _type, length = reader.struct(codec_module._ENTRY_HEAD)
+    return Entry(index, term, EntryType.NORMAL, reader.take(length))
+
+
 # name -> the bug: each was really shipped once, or is the classic bug of that code path.
 MUTANTS: dict[str, Mutant] = {
     "takeover-without-lease-wait": Mutant(((RaftCore, "_takeover_wait_ticks", lambda self: 0),),
@@ -275,6 +283,9 @@ MUTANTS: dict[str, Mutant] = {
     "route-master-unfenced": Mutant(((NamesrvState, "broker_addrs", _broker_addrs_as_claimed),)),
     # a node's route cache kept when a broker name's registrations or controller group change
     "route-cache-never-dropped": Mutant(((NamesrvState, "forget_broker_name", lambda self, broker_name: None),)),
+    # the peer codec decoding every entry's type as NORMAL (a broken enum table): a follower never
+    # applies a membership change it receives (only the simulator's bytes run the codec)
+    "codec-loses-entry-type": Mutant(((codec_module, "_read_entry", _read_entry_as_normal),)),
     # acknowledging appends (and granting votes) before the background save that holds them ends
     "acks-before-background-save": Mutant(((RawNode, "take_early", _take_early_with_acks),), "disks"),
 }
