@@ -353,3 +353,27 @@ def test_the_decode_pauses_the_collector_within_a_step_only_and_freezes_when_ask
         assert gc.get_freeze_count() > frozen and state is not None and state.snapshot() == data
     finally:
         gc.unfreeze()
+
+
+def test_the_namesrv_restore_constructors_name_every_field() -> None:
+    from dataclasses import fields
+
+    from rmqc.fsm._namesrv import (
+        QUEUE_DATA_FIELDS,
+        REGISTRATION_FIELDS,
+        QueueData,
+        Registration,
+        restored_queue_data,
+        restored_registration,
+    )
+
+    assert tuple(f.name for f in fields(QueueData)) == QUEUE_DATA_FIELDS
+    assert tuple(f.name for f in fields(Registration)) == REGISTRATION_FIELDS
+    # They bypass __init__: a __post_init__ would be skipped on restore.
+    assert not hasattr(QueueData, "__post_init__") and not hasattr(Registration, "__post_init__")
+    assert restored_queue_data(8, 4, 6, 1) == QueueData(8, 4, 6, 1)
+    assert hash(restored_queue_data(8, 4, 6, 1)) == hash(QueueData(8, 4, 6, 1))
+    values = ("C", "b", 0, "h:1", "h:2", (1, 2, 3))
+    assert restored_registration(*values) == Registration(*values)
+    with pytest.raises(AttributeError):
+        restored_queue_data(8, 4, 6, 1).perm = 2  # type: ignore[misc]  # still frozen

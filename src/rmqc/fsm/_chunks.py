@@ -10,9 +10,9 @@ decode is as many short calls, with the loop free in between (ControllerState.de
 Why this layout: it is still the version-1 document, byte for byte what `orjson.dumps` of the same
 content gives, plus one key, "chunks", placed second. A release that knows only version 1 ignores
 that key and reads the snapshot as before, so a rolling restart onto this release, or back, never
-meets a snapshot a node cannot install; `jq`, `rmqc log` and the tests that read a snapshot as JSON
-keep working. The document keeps `"version":1` for that reason; the index's first number (2) is
-the layout's version.
+meets a snapshot a node cannot install, and whatever reads a snapshot as JSON (jq, tests) still
+does. The document keeps `"version":1` for that reason; the index's first number (2) is the
+layout's version.
 
     {"version":1,"chunks":[2,kind,length,crc32,kind,length,crc32,...],"groups":[G,G],"config":C,
      "namesrv":{"registrations":[R,R],"topics":{T,T},"kv":{N:{E,E},N:{E}}}}
@@ -42,9 +42,10 @@ CHUNKED_LAYOUT = 2
 DOCUMENT_VERSION = 1
 CHUNKED_HEAD = b'{"version":%d,"chunks":[' % DOCUMENT_VERSION
 
-# How many items one piece holds, and so one step of the encoder and the decoder handles: a group,
-# a registration, a topic's queue data of one broker name, a KV entry. About 10 ms of a loaded
-# machine's time either way (tests/fsm count the items of every step).
+# How many records one piece holds (a group, a registration, a topic's queue data of one broker
+# name, a KV entry; a topic is never cut, so one on more broker names is a piece alone): what one
+# step of the encoder encodes and one step of the decoder parses, in one orjson call each (the
+# decoder then builds the records DECODE_STEP_ITEMS a step). tests/fsm count them.
 SNAPSHOT_STEP_ITEMS = 4_096
 # A KV value may be 64 KB: a piece of KV entries also ends at about this many bytes of text.
 SNAPSHOT_STEP_KV_BYTES = 1 << 20
@@ -56,8 +57,9 @@ KIND_NAMES = {GROUPS: "groups", CONFIG: "config", REGISTRATIONS: "registrations"
               KV_NAMESPACE: "KV namespace", KV_ENTRIES: "KV entries"}
 _NAMESRV_KINDS = frozenset((REGISTRATIONS, TOPICS, KV_NAMESPACE, KV_ENTRIES))
 
-# Sections in document order: (the kinds that open it, its opening, its closing when empty). The
-# NameServer's three sections are written together or not at all, as version 1 does.
+# The sections in document order (the KV namespaces and their entries are one), what opens each
+# before its first piece, and what stands for it when it has none. The NameServer's three sections
+# are written together or not at all, as version 1 does; config only when it has its piece.
 _SECTION_OF = {_START: -1, GROUPS: 0, CONFIG: 1, REGISTRATIONS: 2, TOPICS: 3, KV_NAMESPACE: 4,
                KV_ENTRIES: 4, _END: 5}
 _OPEN = {GROUPS: b',"groups":[', CONFIG: b',"config":', REGISTRATIONS: b',"namesrv":{"registrations":[',
