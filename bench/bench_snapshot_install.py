@@ -17,6 +17,8 @@ the longest time the event loop could not run:
   encodes a snapshot), adopt, release_steps the same way.
 - steps, thread, freeze: as "steps, thread", with decode_steps(freeze=True): gc.freeze() after
   each step.
+- steps, freeze+unfreeze: the same, and gc.unfreeze() in the loop once the state is adopted (the
+  new state then lies in the oldest generation, as a restored one does, and nothing stays frozen).
 
 "decode" is the time until the new state is live, "release" the old state's freeing after it (the
 one-piece restore frees it within); "longest gc" the longest collection in the window (the window
@@ -48,7 +50,7 @@ from rmqc.fsm._state import _group_to_row
 
 TICK_S = 0.010
 BROKERS_PER_TOPIC = 4  # as bench._namesrv_fleet
-MODES = ("one piece, thread", "steps, thread", "steps, loop", "steps, thread, freeze")
+MODES = ("one piece, thread", "steps, thread", "steps, loop", "steps, thread, freeze", "steps, freeze+unfreeze")
 T = TypeVar("T")
 
 
@@ -156,10 +158,12 @@ async def install(live: fsm.ControllerState, v1: bytes, v2: bytes, mode: str) ->
             while (decoded := next(steps)) is None:
                 await trio.lowlevel.checkpoint()
         else:
-            freeze = mode.endswith("freeze")
+            freeze = "freeze" in mode
             decoded = await trio.to_thread.run_sync(drain, fsm.ControllerState.decode_steps(v2, freeze=freeze))
         assert isinstance(decoded, fsm.ControllerState)
         live.adopt(decoded)
+        if mode.endswith("unfreeze"):
+            gc.unfreeze()
         times["decode"] = (time.perf_counter() - start) * 1000
         start = time.perf_counter()
         if mode == "steps, loop":
