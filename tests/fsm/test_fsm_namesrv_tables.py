@@ -1,16 +1,22 @@
 """The NameServer's replicated tables: a topic's queue data is replaced, never changed in place, so
 a snapshot's capture can share it; the index of topics by broker name always agrees with the
-tables; a capture encodes, a step at a time, exactly the state at the capture."""
+tables; a capture encodes, a step at a time, exactly the state at the capture, and the stepped
+decode of those bytes (or of the version-1 document they hold) is that state again."""
 
 from __future__ import annotations
 
+import sys
+
 import orjson
+from fsm_strategies import commands as group_commands
 from hypothesis import given, settings, strategies as st
 
 from rmqc.fsm import (
     Command,
     ControllerState,
+    DeleteKvConfig,
     DeleteTopicRoute,
+    PutKvConfig,
     RegisterBrokerRoute,
     RegisterTopicRoute,
     SetWritePermOfBroker,
@@ -43,6 +49,13 @@ commands = st.one_of(
 )
 
 
+kv_commands = st.one_of(
+    st.builds(PutKvConfig, st.sampled_from(("ns1", "ns2")), st.sampled_from(("k1", "k2", "k3")), st.text(max_size=4),
+              st.just(0)),
+    st.builds(DeleteKvConfig, st.sampled_from(("ns1", "ns2")), st.sampled_from(("k1", "k2", "k3")), st.just(0)),
+)
+
+
 def topics_by_name(state: ControllerState) -> dict[str, set[str]]:
     index: dict[str, set[str]] = {}
     for topic, queues in state.namesrv.topics.items():
@@ -57,9 +70,27 @@ def index_of(state: ControllerState) -> dict[str, set[str]]:
     return {name: set(topics) for name, topics in index.items()}
 
 
+def content(snapshot: bytes) -> dict[str, object]:
+    """A snapshot's document without its chunk index (fsm._chunks): what version 1 holds."""
+    return {key: value for key, value in orjson.loads(snapshot).items() if key != "chunks"}
+
+
+def version_1(snapshot: bytes) -> bytes:
+    """The version-1 document a chunked snapshot holds: the same bytes without the index."""
+    return b'{"version":1' + snapshot[snapshot.index(b"]") + 1:]
+
+
+def decoded(snapshot: bytes, items_per_step: int) -> ControllerState:
+    *steps, state = ControllerState.decode_steps(snapshot, items_per_step)
+    assert state is not None and all(step is None for step in steps)
+    return state
+
+
 @settings(max_examples=200, deadline=None)
-@given(st.lists(commands, max_size=30), st.integers(0, 30))
-def test_index_agrees_and_a_capture_is_the_state_at_the_capture(history: list[Command], at: int) -> None:
+@given(st.lists(commands | kv_commands | group_commands, max_size=30), st.integers(0, 30), st.integers(1, 4),
+       st.integers(1, 4))
+def test_index_agrees_and_a_capture_is_the_state_at_the_capture(history: list[Command], at: int, per_piece: int,
+                                                                 per_step: int) -> None:
     state = ControllerState()
     capture, expected = None, None
     for position, command in enumerate(history):
@@ -70,8 +101,20 @@ def test_index_agrees_and_a_capture_is_the_state_at_the_capture(history: list[Co
         assert all(state.namesrv.topics.values())  # a topic without queue data is gone
     if capture is None:
         capture, expected = state.capture(), state.snapshot()
-    steps = list(capture.encode_steps(groups_per_step=1))  # one topic a step
-    assert steps[-1] == expected and orjson.dumps(orjson.loads(expected)) == expected
+    assert expected is not None
+    steps = list(capture.encode_steps(groups_per_step=per_piece))  # pieces of 1 to 4 records
+    data = steps[-1]
+    assert isinstance(data, bytes) and all(step is None for step in steps[:-1])
+    assert content(data) == content(expected) and orjson.dumps(orjson.loads(data)) == data
+    # the stepped decode, of the chunked bytes and of the version-1 bytes they hold, is the captured state
+    for snapshot in (data, version_1(data)):
+        restored = decoded(snapshot, per_step)
+        assert restored.snapshot() == expected
+        assert index_of(restored) == topics_by_name(restored)
+        assert all(name is sys.intern(name) for name in restored.namesrv.topics)
+        assert {name: set(by_name) for name, by_name in restored.namesrv._by_name.items()} == {
+            name: {key for key, r in restored.namesrv.registrations.items() if r.broker_name == name}
+            for name in {r.broker_name for r in restored.namesrv.registrations.values()}}
     restored = ControllerState()
     restored.restore(state.snapshot())
     assert restored.snapshot() == state.snapshot()

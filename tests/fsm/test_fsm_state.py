@@ -565,9 +565,12 @@ def test_a_capture_is_frozen_and_encodes_in_steps_what_snapshot_gives() -> None:
     state.apply(apply_id(1, name="later"))
     state.apply(PutKvConfig("ORDER_TOPIC_CONFIG", "t", "changed", 0))
     steps = list(capture.encode_steps(groups_per_step=3))
-    assert steps[:-1] == [None] * 4 and steps[-1] == before  # 10 groups, 3 a step
+    # 10 groups, 3 a step; then a KV namespace and its entry (the config's piece takes no step)
+    assert steps[:-1] == [None] * 6
     document = orjson.loads(before)
     assert orjson.dumps(document) == before  # joined parts: exactly one call's bytes
     assert document["config"] == {"electMasterMaxRetryCount": "4"} and "namesrv" in document
     assert len(document["groups"]) == 10
-    assert ControllerState().capture().encode() == b'{"version":1,"groups":[]}'
+    in_steps = orjson.loads(steps[-1])  # other pieces, so another index; the same document otherwise
+    assert in_steps.pop("chunks") != document.pop("chunks") and in_steps == document
+    assert ControllerState().capture().encode() == b'{"version":1,"chunks":[2],"groups":[]}'

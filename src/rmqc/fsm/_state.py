@@ -8,6 +8,8 @@ without a log entry when a request cannot succeed) and apply runs them again on 
 
 from __future__ import annotations
 
+import gc
+import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
@@ -17,6 +19,22 @@ import orjson
 
 from rmqc._gc import collector_paused
 
+from ._chunks import (
+    CONFIG,
+    DOCUMENT_VERSION,
+    GROUPS,
+    KV_ENTRIES,
+    KV_NAMESPACE,
+    REGISTRATIONS,
+    SNAPSHOT_STEP_ITEMS,
+    TOPICS,
+    ChunkWriter,
+    batches,
+    read_index,
+    topic_weight,
+    walk,
+    where,
+)
 from ._commands import (
     AlterSyncStateSet,
     ApplyBrokerId,
@@ -47,7 +65,13 @@ from ._namesrv import NamesrvCapture, NamesrvRefused, NamesrvState
 MAX_GROUPS = 1_000_000
 MAX_REPLICAS_PER_GROUP = 1024
 
-SNAPSHOT_FORMAT_VERSION = 1
+SNAPSHOT_FORMAT_VERSION = DOCUMENT_VERSION  # the document's; the chunked layout is fsm._chunks
+
+# How many records one step of the decode builds: building a record costs about three times what
+# encoding it does (restored groups, queue data, the indexes), so a step builds fewer than a piece
+# holds; a piece is parsed in a step of its own (one orjson call of at most SNAPSHOT_STEP_ITEMS
+# records). About 10 ms a step on a loaded machine.
+DECODE_STEP_ITEMS = 1_024
 
 
 class ApplyStatus(StrEnum):
@@ -278,29 +302,60 @@ class ControllerState:
     def restore(self, data: bytes) -> None:
         """Replace the whole state by a snapshot; on a bad snapshot the state is left unchanged."""
         with collector_paused():
-            self._restore(data)
+            for decoded in ControllerState.decode_steps(data):
+                if decoded is not None:
+                    self.adopt(decoded)
 
-    def _restore(self, data: bytes) -> None:
-        try:
-            document = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            raise CommandDecodeError(f"snapshot is not JSON: {exc}") from None
-        if not isinstance(document, dict) or document.get("version") != SNAPSHOT_FORMAT_VERSION:
-            raise CommandDecodeError("snapshot has no supported 'version' (expected 1)")
-        rows = document.get("groups")
-        if not isinstance(rows, list):
-            raise CommandDecodeError("snapshot has no 'groups' list")
-        config = document.get("config", {})  # absent in snapshots written before 1009 was replicated
-        if not (isinstance(config, dict) and all(type(v) is str for v in config.values())):
-            raise CommandDecodeError("snapshot 'config' is not an object of strings")
-        groups = {}
-        for position, row in enumerate(rows):
-            group = _group_from_row(position, row)
-            groups[group.broker_name] = group
-        namesrv = NamesrvState.from_document(document.get("namesrv"))  # absent in older snapshots: empty
-        self._groups = groups
-        self._config = config
-        self.namesrv = namesrv
+    @staticmethod
+    def decode_steps(data: bytes, items_per_step: int = DECODE_STEP_ITEMS, *,
+                     freeze: bool = False) -> Iterator[ControllerState | None]:
+        """A NEW state decoded from a snapshot a bounded step at a time: None after each step, the
+        state last; nothing else is touched, so the steps may run in a worker thread while the live
+        state serves (then `adopt` it), and a bad snapshot (CommandDecodeError, naming where) leaves
+        nothing behind.
+
+        A chunked snapshot (fsm._chunks) takes a step per piece (one parse of at most
+        SNAPSHOT_STEP_ITEMS records, as the encoder wrote them), then a step per `items_per_step`
+        records built. A version-1 snapshot without an index can only be parsed whole (one long
+        call), then its records are built `items_per_step` a step. The collector is paused within
+        each step only.
+
+        `freeze`: gc.freeze() after each step, which moves every object the collector tracks (the
+        records just built, and the rest of the process) to its permanent generation. For a serving
+        node: otherwise the records built in a step are promoted by the young collections between
+        steps, and the full collections the growing state triggers walk all of it, each in one call
+        that holds the GIL: at 100,000 groups and 250,000 topics the event loop stood still 0.78 s
+        (a collection), longer than the one-piece restore's 0.62 s; frozen, 13 ms
+        (bench/bench_snapshot_install.py). Cyclic garbage among objects frozen is never collected;
+        gc.unfreeze() once the state is adopted ends that (the state then lies in the oldest
+        generation, as a restored one does; what `rmqc serve` froze at start is unfrozen with it).
+        The caller decides: the collector is the process's, this module only pauses it otherwise."""
+        located = read_index(data)
+        steps = (_decode_document_steps(data, items_per_step) if located is None
+                 else _decode_chunk_steps(data, *located, items_per_step))
+        for step in steps:
+            if freeze:
+                gc.freeze()
+            yield step
+
+    def adopt(self, other: ControllerState) -> None:
+        """Take `other`'s contents in O(1), and give it this state's: `other` then holds the old
+        contents (drop it, or empty it with `release_steps` first: freeing a big state at once is
+        one long call). The route cache (node-local) starts empty, as after restore."""
+        self._groups, other._groups = other._groups, self._groups
+        self._config, other._config = other._config, self._config
+        self.namesrv, other.namesrv = other.namesrv, self.namesrv
+
+    def release_steps(self, items_per_step: int = SNAPSHOT_STEP_ITEMS) -> Iterator[None]:
+        """Empties this state about `items_per_step` records a step (None after each), so that a
+        state `adopt` swapped out is freed in short calls, not in one that holds the GIL."""
+        groups = self._groups
+        while groups:
+            for _ in range(min(items_per_step, len(groups))):
+                groups.popitem()
+            yield None
+        self._config = {}
+        yield from self.namesrv.release_steps(items_per_step)
 
     # -- appliers (one per command type) --
 
@@ -482,9 +537,11 @@ _APPLIERS: dict[type, Callable[[ControllerState, Any], ApplyResult]] = {
 
 
 
-# How many groups one step of StateCapture.encode_steps turns into rows: about 10 ms of the
-# event loop's time on a loaded machine (100,000 groups took 240 ms in one piece).
-SNAPSHOT_STEP_GROUPS = 4_096
+# How many groups one step of StateCapture.encode_steps turns into rows (and topics' queue data,
+# registrations, KV entries): about 10 ms of the event loop's time on a loaded machine (100,000
+# groups took 240 ms in one piece). A piece of the snapshot holds as many, so each parse of the
+# stepped decode is as short.
+SNAPSHOT_STEP_GROUPS = SNAPSHOT_STEP_ITEMS
 
 
 class StateCapture:
@@ -506,29 +563,145 @@ class StateCapture:
         raise AssertionError("encode_steps ends with the bytes")
 
     def encode_steps(self, groups_per_step: int = SNAPSHOT_STEP_GROUPS) -> Iterator[bytes | None]:
-        """None after each step, then the snapshot's bytes: the document of `snapshot()`, its
-        groups encoded a step at a time and joined (orjson writes no spaces, so the joined parts
-        are the bytes one call would give)."""
-        parts: list[bytes] = []
+        """None after each step, then the snapshot's bytes: the chunked layout (fsm._chunks), each
+        piece of at most `groups_per_step` groups (topics' queue data, registrations, KV entries)
+        encoded in a step of its own. The document is the version-1 one with a chunk index, its
+        pieces joined as one orjson call over the whole state gives them (orjson writes no spaces)."""
+        writer = ChunkWriter()
         groups = self._groups
         for start in range(0, len(groups), groups_per_step):
             with collector_paused():
                 rows = [_group_to_row(g) for g in groups[start:start + groups_per_step]]
-                parts.append(orjson.dumps(rows)[1:-1])
+                writer.add(GROUPS, orjson.dumps(rows)[1:-1])
             yield None
-        head = b'{"version":%d,"groups":[' % SNAPSHOT_FORMAT_VERSION
-        pieces = [head, b",".join(parts), b"]"]
         if self._config:  # absent when no 1009 was applied: the snapshot is as before
-            pieces += [b',"config":', orjson.dumps(self._config)]
+            writer.add(CONFIG, orjson.dumps(self._config))
         if self._namesrv:  # absent when the NameServer role holds nothing: as before it existed
-            # a topic's queue data encodes in about a group row's time: as many a step
-            for section in self._namesrv.encode_steps(groups_per_step):
-                if section is None:
-                    yield None
-                else:
-                    pieces += [b',"namesrv":', *section]
+            for kind, piece in self._namesrv.chunks(groups_per_step):
+                writer.add(kind, piece)
+                yield None
         with collector_paused():
-            yield b"".join([*pieces, b"}"])  # one copy of what may be tens of MB
+            yield writer.document()  # one copy of what may be tens of MB
+
+
+# ---- the decode, in steps (ControllerState.decode_steps) -------------------------------------------
+
+def _decode_chunk_steps(data: bytes, pieces: list[tuple[int, int, int]], offset: int, items_per_step: int
+                        ) -> Iterator[ControllerState | None]:
+    """A chunked snapshot: each piece parsed in a step (one short call), its records then built
+    `items_per_step` a step."""
+    state = ControllerState()
+    rows_before = 0  # groups in the pieces before: a bad row is named by its position in the document
+    namespace = ""
+    for number, kind, piece in walk(data, pieces, offset):
+        place = where(number, kind)
+        with collector_paused():
+            try:
+                if kind in (GROUPS, REGISTRATIONS):
+                    value = orjson.loads(b"".join((b"[", piece, b"]")))
+                elif kind in (TOPICS, KV_ENTRIES):
+                    value = orjson.loads(b"".join((b"{", piece, b"}")))
+                else:
+                    value = orjson.loads(piece)
+            except orjson.JSONDecodeError as exc:
+                raise CommandDecodeError(f"{place} is not JSON: {exc}") from None
+        yield None
+        if kind == KV_NAMESPACE:
+            namespace = value
+            value = {}
+        yield from _build_steps(state, kind, value, items_per_step, place, f"{place}: group", rows_before, namespace)
+        if kind == GROUPS:
+            rows_before += len(value)
+    yield state
+
+
+def _decode_document_steps(data: bytes, items_per_step: int) -> Iterator[ControllerState | None]:
+    """A version-1 document without an index: parsed whole (one step, as long as it takes), its
+    records then built `items_per_step` a step."""
+    with collector_paused():
+        try:
+            document = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise CommandDecodeError(f"snapshot is not JSON: {exc}") from None
+    if not isinstance(document, dict) or document.get("version") != SNAPSHOT_FORMAT_VERSION:
+        raise CommandDecodeError("snapshot has no supported 'version' (expected 1)")
+    rows = document.get("groups")
+    if not isinstance(rows, list):
+        raise CommandDecodeError("snapshot has no 'groups' list")
+    state = ControllerState()
+    state._config = _checked_config(document.get("config", {}))  # absent before 1009 was replicated
+    section = document.get("namesrv")  # absent in snapshots written before the NameServer role: empty
+    yield None
+    yield from _build_steps(state, GROUPS, rows, items_per_step, "", "snapshot group")
+    if section is not None:
+        place = "snapshot 'namesrv' section"
+        try:
+            if not isinstance(section, dict):
+                raise TypeError("not an object")
+            registrations, topics = section.get("registrations", []), section.get("topics", {})
+            kv = section.get("kv", {})
+            if not (isinstance(registrations, list) and isinstance(topics, dict) and isinstance(kv, dict)):
+                raise TypeError("registrations, topics or kv of the wrong type")
+        except (TypeError, ValueError) as exc:
+            raise CommandDecodeError(f"{place} is malformed: {exc}") from None
+        yield from _build_steps(state, REGISTRATIONS, registrations, items_per_step, place)
+        yield from _build_steps(state, TOPICS, topics, items_per_step, place)
+        for namespace, table in kv.items():
+            yield from _build_steps(state, KV_NAMESPACE, {}, items_per_step, place, namespace=namespace)
+            yield from _build_steps(state, KV_ENTRIES, table, items_per_step, place, namespace=namespace)
+    yield state
+
+
+def _build_steps(state: ControllerState, kind: int, value: Any, items_per_step: int, place: str,
+                 group_place: str = "", rows_before: int = 0, namespace: object = None) -> Iterator[None]:
+    """The records of `value` (a parsed piece, or a section of a version-1 document) of `kind` added
+    to `state` (being built: not the live one), `items_per_step` records a step, None after each.
+    A topic counts its broker names' queue data (a record each)."""
+    namesrv = state.namesrv
+    try:
+        if kind == GROUPS:
+            groups = state._groups
+            for start in range(0, len(value), items_per_step):
+                with collector_paused():
+                    for position in range(start, min(start + items_per_step, len(value))):
+                        try:
+                            group = _build_group(value[position])
+                        except (TypeError, ValueError) as exc:
+                            raise CommandDecodeError(
+                                f"{group_place} {rows_before + position} is malformed: {exc}") from None
+                        groups[group.broker_name] = group
+                yield None
+        elif kind == CONFIG:
+            state._config = _checked_config(value)
+        elif kind == REGISTRATIONS:
+            for start in range(0, len(value), items_per_step):
+                with collector_paused():
+                    namesrv.restore_registrations(value[start:start + items_per_step])
+                yield None
+        elif kind == TOPICS:
+            for batch in batches(value.items(), items_per_step, topic_weight):
+                with collector_paused():
+                    namesrv.restore_topics(batch)
+                yield None
+        elif kind == KV_NAMESPACE:
+            namesrv.restore_kv(namespace, {})
+        else:  # KV_ENTRIES: of the namespace last restored
+            entries = iter(value.items())
+            while True:
+                with collector_paused():
+                    part = dict(itertools.islice(entries, items_per_step))
+                    namesrv.restore_kv(namespace, part, merge=True)
+                if not part:
+                    break
+                yield None
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise CommandDecodeError(f"{place} is malformed: {exc}") from None
+
+
+def _checked_config(config: object) -> dict[str, str]:
+    if not (isinstance(config, dict) and all(type(v) is str for v in config.values())):
+        raise CommandDecodeError("snapshot 'config' is not an object of strings")
+    return config
 
 
 # ---- snapshot rows -------------------------------------------------------------------------------
@@ -548,13 +721,6 @@ def _group_to_row(g: BrokerGroup) -> list[Any]:
         [[i, r.address, r.register_check_code] for i, r in g.replicas.items()],
         g.master_id, g.master_epoch, sorted(sync_state_set) if sync_state_set else [], g.sync_state_set_epoch,
     ]
-
-
-def _group_from_row(position: int, row: object) -> BrokerGroup:
-    try:
-        return _build_group(row)
-    except (TypeError, ValueError) as exc:
-        raise CommandDecodeError(f"snapshot group {position} is malformed: {exc}") from None
 
 
 def _build_group(row: Any) -> BrokerGroup:  # a decoded JSON row: every field checked below
