@@ -249,8 +249,9 @@ class Replica:
 
     @property
     def drive_due(self) -> bool:
-        """`drive()` is wanted: inputs wait for the core, or a run of Readies goes on."""
-        return self.drive_wanted or self.driver.in_run
+        """`drive()` is wanted: inputs wait for the core, a run of Readies goes on, or a replaced
+        state is being freed a step per pass."""
+        return self.drive_wanted or self.driver.in_run or self.driver.releasing
 
     @property
     def disk_full(self) -> DiskFullAlarm | None:
@@ -288,8 +289,9 @@ class Replica:
 
     def quiescent(self) -> bool:
         """Nothing is waiting to be decided, proposed or committed (tests wait on this)."""
-        return not (self.proposals or self.elections_in_flight or self.drive_due or self.driver.saving is not None
-                    or not self.liveness.quiet())
+        driver = self.driver
+        return not (self.proposals or self.elections_in_flight or self.drive_due or driver.saving is not None
+                    or driver.decoding is not None or not self.liveness.quiet())
 
     # ----- inputs: time and the driver -----
 
