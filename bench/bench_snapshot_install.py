@@ -17,7 +17,8 @@ the longest time the event loop could not run:
   encodes a snapshot), adopt, release_steps the same way.
 - steps, thread, freeze: as "steps, thread", with decode_steps(freeze=True): gc.freeze() after
   each step.
-- steps, freeze+unfreeze: the same, and gc.unfreeze() in the loop once the state is adopted (the
+- steps, loop, freeze: as "steps, loop", with decode_steps(freeze=True).
+- steps, freeze+unfreeze: as "steps, thread, freeze", and gc.unfreeze() in the loop once the state is adopted (the
   new state then lies in the oldest generation, as a restored one does, and nothing stays frozen).
 
 "decode" is the time until the new state is live, "release" the old state's freeing after it (the
@@ -50,7 +51,8 @@ from rmqc.fsm._state import _group_to_row
 
 TICK_S = 0.010
 BROKERS_PER_TOPIC = 4  # as bench._namesrv_fleet
-MODES = ("one piece, thread", "steps, thread", "steps, loop", "steps, thread, freeze", "steps, freeze+unfreeze")
+MODES = ("one piece, thread", "steps, thread", "steps, loop", "steps, thread, freeze", "steps, loop, freeze",
+         "steps, freeze+unfreeze")
 T = TypeVar("T")
 
 
@@ -153,8 +155,8 @@ async def install(live: fsm.ControllerState, v1: bytes, v2: bytes, mode: str) ->
             times["decode"] = (time.perf_counter() - start) * 1000
             times["release"] = 0.0
             return
-        if mode == "steps, loop":
-            steps = fsm.ControllerState.decode_steps(v2)
+        if mode.startswith("steps, loop"):
+            steps = fsm.ControllerState.decode_steps(v2, freeze=mode.endswith("freeze"))
             while (decoded := next(steps)) is None:
                 await trio.lowlevel.checkpoint()
         else:
@@ -166,7 +168,7 @@ async def install(live: fsm.ControllerState, v1: bytes, v2: bytes, mode: str) ->
             gc.unfreeze()
         times["decode"] = (time.perf_counter() - start) * 1000
         start = time.perf_counter()
-        if mode == "steps, loop":
+        if mode.startswith("steps, loop"):
             for _ in decoded.release_steps():
                 await trio.lowlevel.checkpoint()
         else:
