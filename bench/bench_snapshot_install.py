@@ -48,6 +48,7 @@ import trio
 from rmqc import fsm
 from rmqc._gc import collector_paused, tune_for_serving
 from rmqc.fsm._state import _group_to_row
+from rmqc.testing.states import add_groups
 
 TICK_S = 0.010
 BROKERS_PER_TOPIC = 4  # as bench._namesrv_fleet
@@ -57,13 +58,7 @@ T = TypeVar("T")
 
 
 def build_state(groups: int, topics: int, topics_per_broker: int) -> fsm.ControllerState:
-    state = fsm.ControllerState()
-    for g in range(groups):
-        name = f"broker-{g}"
-        for broker_id in (1, 2, 3):
-            state.apply(fsm.ApplyBrokerId("DefaultCluster", name, broker_id,
-                                          f"10.{g // 250 % 250}.{g % 250}.{broker_id}:10911", f"{name}-{broker_id}", 0))
-        state.apply(fsm.ElectMaster("DefaultCluster", name, fsm.Trigger.BROKER, 1, 0, 0, 0, 1))
+    state = add_groups(fsm.ControllerState(), groups)
     for broker in range(topics * BROKERS_PER_TOPIC // topics_per_broker):
         address = f"10.{broker // 62_500 % 250}.{broker // 250 % 250}.{broker % 250}:10911"
         rows = tuple((f"nsb-topic-{broker // BROKERS_PER_TOPIC:05d}-{index:03d}", 8, 8, 6, 0)

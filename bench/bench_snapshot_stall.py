@@ -29,20 +29,14 @@ from rmqc import fsm
 from rmqc.node._node import NODE_SWEEP_BATCH_ENTRIES
 from rmqc.raft import ConfState, Entry, HardState
 from rmqc.storage import LmdbStorage
+from rmqc.testing.states import add_groups
 
 CONF = ConfState(voters=("n0", "n1", "n2"))
 TICK_S = 0.010
 
 
 def build_state(groups: int) -> fsm.ControllerState:
-    state = fsm.ControllerState()
-    for g in range(groups):
-        name = f"broker-{g}"
-        for broker_id in (1, 2, 3):
-            state.apply(fsm.ApplyBrokerId("DefaultCluster", name, broker_id,
-                                          f"10.{g // 250}.{g % 250}.{broker_id}:10911", f"{name}-{broker_id}", 0))
-        state.apply(fsm.ElectMaster("DefaultCluster", name, fsm.Trigger.BROKER, 1, 0, 0, 0, 1))
-    return state
+    return add_groups(fsm.ControllerState(), groups)
 
 
 def build_log(directory: Path, entries: int, payload: bytes) -> None:

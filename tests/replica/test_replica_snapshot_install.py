@@ -9,20 +9,14 @@ from replica_harness import harness
 from rmqc import fsm
 from rmqc.raft import ConfState, Message, MessageType, Snapshot, SnapshotMeta
 from rmqc.replica import SendRaft
+from rmqc.testing.states import add_groups
 
 GROUPS = 3_000  # several decode steps (fsm.DECODE_STEP_ITEMS records a step)
 PEERS = "n0-127.0.0.1:1;n1-127.0.0.1:2;n2-127.0.0.1:3"
 
 
 def big_state(groups: int) -> fsm.ControllerState:
-    state = fsm.ControllerState()
-    for g in range(groups):
-        name = f"broker-{g}"
-        for broker_id in (1, 2, 3):
-            state.apply(fsm.ApplyBrokerId("DefaultCluster", name, broker_id,
-                                          f"10.{g // 250}.{g % 250}.{broker_id}:10911", f"{name}-{broker_id}", 0))
-        state.apply(fsm.ElectMaster("DefaultCluster", name, fsm.Trigger.BROKER, 1, 0, 0, 0, 1))
-    return state
+    return add_groups(fsm.ControllerState(), groups)
 
 
 def sent(outbox: list[object]) -> list[Message]:
