@@ -46,6 +46,8 @@ INSIDE_ON_PURPOSE = {
     # the simulator's mutation harness (`--mutant`) patches the Raft core's internals to show that
     # the simulator catches each bug
     ("testing/sim.py", "rmqc.raft._core"),
+    # ... and the peer codec's entry decoder (mutant codec-loses-entry-type)
+    ("testing/sim.py", "rmqc.peerwire._codec"),
 }
 
 

@@ -118,7 +118,11 @@ async def test_forged_peers_change_no_term_leader_or_log(tmp_path: Path) -> None
         with LmdbStorage(node.data_dir, readonly=True) as storage:
             entries = storage.entries(storage.first_index(), storage.last_index() + 1)
             commits.append(storage.initial_state()[0].commit)
-        assert all(entry.term <= term and b"forged" not in entry.data for entry in entries), node.node_id
+        # term + 1 at most: the leader's graceful stop may hand its role to a node not yet signalled
+        # (SIGTERM reaches the three one after the other), which then leads term + 1 and appends
+        # its entry before its own stop (CI, December 2026: n1 handed over to n0 22 ms before n0's
+        # signal). Never the forged term, never the forged entry.
+        assert all(entry.term <= term + 1 and b"forged" not in entry.data for entry in entries), node.node_id
         logs.append([(entry.index, entry.term, entry.data) for entry in entries])
         assert node.process is not None
         refusals = node.process.log_text().count("peer connection from 127.0.0.1:")

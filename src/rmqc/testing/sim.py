@@ -47,7 +47,7 @@ a forgotten vote can elect two leaders in a term, which no protocol detects). It
 Profile "disks" (`_simstorage`, `_simnemesis`): the default faults, and running nodes' disks fill up
 for a while (every write refused for space: the replica's disk-full alarm, a snapshot written
 meanwhile refused DISK_FULL) or fail a write (EIO: the replica stops the node, which restarts from
-what is durable); a fifth of the saves go on in the background for up to four election timeouts, as
+what is durable); one save in twenty goes on in the background for up to four election timeouts, as
 `rmqc serve`'s saver leaves a slow save while the node goes on (a crash meanwhile: never written).
 While its alarm is raised a node may apply an entry it could not persist once a majority of its
 voters hold it (a leader with a full disk answers what its followers commit).
@@ -189,7 +189,7 @@ PROFILES: dict[str, SimKnobs] = {
     # meanwhile.
     "disks": replace(
         SimKnobs(),
-        node=replace(SimKnobs().node, snapshot_write_us=30_000, background_save_p=0.2),
+        node=replace(SimKnobs().node, snapshot_write_us=30_000, background_save_p=0.05),
         nemesis=NemesisKnobs(weights={**NemesisKnobs().weights, "fill_disk": 3, "fail_write": 1}),
     ),
 }
