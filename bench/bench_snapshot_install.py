@@ -48,6 +48,7 @@ import trio
 from rmqc import fsm
 from rmqc._gc import collector_paused, tune_for_serving
 from rmqc.fsm._state import _group_to_row
+from rmqc.testing.loop_gaps import record_gaps
 from rmqc.testing.states import add_groups
 
 TICK_S = 0.010
@@ -135,14 +136,6 @@ async def install(live: fsm.ControllerState, v1: bytes, v2: bytes, mode: str) ->
         else:
             collections.append((time.perf_counter() - started[0]) * 1000)
 
-    async def ticker(cancel: trio.CancelScope) -> None:
-        last = time.perf_counter()
-        while not cancel.cancel_called:
-            await trio.sleep(TICK_S)
-            now = time.perf_counter()
-            gaps.append((now - last) * 1000)
-            last = now
-
     async def replace() -> None:
         start = time.perf_counter()
         if mode == "one piece, thread":
@@ -174,7 +167,7 @@ async def install(live: fsm.ControllerState, v1: bytes, v2: bytes, mode: str) ->
     gc.callbacks.append(timed_collection)
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(ticker, nursery.cancel_scope)
+            nursery.start_soon(record_gaps, gaps, nursery.cancel_scope, TICK_S)
             await trio.sleep(3 * TICK_S)  # the ticker runs
             await replace()
             for _ in range(100_000):  # the loop's allocations after the install

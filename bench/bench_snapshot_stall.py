@@ -29,6 +29,7 @@ from rmqc import fsm
 from rmqc.node._node import NODE_SWEEP_BATCH_ENTRIES
 from rmqc.raft import ConfState, Entry, HardState
 from rmqc.storage import LmdbStorage
+from rmqc.testing.loop_gaps import record_gaps
 from rmqc.testing.states import add_groups
 
 CONF = ConfState(voters=("n0", "n1", "n2"))
@@ -83,17 +84,9 @@ async def longest_gap_ms(directory: Path, state: fsm.ControllerState, entries: i
             storage.create_snapshot(entries, CONF, data)
             storage.compact(entries - 1_000)
 
-        async def ticker(cancel: trio.CancelScope) -> None:
-            last = time.perf_counter()
-            while not cancel.cancel_called:
-                await trio.sleep(TICK_S)
-                now = time.perf_counter()
-                gaps.append((now - last) * 1000)
-                last = now
-
         start = time.perf_counter()
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(ticker, nursery.cancel_scope)
+            nursery.start_soon(record_gaps, gaps, nursery.cancel_scope, TICK_S)
             await trio.to_thread.run_sync(write)
             total = (time.perf_counter() - start) * 1000
             nursery.cancel_scope.cancel()
@@ -106,16 +99,8 @@ async def encode_gap_ms(state: fsm.ControllerState, *, in_steps: bool) -> float:
     node's snapshot task does now)."""
     gaps: list[float] = []
 
-    async def ticker(cancel: trio.CancelScope) -> None:
-        last = time.perf_counter()
-        while not cancel.cancel_called:
-            await trio.sleep(TICK_S)
-            now = time.perf_counter()
-            gaps.append((now - last) * 1000)
-            last = now
-
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(ticker, nursery.cancel_scope)
+        nursery.start_soon(record_gaps, gaps, nursery.cancel_scope, TICK_S)
         await trio.sleep(2 * TICK_S)  # the ticker runs
         if in_steps:
             steps = state.capture().encode_steps()
