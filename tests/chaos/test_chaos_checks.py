@@ -193,6 +193,15 @@ def test_outputs_are_written_and_read_back(tmp_path: Path) -> None:
     assert (tmp_path / "timeline.png").stat().st_size > 0 and (tmp_path / "rto.png").stat().st_size > 0
 
 
+def test_a_node_log_that_cannot_be_exported_is_a_violation_in_the_report(tmp_path: Path) -> None:
+    """Not a traceback in place of the report and its summary line (a CI run once printed none)."""
+    summary = write_outputs(tmp_path / "out", clean_history(), {"seed": 3, "nodes": 3},
+                            {"n0": tmp_path / "no-such-node"})
+    assert summary["violations"] == [f"aborted: the committed log could not be exported: NotAStorageError: no rmqc "
+                                     f"log in {tmp_path / 'no-such-node'} (no data.mdb)"]
+    assert read_jsonl(tmp_path / "out" / "history.jsonl")[-1]["type"] == "aborted"
+
+
 @pytest.mark.parametrize(("config", "error"), [
     (ChaosConfig(out=Path("x"), nodes=4), "3 or 5"),
     (ChaosConfig(out=Path("x"), faults=("ring",)), "need 5 nodes"),

@@ -134,6 +134,7 @@ def test_a_short_schedule_with_java_brokers_loses_no_message(tmp_path: Path) -> 
     argv = [*rmqc_argv(), "chaos", "run", "--brokers", "java", "--windows", str(len(JAVA_FAULTS)),
             "--faults", ",".join(JAVA_FAULTS), "--out", str(out), "--seed", "1", "--json"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_BOUND_S)
+    assert done.stdout.strip(), f"no summary (exit {done.returncode}):\n{done.stderr[-5000:]}"
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert done.returncode == 0, f"{summary['violations']}\n{done.stderr[-3000:]}"
     assert summary["windows"] == len(JAVA_FAULTS) and summary["violations"] == []

@@ -10,10 +10,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rmqc.errors import RmqcError
 from rmqc.linearizability import Op, write_history
 
 from ._checks import INITIAL_NEXT_ID, Record, history_ops
-from ._history import write_jsonl
+from ._history import now_ns, write_jsonl
 from ._summary import RESTARTED_FAULTS, summarize
 
 BUCKET_S = 0.5  # the timeline's resolution: a failover of ~0.2 s still shows as a dip
@@ -26,6 +27,8 @@ EXPORT_CLUSTER = "rmqc"
 def write_outputs(out: Path, records: Sequence[Record], meta: dict[str, Any],
                   data_dirs: dict[str, Path] | None = None) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
+    if data_dirs:
+        records = [*records, *_export_failure(out, records, data_dirs)]
     write_jsonl(out / "history.jsonl", records)
     summary = summarize(records, meta)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -39,9 +42,18 @@ def write_outputs(out: Path, records: Sequence[Record], meta: dict[str, Any],
     except ImportError:  # matplotlib comes with the `pipeline` extra; the tables need nothing
         charts, close_up = False, None
     (out / "report.md").write_text(report_markdown(summary, charts, close_up=close_up is not None))
-    if data_dirs:
-        export_for_analyze(out, records, data_dirs)
     return summary
+
+
+def _export_failure(out: Path, records: Sequence[Record], data_dirs: dict[str, Path]) -> list[Record]:
+    """The export for `rmqc analyze`; a node log it cannot read (damaged, missing) is a finding of
+    the run, reported with the others as an `aborted` record, not a traceback instead of a report."""
+    try:
+        export_for_analyze(out, records, data_dirs)
+    except (RmqcError, OSError) as error:
+        return [{"type": "aborted", "t": now_ns(),
+                 "reason": f"the committed log could not be exported: {type(error).__name__}: {error}"}]
+    return []
 
 
 def export_for_analyze(out: Path, records: Sequence[Record], data_dirs: dict[str, Path]) -> None:
