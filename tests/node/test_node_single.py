@@ -226,7 +226,7 @@ async def test_without_group_commit_one_request_at_a_time_enters_the_log(tmp_pat
 
 
 async def test_a_pass_that_fails_in_a_request_task_stops_the_node(tmp_path: Path) -> None:
-    """A lone request's pass runs in the connection's task (ControllerNode._after_input); a failure
+    """A lone request's pass runs in the connection's task (rmqc.replica.Runner); a failure
     there must stop the node as one in the driver task would, not end only that connection."""
     config = single_config(tmp_path)
     with pytest.raises(ExceptionGroup) as caught:
@@ -244,10 +244,10 @@ async def test_a_pass_that_fails_in_a_request_task_stops_the_node(tmp_path: Path
                 hand_over(*args)
 
             node.replica.client_request = request_then_failing_passes
-            inline_before = node.passes_in_input_tasks
+            inline_before = node.runner.passes_inline
             async with ControllerClient([config.listen_address], max_retries=0) as client:
                 with trio.fail_after(10):  # the node stops; the nursery cancels this request
                     await client.request(1013, {"clusterName": "C", "brokerName": "b", "appliedBrokerId": 1,
                                                 "registerCheckCode": "10.0.0.1:1;1"})
     assert caught.group_contains(RuntimeError, match="the pass failed", depth=None)
-    assert node.passes_in_input_tasks == inline_before + 1  # the request's own task made the pass
+    assert node.runner.passes_inline == inline_before + 1  # the request's own task made the pass

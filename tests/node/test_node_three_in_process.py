@@ -243,10 +243,10 @@ async def test_a_lone_write_is_driven_in_its_tasks_and_writes_arriving_together_
         leader, followers = await start_three(nursery, three_configs(tmp_path))
         address = leader.config.listen_address
         async with ControllerClient([address], max_in_flight=64) as client:
-            before = [node.passes_in_input_tasks for node in (leader, *followers)]
+            before = [node.runner.passes_inline for node in (leader, *followers)]
             for i in range(10):
                 await apply_broker_id(client, address, f"lone-{i}")
-            after = [node.passes_in_input_tasks for node in (leader, *followers)]
+            after = [node.runner.passes_inline for node in (leader, *followers)]
             # each lone request, and its followers' answers, passed in the task that read it
             assert after[0] - before[0] >= 10
             # each append too, on at least the follower whose answer committed it
@@ -260,7 +260,7 @@ async def test_a_lone_write_is_driven_in_its_tasks_and_writes_arriving_together_
             assert fsyncs(leader) - saves_before < 32
             # 8 clients one write after another: their requests come back in waves after the
             # answers, and the first of a wave waits for the others instead of a pass of its own
-            inline_before = leader.passes_in_input_tasks
+            inline_before = leader.runner.passes_inline
 
             async def writer(index: int) -> None:
                 for j in range(10):
@@ -269,5 +269,5 @@ async def test_a_lone_write_is_driven_in_its_tasks_and_writes_arriving_together_
             async with trio.open_nursery() as writers:
                 for index in range(8):
                     writers.start_soon(writer, index)
-            assert leader.passes_in_input_tasks - inline_before < 20  # of 80 writes
+            assert leader.runner.passes_inline - inline_before < 20  # of 80 writes
         nursery.cancel_scope.cancel()

@@ -275,6 +275,7 @@ def test_broker_keeps_its_epochs_when_a_1001_answer_is_lost_and_adopts_only_newe
 def test_controller_load_is_real() -> None:
     levels: dict[str, int] = {}
     counts: dict[str, int] = {}
+    alters = 0
     for seed in range(2000, 2020):
         result = run_seed(seed, replace(PROFILES["default"], nodes=nodes_for_seed(seed, None)))
         assert result.ok, (seed, result.violations)
@@ -282,7 +283,13 @@ def test_controller_load_is_real() -> None:
             levels[read.level] = levels.get(read.level, 0) + 1
         for what, n in result.counts.items():
             counts[what] = counts.get(what, 0) + n
-        assert result.history.grants and result.history.alters and result.history.elections, seed
+        assert result.history.grants and result.history.elections, seed
+        alters += len(result.history.alters)
+        # every seed alters a SyncStateSet but 2002: its only leader is cut off (REJECT) 155 ms after its
+        # election and none serves again before the end, so no alter lands (since the shared Runner
+        # makes passes at once, as rmqc serve does; the simulator's old scheduler fitted one in)
+        assert result.history.alters or seed == 2002, seed
+    assert alters > 100, alters
     assert min(levels.values()) > 200 and sorted(levels) == ["lease", "linearizable", "stale"], levels
     assert counts["controller_elections"] > 20 and counts["controller_notifications"] > 20
     assert counts["controller_broker_requests"] > 20 * 1000 and counts["nemesis_crash_broker"] > 5

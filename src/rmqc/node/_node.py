@@ -1,19 +1,20 @@
 """One controller node: a Trio nursery around its sans-IO replica (rmqc.replica).
 
 The replica decides everything; this shell only does the I/O (design.md "Layers and data flow").
-Tasks (all in the node's nursery, all cancelled together on shutdown):
-- driver: calls `replica.drive()` (which touches the Raft core and saves each Ready through the
-  saver: one journal record + fdatasync in the saver's thread, waited for in the loop up to its
-  patience, then left to run on while the node goes on: rmqc.node._saver) whenever it is due;
-  between two Readies of a run it yields so that peer readers, the server and the timer run.
+Every input reaches the replica through its `Runner` (rmqc.replica._runner, the scheduler the
+simulator runs too), which decides when a driver pass runs and drains the outbox into `_perform`:
+Raft messages to the peer outboxes (a leader's appends before its own fsync), answers straight to
+their sockets, 1008s to the notifier. Tasks (all in the node's nursery, all cancelled together on
+shutdown):
+- driver: makes the passes the runner schedules (`replica.drive()` touches the Raft core and saves
+  each Ready through the saver: one journal record + fdatasync in the saver's thread, waited for in
+  the loop up to its patience, then left to run on while the node goes on: rmqc.node._saver);
+  between two passes it yields so that peer readers, the server and the timer run.
 - timer: sleeps until `replica.next_wakeup_ms()` (ticks the core acts on, heartbeat deadlines,
-  digests, forward timeouts, the successor grace), calls `replica.advance_time()`, and does the
-  driver pass that made due itself: one wake-up, and the next one planned after it (issue 21).
+  digests, forward timeouts, the successor grace) and hands the time to the runner, which makes
+  the pass that made due at once: one wake-up, and the next one planned after it.
 - peer links, the listening server, the notifier (1008 transport), snapshot writes (their storage
   steps in the saver's thread).
-Actions leave the replica through `_Effects`, which performs each one as it is emitted: Raft
-messages go to the peer outboxes (a leader's appends before its own fsync), answers straight to
-their sockets, 1008s to the notifier.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from rmqc.replica import (
     Notify,
     Replica,
     RequestFailed,
+    Runner,
     SendDigest,
     SendRaft,
     SnapshotOutcome,
@@ -146,18 +148,21 @@ class ControllerNode:
         self.started = trio.Event()
         self.members: dict[str, str] = {}  # the applied address book (MembersChanged), this node included
         self.is_member = False  # this node is a voter or learner of the applied membership
-        self._wakeup = trio.Event()  # the driver has work (replica.drive_due)
+        self._pass_due = trio.Event()  # the runner scheduled a pass: the driver task makes it
         self._rearmed = trio.Event()  # the replica's next wake-up moved earlier
-        self._timer_driving = False  # advance_time() runs in the timer, which drives after it
-        # An input (a request, peer messages) is being handed to the replica: a pass it makes due
-        # is decided after it returns (_after_input), here or in the driver task.
-        self._taking_input = False
-        self._wake_deferred = False
-        self.passes_in_input_tasks = 0  # passes made in the task of the input that made them due
-        self._answers_last_pass = 0  # requests answered by the last pass that answered any
         self._failed_pass: Exception | None = None  # raised by the driver task: the node stops
         self._nursery: trio.Nursery | None = None
-        self._effects = _Effects(self)
+        self.runner = Runner(self._perform_action, self._schedule_pass, self._runner_failed)
+        self._perform: dict[type, Callable[[Any], None]] = {
+            SendRaft: self._send_raft,
+            ForwardRequest: self._forward,
+            SendDigest: self._send_digest,
+            Answer: self._answer,
+            Notify: self._notify,
+            WriteSnapshot: self._start_snapshot_write,
+            StopProcess: self._stop,
+            MembersChanged: self.members_changed,
+        }
 
     # ----- lifecycle -----
 
@@ -172,17 +177,20 @@ class ControllerNode:
             saver = self.saver = BackgroundSaver(self.storage)
             saver.on_save_finished = self._save_finished
             saver.start()
+            runner = self.runner
             self.replica = Replica(
-                self.config, self.storage, TrioClock(), self._rng, self._effects,
+                self.config, self.storage, TrioClock(), self._rng, runner.outbox,
                 controller_config=ControllerConfig.from_properties(dumps_properties(java_properties_of(self.config))),
-                observer=self.node_metrics, wake=self._wake, rearm=self._rearm, saver=saver)
+                observer=self.node_metrics, wake=runner.wake, rearm=self._rearm, saver=saver,
+                flush=runner.flush)
+            runner.attach(self.replica)
             self.replica.shell_health = self.health.liveness_here
             self.replica.events.listener = self.event_readers.wake
             check_own_membership(self.config, self.replica.conf_state, self.replica.repairing)
             try:
                 await self._serve(task_status)
             finally:
-                self.replica.stop("node stopping")
+                self.runner.input(self.replica.stop, "node stopping")
                 saver.close()
                 self.replica.close()
                 self.storage.close()
@@ -227,7 +235,7 @@ class ControllerNode:
         if replica is None:
             return
         config = self.config
-        if replica.begin_graceful_stop():
+        if self.runner.input(replica.begin_graceful_stop):
             election_timeout_s = config.election_tick * config.tick_ms / 1000
             with trio.move_on_after(2 * election_timeout_s + config.tick_ms / 1000):
                 while replica.handing_over:
@@ -248,7 +256,7 @@ class ControllerNode:
     async def shutdown(self, grace_s: float) -> None:
         """Stop taking work, fail what waits, and give the answers `grace_s` to be written."""
         if self.replica is not None:
-            self.replica.stop("node stopping")
+            self.runner.input(self.replica.stop, "node stopping")
         with trio.move_on_after(grace_s):
             while self.server.requests_in_flight:
                 await trio.sleep(0.01)
@@ -280,92 +288,35 @@ class ControllerNode:
 
     def quiescent(self) -> bool:
         """Nothing is waiting to be decided, proposed or committed (tests wait on this)."""
-        return self.replica is not None and self.replica.quiescent() and not self._wakeup.is_set()
+        return self.replica is not None and self.replica.quiescent() and not self.runner.pass_scheduled
 
     # ----- the two tasks that run the replica -----
 
-    def _wake(self) -> None:
-        if self._taking_input:
-            self._wake_deferred = True
-        elif not self._timer_driving:
-            self._wakeup.set()
+    def _runner_failed(self, error: Exception) -> None:
+        """A call into the replica raised (in any task): the driver task raises it, which stops the
+        node as a failure in its own pass would, not only the connection whose input it was."""
+        self._failed_pass = error
+        self._pass_due.set()
 
-    def _after_input(self) -> None:
-        """The input just handed to the replica made a pass due. When requests come one at a time
-        (at most one in flight, and the last pass that answered requests answered one) and the
-        driver task is idle, the pass is made here, in the input's task: one scheduler hand-off
-        less on each hop of a lone write (the leader's request and its followers' answers, a
-        follower's append). Otherwise the driver task makes it after every task the scheduler has
-        ready, so that inputs arriving together share one pass (group commit, one read-index
-        round): several clients' requests come back in a wave after their answers, and the first
-        of a wave must not take a save of its own."""
-        if not self._wake_deferred:
-            return
-        self._wake_deferred = False
-        replica = self.replica
-        assert replica is not None
-        if (self.server.requests_in_flight <= 1 and self._answers_last_pass <= 1
-                and not self._wakeup.is_set() and not replica.driver.in_run):
-            self.passes_in_input_tasks += 1
-            self._drive_here()
-        else:
-            self._wakeup.set()
-
-    def _drive_here(self) -> None:
-        """The pass the idle driver task would make next, made by the calling task; a run of
-        Readies that follows is left to the driver task (it yields between them). A pass that
-        fails is raised by the driver task, which stops the node as a failure in its own pass would."""
-        replica = self.replica
-        assert replica is not None
-        try:
-            more = self._pass()
-        except Exception as error:
-            self._failed_pass = error
-            more = True
-        if more:
-            self._wakeup.set()
-
-    def _pass(self) -> bool:
-        """One driver pass (True: another is due at once), noting how many requests it answered."""
-        replica = self.replica
-        assert replica is not None
-        effects = self._effects
-        answered_before = effects.answers
-        more = replica.drive()
-        answered = effects.answers - answered_before
-        if answered:
-            self._answers_last_pass = answered
-        return more
-
-    def _save_finished(self, error: Exception | None) -> None:
-        """The saver thread ended a save the driver left to it: the Ready goes on (a failure ends
-        the node as one in a driver pass would)."""
-        replica = self.replica
-        assert replica is not None
-        try:
-            replica.save_finished(error)
-        except Exception as failure:
-            self._failed_pass = failure
-            self._wakeup.set()
+    def _schedule_pass(self) -> None:
+        self._pass_due.set()
 
     def _rearm(self) -> None:
         self._rearmed.set()
 
+    def _save_finished(self, error: Exception | None) -> None:
+        """The saver thread ended a save the driver left to it: the Ready goes on."""
+        assert self.replica is not None
+        self.runner.input(self.replica.save_finished, error)
+
     async def _driver(self) -> None:
-        replica = self.replica
-        assert replica is not None
+        runner = self.runner
         while True:
-            if not replica.drive_due:
-                await self._wakeup.wait()
-            else:  # a pass left more due (a backlog's next slice while a save goes on): others run first
-                await trio.lowlevel.checkpoint()
-            self._wakeup = trio.Event()
+            await self._pass_due.wait()  # a checkpoint even when set: the others run between passes
+            self._pass_due = trio.Event()
             if self._failed_pass is not None:
                 raise self._failed_pass
-            while self._pass():
-                # a run of Readies (a backlog, a catch-up): the peer readers, the server and the
-                # timer run between two of them, or they would starve (issue 13)
-                await trio.lowlevel.checkpoint()
+            runner.run_pass()
 
     async def _timer(self) -> None:
         replica = self.replica
@@ -374,15 +325,7 @@ class ControllerNode:
             with trio.move_on_at(TrioClock.trio_time_of(replica.next_wakeup_ms())):
                 await self._rearmed.wait()
             self._rearmed = trio.Event()
-            self._timer_driving = True
-            try:
-                replica.advance_time()
-            finally:
-                self._timer_driving = False
-            if replica.drive_due and not self._wakeup.is_set() and not replica.driver.in_run:
-                self._drive_here()  # the driver task is idle: this is the pass it would make now
-            elif replica.drive_due:
-                self._wake()
+            self.runner.timer()
 
     # ----- peers (PeerLinks calls these) -----
 
@@ -391,28 +334,23 @@ class ControllerNode:
 
     def on_raft_messages(self, sender: str, messages: list[Message]) -> None:
         if self.replica is not None:
-            self._taking_input = True
-            try:
-                self.replica.raft_messages(sender, messages)
-            finally:
-                self._taking_input = False
-                self._after_input()
+            self.runner.input(self.replica.raft_messages, sender, messages)
 
     def on_peer_unreachable(self, peer_id: str) -> None:
         if self.replica is not None:
-            self.replica.peer_unreachable(peer_id)
+            self.runner.input(self.replica.peer_unreachable, peer_id)
 
     def on_peer_down(self, peer_id: str) -> None:
         if self.replica is not None:
-            self.replica.peer_down(peer_id)
+            self.runner.input(self.replica.peer_down, peer_id)
 
     def on_snapshot_sent(self, peer_id: str, ok: bool) -> None:
         if self.replica is not None:
-            self.replica.snapshot_sent(peer_id, ok)
+            self.runner.input(self.replica.snapshot_sent, peer_id, ok)
 
     def on_digest(self, sender: str, payload: bytes) -> None:
         if self.replica is not None:
-            self.replica.digest(sender, payload)
+            self.runner.input(self.replica.digest, sender, payload)
 
     def on_forward_request(self, sender: str, tag: int, frame: bytes, reply: PeerReply) -> None:
         try:
@@ -427,7 +365,7 @@ class ControllerNode:
             if response is not None and not request.is_oneway and self._nursery is not None:
                 self._nursery.start_soon(self._reply_forward, reply, tag, response)
 
-        self.replica.forwarded_request(sender, request, answer)
+        self.runner.request(self.replica.forwarded_request, sender, request, answer)
 
     async def _reply_forward(self, reply: PeerReply, tag: int, response: RemotingCommand) -> None:
         with (trio.move_on_after(self.config.request_timeout_ms / 1000),
@@ -440,7 +378,7 @@ class ControllerNode:
         except (RmqcError, ValueError) as error:
             raise PeerProtocolError(f"bad forwarded response: {error}") from error
         if self.replica is not None:
-            self.replica.forwarded_response(tag, response)
+            self.runner.input(self.replica.forwarded_response, tag, response)
 
     # ----- remoting connections (Server calls these) -----
 
@@ -459,12 +397,8 @@ class ControllerNode:
         if request.code == RMQC_EVENTS and self._nursery is not None:  # a long poll: a task of its own
             self._nursery.start_soon(self._answer_events, replica, request, answer, name="events-reader")
             return True
-        self._taking_input = True
-        try:
-            replica.client_request(request, channel.id, answer, origin_of(request, channel, self.config))
-        finally:
-            self._taking_input = False
-            self._after_input()
+        self.runner.request(replica.client_request, request, channel.id, answer,
+                            origin_of(request, channel, self.config))
         return True
 
     async def _answer_events(self, replica: Replica, request: RemotingCommand,
@@ -474,7 +408,7 @@ class ControllerNode:
     def _notification_sent(self, address: str, command: RemotingCommand) -> None:
         """The notifier sent a 1008: the failover's `notified` step, and its latency since the commit."""
         if self.replica is not None:
-            self.replica.notification_sent(address, master_epoch_of(command))
+            self.runner.input(self.replica.notification_sent, address, master_epoch_of(command))
 
     async def handle_request(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         """Answer one remoting request (awaitable form of serve_now); never raises."""
@@ -497,14 +431,14 @@ class ControllerNode:
             return False
         timed = self.node_metrics.oneway_timing_due(request.code)
         started_s = trio.current_time() if timed else 0.0
-        served = replica.heartbeat(request, channel.id)
+        served = bool(self.runner.input(replica.heartbeat, request, channel.id))
         if timed and served:
             self.node_metrics.observe_oneway(request.code, trio.current_time() - started_s)
         return served
 
     def on_channel_closed(self, channel: Channel) -> None:
         if self.replica is not None:
-            self.replica.connection_closed(channel.id)
+            self.runner.input(self.replica.connection_closed, channel.id)
 
     async def propose(self, commands: list[Command]) -> list[ApplyResult]:
         """Enter commands into the log as one entry; returns their apply results once committed."""
@@ -516,7 +450,7 @@ class ControllerNode:
             outcome[:] = [(results, error)]
             done.set()
 
-        self.replica.enqueue(commands, on_done)
+        self.runner.input(self.replica.enqueue, commands, on_done)
         await done.wait()
         [(results, error)] = outcome
         if error is not None:
@@ -557,57 +491,40 @@ class ControllerNode:
                 if not await run(partial(storage.sweep_batch, NODE_SWEEP_BATCH_ENTRIES)):
                     break
         except (SnapshotOutOfDateError, CompactedError) as error:  # the leader's snapshot is newer
-            replica.snapshot_written(action.index, SnapshotOutcome.SUPERSEDED, error)
+            self.runner.input(replica.snapshot_written, action.index, SnapshotOutcome.SUPERSEDED, error)
         except StorageFullError as error:
-            replica.snapshot_written(action.index, SnapshotOutcome.DISK_FULL, error)
+            self.runner.input(replica.snapshot_written, action.index, SnapshotOutcome.DISK_FULL, error)
         except StorageWriteFailed as error:
-            replica.snapshot_written(action.index, SnapshotOutcome.FAILED, error)
+            self.runner.input(replica.snapshot_written, action.index, SnapshotOutcome.FAILED, error)
         else:
-            replica.snapshot_written(action.index, SnapshotOutcome.OK)
+            self.runner.input(replica.snapshot_written, action.index, SnapshotOutcome.OK)
 
+    # ----- the replica's actions (the runner drains its outbox into these) -----
 
-class _Effects:
-    """The replica's outbox in production: each action is performed as it is emitted."""
-
-    def __init__(self, node: ControllerNode) -> None:
-        self._node = node
-        self.answers = 0  # requests answered so far
-        self._perform: dict[type, Callable[[Any], None]] = {
-            SendRaft: self._send_raft,
-            ForwardRequest: self._forward,
-            SendDigest: self._send_digest,
-            Answer: self._answer,
-            Notify: self._notify,
-            WriteSnapshot: self._write_snapshot,
-            StopProcess: self._stop,
-            MembersChanged: node.members_changed,
-        }
-
-    def append(self, action: Any) -> None:
+    def _perform_action(self, action: Any) -> None:
         self._perform[type(action)](action)
 
     def _send_raft(self, action: SendRaft) -> None:
-        self._node.links.send_messages(list(action.messages))
+        self.links.send_messages(list(action.messages))
 
     def _forward(self, action: ForwardRequest) -> None:
         frame = encode_tagged(action.tag, encode(action.request))
-        if not self._node.links.send_control(action.leader, FrameKind.FORWARD_REQUEST, frame):
-            assert self._node.replica is not None
-            self._node.replica.forward_not_sent(action.tag)
+        if not self.links.send_control(action.leader, FrameKind.FORWARD_REQUEST, frame):
+            assert self.replica is not None
+            self.runner.input(self.replica.forward_not_sent, action.tag)  # runs once this drain is over
 
     def _send_digest(self, action: SendDigest) -> None:
-        self._node.links.send_control(action.leader, FrameKind.DIGEST, action.payload)
+        self.links.send_control(action.leader, FrameKind.DIGEST, action.payload)
 
     def _answer(self, action: Answer) -> None:
-        self.answers += 1
         action.token(action.response)  # type: ignore[operator]  # the shell's tokens are its callbacks
 
     def _notify(self, action: Notify) -> None:
-        self._node.notifier.submit(action.address, action.command)
+        self.notifier.submit(action.address, action.command)
 
-    def _write_snapshot(self, action: WriteSnapshot) -> None:
-        assert self._node._nursery is not None
-        self._node._nursery.start_soon(self._node._write_snapshot, action)
+    def _start_snapshot_write(self, action: WriteSnapshot) -> None:
+        assert self._nursery is not None
+        self._nursery.start_soon(self._write_snapshot, action)
 
     def _stop(self, action: StopProcess) -> None:
-        self._node._stop_now(action.reason)
+        self._stop_now(action.reason)

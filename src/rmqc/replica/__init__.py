@@ -64,6 +64,7 @@ from ._replica import (
     SUCCESSOR_GRACE_MS as SUCCESSOR_GRACE_MS,
     Replica as Replica,
 )
+from ._runner import Runner as Runner
 from ._status import (
     STATUS_VERSION as STATUS_VERSION,
     status_answer as status_answer,

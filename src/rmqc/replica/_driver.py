@@ -321,6 +321,7 @@ class Driver:
             return True
         if r.disk.alarm is not None:  # until look_for_space finds room again
             return False
+        r.flush_outbox()  # what was emitted so far leaves before the write (a leader's appends)
         started_ms = r.now_ms()
         try:
             saved = r.saver.save(hard_state, list(entries), snapshot)

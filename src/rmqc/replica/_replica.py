@@ -115,7 +115,8 @@ class Replica:
     def __init__(self, config: ReplicaConfig, storage: ReplicaStorage, clock: Clock, rng: random.Random,
                  outbox: Outbox, *, controller_config: ControllerConfig | None = None,
                  observer: Observer | None = None, wake: Callable[[], None] | None = None,
-                 rearm: Callable[[], None] | None = None, saver: Saver | None = None) -> None:
+                 rearm: Callable[[], None] | None = None, saver: Saver | None = None,
+                 flush: Callable[[], None] | None = None) -> None:
         self.config = config
         self.storage = storage
         self.saver: Saver = saver or SaveNow(storage)
@@ -123,6 +124,7 @@ class Replica:
         self.outbox = outbox
         self.observer: Observer = observer or _NullObserver()
         self._wake, self._rearm = wake or _nothing, rearm or _nothing
+        self.flush_outbox = flush or _nothing  # the outbox's drain point before a save (rmqc.replica._runner)
         now_ms = clock.monotonic_ms()
         self.state = ControllerState()
         table = HeartbeatTable()

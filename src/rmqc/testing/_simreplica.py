@@ -20,8 +20,12 @@ dead-leader takeover, notifier), with the simulator's network, disk, clock and f
   from a peer as much as that peer's link holds (a real peer's outbox: at most
   NodeKnobs.peer_outbox_messages Raft messages, the oldest dropped, and MAX_CONTROL_FRAMES
   forwards, answers and digests, newer ones refused).
-- Outputs: every action of the outbox is performed after each input, in order: Raft messages and
-  digests and forwards travel the simulated network, answers and 1008s the client links. What
+- Driving: the replica's `Runner` (rmqc.replica._runner), the scheduler `rmqc serve` runs too,
+  takes every input, decides when a pass runs (at once in the input's turn, or scheduled: a
+  scheduled pass comes DRIVE_COST_US later, plus the last save's fsync) and drains the outbox at
+  the same named points.
+- Outputs: the actions are performed in order: Raft messages and digests and forwards travel the
+  simulated network, answers and 1008s the client links. What
   travels is bytes, as between real processes: Raft messages in the peer codec's frames (decoded
   by the receiver as its peer reader does, a stale append without its entries), forwards in their
   tagged frames, requests, answers and 1008s in remoting frames; 1008s wait in the node's
@@ -43,7 +47,7 @@ from rmqc.node import NodeConfig, parse_peers
 from rmqc.peerwire import MAX_CONTROL_FRAMES, decode_messages, decode_tagged, encode_tagged
 from rmqc.raft import ConfState, Entry, EntryType, HardState, Snapshot
 from rmqc.remoting import FrameDecoder, RemotingCommand, encode
-from rmqc.replica import PendingNotifications, Replica
+from rmqc.replica import PendingNotifications, Replica, Runner
 from rmqc.replica._io import (
     Answer,
     ForwardRequest,
@@ -173,11 +177,10 @@ class ReplicaSimNode:
         self.deferred: list[Held] = []
         # (sender, is a Raft message) -> what of `deferred` came from that peer's link
         self._held_from: dict[tuple[str, bool], deque[Held]] = {}
-        self.outbox: list[Any] = []
+        self.runner = Runner(self._perform_action, self._schedule_pass, self._failed)
         self.notifications = PendingNotifications()
         self._notifying: set[str] = set()  # broker addresses a 1008 is being sent to
         self._wakeup_us: int | None = None
-        self._drive_scheduled = False
         self._clock_base_us = 0
         self._clock_base_local_us = 0.0
         self.drift = drift
@@ -246,19 +249,20 @@ class ReplicaSimNode:
         config = sim_node_config(self.id, {node_id: world.address_of(node_id) for node_id in ids}, self.knobs,
                                  [world.address_of(node_id) for node_id in world.initial_ids] if self.joined else ())
         rng = random.Random(f"{self.world.seed}/{self.id}/{self.incarnation}")
-        self.outbox = []
+        runner = self.runner = Runner(self._perform_action, self._schedule_pass, self._failed)
         self.notifications = PendingNotifications()  # the notifier's: a process's, lost in a crash
         self._notifying = set()
-        self.up, self.paused = True, False
+        self.up, self.paused, self.saved = True, False, False
         self.started_us = self.world.events.now_us
         self.deferred.clear()
         self._held_from.clear()
         self._wakeup_us = None
-        self._drive_scheduled = False
-        self.replica = Replica(config, self.storage, _SimClock(self), rng, self.outbox,
-                               observer=_AlarmCounter(self.world), saver=_SimSaver(self))
+        self.replica = Replica(config, self.storage, _SimClock(self), rng, runner.outbox,
+                               observer=_AlarmCounter(self.world), saver=_SimSaver(self), wake=runner.wake,
+                               flush=runner.flush)
+        runner.attach(self.replica)
         self._observe_applies(self.replica)
-        self._after_input()
+        self._after_call()
 
     def _observe_applies(self, replica: Replica) -> None:
         """Every applied entry reaches `proposals.applied` (index, term, results): the checkers
@@ -299,7 +303,7 @@ class ReplicaSimNode:
         self.storage.arm_crash = False
         self.deferred.clear()
         self._held_from.clear()
-        self.outbox.clear()
+        self.runner.stop()
 
     def pause(self) -> None:
         self.paused = True
@@ -310,7 +314,7 @@ class ReplicaSimNode:
         self.paused = False
         deferred, self.deferred = self.deferred, []
         self._held_from.clear()
-        self._run(self._advance)
+        self._call(self.runner.timer)
         for held in deferred:
             if self.up and not held.dropped:
                 held.action(*held.args)
@@ -318,8 +322,7 @@ class ReplicaSimNode:
     def poke(self) -> None:
         """The nemesis called the core directly: let the driver take what it produced."""
         if self.replica is not None:
-            self.replica.wake_driver()
-        self._after_input()
+            self._run(self.replica.wake_driver)
 
     # -- inputs --------------------------------------------------------------------------------------
     def deliver(self, sender: str, payload: bytes) -> None:
@@ -344,12 +347,13 @@ class ReplicaSimNode:
         remote = Remote(sender, decode_frame(frame))
         channel = hash(remote.sender) & 0x7FFFFFFF or 1
         if not self._run(replica.heartbeat, remote.request, channel):
-            self._run(replica.client_request, remote.request, channel, ("client", remote))
+            self._call(self.runner.request, replica.client_request, remote.request, channel, ("client", remote))
 
     def forwarded(self, sender: str, payload: bytes) -> None:
         tag, frame = decode_tagged(payload)
-        self._from_peer(sender, False, lambda: self._run(self.replica.forwarded_request,  # type: ignore[union-attr]
-                                                         sender, decode_frame(frame), ("forward", sender, tag)))
+        self._from_peer(sender, False, lambda: self._call(
+            self.runner.request, self.replica.forwarded_request,  # type: ignore[union-attr]
+            sender, decode_frame(frame), ("forward", sender, tag)))
 
     def forwarded_answer(self, sender: str, payload: bytes) -> None:
         tag, frame = decode_tagged(payload)
@@ -387,58 +391,56 @@ class ReplicaSimNode:
         self.deferred.append(held)
 
     def _run(self, method: Callable[..., Any], *args: Any) -> Any:
-        """Call one input of the replica, then perform its actions and schedule what is due."""
+        """One input of the replica, through the runner."""
+        return self._call(self.runner.input, method, *args)
+
+    def _call(self, runner_method: Callable[..., Any], *args: Any) -> Any:
+        """A call of the runner (an input, the timer, a scheduled pass), then the checks and the
+        next wake-up, unless it crashed the node."""
         incarnation = self.incarnation
-        result = method(*args)
+        result = runner_method(*args)
         if self.up and incarnation == self.incarnation:
-            self._after_input()
+            self._after_call()
         return result
 
     # -- time and the driver -----------------------------------------------------------------------
-    def _advance(self) -> None:
-        assert self.replica is not None
-        self.replica.advance_time()
-
     def _on_wakeup(self, incarnation: int, when_us: int) -> None:
         if not self.up or incarnation != self.incarnation or self._wakeup_us != when_us:
             return
         self._wakeup_us = None
         if self.paused:
             return  # resume() advances the time
-        self._run(self._advance)
+        self._call(self.runner.timer)
+
+    def _schedule_pass(self) -> None:
+        """The runner's scheduled pass: after a drive step's cost, and the fsync of a save just made."""
+        cost = DRIVE_COST_US
+        if self.saved:
+            cost += self.world.rng.randint(self.knobs.persist_min_us, self.knobs.persist_max_us)
+        self.world.events.after(cost, self._drive, self.incarnation)
 
     def _drive(self, incarnation: int) -> None:
         if not self.up or incarnation != self.incarnation:
             return
-        self._drive_scheduled = False
         if self.paused:
-            self.deferred.append(Held(self._drive_now))
+            self.deferred.append(Held(self._call, (self.runner.run_pass,)))
             return
-        self._drive_now()
+        self._call(self.runner.run_pass)
 
-    def _drive_now(self) -> None:
-        replica = self.replica
-        assert replica is not None
-        self._with_saves(replica.drive)
-
-    def _with_saves(self, step: Callable[[], object]) -> None:
-        """A driver step that may save: a power cut inside the save crashes the node (the actions
-        emitted before it performed, nothing after), a failed write stops it."""
-        self.saved = False
-        try:
-            step()
-        except PowerCut as crash:
-            self._perform()
-            self.world.trace(f"{self.id}: {crash}")
-            self.world.nemesis.crash(self)
-            return
-        except StorageWriteFailed:
+    def _failed(self, error: Exception) -> None:
+        """A call into the replica raised: a power cut inside a save crashes the node (the actions
+        emitted before it were performed, nothing after); a failed write stopped it (its
+        StopProcess, performed, brought it down)."""
+        if isinstance(error, PowerCut):
+            self._power_cut(error)
+        elif isinstance(error, StorageWriteFailed):
             self.world.count("stopped_by_failed_write")
-            self._perform()  # the replica's StopProcess among them: the node goes down
-            return
-        self._after_input()
-        if self.saved:
-            self.world.after_persist(self)
+        else:
+            raise error
+
+    def _power_cut(self, crash: PowerCut) -> None:
+        self.world.trace(f"{self.id}: {crash}")
+        self.world.nemesis.crash(self)
 
     def save_later(self, hard_state: HardState | None, entries: list[Entry], snapshot: Snapshot | None,
                    duration_us: int) -> None:
@@ -451,32 +453,28 @@ class ReplicaSimNode:
         """The background save's duration is over: it reaches the disk now (a node that crashed
         meanwhile never wrote it; a paused one writes it when it resumes, as its saver thread would)."""
         if self.up and incarnation == self.incarnation:
-            self._when_running(self._with_saves, lambda: self._finish_save(*save))
+            self._when_running(self._finish_save, *save)
 
     def _finish_save(self, hard_state: HardState | None, entries: list[Entry], snapshot: Snapshot | None) -> None:
         replica = self.replica
         assert replica is not None
+        outcome: Exception | None = None
         try:
             self.storage.save(hard_state, entries, snapshot)
+        except PowerCut as crash:
+            self._power_cut(crash)
+            return
         except (StorageFullError, StorageWriteFailed) as error:
-            replica.save_finished(error)
-        else:
-            replica.save_finished(None)
+            outcome = error
+        self._run(replica.save_finished, outcome)
 
-    def _after_input(self) -> None:
+    def _after_call(self) -> None:
         replica = self.replica
-        if replica is None:
-            return
-        self._perform()
-        if not self.up or self.replica is not replica:
-            return
+        assert replica is not None
         self.world.after_step(self)
-        if replica.drive_due and not self._drive_scheduled:
-            self._drive_scheduled = True
-            cost = DRIVE_COST_US
-            if self.saved:
-                cost += self.world.rng.randint(self.knobs.persist_min_us, self.knobs.persist_max_us)
-            self.world.events.after(cost, self._drive, self.incarnation)
+        if self.saved:
+            self.saved = False
+            self.world.after_persist(self)
         # the wake-up is due when the replica's own clock reads next_wakeup_ms: from its reading now,
         # that many ms of this node's monotonic time on (the same instant while the replica reads
         # the monotonic clock, as it must; a replica reading the wall clock sleeps on it like this)
@@ -487,9 +485,8 @@ class ReplicaSimNode:
             self.world.events.at(when_us, self._on_wakeup, self.incarnation, when_us)
 
     # -- outputs -------------------------------------------------------------------------------------
-    def _perform(self) -> None:
-        while self.outbox and self.up:
-            action = self.outbox.pop(0)
+    def _perform_action(self, action: Any) -> None:
+        if self.up:
             _PERFORM[type(action)](self, action)
 
     def _send_raft(self, action: SendRaft) -> None:
@@ -548,7 +545,7 @@ class ReplicaSimNode:
             failed = (action.index, _SNAPSHOT_OUTCOMES[type(error)], error)
             self.world.count(f"snapshots_{failed[1].value}")
             # FAILED stops the node (the replica raises StorageWriteFailed after its StopProcess)
-            self._when_running(self._with_saves, lambda: self.replica.snapshot_written(*failed))  # type: ignore[union-attr]
+            self._when_running(lambda: self._run(self.replica.snapshot_written, *failed))  # type: ignore[union-attr]
             return
         self.world.count("snapshots_taken")
         if action.compact_to > self.storage.first_index():
