@@ -286,7 +286,7 @@ def checked_snapshot_file(path: Path) -> tuple[SnapshotFile, fsm.ControllerState
 def restore_from_file(path: Path, data_dir: Path, node_id: str, peers: str,
                       group: str | None) -> tuple[SnapshotFile, fsm.ControllerState, NodeIdentity]:
     """A new data directory for `node_id` of the group `peers` names, starting from the file."""
-    from rmqc.node import parse_peers
+    from rmqc.config import parse_peers
 
     try:
         voters = tuple(peer.id for peer in parse_peers(peers))
