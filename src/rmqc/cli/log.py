@@ -55,7 +55,7 @@ log_app = typer.Typer(
 )
 
 DEFAULT_KEEP_ENTRIES = 1_000
-DEFAULT_GROUP = "rmqc"  # `rmqc serve`'s default controller group (rmqc.node NodeConfig.group)
+DEFAULT_GROUP = "rmqc"  # `rmqc serve`'s default controller group (rmqc.config NodeConfig.group)
 # Rows per Parquet row group: bounds the export's memory whatever the log's length.
 PARQUET_BATCH_ROWS = 10_000
 
