@@ -147,8 +147,9 @@ async def serve_time(suite: Suite, name: str, directory: Path) -> dict[str, floa
 async def serve_time_in_process(directory: Path) -> dict[str, float]:
     """The same, with the node started inside this process: what the history costs without the
     interpreter start-up and imports that dominate a process start on a loaded machine."""
+    from rmqc.config import NodeConfig, parse_peers
     from rmqc.launcher import free_ports
-    from rmqc.node import ControllerNode, NodeConfig, parse_peers
+    from rmqc.node import ControllerNode
 
     (port,) = free_ports(1)
     config = NodeConfig(node_id="n0", peers=parse_peers(f"n0-127.0.0.1:{port}"), data_dir=str(directory))

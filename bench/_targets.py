@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from rmqc.node import NodeConfig
+from rmqc.config import NodeConfig
 
 from ._stats import fmt
 

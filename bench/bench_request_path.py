@@ -37,8 +37,8 @@ from typing import cast
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._rmqc import write_ext
+from rmqc.config import NodeConfig, parse_peers
 from rmqc.fsm import ApplyBrokerId, Origin
-from rmqc.node import NodeConfig, parse_peers
 from rmqc.raft import MemoryStorage
 from rmqc.remoting import FrameDecoder, RemotingCommand, RequestCode, ResponseCode, encode, make_request
 from rmqc.replica import Answer, Replica

@@ -1,11 +1,14 @@
 """design.md: production code never imports `rmqc.testing` (the simulator, the test harnesses and
 their certificates). `rmqc chaos run --brokers java` once did, through the Java launcher: the
 launcher now lives in `rmqc.javapeers`, and this check keeps it that way. Also: no module outside
-rmqc.raft or rmqc.peerwire imports their private modules."""
+rmqc.raft, rmqc.peerwire or rmqc.config imports their private modules; and rmqc.config, where the
+simulator gets `rmqc serve`'s NodeConfig, loads neither the Trio shell (rmqc.node) nor trio."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import rmqc
@@ -40,7 +43,7 @@ def test_the_check_sees_an_import_of_the_testing_package(tmp_path: Path) -> None
 
 # Packages whose `_modules` are private: other packages import what their __init__ exports, so the
 # inside can be rearranged without touching them (design.md: private modules behind re-exports).
-SEALED_PACKAGES = ("raft", "peerwire")
+SEALED_PACKAGES = ("raft", "peerwire", "config")
 # Reaching inside on purpose, and why; the check fails once an entry is no longer needed.
 INSIDE_ON_PURPOSE = {
     # the simulator's mutation harness (`--mutant`) patches the Raft core's internals to show that
@@ -79,6 +82,52 @@ def test_the_check_sees_private_imports_in_every_form(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text("from rmqc.raft._types import Entry\nimport rmqc.raft._core as core\n"
                       "from rmqc.raft import _log, Message\nfrom rmqc.raft import RawNode\n"
-                      "from rmqc.peerwire._codec import FrameKind\n")
+                      "from rmqc.peerwire._codec import FrameKind\nfrom rmqc.config._node_config import OPTIONS\n")
     assert private_imports(module, "raft") == ["rmqc.raft._core", "rmqc.raft._log", "rmqc.raft._types"]
     assert private_imports(module, "peerwire") == ["rmqc.peerwire._codec"]
+    assert private_imports(module, "config") == ["rmqc.config._node_config"]
+
+
+# rmqc.config is pure: `rmqc serve` (rmqc.node) and the simulator build the same NodeConfig from it,
+# so the simulator must not need the Trio shell for it.
+SHELL_MODULES = ("rmqc.node", "trio")
+
+
+def shell_imports(path: Path, package: str) -> list[str]:
+    """The modules of rmqc.node or trio that `path`, a module of `package`, imports in any form
+    (`import`, `from ... import`, relative imports resolved against `package`)."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            parts = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
+            base = ".".join(parts + ([node.module] if node.module else []))
+            names += [base] + [f"{base}.{alias.name}" for alias in node.names]
+    return sorted({name for name in names
+                   if any(name == shell or name.startswith(shell + ".") for shell in SHELL_MODULES)})
+
+
+def test_the_config_package_imports_neither_the_node_shell_nor_trio() -> None:
+    modules = sorted((SOURCE / "config").rglob("*.py"))
+    assert {path.name for path in modules} >= {"__init__.py", "_node_config.py"}
+    assert {path.name: shell_imports(path, "rmqc.config") for path in modules} == {path.name: [] for path in modules}
+
+
+def test_importing_the_config_package_loads_neither_the_node_shell_nor_trio() -> None:
+    code = "import sys, rmqc.config; print(' '.join(sys.modules))"
+    loaded = set(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                                text=True).stdout.split())
+    assert sorted(name for name in loaded if any(name == shell or name.startswith(shell + ".")
+                                                 for shell in SHELL_MODULES)) == []
+
+
+def test_the_check_sees_an_import_of_the_shell_or_trio_in_every_form(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("import trio\nfrom trio.lowlevel import current_task\nimport rmqc.node._peers as peers\n"
+                      "from rmqc import node\nfrom ..node._tls import dial_tls\nfrom ._other import x\n"
+                      "import triolet, rmqc.nodes\nfrom rmqc.peerwire import PEER_MAGIC\n")
+    assert shell_imports(module, "rmqc.config") == [
+        "rmqc.node", "rmqc.node._peers", "rmqc.node._tls", "rmqc.node._tls.dial_tls", "trio", "trio.lowlevel",
+        "trio.lowlevel.current_task",
+    ]

@@ -9,7 +9,8 @@ from pathlib import Path
 import trio
 
 from rmqc.cli.dev import free_ports
-from rmqc.node import ControllerNode, NodeConfig, parse_peers
+from rmqc.config import NodeConfig, parse_peers
+from rmqc.node import ControllerNode
 
 NODE_START_TIMEOUT_S = 30.0
 

@@ -19,7 +19,8 @@ from typer.testing import CliRunner
 from rmqc.brokersim import BrokerFleet, SimTiming
 from rmqc.cli.dev import LocalCluster, free_ports
 from rmqc.cli.main import app
-from rmqc.node import ControllerNode, NodeConfig, parse_peers
+from rmqc.config import NodeConfig, parse_peers
+from rmqc.node import ControllerNode
 from rmqc.node._status import node_status
 
 READY_TIMEOUT_S = 180.0

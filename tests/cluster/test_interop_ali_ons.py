@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from rmqc.node import ControllerNode, NodeConfig, parse_peers
+from rmqc.config import NodeConfig, parse_peers
+from rmqc.node import ControllerNode
 from rmqc.testing.cluster import free_ports
 
 pytestmark = pytest.mark.slow

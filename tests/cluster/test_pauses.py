@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rmqc.node import NodeConfig
+from rmqc.config import NodeConfig
 from rmqc.testing.pauses import PauseConfig, PauseRun
 
 pytestmark = pytest.mark.slow

@@ -8,8 +8,9 @@ import trio
 from node_helpers import free_ports, wait_until
 
 from bench.bench_fsm import CLUSTER, group_commands
+from rmqc.config import NodeConfig, parse_peers
 from rmqc.liveness import BrokerKey, Heartbeat
-from rmqc.node import ControllerNode, NodeConfig, parse_peers
+from rmqc.node import ControllerNode
 
 # The brokers' heartbeat timeout: none expires during a test (an expiry would elect new masters).
 ALIVE_MS = 600_000

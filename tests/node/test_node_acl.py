@@ -15,8 +15,9 @@ from test_node_transport import Recorder, SlowEcho
 
 from rmqc.acl import Credentials
 from rmqc.client import ControllerClient
+from rmqc.config import NodeConfig, parse_peers
 from rmqc.errors import ConfigError
-from rmqc.node import NodeConfig, _acl, parse_peers
+from rmqc.node import _acl
 from rmqc.node._metrics import NodeMetrics
 from rmqc.node._peers import PeerLinks
 from rmqc.node._ratelog import RateLimitedLog

@@ -16,8 +16,9 @@ from typer.testing import CliRunner
 from rmqc import fsm
 from rmqc.cli.main import app
 from rmqc.client import ControllerClient
+from rmqc.config import NodeConfig
 from rmqc.fsm import ApplyBrokerId, Origin
-from rmqc.node import ControllerNode, NodeConfig
+from rmqc.node import ControllerNode
 from rmqc.remoting import RMQC_RECORD_OPERATION, RMQC_SNAPSHOT_SAVE, RMQC_TRANSFER_LEADER, RequestCode, ResponseCode
 from rmqc.replica._audit import ORIGIN_FIELD
 from rmqc.testing.acl_accounts import ADMIN, BROKER, PLAIN_ACL_YML as ACL

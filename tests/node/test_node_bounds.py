@@ -13,7 +13,8 @@ import trio
 from node_helpers import free_ports, wait_until
 from test_node_transport import Recorder, SlowEcho, rpc
 
-from rmqc.node import NodeConfig, _admission, parse_peers
+from rmqc.config import NodeConfig, parse_peers
+from rmqc.node import _admission
 from rmqc.node._admission import ConnectionAdmission
 from rmqc.node._peers import PeerLinks
 from rmqc.node._server import Server

@@ -6,9 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from rmqc.config import OPTIONS, NodeConfig, Peer, format_peers, load_config, parse_java_properties, parse_peers
 from rmqc.errors import ConfigError
-from rmqc.node import NodeConfig, Peer, format_peers, load_config, parse_peers
-from rmqc.node._config import OPTIONS, parse_java_properties
 
 THREE_PEERS = "n0-127.0.0.1:9878;n1-127.0.0.1:9868;n2-127.0.0.1:9858"
 

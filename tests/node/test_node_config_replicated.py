@@ -16,8 +16,9 @@ from typer.testing import CliRunner
 
 from rmqc.cli.main import app
 from rmqc.client import ControllerClient
+from rmqc.config import NodeConfig
 from rmqc.fsm import UpdateControllerConfig
-from rmqc.node import ControllerNode, NodeConfig
+from rmqc.node import ControllerNode
 from rmqc.remoting import RequestCode, ResponseCode
 from rmqc.storage import LmdbStorage
 

@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from rmqc.cli.main import app
 from rmqc.client import ControllerClient
-from rmqc.node import ControllerNode, NodeConfig, parse_peers
+from rmqc.config import NodeConfig, parse_peers
+from rmqc.node import ControllerNode
 from rmqc.node._events import MAX_WAITING_READERS, EventReaders
 from rmqc.remoting import RMQC_EVENTS, RemotingCommand, ResponseCode, make_request
 from rmqc.replica import EventLog

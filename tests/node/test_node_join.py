@@ -13,7 +13,7 @@ import pytest
 import trio
 from node_helpers import free_ports
 
-from rmqc.node import NodeConfig, parse_peers
+from rmqc.config import NodeConfig, parse_peers
 from rmqc.node._join import JoinFailed, join_credentials, join_group
 from rmqc.remoting import RMQC_MEMBERS_ADD, FrameDecoder, RemotingCommand, ResponseCode, encode, make_response
 

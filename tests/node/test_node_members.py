@@ -13,7 +13,8 @@ from node_helpers import free_ports, wait_until
 from test_node_three_in_process import CLUSTER, start_three, three_configs
 
 from rmqc.client import ControllerClient, members_of
-from rmqc.node import ControllerNode, NodeConfig
+from rmqc.config import NodeConfig
+from rmqc.node import ControllerNode
 from rmqc.remoting import RequestCode
 
 

@@ -171,7 +171,7 @@ async def test_senders_are_bounded_and_a_hanging_connect_gives_up(monkeypatch) -
 async def test_notifications_over_tls_reuse_the_connection_and_follow_a_restarted_broker(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """tls_notify: the broker's certificate is checked, the connection is kept although the broker
     sent its TLS session tickets on it, and a broker that closed it is reconnected to."""
-    from rmqc.node import NodeConfig, parse_peers
+    from rmqc.config import NodeConfig, parse_peers
     from rmqc.node._tls import accept_tls, notify_client_context, server_context
     from rmqc.testing.certs import make_certs
 

@@ -16,9 +16,9 @@ import trio
 from node_helpers import free_ports, wait_until
 from test_node_transport import Recorder, start_node
 
+from rmqc.config import NodeConfig, is_loopback, parse_peers
 from rmqc.errors import ConfigError
-from rmqc.node import NodeConfig, _peer_auth, parse_peers
-from rmqc.node._config import is_loopback
+from rmqc.node import _peer_auth
 from rmqc.node._peer_auth import PeerSecrets
 from rmqc.node._peers import PeerLinks
 from rmqc.peerwire import (

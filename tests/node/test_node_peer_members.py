@@ -9,7 +9,7 @@ import trio
 from node_helpers import free_ports, wait_until
 from test_node_transport import Recorder, start_node
 
-from rmqc.node import NodeConfig, parse_peers
+from rmqc.config import NodeConfig, parse_peers
 from rmqc.raft._types import Message, MessageType
 
 

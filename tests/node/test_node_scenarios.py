@@ -10,7 +10,8 @@ import pytest
 import trio
 from node_helpers import free_ports, wait_until
 
-from rmqc.node import ControllerNode, NodeConfig, parse_peers
+from rmqc.config import NodeConfig, parse_peers
+from rmqc.node import ControllerNode
 from rmqc.remoting import FrameDecoder, RemotingCommand, encode, make_request
 from rmqc.testing.controller_harness import load_scenarios, replay_scenario_async
 

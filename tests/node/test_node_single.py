@@ -10,7 +10,8 @@ import trio
 from node_helpers import free_ports, wait_until
 
 from rmqc.client import ControllerClient
-from rmqc.node import ControllerNode, NodeConfig, parse_peers
+from rmqc.config import NodeConfig, parse_peers
+from rmqc.node import ControllerNode
 from rmqc.remoting import FrameDecoder, RemotingCommand, loads_fastjson
 from rmqc.storage import LmdbStorage
 

@@ -10,8 +10,9 @@ import trio
 from node_helpers import free_ports, wait_until
 
 from rmqc.client import ControllerClient
+from rmqc.config import NodeConfig, parse_peers
 from rmqc.liveness import BrokerKey
-from rmqc.node import ControllerNode, NodeConfig, parse_peers
+from rmqc.node import ControllerNode
 from rmqc.remoting import RemotingCommand, RequestCode, ResponseCode
 
 CLUSTER = "C"

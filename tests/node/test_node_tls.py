@@ -15,8 +15,8 @@ from node_helpers import free_ports, wait_until
 from test_node_transport import Recorder, SlowEcho, start_node
 
 from rmqc.client import ClientError, ControllerClient, client_tls_context
+from rmqc.config import NodeConfig, load_config, parse_peers
 from rmqc.errors import ConfigError
-from rmqc.node import NodeConfig, load_config, parse_peers
 from rmqc.node._peers import PeerLinks
 from rmqc.node._server import Server
 from rmqc.raft._types import Message, MessageType

@@ -11,7 +11,7 @@ import trio
 from node_helpers import free_ports, wait_until
 
 import rmqc.node._peers as peers
-from rmqc.node import NodeConfig
+from rmqc.config import NodeConfig
 from rmqc.node._peers import PeerLinks, Reply
 from rmqc.node._server import Channel, Server
 from rmqc.peerwire import FrameKind, Handshake, encode_frame, encode_handshake, encode_tagged
@@ -81,7 +81,7 @@ def two_node_configs(group_b: str = "rmqc") -> tuple[NodeConfig, NodeConfig]:
 
 
 def _p(text: str):  # type: ignore[no-untyped-def]
-    from rmqc.node import parse_peers
+    from rmqc.config import parse_peers
     return parse_peers(text)
 
 

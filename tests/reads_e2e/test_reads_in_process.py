@@ -15,7 +15,8 @@ import trio
 
 from rmqc.chaos._tcp_proxy import ProxyMesh
 from rmqc.client import ControllerClient
-from rmqc.node import ControllerNode, NodeConfig, parse_peers
+from rmqc.config import NodeConfig, parse_peers
+from rmqc.node import ControllerNode
 from rmqc.replica._reads import ReadPath
 from rmqc.testing import check_history
 

@@ -7,7 +7,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from rmqc.node import NodeConfig, parse_peers
+from rmqc.config import NodeConfig, parse_peers
 from rmqc.raft import MemoryStorage
 from rmqc.replica import Answer, ForwardRequest, Replica, SendDigest, SendRaft
 

@@ -8,8 +8,8 @@ import dataclasses
 
 import pytest
 
+from rmqc.config import NodeConfig
 from rmqc.errors import ConfigError
-from rmqc.node import NodeConfig
 from rmqc.testing._simreplica import SIM_DATA_DIR, SIM_GROUP, SIM_SCALE, NodeKnobs, sim_node_config
 
 KNOB_FIELDS = {"tick_ms", "election_tick", "heartbeat_tick", "idle_heartbeat_tick", "lease_drift_ticks",

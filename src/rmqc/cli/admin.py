@@ -377,8 +377,8 @@ def resolve_config_key(name: str) -> str:
     the node runs), or a near miss of one, exits 2 saying so; any other name is left to the
     controller to judge (it names the nearest key it knows; a Java controller may know keys rmqc
     does not)."""
+    from rmqc.config import OPTIONS
     from rmqc.controller._config import CONFIG_KEYS
-    from rmqc.node._config import OPTIONS
 
     java_keys = {key.name for key in CONFIG_KEYS}
     if name in java_keys:

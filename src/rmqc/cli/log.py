@@ -55,7 +55,7 @@ log_app = typer.Typer(
 )
 
 DEFAULT_KEEP_ENTRIES = 1_000
-DEFAULT_GROUP = "rmqc"  # `rmqc serve`'s default controller group (rmqc.node NodeConfig.group)
+DEFAULT_GROUP = "rmqc"  # `rmqc serve`'s default controller group (rmqc.config NodeConfig.group)
 # Rows per Parquet row group: bounds the export's memory whatever the log's length.
 PARQUET_BATCH_ROWS = 10_000
 
@@ -286,7 +286,7 @@ def checked_snapshot_file(path: Path) -> tuple[SnapshotFile, fsm.ControllerState
 def restore_from_file(path: Path, data_dir: Path, node_id: str, peers: str,
                       group: str | None) -> tuple[SnapshotFile, fsm.ControllerState, NodeIdentity]:
     """A new data directory for `node_id` of the group `peers` names, starting from the file."""
-    from rmqc.node import parse_peers
+    from rmqc.config import parse_peers
 
     try:
         voters = tuple(peer.id for peer in parse_peers(peers))

@@ -92,8 +92,9 @@ def serve_main(argv: Sequence[str]) -> int:
     # the imports build ~30,000 long-lived objects and no garbage: the collector would run ~80
     # times over them meanwhile (3-5 % of the import time)
     with collector_paused():
+        from rmqc.config import load_config
         from rmqc.errors import ConfigError
-        from rmqc.node import load_config, run_node, setup_logging
+        from rmqc.node import run_node, setup_logging
     flags = {"node_id": args.node_id, "peers": args.peers, "listen": args.listen, "join_address": args.join_address,
              "data_dir": args.data_dir, "group": args.group,
              "metrics_port": args.metrics_port, "log_format": args.log_format}

@@ -167,7 +167,7 @@ def status_verdict(views: list[dict[str, Any]]) -> tuple[ExitCode, str, str] | N
 
 def _addresses_of_peers(text: str) -> str:
     """serve's `id-host:port` items as `host:port`; an item without an id is taken as it is."""
-    from rmqc.node import parse_peers
+    from rmqc.config import parse_peers
 
     items = [item.strip() for item in text.split(";") if item.strip()]
     try:

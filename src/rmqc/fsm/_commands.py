@@ -174,7 +174,7 @@ class CleanBrokerData:
 class UpdateControllerConfig(_NoBrokerGroup):
     """1009: set controller options (`properties`: (key, value) text pairs, sorted by key) on every
     node. The leader validated them against its own configuration before proposing; each node applies
-    what its configuration accepts once the entry is applied (node/_config's options stay local)."""
+    what its configuration accepts once the entry is applied (rmqc.config's options stay local)."""
 
     properties: tuple[tuple[str, str], ...]
     leader_ts_ms: int

@@ -15,10 +15,10 @@ from collections import Counter
 from collections.abc import Callable
 
 from rmqc.acl import AclRules, Allowed, check_request, parse_plain_acl
+from rmqc.config import NodeConfig
 from rmqc.errors import ConfigError
 from rmqc.remoting import RemotingCommand, ResponseCode, make_response
 
-from ._config import NodeConfig
 from ._ratelog import RateLimitedLog
 from ._watched_file import Stamp, current_stamp, read_watched_text, stamp_of
 

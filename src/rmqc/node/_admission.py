@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ._config import NodeConfig, is_loopback
+from rmqc.config import NodeConfig, is_loopback
 
 
 class ConnectionAdmission:

@@ -7,10 +7,10 @@ from, and this node. Forwarded requests carry their origin with them (rmqc.repli
 from __future__ import annotations
 
 from rmqc.acl import ACCESS_KEY
+from rmqc.config import NodeConfig
 from rmqc.fsm import Origin
 from rmqc.remoting import RemotingCommand
 
-from ._config import NodeConfig
 from ._server import Channel
 
 

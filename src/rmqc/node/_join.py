@@ -25,10 +25,10 @@ import trio
 
 from rmqc.acl import Credentials
 from rmqc.client import ClientError, ControllerClient
+from rmqc.config import NodeConfig
 from rmqc.errors import RmqcError
 from rmqc.remoting import RMQC_MEMBERS_ADD, ResponseCode
 
-from ._config import NodeConfig
 from ._tls import peer_client_context
 
 log = logging.getLogger("rmqc.node.join")

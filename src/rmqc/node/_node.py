@@ -30,6 +30,7 @@ from typing import Any, NoReturn
 
 import trio
 
+from rmqc.config import NodeConfig, java_properties_of
 from rmqc.controller import ControllerConfig
 from rmqc.errors import CompactedError, ConfigError, RmqcError, SnapshotOutOfDateError
 from rmqc.fsm import ApplyResult, Command
@@ -72,7 +73,6 @@ from rmqc.storage import (
 
 from ._audit import origin_of
 from ._clock import TrioClock
-from ._config import NodeConfig, java_properties_of
 from ._events import EventReaders
 from ._health import HealthMonitor
 from ._join import join_group

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import trio
 
+from rmqc.config import NodeConfig, Peer
 from rmqc.errors import ConfigError
 from rmqc.peerwire import (
     MAX_HANDSHAKE_BYTES,
@@ -21,7 +22,6 @@ from rmqc.peerwire import (
     parse_secrets,
 )
 
-from ._config import NodeConfig, Peer
 from ._watched_file import Stamp, current_stamp, read_watched_text, stamp_of
 
 log = logging.getLogger("rmqc.node.peer_auth")

@@ -18,6 +18,7 @@ from typing import Protocol
 
 import trio
 
+from rmqc.config import NodeConfig, Peer
 from rmqc.errors import BoundExceeded, ProtocolError
 from rmqc.peerwire import (
     MAX_CONTROL_FRAMES,
@@ -35,7 +36,6 @@ from rmqc.peerwire import (
 )
 from rmqc.raft import Message
 
-from ._config import NodeConfig, Peer
 from ._direct_read import DirectReader
 from ._peer_auth import PeerSecrets, accept, dial
 from ._ratelog import RateLimitedLog

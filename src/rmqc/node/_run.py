@@ -12,10 +12,10 @@ from collections.abc import AsyncIterator
 import orjson
 import trio
 
+from rmqc.config import NodeConfig
 from rmqc.errors import CorruptionError, RmqcError
 from rmqc.storage import DAMAGE_ADVICE, verify_isolated
 
-from ._config import NodeConfig
 from ._metrics import start_metrics_exporter
 from ._node import ControllerNode
 from ._status_page import StatusPage

@@ -20,13 +20,13 @@ from typing import Protocol
 import trio
 
 from rmqc.acl import Allowed
+from rmqc.config import NodeConfig
 from rmqc.errors import BoundExceeded, ProtocolError, RmqcError
 from rmqc.peerwire import PEER_MAGIC
 from rmqc.remoting import FrameDecoder, RemotingCommand, encode
 
 from ._acl import AclGate, host_of
 from ._admission import ConnectionAdmission
-from ._config import NodeConfig
 from ._direct_read import DirectReader
 from ._peers import PeerLinks
 from ._ratelog import RateLimitedLog

@@ -17,9 +17,8 @@ import ssl
 
 import trio
 
+from rmqc.config import NodeConfig
 from rmqc.errors import ConfigError
-
-from ._config import NodeConfig
 
 TLS_HANDSHAKE_RECORD = 0x16
 # A TLS handshake between members completes in milliseconds; one that stalls is an attack.

@@ -4,7 +4,7 @@ A `Replica` (rmqc.replica._replica) is the whole decision logic of one controlle
 awaits, never reads a clock of its own, starts no thread and opens no socket. Its shell (the Trio
 node in rmqc.node, or the simulator in rmqc.testing) gives it:
 
-- a config (`ReplicaConfig`: the fields of rmqc.node.NodeConfig it reads);
+- a config (`ReplicaConfig`: the fields of rmqc.config.NodeConfig it reads);
 - a storage (`ReplicaStorage`: the synchronous Raft storage with `save` / `save_conf_state`, as
   LmdbStorage and the simulator's CrashableStorage have), and optionally a `Saver` through which
   the driver saves each Ready. The default saves inside `drive()` (`SaveNow`: one transaction +
@@ -107,7 +107,7 @@ class PeerInfo(Protocol):
 
 
 class ReplicaConfig(Protocol):
-    """The fields of rmqc.node.NodeConfig the replica reads (read-only, so a frozen config satisfies it;
+    """The fields of rmqc.config.NodeConfig the replica reads (read-only, so a frozen config satisfies it;
     `data_dir` is only named in messages, a str in NodeConfig and a Path in the simulator)."""
 
     @property

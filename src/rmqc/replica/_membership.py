@@ -62,7 +62,7 @@ MEMBERSHIP_REQUESTS = frozenset({RMQC_MEMBERS_LIST, RMQC_MEMBERS_ADD, RMQC_MEMBE
 # A learner is caught up when its match index trails the leader's commit by at most this many
 # entries (one append's worth: promoted, it acknowledges the next append at once).
 CATCH_UP_ENTRIES = 64
-# The syntax of `peers` (rmqc.node._config): no '-' in an id, it separates the id from the host.
+# The syntax of `peers` (rmqc.config): no '-' in an id, it separates the id from the host.
 MEMBER_ID = re.compile(r"[A-Za-z0-9_.]{1,64}")
 _HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?")
 _CHANGE_NAMES = {ConfChangeType.ADD_LEARNER: "add_learner", ConfChangeType.ADD_VOTER: "promote",

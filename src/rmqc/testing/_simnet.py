@@ -10,7 +10,7 @@ import random
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from rmqc.node import NodeConfig
+from rmqc.config import NodeConfig
 
 # rmqc serve's bound on the Raft messages queued for one peer (`peer_outbox_messages`, its default).
 PEER_OUTBOX_MESSAGES: int = next(f.default for f in dataclasses.fields(NodeConfig)  # type: ignore[assignment]

@@ -41,9 +41,9 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from rmqc.config import NodeConfig, parse_peers
 from rmqc.errors import SnapshotOutOfDateError
 from rmqc.fsm import ApplyResult
-from rmqc.node import NodeConfig, parse_peers
 from rmqc.peerwire import MAX_CONTROL_FRAMES, decode_messages, decode_tagged, encode_tagged
 from rmqc.raft import ConfState, Entry, EntryType, HardState, Snapshot
 from rmqc.remoting import FrameDecoder, RemotingCommand, encode
