@@ -298,9 +298,10 @@ def test_controller_runs_replay_the_same_run() -> None:
 # catching seeds, measured with the NameServer load: apply-before-persist 0, stale-read-as-linearizable
 # 0, route-cache-never-dropped 0, route-master-unfenced 1, two-pending-changes 1, repair-without-fence 3,
 # lease-ignores-drift 3, deadlines-on-wall-clock 3, elect-outside-sss 7, skip-sss-epoch-check 12,
-# takeover-without-lease-wait 17; acl-accepts-any-signature (profile acl) 0. Before it, deadlines-on-wall-clock was first caught at 22 (none in
+# takeover-without-lease-wait 17. Before it, deadlines-on-wall-clock was first caught at 22 (none in
 # default's first 30): its bug shows only when a stepped or drifting leader is also cut off while
-# lease reads reach it, so the bound stays 30.
+# lease reads reach it, so the bound stays 30. Measured since: docs/testing.md (its table), where
+# acl-accepts-any-signature (profile acl) is caught at seed 0.
 MUTANT_SEEDS = 30
 
 
