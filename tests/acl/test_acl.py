@@ -16,6 +16,8 @@ from rmqc.acl import (
     Allowed,
     Credentials,
     Refusal,
+    Refused,
+    RequestGate,
     SigningKey,
     check_request,
     parse_address_pattern,
@@ -34,6 +36,7 @@ from rmqc.remoting import (
     RMQC_TRANSFER_LEADER,
     FrameDecoder,
     RequestCode,
+    ResponseCode,
     SerializeType,
     encode,
     make_request,
@@ -219,6 +222,39 @@ def test_whitelisted_addresses_pass_unsigned_as_in_rocketmq() -> None:
     clean.ext_fields = {"brokerName": "b", "AccessKey": "rocketmq2"}
     assert check_request(rules(), clean, "192.168.1.3") == Allowed("rocketmq2")
     assert check_request(rules(), clean, OUTSIDE) is Refusal.BAD_SIGNATURE
+
+
+def test_the_gate_answers_refused_requests_drops_refused_oneways_and_counts_both() -> None:
+    """RequestGate: the decision the node's gate (rmqc.node._acl) and the simulator both run."""
+    gate = RequestGate()
+    allowed = signed(ELECT, "rocketmq2", "12345678", {"brokerName": "b", "designateElect": "true"})
+    assert gate.check(rules(), allowed, OUTSIDE) == Allowed("rocketmq2")
+    not_admin = signed(ELECT, "RocketMQ", "12345678", {"brokerName": "b", "designateElect": "true"})
+    refused = gate.check(rules(), not_admin, OUTSIDE)
+    assert isinstance(refused, Refused) and refused.refusal is Refusal.NOT_ADMIN and refused.answer is not None
+    assert refused.answer.code == ResponseCode.NO_PERMISSION and refused.answer.opaque == not_admin.opaque
+    assert refused.answer.remark == f"NO_PERMISSION: {Refusal.NOT_ADMIN.value}" and refused.answer.is_response
+    heartbeat = make_request(RequestCode.BROKER_HEARTBEAT, 2, {"brokerName": "b"}, oneway=True)
+    assert gate.check(rules(), heartbeat, OUTSIDE) == Refused(Refusal.ADDRESS_NOT_ALLOWED, None)
+    assert gate.check(rules(), heartbeat, "10.10.103.9") == Allowed(ANONYMOUS)  # globally white
+    assert dict(gate.refused) == {"NOT_ADMIN": 1, "ADDRESS_NOT_ALLOWED": 1} and gate.dropped_oneway == 1
+
+
+def test_the_acl_package_stays_pure() -> None:
+    """No clock, socket or node code: the simulator runs the gate deterministically."""
+    import ast
+    from pathlib import Path
+
+    import rmqc.acl
+
+    forbidden = {"trio", "socket", "threading", "time", "asyncio", "logging", "rmqc.node", "rmqc.testing"}
+    for path in Path(rmqc.acl.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            for name in names:
+                assert not any(name == bad or name.startswith(bad + ".") for bad in forbidden), \
+                    f"{path.name} imports {name}"
 
 
 @pytest.mark.parametrize("secret", ["12345678", "k" * 64, "long-" * 40, "sécret-ключ"])

@@ -307,7 +307,8 @@ def test_controller_runs_replay_the_same_run() -> None:
 # lease-ignores-drift 3, deadlines-on-wall-clock 3, elect-outside-sss 7, skip-sss-epoch-check 12,
 # takeover-without-lease-wait 17. Before it, deadlines-on-wall-clock was first caught at 22 (none in
 # default's first 30): its bug shows only when a stepped or drifting leader is also cut off while
-# lease reads reach it, so the bound stays 30.
+# lease reads reach it, so the bound stays 30. Measured since: docs/testing.md (its table), where
+# acl-accepts-any-signature (profile acl) is caught at seed 0.
 MUTANT_SEEDS = 30
 
 

@@ -1,8 +1,9 @@
 """The ACL gate of the remoting port: reads `acl_file` (re-read when it changes), checks each
-request with rmqc.acl before anything else sees it, answers refusals, counts and logs them.
+request with rmqc.acl's RequestGate before anything else sees it, and logs the refusals.
 
-A refused two-way request is answered NO_PERMISSION (16) with the reason as remark; a refused
-one-way request (an unsigned 904 heartbeat) has nobody to answer, so it is dropped and counted.
+The decision is rmqc.acl's (RequestGate, pure, which the simulator runs too): a refused two-way
+request is answered NO_PERMISSION (16) with the reason as remark; a refused one-way request (an
+unsigned 904 heartbeat) has nobody to answer, so it is dropped; both are counted.
 Forwarded requests were checked by the node that received them (peers are authenticated), so
 the gate sits on the remoting port only.
 """
@@ -14,10 +15,10 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-from rmqc.acl import AclRules, Allowed, check_request, parse_plain_acl
+from rmqc.acl import AclRules, Allowed, RequestGate, parse_plain_acl
 from rmqc.config import NodeConfig
 from rmqc.errors import ConfigError
-from rmqc.remoting import RemotingCommand, ResponseCode, make_response
+from rmqc.remoting import RemotingCommand
 
 from ._ratelog import RateLimitedLog
 from ._watched_file import Stamp, current_stamp, read_watched_text, stamp_of
@@ -40,22 +41,26 @@ class AclGate:
         self._stamp: Stamp | None = None
         self._next_check_s = 0.0
         self._rules: AclRules = self._read()  # ConfigError: the node does not start
-        self.refused: Counter[str] = Counter()  # by Refusal name
-        self.dropped_oneway = 0
+        self._gate = RequestGate()
         self._log = RateLimitedLog(log, LOG_EVERY_S, clock)
+
+    @property
+    def refused(self) -> Counter[str]:
+        """Refused requests by Refusal name (one-way ones included)."""
+        return self._gate.refused
+
+    @property
+    def dropped_oneway(self) -> int:
+        return self._gate.dropped_oneway
 
     def check(self, request: RemotingCommand, host: str) -> RemotingCommand | Allowed | None:
         """Allowed, or the NO_PERMISSION answer to send, or None (a refused one-way: drop it)."""
         self._reload_if_changed()
-        decision = check_request(self._rules, request, host)
+        decision = self._gate.check(self._rules, request, host)
         if isinstance(decision, Allowed):
             return decision
-        self.refused[decision.name] += 1
-        self._log.warning("refused request %d from %s: %s", request.code, host, decision.value)
-        if request.is_oneway:
-            self.dropped_oneway += 1
-            return None
-        return make_response(request, ResponseCode.NO_PERMISSION, f"NO_PERMISSION: {decision.value}")
+        self._log.warning("refused request %d from %s: %s", request.code, host, decision.refusal.value)
+        return decision.answer
 
     def _reload_if_changed(self) -> None:
         now = self._clock()

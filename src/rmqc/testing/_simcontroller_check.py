@@ -70,6 +70,8 @@ class ControllerChecker:
     last_election_us: dict[str, int] = field(default_factory=dict)
     brokers_checked: int = 0  # running brokers the end check compared with their group's master
     routes: RouteChecker | None = None
+    # with ACL on: where the intruders send from; no command of theirs may ever be applied
+    refused_addresses: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         self.routes = RouteChecker(self.violations)
@@ -90,6 +92,8 @@ class ControllerChecker:
         assert self.routes is not None
         for result in results:
             name = result.command.broker_name
+            if self.refused_addresses:
+                self._check_origin(index, result)
             if isinstance(result.command, NamesrvCommand):
                 self.routes.on_namesrv(index, result, self.groups.get(name) if name is not None else None)
                 continue
@@ -97,6 +101,13 @@ class ControllerChecker:
             if result.ok and name is not None:  # None: a 1009, no broker group
                 self._record(index, name, result, now_us)
                 self.routes.on_group(index, name, self.groups.get(name), now_us)
+
+    def _check_origin(self, index: int, result: ApplyResult) -> None:
+        origin = result.command.origin
+        if origin is not None and origin.address in self.refused_addresses:
+            self.fail(f"acl: index {index} applied {type(result.command).__name__} ({result.status.name}) from "
+                      f"{origin.address} (key {origin.access_key}), an intruder whose every request the ACL "
+                      f"must refuse")
 
     def _record(self, index: int, name: str, result: ApplyResult, now_us: int) -> None:
         line = self.lines.setdefault(name, _GroupLine())

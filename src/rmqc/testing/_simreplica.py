@@ -345,9 +345,15 @@ class ReplicaSimNode:
         replica = self.replica
         assert replica is not None
         remote = Remote(sender, decode_frame(frame))
+        origin = None
+        if self.world.acl is not None:  # the node's ACL gate first (_simacl): refusals end here
+            origin = self.world.acl.admit(self, remote)
+            if origin is None:
+                return
         channel = hash(remote.sender) & 0x7FFFFFFF or 1
         if not self._run(replica.heartbeat, remote.request, channel):
-            self._call(self.runner.request, replica.client_request, remote.request, channel, ("client", remote))
+            self._call(self.runner.request, replica.client_request, remote.request, channel, ("client", remote),
+                       origin)
 
     def forwarded(self, sender: str, payload: bytes) -> None:
         tag, frame = decode_tagged(payload)

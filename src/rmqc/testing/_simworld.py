@@ -17,6 +17,7 @@ from rmqc.raft import EntryType, Message, MessageType, ProgressState, RaftInvari
 from rmqc.remoting import RemotingCommand, encode
 from rmqc.replica import MembersChanged
 
+from ._simacl import HONEST_ACL, AclKnobs, SimAcl, SimIntruder, acl_on
 from ._simadmin import AdminKnobs, SimAdminClient
 from ._simbrokers import Answer, BrokerKnobs, Outgoing, SimBrokerClient
 from ._simcheck import SafetyChecker
@@ -74,6 +75,10 @@ class SimKnobs:
     admins: AdminKnobs = field(default_factory=AdminKnobs)
     members: MembersKnobs | None = None  # an operator adding, promoting, removing, replacing nodes
     wall: WallKnobs = field(default_factory=WallKnobs)
+    # RocketMQ ACL on the nodes' remoting port (_simacl; None: off): by default on in a quarter of
+    # the seeds of every profile, with signed clients only (the same decisions as with it off, as the
+    # gate admits them all); profile "acl": on in every seed, with an intruder
+    acl: AclKnobs | None = field(default_factory=lambda: HONEST_ACL)
 
     @property
     def disk_faults(self) -> bool:
@@ -124,6 +129,9 @@ class World:
             name = f"members{i}"
             assert knobs.members is not None
             self.operators[name] = MembersOperator(name, self, random.Random(f"{seed}/{name}"), knobs.members)
+        self.acl = SimAcl(self, knobs.acl) if knobs.acl is not None and acl_on(knobs.acl, seed) else None
+        if self.acl is not None:
+            self.controller_checker.refused_addresses = self.acl.intruder_addresses
         self.nemesis = Nemesis(self, random.Random(f"{seed}/nemesis"), knobs.nemesis)
         self.last_view: dict[str, tuple[str, int]] = {}
         self.counts: dict[str, int] = {}  # what happened, for the summary (leaders, crashes, ...)
@@ -266,16 +274,22 @@ class World:
 
     # -- brokers and admins -----------------------------------------------------------------------
     def _client_step(self, name: str) -> None:
-        client = self.brokers.get(name) or self.admins.get(name) or self.operators[name]
+        client = self.brokers.get(name) or self.admins.get(name) or self.operators.get(name) or self._intruder(name)
         self._send_remote(name, client.step(self.events.now_us))
         step_us = self.knobs.brokers.step_us
         self.events.after(step_us, self._client_step, name)
+
+    def _intruder(self, name: str) -> SimIntruder:
+        assert self.acl is not None
+        return self.acl.intruders[name]
 
     def _send_remote(self, sender: str, outgoing: list[Outgoing]) -> None:
         for node_id, request in outgoing:
             if self.rng.random() < self.knobs.faults.drop_p:
                 continue  # lost on the way: the client times out
             node = self.nodes[node_id]
+            if self.acl is not None:
+                self.acl.sign(sender, request)
             self.events.after(self.client_delay_us(), node.remote, sender, encode(request))
 
     def peer_call(self, frm: str, to: str, method: str, *args: object) -> None:
@@ -299,6 +313,8 @@ class World:
     def _deliver_answer(self, sender: str, opaque: int, answer: Answer, frame: bytes) -> None:
         answer = answer._replace(response=decode_frame(frame))  # the client reads the bytes
         now_us = self.events.now_us
+        if self.acl is not None and self.acl.on_answer(sender, opaque, answer):
+            return
         if sender in self.brokers:
             self._send_remote(sender, self.brokers[sender].on_answer(opaque, answer, now_us))
         elif sender in self.admins:
@@ -490,7 +506,8 @@ class World:
     def boot(self) -> None:
         for node_id in self.node_ids:
             self.nodes[node_id].start()
-        for name in sorted(self.brokers) + sorted(self.admins) + sorted(self.operators):
+        intruders = sorted(self.acl.intruders) if self.acl is not None else []
+        for name in sorted(self.brokers) + sorted(self.admins) + sorted(self.operators) + intruders:
             self.events.after(self.rng.randrange(self.knobs.brokers.step_us), self._client_step, name)
         self.nemesis.start()
 
@@ -536,6 +553,8 @@ class World:
             self.controller_checker.finish(self.controller_history, self._beliefs())
         if self.checker.ok and self.knobs.disk_faults and not self.halted:
             self._check_repairs_ended()
+        if self.acl is not None:
+            self.acl.finish()
         if self.checker.forked_at is not None:
             self.count("committed_lost_forks")
         self._count_controller()

@@ -51,6 +51,15 @@ what is durable); one save in twenty goes on in the background for up to four el
 `rmqc serve`'s saver leaves a slow save while the node goes on (a crash meanwhile: never written).
 While its alarm is raised a node may apply an entry it could not persist once a majority of its
 voters hold it (a leader with a full disk answers what its followers commit).
+ACL (`_simacl`): in a quarter of the seeds of every profile, and in every seed of profile "acl",
+each node reads one plain_acl.yml and runs `rmqc serve`'s ACL gate (`rmqc.acl.RequestGate`) on
+every request it decodes, before the replica; brokers sign with a broker account, admins and
+operators with an admin account, and an admitted request reaches the replica with its origin (key,
+address, node), as on a real node. Profile "acl" adds an intruder: designated elections, cleans,
+configuration changes and one-way heartbeats, unsigned, under an unknown key, with a wrong secret,
+altered after signing, or signed by an account that is no admin. Checked: every answer it gets is
+NO_PERMISSION with the reason its forgery earns, no command of its is ever applied, no node's
+liveness table holds its broker at the end, and no node refuses an honest client's request.
 
 Checked after every step: the Raft invariants (`_simcheck`: one leader per term, log matching,
 durability, leader completeness, state-machine safety, apply after persist, commit never going
@@ -107,6 +116,7 @@ import rmqc.controller._processor as processor_module
 import rmqc.fsm._state as state_module
 import rmqc.peerwire._codec as codec_module
 import rmqc.raft._core as core_module
+from rmqc.acl import SigningKey
 from rmqc.controller._policy import _choose_within
 from rmqc.fsm import BrokerGroup, NamesrvState
 from rmqc.raft import Entry, EntryType, MemoryStorage, Message, RawNode, ReadState
@@ -116,6 +126,7 @@ from rmqc.replica._membership import Membership
 from rmqc.replica._reads import ReadPath
 from rmqc.replica._replica import Replica
 
+from ._simacl import AclKnobs
 from ._simadmin import AdminKnobs
 from ._simbrokers import BrokerKnobs
 from ._simhistory import ControllerHistory
@@ -192,6 +203,10 @@ PROFILES: dict[str, SimKnobs] = {
         node=replace(SimKnobs().node, snapshot_write_us=30_000, background_save_p=0.05),
         nemesis=NemesisKnobs(weights={**NemesisKnobs().weights, "fill_disk": 3, "fail_write": 1}),
     ),
+    # RocketMQ ACL on every node (_simacl): brokers and admins sign, each node runs rmqc serve's gate,
+    # and an intruder sends forged requests (unsigned, unknown key, wrong secret, altered after
+    # signing, or not an admin's) that must be refused, under the default faults.
+    "acl": replace(SimKnobs(), acl=AclKnobs()),
 }
 
 
@@ -288,6 +303,9 @@ MUTANTS: dict[str, Mutant] = {
     "codec-loses-entry-type": Mutant(((codec_module, "_read_entry", _read_entry_as_normal),)),
     # acknowledging appends (and granting votes) before the background save that holds them ends
     "acks-before-background-save": Mutant(((RawNode, "take_early", _take_early_with_acks),), "disks"),
+    # the ACL's signature check accepting any signature: an intruder with the admin's key and a
+    # wrong secret, or an altered request, gets through (only the simulator's ACL profile shows it)
+    "acl-accepts-any-signature": Mutant(((SigningKey, "matches", lambda self, request: True),), "acl"),
 }
 
 
