@@ -35,6 +35,7 @@ from rmqc.remoting import (
 
 from ._alarms import REPAIRING, DiskFullAlarm
 from ._audit import forwarded_origin, with_origin
+from ._deadlines import Deadlines
 from ._disk import Disk
 from ._driver import Driver
 from ._events import ALARM, HEARTBEAT, LEADER_CHANGED, MEMBERSHIP_CHANGED, NOTIFIED, EventLog, is_failover
@@ -161,7 +162,7 @@ class Replica:
         # When the core next needs a tick, as planned after the last driver pass (plan_ticks): the
         # ticks before it are quiet (RaftCore.quiet_ticks), counted whenever the replica next runs.
         self._ticks_due_ms = self._next_tick_ms
-        self._takeover: tuple[str, int] | None = None  # (dead leader, when the others campaign too)
+        self._successor_grace = _SuccessorGrace(self)
         self._node_info_cache: tuple[str | None, NodeInfo] | None = None  # (leader_id, info)
         self.proposals = Proposals(config.request_timeout_ms, config.group_commit)
         self.failovers = FailoverHistory()  # the status page's last failovers (every node)
@@ -174,6 +175,10 @@ class Replica:
         self.reads = ReadPath(self, rng)
         self.operations = Operations(self)
         self.membership = Membership(self)
+        self.deadlines = Deadlines()  # in advance_time's order
+        for source in (self._successor_grace, self.forwards, self.leader_waits, self.operations,
+                       self.membership, _RouteExpiry(self)):
+            self.deadlines.register(source)
         self.raw = self._open_raft(rng)
         self.drive_wanted = True  # a new core may have a Ready already (a bootstrap's membership)
 
@@ -263,14 +268,8 @@ class Replica:
         """When `advance_time()` is next needed (monotonic ms): the next tick the core acts on
         (every tick on a leader, the election timeout on an idle follower), or any deadline."""
         soonest = min(self._ticks_due_ms, self.liveness.next_due_ms(self.now_ms()))
-        if self.serving_as_leader:
-            soonest = min(soonest, self.processor.namesrv.next_scan_ms())
-        for deadline in (self.forwards.next_deadline_ms(), self.leader_waits.next_deadline_ms(),
-                         self.operations.next_deadline_ms(),
-                         self.membership.next_deadline_ms(), self._takeover[1] if self._takeover else None):
-            if deadline is not None:
-                soonest = min(soonest, deadline)
-        return soonest
+        deadline = self.deadlines.next_ms()
+        return soonest if deadline is None else min(soonest, deadline)
 
     def status(self) -> ReplicaStatus:
         return build_status(self)
@@ -303,22 +302,8 @@ class Replica:
         self.count_ticks(now_ms)
         if self.unfed_ticks:
             self.wake_driver()
-        if self._takeover is not None and now_ms >= self._takeover[1]:
-            dead_leader, self._takeover = self._takeover[0], None
-            if self.leader_id in (None, dead_leader):
-                log.info("%s: no leader %d ms after %s went down; campaigning", self.config.node_id,
-                         SUCCESSOR_GRACE_MS, dead_leader)
-                self.raw.take_over(dead_leader)
-                self.wake_driver()
-        self.forwards.expire(now_ms)
-        self.leader_waits.expire(now_ms)
-        self.operations.expire(now_ms)
-        self.membership.expire(now_ms)
+        self.deadlines.expire(now_ms)
         self._liveness_now(now_ms, round_due)
-        if self.serving_as_leader and not self.handing_over:
-            expired = self.processor.namesrv.expired(now_ms, self.clock.wall_ms())
-            if expired:
-                self._propose_quietly(expired, "route expiry")
 
     def _liveness_now(self, now_ms: int, round_due: bool) -> None:
         self.liveness.on_time(now_ms, self.clock.wall_ms(), self.leader_id, self.serving_as_leader, round_due)
@@ -437,7 +422,7 @@ class Replica:
             self.raw.take_over(peer_id)  # the core ignores it if another leader is known by then
             self.wake_driver()
         else:
-            self._takeover = (peer_id, self.now_ms() + SUCCESSOR_GRACE_MS)
+            self._successor_grace.start(peer_id, self.now_ms() + SUCCESSOR_GRACE_MS)
             self._rearm()
 
     def forwarded_response(self, tag: int, response: RemotingCommand) -> None:
@@ -820,3 +805,46 @@ class Replica:
         """On the way out: save a commit index that still waits to ride with a write."""
         self.driver.save_unsaved_commit()
 
+
+class _SuccessorGrace:
+    """After a leader went down (peer_down), the voters other than its successor campaign too once
+    SUCCESSOR_GRACE_MS passed with no leader."""
+
+    def __init__(self, replica: Replica) -> None:
+        self._replica = replica
+        self._pending: tuple[str, int] | None = None  # (dead leader, when the others campaign too)
+
+    def start(self, dead_leader: str, at_ms: int) -> None:
+        self._pending = (dead_leader, at_ms)
+
+    def next_deadline_ms(self) -> int | None:
+        return None if self._pending is None else self._pending[1]
+
+    def expire(self, now_ms: int) -> None:
+        if self._pending is None or now_ms < self._pending[1]:
+            return
+        dead_leader, self._pending = self._pending[0], None
+        r = self._replica
+        if r.leader_id in (None, dead_leader):
+            log.info("%s: no leader %d ms after %s went down; campaigning", r.config.node_id,
+                     SUCCESSOR_GRACE_MS, dead_leader)
+            r.raw.take_over(dead_leader)
+            r.wake_driver()
+
+
+class _RouteExpiry:
+    """The NameServer's route scan, on the leader that serves (not while it hands over)."""
+
+    def __init__(self, replica: Replica) -> None:
+        self._replica = replica
+
+    def next_deadline_ms(self) -> int | None:
+        r = self._replica
+        return r.processor.namesrv.next_scan_ms() if r.serving_as_leader else None
+
+    def expire(self, now_ms: int) -> None:
+        r = self._replica
+        if r.serving_as_leader and not r.handing_over:
+            expired = r.processor.namesrv.expired(now_ms, r.clock.wall_ms())
+            if expired:
+                r._propose_quietly(expired, "route expiry")
