@@ -218,10 +218,10 @@ class Driver:
         r.count_ticks(now_ms)
         ticks, r.unfed_ticks = r.unfed_ticks, 0
         # bounded as after a stall; quiet ticks (counted late on purpose) come on top
-        for _ in range(min(ticks, r.config.election_tick + raw.raft.quiet_ticks())):
+        for _ in range(min(ticks, r.config.election_tick + raw.quiet_ticks())):
             raw.tick()
         if ticks:
-            r.reads.on_ticks_fed(raw.raft.ticks)
+            r.reads.on_ticks_fed(raw.ticks)
         self._step_inbound()
         if r.sole_voter and r.leader_id is None:
             # no one to wait for, so no election timeout before serving: a restarted single-node

@@ -264,10 +264,10 @@ class Operations:
     def not_serving_yet(self) -> str:
         """Why a leader that has not committed an entry of its term yet refuses."""
         node = self._node
-        raft = node.raw.raft
-        if raft.commit_blocked_until_tick:
+        raw = node.raw
+        if raw.commit_blocked_until_tick:
             # issue 19: its target would skip the wait for the older leader's lease
-            wait_ms = max(1, raft.commit_blocked_until_tick - raft.ticks) * node.config.tick_ms
+            wait_ms = max(1, raw.commit_blocked_until_tick - raw.ticks) * node.config.tick_ms
             return (f"{node.config.node_id} took over from a leader that may still hold its lease and refuses to "
                     f"transfer until that lease has run out (about {wait_ms} ms more); retry then")
         return f"{node.config.node_id} was just elected and serves once an entry of its term commits; retry then"

@@ -142,12 +142,12 @@ def namesrv_summary(ns: NamesrvState) -> dict[str, int]:
 def pending_conf_change(raw: Any, applied: int) -> dict[str, Any] | None:
     """The membership change in the log and not applied yet, if any (leader only: the core
     tracks the last one it appended; on other nodes, and when none is pending, None)."""
-    if raw is None or raw.raft.role is not Role.LEADER:
+    if raw is None or raw.role is not Role.LEADER:
         return None
-    index = raw.raft.pending_conf_index
-    if index <= applied or index > raw.raft.log.last_index():
+    index = raw.pending_conf_index
+    if index <= applied or index > raw.last_index():
         return None
-    (entry,) = raw.raft.log.entries(index, index + 1)
+    (entry,) = raw.entries(index, index + 1)
     if entry.type != EntryType.CONF_CHANGE:
         return None  # a new leader counts its whole inherited tail as pending: nothing to show
     change = decode_conf_change(entry.data)
