@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from rmqc.errors import RmqcError
-from rmqc.raft import ConfChange, ConfChangeType, ConfState, Entry, ProgressState
+from rmqc.raft import ConfChange, ConfChangeType, ConfState, Entry, ProgressState, RawNode
 from rmqc.remoting import (
     RMQC_MEMBERS_ADD,
     RMQC_MEMBERS_LIST,
@@ -230,7 +230,7 @@ class Membership:
 
     # ----- the driver -----
 
-    def feed(self, raw: Any) -> None:
+    def feed(self, raw: RawNode) -> None:
         """Driver: propose the change a request asked for."""
         change = self._change
         if change is None or change.index:

@@ -29,13 +29,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import orjson
 
 from rmqc.errors import RmqcError
 from rmqc.fsm import ApplyResult, OperatorAction, Origin, RecordOperation
-from rmqc.raft import SnapshotMeta
+from rmqc.raft import RawNode, SnapshotMeta, Status
 from rmqc.reads import ReadQueueFull
 from rmqc.remoting import (
     RMQC_RECORD_OPERATION,
@@ -288,7 +288,7 @@ class Operations:
         best = max(others, key=lambda voter: (status.progress[voter].recent_active, status.progress[voter].match))
         return best, None
 
-    def feed(self, raw: Any) -> None:
+    def feed(self, raw: RawNode) -> None:
         """Driver: start the transfer a request asked for."""
         transfer = self._transfer
         if transfer is None or transfer.sent:
@@ -366,7 +366,7 @@ class Operations:
         return make_response(request, ResponseCode.SUCCESS, None, {"index": index, "term": meta.term}, body)
 
 
-def _checked_target(wanted: str, status: Any) -> tuple[str | None, str | None]:
+def _checked_target(wanted: str, status: Status) -> tuple[str | None, str | None]:
     if wanted in status.voters:
         return wanted, None
     if wanted in status.learners:
