@@ -2,7 +2,8 @@
 their certificates). `rmqc chaos run --brokers java` once did, through the Java launcher: the
 launcher now lives in `rmqc.javapeers`, and this check keeps it that way. Also: no module outside
 rmqc.raft, rmqc.peerwire or rmqc.config imports their private modules; and rmqc.config, where the
-simulator gets `rmqc serve`'s NodeConfig, loads neither the Trio shell (rmqc.node) nor trio."""
+simulator gets `rmqc serve`'s NodeConfig, loads neither the Trio shell (rmqc.node) nor trio; and no
+module outside rmqc.raft reaches past RawNode into the Raft core (`raw.raft`)."""
 
 from __future__ import annotations
 
@@ -131,3 +132,43 @@ def test_the_check_sees_an_import_of_the_shell_or_trio_in_every_form(tmp_path: P
         "rmqc.node", "rmqc.node._peers", "rmqc.node._tls", "rmqc.node._tls.dial_tls", "trio", "trio.lowlevel",
         "trio.lowlevel.current_task",
     ]
+
+
+# RawNode is the application's whole view of the Raft core: the replica, the node and the
+# simulator read the core through its accessors (quiet_ticks(), ticks, lease, progress_of(), ...),
+# never through its `raft` attribute, so the core can change inside without touching them.
+CORE_REACHED_ON_PURPOSE = {
+    # the simulator's mutant acks-before-background-save replaces RawNode.take_early (`self.raft`)
+    "testing/sim.py",
+}
+
+
+def core_reaches(path: Path) -> list[str]:
+    """Each `<expr>.raft` attribute in `path` (`raw.raft`, `self.raw.raft.log`, `core.raft`), as
+    `line: source`; the package `rmqc.raft` (`rmqc.raft.RawNode`, imports) is no reach."""
+    source = path.read_text()
+    reaches = sorted(
+        (node.lineno, node.col_offset, f"{node.lineno}: {ast.get_source_segment(source, node)}")
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Attribute) and node.attr == "raft"
+        and not (isinstance(node.value, ast.Name) and node.value.id == "rmqc")
+    )
+    return [reach for _, _, reach in reaches]
+
+
+def test_no_module_outside_the_raft_package_reaches_past_rawnode_into_the_core() -> None:
+    modules = [path for path in sorted(SOURCE.rglob("*.py")) if path.relative_to(SOURCE).parts[0] != "raft"]
+    assert {"replica", "node", "testing"} <= {path.relative_to(SOURCE).parts[0] for path in modules}
+    found = {str(path.relative_to(SOURCE)): reaches for path in modules if (reaches := core_reaches(path))}
+    assert {name: reaches for name, reaches in found.items() if name not in CORE_REACHED_ON_PURPOSE} == {}
+    assert sorted(CORE_REACHED_ON_PURPOSE - found.keys()) == [], "no longer needed: remove from CORE_REACHED_ON_PURPOSE"
+
+
+def test_the_check_sees_a_reach_into_the_core_in_every_form(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text('import rmqc.raft\nfrom rmqc.raft import RawNode\n'
+                      'def f(raw: rmqc.raft.RawNode, node, core) -> None:\n'
+                      '    raw.raft.quiet_ticks()\n    node.raw.raft.log.committed\n    core.raft\n'
+                      '    (node.raw or raw).raft.ticks\n    raw.ticks, raw.lease, raw.progress_of("n2")\n'
+                      '    """raw.raft in a docstring is no reach"""\n')
+    assert core_reaches(module) == ["4: raw.raft", "5: node.raw.raft", "6: core.raft", "7: (node.raw or raw).raft"]

@@ -37,7 +37,7 @@ async def test_takeover_leader_refuses_to_transfer_until_its_lease_wait_is_over(
         def waiting_leader() -> ControllerNode | None:
             return next((node for node in survivors if node.replica.raw is not None
                          and node.replica.leader_id == node.config.node_id
-                         and node.replica.raw.raft.commit_blocked_until_tick), None)
+                         and node.replica.raw.commit_blocked_until_tick), None)
 
         await wait_until(lambda: waiting_leader() is not None, 10, "a takeover leader in its lease wait")
         leader = waiting_leader()

@@ -137,6 +137,30 @@ def test_status_reports_progress_and_lease() -> None:
     assert follower.progress == {} and not follower.lease_valid and follower.leader == "n1"
 
 
+def test_the_reads_the_replica_makes_agree_with_status_and_the_core() -> None:
+    """RawNode's cheap reads (what the replica and the simulator use instead of `raw.raft`)."""
+    net = Network(["n1", "n2", "n3"])
+    net.elect("n1")
+    net.propose("n1", b"a")
+    net.tick(ticks=2)
+    for node_id, node in net.nodes.items():
+        s, core = node.status(), node.raft
+        assert (node.role, node.term, node.leader) == (s.role, s.term, s.leader)
+        assert (node.committed, node.applied, node.last_index()) == (s.commit, s.applied, s.last_index)
+        assert node.entries(1, node.last_index() + 1) == core.log.entries(1, core.log.last_index() + 1)
+        assert node.ticks == core.ticks == 2 and node.quiet_ticks() == core.quiet_ticks()
+        assert node.commit_blocked_until_tick == 0
+        assert node.pending_conf_index == core.pending_conf_index and not node.conf_change_pending()
+        lease = node.lease
+        assert (lease.start_tick, lease.duration_ticks) == (core.lease.start_tick, core.lease.duration_ticks)
+        assert lease.remaining_ticks == core.lease.remaining_ticks(core.ticks)
+        assert (lease.remaining_ticks > 0) == (node_id == "n1") == s.lease_valid
+        assert node.progress_of("n4") is None
+    leader = net.nodes["n1"]
+    for peer in ("n1", "n2", "n3"):
+        assert leader.progress_of(peer) == leader.status().progress[peer]
+
+
 def test_same_seed_same_run() -> None:
     def run() -> list[tuple[str, int, str]]:
         net = Network(["n1", "n2", "n3"], seed=7)

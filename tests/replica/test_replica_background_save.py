@@ -83,7 +83,7 @@ def test_a_leader_whose_save_is_held_keeps_its_term_and_answers_once_the_save_en
     assert cluster.leader() == leader_id and all(r.term == term for r in cluster.replicas.values())
     assert 7 not in cluster.answered  # applied only once the leader's own save ends
     followers = [r for node_id, r in cluster.replicas.items() if node_id != leader_id]
-    index = leader.raw.raft.log.last_index()
+    index = leader.raw.last_index()
     assert all(r.storage.last_index() >= index for r in followers)  # the appends went on
     saver.finish()
     cluster.settle()

@@ -96,7 +96,7 @@ def test_a_joining_node_starts_with_no_membership_and_never_campaigns() -> None:
     announced = members_changed(cluster, JOINER)
     cluster.run(3_000)
     assert announced and announced[0].voters == () and announced[0].learners == ()
-    assert joiner.raw.raft.term == 0 and joiner.leader_id is None
+    assert joiner.raw.term == 0 and joiner.leader_id is None
 
 
 def test_add_then_promote_a_joining_node_and_every_node_learns_its_address() -> None:
@@ -117,11 +117,11 @@ def test_add_then_promote_a_joining_node_and_every_node_learns_its_address() -> 
 def test_idempotent_requests_answer_zero_and_change_nothing() -> None:
     cluster, leader = elected()
     add_and_promote_joiner(cluster, leader)
-    index = cluster.replicas[leader].raw.raft.log.last_index()
+    index = cluster.replicas[leader].raw.last_index()
     again = body(ask(cluster, leader, RMQC_MEMBERS_ADD, id=JOINER, address=JOINER_ADDRESS))
     assert again["change"] == "add_learner" and JOINER in again["voters"]
     assert body(ask(cluster, leader, RMQC_MEMBERS_PROMOTE, id=JOINER))["change"] == "promote"
-    assert cluster.replicas[leader].raw.raft.log.last_index() == index, "nothing proposed"
+    assert cluster.replicas[leader].raw.last_index() == index, "nothing proposed"
 
 
 def test_a_follower_names_the_leader_and_its_address() -> None:

@@ -39,8 +39,7 @@ def test_a_lease_read_is_served_locally_by_the_leader() -> None:
 def test_an_idle_leaders_first_lease_read_renews_the_lease_and_the_next_are_local() -> None:
     cluster, leader = leader_of_three(idle_heartbeat_tick=3)  # idle: its lease lapses between heartbeats
     replica = cluster.replicas[leader]
-    raft = replica.raw.raft
-    assert not raft.lease.valid(raft.ticks)
+    assert replica.raw.lease.remaining_ticks == 0
     assert read(cluster, leader, "lease").code == ResponseCode.SUCCESS
     assert (replica.reads.lease_reads, replica.reads.index_reads) == (0, 1)  # one ReadIndex round
     for _ in range(5):  # a read every tick: the leader heartbeats every tick again, the lease holds

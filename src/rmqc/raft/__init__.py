@@ -38,6 +38,7 @@ from ._progress import ProgressState as ProgressState
 from ._quorum import has_quorum as has_quorum
 from ._rawnode import RawNode as RawNode
 from ._ready import (
+    LeaseStatus as LeaseStatus,
     ProgressStatus as ProgressStatus,
     ReadState as ReadState,
     Ready as Ready,
@@ -70,6 +71,7 @@ __all__ = [
     "EntryType",
     "HardState",
     "InflightsFull",
+    "LeaseStatus",
     "MemoryStorage",
     "Message",
     "MessageType",

@@ -33,6 +33,15 @@ to `read_index`). Serve a read only once the applied index reaches the returned 
 
 Proposals raise `ProposalDropped` subclasses (NoLeader, NotLeader, TransferInProgress,
 UncommittedSizeExceeded, ConfChangeRefused); the core never forwards proposals.
+
+Reading the core: the application reads it only through these, never through `RawNode.raft`:
+`status()` (everything, with the leader's progress table: for reports), and the cheap reads of a
+driver pass or a check: `role`, `term`, `leader`, `committed`, `applied`, `last_index()`,
+`entries(lo, hi)`; `ticks` (the core's tick count: its only clock), `quiet_ticks()` (how many next
+ticks act on nothing, so may be fed late), `lease` (a LeaseStatus), `commit_blocked_until_tick` (a
+takeover leader's wait; 0: none); `progress_of(node_id)` (a ProgressStatus, None for an unknown
+node; meaningful on the leader); `pending_conf_index` and `conf_change_pending()` (the last
+membership change appended, and whether it is not applied yet); `conf_state`; `repair()`.
 """
 
 from __future__ import annotations
@@ -43,7 +52,8 @@ from collections.abc import Mapping, Sequence
 from ._config import Config, Role
 from ._core import CampaignType, RaftCore, RepairState
 from ._errors import ReadyMisuse
-from ._ready import ProgressStatus, ReadState, Ready, SoftState, Status
+from ._progress import Progress
+from ._ready import LeaseStatus, ProgressStatus, ReadState, Ready, SoftState, Status
 from ._storage import Storage
 from ._types import ConfChange, ConfState, Entry, HardState, Message, MessageType
 
@@ -218,10 +228,7 @@ class RawNode:
         r = self.raft
         progress = {}
         if r.role is Role.LEADER:
-            progress = {
-                pid: ProgressStatus(pr.match, pr.next, pr.state, len(pr.inflights), pr.recent_active)
-                for pid, pr in sorted(r.progress.items())
-            }
+            progress = {pid: _progress_status(pr) for pid, pr in sorted(r.progress.items())}
         return Status(
             id=r.id,
             term=r.term,
@@ -243,6 +250,77 @@ class RawNode:
     @property
     def conf_state(self) -> ConfState:
         return self.raft.conf_state()
+
+    @property
+    def role(self) -> Role:
+        return self.raft.role
+
+    @property
+    def term(self) -> int:
+        return self.raft.term
+
+    @property
+    def leader(self) -> str | None:
+        """The leader this node knows of (None: none)."""
+        return self.raft.lead
+
+    @property
+    def committed(self) -> int:
+        return self.raft.log.committed
+
+    @property
+    def applied(self) -> int:
+        """The index the core counts as applied (a bootstrap's entries count at once)."""
+        return self.raft.log.applied
+
+    def last_index(self) -> int:
+        return self.raft.log.last_index()
+
+    def entries(self, lo: int, hi: int) -> list[Entry]:
+        """The log's entries in [lo, hi) (CompactedError below its first index)."""
+        return self.raft.log.entries(lo, hi)
+
+    @property
+    def ticks(self) -> int:
+        """How many ticks the core was fed: its only clock."""
+        return self.raft.ticks
+
+    def quiet_ticks(self) -> int:
+        """How many next ticks act on nothing: the app may feed them late, in one burst before its
+        next input, and need not wake up for them (RaftCore.quiet_ticks)."""
+        return self.raft.quiet_ticks()
+
+    @property
+    def lease(self) -> LeaseStatus:
+        """The leader's lease now (`ticks`); a lease read also needs `lease_read()`'s other rules."""
+        r = self.raft
+        lease = r.lease
+        return LeaseStatus(lease.start_tick, lease.duration_ticks, lease.remaining_ticks(r.ticks))
+
+    @property
+    def commit_blocked_until_tick(self) -> int:
+        """A leader that took over commits nothing before this tick (0: no such wait)."""
+        return self.raft.commit_blocked_until_tick
+
+    def progress_of(self, node_id: str) -> ProgressStatus | None:
+        """What this node's core tracks of `node_id`'s replication (None: not a member); only the
+        leader's is kept up to date."""
+        pr = self.raft.progress.get(node_id)
+        return None if pr is None else _progress_status(pr)
+
+    @property
+    def pending_conf_index(self) -> int:
+        """The index of the last membership change this node appended as leader (a new leader
+        counts its whole inherited tail: its last index when elected)."""
+        return self.raft.pending_conf_index
+
+    def conf_change_pending(self) -> bool:
+        """A membership change is in the log and not applied yet: no other may be proposed."""
+        return self.raft.conf_change_pending()
+
+
+def _progress_status(pr: Progress) -> ProgressStatus:
+    return ProgressStatus(pr.match, pr.next, pr.state, len(pr.inflights), pr.recent_active, pr.pending_snapshot)
 
 
 def _must_sync(hard: HardState, prev: HardState, has_new_data: bool) -> bool:

@@ -56,6 +56,18 @@ class ProgressStatus:
     state: ProgressState
     inflight: int
     recent_active: bool
+    pending_snapshot: int = 0  # in state SNAPSHOT: the index of the snapshot being sent
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseStatus:
+    """The leader's lease at the core's tick count (RawNode.ticks). `start_tick`: the send tick of
+    the last heartbeat round a quorum acked (None: no lease); `remaining_ticks`: how many more of
+    the core's ticks it holds (0: it does not hold)."""
+
+    start_tick: int | None
+    duration_ticks: int
+    remaining_ticks: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,11 +21,11 @@ import gc
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rmqc.errors import RmqcError
 from rmqc.fsm import ApplyResult, ControllerState, decode_commands
-from rmqc.raft import ConfState, Entry, EntryType, Message, decode_conf_change
+from rmqc.raft import ConfState, Entry, EntryType, HardState, Message, Ready, Snapshot, decode_conf_change
 from rmqc.storage import StorageFullError, StorageWriteFailed
 
 from ._io import SendRaft, SnapshotOutcome, WriteSnapshot
@@ -52,8 +52,8 @@ class Saving:
     """A save the Saver left to the background: the Ready it persists (None: a commit index alone,
     saved before a snapshot), its snapshot, and when it began."""
 
-    ready: Any
-    snapshot: Any
+    ready: Ready | None
+    snapshot: Snapshot | None
     entries: int
     started_ms: int
 
@@ -68,7 +68,7 @@ FREEZE_DECODE_BYTES = 1 << 20
 class Decoding:
     """A snapshot Ready waiting for its state to be decoded, a step per pass."""
 
-    ready: Any
+    ready: Ready
     steps: Iterator[ControllerState | None]
     frozen: bool
     state: ControllerState | None = None
@@ -79,11 +79,11 @@ class Driver:
         self._r = replica
         self._out = replica.outbox.append
         self.in_run = False  # a Ready is due right away (the previous pass returned in a run)
-        self.unsaved_hard_state: Any = None  # a commit-only HardState waiting for the next write
+        self.unsaved_hard_state: HardState | None = None  # a commit-only HardState waiting for the next write
         self.snapshot_in_flight = False  # at most one WriteSnapshot at a time
         self.saving: Saving | None = None  # a save going on in the background (at most one)
         self.decoding: Decoding | None = None  # a snapshot Ready whose state is being decoded
-        self._decoded: tuple[Any, ControllerState, bool] | None = None  # (snapshot, its state, frozen)
+        self._decoded: tuple[Snapshot | None, ControllerState, bool] | None = None  # (snapshot, its state, frozen)
         self._releasing: Iterator[None] | None = None  # a replaced state, freed a step per pass
         # A bootstrap's membership, saved once its entries are durable: the core counts them as
         # applied, so no apply saves it, and a restart must not fall back to the `peers` option
@@ -143,7 +143,7 @@ class Driver:
             if decoding.state is None:
                 r.wake_driver()
 
-    def _decode_first(self, ready: Any) -> bool:
+    def _decode_first(self, ready: Ready) -> bool:
         """A Ready with a snapshot waits for its state to be decoded (True), a step per pass."""
         snapshot = ready.snapshot
         if snapshot is None or snapshot.is_empty:
@@ -153,7 +153,7 @@ class Driver:
         self._r.wake_driver()
         return True
 
-    def _decoded_ready(self) -> Any:
+    def _decoded_ready(self) -> Ready | None:
         """The snapshot Ready whose state is now decoded, to be handled now (None: not yet)."""
         decoding = self.decoding
         if decoding is None or decoding.state is None:
@@ -191,7 +191,7 @@ class Driver:
             self._maybe_snapshot()
         r.wake_driver()  # the core may have a Ready now: what arrived meanwhile, the next write
 
-    def _advance(self, ready: Any) -> None:
+    def _advance(self, ready: Ready) -> None:
         r = self._r
         r.raw.advance(ready)
         if ended := r.raw.take_ended_repair():  # the entries just saved reach a leader's commit index
@@ -218,10 +218,10 @@ class Driver:
         r.count_ticks(now_ms)
         ticks, r.unfed_ticks = r.unfed_ticks, 0
         # bounded as after a stall; quiet ticks (counted late on purpose) come on top
-        for _ in range(min(ticks, r.config.election_tick + raw.raft.quiet_ticks())):
+        for _ in range(min(ticks, r.config.election_tick + raw.quiet_ticks())):
             raw.tick()
         if ticks:
-            r.reads.on_ticks_fed(raw.raft.ticks)
+            r.reads.on_ticks_fed(raw.ticks)
         self._step_inbound()
         if r.sole_voter and r.leader_id is None:
             # no one to wait for, so no election timeout before serving: a restarted single-node
@@ -257,7 +257,7 @@ class Driver:
 
     # ----- the Ready -----
 
-    def _handle_ready(self, ready: Any) -> bool:
+    def _handle_ready(self, ready: Ready) -> bool:
         """Everything a Ready asks for, in the order Raft requires; False when its write found the
         disk full: then only its early messages and read states were used (they need no write of
         ours), and nothing that depends on the write was done (no ack sent, nothing applied)."""
@@ -291,7 +291,7 @@ class Driver:
                 and not self.snapshot_in_flight and self.saving is None):
             self._take_snapshot()
 
-    def _persist_then_apply(self, ready: Any, snapshot: Any) -> bool:
+    def _persist_then_apply(self, ready: Ready, snapshot: Snapshot | None) -> bool:
         """Persist, install the snapshot, send what had to wait, apply and answer: in this order
         (the mutant hook of `apply-before-persist`, rmqc.replica._io). False: not saved now (the
         disk is full, or the save goes on in the background: save_finished does the rest)."""
@@ -300,7 +300,7 @@ class Driver:
         self._after_persist(ready, snapshot)
         return True
 
-    def _after_persist(self, ready: Any, snapshot: Any) -> None:
+    def _after_persist(self, ready: Ready, snapshot: Snapshot | None) -> None:
         if snapshot is not None:
             self._install_snapshot(snapshot)
         self._send(ready.persist_messages)
@@ -310,7 +310,7 @@ class Driver:
         if messages:
             self._out(SendRaft(tuple(messages)))
 
-    def _persist(self, hard_state: Any, entries: Sequence[Entry], snapshot: Any) -> bool:
+    def _persist(self, hard_state: HardState | None, entries: Sequence[Entry], snapshot: Snapshot | None) -> bool:
         """One transaction + fsync; carries a commit index not yet saved. False: not saved now,
         either the disk is full (nothing was written; tried again once look_for_space finds room)
         or the Saver left the write to the background (`self.saving`; save_finished ends it). A
@@ -363,7 +363,7 @@ class Driver:
 
     # ----- apply -----
 
-    def _apply_committed(self, ready: Any) -> None:
+    def _apply_committed(self, ready: Ready) -> None:
         self._apply_entries(ready.committed_entries)
         self._r.reads.on_read_states(ready.read_states)
 
@@ -377,7 +377,7 @@ class Driver:
             r.operations.on_applied(entries[-1].term)
             r.membership.after_apply(r.applied_index)
 
-    def _install_snapshot(self, snapshot: Any) -> None:
+    def _install_snapshot(self, snapshot: Snapshot) -> None:
         r = self._r
         decoded, self._decoded = self._decoded, None
         assert decoded is not None and decoded[0] is snapshot, "a snapshot is installed once decoded"

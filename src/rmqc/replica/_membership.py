@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from rmqc.errors import RmqcError
-from rmqc.raft import ConfChange, ConfChangeType, ConfState, Entry, ProgressState
+from rmqc.raft import ConfChange, ConfChangeType, ConfState, Entry, ProgressState, RawNode
 from rmqc.remoting import (
     RMQC_MEMBERS_ADD,
     RMQC_MEMBERS_LIST,
@@ -195,8 +195,8 @@ class Membership:
     def _lagging(self, node_id: str) -> str | None:
         """Why learner `node_id` must not become a voter yet (None: it may)."""
         raw = self._node.raw
-        progress = raw.raft.progress.get(node_id)
-        commit = raw.raft.log.committed
+        progress = raw.progress_of(node_id)
+        commit = raw.committed
         if progress is None or progress.match == 0:
             return "it has not acknowledged anything yet (is it running and reachable at its address?)"
         if progress.state is ProgressState.SNAPSHOT:
@@ -219,18 +219,18 @@ class Membership:
 
     def _refuse_if_pending(self) -> None:
         node = self._node
-        raft = node.raw.raft
+        raw = node.raw
         if self._change is not None:
             change = self._change.change
             raise Refused(f"a membership change ({_CHANGE_NAMES[change.type]} {change.node_id}) is pending; "
                           f"wait for its answer, then retry")
-        if raft.conf_change_pending():
-            raise Refused(f"a membership change at index {raft.pending_conf_index} is not applied yet (applied "
+        if raw.conf_change_pending():
+            raise Refused(f"a membership change at index {raw.pending_conf_index} is not applied yet (applied "
                           f"{node.applied_index}); retry once it is")
 
     # ----- the driver -----
 
-    def feed(self, raw: Any) -> None:
+    def feed(self, raw: RawNode) -> None:
         """Driver: propose the change a request asked for."""
         change = self._change
         if change is None or change.index:
@@ -241,7 +241,7 @@ class Membership:
         except RmqcError as error:
             self._finish(make_response(change.request, ResponseCode.SYSTEM_ERROR, f"membership not changed: {error}"))
             return
-        change.index, change.term = raw.raft.log.last_index(), node.term
+        change.index, change.term = raw.last_index(), node.term
 
     def applied(self, entry: Entry) -> None:
         """Driver, after the conf change `entry` was applied: is it the one a request waits for?"""

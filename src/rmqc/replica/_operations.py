@@ -29,13 +29,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import orjson
 
 from rmqc.errors import RmqcError
 from rmqc.fsm import ApplyResult, OperatorAction, Origin, RecordOperation
-from rmqc.raft import SnapshotMeta
+from rmqc.raft import RawNode, SnapshotMeta, Status
 from rmqc.reads import ReadQueueFull
 from rmqc.remoting import (
     RMQC_RECORD_OPERATION,
@@ -264,10 +264,10 @@ class Operations:
     def not_serving_yet(self) -> str:
         """Why a leader that has not committed an entry of its term yet refuses."""
         node = self._node
-        raft = node.raw.raft
-        if raft.commit_blocked_until_tick:
+        raw = node.raw
+        if raw.commit_blocked_until_tick:
             # issue 19: its target would skip the wait for the older leader's lease
-            wait_ms = max(1, raft.commit_blocked_until_tick - raft.ticks) * node.config.tick_ms
+            wait_ms = max(1, raw.commit_blocked_until_tick - raw.ticks) * node.config.tick_ms
             return (f"{node.config.node_id} took over from a leader that may still hold its lease and refuses to "
                     f"transfer until that lease has run out (about {wait_ms} ms more); retry then")
         return f"{node.config.node_id} was just elected and serves once an entry of its term commits; retry then"
@@ -288,7 +288,7 @@ class Operations:
         best = max(others, key=lambda voter: (status.progress[voter].recent_active, status.progress[voter].match))
         return best, None
 
-    def feed(self, raw: Any) -> None:
+    def feed(self, raw: RawNode) -> None:
         """Driver: start the transfer a request asked for."""
         transfer = self._transfer
         if transfer is None or transfer.sent:
@@ -366,7 +366,7 @@ class Operations:
         return make_response(request, ResponseCode.SUCCESS, None, {"index": index, "term": meta.term}, body)
 
 
-def _checked_target(wanted: str, status: Any) -> tuple[str | None, str | None]:
+def _checked_target(wanted: str, status: Status) -> tuple[str | None, str | None]:
     if wanted in status.voters:
         return wanted, None
     if wanted in status.learners:

@@ -216,8 +216,8 @@ class ReadPath:
         if now_ms < self._lease_blocked_until_ms:
             return None
         unfed_ticks = self._node.unfed_ticks
-        lease = raw.raft.lease
-        if unfed_ticks > MAX_UNFED_TICKS or lease.remaining_ticks(raw.raft.ticks) <= unfed_ticks:
+        lease = raw.lease
+        if unfed_ticks > MAX_UNFED_TICKS or lease.remaining_ticks <= unfed_ticks:
             return None
         if not self._lease_holds_in_monotonic_time(lease.start_tick, lease.duration_ticks):
             return None
@@ -337,7 +337,7 @@ class ReadPath:
 
     def _note_lost_ticks(self, raw: RawNode, now_ms: int) -> None:
         tick_ms = self._node.config.tick_ms
-        counted = raw.raft.ticks + self._node.unfed_ticks
+        counted = raw.ticks + self._node.unfed_ticks
         if self._clock_origin is None:
             self._clock_origin = (now_ms, counted)
             return

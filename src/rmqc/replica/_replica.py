@@ -345,7 +345,7 @@ class Replica:
         waits on driver passes (a request, a read, a full disk) keeps the replica ticking; an
         earlier plan than the timer knows (a follower became leader) rearms it."""
         busy = self.proposals or self.reads.next_deadline_ms() is not None or self.disk.alarm is not None
-        quiet_ticks = 0 if busy else self.raw.raft.quiet_ticks()
+        quiet_ticks = 0 if busy else self.raw.quiet_ticks()
         due_ms = self._next_tick_ms + quiet_ticks * self.config.tick_ms
         if due_ms < self._ticks_due_ms:
             self._rearm()

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from rmqc.errors import BoundExceeded
-from rmqc.raft import EntryType, Role, decode_conf_change
+from rmqc.raft import EntryType, RawNode, Role, decode_conf_change
 from rmqc.remoting import RMQC_NODE_STATUS, RemotingCommand, ResponseCode, make_response
 
 from ._alarms import repairing_status
@@ -88,7 +88,7 @@ def build_status(replica: Replica) -> ReplicaStatus:
     )
 
 
-def _alarms(replica: Replica, raw: Any) -> tuple[dict[str, Any], ...]:
+def _alarms(replica: Replica, raw: RawNode) -> tuple[dict[str, Any], ...]:
     alarms = [alarm.status(replica.now_ms()) for alarm in (replica.disk_full,) if alarm is not None]
     if replica.repair_reason is not None:
         repair = raw.repair()
@@ -139,15 +139,15 @@ def namesrv_summary(ns: NamesrvState) -> dict[str, int]:
             "topicsWithoutBroker": sum(1 for names in ns.topics.values() if registered.isdisjoint(names))}
 
 
-def pending_conf_change(raw: Any, applied: int) -> dict[str, Any] | None:
+def pending_conf_change(raw: RawNode | None, applied: int) -> dict[str, Any] | None:
     """The membership change in the log and not applied yet, if any (leader only: the core
     tracks the last one it appended; on other nodes, and when none is pending, None)."""
-    if raw is None or raw.raft.role is not Role.LEADER:
+    if raw is None or raw.role is not Role.LEADER:
         return None
-    index = raw.raft.pending_conf_index
-    if index <= applied or index > raw.raft.log.last_index():
+    index = raw.pending_conf_index
+    if index <= applied or index > raw.last_index():
         return None
-    (entry,) = raw.raft.log.entries(index, index + 1)
+    (entry,) = raw.entries(index, index + 1)
     if entry.type != EntryType.CONF_CHANGE:
         return None  # a new leader counts its whole inherited tail as pending: nothing to show
     change = decode_conf_change(entry.data)

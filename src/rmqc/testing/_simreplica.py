@@ -45,7 +45,7 @@ from rmqc.config import NodeConfig, parse_peers
 from rmqc.errors import SnapshotOutOfDateError
 from rmqc.fsm import ApplyResult
 from rmqc.peerwire import MAX_CONTROL_FRAMES, decode_messages, decode_tagged, encode_tagged
-from rmqc.raft import ConfState, Entry, EntryType, HardState, Snapshot
+from rmqc.raft import ConfState, Entry, EntryType, HardState, RawNode, Snapshot
 from rmqc.remoting import FrameDecoder, RemotingCommand, encode
 from rmqc.replica import PendingNotifications, Replica, Runner
 from rmqc.replica._io import (
@@ -224,7 +224,7 @@ class ReplicaSimNode:
 
     # -- what the world and the nemesis see ------------------------------------------------------
     @property
-    def raw(self) -> Any:
+    def raw(self) -> RawNode | None:
         return self.replica.raw if self.replica is not None else None
 
     @property

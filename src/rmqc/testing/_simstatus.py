@@ -28,7 +28,7 @@ class NodeView:
 
 def node_view(node: ReplicaSimNode) -> NodeView:
     assert node.raw is not None
-    # Read straight from the core: RawNode.status() also builds the progress table, which would
+    # The cheap reads, not RawNode.status(): that also builds the progress table, which would
     # dominate the simulator's run time when called after every step.
-    core = node.raw.raft
-    return NodeView(_ROLE_NAMES[core.role], core.term, core.lead, core.log.committed)
+    raw = node.raw
+    return NodeView(_ROLE_NAMES[raw.role], raw.term, raw.leader, raw.committed)

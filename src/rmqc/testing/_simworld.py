@@ -395,12 +395,12 @@ class World:
         """At most one membership change in the leader's log beyond what it applied."""
         replica = leader.replica
         assert replica is not None
-        log = replica.raw.raft.log
-        applied = max(replica.applied_index, log.applied)  # the core counts a bootstrap's entries applied
-        first, last = applied + 1, log.last_index()
+        raw = replica.raw
+        applied = max(replica.applied_index, raw.applied)  # the core counts a bootstrap's entries applied
+        first, last = applied + 1, raw.last_index()
         if first > last:
             return
-        pending = [e.index for e in log.entries(first, last + 1) if e.type == EntryType.CONF_CHANGE]
+        pending = [e.index for e in raw.entries(first, last + 1) if e.type == EntryType.CONF_CHANGE]
         if len(pending) > 1:
             self.checker.fail(f"{leader.id} leads with membership changes {pending} pending at once "
                               f"(applied {applied})")
@@ -465,6 +465,8 @@ class World:
         if leader is None or since is None or since[0] != node_view(leader).term or now - since[1] < REPAIR_DEADLINE_US:
             self.count("repairs_unfinished_without_a_steady_leader")
             return
+        leader_raw = leader.raw
+        assert leader_raw is not None  # an up leader runs its core (node_view above read it)
         for node_id in sorted(self.damaged):
             node = self.nodes[node_id]
             if not node.up or node.retired or node_id not in leader.conf_state.members:
@@ -472,7 +474,7 @@ class World:
             if node_id in self.removed_once or now - node.started_us < REPAIR_DEADLINE_US:
                 self.count("repairs_unfinished_unchecked")
                 continue
-            progress = leader.raw.raft.progress.get(node_id)
+            progress = leader_raw.progress_of(node_id)
             snapshot_sent_us = self.snapshot_sent_us.get(node_id)
             if (progress is not None and progress.state is ProgressState.SNAPSHOT) or \
                     (snapshot_sent_us is not None and now - snapshot_sent_us < REPAIR_DEADLINE_US):

@@ -119,7 +119,7 @@ import rmqc.raft._core as core_module
 from rmqc.acl import SigningKey
 from rmqc.controller._policy import _choose_within
 from rmqc.fsm import BrokerGroup, NamesrvState
-from rmqc.raft import Entry, EntryType, MemoryStorage, Message, RawNode, ReadState
+from rmqc.raft import Entry, EntryType, MemoryStorage, Message, RawNode, ReadState, Ready, Snapshot
 from rmqc.raft._core import RaftCore
 from rmqc.replica._driver import Driver
 from rmqc.replica._membership import Membership
@@ -242,14 +242,14 @@ def _check_alter_without_sss_epoch(group: BrokerGroup | None, master_id: int, ma
     return _check_alter(group, master_id, master_epoch, current, new_set, is_alive)
 
 
-def _apply_then_persist(self: Driver, ready: object, snapshot: object) -> bool:
+def _apply_then_persist(self: Driver, ready: Ready, snapshot: Snapshot | None) -> bool:
     """The Ready handled with apply (and so the answers) before the save of the same Ready."""
     if snapshot is not None:
         self._install_snapshot(snapshot)
     self._apply_committed(ready)
-    if not self._persist(ready.hard_state, ready.entries, snapshot):  # type: ignore[attr-defined]
+    if not self._persist(ready.hard_state, ready.entries, snapshot):
         return False
-    self._send(ready.persist_messages)  # type: ignore[attr-defined]
+    self._send(ready.persist_messages)
     return True
 
 
