@@ -34,6 +34,7 @@ from rmqc.config import NodeConfig, java_properties_of
 from rmqc.controller import ControllerConfig
 from rmqc.errors import CompactedError, ConfigError, RmqcError, SnapshotOutOfDateError
 from rmqc.fsm import ApplyResult, Command
+from rmqc.metrics import NodeMetrics
 from rmqc.peerwire import FrameKind, PeerProtocolError, encode_tagged
 from rmqc.raft import ConfState, Message
 from rmqc.remoting import (
@@ -76,7 +77,6 @@ from ._clock import TrioClock
 from ._events import EventReaders
 from ._health import HealthMonitor
 from ._join import join_group
-from ._metrics import NodeMetrics
 from ._notifier import Notifier
 from ._peers import PeerLinks, Reply as PeerReply
 from ._saver import BackgroundSaver
