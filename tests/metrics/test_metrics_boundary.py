@@ -1,6 +1,6 @@
 """rmqc.metrics is pure: no trio, no sockets, no threads, no clocks (the exporter's HTTP threads and
-the node's event loop are rmqc.node's), so the simulator and tests use a node's series without the
-Trio shell."""
+the node's event loop are rmqc.node's), so the simulator and tests use a node's series and its
+status page's document and answers without the Trio shell."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def forbidden_imports(path: Path) -> list[str]:
 
 def test_no_module_of_metrics_imports_io_threads_or_clocks() -> None:
     modules = sorted(Path(rmqc.metrics.__file__).parent.glob("*.py"))
-    assert {path.name for path in modules} >= {"__init__.py", "_node_metrics.py"}
+    assert {path.name for path in modules} >= {"__init__.py", "_node_metrics.py", "_status_page.py"}
     assert {path.name: forbidden_imports(path) for path in modules} == {path.name: [] for path in modules}
 
 

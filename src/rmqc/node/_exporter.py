@@ -15,10 +15,8 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from prometheus_client import make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 
-from rmqc.metrics import NOTIFICATION_RESULTS, NodeMetrics
+from rmqc.metrics import NOTIFICATION_RESULTS, NodeMetrics, PageSource, answer_page, page_paths, read_page_files
 from rmqc.replica import HealthCheck, health_verdict
-
-from ._status_page import StatusPage, answer_page, page_paths, read_page_files
 
 __all__ = ["MetricsExporter", "start_metrics_exporter", "update_from_node"]
 
@@ -63,11 +61,12 @@ class MetricsExporter:
 
 def start_metrics_exporter(metrics: NodeMetrics, port: int, host: str = "127.0.0.1",
                            health: HealthSource | None = None,
-                           status_page: StatusPage | None = None) -> MetricsExporter:
+                           status_page: PageSource | None = None) -> MetricsExporter:
     """Serve `metrics` at http://host:port/metrics (port 0: any free port, see `.port`), with
     `health` the health endpoints: /livez and /readyz (`?verbose`, `?exclude=NAME` repeatable), and
     /livez/NAME, /readyz/NAME for one check (rmqc.replica._health says what they answer), and with
-    `status_page` the status page at / and its /status.json (rmqc.node._status_page).
+    `status_page` the status page at / and its /status.json (rmqc.metrics answers them from the
+    document rmqc.node._status_page builds).
 
     A daemon thread serves them, one thread per request (prometheus-client's threading WSGI
     server): neither a scrape nor a probe runs on the node's Trio loop; the health answers read the
