@@ -58,6 +58,7 @@ from rmqc.replica import (
     SnapshotOutcome,
     StopProcess,
     WriteSnapshot,
+    client_origin,
     master_epoch_of,
 )
 from rmqc.storage import (
@@ -72,7 +73,6 @@ from rmqc.storage import (
     open_verified,
 )
 
-from ._audit import origin_of
 from ._clock import TrioClock
 from ._events import EventReaders
 from ._health import HealthMonitor
@@ -398,7 +398,8 @@ class ControllerNode:
             self._nursery.start_soon(self._answer_events, replica, request, answer, name="events-reader")
             return True
         self.runner.request(replica.client_request, request, channel.id, answer,
-                            origin_of(request, channel, self.config))
+                            client_origin(request, channel.remote, self.config.node_id,
+                                          acl_enabled=self.config.acl_enabled))
         return True
 
     async def _answer_events(self, replica: Replica, request: RemotingCommand,

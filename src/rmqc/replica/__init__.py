@@ -8,6 +8,7 @@ from ._alarms import (
     REPAIRING as REPAIRING,
     DiskFullAlarm as DiskFullAlarm,
 )
+from ._audit import client_origin as client_origin
 from ._driver import FEED_ENTRIES as FEED_ENTRIES, FEED_MESSAGES as FEED_MESSAGES
 from ._events import (
     FAILOVER_STEPS as FAILOVER_STEPS,
