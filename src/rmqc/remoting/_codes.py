@@ -151,7 +151,7 @@ RMQC_MEMBERS_LIST = 60004
 RMQC_MEMBERS_ADD = 60005  # extFields id, address: joins as a learner
 RMQC_MEMBERS_PROMOTE = 60006  # extFields id: a caught-up learner becomes a voter
 RMQC_MEMBERS_REMOVE = 60007  # extFields id
-RMQC_EVENTS = 60008  # extFields after, waitMs: the node's recent events (rmqc events; node/_events.py)
+RMQC_EVENTS = 60008  # extFields after, waitMs: the node's recent events (rmqc events; replica/_events.py)
 # rmqc migrate from-java: body {"source": text, "groups": [GroupRow arrays]}, one replicated
 # ImportGroups (fsm); only the leader decides (a follower forwards it); admin accounts only.
 RMQC_IMPORT_GROUPS = 60010

@@ -14,8 +14,12 @@ from ._events import (
     FAILOVER_STEPS as FAILOVER_STEPS,
     MAX_EVENTS_PER_PAGE as MAX_EVENTS_PER_PAGE,
     NOTIFIED as NOTIFIED,
+    BadEventsRequest as BadEventsRequest,
     EventLog as EventLog,
     EventPage as EventPage,
+    EventsQuery as EventsQuery,
+    events_answer as events_answer,
+    events_query as events_query,
     is_failover as is_failover,
 )
 from ._failovers import (
