@@ -1,9 +1,10 @@
 """design.md: production code never imports `rmqc.testing` (the simulator, the test harnesses and
 their certificates). `rmqc chaos run --brokers java` once did, through the Java launcher: the
 launcher now lives in `rmqc.javapeers`, and this check keeps it that way. Also: no module outside
-rmqc.raft, rmqc.peerwire or rmqc.config imports their private modules; and rmqc.config, where the
-simulator gets `rmqc serve`'s NodeConfig, loads neither the Trio shell (rmqc.node) nor trio; and no
-module outside rmqc.raft reaches past RawNode into the Raft core (`raw.raft`)."""
+rmqc.raft, rmqc.peerwire, rmqc.config or rmqc.metrics imports their private modules; the pure
+packages that left the shell (rmqc.config, where the simulator gets `rmqc serve`'s NodeConfig;
+rmqc.metrics, a node's series and status page document) load neither the Trio shell (rmqc.node)
+nor trio; and no module outside rmqc.raft reaches past RawNode into the Raft core (`raw.raft`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import ast
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 import rmqc
 
@@ -44,7 +47,7 @@ def test_the_check_sees_an_import_of_the_testing_package(tmp_path: Path) -> None
 
 # Packages whose `_modules` are private: other packages import what their __init__ exports, so the
 # inside can be rearranged without touching them (design.md: private modules behind re-exports).
-SEALED_PACKAGES = ("raft", "peerwire", "config")
+SEALED_PACKAGES = ("raft", "peerwire", "config", "metrics")
 # Reaching inside on purpose, and why; the check fails once an entry is no longer needed.
 INSIDE_ON_PURPOSE = {
     # the simulator's mutation harness (`--mutant`) patches the Raft core's internals to show that
@@ -89,8 +92,13 @@ def test_the_check_sees_private_imports_in_every_form(tmp_path: Path) -> None:
     assert private_imports(module, "config") == ["rmqc.config._node_config"]
 
 
-# rmqc.config is pure: `rmqc serve` (rmqc.node) and the simulator build the same NodeConfig from it,
-# so the simulator must not need the Trio shell for it.
+# Pure packages that left the shell: `rmqc serve` (rmqc.node) and the simulator build the same
+# NodeConfig from rmqc.config and can keep a node's series and its status page's document with
+# rmqc.metrics, without the Trio shell. Each with the modules it must at least have (the check sees them).
+PURE_PACKAGES = {
+    "config": {"__init__.py", "_node_config.py"},
+    "metrics": {"__init__.py", "_node_metrics.py", "_status_page.py"},
+}
 SHELL_MODULES = ("rmqc.node", "trio")
 
 
@@ -109,14 +117,17 @@ def shell_imports(path: Path, package: str) -> list[str]:
                    if any(name == shell or name.startswith(shell + ".") for shell in SHELL_MODULES)})
 
 
-def test_the_config_package_imports_neither_the_node_shell_nor_trio() -> None:
-    modules = sorted((SOURCE / "config").rglob("*.py"))
-    assert {path.name for path in modules} >= {"__init__.py", "_node_config.py"}
-    assert {path.name: shell_imports(path, "rmqc.config") for path in modules} == {path.name: [] for path in modules}
+@pytest.mark.parametrize("package", sorted(PURE_PACKAGES))
+def test_a_pure_package_imports_neither_the_node_shell_nor_trio(package: str) -> None:
+    modules = sorted((SOURCE / package).rglob("*.py"))
+    assert {path.name for path in modules} >= PURE_PACKAGES[package]
+    assert ({path.name: shell_imports(path, f"rmqc.{package}") for path in modules}
+            == {path.name: [] for path in modules})
 
 
-def test_importing_the_config_package_loads_neither_the_node_shell_nor_trio() -> None:
-    code = "import sys, rmqc.config; print(' '.join(sys.modules))"
+@pytest.mark.parametrize("package", sorted(PURE_PACKAGES))
+def test_importing_a_pure_package_loads_neither_the_node_shell_nor_trio(package: str) -> None:
+    code = f"import sys, rmqc.{package}; print(' '.join(sys.modules))"
     loaded = set(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                                 text=True).stdout.split())
     assert sorted(name for name in loaded if any(name == shell or name.startswith(shell + ".")

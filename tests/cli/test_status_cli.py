@@ -21,7 +21,7 @@ from rmqc.cli.dev import LocalCluster, free_ports
 from rmqc.cli.main import app
 from rmqc.config import NodeConfig, parse_peers
 from rmqc.node import ControllerNode
-from rmqc.node._status import node_status
+from rmqc.replica import status_document
 
 READY_TIMEOUT_S = 180.0
 GROUPS = 2
@@ -98,7 +98,7 @@ def test_status_reports_role_indexes_groups_and_live_brokers(status_node: NodeWi
     assert status["alarms"] == []
     code, out, _ = run("status", "-a", address)
     assert code == 0 and "leader" in out and "n0" in out
-    names = node_status(status_node.node, with_group_names=True)["groupNames"]
+    names = status_document(status_node.node.replica, with_group_names=True)["groupNames"]
     assert names == ["broker-0000", "broker-0001"]
 
 

@@ -19,8 +19,7 @@ import trio
 
 from rmqc.acl import Credentials
 from rmqc.client import ControllerClient
-from rmqc.node._status import RMQC_NODE_STATUS
-from rmqc.remoting import FrameDecoder, RemotingProtocolError, SerializeType, encode, make_request
+from rmqc.remoting import RMQC_NODE_STATUS, FrameDecoder, RemotingProtocolError, SerializeType, encode, make_request
 from rmqc.testing.cluster import CLUSTER, Cluster
 
 pytestmark = pytest.mark.slow

@@ -14,9 +14,9 @@ import pytest
 import trio
 
 from rmqc.client import ControllerClient
-from rmqc.node._status import RMQC_NODE_STATUS
 from rmqc.peerwire import FrameKind, Handshake, encode_frame, encode_handshake, encode_messages, proof
 from rmqc.raft._types import Entry, Message, MessageType
+from rmqc.remoting import RMQC_NODE_STATUS
 from rmqc.storage import LmdbStorage
 from rmqc.testing.cluster import CLUSTER, Cluster, wait_until
 

@@ -16,8 +16,7 @@ import trio
 from test_leader_transfer import ELECTION_TIMEOUT_MAX_S, _cancellable
 
 from rmqc.client import ControllerClient
-from rmqc.node._status import RMQC_NODE_STATUS
-from rmqc.remoting import RMQC_TRANSFER_LEADER
+from rmqc.remoting import RMQC_NODE_STATUS, RMQC_TRANSFER_LEADER
 from rmqc.testing.cluster import Cluster, NodeProcess, replica_info, start_group, wait_until
 from rmqc.testing.writer import WriteLoad
 

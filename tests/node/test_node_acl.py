@@ -17,8 +17,8 @@ from rmqc.acl import Credentials
 from rmqc.client import ControllerClient
 from rmqc.config import NodeConfig, parse_peers
 from rmqc.errors import ConfigError
+from rmqc.metrics import NodeMetrics
 from rmqc.node import _acl
-from rmqc.node._metrics import NodeMetrics
 from rmqc.node._peers import PeerLinks
 from rmqc.node._ratelog import RateLimitedLog
 from rmqc.node._server import Server

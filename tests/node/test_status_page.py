@@ -30,7 +30,7 @@ from page_helpers import fill, start_node
 from rmqc.brokersim import BrokerFleet, SimTiming
 from rmqc.cli.dev import LocalCluster
 from rmqc.launcher import consecutive_free_ports
-from rmqc.node._metrics import start_metrics_exporter
+from rmqc.node._exporter import start_metrics_exporter
 from rmqc.node._status_page import StatusPage
 
 playwright_api = pytest.importorskip("playwright.sync_api", reason="Playwright is in the dev extra (make install)")

@@ -25,7 +25,7 @@ from bench.bench_fsm import BROKERS_PER_GROUP, CLUSTER
 from rmqc._gc import SERVING_YOUNG_THRESHOLD
 from rmqc.client import ControllerClient
 from rmqc.fsm import ElectMaster, Trigger
-from rmqc.node._metrics import start_metrics_exporter
+from rmqc.node._exporter import start_metrics_exporter
 from rmqc.node._status_page import GROUPS_PER_SLICE, StatusPage
 
 GROUPS = 10_000

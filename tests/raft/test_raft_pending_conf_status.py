@@ -1,4 +1,4 @@
-"""`rmqc status` shows a membership change in the log and not yet applied (rmqc.node._status reads
+"""`rmqc status` shows a membership change in the log and not yet applied (rmqc.replica._status reads
 it from the core), and nothing after an election, whose inherited tail the core only assumes may
 hold one."""
 

@@ -1,7 +1,11 @@
 """The event ring of `rmqc events` (rmqc.replica.EventLog): numbering, a reader that fell behind,
-a cursor from before a restart, and a failover's steps after the commit."""
+a cursor from before a restart, a failover's steps after the commit, and the RMQC_EVENTS request's
+fields and answer (the long poll is the shell's: tests/node/test_node_events.py)."""
 
 from __future__ import annotations
+
+import orjson
+import pytest
 
 from rmqc.fsm import (
     ApplyResult,
@@ -14,7 +18,16 @@ from rmqc.fsm import (
     Trigger,
 )
 from rmqc.liveness import BrokerKey, Heartbeat
-from rmqc.replica import EventLog, is_failover
+from rmqc.remoting import RMQC_EVENTS, ResponseCode, make_request
+from rmqc.replica import (
+    MAX_EVENTS_PER_PAGE,
+    BadEventsRequest,
+    EventLog,
+    EventsQuery,
+    events_answer,
+    events_query,
+    is_failover,
+)
 
 
 def test_a_reader_pages_through_the_ring_and_learns_what_it_missed() -> None:
@@ -74,3 +87,17 @@ def test_a_refused_election_and_a_groups_first_master_are_no_failovers() -> None
     first = BrokerGroup("C", "g", 2, new.replicas, master_id=1, master_epoch=1)
     assert not is_failover(ApplyResult(command, ApplyStatus.STALE_MASTER_EPOCH, new, new))
     assert not is_failover(ApplyResult(command, ApplyStatus.OK, new, first))
+
+
+def test_an_events_request_is_read_within_its_bounds_and_answered_with_a_page() -> None:
+    assert events_query(make_request(RMQC_EVENTS, 1, {})) == EventsQuery(0, 0, MAX_EVENTS_PER_PAGE)
+    asked = make_request(RMQC_EVENTS, 1, {"after": 7, "waitMs": 10**9, "limit": 0})
+    assert events_query(asked) == EventsQuery(7, 20_000, MAX_EVENTS_PER_PAGE)  # limit 0: the most
+    assert events_query(make_request(RMQC_EVENTS, 1, {"limit": 3, "waitMs": ""})) == EventsQuery(0, 0, 3)
+    for bad in ({"after": "-1"}, {"waitMs": "soon"}):
+        with pytest.raises(BadEventsRequest, match="must be a non-negative integer"):
+            events_query(make_request(RMQC_EVENTS, 1, bad))
+    events = EventLog()
+    events.record("alarm", 1, {"alarm": "disk_full"})
+    answer = events_answer(asked, events.page(0))
+    assert answer.code == ResponseCode.SUCCESS and orjson.loads(answer.body or b"")["lastSeq"] == 1

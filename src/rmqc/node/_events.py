@@ -1,29 +1,19 @@
-"""RMQC_EVENTS (60008), `rmqc events`' request: the events of this node (rmqc.replica.EventLog)
-after the cursor `after`. Answered at once when there are some; otherwise held until one is
-recorded or `waitMs` passes (a long poll), so a follower of the stream hears of a failover as it
-happens without asking again and again. Any node answers with its own events, a follower too.
-
-The answer's body: {"events": [...], "missed": n, "lastSeq": n}; `missed` > 0 says the reader fell
-behind and the ring dropped that many events before it asked.
+"""RMQC_EVENTS (60008), `rmqc events`' request, in the shell: the long poll. rmqc.replica reads the
+request's fields (`events_query`), pages this node's EventLog and makes the answer; here a request
+with nothing after its cursor is held until an event is recorded or its `waitMs` passes, so a
+follower of the stream hears of a failover as it happens without asking again and again.
 """
 
 from __future__ import annotations
 
-import orjson
 import trio
 
 from rmqc.remoting import RemotingCommand, ResponseCode, make_response
-from rmqc.replica import MAX_EVENTS_PER_PAGE, EventLog
+from rmqc.replica import BadEventsRequest, EventLog, events_answer, events_query
 
-# Far below the client's own timeout (rmqc events asks with a larger one): an answer always comes.
-MAX_WAIT_MS = 20_000
 # Long polls held at once; beyond, a request is answered at once (empty), so readers cost a task each
 # only up to this.
 MAX_WAITING_READERS = 256
-
-
-class BadEventsRequest(ValueError):
-    """An RMQC_EVENTS field is not a non-negative integer."""
 
 
 class EventReaders:
@@ -46,32 +36,17 @@ class EventReaders:
 
     async def answer(self, events: EventLog, request: RemotingCommand) -> RemotingCommand:
         try:
-            after = _count(request, "after", 0)
-            wait_ms = min(_count(request, "waitMs", 0), MAX_WAIT_MS)
-            limit = min(_count(request, "limit", MAX_EVENTS_PER_PAGE), MAX_EVENTS_PER_PAGE) or MAX_EVENTS_PER_PAGE
+            query = events_query(request)
         except BadEventsRequest as error:
             return make_response(request, ResponseCode.SYSTEM_ERROR, str(error))
-        page = events.page(after, limit)
-        if not page.events and wait_ms and self.waiting < MAX_WAITING_READERS:
+        page = events.page(query.after, query.limit)
+        if not page.events and query.wait_ms and self.waiting < MAX_WAITING_READERS:
             self.waiting += 1
             try:
-                with trio.move_on_after(wait_ms / 1000):
+                with trio.move_on_after(query.wait_ms / 1000):
                     while not (page.events or self._released):
                         await self._recorded.wait()
-                        page = events.page(after, limit)
+                        page = events.page(query.after, query.limit)
             finally:
                 self.waiting -= 1
-        return make_response(request, ResponseCode.SUCCESS, body=orjson.dumps(page.to_json()))
-
-
-def _count(request: RemotingCommand, name: str, default: int) -> int:
-    text = request.ext(name)
-    if text is None or text == "":
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise BadEventsRequest(f"RMQC_EVENTS: {name} must be a non-negative integer, got {text!r}") from None
-    if value < 0:
-        raise BadEventsRequest(f"RMQC_EVENTS: {name} must be a non-negative integer, got {text!r}")
-    return value
+        return events_answer(request, page)

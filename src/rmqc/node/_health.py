@@ -1,5 +1,7 @@
-"""The node's health (issue 33): its liveness checks, and a snapshot of every check that the
-metrics exporter's HTTP threads read for `/livez` and `/readyz` (rmqc.replica._health renders them).
+"""The node's health (issue 33): what its liveness checks measure, and a snapshot of every check
+that the metrics exporter's HTTP threads read for `/livez` and `/readyz`. rmqc.replica._health
+judges the measurements against their bounds (LOOP_BOUND_S, WRITE_BOUND_S, DISK_PROBE_BOUND_S) and
+renders the answers.
 
 What "live" can honestly mean for a node whose HTTP endpoint runs in another thread than its
 event loop: the HTTP thread answers even when the loop is stuck, so it must not just answer `ok`.
@@ -33,33 +35,26 @@ from typing import Any
 
 import trio
 
-from rmqc.replica import LIVENESS_CHECKS, READINESS_CHECKS, HealthCheck, readiness_checks
+from rmqc.replica import (
+    DiskProbe,
+    HealthCheck,
+    disk_check,
+    endpoint_checks,
+    loop_check,
+    readiness_checks,
+    writes_check,
+)
 
-__all__ = ["DISK_PROBE_BOUND_S", "HEALTH_INTERVAL_S", "LOOP_BOUND_S", "WRITE_BOUND_S", "HealthMonitor"]
+__all__ = ["DISK_PROBE_INTERVAL_S", "HEALTH_INTERVAL_S", "HealthMonitor"]
 
 HEALTH_INTERVAL_S = 0.25
-# Longer than any pause a healthy node makes (a 10,000-group snapshot save holds the loop ~70 ms,
-# libfaketime's worst stalls 1-1.7 s: docs/chaos.md), short enough for a probe to see a hang.
-LOOP_BOUND_S = 3.0
-# A save takes milliseconds; a disk that holds one for seconds is broken or saturated (the node's
-# writes wait for it), and says so here. The same bound as the loop's.
-WRITE_BOUND_S = LOOP_BOUND_S
 DISK_PROBE_INTERVAL_S = 1.0
-DISK_PROBE_BOUND_S = 2.0
-CHECK_NAMES = {"livez": LIVENESS_CHECKS, "readyz": LIVENESS_CHECKS + READINESS_CHECKS}
 
 
 @dataclass(frozen=True, slots=True)
 class _Snapshot:
     published_s: float  # time.monotonic() in the loop's thread
     readiness: tuple[HealthCheck, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class _Probe:
-    started_s: float
-    finished_s: float | None = None  # None: in flight
-    error: str | None = None
 
 
 class HealthMonitor:
@@ -70,8 +65,8 @@ class HealthMonitor:
         self._publish = publish  # an HTTP endpoint reads the snapshot (the metrics port is set)
         self._data_dir = Path(node.config.data_dir)
         self._snapshot: _Snapshot | None = None
-        self._probe: _Probe | None = None  # the last probe, or the one in flight
-        self._last_done: _Probe | None = None  # the last probe that returned
+        self._probe: DiskProbe | None = None  # the last probe, or the one in flight
+        self._last_done: DiskProbe | None = None  # the last probe that returned
 
     async def run(self) -> None:
         # The disk probe only with the endpoints that need it: its worker thread hands the GIL to
@@ -94,11 +89,11 @@ class HealthMonitor:
 
     async def _probe_disk_forever(self) -> None:
         while True:
-            self._probe = _Probe(time.monotonic())
+            self._probe = DiskProbe(time.monotonic())
             await trio.to_thread.run_sync(self._probe_once, self._probe, abandon_on_cancel=True)
             await trio.sleep(DISK_PROBE_INTERVAL_S)
 
-    def _probe_once(self, probe: _Probe) -> None:
+    def _probe_once(self, probe: DiskProbe) -> None:
         """Worker thread: probe, and publish the result from here (a stuck loop must not make a
         disk that answered look hung)."""
         try:
@@ -106,7 +101,7 @@ class HealthMonitor:
             error = None
         except OSError as failure:
             error = f"{type(failure).__name__}: {failure}"
-        done = _Probe(probe.started_s, time.monotonic(), error)
+        done = DiskProbe(probe.started_s, time.monotonic(), error)
         self._probe = self._last_done = done
 
     # ----- the checks -----
@@ -119,54 +114,17 @@ class HealthMonitor:
     def checks(self, kind: str) -> tuple[HealthCheck, ...]:
         """Any thread: the checks of `kind` ("livez" or "readyz") as of now, from the snapshot."""
         now = time.monotonic()
-        liveness = (self._loop(now), self._disk(now), self._writes(now))
-        if kind == "livez":
-            return liveness
         snapshot = self._snapshot
-        if snapshot is None or not snapshot.readiness:
-            starting = tuple(HealthCheck(name, False, "the node is starting") for name in READINESS_CHECKS)
-            return liveness + starting
-        return liveness + snapshot.readiness
-
-    def _loop(self, now: float) -> HealthCheck:
-        snapshot = self._snapshot
-        if snapshot is None:
-            return HealthCheck("loop", False, "the node's event loop has not published yet (starting)")
-        age = now - snapshot.published_s
-        if age > LOOP_BOUND_S:
-            return HealthCheck("loop", False, f"the event loop has not run for {age:.1f} s (bound {LOOP_BOUND_S:g} s): "
-                                              "something holds it (a hung fsync, a pass that does not end)")
-        return HealthCheck("loop", True, f"the event loop ran {age * 1000:.0f} ms ago (bound {LOOP_BOUND_S:g} s)")
+        liveness = (loop_check(None if snapshot is None else snapshot.published_s, now), self._disk(now),
+                    self._writes(now))
+        return endpoint_checks(kind, liveness, None if snapshot is None else snapshot.readiness)
 
     def _writes(self, now: float) -> HealthCheck:
         saver = self._node.saver
-        started_s = None if saver is None else saver.call_started_s
-        if started_s is None:
-            return HealthCheck("writes", True, "no write under way")
-        age = now - started_s
-        if age > WRITE_BOUND_S:
-            return HealthCheck("writes", False, f"a write to {self._data_dir} has been under way for {age:.1f} s "
-                                                f"(bound {WRITE_BOUND_S:g} s): the disk does not complete it; the "
-                                                "node's writes wait, reads and heartbeats are served")
-        return HealthCheck("writes", True, f"a write under way for {age * 1000:.0f} ms (bound {WRITE_BOUND_S:g} s)")
+        return writes_check(None if saver is None else saver.call_started_s, now, str(self._data_dir))
 
     def _disk(self, now: float) -> HealthCheck:
-        probe, done = self._probe, self._last_done
-        where = str(self._data_dir)
-        if probe is not None and probe.finished_s is None and now - probe.started_s > DISK_PROBE_BOUND_S:
-            return HealthCheck("disk", False, f"a probe of {where} (statvfs, read of node.json) has not returned "
-                                              f"for {now - probe.started_s:.1f} s (bound {DISK_PROBE_BOUND_S:g} s)")
-        if not self._publish:
-            return HealthCheck("disk", True, f"{where} is not probed: the probe runs with the health endpoints "
-                                             "(--metrics-port)")
-        if done is None:
-            return HealthCheck("disk", True, f"the first probe of {where} is under way")
-        if done.error is not None:
-            return HealthCheck("disk", False, f"a probe of {where} failed: {done.error}")
-        assert done.finished_s is not None
-        took_ms = (done.finished_s - done.started_s) * 1000
-        return HealthCheck("disk", True, f"{where} answered in {took_ms:.1f} ms, "
-                                         f"{max(0.0, now - done.finished_s):.1f} s ago")
+        return disk_check(str(self._data_dir), self._probe, self._last_done, now, probed=self._publish)
 
 
 def _probe_filesystem(data_dir: Path) -> None:

@@ -34,6 +34,7 @@ from rmqc.config import NodeConfig, java_properties_of
 from rmqc.controller import ControllerConfig
 from rmqc.errors import CompactedError, ConfigError, RmqcError, SnapshotOutOfDateError
 from rmqc.fsm import ApplyResult, Command
+from rmqc.metrics import NodeMetrics
 from rmqc.peerwire import FrameKind, PeerProtocolError, encode_tagged
 from rmqc.raft import ConfState, Message
 from rmqc.remoting import (
@@ -57,6 +58,7 @@ from rmqc.replica import (
     SnapshotOutcome,
     StopProcess,
     WriteSnapshot,
+    client_origin,
     master_epoch_of,
 )
 from rmqc.storage import (
@@ -71,12 +73,10 @@ from rmqc.storage import (
     open_verified,
 )
 
-from ._audit import origin_of
 from ._clock import TrioClock
 from ._events import EventReaders
 from ._health import HealthMonitor
 from ._join import join_group
-from ._metrics import NodeMetrics
 from ._notifier import Notifier
 from ._peers import PeerLinks, Reply as PeerReply
 from ._saver import BackgroundSaver
@@ -398,7 +398,8 @@ class ControllerNode:
             self._nursery.start_soon(self._answer_events, replica, request, answer, name="events-reader")
             return True
         self.runner.request(replica.client_request, request, channel.id, answer,
-                            origin_of(request, channel, self.config))
+                            client_origin(request, channel.remote, self.config.node_id,
+                                          acl_enabled=self.config.acl_enabled))
         return True
 
     async def _answer_events(self, replica: Replica, request: RemotingCommand,

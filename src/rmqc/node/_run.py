@@ -16,7 +16,7 @@ from rmqc.config import NodeConfig
 from rmqc.errors import CorruptionError, RmqcError
 from rmqc.storage import DAMAGE_ADVICE, verify_isolated
 
-from ._metrics import start_metrics_exporter
+from ._exporter import start_metrics_exporter, update_from_node
 from ._node import ControllerNode
 from ._status_page import StatusPage
 
@@ -147,7 +147,7 @@ async def _export_metrics(node: ControllerNode, port: int, host: str) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(page.run)
             while True:
-                node.node_metrics.update_from_node(node)
+                update_from_node(node.node_metrics, node)
                 await trio.sleep(METRICS_INTERVAL_S)
     finally:
         exporter.close()

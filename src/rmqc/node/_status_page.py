@@ -1,21 +1,13 @@
-"""The status page on the metrics port: `/` (one HTML page, its script and style, shipped as package
-data in rmqc/node/status_page/) and `/status.json`, which the page fetches every second.
-
-`/status.json` carries:
-- `nodes`: every member's status, as `rmqc status --json` shows it (`{"address", "status"}` or
-  `{"address", "error"}`): this node's own from its replica, the others' from their answer to
-  RMQC_NODE_STATUS (60001) on their controller port, asked at once with PEER_TIMEOUT_MS each;
-- `groups`: one row per broker group (`groupColumns` names the fields): master, SyncStateSet,
-  epochs, and each replica's address and the age of its last heartbeat in this node's table (the
-  leader hears every broker; a follower only those connected to it, and what it forwarded);
-- `failovers`: the master changes this node applied, oldest first (rmqc.replica._failovers).
+"""The status page's builder: the document of `/status.json` (rmqc.metrics' status page says what
+it carries and answers the page's paths) made in the node's event loop, with the other members'
+status asked over their controller port, at once with PEER_TIMEOUT_MS each.
 
 Who builds it, and when: the node's event loop, and only while someone watches (a request within
 WATCH_S), so an unwatched page costs nothing. The rows are built GROUPS_PER_SLICE at a time with a
 checkpoint between slices, so 10,000 groups never hold the loop for one long stretch; the finished
 document is serialised once and replaced whole. The HTTP threads of the metrics port only read that
 one reference (as they read the health snapshot): nothing of the replica is touched outside the
-loop's thread. `build` in the document says what the last build cost the loop.
+loop's thread. `previousBuild` in the document says what the last build cost the loop.
 """
 
 from __future__ import annotations
@@ -24,30 +16,32 @@ import logging
 import math
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
-import orjson
 import trio
 
 from rmqc.client import ClientError, ControllerClient
-from rmqc.fsm import BrokerGroup
-from rmqc.liveness import BrokerKey, HeartbeatTable
-from rmqc.remoting import RMQC_NODE_STATUS, ResponseCode
-from rmqc.replica import Failover, status_document
+from rmqc.metrics import (
+    BuildCost,
+    failover_document,
+    group_rows_chunk,
+    member_view,
+    no_answer_view,
+    page_document,
+)
+from rmqc.remoting import RMQC_NODE_STATUS
+from rmqc.replica import status_document
 
 from ._join import join_credentials
 from ._ratelog import RateLimitedLog
 from ._tls import peer_client_context
 
-__all__ = ["GROUP_COLUMNS", "PAGE_FILES", "StatusPage", "group_rows"]
+__all__ = ["GROUPS_PER_SLICE", "StatusPage"]
 
 log = logging.getLogger("rmqc.node.status_page")
 
-PAGE_VERSION = 1
 REFRESH_S = 1.0
 # While nobody watches, the loop only looks this often whether someone started to.
 IDLE_CHECK_S = 0.25
@@ -58,58 +52,6 @@ GROUPS_PER_SLICE = 500
 ERROR_LOG_EVERY_S = 60.0  # a page that fails to build says so once a minute, not every second
 # A member that does not answer within this shows as not answering (the page refreshes every second).
 PEER_TIMEOUT_MS = 1000
-GROUP_COLUMNS = ("name", "cluster", "masterId", "masterEpoch", "syncStateSet", "syncStateSetEpoch", "brokers")
-BROKER_COLUMNS = ("id", "address", "heartbeatAgeMs", "alive")
-# The files under /, by request path: (package resource, content type).
-PAGE_FILES = {
-    "": ("index.html", "text/html; charset=utf-8"),
-    "/status.js": ("status.js", "text/javascript; charset=utf-8"),
-    "/status.css": ("status.css", "text/css; charset=utf-8"),
-}
-
-
-@dataclass(frozen=True, slots=True)
-class BuildCost:
-    loop_ms: float  # wall time the build held the loop (the slices, the serialisation)
-    max_slice_ms: float  # the longest single hold of the loop, wall time
-    cpu_ms: float  # CPU time of the same holds (wall time also counts other processes' turns)
-    max_slice_cpu_ms: float
-    slices: int
-
-    def document(self) -> dict[str, Any]:
-        return {"loopMs": round(self.loop_ms, 2), "maxSliceMs": round(self.max_slice_ms, 2),
-                "cpuMs": round(self.cpu_ms, 2), "maxSliceCpuMs": round(self.max_slice_cpu_ms, 2),
-                "slices": self.slices}
-
-
-def group_rows(groups: Sequence[BrokerGroup], table: HeartbeatTable, now_ms: int) -> list[list[Any]]:
-    """One row per group (GROUP_COLUMNS); its brokers as BROKER_COLUMNS lists, by id."""
-    rows = []
-    for group in groups:
-        brokers = []
-        for broker_id in sorted(group.replicas):
-            key = BrokerKey(group.cluster_name, group.broker_name, broker_id)
-            last_ms = table.last_alive_ms(key)
-            brokers.append([broker_id, group.replicas[broker_id].address,
-                            None if last_ms is None else max(0, now_ms - last_ms), table.is_alive(key, now_ms)])
-        rows.append([group.broker_name, group.cluster_name, group.master_id, group.master_epoch,
-                     group.sorted_sync_state_set(), group.sync_state_set_epoch, brokers])
-    return rows
-
-
-def failover_document(failover: Failover) -> dict[str, Any]:
-    return {"index": failover.index, "timeMs": failover.time_ms, "cluster": failover.cluster_name,
-            "group": failover.broker_name, "oldMasterId": failover.old_master_id,
-            "oldMasterAddress": failover.old_master_address, "newMasterId": failover.new_master_id,
-            "newMasterAddress": failover.new_master_address, "masterEpoch": failover.master_epoch,
-            "trigger": failover.trigger}
-
-
-def read_page_files() -> dict[str, tuple[bytes, str]]:
-    """The page's files from the package, by request path (read once, when the port opens)."""
-    folder = resources.files("rmqc.node").joinpath("status_page")
-    return {path: (folder.joinpath(name).read_bytes(), content_type)
-            for path, (name, content_type) in PAGE_FILES.items()}
 
 
 class StatusPage:
@@ -166,22 +108,18 @@ class StatusPage:
             own = {"address": self._node.config.listen_address, "status": status_document(replica)}
             groups = list(replica.state.groups())  # the page sorts them
             failovers = [failover_document(failover) for failover in replica.failovers.recent()]
-        # Each slice's rows are serialised at once and freed: kept as objects until the end, 10,000
-        # groups' 60,000 lists made the cyclic collector run a full collection mid-build (60-100 ms).
+        # Each slice's rows are serialised at once and freed (group_rows_chunk says why).
         chunks: list[bytes] = []
         for start in range(0, len(groups), GROUPS_PER_SLICE):
             if start:
                 await trio.lowlevel.checkpoint()
             with meter.hold():  # the table and the clock are read afresh after each checkpoint
-                rows = group_rows(groups[start:start + GROUPS_PER_SLICE], replica.liveness.table, replica.now_ms())
-                chunks.append(orjson.dumps(rows)[1:-1])
+                chunks.append(group_rows_chunk(groups[start:start + GROUPS_PER_SLICE], replica.liveness.table,
+                                               replica.now_ms()))
         with meter.hold():
-            document = {"version": PAGE_VERSION, "nodeId": replica.config.node_id,
-                        "generatedMs": replica.clock.wall_ms(), "nodes": [own, *others_views],
-                        "groupColumns": GROUP_COLUMNS, "brokerColumns": BROKER_COLUMNS,
-                        "groups": orjson.Fragment(b"[" + b",".join(chunks) + b"]"), "failovers": failovers,
-                        "previousBuild": self.last_cost.document() if self.last_cost else None}
-            body = orjson.dumps(document)
+            body = page_document(node_id=replica.config.node_id, generated_ms=replica.clock.wall_ms(),
+                                 nodes=[own, *others_views], group_chunks=chunks, failovers=failovers,
+                                 previous_build=self.last_cost)
         self.last_cost = meter.cost()
         return body
 
@@ -202,14 +140,9 @@ async def _view_of(client: ControllerClient, address: str) -> dict[str, Any]:
     try:
         answer = await client.request(RMQC_NODE_STATUS, None, address=address)
     except ClientError as error:
-        return {"address": address, "error": f"no answer: {error}"}
+        return no_answer_view(address, error)
     assert answer is not None  # a two-way request
-    if answer.code != ResponseCode.SUCCESS:
-        return {"address": address, "error": f"answered {answer.code}: {answer.remark}"}
-    try:
-        return {"address": address, "status": orjson.loads(answer.body or b"{}")}
-    except orjson.JSONDecodeError as error:
-        return {"address": address, "error": f"an answer that is not JSON: {error}"}
+    return member_view(address, answer)
 
 
 class _LoopMeter:
@@ -231,40 +164,3 @@ class _LoopMeter:
     def cost(self) -> BuildCost:
         return BuildCost(sum(self._wall_s) * 1000, max(self._wall_s, default=0.0) * 1000, sum(self._cpu_s) * 1000,
                          max(self._cpu_s, default=0.0) * 1000, len(self._wall_s))
-
-
-# The page loads only its own files and fetches only /status.json; names that brokers chose (group
-# names, addresses) are shown as text, never as markup.
-_PAGE_HEADERS = [("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'"),
-                 ("X-Content-Type-Options", "nosniff"), ("Cache-Control", "no-store")]
-STATUS_JSON_PATH = "/status.json"
-
-
-def page_paths() -> frozenset[str]:
-    return frozenset((*PAGE_FILES, STATUS_JSON_PATH))
-
-
-def answer_page(page: StatusPage, files: dict[str, tuple[bytes, str]], path: str, method: str,
-                start_response: Any) -> list[bytes]:
-    """The WSGI answer for one of `page_paths()` (path without its trailing slash). Read-only."""
-    if method not in ("GET", "HEAD"):
-        start_response("405 Method Not Allowed", [("Allow", "GET, HEAD"), *_text_headers()])
-        return [b"the status page is read-only: GET or HEAD\n"]
-    if path != STATUS_JSON_PATH:
-        body, content_type = files[path]
-        page.document()  # a page being opened: have a document ready by its first fetch
-        start_response("200 OK", [("Content-Type", content_type), *_PAGE_HEADERS])
-        return [body]
-    document = page.document()
-    if document is None and page.failure is not None:
-        start_response("500 Internal Server Error", _text_headers())
-        return [f"building the status document failed: {page.failure}\n".encode()]
-    if document is None:
-        start_response("503 Service Unavailable", [("Retry-After", "1"), *_text_headers()])
-        return [b"the first status document is being built; ask again in a second\n"]
-    start_response("200 OK", [("Content-Type", "application/json"), *_PAGE_HEADERS])
-    return [document]
-
-
-def _text_headers() -> list[tuple[str, str]]:
-    return [("Content-Type", "text/plain; charset=utf-8"), *_PAGE_HEADERS]

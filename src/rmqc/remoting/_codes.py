@@ -143,7 +143,7 @@ READ_REQUESTS: frozenset[int] = frozenset({1004, 1005, 1006, 1012}) | NAMESRV_RE
 
 # rmqc's private requests: far above every RocketMQ request code (spec 2.1); Java controllers answer
 # them 3 (not supported). Written once here: the node, the CLI, the ACL rights and the metrics use them.
-RMQC_NODE_STATUS = 60001  # what one node knows about itself (rmqc status; node/_status.py)
+RMQC_NODE_STATUS = 60001  # what one node knows about itself (rmqc status; replica/_status.py)
 RMQC_TRANSFER_LEADER = 60002  # move the leadership (rmqc admin transfer-leader; node/_operations.py)
 RMQC_SNAPSHOT_SAVE = 60003  # an online backup of the applied state (rmqc admin snapshot save)
 # Membership changes (rmqc admin members ...; replica/_membership.py): only the leader decides.
@@ -151,7 +151,7 @@ RMQC_MEMBERS_LIST = 60004
 RMQC_MEMBERS_ADD = 60005  # extFields id, address: joins as a learner
 RMQC_MEMBERS_PROMOTE = 60006  # extFields id: a caught-up learner becomes a voter
 RMQC_MEMBERS_REMOVE = 60007  # extFields id
-RMQC_EVENTS = 60008  # extFields after, waitMs: the node's recent events (rmqc events; node/_events.py)
+RMQC_EVENTS = 60008  # extFields after, waitMs: the node's recent events (rmqc events; replica/_events.py)
 # rmqc migrate from-java: body {"source": text, "groups": [GroupRow arrays]}, one replicated
 # ImportGroups (fsm); only the leader decides (a follower forwards it); admin accounts only.
 RMQC_IMPORT_GROUPS = 60010

@@ -8,13 +8,18 @@ from ._alarms import (
     REPAIRING as REPAIRING,
     DiskFullAlarm as DiskFullAlarm,
 )
+from ._audit import client_origin as client_origin
 from ._driver import FEED_ENTRIES as FEED_ENTRIES, FEED_MESSAGES as FEED_MESSAGES
 from ._events import (
     FAILOVER_STEPS as FAILOVER_STEPS,
     MAX_EVENTS_PER_PAGE as MAX_EVENTS_PER_PAGE,
     NOTIFIED as NOTIFIED,
+    BadEventsRequest as BadEventsRequest,
     EventLog as EventLog,
     EventPage as EventPage,
+    EventsQuery as EventsQuery,
+    events_answer as events_answer,
+    events_query as events_query,
     is_failover as is_failover,
 )
 from ._failovers import (
@@ -23,13 +28,21 @@ from ._failovers import (
     FailoverHistory as FailoverHistory,
 )
 from ._health import (
+    DISK_PROBE_BOUND_S as DISK_PROBE_BOUND_S,
     LIVENESS_CHECKS as LIVENESS_CHECKS,
+    LOOP_BOUND_S as LOOP_BOUND_S,
     READINESS_CHECKS as READINESS_CHECKS,
     READY_MAX_LAG_ENTRIES as READY_MAX_LAG_ENTRIES,
+    WRITE_BOUND_S as WRITE_BOUND_S,
+    DiskProbe as DiskProbe,
     HealthCheck as HealthCheck,
     HealthVerdict as HealthVerdict,
+    disk_check as disk_check,
+    endpoint_checks as endpoint_checks,
     health_verdict as health_verdict,
+    loop_check as loop_check,
     readiness_checks as readiness_checks,
+    writes_check as writes_check,
 )
 from ._io import (
     Action as Action,

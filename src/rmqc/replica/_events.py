@@ -11,6 +11,12 @@ sees each replica's first heartbeat naming the new masterEpoch (`heartbeat`).
 Bounded: the events are a ring of MAX_EVENTS, numbered from 1 by `seq`; a reader asks for the
 events after the last `seq` it saw and learns how many it missed when the ring moved past them.
 The brokers awaited (a notification or a heartbeat) are bounded by MAX_AWAITED, oldest dropped.
+
+RMQC_EVENTS (60008), `rmqc events`' request: extFields `after` (the cursor), `waitMs` (how long to
+hold the request while there is nothing after the cursor: a long poll, which the shell holds) and
+`limit`, read by `events_query`; the answer's body (`events_answer`): {"events": [...], "missed": n,
+"lastSeq": n}; `missed` > 0 says the reader fell behind and the ring dropped that many events before
+it asked. Any node answers with its own events, a follower too.
 """
 
 from __future__ import annotations
@@ -20,8 +26,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from rmqc.fsm import ApplyResult, ElectMaster, NotificationSent
 from rmqc.liveness import BrokerKey, Heartbeat
+from rmqc.remoting import RemotingCommand, ResponseCode, make_response
 
 # Events kept per node: a few hours of failovers and changes on a busy cluster, about 2 MB at most.
 MAX_EVENTS = 4096
@@ -30,6 +39,9 @@ MAX_EVENTS = 4096
 MAX_AWAITED = 100_000
 # Events one answer carries at most (the answer is one remoting frame).
 MAX_EVENTS_PER_PAGE = 512
+# The longest wait an RMQC_EVENTS request gets, far below the client's own timeout (rmqc events asks
+# with a larger one): an answer always comes.
+MAX_EVENTS_WAIT_MS = 20_000
 
 FAILOVER = "failover"
 FAILOVER_STEP = "failover_step"
@@ -52,6 +64,46 @@ class EventPage:
 
     def to_json(self) -> dict[str, Any]:
         return {"events": self.events, "missed": self.missed, "lastSeq": self.last_seq}
+
+
+class BadEventsRequest(ValueError):
+    """An RMQC_EVENTS field is not a non-negative integer."""
+
+
+@dataclass(frozen=True, slots=True)
+class EventsQuery:
+    """An RMQC_EVENTS request's fields: at most `limit` events after the cursor `after`, and how long
+    to wait for one while there is none (`wait_ms`)."""
+
+    after: int
+    wait_ms: int
+    limit: int
+
+
+def events_query(request: RemotingCommand) -> EventsQuery:
+    """The request's fields, bounded (MAX_EVENTS_WAIT_MS, MAX_EVENTS_PER_PAGE; a limit of 0 is the most);
+    BadEventsRequest names a field that is not a non-negative integer."""
+    after = _count(request, "after", 0)
+    wait_ms = min(_count(request, "waitMs", 0), MAX_EVENTS_WAIT_MS)
+    limit = min(_count(request, "limit", MAX_EVENTS_PER_PAGE), MAX_EVENTS_PER_PAGE) or MAX_EVENTS_PER_PAGE
+    return EventsQuery(after, wait_ms, limit)
+
+
+def events_answer(request: RemotingCommand, page: EventPage) -> RemotingCommand:
+    return make_response(request, ResponseCode.SUCCESS, body=orjson.dumps(page.to_json()))
+
+
+def _count(request: RemotingCommand, name: str, default: int) -> int:
+    text = request.ext(name)
+    if text is None or text == "":
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise BadEventsRequest(f"RMQC_EVENTS: {name} must be a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise BadEventsRequest(f"RMQC_EVENTS: {name} must be a non-negative integer, got {text!r}")
+    return value
 
 
 @dataclass(frozen=True, slots=True)

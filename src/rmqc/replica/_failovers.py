@@ -1,5 +1,5 @@
 """The recent master changes of the broker groups, as every node applies them (the status page's
-"last failovers": rmqc.node._status_page).
+"last failovers": rmqc.metrics' status page document).
 
 Taken from the results of applying committed ElectMaster commands, on every node (not only the
 leader), so any node's page shows them. A restarted node fills it again as it applies the log behind

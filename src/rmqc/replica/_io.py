@@ -212,7 +212,7 @@ class SaveNow:
 
 
 class Observer(Protocol):
-    """Where the replica reports figures (rmqc.node._metrics.NodeMetrics; the default ignores them)."""
+    """Where the replica reports figures (rmqc.metrics.NodeMetrics; the default ignores them)."""
 
     def observe_append(self, proposals: int) -> None: ...
     def observe_fsync(self, seconds: float) -> None: ...

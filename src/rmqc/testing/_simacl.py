@@ -30,10 +30,11 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
 
-from rmqc.acl import ACCESS_KEY, AclRules, Allowed, Credentials, Refusal, RequestGate, parse_plain_acl
+from rmqc.acl import AclRules, Allowed, Credentials, Refusal, RequestGate, parse_plain_acl
 from rmqc.client import heartbeat_ext
 from rmqc.fsm import Origin
 from rmqc.remoting import RemotingCommand, RequestCode, ResponseCode, make_request
+from rmqc.replica import client_origin
 
 from ._simbrokers import CLUSTER, Answer, Outgoing
 from .acl_accounts import ADMIN, BROKER, PLAIN_ACL_YML
@@ -214,7 +215,7 @@ class SimAcl:
         decision = gate.check(self.rules, request, address.rsplit(":", 1)[0])
         if isinstance(decision, Allowed):
             self.admitted += 1
-            return Origin(request.ext(ACCESS_KEY), address, node.id)  # as rmqc.node._audit.origin_of
+            return client_origin(request, address, node.id, acl_enabled=True)  # as rmqc serve records it
         if remote.sender in self.credentials:
             self.world.checker.fail(f"acl: {node.id} refused {remote.sender}'s signed request {request.code}: "
                                     f"{decision.refusal.value}")

@@ -1,24 +1,22 @@
-"""Node metrics: every metric the brief names is exposed, labels stay inside fixed tables, election
-outcomes are classified from apply results, and the HTTP exporter serves the text format."""
+"""Node metrics (rmqc.metrics, without the Trio shell): every metric the brief names is exposed,
+labels stay inside fixed tables, election outcomes are classified from apply results, and the gauges
+follow the replica's published status. The HTTP exporter and the refresh from a running node:
+tests/node/test_metrics_exporter.py."""
 
 from __future__ import annotations
-
-import urllib.request
-from types import SimpleNamespace
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from rmqc.fsm import ApplyResult, ApplyStatus, BrokerGroup, ElectMaster, Trigger
-from rmqc.node._metrics import (
+from rmqc.metrics import (
     ELECTION_RESULTS,
+    ONEWAY_TIMING_EVERY,
     NodeMetrics,
     election_result_of,
     request_label,
     response_label,
-    start_metrics_exporter,
 )
-from rmqc.node._notifier import Notifier
 from rmqc.replica import PeerLag, ReplicaStatus
 
 
@@ -107,11 +105,10 @@ def replica_status(peers: dict[str, PeerLag]) -> ReplicaStatus:
                          pending_conf_change=None, peers=peers, broker_groups=3, live_brokers=0, alarms=())
 
 
-def test_gauges_follow_the_node() -> None:
-    published = [replica_status({"n1": PeerLag(match=100, next=101, lag=20, state="replicate", active=True)})]
-    node = SimpleNamespace(status=lambda: published[0])
+def test_gauges_follow_the_published_status() -> None:
     metrics = NodeMetrics()
-    metrics.update_from_node(node)
+    metrics.update_from_status(replica_status({"n1": PeerLag(match=100, next=101, lag=20, state="replicate",
+                                                             active=True)}))
     found = samples(metrics)
     assert found[("rmqc_raft_term", ())] == 7
     assert found[("rmqc_raft_commit_index", ())] == 120
@@ -123,40 +120,8 @@ def test_gauges_follow_the_node() -> None:
     assert found[("rmqc_raft_pending_conf_change", ())] == 0
     assert found[("rmqc_raft_peer_lag_entries", (("peer", "n1"),))] == 20
     assert ("rmqc_raft_peer_lag_entries", (("peer", "n0"),)) not in found  # not itself
-    published[0] = replica_status({})  # no longer the leader: no peer series
-    metrics.update_from_node(node)
+    metrics.update_from_status(replica_status({}))  # no longer the leader: no peer series
     assert not any(name == "rmqc_raft_peer_lag_entries" for name, _ in samples(metrics))
-
-
-def test_refusals_follow_the_servers_running_totals() -> None:
-    totals = {"peer_auth": 2, "connection_limit": 0, "idle_timeout": 1, "acl_bad_signature": 5}
-    node = SimpleNamespace(status=lambda: None, server=SimpleNamespace(refusals=lambda: dict(totals)))
-    metrics = NodeMetrics()
-    metrics.update_from_node(node)
-    totals["acl_bad_signature"] = 8
-    metrics.update_from_node(node)
-    found = samples(metrics)
-    assert found[("rmqc_refusals_total", (("reason", "acl_bad_signature"),))] == 8
-    assert found[("rmqc_refusals_total", (("reason", "peer_auth"),))] == 2
-    assert found[("rmqc_refusals_total", (("reason", "acl_not_admin"),))] == 0  # present before any refusal
-    with pytest.raises(ValueError, match="refusal reason 'made_up'"):
-        metrics.update_refusals({"made_up": 1})
-
-
-def test_notifications_follow_the_notifiers_running_totals() -> None:
-    notifier = Notifier()
-    node = SimpleNamespace(status=lambda: None, notifier=notifier)
-    metrics = NodeMetrics()
-    notifier.sent, notifier.failed = 5, 2
-    metrics.update_from_node(node)
-    notifier.failed = 3
-    metrics.update_from_node(node)
-    found = samples(metrics)
-    assert found[("rmqc_notifications_total", (("result", "sent"),))] == 5
-    assert found[("rmqc_notifications_total", (("result", "failed"),))] == 3
-    assert found[("rmqc_notifications_total", (("result", "superseded"),))] == 0  # present before any
-    with pytest.raises(ValueError, match="notification result 'lost'"):
-        metrics.update_notifications({"lost": 1})
 
 
 def test_two_nodes_in_one_process_keep_separate_registries() -> None:
@@ -165,22 +130,7 @@ def test_two_nodes_in_one_process_keep_separate_registries() -> None:
     assert samples(second)[("rmqc_proposals_per_append_count", ())] == 0
 
 
-def test_exporter_serves_the_text_format_over_http() -> None:
-    metrics = NodeMetrics()
-    metrics.observe_request(1005, 0, 0.001)
-    exporter = start_metrics_exporter(metrics, 0)
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{exporter.port}/metrics", timeout=10) as answer:
-            text = answer.read().decode()
-    finally:
-        exporter.close()
-    assert 'rmqc_requests_total{request="CONTROLLER_GET_METADATA_INFO",result="SUCCESS"} 1.0' in text
-    assert "rmqc_fsync_seconds_bucket" in text and "rmqc_elections_total" in text
-
-
 def test_inline_heartbeats_are_counted_in_bulk_and_one_in_n_is_timed() -> None:
-    from rmqc.node._metrics import ONEWAY_TIMING_EVERY
-
     metrics = NodeMetrics()
     count = 3 * ONEWAY_TIMING_EVERY + 5
     for _ in range(count):

@@ -1,4 +1,6 @@
-"""Prometheus metrics of one controller node, and the HTTP exporter that serves them.
+"""Prometheus metrics of one controller node: its series, their label tables, and the replica's
+Observer (rmqc.replica.Observer) that feeds them. Bookkeeping on a prometheus_client registry, no I/O:
+rmqc.node's exporter serves `exposition()` over HTTP.
 
 Each node gets its own `CollectorRegistry`, so several nodes in one process (tests, the simulator)
 never collide on metric names. Label values come from fixed tables (request names, response names,
@@ -11,36 +13,31 @@ bulk, one in ONEWAY_TIMING_EVERY timed; the rest flushed by `update_gauges`),
 `observe_append` once per Raft append (proposals in it), `observe_fsync` per persisted Ready,
 `count_read_index_round` per ReadIndex heartbeat round, `count_elections` with the apply results of
 each committed entry on the leader, `observe_detection` per failover and `observe_failover_step` per
-1008 sent (leader) and per replica heard in its new role, `update_gauges` (or `update_from_node`) about once a second.
+1008 sent (leader) and per replica heard in its new role, `update_from_status` (or `update_gauges`),
+`update_refusals` and `update_notifications` about once a second.
 """
 
 from __future__ import annotations
 
-import socket
-import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any, Protocol
-from urllib.parse import parse_qs
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, make_wsgi_app
-from prometheus_client.exposition import ThreadingWSGIServer
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from rmqc.fsm import ApplyResult, ElectMaster
 from rmqc.remoting import RMQC_PRIVATE_REQUESTS, RequestCode, ResponseCode
-from rmqc.replica import DISK_FULL, FAILOVER_STEPS, KEEP_CURRENT_MASTER, REPAIRING, HealthCheck, health_verdict
-
-from ._status_page import StatusPage, answer_page, page_paths, read_page_files
+from rmqc.replica import DISK_FULL, FAILOVER_STEPS, KEEP_CURRENT_MASTER, REPAIRING, ReplicaStatus
 
 __all__ = [
+    "ALARMS",
     "ELECTION_RESULTS",
-    "MetricsExporter",
+    "NOTIFICATION_RESULTS",
+    "ONEWAY_TIMING_EVERY",
+    "REFUSAL_REASONS",
     "NodeMetrics",
     "election_result_of",
     "request_label",
     "response_label",
-    "start_metrics_exporter",
 ]
 
 # The labels of RocketMQ's own controller metrics (spec 8.1), so dashboards read alike.
@@ -51,13 +48,12 @@ ALARMS = (DISK_FULL, REPAIRING)
 # Why connections and requests were refused (docs/security.md): the labels of rmqc_refusals.
 REFUSAL_REASONS = ("peer_auth", "connection_limit", "idle_timeout", "tls", "acl_address_not_allowed",
                    "acl_unknown_access_key", "acl_bad_signature", "acl_not_admin")
-# What became of the NOTIFY_BROKER_ROLE_CHANGED (1008) one-way sends (rmqc.node._notifier): the
+# What became of the NOTIFY_BROKER_ROLE_CHANGED (1008) one-way sends (rmqc.node's notifier): the
 # labels of rmqc_notifications. `superseded`: a newer epoch replaced it before it went out;
 # `dropped`: more were waiting than the notifier keeps.
 NOTIFICATION_RESULTS = ("sent", "failed", "superseded", "dropped")
 OTHER_LABEL = "other"
 ONEWAY_LABEL = "oneway"
-HEALTH_KINDS = ("livez", "readyz")
 
 # Controller requests answer in well under 3 s (the client timeout); the buckets span 0.1 ms .. 5 s.
 LATENCY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -237,22 +233,14 @@ class NodeMetrics:
         self.broker_groups.set(broker_groups)
         self._flush_oneway()
 
-    def update_from_node(self, node: Any) -> None:
-        """Refresh the gauges from a ControllerNode's published status (rmqc.replica.ReplicaStatus)."""
-        status = node.status()
-        if status is not None:  # None: the node is still starting
-            self.update_gauges(term=status.term, commit=status.commit, applied=status.applied,
-                               is_leader=status.serving, live_brokers=status.live_brokers,
-                               broker_groups=status.broker_groups)
-            self._update_membership(status)
-        server = getattr(node, "server", None)
-        if server is not None:
-            self.update_refusals(server.refusals())
-        notifier = getattr(node, "notifier", None)
-        if notifier is not None:
-            self.update_notifications({result: getattr(notifier, result) for result in NOTIFICATION_RESULTS})
+    def update_from_status(self, status: ReplicaStatus) -> None:
+        """Refresh the gauges from a replica's published status (rmqc.replica.ReplicaStatus)."""
+        self.update_gauges(term=status.term, commit=status.commit, applied=status.applied,
+                           is_leader=status.serving, live_brokers=status.live_brokers,
+                           broker_groups=status.broker_groups)
+        self._update_membership(status)
 
-    def _update_membership(self, status: Any) -> None:
+    def _update_membership(self, status: ReplicaStatus) -> None:
         """The same figures as `rmqc status` (rmqc.replica._status)."""
         self.learners.set(len(status.learners))
         self.pending_conf_change.set(0 if status.pending_conf_change is None else 1)
@@ -287,78 +275,3 @@ def _catch_up(counter: Counter, seen: dict[str, int], totals: dict[str, int], la
         if total > before:
             counter.labels(label).inc(total - before)
             seen[label] = total
-
-
-class HealthSource(Protocol):
-    def checks(self, kind: str) -> tuple[HealthCheck, ...]:
-        """The checks of `kind` ("livez", "readyz"), callable from the exporter's threads."""
-
-
-@dataclass(slots=True)
-class MetricsExporter:
-    """The HTTP endpoint serving a NodeMetrics (and /livez, /readyz); `close()` stops it."""
-
-    server: WSGIServer
-    thread: threading.Thread
-
-    @property
-    def port(self) -> int:
-        return int(self.server.server_address[1])
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
-
-
-def start_metrics_exporter(metrics: NodeMetrics, port: int, host: str = "127.0.0.1",
-                           health: HealthSource | None = None,
-                           status_page: StatusPage | None = None) -> MetricsExporter:
-    """Serve `metrics` at http://host:port/metrics (port 0: any free port, see `.port`), with
-    `health` the health endpoints: /livez and /readyz (`?verbose`, `?exclude=NAME` repeatable), and
-    /livez/NAME, /readyz/NAME for one check (rmqc.replica._health says what they answer), and with
-    `status_page` the status page at / and its /status.json (rmqc.node._status_page).
-
-    A daemon thread serves them, one thread per request (prometheus-client's threading WSGI
-    server): neither a scrape nor a probe runs on the node's Trio loop; the health answers read the
-    snapshot the loop publishes (rmqc.node._health).
-    """
-    metrics_app = make_wsgi_app(metrics.registry)
-    page_files = read_page_files() if status_page is not None else {}
-    on_page = page_paths() if status_page is not None else frozenset()
-
-    def app(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
-        path = str(environ.get("PATH_INFO") or "/").rstrip("/")
-        if path in on_page:
-            assert status_page is not None
-            return answer_page(status_page, page_files, path, str(environ.get("REQUEST_METHOD")), start_response)
-        kind, _, only = path.lstrip("/").partition("/")
-        if health is None or kind not in HEALTH_KINDS:
-            return metrics_app(environ, start_response)  # type: ignore[no-any-return]
-        checks = health.checks(kind)
-        if only:
-            checks = tuple(check for check in checks if check.name == only)
-            if not checks:
-                start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
-                return [f"no check {only!r} in /{kind}\n".encode()]
-        query = parse_qs(str(environ.get("QUERY_STRING") or ""), keep_blank_values=True)
-        verdict = health_verdict(kind, checks, verbose="verbose" in query or bool(only),
-                                 exclude=query.get("exclude", ()))
-        start_response("200 OK" if verdict.ok else "503 Service Unavailable",
-                       [("Content-Type", "text/plain; charset=utf-8"), ("Cache-Control", "no-store")])
-        return [verdict.text.encode()]
-
-    class Server(ThreadingWSGIServer):
-        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
-
-    server = make_server(host, port, app, Server, handler_class=_QuietHandler)
-    thread = threading.Thread(target=server.serve_forever, name="rmqc metrics", daemon=True)
-    thread.start()
-    return MetricsExporter(server, thread)
-
-
-class _QuietHandler(WSGIRequestHandler):
-    """No line on stderr per scrape or probe."""
-
-    def log_message(self, format: str, *args: Any) -> None:  # the base class's name
-        pass
