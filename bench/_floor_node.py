@@ -1,7 +1,8 @@
 """One node of bench/bench_cpu_floor.py: the least a replicated durable write has to do, in Trio,
-with none of rmqc's logic. `python -m bench._floor_node ROLE LOG_FILE [FOLLOWER_PORT ...]
-[--saver-thread] [--no-fdatasync]`, ROLE `leader` or `follower`; the node prints `listening on PORT` once it takes
-connections (a leader after it has connected to its followers).
+with none of rmqc's logic. `python -m bench._floor_node ROLE LOG_FILE PORT [FOLLOWER_PORT ...]
+[--saver-thread] [--no-fdatasync]`, ROLE `leader` or `follower`: the node listens on PORT of
+127.0.0.1 and prints `listening on PORT` once it takes connections (a leader after it has connected
+to its followers, trying again until they listen: the three start together).
 
 Frames are a 4-byte big-endian length and that many bytes. A follower takes one connection (the
 leader's); whatever frames it has read when it gets to run are one batch: appended to LOG_FILE
@@ -35,6 +36,7 @@ LENGTH_BYTES = 4
 READ_BYTES = 65536  # a read this long may have left bytes in the socket: read again before waiting
 ANSWER = LENGTH_BYTES.to_bytes(LENGTH_BYTES, "big") + b"done"
 READY = "listening on"
+CONNECT_TIMEOUT_S = 60.0  # the followers start at the same time, importing trio (and rmqc's saver)
 
 Save = Callable[[bytes], Awaitable[None]]
 
@@ -174,17 +176,28 @@ class Leader:
         raise ConnectionError(f"follower {index} closed its connection")
 
 
-async def serve(role: str, log_path: str, follower_ports: list[int], saver_thread: bool, fdatasync: bool) -> None:
+async def connect(port: int) -> trio.SocketStream:
+    """A connection to 127.0.0.1:`port`, tried again until something listens there."""
+    with trio.fail_after(CONNECT_TIMEOUT_S):
+        while True:
+            try:
+                return await trio.open_tcp_stream("127.0.0.1", port)
+            except OSError:
+                await trio.sleep(0.02)
+
+
+async def serve(role: str, log_path: str, port: int, follower_ports: list[int], saver_thread: bool,
+                fdatasync: bool) -> None:
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     save, close = savers(log_fd, saver_thread, fdatasync)
     try:
-        (listener,) = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        (listener,) = await trio.open_tcp_listeners(port, host="127.0.0.1")
         port = listener.socket.getsockname()[1]
         if role == "follower":
             print(f"{READY} {port}", flush=True)
             await follower(listener, save)
             return
-        leader = Leader([await trio.open_tcp_stream("127.0.0.1", p) for p in follower_ports], save)
+        leader = Leader([await connect(p) for p in follower_ports], save)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(leader.committer)
             for index in range(len(leader.followers)):
@@ -200,10 +213,10 @@ def main(argv: list[str]) -> None:
     flags = {arg for arg in argv if arg.startswith("--")}
     if unknown := flags - {"--saver-thread", "--no-fdatasync"}:
         raise SystemExit(f"unknown options {sorted(unknown)}")
-    role, log_path, *ports = [arg for arg in argv if arg not in flags]
+    role, log_path, port, *follower_ports = [arg for arg in argv if arg not in flags]
     if role not in ("leader", "follower"):
         raise SystemExit(f"role {role!r}: leader or follower")
-    trio.run(serve, role, log_path, [int(port) for port in ports], "--saver-thread" in flags,
+    trio.run(serve, role, log_path, int(port), [int(p) for p in follower_ports], "--saver-thread" in flags,
              "--no-fdatasync" not in flags)
 
 
