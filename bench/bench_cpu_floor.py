@@ -36,7 +36,6 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
 
@@ -48,7 +47,16 @@ from bench import _etcd
 from bench._floor_node import ANSWER, LENGTH_BYTES, READY
 from bench._load import LoadError, Workload
 from bench._scn_writes import write_request_bytes
-from bench.bench_cpu_per_write import Point, etcd_grpc_points, in_process, median_points, print_point, print_ratios
+from bench.bench_cpu_per_write import (
+    Point,
+    System,
+    etcd_grpc_points,
+    in_process,
+    median_points,
+    print_point,
+    print_ratios,
+    run_rounds,
+)
 from rmqc.launcher import Process, ProcessFailed, free_ports, stop_processes
 
 REPO = Path(__file__).resolve().parent.parent
@@ -167,7 +175,7 @@ async def bench(args: argparse.Namespace) -> None:
           f"{' '.join(f'{load:.2f}' for load in os.getloadavg())}, {os.cpu_count()} CPUs)", flush=True)
     variants = {"floor": [], "floor-saver": ["--saver-thread"] if args.saver_thread else None,
                 "floor-nosync": ["--no-fdatasync"] if args.without_fdatasync else None}
-    systems: dict[str, Callable[[Path], Awaitable[list[Point]]]] = {
+    systems: dict[str, System] = {
         name: partial(floor_points, clients=clients, seconds=args.seconds, options=options)
         for name, options in variants.items() if options is not None}
     floors = [name for name in systems if name != "floor-nosync"]
@@ -176,16 +184,8 @@ async def bench(args: argparse.Namespace) -> None:
             print("etcd is not installed (apt-get install etcd-server): ratios against the quoted figures")
         else:
             systems["etcd"] = partial(etcd_grpc_points, clients=clients, seconds=args.seconds)
-    results: dict[str, list[list[Point]]] = {name: [] for name in systems}
     try:
-        for round_number in range(args.rounds):
-            order = list(systems) if round_number % 2 == 0 else list(reversed(systems))
-            print(f"round {round_number + 1}:")
-            for name in order:
-                points = await systems[name](root / f"{name}-{round_number}")
-                results[name].append(points)
-                for point in points:
-                    print_point(name, point)
+        results = await run_rounds(systems, args.rounds, root)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(f"medians of {args.rounds} rounds (load average now {os.getloadavg()[0]:.2f}):")

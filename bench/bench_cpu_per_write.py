@@ -180,11 +180,29 @@ def print_ratios(name: str, rounds: list[list[Point]], anchor: str, anchor_round
               f"{theirs.p50_ms:6.2f} ms, {name}'s lower in {lower} of {len(pairs)} rounds", flush=True)
 
 
+System = Callable[[Path], Awaitable[list[Point]]]
+
+
+async def run_rounds(systems: dict[str, System], rounds: int, root: Path) -> dict[str, list[list[Point]]]:
+    """Every system once a round, the order reversed every other round; each round's points printed
+    as they come. Each system's run gets a folder of its own under `root`."""
+    results: dict[str, list[list[Point]]] = {name: [] for name in systems}
+    for round_number in range(rounds):
+        order = list(systems) if round_number % 2 == 0 else list(reversed(systems))
+        print(f"round {round_number + 1}:")
+        for name in order:
+            points = await systems[name](root / f"{name}-{round_number}")
+            results[name].append(points)
+            for point in points:
+                print_point(name, point)
+    return results
+
+
 async def bench(args: argparse.Namespace) -> None:
     clients = [int(count) for count in args.clients.split(",")]
     with tempfile.TemporaryDirectory(prefix="bench-cpu-per-write-") as root_text:
         root = Path(root_text)
-        systems: dict[str, Callable[[Path], Awaitable[list[Point]]]] = {}
+        systems: dict[str, System] = {}
         for tree in args.tree or ["rmqc="]:
             name, _, src = tree.partition("=")
             program = wrapper_program(root, name, src) if src else RMQC_PROGRAM
@@ -194,15 +212,7 @@ async def bench(args: argparse.Namespace) -> None:
             systems["etcd"] = partial(etcd_grpc_points, clients=clients, seconds=args.seconds)
             if args.etcd_http:
                 systems["etcd-http"] = partial(etcd_http_points, clients=clients, seconds=args.seconds)
-        results: dict[str, list[list[Point]]] = {name: [] for name in systems}
-        for round_number in range(args.rounds):
-            order = list(systems) if round_number % 2 == 0 else list(reversed(systems))
-            print(f"round {round_number + 1}:")
-            for name in order:
-                points = await systems[name](root / f"{name}-{round_number}")
-                results[name].append(points)
-                for point in points:
-                    print_point(name, point)
+        results = await run_rounds(systems, args.rounds, root)
     print(f"medians of {args.rounds} rounds:")
     for name, rounds in results.items():
         for point in median_points(rounds):

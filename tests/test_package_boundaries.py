@@ -16,18 +16,11 @@ from pathlib import Path
 import pytest
 
 import rmqc
+from rmqc.testing.imports import imported_modules
 
 SOURCE = Path(rmqc.__file__).parent
 
 
-def imported_modules(path: Path) -> list[str]:
-    names: list[str] = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            names += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0:
-            names.append(node.module or "")
-    return names
 
 
 def test_no_production_module_imports_the_testing_package() -> None:

@@ -6,7 +6,6 @@ tests/node/test_metrics_exporter.py."""
 from __future__ import annotations
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from rmqc.fsm import ApplyResult, ApplyStatus, BrokerGroup, ElectMaster, Trigger
 from rmqc.metrics import (
@@ -18,14 +17,7 @@ from rmqc.metrics import (
     response_label,
 )
 from rmqc.replica import PeerLag, ReplicaStatus
-
-
-def samples(metrics: NodeMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    found = {}
-    for family in text_string_to_metric_families(metrics.exposition().decode()):
-        for sample in family.samples:
-            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return found
+from rmqc.testing.metrics import samples
 
 
 def elect(candidate: int | None) -> ElectMaster:

@@ -8,19 +8,11 @@ import urllib.request
 from types import SimpleNamespace
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from rmqc.metrics import NodeMetrics
 from rmqc.node._exporter import start_metrics_exporter, update_from_node
 from rmqc.node._notifier import Notifier
-
-
-def samples(metrics: NodeMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    found = {}
-    for family in text_string_to_metric_families(metrics.exposition().decode()):
-        for sample in family.samples:
-            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return found
+from rmqc.testing.metrics import samples
 
 
 def test_refusals_follow_the_servers_running_totals() -> None:

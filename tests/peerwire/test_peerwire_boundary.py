@@ -4,26 +4,18 @@ authentication exchange that `rmqc serve` runs; node/ only moves their bytes."""
 
 from __future__ import annotations
 
-import ast
 import subprocess
 import sys
 from pathlib import Path
 
 import rmqc.peerwire
+from rmqc.testing.imports import forbidden_imports
 
 # os and select: file descriptors are the shell's; secrets and random: nonces are drawn by the shell
 FORBIDDEN_MODULES = {"trio", "socket", "ssl", "select", "selectors", "os", "threading", "time", "asyncio",
                      "secrets", "random", "rmqc.node", "rmqc.testing"}
 
 
-def forbidden_imports(path: Path) -> list[str]:
-    found = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
-                 else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
-        found += [name for name in names
-                  if any(name == bad or name.startswith(bad + ".") for bad in FORBIDDEN_MODULES)]
-    return found
 
 
 def test_importing_peerwire_loads_no_trio_and_no_shell() -> None:
@@ -36,11 +28,12 @@ def test_importing_peerwire_loads_no_trio_and_no_shell() -> None:
 def test_no_module_of_peerwire_imports_io_clocks_or_randomness() -> None:
     modules = sorted(Path(rmqc.peerwire.__file__).parent.glob("*.py"))
     assert {path.name for path in modules} >= {"__init__.py", "_codec.py", "_outbox.py", "_auth.py"}
-    assert {path.name: forbidden_imports(path) for path in modules} == {path.name: [] for path in modules}
+    found = {path.name: forbidden_imports(path, FORBIDDEN_MODULES) for path in modules}
+    assert found == {path.name: [] for path in modules}
 
 
 def test_the_check_sees_each_kind_of_forbidden_import(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text("import trio\nimport time, struct\nfrom socket import socket\nfrom os.path import join\n"
                       "from rmqc.node._peers import PeerLinks\nfrom ._codec import FrameKind\n")
-    assert forbidden_imports(module) == ["trio", "time", "socket", "os.path", "rmqc.node._peers"]
+    assert forbidden_imports(module, FORBIDDEN_MODULES) == ["trio", "time", "socket", "os.path", "rmqc.node._peers"]
