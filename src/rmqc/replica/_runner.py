@@ -83,8 +83,10 @@ class Runner:
         if self._inside or self._draining:
             self._waiting.append((method, args))
             return None
-        result = self._call(method, *args)
-        self._settle(lone_requests_only=True)
+        result = self._call(method, args)
+        # the common case (a heartbeat: no input waiting, no pass to decide) costs two lookups
+        if self._waiting or (not self.pass_scheduled and self.replica.drive_due):  # type: ignore[union-attr]
+            self._settle(lone_requests_only=True)
         return result
 
     def request(self, method: Callable[..., Any], *args: Any) -> None:
@@ -119,22 +121,24 @@ class Runner:
 
     # ----- inside -----
 
-    def _call(self, method: Callable[..., Any], *args: Any) -> Any:
+    def _call(self, method: Callable[..., Any], args: tuple[Any, ...] = ()) -> Any:
         if self.failure is not None or self.stopped:
             return None
         self._inside = True
-        failure: Exception | None = None
         try:
             result = method(*args)
         except Exception as error:
-            failure, result = error, None
+            self._inside = False
+            self._drain()
+            if self.failure is None:
+                self.failure = error
+                self._waiting.clear()
+                self._on_failure(error)
+            return None
         finally:
             self._inside = False
-        self._drain()
-        if failure is not None and self.failure is None:
-            self.failure = failure
-            self._waiting.clear()
-            self._on_failure(failure)
+        if self.outbox:
+            self._drain()
         return result
 
     def _drain(self) -> None:
@@ -155,7 +159,7 @@ class Runner:
     def _run_waiting(self) -> None:
         while self._waiting and self.failure is None and not self.stopped:
             method, args = self._waiting.popleft()
-            self._call(method, *args)
+            self._call(method, args)
 
     def _settle(self, *, lone_requests_only: bool) -> None:
         """After an input or the timer: the waiting inputs, then the pass they made due."""
