@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import itertools
 
-from replica_harness import Cluster, Harness
+from replica_harness import Cluster, Harness, harness, leader
 
+from rmqc.fsm import ApplyBrokerId
 from rmqc.remoting import RequestCode, ResponseCode, make_request
 
 _opaques = itertools.count(1)
@@ -80,3 +81,23 @@ def test_a_stale_read_on_a_follower_is_served_at_once_and_says_how_old_it_is() -
     answer = read(cluster, follower, "stale")
     assert answer.code == ResponseCode.SUCCESS
     assert int(answer.ext("appliedIndex")) == cluster.replicas[follower].applied_index
+
+
+def test_a_restarted_node_answers_no_stale_read_before_it_applied_its_own_log() -> None:
+    """Its state starts empty: a stale read answered from it would go back in time against what the
+    node served before the restart. It waits for the node's own passes (no leader needed)."""
+    h = leader()
+    done: list[object] = []
+    h.replica.enqueue([ApplyBrokerId("C", "g", 1, "10.0.0.1:1", "10.0.0.1:1;1", 0)],
+                      lambda results, error: done.append(error))
+    h.advance(100)
+    assert done == [None]
+    committed = h.replica.applied_index
+    h.replica.close()  # a graceful stop saves the commit index that rides with the next write
+    restarted = harness(storage=h.replica.storage)
+    request = make_request(RequestCode.CONTROLLER_GET_METADATA_INFO, 1, {"consistency": "stale"})
+    restarted.replica.client_request(request, 1, "stale read")
+    assert restarted.answers() == {}  # nothing applied yet
+    restarted.settle()
+    answer = restarted.answers()["stale read"]
+    assert answer.code == ResponseCode.SUCCESS and int(answer.ext("appliedIndex")) >= committed > 0

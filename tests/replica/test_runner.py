@@ -204,3 +204,11 @@ def test_a_stopped_runner_performs_nothing_more(stop_inside: bool) -> None:
     shell.runner.request(shell.replica.request, "a")
     performed = [line for line in shell.log if line.startswith("perform")]
     assert performed == (["perform a"] if stop_inside else [])
+
+
+def test_what_the_replica_emitted_while_it_was_built_is_performed_on_attach() -> None:
+    performed: list[Any] = []
+    runner = Runner(performed.append, lambda: None, lambda error: None)
+    runner.outbox.append(Answer("membership", None))  # as Replica.__init__ appends MembersChanged
+    runner.attach(ScriptedReplica(runner.outbox, runner.flush, []))  # type: ignore[arg-type]
+    assert [action.token for action in performed] == ["membership"]

@@ -11,7 +11,8 @@ Levels (design.md "Read path"; extFields `consistency`, else `NodeConfig.default
   with the core's, see `_lease_index`: the lease also holds in monotonic time from when the core
   counted its start tick), served once applied >= that index; otherwise, and always on a follower,
   exactly like linearizable.
-- stale: served at once from the local state; the answer carries extFields `appliedIndex` and
+- stale: served at once from the local state (on a restarted node, once it applied its own log up
+  to the commit index it had saved); the answer carries extFields `appliedIndex` and
   `appliedAgeMs` (ms since this node last applied an entry or heard from a leader; 0 on a leader
   whose lease holds).
 
@@ -127,7 +128,7 @@ class ReadPath:
             return
         if level == STALE:
             self.stale_reads += 1
-            self._answer(request, channel_id, lambda response: respond(self._stamped_stale(request, response)))
+            self._serve_stale(request, channel_id, respond)
             return
 
         def confirmed(failure: str | None) -> None:
@@ -140,6 +141,19 @@ class ReadPath:
             self._confirm(level, confirmed)
         except ReadQueueFull as error:
             respond(_response(request, ResponseCode.SYSTEM_BUSY, f"[OVERLOAD]{error}"))
+
+    def _serve_stale(self, request: RemotingCommand, channel_id: int, respond: Respond) -> None:
+        """At once from the local state, except on a node that restarted and has not yet applied
+        its own log up to the commit index it had saved: its empty or older state would answer
+        what it had already served newer before the restart (a read going back in time). That
+        wait needs no leader: the node's own first passes apply those entries."""
+        def serve(failure: str | None = None) -> None:
+            if failure is not None:
+                respond(_response(request, ResponseCode.SYSTEM_ERROR, failure))
+            else:
+                self._answer(request, channel_id, lambda response: respond(self._stamped_stale(request, response)))
+
+        self._await_applied(self._node.events_after_index, _Read(serve, self._deadline_ms(), awaiting_index=False))
 
     def level_of(self, request: RemotingCommand) -> str | None:
         asked = request.ext(CONSISTENCY_KEY)

@@ -59,8 +59,11 @@ class Runner:
 
     def attach(self, replica: Replica) -> None:
         """The replica this runner drives (built with `outbox=runner.outbox`, `wake=runner.wake`,
-        `flush=runner.flush`)."""
+        `flush=runner.flush`). What its construction emitted (the membership it starts with) is
+        performed now, before the shell runs anything: a repairing node's empty membership must
+        reach the peer links before they dial the `peers` of its configuration."""
         self.replica = replica
+        self._drain()
 
     # ----- hooks the replica calls -----
 
