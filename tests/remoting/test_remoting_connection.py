@@ -10,6 +10,7 @@ from rmqc.remoting import (
     MAX_IN_FLIGHT_PER_CONNECTION,
     MAX_UNSENT_BYTES_PER_CONNECTION,
     TLS_HANDSHAKE_RECORD,
+    FrameDecoder,
     FrameTooLarge,
     IdleTimeout,
     Opening,
@@ -75,6 +76,16 @@ def test_the_deadline_moves_only_when_a_frame_was_completed_since_the_last_wait(
     assert conn.frame_deadline(now=108.5) == 108.5 + IDLE_S
 
 
+def test_the_decoder_counts_decoded_bytes_only_of_completed_frames() -> None:
+    decoder = FrameDecoder()
+    first, second = frame(1), frame(2)
+    assert decoder.feed(first + second[:3]) != [] and decoder.decoded_bytes == len(first)
+    assert decoder.feed(second[3:-1]) == [] and decoder.decoded_bytes == len(first)
+    commands = decoder.iter_feed(second[-1:])
+    assert next(commands).opaque == 2
+    assert list(commands) == [] and decoder.decoded_bytes == len(first) + len(second)
+
+
 def test_the_idle_error_names_the_bound() -> None:
     error = connection().idle_error()
     assert isinstance(error, IdleTimeout)
@@ -84,16 +95,29 @@ def test_the_idle_error_names_the_bound() -> None:
 def test_reading_stops_at_the_in_flight_bound_and_resumes_when_one_is_done() -> None:
     conn = connection()
     for _ in range(MAX_IN_FLIGHT_PER_CONNECTION - 1):
-        conn.request_started()
+        assert conn.try_start_request()
     assert not conn.requests_at_bound
     assert not conn.request_done()  # below the bound: no reader waits for this slot
-    conn.request_started()
-    conn.request_started()
+    conn.start_request()
+    assert conn.try_start_request()
     assert conn.requests_at_bound
+    assert not conn.try_start_request()  # the reader waits, and nothing was counted
     with pytest.raises(RequestsInFlightExceeded, match="1024 requests in flight"):
-        conn.request_started()
+        conn.start_request()
     assert conn.request_done()  # frees the slot the stopped reader waits for
     assert not conn.requests_at_bound
+    conn.start_request()
+    assert conn.requests_at_bound
+
+
+def test_answers_the_client_has_not_read_stop_requests_from_starting() -> None:
+    conn = connection()
+    conn.queue_unsent(b"x" * (MAX_UNSENT_BYTES_PER_CONNECTION + 1))
+    assert not conn.try_start_request()
+    assert not conn.requests_at_bound  # nothing was counted
+    conn.start_request()  # after the wait, the unread answers are not looked at again
+    conn.unsent_taken()
+    assert conn.try_start_request()
 
 
 def test_answers_the_socket_did_not_take_go_out_in_order() -> None:
@@ -103,9 +127,10 @@ def test_answers_the_socket_did_not_take_go_out_in_order() -> None:
     assert not conn.queue_unsent(b"two")  # behind it: the sender takes it next
     assert conn.sending and conn.first_unsent() == b"one"
     conn.unsent_taken()
-    assert conn.first_unsent() == b"two"
+    assert conn.sending and conn.first_unsent() == b"two"  # a new answer still goes behind it
     conn.unsent_taken()
     assert not conn.sending and conn.first_unsent() is None
+    assert conn.queue_unsent(b"three")  # the queue was empty again: start sending again
 
 
 def test_reading_stops_past_the_unsent_bound_until_the_client_read_it_all() -> None:

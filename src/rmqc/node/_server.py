@@ -97,7 +97,7 @@ class Server:
         self._tls = server_context(config)  # ConfigError (unreadable certificate): the node does not start
         self.protocol_errors = 0
         self.requests_in_flight = 0
-        # Connections not read until their client reads its answers (back-pressure, _wait_for_reader)
+        # Connections not read until their client reads its answers (back-pressure, _wait_to_start_request)
         self.connections_waiting_for_reader = 0
         # A graceful stop (ControllerNode.stop_gracefully): no new request is read from any
         # remoting connection; those in flight are still answered. The connections end with the node.
@@ -254,11 +254,8 @@ class _RemotingConnection:
                     continue
                 if command.is_oneway and server.handle_oneway_now(command, self._channel):
                     continue
-                if connection.answers_unread:
-                    await self._wait_for_reader()
-                while connection.requests_at_bound:
-                    await self._wait_for_resume()
-                connection.request_started()
+                if not connection.try_start_request():
+                    await self._wait_to_start_request()
                 server.requests_in_flight += 1
                 if not server.serve_now(command, self._channel, self._respond_callback(command)):
                     nursery.start_soon(self._answer, command)
@@ -365,14 +362,20 @@ class _RemotingConnection:
         finally:
             self._resume.set()
 
-    async def _wait_for_reader(self) -> None:
-        """Back-pressure: a client that does not read its answers gets no more requests read."""
-        self._server.connections_waiting_for_reader += 1
-        try:
-            while self._connection.answers_unread:
-                await self._wait_for_resume()
-        finally:
-            self._server.connections_waiting_for_reader -= 1
+    async def _wait_to_start_request(self) -> None:
+        """Back-pressure: a client that does not read its answers, or has too many requests in
+        flight, gets no more requests read until it has read them or one is answered."""
+        connection = self._connection
+        if connection.answers_unread:
+            self._server.connections_waiting_for_reader += 1
+            try:
+                while connection.answers_unread:
+                    await self._wait_for_resume()
+            finally:
+                self._server.connections_waiting_for_reader -= 1
+        while connection.requests_at_bound:
+            await self._wait_for_resume()
+        connection.start_request()
 
     async def _wait_for_resume(self) -> None:
         self._resume = trio.Event()
