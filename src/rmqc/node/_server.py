@@ -1,9 +1,10 @@
 """The one listening port: accepts connections, tells peers from brokers, serves remoting requests.
 
-A connection whose first four bytes are the peer magic goes to the peer links; anything else is a
-RocketMQ remoting stream. Remoting requests on one connection run concurrently and are answered as
-they complete (the client matches answers by opaque); malformed input closes that connection with
-a logged reason and nothing else.
+What a new connection is (peer, remoting, TLS around either) is rmqc.remoting.classify_opening's
+decision, and each remoting connection's bounds, back-pressure and idle deadline are those of a
+sans-IO rmqc.remoting.RemotingConnection: this module moves the bytes. Remoting requests on one
+connection run concurrently and are answered as they complete (the client matches answers by
+opaque); malformed input closes that connection with a logged reason and nothing else.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import errno
 import itertools
 import logging
 import os
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -23,35 +23,31 @@ from rmqc.acl import Allowed
 from rmqc.config import NodeConfig
 from rmqc.errors import BoundExceeded, ProtocolError, RmqcError
 from rmqc.peerwire import PEER_MAGIC
-from rmqc.remoting import FrameDecoder, RemotingCommand, encode
+from rmqc.remoting import (
+    IdleTimeout,
+    Opening,
+    RemotingCommand,
+    RemotingConnection,
+    classify_opening,
+    encode,
+    first_bytes_timeout_s,
+)
 
 from ._acl import AclGate, host_of
 from ._admission import ConnectionAdmission
 from ._direct_read import DirectReader
 from ._peers import PeerLinks
 from ._ratelog import RateLimitedLog
-from ._tls import TLS_HANDSHAKE_RECORD, TlsStream, accept_tls, server_context
+from ._tls import TlsStream, accept_tls, server_context
 
 log = logging.getLogger("rmqc.node.server")
 
 RECEIVE_CHUNK_BYTES = 64 * 1024
-# Requests of one connection handled at once; at the bound we stop reading that connection, which
-# pushes back on the client through TCP instead of queueing without limit.
-MAX_IN_FLIGHT_PER_CONNECTION = 1024
 # A client that does not read its answers may block our writes; give up on it after this long.
 SEND_TIMEOUT_S = 10.0
-# Answers written but not yet taken by the socket; beyond this we stop reading that connection's
-# requests until the client reads (back-pressure through TCP instead of an unbounded queue).
-MAX_UNSENT_BYTES_PER_CONNECTION = 4 * 1024 * 1024
 ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 ACCEPT_RETRY_S = 0.1
-# Bytes that must arrive before we can tell a peer from a broker; a silent client is dropped after.
-FIRST_BYTES_TIMEOUT_S = 30.0
 REFUSAL_LOG_EVERY_S = 1.0
-
-
-class IdleTimeout(BoundExceeded):
-    """A remoting connection completed no frame within idle_timeout_ms (silent, or slowloris)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,12 +97,13 @@ class Server:
         self._tls = server_context(config)  # ConfigError (unreadable certificate): the node does not start
         self.protocol_errors = 0
         self.requests_in_flight = 0
-        # Connections not read until their client reads its answers (back-pressure, _wait_for_reader)
+        # Connections not read until their client reads its answers (back-pressure, _wait_to_start_request)
         self.connections_waiting_for_reader = 0
         # A graceful stop (ControllerNode.stop_gracefully): no new request is read from any
         # remoting connection; those in flight are still answered. The connections end with the node.
         self.draining = False
         self.idle_timeout_s = config.idle_timeout_ms / 1000
+        self._first_bytes_timeout_s = first_bytes_timeout_s(self.idle_timeout_s)
 
     @property
     def open_connections(self) -> int:
@@ -152,11 +149,19 @@ class Server:
             first = await _receive_at_least(stream, len(PEER_MAGIC), self._first_bytes_timeout_s)
             if first is None:
                 return
-            opened = await self._open_tls(stream, first, remote)
-            if opened is None:
+            opening = classify_opening(first, PEER_MAGIC, self._config.tls_mode)
+            served: trio.abc.Stream = stream
+            if opening is Opening.PLAIN_REFUSED:
+                self.tls_refused += 1
+                self._refusal_log.warning("refusing plain connection from %s: tls_mode is enforcing", remote)
                 return
-            served, first = opened
-            if first[: len(PEER_MAGIC)] == PEER_MAGIC:
+            if opening is Opening.TLS:
+                opened = await self._open_tls(stream, first, remote)
+                if opened is None:
+                    return
+                served, first = opened
+                opening = classify_opening(first, PEER_MAGIC)
+            if opening is Opening.PEER:
                 await self._peers.serve_inbound(served, first, remote)
             else:
                 await self._serve_remoting(served, first, remote)
@@ -166,22 +171,11 @@ class Server:
             self._admission.release(host_of(remote))
             await trio.aclose_forcefully(stream)
 
-    @property
-    def _first_bytes_timeout_s(self) -> float:
-        return min(FIRST_BYTES_TIMEOUT_S, self.idle_timeout_s)
-
     async def _open_tls(self, stream: trio.SocketStream, first: bytes,
-                        remote: str) -> tuple[trio.abc.Stream, bytes] | None:
-        """The stream to serve and its first bytes: TLS ones for a TLS connection (tls_mode not
-        disabled and a handshake record first), else the plain ones; None for a refused one."""
-        if self._tls is None:
-            return stream, first
-        if first[0] != TLS_HANDSHAKE_RECORD:
-            if self._config.tls_mode != "enforcing":
-                return stream, first
-            self.tls_refused += 1
-            self._refusal_log.warning("refusing plain connection from %s: tls_mode is enforcing", remote)
-            return None
+                        remote: str) -> tuple[TlsStream, bytes] | None:
+        """The TLS stream of a connection that opened with a handshake record, and its first
+        plaintext bytes; None for a failed handshake or a silent client."""
+        assert self._tls is not None  # classify_opening says TLS only when tls_mode is not disabled
         try:
             tls = await accept_tls(stream, first, self._tls)
         except (trio.BrokenResourceError, trio.TooSlowError) as error:
@@ -206,9 +200,10 @@ class Server:
 
 
 class _RemotingConnection:
-    """One broker connection. Answers are written straight to the non-blocking socket when nothing
-    is queued before them (no task, lock or scheduler round trip per answer: the hot path of every
-    request); what the socket cannot take at once is queued and sent, in order, by one drain task."""
+    """One broker connection's socket; its decisions are `self._connection`'s (RemotingConnection).
+    Answers are written straight to the non-blocking socket when nothing is queued before them (no
+    task, lock or scheduler round trip per answer: the hot path of every request); what the socket
+    cannot take at once is queued and sent, in order, by one drain task."""
 
     def __init__(self, stream: trio.abc.Stream, channel: Channel, handler: RequestHandler,
                  max_frame_bytes: int, server: Server) -> None:
@@ -223,19 +218,12 @@ class _RemotingConnection:
         self._reader = None if self._fd is None else DirectReader(self._fd, RECEIVE_CHUNK_BYTES, self._wait_readable)
         self._channel = channel
         self._handler = handler
-        self._decoder = FrameDecoder(max_frame_bytes)
-        self._in_flight = trio.Semaphore(MAX_IN_FLIGHT_PER_CONNECTION)
-        self._unsent: deque[bytes] = deque()  # answers the socket has not taken yet, in order
-        self._unsent_bytes = 0
-        self._drained = trio.Event()
+        self._connection = RemotingConnection(max_frame_bytes, server.idle_timeout_s, trio.current_time())
+        # set when the connection may let a stopped reader read on (a request done, the queue sent)
+        self._resume = trio.Event()
         self._broken = False
         self._nursery: trio.Nursery | None = None
         self._host = host_of(channel.remote)
-        self._idle_timeout_s = server.idle_timeout_s
-        # The time by which the next complete frame must have arrived; pushed back only when the
-        # reader is about to wait and a frame was completed since the last wait (off the hot path).
-        self._frame_deadline = trio.current_time() + self._idle_timeout_s
-        self._frame_completed = False
 
     async def run(self, first: bytes) -> RmqcError | None:
         """Serve until the client closes; returns the protocol error that made us close, if any."""
@@ -254,12 +242,11 @@ class _RemotingConnection:
         return None
 
     async def _read_loop(self, data: bytes | bytearray, nursery: trio.Nursery) -> None:
-        server = self._server
+        server, connection = self._server, self._connection
         while data and not self._broken:
-            for command in self._decoder.iter_feed(data):  # each served as decoded, as Java does
+            for command in connection.receive(data):  # each served as decoded, as Java does
                 if server.draining:
                     await trio.sleep_forever()  # until the node's end cancels us; answers still go out
-                self._frame_completed = True
                 if command.is_response:
                     log.debug("ignoring response opaque=%s on server connection", command.opaque)
                     continue
@@ -267,12 +254,8 @@ class _RemotingConnection:
                     continue
                 if command.is_oneway and server.handle_oneway_now(command, self._channel):
                     continue
-                if self._unsent_bytes > MAX_UNSENT_BYTES_PER_CONNECTION:
-                    await self._wait_for_reader()
-                try:  # acquire() yields to the scheduler twice even when a slot is free
-                    self._in_flight.acquire_nowait()
-                except trio.WouldBlock:
-                    await self._in_flight.acquire()
+                if not connection.try_start_request():
+                    await self._wait_to_start_request()
                 server.requests_in_flight += 1
                 if not server.serve_now(command, self._channel, self._respond_callback(command)):
                     nursery.start_soon(self._answer, command)
@@ -282,7 +265,7 @@ class _RemotingConnection:
                     await trio.lowlevel.checkpoint()
             data = await self._receive()
         if not self._broken:
-            self._decoder.eof()
+            connection.receive_eof()
 
     def _admitted(self, acl: AclGate, command: RemotingCommand) -> bool:
         """Whether the ACL lets `command` through; a refused two-way request is answered here."""
@@ -308,29 +291,19 @@ class _RemotingConnection:
             # an incomplete record: read on (the frame deadline still holds in _wait_readable)
 
     async def _wait_readable(self) -> None:
-        """Wait for bytes, but not past the frame deadline: a client that sends nothing, or a byte
-        now and then without ever finishing a frame (slowloris), loses its connection."""
+        """Wait for bytes, but not past the connection's frame deadline (idle_timeout_ms)."""
         assert self._fd is not None
         # a CancelScope itself, not move_on_at (a generator context manager around one): this
         # runs before every request a connection reads
-        with trio.CancelScope(deadline=self._next_frame_deadline()):
+        with trio.CancelScope(deadline=self._connection.frame_deadline(trio.current_time())):
             await trio.lowlevel.wait_readable(self._fd)
             return
-        raise self._idle_error()
+        raise self._connection.idle_error()
 
     async def _receive_stream(self) -> bytes | bytearray:
-        with trio.move_on_at(self._next_frame_deadline()):
+        with trio.move_on_at(self._connection.frame_deadline(trio.current_time())):
             return await self._stream.receive_some(RECEIVE_CHUNK_BYTES)
-        raise self._idle_error()
-
-    def _next_frame_deadline(self) -> float:
-        if self._frame_completed:
-            self._frame_completed = False
-            self._frame_deadline = trio.current_time() + self._idle_timeout_s
-        return self._frame_deadline
-
-    def _idle_error(self) -> IdleTimeout:
-        return IdleTimeout(f"no complete frame within {self._idle_timeout_s * 1000:.0f} ms (idle_timeout_ms)")
+        raise self._connection.idle_error()
 
     def _respond_callback(self, request: RemotingCommand) -> Respond:
         def respond(response: RemotingCommand | None) -> None:
@@ -341,7 +314,8 @@ class _RemotingConnection:
 
     def _done(self) -> None:
         self._server.requests_in_flight -= 1
-        self._in_flight.release()
+        if self._connection.request_done():
+            self._resume.set()
 
     async def _answer(self, request: RemotingCommand) -> None:
         try:
@@ -362,7 +336,7 @@ class _RemotingConnection:
             except trio.BrokenResourceError as error:  # the TLS session failed: as a broken socket
                 self._fail(error)
                 return
-        if not self._unsent and self._fd is not None:
+        if not self._connection.sending and self._fd is not None:
             try:
                 written = os.write(self._fd, frame)
             except BlockingIOError:
@@ -373,37 +347,44 @@ class _RemotingConnection:
             if written == len(frame):
                 return
             frame = frame[written:]
-        self._unsent.append(frame)
-        self._unsent_bytes += len(frame)
-        if len(self._unsent) == 1:
+        if self._connection.queue_unsent(frame):
             assert self._nursery is not None
             self._nursery.start_soon(self._drain)
 
     async def _drain(self) -> None:
         try:
-            while self._unsent:
+            while (unsent := self._connection.first_unsent()) is not None:
                 with trio.fail_after(SEND_TIMEOUT_S):
-                    await self._transport.send_all(self._unsent[0])
-                self._unsent_bytes -= len(self._unsent.popleft())
+                    await self._transport.send_all(unsent)
+                self._connection.unsent_taken()
         except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, OSError) as error:
             self._fail(error)
         finally:
-            self._drained.set()
+            self._resume.set()
 
-    async def _wait_for_reader(self) -> None:
-        """Back-pressure: a client that does not read its answers gets no more requests read."""
-        self._server.connections_waiting_for_reader += 1
-        try:
-            while self._unsent_bytes > MAX_UNSENT_BYTES_PER_CONNECTION and not self._broken:
-                self._drained = trio.Event()
-                await self._drained.wait()
-        finally:
-            self._server.connections_waiting_for_reader -= 1
+    async def _wait_to_start_request(self) -> None:
+        """Back-pressure: a client that does not read its answers, or has too many requests in
+        flight, gets no more requests read until it has read them or one is answered."""
+        connection = self._connection
+        if connection.answers_unread:
+            self._server.connections_waiting_for_reader += 1
+            try:
+                while connection.answers_unread:
+                    await self._wait_for_resume()
+            finally:
+                self._server.connections_waiting_for_reader -= 1
+        while connection.requests_at_bound:
+            await self._wait_for_resume()
+        connection.start_request()
+
+    async def _wait_for_resume(self) -> None:
+        self._resume = trio.Event()
+        await self._resume.wait()
 
     def _fail(self, error: BaseException) -> None:
         log.info("cannot answer on connection %s: %s", self._channel.id, error)
         self._broken = True
-        self._unsent.clear()
+        self._connection.drop_unsent()
         if self._nursery is not None:
             self._nursery.cancel_scope.cancel()
 

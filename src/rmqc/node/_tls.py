@@ -1,9 +1,7 @@
 """TLS on the one port, with RocketMQ's modes (TlsMode: DISABLED, PERMISSIVE, ENFORCING).
 
-A TLS connection starts with a handshake record (first byte 0x16); no remoting frame length and no
-peer magic does (that would be a frame of over 369 MB, above every frame bound), so in permissive
-mode the first byte tells TLS from plain, as RocketMQ's TlsModeHandler does. Enforcing refuses
-plain connections; disabled treats every connection as plain.
+Which connections are TLS, plain or refused, by their first byte and the mode, is
+rmqc.remoting.classify_opening's decision; this module wraps and unwraps them.
 
 Peers dial each other with TLS whenever it is not disabled, presenting the node's certificate and
 checking the other's against `tls_trust_cert_path` (peers are addressed by IP, so, as RocketMQ
@@ -20,7 +18,6 @@ import trio
 from rmqc.config import NodeConfig
 from rmqc.errors import ConfigError
 
-TLS_HANDSHAKE_RECORD = 0x16
 # A TLS handshake between members completes in milliseconds; one that stalls is an attack.
 TLS_HANDSHAKE_TIMEOUT_S = 5.0
 

@@ -2,7 +2,8 @@
 
 Bytes in, commands out (`FrameDecoder.feed`); commands in, bytes out (`encode`). No sockets, no clocks,
 no trio: the Trio shells (node/, client/) move the bytes and close the connection when the decoder
-raises `RemotingProtocolError`.
+raises `RemotingProtocolError`. A server connection's decisions (its bounds, back-pressure and idle
+deadline) are `RemotingConnection`'s, and what a new connection to the port is, `classify_opening`'s.
 """
 
 from rmqc.remoting._builders import make_request as make_request, make_response as make_response
@@ -33,6 +34,13 @@ from rmqc.remoting._command import (
     RemotingCommand as RemotingCommand,
     SerializeType as SerializeType,
 )
+from rmqc.remoting._connection import (
+    MAX_IN_FLIGHT_PER_CONNECTION as MAX_IN_FLIGHT_PER_CONNECTION,
+    MAX_UNSENT_BYTES_PER_CONNECTION as MAX_UNSENT_BYTES_PER_CONNECTION,
+    IdleTimeout as IdleTimeout,
+    RemotingConnection as RemotingConnection,
+    RequestsInFlightExceeded as RequestsInFlightExceeded,
+)
 from rmqc.remoting._errors import FrameTooLarge as FrameTooLarge, RemotingProtocolError as RemotingProtocolError
 from rmqc.remoting._ext_fields import ext_fields_from as ext_fields_from
 from rmqc.remoting._fastjson import dumps_fastjson as dumps_fastjson, loads_fastjson as loads_fastjson
@@ -41,29 +49,46 @@ from rmqc.remoting._frames import (
     FrameDecoder as FrameDecoder,
     encode as encode,
 )
+from rmqc.remoting._opening import (
+    FIRST_BYTES_TIMEOUT_S as FIRST_BYTES_TIMEOUT_S,
+    TLS_HANDSHAKE_RECORD as TLS_HANDSHAKE_RECORD,
+    Opening as Opening,
+    classify_opening as classify_opening,
+    first_bytes_timeout_s as first_bytes_timeout_s,
+)
 from rmqc.remoting._properties import dumps_properties as dumps_properties, loads_properties as loads_properties
 
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
+    "FIRST_BYTES_TIMEOUT_S",
     "LEADER_ONLY_REQUESTS",
     "LEADER_WRITE_REQUESTS",
+    "MAX_IN_FLIGHT_PER_CONNECTION",
+    "MAX_UNSENT_BYTES_PER_CONNECTION",
     "NAMESRV_READ_REQUESTS",
     "NAMESRV_WRITE_REQUESTS",
     "ONEWAY_FLAG",
     "READ_REQUESTS",
     "RESPONSE_FLAG",
+    "TLS_HANDSHAKE_RECORD",
     "FrameDecoder",
     "FrameTooLarge",
+    "IdleTimeout",
     "LanguageCode",
+    "Opening",
     "RemotingCommand",
+    "RemotingConnection",
     "RemotingProtocolError",
     "RequestCode",
+    "RequestsInFlightExceeded",
     "ResponseCode",
     "SerializeType",
+    "classify_opening",
     "dumps_fastjson",
     "dumps_properties",
     "encode",
     "ext_fields_from",
+    "first_bytes_timeout_s",
     "loads_fastjson",
     "loads_properties",
     "make_request",

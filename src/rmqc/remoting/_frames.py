@@ -77,6 +77,12 @@ class FrameDecoder:
         """Bytes of an incomplete frame held back until the rest arrives."""
         return len(self._buffer)
 
+    @property
+    def decoded_bytes(self) -> int:
+        """Stream bytes of the frames decoded so far; moves only when a frame is completed (and its
+        iterator exhausted), so a caller can tell a completed frame from bytes of an unfinished one."""
+        return self._buffer_offset
+
     def feed(self, data: bytes | bytearray) -> list[RemotingCommand]:
         """The commands of every frame `data` completes (none of them if it raises)."""
         return list(self.iter_feed(data))
