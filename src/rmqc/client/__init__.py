@@ -21,6 +21,7 @@ from rmqc.client._errors import (
     TooManyConnections as TooManyConnections,
     TooManyInFlight as TooManyInFlight,
 )
+from rmqc.client._join import JoinAttempts as JoinAttempts, JoinFailed as JoinFailed
 from rmqc.client._members import (
     MemberChangeFailed as MemberChangeFailed,
     members_of as members_of,
@@ -35,6 +36,8 @@ __all__ = [
     "ConnectionLost",
     "ControllerClient",
     "Credentials",
+    "JoinAttempts",
+    "JoinFailed",
     "MemberChangeFailed",
     "NoLeaderError",
     "NotLeaderError",
