@@ -27,6 +27,7 @@ from rmqc.client._members import (
     members_of as members_of,
     replace_member as replace_member,
 )
+from rmqc.client._node_status import node_views as node_views
 from rmqc.client._tls import client_tls_context as client_tls_context
 
 __all__ = [
@@ -48,5 +49,6 @@ __all__ = [
     "client_tls_context",
     "heartbeat_ext",
     "members_of",
+    "node_views",
     "replace_member",
 ]
