@@ -21,7 +21,11 @@ from rmqc.client._errors import (
     TooManyConnections as TooManyConnections,
     TooManyInFlight as TooManyInFlight,
 )
-from rmqc.client._join import JoinAttempts as JoinAttempts, JoinFailed as JoinFailed
+from rmqc.client._join import (
+    JoinAttempts as JoinAttempts,
+    JoinFailed as JoinFailed,
+    join_credentials as join_credentials,
+)
 from rmqc.client._members import (
     MemberChangeFailed as MemberChangeFailed,
     members_of as members_of,
@@ -48,6 +52,7 @@ __all__ = [
     "TooManyInFlight",
     "client_tls_context",
     "heartbeat_ext",
+    "join_credentials",
     "members_of",
     "node_views",
     "replace_member",

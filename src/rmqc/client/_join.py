@@ -1,6 +1,6 @@
 """Joining a running group (`rmqc serve --join ADDRESS`), sans-IO: whom a joining node asks to add
 it as a learner (RMQC_MEMBERS_ADD) next, what each answer means, and how long it waits before
-asking again. rmqc.node._join sends the requests and sleeps.
+asking again; the account it signs with. rmqc.node._join sends the requests and sleeps.
 
 Any member may be asked: a follower answers CONTROLLER_NOT_LEADER naming the leader and we ask
 that one next, else the join addresses in turn. A node that cannot be reached, an answer that did
@@ -15,24 +15,35 @@ is answered 0 by the leader (a restarted joiner that was added before), so the n
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
+from rmqc.acl import Credentials
 from rmqc.errors import RmqcError
 from rmqc.remoting import RemotingCommand, ResponseCode
 
-__all__ = ["JoinAttempts", "JoinFailed"]
+__all__ = ["JoinAttempts", "JoinFailed", "join_credentials"]
 
 JOIN_BACKOFF_MIN_S = 0.1
 JOIN_BACKOFF_MAX_S = 2.0
 _RETRIED_CODES = frozenset({ResponseCode.CONTROLLER_NOT_LEADER, ResponseCode.SYSTEM_BUSY})
 # The leader's refusals that go away by themselves say so (rmqc.replica._membership).
 RETRY_MARKER = "retry"
+# The ACL account a joining node signs its request with: the same variables as the CLI's
+# (rmqc.cli._credentials; a test keeps the two equal). A secured group needs an admin account.
+ACCESS_KEY_ENV = "RMQC_ACCESS_KEY"
+SECRET_KEY_ENV = "RMQC_SECRET_KEY"
 
 
 class JoinFailed(RmqcError):
     """The group refused to add this node, or did not answer in time."""
+
+
+def join_credentials(environ: Mapping[str, str]) -> Credentials | None:
+    access_key, secret_key = environ.get(ACCESS_KEY_ENV), environ.get(SECRET_KEY_ENV)
+    return Credentials(access_key, secret_key) if access_key and secret_key else None
 
 
 class JoinAttempts:

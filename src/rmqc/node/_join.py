@@ -14,8 +14,7 @@ from typing import Any
 
 import trio
 
-from rmqc.acl import Credentials
-from rmqc.client import ClientError, ControllerClient, JoinAttempts, JoinFailed
+from rmqc.client import ClientError, ControllerClient, JoinAttempts, JoinFailed, join_credentials
 from rmqc.config import NodeConfig
 from rmqc.remoting import RMQC_MEMBERS_ADD
 
@@ -29,15 +28,6 @@ JOIN_TIMEOUT_S = 60.0
 # The leader answers once the change is committed and applied (within its request_timeout_ms);
 # this much more covers the connection and the way back.
 ANSWER_MARGIN_MS = 2000
-# The ACL account a joining node signs its request with: the same variables as the CLI's
-# (rmqc.cli._credentials; a test keeps the two equal). A secured group needs an admin account.
-ACCESS_KEY_ENV = "RMQC_ACCESS_KEY"
-SECRET_KEY_ENV = "RMQC_SECRET_KEY"
-
-
-def join_credentials(environ: Mapping[str, str]) -> Credentials | None:
-    access_key, secret_key = environ.get(ACCESS_KEY_ENV), environ.get(SECRET_KEY_ENV)
-    return Credentials(access_key, secret_key) if access_key and secret_key else None
 
 
 async def join_group(config: NodeConfig, rng: random.Random, *, timeout_s: float = JOIN_TIMEOUT_S,

@@ -38,9 +38,6 @@ SEND_TIMEOUT_S = 3.0
 # when all start together (with 2,000 at once, live loopback brokers timed out). A hanging broker
 # holds one sender for CONNECT_TIMEOUT_S, so it takes 512 of them before live ones wait at all.
 MAX_SENDERS = 512
-# Open connections to brokers kept for reuse; the least recently used is closed beyond this. Above
-# the broker count of a large cluster (1,000 groups of 3), so a mass failover reconnects nobody.
-MAX_CACHED_CONNECTIONS = 4096
 # One read of what a TLS broker sent on its own (session tickets) before a notification.
 RECEIVE_BYTES = 64 * 1024
 # What a failed connect or send raises (ValueError: an address without a numeric port).
@@ -68,7 +65,7 @@ async def open_stream(address: str) -> trio.SocketStream:
 class Notifier(NotifierState[Stream]):
     def __init__(self, ssl_context: ssl.SSLContext | None = None,
                  on_sent: Callable[[str, RemotingCommand], None] | None = None) -> None:
-        super().__init__(MAX_SENDERS, MAX_CACHED_CONNECTIONS)
+        super().__init__(MAX_SENDERS)
         self._ssl_context = ssl_context  # None: plain TCP (tls_notify off)
         self._on_sent = on_sent or _ignore_sent  # each 1008 written to its broker (a failover's step)
         self._nursery: trio.Nursery | None = None

@@ -23,7 +23,7 @@ from typing import Any
 
 import trio
 
-from rmqc.client import ClientError, ControllerClient, node_views
+from rmqc.client import ClientError, ControllerClient, join_credentials, node_views
 from rmqc.metrics import (
     BuildCost,
     failover_document,
@@ -35,7 +35,6 @@ from rmqc.metrics import (
 from rmqc.remoting import RemotingCommand
 from rmqc.replica import status_document
 
-from ._join import join_credentials
 from ._ratelog import RateLimitedLog
 from ._tls import peer_client_context
 

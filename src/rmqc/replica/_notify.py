@@ -15,6 +15,9 @@ from rmqc.remoting import RemotingCommand
 # Addresses with a notification waiting; past this the new notification is dropped and counted
 # (each broker address has at most one waiting, so this is far above any real cluster's size).
 MAX_PENDING_ADDRESSES = 100_000
+# Open connections to brokers kept for reuse; the least recently used is closed beyond this. Above
+# the broker count of a large cluster (1,000 groups of 3), so a mass failover reconnects nobody.
+MAX_CACHED_CONNECTIONS = 4096
 
 Connection = TypeVar("Connection")
 
@@ -70,7 +73,7 @@ class NotifierState(Generic[Connection]):
 
     The transport is a subclass: its counters (what became of the notifications) are the node's."""
 
-    def __init__(self, max_senders: int, max_connections: int) -> None:
+    def __init__(self, max_senders: int, max_connections: int = MAX_CACHED_CONNECTIONS) -> None:
         self._max_senders = max_senders
         self._max_connections = max_connections
         self._pending = PendingNotifications()
