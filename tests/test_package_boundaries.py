@@ -2,9 +2,10 @@
 their certificates). `rmqc chaos run --brokers java` once did, through the Java launcher: the
 launcher now lives in `rmqc.javapeers`, and this check keeps it that way. Also: no module outside
 rmqc.raft, rmqc.peerwire, rmqc.config or rmqc.metrics imports their private modules; the pure
-packages that left the shell (rmqc.config, where the simulator gets `rmqc serve`'s NodeConfig;
-rmqc.metrics, a node's series and status page document; rmqc.remoting, the codec and a server
-connection's decisions) load neither the Trio shell (rmqc.node) nor trio; and no module outside
+packages (rmqc.config, where the simulator gets `rmqc serve`'s NodeConfig; rmqc.metrics, a node's
+series and status page document; rmqc.remoting, the codec and a server connection's decisions;
+rmqc.replica, the sans-IO core, with the notifier's decisions) and the pure modules of rmqc.client
+(a joining node's decisions) load neither the Trio shell (rmqc.node) nor trio; and no module outside
 rmqc.raft reaches past RawNode into the Raft core (`raw.raft`)."""
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ def test_the_check_sees_private_imports_in_every_form(tmp_path: Path) -> None:
     assert private_imports(module, "config") == ["rmqc.config._node_config"]
 
 
-# Pure packages that left the shell: `rmqc serve` (rmqc.node) and the simulator build the same
+# Pure packages: `rmqc serve` (rmqc.node) and the simulator build the same
 # NodeConfig from rmqc.config and can keep a node's series and its status page's document with
 # rmqc.metrics, without the Trio shell; rmqc.remoting decides for the port's connections (their
 # first bytes, bounds and idle deadline) what rmqc.node._server only carries out. Each with the
@@ -95,6 +96,8 @@ PURE_PACKAGES = {
     "config": {"__init__.py", "_node_config.py"},
     "metrics": {"__init__.py", "_node_metrics.py", "_status_page.py"},
     "remoting": {"__init__.py", "_connection.py", "_frames.py", "_opening.py"},
+    # the replica, and with it the notifier's decisions (NotifierState) that left rmqc.node._notifier
+    "replica": {"__init__.py", "_notify.py"},
 }
 SHELL_MODULES = ("rmqc.node", "trio")
 
@@ -129,6 +132,17 @@ def test_importing_a_pure_package_loads_neither_the_node_shell_nor_trio(package:
                                 text=True).stdout.split())
     assert sorted(name for name in loaded if any(name == shell or name.startswith(shell + ".")
                                                  for shell in SHELL_MODULES)) == []
+
+
+# Pure modules of a package that is not (rmqc.client is the Trio client): decisions that left the
+# shell, unit-tested without sockets. The joining node's (JoinAttempts, from rmqc.node._join).
+PURE_MODULES = ("client/_join.py",)
+
+
+@pytest.mark.parametrize("module", PURE_MODULES)
+def test_a_pure_module_imports_neither_the_node_shell_nor_trio(module: str) -> None:
+    package = ".".join(("rmqc", *Path(module).parent.parts))
+    assert shell_imports(SOURCE / module, package) == []
 
 
 def test_the_check_sees_an_import_of_the_shell_or_trio_in_every_form(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ answer, or every node refused the request (ACL).
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -27,7 +27,10 @@ from rmqc.cli._credentials import (
 )
 from rmqc.cli._render import ExitCode, fail
 from rmqc.cli.admin import DEFAULT_CONTROLLERS, parse_controllers
-from rmqc.remoting import RMQC_NODE_STATUS
+
+if TYPE_CHECKING:  # the client and its trio are imported when a command runs, not when the CLI starts
+    from rmqc.client import ClientError
+    from rmqc.remoting import RemotingCommand
 
 __all__ = ["fetch_node_views", "status_command"]
 
@@ -39,43 +42,41 @@ async def fetch_node_views(client: Any, addresses: list[str], *, named_members: 
     """Ask every node at once, then (`named_members`) the members the nodes name that were not asked
     (a node added since the command line was written); one view per address: `status` (dict) or
     `error` (text)."""
-    views = await _ask_all(client, addresses)
+    from functools import partial
+
+    from rmqc.client import node_views
+
+    view_of = partial(_view_of, client)
+    views = await node_views(client, addresses, view_of)
     if not named_members:
         return views
     named = {address for view in views for address in ((view.get("status") or {}).get("members") or {}).values()}
     more = sorted(named - set(addresses))
-    return views + (await _ask_all(client, more) if more else [])
+    return views + (await node_views(client, more, view_of) if more else [])
 
 
-async def _ask_all(client: Any, addresses: list[str]) -> list[dict[str, Any]]:
-    import trio
-
-    views: dict[str, dict[str, Any]] = {}
-
-    async def one(address: str) -> None:
-        views[address] = await _view_of(client, address)
-
-    async with trio.open_nursery() as nursery:
-        for address in addresses:
-            nursery.start_soon(one, address)
-    return [views[address] for address in addresses]
-
-
-async def _view_of(client: Any, address: str) -> dict[str, Any]:
+async def _view_of(client: Any, address: str, answer: RemotingCommand | ClientError) -> dict[str, Any]:
+    """A node's view from its answer to 60001, or from 1005 when it does not know 60001 (a Java
+    controller), or why it could not be asked."""
     import orjson
 
     from rmqc.client import ClientError
     from rmqc.remoting import ResponseCode
 
-    try:
-        answer = await client.request(RMQC_NODE_STATUS, None, address=address)
-        if answer.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+    if isinstance(answer, ClientError):
+        return _unreachable(address, answer)
+    if answer.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+        try:
             return {"address": address, "status": await _status_from_metadata(client, address)}
-        if answer.code != ResponseCode.SUCCESS:
-            return {"address": address, "error": f"answered {answer.code}: {answer.remark}", "refusedCode": answer.code}
-        return {"address": address, "status": orjson.loads(answer.body or b"{}")}
-    except ClientError as error:
-        return {"address": address, "error": f"unreachable: {_cause(error)}"}
+        except ClientError as error:
+            return _unreachable(address, error)
+    if answer.code != ResponseCode.SUCCESS:
+        return {"address": address, "error": f"answered {answer.code}: {answer.remark}", "refusedCode": answer.code}
+    return {"address": address, "status": orjson.loads(answer.body or b"{}")}
+
+
+def _unreachable(address: str, error: Exception) -> dict[str, Any]:
+    return {"address": address, "error": f"unreachable: {_cause(error)}"}
 
 
 def _cause(error: Exception) -> str:

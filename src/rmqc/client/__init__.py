@@ -21,11 +21,17 @@ from rmqc.client._errors import (
     TooManyConnections as TooManyConnections,
     TooManyInFlight as TooManyInFlight,
 )
+from rmqc.client._join import (
+    JoinAttempts as JoinAttempts,
+    JoinFailed as JoinFailed,
+    join_credentials as join_credentials,
+)
 from rmqc.client._members import (
     MemberChangeFailed as MemberChangeFailed,
     members_of as members_of,
     replace_member as replace_member,
 )
+from rmqc.client._node_status import node_views as node_views
 from rmqc.client._tls import client_tls_context as client_tls_context
 
 __all__ = [
@@ -35,6 +41,8 @@ __all__ = [
     "ConnectionLost",
     "ControllerClient",
     "Credentials",
+    "JoinAttempts",
+    "JoinFailed",
     "MemberChangeFailed",
     "NoLeaderError",
     "NotLeaderError",
@@ -44,6 +52,8 @@ __all__ = [
     "TooManyInFlight",
     "client_tls_context",
     "heartbeat_ext",
+    "join_credentials",
     "members_of",
+    "node_views",
     "replace_member",
 ]

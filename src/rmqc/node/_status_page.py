@@ -1,6 +1,7 @@
 """The status page's builder: the document of `/status.json` (rmqc.metrics' status page says what
 it carries and answers the page's paths) made in the node's event loop, with the other members'
-status asked over their controller port, at once with PEER_TIMEOUT_MS each.
+status asked over their controller port, at once with PEER_TIMEOUT_MS each (rmqc.client's
+node_views, as `rmqc status` asks).
 
 Who builds it, and when: the node's event loop, and only while someone watches (a request within
 WATCH_S), so an unwatched page costs nothing. The rows are built GROUPS_PER_SLICE at a time with a
@@ -22,7 +23,7 @@ from typing import Any
 
 import trio
 
-from rmqc.client import ClientError, ControllerClient
+from rmqc.client import ClientError, ControllerClient, join_credentials, node_views
 from rmqc.metrics import (
     BuildCost,
     failover_document,
@@ -31,10 +32,9 @@ from rmqc.metrics import (
     no_answer_view,
     page_document,
 )
-from rmqc.remoting import RMQC_NODE_STATUS
+from rmqc.remoting import RemotingCommand
 from rmqc.replica import status_document
 
-from ._join import join_credentials
 from ._ratelog import RateLimitedLog
 from ._tls import peer_client_context
 
@@ -102,7 +102,7 @@ class StatusPage:
         """The document as of now, built in the loop in slices (see the module's docstring)."""
         replica = self._node.replica
         others = [address for member, address in replica.conf_state.addresses if member != replica.config.node_id]
-        others_views = await _ask_members(client, others)
+        others_views = await node_views(client, others, _member_view)
         meter = _LoopMeter()
         with meter.hold():
             own = {"address": self._node.config.listen_address, "status": status_document(replica)}
@@ -124,25 +124,8 @@ class StatusPage:
         return body
 
 
-async def _ask_members(client: ControllerClient, addresses: list[str]) -> list[dict[str, Any]]:
-    views: dict[str, dict[str, Any]] = {}
-
-    async def ask(address: str) -> None:
-        views[address] = await _view_of(client, address)
-
-    async with trio.open_nursery() as nursery:
-        for address in addresses:
-            nursery.start_soon(ask, address)
-    return [views[address] for address in addresses]
-
-
-async def _view_of(client: ControllerClient, address: str) -> dict[str, Any]:
-    try:
-        answer = await client.request(RMQC_NODE_STATUS, None, address=address)
-    except ClientError as error:
-        return no_answer_view(address, error)
-    assert answer is not None  # a two-way request
-    return member_view(address, answer)
+async def _member_view(address: str, answer: RemotingCommand | ClientError) -> dict[str, Any]:
+    return no_answer_view(address, answer) if isinstance(answer, ClientError) else member_view(address, answer)
 
 
 class _LoopMeter:

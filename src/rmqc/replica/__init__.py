@@ -65,7 +65,11 @@ from ._io import (
     StopProcess as StopProcess,
     WriteSnapshot as WriteSnapshot,
 )
-from ._notify import PendingNotifications as PendingNotifications, master_epoch_of as master_epoch_of
+from ._notify import (
+    NotifierState as NotifierState,
+    PendingNotifications as PendingNotifications,
+    master_epoch_of as master_epoch_of,
+)
 from ._proposals import (
     COMMIT_TIMEOUT_REMARK as COMMIT_TIMEOUT_REMARK,
     NOT_LEADER_REMARK as NOT_LEADER_REMARK,
