@@ -22,9 +22,6 @@ import trio
 from rmqc.config import NodeConfig, Peer
 from rmqc.errors import BoundExceeded, ProtocolError
 from rmqc.peerwire import (
-    MAX_CONTROL_FRAMES,
-    RAFT_FRAME_BYTES,
-    RAFT_FRAME_ENTRIES,
     RECONNECT_MAX_S,
     RECONNECT_MIN_S,
     STABLE_CONNECTION_S,
@@ -41,6 +38,7 @@ from rmqc.peerwire import (
     dispatch_in_slices,
     encode_frame,
     is_refusal,
+    link_outbox,
     report_snapshots,
     return_address,
 )
@@ -62,15 +60,6 @@ CONNECT_TIMEOUT_S = 1.0
 HANDSHAKE_LOG_EVERY_S = 5.0
 
 
-@dataclass(slots=True)
-class _LiveLink:
-    """A connected link's socket: `writes` go straight to `fd` or through `transport`."""
-
-    fd: int  # -1: a stream without a socket of its own (tests); everything goes through the task
-    transport: trio.abc.Stream
-    writes: LinkWrites = field(default_factory=LinkWrites)
-
-
 @dataclass(eq=False, slots=True)
 class _Link:
     """Everything of the link to one member; a link task holds its own, so a member removed and
@@ -82,7 +71,7 @@ class _Link:
     wakeup: trio.Event = field(default_factory=trio.Event)
     # set when a peer we cannot reach dials us: it is up again, so our link stops backing off
     back: trio.Event = field(default_factory=trio.Event)
-    live: _LiveLink | None = None
+    live: LinkWrites[trio.abc.Stream] | None = None
     handshake_failures: RateLimitedLog = field(default_factory=lambda: RateLimitedLog(log, HANDSHAKE_LOG_EVERY_S))
 
 
@@ -98,8 +87,7 @@ class PeerLinks:
         self._secrets = PeerSecrets(config.peer_secret_file)  # raises ConfigError: the node does not start
         self._tls = peer_client_context(config)  # None: peers dial in plain TCP
         self.refused_peers = 0
-        self._table: LinkTable[_Link] = LinkTable(config.node_id)
-        self._inbound: dict[str, set[trio.CancelScope]] = {}
+        self._table: LinkTable[_Link, trio.CancelScope] = LinkTable(config.node_id)
         self._nursery: trio.Nursery | None = None
         others = {peer.id: peer.address for peer in config.peers if peer.id != config.node_id}
         self.set_members(others, member=not config.join)
@@ -115,9 +103,9 @@ class PeerLinks:
         return self._table.members
 
     def set_members(self, addresses: Mapping[str, str], *, member: bool = True) -> None:
-        """Keep links to exactly the members of `addresses` other than this node (LinkTable.set_members),
-        and close the inbound connections of those no longer accepted."""
-        opened, closed = self._table.set_members(addresses, member, self._new_link)
+        """Keep links to exactly the members of `addresses` other than this node, and inbound
+        connections from exactly the peers accepted (LinkTable.set_members)."""
+        opened, closed, cut = self._table.set_members(addresses, member, self._new_link)
         for link in closed:
             link.scope.cancel()
             log.info("peer %s at %s: link closed (no longer a member at that address)", link.peer.id, link.peer.address)
@@ -125,45 +113,32 @@ class PeerLinks:
             if self._nursery is not None:
                 self._nursery.start_soon(self._link, link, name=f"peer-link-{link.peer.id}")
             log.info("peer %s at %s: link opened", link.peer.id, link.peer.address)
-        for peer_id in [peer_id for peer_id in self._inbound if not self._table.accepts(peer_id)]:
-            for scope in self._inbound.pop(peer_id):
-                scope.cancel()
+        for scope in cut:
+            scope.cancel()
 
     def _new_link(self, peer_id: str, host: str, port: int) -> _Link:
-        return _Link(Peer(peer_id, host, port), self._new_outbox())
-
-    def _new_outbox(self) -> PeerOutbox:
-        return PeerOutbox(self._config.peer_outbox_messages, MAX_CONTROL_FRAMES,
-                          min(RAFT_FRAME_BYTES, self._config.max_peer_frame_bytes // 2), RAFT_FRAME_ENTRIES)
-
-    def outbox(self, peer_id: str) -> PeerOutbox:
-        link = self._table.link_to(peer_id)
-        if link is None:
-            raise KeyError(peer_id)
-        return link.outbox
+        return _Link(Peer(peer_id, host, port),
+                     link_outbox(self._config.peer_outbox_messages, self._config.max_peer_frame_bytes))
 
     def send_messages(self, messages: list[Message]) -> None:
         """Queue messages and write them at once where the link's socket takes them: the driver
         may save to disk right after this, and appends must be on their way during that save."""
-        routes, unknown = self._table.route(messages)
+        queued, unknown = self._table.queue(messages)
         for message in unknown:
             # expected outside the membership (a removed node's last replies); a member's bug else
             log.log(logging.DEBUG if self._table.accepted is None else logging.WARNING,
                     "dropping raft message to unknown peer %s", message.to)
-        for link, batch in routes:
-            for message in batch:
-                link.outbox.put_message(message)
-        for link, _batch in routes:
+        for link in queued:
             self._write_now(link)
 
     def _write_now(self, link: _Link) -> None:
         live = link.live
-        if live is None or live.fd < 0 or not live.writes.may_write_directly():
+        if live is None or not live.may_write_directly():
             link.wakeup.set()  # not connected, or bytes ahead of these: the task sends
             return
         data, snapshots = link.outbox.take_batch()
         try:
-            data = live.writes.encode(data)
+            data = live.encode(data)
         except trio.BrokenResourceError:  # the TLS session failed: Raft resends what is lost here
             report_snapshots(self._handler, snapshots, False)
             link.wakeup.set()  # the link's task meets the failure and reconnects
@@ -172,7 +147,7 @@ class PeerLinks:
             written = os.write(live.fd, data)
         except OSError:
             written = 0  # full or broken: the link's task sends it, or meets the error and reconnects
-        if live.writes.wrote_directly(data, written, snapshots):
+        if live.wrote_directly(data, written, snapshots):
             report_snapshots(self._handler, snapshots, True)
         else:
             link.wakeup.set()
@@ -231,7 +206,6 @@ class PeerLinks:
 
     def _link_lost(self, link: _Link) -> None:
         self._table.link_lost(link)
-        link.outbox.clear_raft()
         self._handler.on_peer_unreachable(link.peer.id)
 
     async def _connect(self, peer: Peer) -> tuple[trio.SocketStream | None, bool]:
@@ -287,10 +261,9 @@ class PeerLinks:
             await self._write_outbox(link, live)
         finally:
             link.live = None
-            report_snapshots(self._handler, live.writes.rest_snapshots, False)
+            report_snapshots(self._handler, live.rest_snapshots, False)
 
-    async def _write_outbox(self, link: _Link, live: _LiveLink) -> None:
-        writes = live.writes
+    async def _write_outbox(self, link: _Link, writes: LinkWrites[trio.abc.Stream]) -> None:
         while True:
             if writes.idle(link.outbox):
                 await link.wakeup.wait()
@@ -300,7 +273,7 @@ class PeerLinks:
                 continue
             writes.sending = True
             try:
-                await live.transport.send_all(data)
+                await writes.transport.send_all(data)
             except BaseException:
                 report_snapshots(self._handler, snapshot_targets, False)
                 raise
@@ -320,11 +293,11 @@ class PeerLinks:
                 log.warning("refusing peer connection from %s: %s", remote, error)
                 return
             with trio.CancelScope() as scope:
-                self._inbound.setdefault(sender_id, set()).add(scope)
+                self._table.add_inbound(sender_id, scope)
                 try:
                     await self._serve_member(stream, sender_id, rest, remote)
                 finally:
-                    self._inbound.get(sender_id, set()).discard(scope)
+                    self._table.drop_inbound(sender_id, scope)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass
         except (ProtocolError, BoundExceeded) as error:
@@ -364,7 +337,7 @@ class PeerLinks:
             self._table.drop_return(back)
 
     async def _write_back(self, back: _Link, stream: trio.abc.Stream) -> None:
-        live = back.live = _LiveLink(-1, stream)  # no direct writes: this task is the stream's only writer
+        live = back.live = LinkWrites(-1, stream)  # no direct writes: this task is the stream's only writer
         try:
             await self._write_outbox(back, live)
         finally:
@@ -373,28 +346,20 @@ class PeerLinks:
     async def _read_frames(self, stream: trio.abc.Stream, sender_id: str, rest: bytes, reply: Reply) -> None:
         decoder = PeerFrameDecoder(self._config.max_peer_frame_bytes)
         dispatch_frames(decoder.feed(rest), sender_id, self._handler, reply)
-        await read_peer_frames(stream, decoder, sender_id, self._handler, reply)
+        # a plain socket is read straight (rmqc.node._direct_read); TLS through its stream
+        fd = stream.socket.fileno() if isinstance(stream, trio.SocketStream) else -1
+        receive = (DirectReader(fd, RECEIVE_CHUNK_BYTES).read if fd >= 0
+                   else partial(stream.receive_some, RECEIVE_CHUNK_BYTES))
+        while chunk := await receive():
+            for _pause in dispatch_in_slices(decoder.feed(chunk), sender_id, self._handler, reply, YIELD_AFTER_BYTES):
+                await trio.lowlevel.checkpoint()
 
 
-def _live_link(stream: trio.abc.Stream) -> _LiveLink:
+def _live_link(stream: trio.abc.Stream) -> LinkWrites[trio.abc.Stream]:
     if isinstance(stream, TlsStream):
-        return _LiveLink(stream.fd, stream.transport, LinkWrites(stream.encrypt))
-    return _LiveLink(stream.socket.fileno() if isinstance(stream, trio.SocketStream) else -1, stream)
+        return LinkWrites(stream.fd, stream.transport, stream.encrypt)
+    return LinkWrites(stream.socket.fileno() if isinstance(stream, trio.SocketStream) else -1, stream)
 
 
 _NODELAY = (6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY, on: Raft messages are latency-bound, not bulk
 
-
-async def read_peer_frames(
-    stream: trio.abc.Stream, decoder: PeerFrameDecoder, sender: str, handler: PeerHandler, reply: Reply
-) -> None:
-    # a plain socket is read straight (rmqc.node._direct_read); TLS through its stream
-    fd = stream.socket.fileno() if isinstance(stream, trio.SocketStream) else -1
-    receive = (DirectReader(fd, RECEIVE_CHUNK_BYTES).read if fd >= 0
-               else partial(stream.receive_some, RECEIVE_CHUNK_BYTES))
-    while True:
-        chunk = await receive()
-        if not chunk:
-            return
-        for _pause in dispatch_in_slices(decoder.feed(chunk), sender, handler, reply, YIELD_AFTER_BYTES):
-            await trio.lowlevel.checkpoint()

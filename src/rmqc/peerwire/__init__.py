@@ -46,6 +46,7 @@ from ._links import (
     STABLE_CONNECTION_S as STABLE_CONNECTION_S,
     LinkTable as LinkTable,
     LinkWrites as LinkWrites,
+    MembershipChange as MembershipChange,
     Reconnection as Reconnection,
     is_refusal as is_refusal,
     return_address as return_address,
@@ -56,6 +57,7 @@ from ._outbox import (
     RAFT_FRAME_ENTRIES as RAFT_FRAME_ENTRIES,
     OutboxStats as OutboxStats,
     PeerOutbox as PeerOutbox,
+    link_outbox as link_outbox,
 )
 
 __all__ = [
@@ -76,6 +78,7 @@ __all__ = [
     "Handshake",
     "LinkTable",
     "LinkWrites",
+    "MembershipChange",
     "OutboxStats",
     "PeerAuthError",
     "PeerFrame",
@@ -98,6 +101,7 @@ __all__ = [
     "encode_messages",
     "encode_tagged",
     "is_refusal",
+    "link_outbox",
     "parse_secrets",
     "proof",
     "report_snapshots",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeVar
 
 from rmqc.raft import Message
 
@@ -31,22 +31,32 @@ RECONNECT_MAX_S = 0.100
 STABLE_CONNECTION_S = 1.0
 
 
-class HasPeer(Protocol):
+class PeerLink(Protocol):
     peer: Peer
+    outbox: PeerOutbox
 
 
-LinkT = TypeVar("LinkT", bound=HasPeer)
+LinkT = TypeVar("LinkT", bound=PeerLink)
+InboundT = TypeVar("InboundT")
 
 
-class LinkTable(Generic[LinkT]):
+class MembershipChange(NamedTuple, Generic[LinkT, InboundT]):
+    opened: list[LinkT]
+    closed: list[LinkT]
+    cut: list[InboundT]  # the inbound connections of peers no longer accepted
+
+
+class LinkTable(Generic[LinkT, InboundT]):
     """The links of one node by peer id: one dialled link per member of the applied membership other
-    than itself, and return links. What a link is (its socket, its task) is the shell's: the table
-    only says which exist, which to open and which to close."""
+    than itself, return links, and the inbound connections of the peers accepted. What a link or a
+    connection is (its socket, its task) is the shell's: the table says which exist, which to open
+    and which to close."""
 
     def __init__(self, node_id: str) -> None:
         self._node_id = node_id
         self._dialled: dict[str, LinkT] = {}
         self._returns: dict[str, LinkT] = {}
+        self._inbound: dict[str, set[InboundT]] = {}
         # the ids inbound connections are accepted from; None: any id of the group (a node outside
         # the membership does not know it until the leader's appends bring it)
         self.accepted: frozenset[str] | None = None
@@ -62,12 +72,12 @@ class LinkTable(Generic[LinkT]):
         return list(self._dialled.values())
 
     def set_members(self, addresses: Mapping[str, str], member: bool,
-                    new_link: Callable[[str, str, int], LinkT]) -> tuple[list[LinkT], list[LinkT]]:
+                    new_link: Callable[[str, str, int], LinkT]) -> MembershipChange[LinkT, InboundT]:
         """Keep links to exactly the members of `addresses` other than this node: the links opened
-        (made by `new_link(id, host, port)`) and the links closed, removed members' and those of a
-        member whose address changed (dialled again at the new one). A node that is not a `member`
-        dials no one and accepts any id of its group: it learns the membership from the leader
-        that dials it."""
+        (made by `new_link(id, host, port)`), the links closed, removed members' and those of a
+        member whose address changed (dialled again at the new one), and the inbound connections
+        cut, of the peers no longer accepted. A node that is not a `member` dials no one and
+        accepts any id of its group: it learns the membership from the leader that dials it."""
         wanted = {peer_id: _host_port(address) for peer_id, address in addresses.items()
                   if peer_id != self._node_id and member}
         closed = [self._dialled.pop(peer_id) for peer_id, link in list(self._dialled.items())
@@ -77,7 +87,9 @@ class LinkTable(Generic[LinkT]):
                   if peer_id not in self._dialled]
         self._dialled.update((link.peer.id, link) for link in opened)
         self.accepted = frozenset(wanted) if member else None
-        return opened, closed
+        cut = [connection for peer_id in [peer_id for peer_id in self._inbound if not self.accepts(peer_id)]
+               for connection in self._inbound.pop(peer_id)]
+        return MembershipChange(opened, closed, cut)
 
     def accepts(self, peer_id: str) -> bool:
         return self.accepted is None or peer_id in self.accepted
@@ -89,27 +101,30 @@ class LinkTable(Generic[LinkT]):
         """Where traffic for `peer_id` goes: our link to it, else the connection it opened to us."""
         return self._dialled.get(peer_id) or self._returns.get(peer_id)
 
-    def route(self, messages: Iterable[Message]) -> tuple[list[tuple[LinkT, list[Message]]], list[Message]]:
-        """The messages for each link that has any, links in the order of their first message, and
-        the messages to peers this node has no link to."""
-        routes: dict[str, tuple[LinkT, list[Message]]] = {}
+    def queue(self, messages: Iterable[Message]) -> tuple[list[LinkT], list[Message]]:
+        """Put each message in the outbox of the link to its peer: the links that got any, in the
+        order of their first message, and the messages to peers this node has no link to."""
+        queued: dict[str, LinkT] = {}
         unknown: list[Message] = []
         for message in messages:
             link = self.link_to(message.to)
             if link is None:
                 unknown.append(message)
-            else:
-                routes.setdefault(message.to, (link, []))[1].append(message)
-        return list(routes.values()), unknown
+                continue
+            link.outbox.put_message(message)
+            queued[message.to] = link
+        return list(queued.values()), unknown
 
     def link_up(self, link: LinkT) -> None:
         self.connected.add(link.peer.id)
 
     def link_lost(self, link: LinkT) -> None:
-        """`link`'s connection is gone; its peer is no longer connected unless `link` was closed by
-        set_members meanwhile (the peer may be connected again on a newer link)."""
+        """`link`'s connection is gone: its queued Raft messages would be stale when it is back, and
+        its peer is no longer connected unless `link` was closed by set_members meanwhile (the peer
+        may be connected again on a newer link)."""
         if self._dialled.get(link.peer.id) is link:
             self.connected.discard(link.peer.id)
+        link.outbox.clear_raft()
 
     def add_return(self, link: LinkT) -> None:
         self._returns[link.peer.id] = link
@@ -118,6 +133,12 @@ class LinkTable(Generic[LinkT]):
         """Forget `link` unless a newer connection of its peer already replaced it."""
         if self._returns.get(link.peer.id) is link:
             del self._returns[link.peer.id]
+
+    def add_inbound(self, peer_id: str, connection: InboundT) -> None:
+        self._inbound.setdefault(peer_id, set()).add(connection)
+
+    def drop_inbound(self, peer_id: str, connection: InboundT) -> None:
+        self._inbound.get(peer_id, set()).discard(connection)
 
 
 def _host_port(address: str) -> tuple[str, int]:
@@ -181,21 +202,26 @@ def _unchanged(data: bytes) -> bytes:
     return data
 
 
-@dataclass(slots=True)
-class LinkWrites:
-    """What a connected link's two writers share: the driver writes straight to the socket as
-    messages are queued (appends must be on their way while it saves to disk), the link's task
-    sends the rest. Bytes for the socket are `encode(batch)` (encrypted under TLS, as they are
-    made, so in order). `rest` is what the socket did not take from a direct write: it goes out
-    first, from the task, before anything else of this peer."""
+TransportT = TypeVar("TransportT")
 
+
+@dataclass(slots=True)
+class LinkWrites(Generic[TransportT]):
+    """What a connected link's two writers share: the driver writes straight to the socket `fd` as
+    messages are queued (appends must be on their way while it saves to disk), the link's task
+    sends the rest through `transport`. Bytes for the socket are `encode(batch)` (encrypted under
+    TLS, as they are made, so in order). `rest` is what the socket did not take from a direct
+    write: it goes out first, from the task, before anything else of this peer."""
+
+    fd: int  # -1: a stream without a socket of its own; everything goes through the task
+    transport: TransportT
     encode: Callable[[bytes], bytes] = _unchanged
     sending: bool = False  # the link's task is inside a send: nothing may be written around it
     rest: bytes = b""
     rest_snapshots: list[str] = field(default_factory=list)
 
     def may_write_directly(self) -> bool:
-        return not self.sending and not self.rest
+        return self.fd >= 0 and not self.sending and not self.rest
 
     def wrote_directly(self, data: bytes, written: int, snapshots: list[str]) -> bool:
         """After a direct write took `written` bytes of `data`: whether all went; else the rest,
