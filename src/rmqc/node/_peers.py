@@ -256,14 +256,17 @@ class PeerLinks:
     async def _write_loop(self, link: _Link, stream: trio.abc.Stream) -> None:
         self._table.link_up(link)
         log.info("peer link to %s (%s) up", link.peer.id, link.peer.address)
-        live = link.live = _live_link(stream)
-        try:
-            await self._write_outbox(link, live)
-        finally:
-            link.live = None
-            report_snapshots(self._handler, live.rest_snapshots, False)
+        await self._write_outbox(link, _live_link(stream))
 
     async def _write_outbox(self, link: _Link, writes: LinkWrites[trio.abc.Stream]) -> None:
+        link.live = writes
+        try:
+            await self._send_outbox(link, writes)
+        finally:
+            link.live = None
+            report_snapshots(self._handler, writes.rest_snapshots, False)
+
+    async def _send_outbox(self, link: _Link, writes: LinkWrites[trio.abc.Stream]) -> None:
         while True:
             if writes.idle(link.outbox):
                 await link.wakeup.wait()
@@ -330,18 +333,13 @@ class PeerLinks:
 
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._until_error, back.peer, self._write_back(back, stream), nursery.cancel_scope)
+                # no direct writes (fd -1): the task is this stream's only writer
+                nursery.start_soon(self._until_error, back.peer, self._write_outbox(back, LinkWrites(-1, stream)),
+                                   nursery.cancel_scope)
                 nursery.start_soon(self._until_error, back.peer, self._read_frames(stream, sender_id, rest, reply),
                                    nursery.cancel_scope)
         finally:
             self._table.drop_return(back)
-
-    async def _write_back(self, back: _Link, stream: trio.abc.Stream) -> None:
-        live = back.live = LinkWrites(-1, stream)  # no direct writes: this task is the stream's only writer
-        try:
-            await self._write_outbox(back, live)
-        finally:
-            back.live = None
 
     async def _read_frames(self, stream: trio.abc.Stream, sender_id: str, rest: bytes, reply: Reply) -> None:
         decoder = PeerFrameDecoder(self._config.max_peer_frame_bytes)
