@@ -4,9 +4,10 @@ launcher now lives in `rmqc.javapeers`, and this check keeps it that way. Also: 
 rmqc.raft, rmqc.peerwire, rmqc.config or rmqc.metrics imports their private modules; the pure
 packages (rmqc.config, where the simulator gets `rmqc serve`'s NodeConfig; rmqc.metrics, a node's
 series and status page document; rmqc.remoting, the codec and a server connection's decisions;
-rmqc.replica, the sans-IO core, with the notifier's decisions) and the pure modules of rmqc.client
-(a joining node's decisions) load neither the Trio shell (rmqc.node) nor trio; and no module outside
-rmqc.raft reaches past RawNode into the Raft core (`raw.raft`)."""
+rmqc.peerwire, the peer protocol and the peer links' decisions; rmqc.replica, the sans-IO core, with
+the notifier's decisions) and the pure modules of rmqc.client (a joining node's decisions) load
+neither the Trio shell (rmqc.node) nor trio; and no module outside rmqc.raft reaches past RawNode
+into the Raft core (`raw.raft`)."""
 
 from __future__ import annotations
 
@@ -89,12 +90,14 @@ def test_the_check_sees_private_imports_in_every_form(tmp_path: Path) -> None:
 
 # Pure packages: `rmqc serve` (rmqc.node) and the simulator build the same
 # NodeConfig from rmqc.config and can keep a node's series and its status page's document with
-# rmqc.metrics, without the Trio shell; rmqc.remoting decides for the port's connections (their
-# first bytes, bounds and idle deadline) what rmqc.node._server only carries out. Each with the
-# modules it must at least have (the check sees them).
+# rmqc.metrics, and the peer links' decisions with rmqc.peerwire, without the Trio shell;
+# rmqc.remoting decides for the port's connections (their first bytes, bounds and idle deadline)
+# what rmqc.node._server only carries out. Each with the modules it must at least have (the check
+# sees them).
 PURE_PACKAGES = {
     "config": {"__init__.py", "_node_config.py"},
     "metrics": {"__init__.py", "_node_metrics.py", "_status_page.py"},
+    "peerwire": {"__init__.py", "_auth.py", "_codec.py", "_dispatch.py", "_links.py", "_outbox.py"},
     "remoting": {"__init__.py", "_connection.py", "_frames.py", "_opening.py"},
     # the replica, and with it the notifier's decisions (NotifierState) that left rmqc.node._notifier
     "replica": {"__init__.py", "_notify.py"},

@@ -1,6 +1,7 @@
 """design.md's boundary for the peer protocol: rmqc.peerwire is pure (no trio, no sockets, no clocks,
 no threads, no randomness of its own), so the simulator can run the codec, the outbox and the
-authentication exchange that `rmqc serve` runs; node/ only moves their bytes."""
+authentication exchange, the frame dispatch and the links' decisions that `rmqc serve` runs; node/
+only moves their bytes."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ def test_importing_peerwire_loads_no_trio_and_no_shell() -> None:
 
 def test_no_module_of_peerwire_imports_io_clocks_or_randomness() -> None:
     modules = sorted(Path(rmqc.peerwire.__file__).parent.glob("*.py"))
-    assert {path.name for path in modules} >= {"__init__.py", "_codec.py", "_outbox.py", "_auth.py"}
+    assert {path.name for path in modules} >= {"__init__.py", "_codec.py", "_outbox.py", "_auth.py", "_dispatch.py",
+                                               "_links.py"}
     found = {path.name: forbidden_imports(path, FORBIDDEN_MODULES) for path in modules}
     assert found == {path.name: [] for path in modules}
 

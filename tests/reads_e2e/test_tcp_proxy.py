@@ -8,7 +8,7 @@ import random
 import trio
 
 from rmqc.chaos._tcp_proxy import LOSS_RESET_AFTER, RTO_MIN_S, ProxyMesh, TcpProxy
-from rmqc.node._peers import _is_refusal
+from rmqc.peerwire import is_refusal as _is_refusal
 
 
 async def echo_server(nursery: trio.Nursery) -> int:

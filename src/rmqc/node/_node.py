@@ -35,7 +35,7 @@ from rmqc.controller import ControllerConfig
 from rmqc.errors import CompactedError, ConfigError, RmqcError, SnapshotOutOfDateError
 from rmqc.fsm import ApplyResult, Command
 from rmqc.metrics import NodeMetrics
-from rmqc.peerwire import FrameKind, PeerProtocolError, encode_tagged
+from rmqc.peerwire import FrameKind, PeerProtocolError, Reply as PeerReply, encode_tagged
 from rmqc.raft import ConfState, Message
 from rmqc.remoting import (
     RMQC_EVENTS,
@@ -78,7 +78,7 @@ from ._events import EventReaders
 from ._health import HealthMonitor
 from ._join import join_group
 from ._notifier import Notifier
-from ._peers import PeerLinks, Reply as PeerReply
+from ._peers import PeerLinks
 from ._saver import BackgroundSaver
 from ._server import Channel, Respond, Server
 from ._tls import notify_client_context

@@ -1,7 +1,8 @@
 """rmqc.peerwire: the peer protocol between controller nodes, pure (no I/O, no clocks, no threads,
 no randomness drawn here): the frame and Raft message codec, the bounded outbox of one peer link,
-and the authentication exchange's messages and decisions. node/ moves the bytes over sockets; the
-simulator can run the same code."""
+the authentication exchange's messages and decisions, where each received frame goes (the
+PeerHandler), and the links' decisions: which to keep, when to dial again, what to write next.
+node/ moves the bytes over sockets; the simulator can run the same code."""
 
 from ._auth import (
     PROOF_BYTES as PROOF_BYTES,
@@ -31,12 +32,32 @@ from ._codec import (
     encode_messages as encode_messages,
     encode_tagged as encode_tagged,
 )
+from ._dispatch import (
+    PeerHandler as PeerHandler,
+    Reply as Reply,
+    dispatch_frame as dispatch_frame,
+    dispatch_frames as dispatch_frames,
+    dispatch_in_slices as dispatch_in_slices,
+    report_snapshots as report_snapshots,
+)
+from ._links import (
+    RECONNECT_MAX_S as RECONNECT_MAX_S,
+    RECONNECT_MIN_S as RECONNECT_MIN_S,
+    STABLE_CONNECTION_S as STABLE_CONNECTION_S,
+    LinkTable as LinkTable,
+    LinkWrites as LinkWrites,
+    MembershipChange as MembershipChange,
+    Reconnection as Reconnection,
+    is_refusal as is_refusal,
+    return_address as return_address,
+)
 from ._outbox import (
     MAX_CONTROL_FRAMES as MAX_CONTROL_FRAMES,
     RAFT_FRAME_BYTES as RAFT_FRAME_BYTES,
     RAFT_FRAME_ENTRIES as RAFT_FRAME_ENTRIES,
     OutboxStats as OutboxStats,
     PeerOutbox as PeerOutbox,
+    link_outbox as link_outbox,
 )
 
 __all__ = [
@@ -48,25 +69,41 @@ __all__ = [
     "PROOF_BYTES",
     "RAFT_FRAME_BYTES",
     "RAFT_FRAME_ENTRIES",
+    "RECONNECT_MAX_S",
+    "RECONNECT_MIN_S",
+    "STABLE_CONNECTION_S",
     "AcceptorExchange",
     "DialerExchange",
     "FrameKind",
     "Handshake",
+    "LinkTable",
+    "LinkWrites",
+    "MembershipChange",
     "OutboxStats",
     "PeerAuthError",
     "PeerFrame",
     "PeerFrameDecoder",
     "PeerFrameTooLarge",
+    "PeerHandler",
     "PeerOutbox",
     "PeerProtocolError",
+    "Reconnection",
+    "Reply",
     "check_senders",
     "decode_handshake",
     "decode_messages",
     "decode_tagged",
+    "dispatch_frame",
+    "dispatch_frames",
+    "dispatch_in_slices",
     "encode_frame",
     "encode_handshake",
     "encode_messages",
     "encode_tagged",
+    "is_refusal",
+    "link_outbox",
     "parse_secrets",
     "proof",
+    "report_snapshots",
+    "return_address",
 ]

@@ -97,6 +97,14 @@ class PeerOutbox:
         return batch
 
 
+def link_outbox(max_messages: int, max_peer_frame_bytes: int) -> PeerOutbox:
+    """The outbox of one peer link: `max_messages` Raft messages (peer_outbox_messages), batched
+    into frames of at most RAFT_FRAME_BYTES, or half the peer frame bound (max_peer_frame_bytes)
+    when that is less."""
+    return PeerOutbox(max_messages, MAX_CONTROL_FRAMES, min(RAFT_FRAME_BYTES, max_peer_frame_bytes // 2),
+                      RAFT_FRAME_ENTRIES)
+
+
 def _approximate_size(message: Message) -> int:
     size = 96 + len(message.context) + sum(entry.size_bytes() for entry in message.entries)
     if message.snapshot is not None:
