@@ -87,10 +87,12 @@ def test_the_check_sees_private_imports_in_every_form(tmp_path: Path) -> None:
 
 # Pure packages that left the shell: `rmqc serve` (rmqc.node) and the simulator build the same
 # NodeConfig from rmqc.config and can keep a node's series and its status page's document with
-# rmqc.metrics, without the Trio shell. Each with the modules it must at least have (the check sees them).
+# rmqc.metrics, without the Trio shell; rmqc.replica is the sans-IO node itself (its parts and the
+# Raft facts only its driver writes). Each with the modules it must at least have (the check sees them).
 PURE_PACKAGES = {
     "config": {"__init__.py", "_node_config.py"},
     "metrics": {"__init__.py", "_node_metrics.py", "_status_page.py"},
+    "replica": {"__init__.py", "_replica.py", "_driver.py", "_facts.py"},
 }
 SHELL_MODULES = ("rmqc.node", "trio")
 
