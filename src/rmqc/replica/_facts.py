@@ -4,14 +4,14 @@ index and membership, whether this node serves as leader).
 Only the driver (rmqc.replica._driver) writes them, as it learns them from the core's Readies and
 from the entries it applies; every other part reads them. The store starts from what the storage
 held at start (its constructor), and no other module assigns a field afterwards:
-tests/replica/test_replica_parts.py checks it over the package's source. Plain slots, not
+tests/replica/test_replica_parts.py checks it over all of rmqc's source. Plain slots, not
 properties: requests read them on every decision."""
 
 from __future__ import annotations
 
 from rmqc.raft import ConfState
 
-__all__ = ["FACT_FIELDS", "RaftFacts"]
+__all__ = ["FACT_FIELDS", "RaftFacts", "sole_voter"]
 
 
 class RaftFacts:
