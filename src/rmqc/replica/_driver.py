@@ -19,20 +19,36 @@ from __future__ import annotations
 
 import gc
 import logging
+from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from rmqc.controller import ControllerProcessor
 from rmqc.errors import RmqcError
 from rmqc.fsm import ApplyResult, ControllerState, decode_commands
-from rmqc.raft import ConfState, Entry, EntryType, HardState, Message, Ready, Snapshot, decode_conf_change
+from rmqc.raft import (
+    ConfState,
+    Entry,
+    EntryType,
+    HardState,
+    Message,
+    RawNode,
+    Ready,
+    RepairState,
+    Snapshot,
+    decode_conf_change,
+)
 from rmqc.storage import StorageFullError, StorageWriteFailed
 
-from ._io import SendRaft, SnapshotOutcome, WriteSnapshot
-from ._membership import book_after
-
-if TYPE_CHECKING:
-    from ._replica import Replica
+from ._disk import Disk
+from ._facts import RaftFacts, sole_voter
+from ._failovers import FailoverHistory
+from ._io import Observer, Outbox, ReplicaConfig, ReplicaStorage, Saver, SendRaft, SnapshotOutcome, WriteSnapshot
+from ._membership import Membership, book_after, with_known_addresses
+from ._operations import Operations
+from ._proposals import Proposals
+from ._reads import ReadPath
 
 log = logging.getLogger("rmqc.replica")
 
@@ -74,10 +90,45 @@ class Decoding:
     state: ControllerState | None = None
 
 
+class DriverHost(Protocol):
+    """What the driver asks of the replica that owns it: the wake-up flag and the tick count it
+    shares with the replica's inputs, the tick plan, the Saver the replica holds (the driver asks
+    it anew at each save), and the replica's own reactions to what a pass learns (a leader, a
+    membership, applied elections, the end of a repair)."""
+
+    drive_wanted: bool
+    unfed_ticks: int
+
+    @property
+    def saver(self) -> Saver: ...
+
+    def now_ms(self) -> int: ...
+    def wake_driver(self) -> None: ...
+    def count_ticks(self, now_ms: int) -> None: ...
+    def feed_due(self) -> bool: ...
+    def plan_ticks(self) -> None: ...
+    def flush_outbox(self) -> None: ...
+    def end_repair(self, ended: RepairState) -> None: ...
+    def on_soft_state(self, leader: str | None, previous: str | None) -> None: ...
+    def membership_applied(self, previous: ConfState, index: int) -> None: ...
+    def elections_applied(self, index: int, results: list[ApplyResult]) -> None: ...
+    def after_apply_on_leader(self, results: list[ApplyResult]) -> None: ...
+
+
 class Driver:
-    def __init__(self, replica: Replica) -> None:
-        self._r = replica
-        self._out = replica.outbox.append
+    """The only writer of RaftFacts (rmqc.replica._facts): the leader and term from each Ready, the
+    applied index, membership and serving flag from what it applies."""
+
+    def __init__(self, host: DriverHost, facts: RaftFacts, *, config: ReplicaConfig, raw: RawNode,
+                 inbound: deque[Message], outbox: Outbox, storage: ReplicaStorage,
+                 state: ControllerState, processor: ControllerProcessor, observer: Observer, proposals: Proposals,
+                 reads: ReadPath, operations: Operations, membership: Membership, disk: Disk,
+                 failovers: FailoverHistory, bootstrap_membership_unsaved: bool) -> None:
+        self._host, self._facts, self._config, self._raw, self._inbound = host, facts, config, raw, inbound
+        self._storage, self._state, self._processor = storage, state, processor
+        self._observer, self._proposals, self._reads, self._operations = observer, proposals, reads, operations
+        self._membership, self._disk, self._failovers = membership, disk, failovers
+        self._out = outbox.append
         self.in_run = False  # a Ready is due right away (the previous pass returned in a run)
         self.unsaved_hard_state: HardState | None = None  # a commit-only HardState waiting for the next write
         self.snapshot_in_flight = False  # at most one WriteSnapshot at a time
@@ -88,12 +139,11 @@ class Driver:
         # A bootstrap's membership, saved once its entries are durable: the core counts them as
         # applied, so no apply saves it, and a restart must not fall back to the `peers` option
         # (it names the initial members only, and may have been edited since).
-        self.bootstrap_membership_unsaved = False
+        self.bootstrap_membership_unsaved = bootstrap_membership_unsaved
 
     def drive(self) -> bool:
         """One pass; True when another Ready is due at once (the shell yields, then calls again)."""
-        r = self._r
-        raw = r.raw
+        raw = self._raw
         self._release_step()
         if self.saving is not None or self.decoding is not None:
             self.in_run = False
@@ -102,11 +152,11 @@ class Driver:
                 return False
         else:
             if not self.in_run:
-                r.drive_wanted = False
+                self._host.drive_wanted = False
                 self._feed()
             self.in_run = False
             if ended := raw.take_ended_repair():  # a leader's answer showed we already hold its commit index
-                r.end_repair(ended)
+                self._host.end_repair(ended)
             if not raw.has_ready():
                 return False
             ready = raw.ready()
@@ -128,20 +178,19 @@ class Driver:
     def _while_outstanding(self) -> None:
         """A pass while a Ready waits for its save or its snapshot's decode: the core takes every
         input, what needs no write leaves, and the decode takes one step."""
-        r = self._r
-        r.drive_wanted = False
+        self._host.drive_wanted = False
         # the requests that arrive meanwhile wait, and go into the log together once the save
         # ends (group commit): appended one pass at a time, each would be an append of its own
         # to every follower, and a save of its own there (at 256 clients: 13 % fewer writes)
         self._feed(propose=False)
-        messages, read_states = r.raw.take_early()
+        messages, read_states = self._raw.take_early()
         self._send(messages)
-        r.reads.on_read_states(read_states)
+        self._reads.on_read_states(read_states)
         decoding = self.decoding
         if decoding is not None and decoding.state is None:
             decoding.state = next(decoding.steps)
             if decoding.state is None:
-                r.wake_driver()
+                self._host.wake_driver()
 
     def _decode_first(self, ready: Ready) -> bool:
         """A Ready with a snapshot waits for its state to be decoded (True), a step per pass."""
@@ -150,7 +199,7 @@ class Driver:
             return False
         frozen = len(snapshot.data) >= FREEZE_DECODE_BYTES
         self.decoding = Decoding(ready, ControllerState.decode_steps(snapshot.data, freeze=frozen), frozen)
-        self._r.wake_driver()
+        self._host.wake_driver()
         return True
 
     def _decoded_ready(self) -> Ready | None:
@@ -174,75 +223,70 @@ class Driver:
     def save_finished(self, error: Exception | None) -> None:
         """The background save ended: its Ready goes on where the save left it (or, on a full disk,
         as a refused write does; a failed write stops the process)."""
-        r = self._r
         saving, self.saving = self.saving, None
         assert saving is not None, "save_finished without a save in the background"
         if isinstance(error, StorageFullError):
-            r.disk.full(error)
+            self._disk.full(error)
             if saving.ready is not None:
-                self._apply_entries(r.raw.not_persisted(saving.ready))
+                self._apply_entries(self._raw.not_persisted(saving.ready))
         elif error is not None:
-            r.disk.failed(error if isinstance(error, StorageWriteFailed) else StorageWriteFailed(str(error)))
+            self._disk.failed(error if isinstance(error, StorageWriteFailed) else StorageWriteFailed(str(error)))
         else:
             self._saved(saving.entries, saving.started_ms)
             if saving.ready is not None:
                 self._after_persist(saving.ready, saving.snapshot)
                 self._advance(saving.ready)
             self._maybe_snapshot()
-        r.wake_driver()  # the core may have a Ready now: what arrived meanwhile, the next write
+        self._host.wake_driver()  # the core may have a Ready now: what arrived meanwhile, the next write
 
     def _advance(self, ready: Ready) -> None:
-        r = self._r
-        r.raw.advance(ready)
-        if ended := r.raw.take_ended_repair():  # the entries just saved reach a leader's commit index
-            r.end_repair(ended)
+        self._raw.advance(ready)
+        if ended := self._raw.take_ended_repair():  # the entries just saved reach a leader's commit index
+            self._host.end_repair(ended)
 
     def _next_pass(self) -> bool:
-        r = self._r
-        raw = r.raw
+        raw = self._raw
         # what the pass itself made due (Replica.feed_due) goes into the next Ready at once:
         # group commit. After most passes (a lone write's) nothing is due, and only the timer's
         # plan is brought up to date.
-        if r.feed_due():
-            r.drive_wanted = False
+        if self._host.feed_due():
+            self._host.drive_wanted = False
             self._feed()
         else:
-            r.plan_ticks()
+            self._host.plan_ticks()
         self.in_run = raw.has_ready()
         return self.in_run
 
     def _feed(self, *, propose: bool = True) -> None:
-        r = self._r
-        raw = r.raw
-        now_ms = r.now_ms()  # one reading for the pass's time-driven work
-        r.count_ticks(now_ms)
-        ticks, r.unfed_ticks = r.unfed_ticks, 0
+        raw = self._raw
+        now_ms = self._host.now_ms()  # one reading for the pass's time-driven work
+        self._host.count_ticks(now_ms)
+        ticks, self._host.unfed_ticks = self._host.unfed_ticks, 0
         # bounded as after a stall; quiet ticks (counted late on purpose) come on top
-        for _ in range(min(ticks, r.config.election_tick + raw.quiet_ticks())):
+        for _ in range(min(ticks, self._config.election_tick + raw.quiet_ticks())):
             raw.tick()
         if ticks:
-            r.reads.on_ticks_fed(raw.ticks)
+            self._reads.on_ticks_fed(raw.ticks)
         self._step_inbound()
-        if r.sole_voter and r.leader_id is None:
+        if self._facts.sole_voter and self._facts.leader_id is None:
             # no one to wait for, so no election timeout before serving: a restarted single-node
             # controller serves once its log is applied (the core refuses before, pitfall 3)
             raw.campaign()
-        r.reads.flush(raw, now_ms)
-        r.operations.feed(raw)
-        r.membership.feed(raw)
-        r.proposals.expire(now_ms)
-        r.disk.look_for_space()
+        self._reads.flush(raw, now_ms)
+        self._operations.feed(raw)
+        self._membership.feed(raw)
+        self._proposals.expire(now_ms)
+        self._disk.look_for_space()
         if propose:
-            proposed = r.proposals.propose(raw, r.serving_as_leader, r.term)
+            proposed = self._proposals.propose(raw, self._facts.serving_as_leader, self._facts.term)
             if proposed:
-                r.observer.observe_append(proposed)
-        r.plan_ticks()
+                self._observer.observe_append(proposed)
+        self._host.plan_ticks()
 
     def _step_inbound(self) -> None:
         """Step one slice of the waiting peer messages (FEED_MESSAGES, FEED_ENTRIES); the rest
         wait for the next pass, which is due at once."""
-        r = self._r
-        inbound, raw = r.inbound, r.raw
+        inbound, raw = self._inbound, self._raw
         messages = entries = 0
         while inbound and messages < FEED_MESSAGES and entries < FEED_ENTRIES:
             message = inbound.popleft()
@@ -253,7 +297,7 @@ class Driver:
             messages += 1
             entries += len(message.entries)
         if inbound:
-            r.wake_driver()
+            self._host.wake_driver()
 
     # ----- the Ready -----
 
@@ -261,11 +305,10 @@ class Driver:
         """Everything a Ready asks for, in the order Raft requires; False when its write found the
         disk full: then only its early messages and read states were used (they need no write of
         ours), and nothing that depends on the write was done (no ack sent, nothing applied)."""
-        r = self._r
         if ready.soft_state is not None:
-            r.on_soft_state(ready.soft_state.leader or None)
+            self._leader_seen(ready.soft_state.leader or None)
         if ready.hard_state is not None:
-            r.term = ready.hard_state.term
+            self._facts.term = ready.hard_state.term
         self._send(ready.messages)
         snapshot = ready.snapshot if ready.snapshot is not None and not ready.snapshot.is_empty else None
         # A Ready that only moves the commit index (no entries, term or vote: must_sync is False)
@@ -280,14 +323,22 @@ class Driver:
                 self.unsaved_hard_state = ready.hard_state
             self._send(ready.persist_messages)  # they wait for no write of ours here
         elif not self._persist_then_apply(ready, snapshot):
-            r.reads.on_read_states(ready.read_states)
+            self._reads.on_read_states(ready.read_states)
             return False
         return True
 
+    def _leader_seen(self, leader: str | None) -> None:
+        """The core's leader now; a leader serves again only once an entry of its term is applied."""
+        facts, me = self._facts, self._config.node_id
+        previous = facts.leader_id
+        facts.leader_id = leader
+        if leader != me or previous != me:
+            facts.serving_as_leader = False
+        self._host.on_soft_state(leader, previous)
+
     def _maybe_snapshot(self) -> None:
-        r = self._r
-        if (r.applied_index - r.snapshot_index >= r.config.snapshot_every_entries
-                and r.disk.alarm is None  # a snapshot needs space: taken once writes succeed again
+        if (self._facts.applied_index - self._facts.snapshot_index >= self._config.snapshot_every_entries
+                and self._disk.alarm is None  # a snapshot needs space: taken once writes succeed again
                 and not self.snapshot_in_flight and self.saving is None):
             self._take_snapshot()
 
@@ -315,21 +366,20 @@ class Driver:
         either the disk is full (nothing was written; tried again once look_for_space finds room)
         or the Saver left the write to the background (`self.saving`; save_finished ends it). A
         write that fails for another reason stops the process."""
-        r = self._r
         hard_state = hard_state or self.unsaved_hard_state
         if hard_state is None and not entries and snapshot is None:
             return True
-        if r.disk.alarm is not None:  # until look_for_space finds room again
+        if self._disk.alarm is not None:  # until look_for_space finds room again
             return False
-        r.flush_outbox()  # what was emitted so far leaves before the write (a leader's appends)
-        started_ms = r.now_ms()
+        self._host.flush_outbox()  # what was emitted so far leaves before the write (a leader's appends)
+        started_ms = self._host.now_ms()
         try:
-            saved = r.saver.save(hard_state, list(entries), snapshot)
+            saved = self._host.saver.save(hard_state, list(entries), snapshot)
         except StorageFullError as error:
-            r.disk.full(error)
+            self._disk.full(error)
             return False
         except StorageWriteFailed as error:
-            r.disk.failed(error)
+            self._disk.failed(error)
         if not saved:
             self.saving = Saving(None, snapshot, len(entries), started_ms)
             return False
@@ -337,102 +387,106 @@ class Driver:
         return True
 
     def _saved(self, entries: int, started_ms: int) -> None:
-        r = self._r
         self.unsaved_hard_state = None
         if self.bootstrap_membership_unsaved:
             self.bootstrap_membership_unsaved = False
             self._save_membership()
-        persist_ms = r.now_ms() - started_ms
-        r.observer.observe_fsync(persist_ms / 1000)
+        persist_ms = self._host.now_ms() - started_ms
+        self._observer.observe_fsync(persist_ms / 1000)
         if persist_ms >= SLOW_PERSIST_MS:
             # the node's writes wait for this save: say so, or a node under disk contention whose
             # writes are slow looks like a bug in the node
-            log.warning("%s: saving %d entries took %d ms", r.config.node_id, entries, persist_ms)
+            log.warning("%s: saving %d entries took %d ms", self._config.node_id, entries, persist_ms)
 
     def save_unsaved_commit(self) -> None:
         """On the way out, the commit index still waiting to ride with the next write is saved, so a
         stopped node's log (and `rmqc log export`) covers everything it saw committed."""
         if self.unsaved_hard_state is not None:
             try:
-                self._r.storage.save(self.unsaved_hard_state, [], None)
+                self._storage.save(self.unsaved_hard_state, [], None)
             except StorageFullError as error:  # Raft learns the commit index again on restart
-                log.warning("%s: commit index not saved on the way out: %s", self._r.config.node_id, error)
+                log.warning("%s: commit index not saved on the way out: %s", self._config.node_id, error)
             except StorageWriteFailed as error:
-                self._r.disk.failed(error)
+                self._disk.failed(error)
             self.unsaved_hard_state = None
 
     # ----- apply -----
 
     def _apply_committed(self, ready: Ready) -> None:
         self._apply_entries(ready.committed_entries)
-        self._r.reads.on_read_states(ready.read_states)
+        self._reads.on_read_states(ready.read_states)
 
     def _apply_entries(self, entries: Sequence[Entry]) -> None:
-        r = self._r
-        applied_before = r.applied_index
+        applied_before = self._facts.applied_index
         for entry in entries:
             self._apply_entry(entry)
-        if r.applied_index != applied_before:
-            r.reads.on_applied()
-            r.operations.on_applied(entries[-1].term)
-            r.membership.after_apply(r.applied_index)
+        if self._facts.applied_index != applied_before:
+            self._reads.on_applied()
+            self._operations.on_applied(entries[-1].term)
+            self._membership.after_apply(self._facts.applied_index)
 
     def _install_snapshot(self, snapshot: Snapshot) -> None:
-        r = self._r
         decoded, self._decoded = self._decoded, None
         assert decoded is not None and decoded[0] is snapshot, "a snapshot is installed once decoded"
         _, state, frozen = decoded
-        r.state.adopt(state)  # `state` now holds the old contents: freed a step per pass
+        self._state.adopt(state)  # `state` now holds the old contents: freed a step per pass
         self._releasing = state.release_steps()
         if frozen:
             gc.unfreeze()  # the adopted state joins the oldest generation, as a restored one
-        r.processor.config_restored()
-        r.applied_index = snapshot.meta.index
-        r.snapshot_index = snapshot.meta.index
-        r.set_conf_state(r.with_known_addresses(snapshot.meta.conf_state), snapshot.meta.index)
-        log.info("%s: installed snapshot at %d", r.config.node_id, snapshot.meta.index)
+        self._processor.config_restored()
+        self._facts.applied_index = snapshot.meta.index
+        self._facts.snapshot_index = snapshot.meta.index
+        self._adopt_membership(snapshot.meta.conf_state, snapshot.meta.index)
+        log.info("%s: installed snapshot at %d", self._config.node_id, snapshot.meta.index)
 
     def _apply_entry(self, entry: Entry) -> None:
-        r = self._r
-        if entry.index <= r.applied_index:
+        facts = self._facts
+        if entry.index <= facts.applied_index:
             return
         if entry.type == EntryType.CONF_CHANGE:
             self._apply_conf_change(entry)
-            r.membership.applied(entry)
+            self._membership.applied(entry)
             results: list[ApplyResult] = []
         elif entry.data:
-            results = r.state.apply_all(decode_commands(entry.data))
-            r.processor.config_applied(results)  # a committed 1009 changes every node's configuration
-            r.elections_applied(entry.index, results)
+            results = self._state.apply_all(decode_commands(entry.data))
+            self._processor.config_applied(results)  # a committed 1009 changes every node's configuration
+            self._host.elections_applied(entry.index, results)
         else:
             results = []  # a leader's no-op
-        r.applied_index = entry.index
+        facts.applied_index = entry.index
         if results:
-            r.failovers.record(entry.index, results)
-        r.proposals.applied(entry.index, entry.term, results)
-        if r.leader_id == r.config.node_id:
-            if entry.term == r.term and not r.serving_as_leader:
-                r.serving_as_leader = True
-                log.info("%s: serving as leader of term %d from index %d", r.config.node_id, r.term, entry.index)
+            self._failovers.record(entry.index, results)
+        self._proposals.applied(entry.index, entry.term, results)
+        if facts.leader_id == self._config.node_id:
+            if entry.term == facts.term and not facts.serving_as_leader:
+                facts.serving_as_leader = True
+                log.info("%s: serving as leader of term %d from index %d", self._config.node_id, facts.term,
+                         entry.index)
             if results:
-                r.after_apply_on_leader(results)
+                self._host.after_apply_on_leader(results)
 
     def _apply_conf_change(self, entry: Entry) -> None:
         """The membership and its address book change together, and are saved together."""
-        r = self._r
         change = decode_conf_change(entry.data)
-        after = r.raw.apply_conf_change(change)
-        book = book_after(r.conf_state, change, after)
-        r.set_conf_state(r.with_known_addresses(ConfState(after.voters, after.learners, book)), entry.index)
+        after = self._raw.apply_conf_change(change)
+        book = book_after(self._facts.conf_state, change, after)
+        self._adopt_membership(ConfState(after.voters, after.learners, book), entry.index)
         self._save_membership()
 
+    def _adopt_membership(self, conf_state: ConfState, index: int) -> None:
+        """The applied membership (with the `peers` option's addresses it lacks) as of `index`."""
+        facts = self._facts
+        previous = facts.conf_state
+        facts.conf_state = with_known_addresses(conf_state, self._config)
+        facts.sole_voter = sole_voter(facts.conf_state, self._config.node_id)
+        self._host.membership_applied(previous, index)
+
     def _save_membership(self) -> None:
-        r = self._r
         try:
-            r.storage.save_conf_state(r.conf_state)
+            self._storage.save_conf_state(self._facts.conf_state)
         except (StorageFullError, StorageWriteFailed) as error:
             # mid-apply there is no going back; a restart applies the entry again from the log
-            r.disk.failed(StorageWriteFailed(f"saving the membership in {r.config.data_dir}: {error}"))
+            self._disk.failed(StorageWriteFailed(f"saving the membership in {self._config.data_dir}: {error}"))
 
     # ----- snapshots -----
 
@@ -440,24 +494,22 @@ class Driver:
         """Capture the applied state now; the shell writes it off the driver (WriteSnapshot): on a
         loaded disk that took seconds, with no Ready handled (no heartbeats sent, no request
         answered) and the leadership lost (docs/chaos.md)."""
-        r = self._r
         if not self._persist(None, [], None):  # the commit index first: it must not lag the snapshot
             return  # a full disk, or the save goes on: save_finished takes the snapshot then
-        index = r.applied_index
-        compact_to = index - min(COMPACTION_LAG_ENTRIES, r.config.snapshot_every_entries // 2)
+        index = self._facts.applied_index
+        compact_to = index - min(COMPACTION_LAG_ENTRIES, self._config.snapshot_every_entries // 2)
         self.snapshot_in_flight = True
-        self._out(WriteSnapshot(index, r.conf_state, r.state.capture(), compact_to))
+        self._out(WriteSnapshot(index, self._facts.conf_state, self._state.capture(), compact_to))
 
     def snapshot_written(self, index: int, outcome: SnapshotOutcome, error: Exception | None) -> None:
-        r = self._r
         self.snapshot_in_flight = False
         if outcome is SnapshotOutcome.OK:
-            r.snapshot_index = max(r.snapshot_index, index)
-            log.info("%s: snapshot at %d", r.config.node_id, index)
+            self._facts.snapshot_index = max(self._facts.snapshot_index, index)
+            log.info("%s: snapshot at %d", self._config.node_id, index)
         elif outcome is SnapshotOutcome.SUPERSEDED:  # the leader's snapshot is newer
-            log.info("%s: snapshot at %d superseded: %s", r.config.node_id, index, error)
+            log.info("%s: snapshot at %d superseded: %s", self._config.node_id, index, error)
         elif outcome is SnapshotOutcome.DISK_FULL:
             assert isinstance(error, StorageFullError)
-            r.disk.full(error)
+            self._disk.full(error)
         else:
-            r.disk.failed(error if isinstance(error, StorageWriteFailed) else StorageWriteFailed(str(error)))
+            self._disk.failed(error if isinstance(error, StorageWriteFailed) else StorageWriteFailed(str(error)))

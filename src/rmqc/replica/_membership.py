@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
@@ -51,10 +51,9 @@ from rmqc.remoting import (
     make_response,
 )
 
-from ._io import Answer
-
-if TYPE_CHECKING:
-    from ._replica import Replica
+from ._facts import RaftFacts
+from ._io import Answer, Outbox, ReplicaConfig
+from ._operations import Operations
 
 log = logging.getLogger("rmqc.replica")
 
@@ -91,6 +90,17 @@ def book_after(conf_state: ConfState, change: ConfChange, after: ConfState) -> t
     return tuple(sorted((node_id, address) for node_id, address in book.items() if node_id in members))
 
 
+def with_known_addresses(conf_state: ConfState, config: ReplicaConfig) -> ConfState:
+    """`conf_state` with the `peers` option's address for every member its book lacks (records
+    written before the book existed, the bootstrap's voters)."""
+    book = dict(conf_state.addresses)
+    for member in conf_state.members:
+        peer = config.peer(member) if member not in book else None
+        if peer is not None:
+            book[member] = peer.address
+    return ConfState(conf_state.voters, conf_state.learners, tuple(sorted(book.items())))
+
+
 @dataclass(slots=True)
 class _Change:
     request: RemotingCommand
@@ -105,15 +115,16 @@ class Membership:
     """The membership requests of one Replica. `feed` and `applied` run in its driver pass, the
     rest when a request arrives or its time runs out; each request ends in exactly one Answer."""
 
-    def __init__(self, node: Replica) -> None:
-        self._node = node
-        self._out = node.outbox.append
+    def __init__(self, config: ReplicaConfig, facts: RaftFacts, raw: RawNode, outbox: Outbox, operations: Operations,
+                 now_ms: Callable[[], int], wake_driver: Callable[[], None]) -> None:
+        self._config, self._facts, self._raw, self._operations = config, facts, raw, operations
+        self._now_ms, self._wake_driver = now_ms, wake_driver
+        self._out = outbox.append
         self._change: _Change | None = None
 
     def handle(self, request: RemotingCommand, token: Hashable) -> None:
-        node = self._node
-        if node.leader_id != node.config.node_id:
-            self._out(Answer(token, node.operations.not_leader(request)))
+        if self._facts.leader_id != self._config.node_id:
+            self._out(Answer(token, self._operations.not_leader(request)))
         elif request.code == RMQC_MEMBERS_LIST:
             self._out(Answer(token, make_response(request, ResponseCode.SUCCESS, None, None,
                                                   orjson.dumps(self.rows()))))
@@ -127,27 +138,26 @@ class Membership:
 
     def rows(self) -> list[dict[str, Any]]:
         """The LIST body (leader only: the match indexes are its progress)."""
-        node = self._node
-        status = node.raw.status()
-        book = dict(node.conf_state.addresses)
+        status = self._raw.status()
+        conf = self._facts.conf_state
+        book = dict(conf.addresses)
         rows = []
-        for member in node.conf_state.members:
+        for member in conf.members:
             progress = status.progress.get(member)
             match = status.last_index if member == status.id else (progress.match if progress else 0)
             rows.append({"id": member, "address": book.get(member, ""),
-                         "role": "voter" if member in node.conf_state.voters else "learner",
-                         "isLeader": member == node.leader_id, "match": match,
+                         "role": "voter" if member in conf.voters else "learner",
+                         "isLeader": member == self._facts.leader_id, "match": match,
                          "lag": max(0, status.last_index - match)})
         return rows
 
     # ----- ADD, PROMOTE, REMOVE -----
 
     def _decide(self, request: RemotingCommand, token: Hashable) -> None:
-        node = self._node
-        if not node.serving_as_leader:
-            raise Refused(node.operations.not_serving_yet())
+        if not self._facts.serving_as_leader:
+            raise Refused(self._operations.not_serving_yet())
         node_id = _member_id(request)
-        conf = node.conf_state
+        conf = self._facts.conf_state
         if request.code == RMQC_MEMBERS_REMOVE:
             change = self._remove(node_id, conf, request, token)
             if change is None:
@@ -159,11 +169,11 @@ class Membership:
                 change = self._promote(node_id, conf)
             if change is None:  # already so: idempotent
                 kind = ConfChangeType.ADD_LEARNER if request.code == RMQC_MEMBERS_ADD else ConfChangeType.ADD_VOTER
-                self._out(Answer(token, self._done(request, kind, node_id, node.applied_index)))
+                self._out(Answer(token, self._done(request, kind, node_id, self._facts.applied_index)))
                 return
         self._refuse_if_pending()
-        self._change = _Change(request, token, change, node.now_ms())
-        node.wake_driver()
+        self._change = _Change(request, token, change, self._now_ms())
+        self._wake_driver()
 
     def _add(self, node_id: str, address: str, conf: ConfState) -> ConfChange | None:
         refusal = address_refusal(address)
@@ -194,7 +204,7 @@ class Membership:
 
     def _lagging(self, node_id: str) -> str | None:
         """Why learner `node_id` must not become a voter yet (None: it may)."""
-        raw = self._node.raw
+        raw = self._raw
         progress = raw.progress_of(node_id)
         commit = raw.committed
         if progress is None or progress.match == 0:
@@ -206,27 +216,25 @@ class Membership:
         return None
 
     def _remove(self, node_id: str, conf: ConfState, request: RemotingCommand, token: Hashable) -> ConfChange | None:
-        node = self._node
         if node_id not in conf.members:
             raise Refused(_unknown(node_id, conf))
         if conf.voters == (node_id,):
             raise Refused(f"{node_id} is the last voter: add and promote another member before removing it")
-        if node_id == node.config.node_id:
+        if node_id == self._config.node_id:
             self._refuse_if_pending()
-            node.operations.hand_over_before_removal(request, token)
+            self._operations.hand_over_before_removal(request, token)
             return None
         return ConfChange(ConfChangeType.REMOVE_NODE, node_id)
 
     def _refuse_if_pending(self) -> None:
-        node = self._node
-        raw = node.raw
+        raw = self._raw
         if self._change is not None:
             change = self._change.change
             raise Refused(f"a membership change ({_CHANGE_NAMES[change.type]} {change.node_id}) is pending; "
                           f"wait for its answer, then retry")
         if raw.conf_change_pending():
             raise Refused(f"a membership change at index {raw.pending_conf_index} is not applied yet (applied "
-                          f"{node.applied_index}); retry once it is")
+                          f"{self._facts.applied_index}); retry once it is")
 
     # ----- the driver -----
 
@@ -235,13 +243,12 @@ class Membership:
         change = self._change
         if change is None or change.index:
             return
-        node = self._node
         try:
             raw.propose_conf_change(change.change)
         except RmqcError as error:
             self._finish(make_response(change.request, ResponseCode.SYSTEM_ERROR, f"membership not changed: {error}"))
             return
-        change.index, change.term = raw.last_index(), node.term
+        change.index, change.term = raw.last_index(), self._facts.term
 
     def applied(self, entry: Entry) -> None:
         """Driver, after the conf change `entry` was applied: is it the one a request waits for?"""
@@ -253,7 +260,7 @@ class Membership:
                                        f"membership not changed: entry {entry.index} was overwritten by a new "
                                        f"leader; retry"))
             return
-        log.info("%s: membership change %s %s applied at %d", self._node.config.node_id,
+        log.info("%s: membership change %s %s applied at %d", self._config.node_id,
                  _CHANGE_NAMES[change.change.type], change.change.node_id, entry.index)
         self._finish(self._done(change.request, change.change.type, change.change.node_id, entry.index))
 
@@ -267,16 +274,15 @@ class Membership:
 
     def next_deadline_ms(self) -> int | None:
         change = self._change
-        return None if change is None else change.started_ms + self._node.config.request_timeout_ms
+        return None if change is None else change.started_ms + self._config.request_timeout_ms
 
     def expire(self, now_ms: int) -> None:
         deadline = self.next_deadline_ms()
         if deadline is not None and now_ms >= deadline:
             assert self._change is not None
-            node = self._node
             self._finish(make_response(
                 self._change.request, ResponseCode.SYSTEM_ERROR,
-                f"membership change not applied within {node.config.request_timeout_ms} ms (request_timeout_ms); "
+                f"membership change not applied within {self._config.request_timeout_ms} ms (request_timeout_ms); "
                 f"it may still be: check with members list, then retry (the requests are idempotent)"))
 
     def fail(self, why: str) -> None:
@@ -289,7 +295,7 @@ class Membership:
         self._out(Answer(change.token, response))
 
     def _done(self, request: RemotingCommand, change_type: ConfChangeType, node_id: str, index: int) -> RemotingCommand:
-        conf = self._node.conf_state
+        conf = self._facts.conf_state
         body = {"change": _CHANGE_NAMES[change_type], "id": node_id, "address": dict(conf.addresses).get(node_id, ""),
                 "index": index, "voters": list(conf.voters), "learners": list(conf.learners)}
         return make_response(request, ResponseCode.SUCCESS, None, None, orjson.dumps(body))

@@ -29,12 +29,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import orjson
 
 from rmqc.errors import RmqcError
-from rmqc.fsm import ApplyResult, OperatorAction, Origin, RecordOperation
+from rmqc.fsm import ApplyResult, Command, ControllerState, OperatorAction, Origin, RecordOperation
 from rmqc.raft import RawNode, SnapshotMeta, Status
 from rmqc.reads import ReadQueueFull
 from rmqc.remoting import (
@@ -49,11 +49,11 @@ from rmqc.remoting import (
 from rmqc.storage import encode_snapshot_file
 
 from ._audit import with_origin
-from ._io import Answer
-from ._proposals import RequestFailed
-
-if TYPE_CHECKING:
-    from ._replica import Replica
+from ._facts import RaftFacts
+from ._forwarding import Forwards
+from ._io import Answer, Clock, Outbox, ReplicaConfig, ReplicaStorage
+from ._proposals import Proposals, RequestFailed
+from ._reads import ReadPath
 
 log = logging.getLogger("rmqc.replica")
 
@@ -76,13 +76,30 @@ class _Transfer:
     removal: bool = False  # a leader's RMQC_MEMBERS_REMOVE of itself: the handover comes first
 
 
+class OperationsCalls(Protocol):
+    """What Operations asks of the replica that owns it."""
+
+    def now_ms(self) -> int: ...
+    def wake_driver(self) -> None: ...
+
+    def enqueue(self, commands: list[Command],
+                on_done: Callable[[list[ApplyResult] | None, RequestFailed | None], None]) -> None: ...
+
+    def handover_ended(self, error: str | None, took_ms: int) -> None: ...
+
+
 class Operations:
     """The operator requests of one Replica. `feed` and `on_applied` run in its driver pass, the
     rest when the request arrives or its time runs out; each request ends in exactly one Answer."""
 
-    def __init__(self, node: Replica) -> None:
-        self._node = node
-        self._out = node.outbox.append
+    def __init__(self, config: ReplicaConfig, facts: RaftFacts, raw: RawNode, outbox: Outbox, clock: Clock,
+                 storage: ReplicaStorage, state: ControllerState, proposals: Proposals, forwards: Forwards,
+                 reads: ReadPath, replica: OperationsCalls) -> None:
+        self._config, self._facts, self._raw, self._clock = config, facts, raw, clock
+        self._storage, self._state, self._proposals = storage, state, proposals
+        self._forwards, self._reads = forwards, reads
+        self._replica = replica
+        self._out = outbox.append
         self._transfer: _Transfer | None = None
 
     def handle(self, request: RemotingCommand, token: Hashable, origin: Origin | None, *, forwarded: bool) -> None:
@@ -97,18 +114,17 @@ class Operations:
 
     def _record(self, action: OperatorAction, detail: str, origin: Origin | None, done: Recorded) -> None:
         """Commit a RecordOperation, through the leader when this node is not it; `done` once."""
-        node = self._node
-        command = RecordOperation(action, detail, node.clock.wall_ms(), origin)
-        if node.serving_as_leader:
+        command = RecordOperation(action, detail, self._clock.wall_ms(), origin)
+        if self._facts.serving_as_leader:
             def applied(_results: list[ApplyResult] | None, error: RequestFailed | None) -> None:
                 done(None if error is None else error.remark)
 
             try:
-                node.enqueue([command], applied)
+                self._replica.enqueue([command], applied)
             except RequestFailed as failure:
                 done(failure.remark)
             return
-        if node.leader_id is None or node.leader_id == node.config.node_id:
+        if self._facts.leader_id is None or self._facts.leader_id == self._config.node_id:
             done("no serving leader is known to log it")
             return
         request = make_request(RMQC_RECORD_OPERATION, 0, {"action": action.value, "detail": detail})
@@ -118,7 +134,7 @@ class Operations:
         def answered(response: RemotingCommand) -> None:
             done(None if response.code == ResponseCode.SUCCESS else f"the leader: {response.remark}")
 
-        node.forwards.forward(node.leader_id, request, None, node.now_ms(), answered)
+        self._forwards.forward(self._facts.leader_id, request, None, self._replica.now_ms(), answered)
 
     def _record_for_a_follower(self, request: RemotingCommand, token: Hashable, origin: Origin | None, *,
                                forwarded: bool) -> None:
@@ -126,7 +142,7 @@ class Operations:
             self._out(Answer(token, make_response(request, ResponseCode.NO_PERMISSION,
                                                   "operation records come from controller nodes only")))
             return
-        if not self._node.serving_as_leader:
+        if not self._facts.serving_as_leader:
             self._out(Answer(token, self.not_leader(request)))
             return
         try:
@@ -145,12 +161,11 @@ class Operations:
     # ----- transfer -----
 
     def _transfer_leader(self, request: RemotingCommand, token: Hashable, origin: Origin | None) -> None:
-        node = self._node
         target = self._transfer_target(request, token)
         if target is None:
             return
-        if target == node.config.node_id:
-            self._out(Answer(token, _transferred(request, target, target, node.term, 0)))
+        if target == self._config.node_id:
+            self._out(Answer(token, _transferred(request, target, target, self._facts.term, 0)))
             return
 
         def recorded(failure: str | None) -> None:
@@ -158,19 +173,18 @@ class Operations:
                 self._out(Answer(token, make_response(request, ResponseCode.SYSTEM_ERROR,
                                                       f"leadership not transferred: not logged: {failure}")))
             elif self._transfer_target(request, token, target) is not None:  # still so, once logged
-                self._transfer = _Transfer(request, token, target, node.term, node.now_ms(),
-                                           node.config.request_timeout_ms)
-                node.wake_driver()
+                self._transfer = _Transfer(request, token, target, self._facts.term, self._replica.now_ms(),
+                                           self._config.request_timeout_ms)
+                self._replica.wake_driver()
 
-        self._record(OperatorAction.TRANSFER_LEADER, f"from {node.config.node_id} to {target}", origin, recorded)
+        self._record(OperatorAction.TRANSFER_LEADER, f"from {self._config.node_id} to {target}", origin, recorded)
 
     def _transfer_target(self, request: RemotingCommand, token: Hashable, wanted: str | None = None) -> str | None:
         """The voter to hand over to, or None once the refusal is answered."""
-        node = self._node
-        if node.leader_id != node.config.node_id:
+        if self._facts.leader_id != self._config.node_id:
             self._out(Answer(token, self.not_leader(request)))
             return None
-        if not node.serving_as_leader:
+        if not self._facts.serving_as_leader:
             self._out(Answer(token, make_response(request, ResponseCode.SYSTEM_ERROR, self.not_serving_yet())))
             return None
         target, refusal = self._choose_target(wanted or request.ext("to") or None)
@@ -184,57 +198,54 @@ class Operations:
         to the most up-to-date other voter first. Returns (target, what was decided, in words) or
         (None, why not): a follower, a sole voter, a leader not serving yet or a transfer under way
         just stops. Bounded by two election timeouts (the core gives up after one)."""
-        node = self._node
-        if node.leader_id != node.config.node_id:
+        if self._facts.leader_id != self._config.node_id:
             return None, "not the leader: nothing to hand over"
-        if not node.serving_as_leader:
+        if not self._facts.serving_as_leader:
             return None, f"no handover: {self.not_serving_yet()}"
         target, refusal = self._choose_target(None)
         if refusal is not None or target is None:
             return None, f"no handover: {refusal}"
-        progress = node.raw.status().progress
+        progress = self._raw.status().progress
         matches = ", ".join(f"{voter} at {progress[voter].match}{'' if progress[voter].recent_active else ' (silent)'}"
-                            for voter in sorted(progress) if voter != node.config.node_id)
-        timeout_ms = 2 * node.config.election_tick * node.config.tick_ms
-        self._transfer = _Transfer(None, None, target, node.term, node.now_ms(), timeout_ms)
-        node.wake_driver()
+                            for voter in sorted(progress) if voter != self._config.node_id)
+        timeout_ms = 2 * self._config.election_tick * self._config.tick_ms
+        self._transfer = _Transfer(None, None, target, self._facts.term, self._replica.now_ms(), timeout_ms)
+        self._replica.wake_driver()
         return target, (f"handing the leadership to {target}, the most up-to-date voter (last index "
-                        f"{node.raw.status().last_index}; {matches})")
+                        f"{self._raw.status().last_index}; {matches})")
 
     def hand_over_before_removal(self, request: RemotingCommand, token: Hashable) -> None:
         """The leader was asked to remove itself (rmqc.replica._membership): it transfers the
         leadership to the most up-to-date other voter, then answers CONTROLLER_NOT_LEADER naming
         it, and the client retries the removal there (a leader never commits its own removal)."""
-        node = self._node
         target, refusal = self._choose_target(None)
         if refusal is not None:
             self._out(Answer(token, make_response(request, ResponseCode.SYSTEM_ERROR,
-                                                  f"{node.config.node_id} not removed: {refusal}")))
+                                                  f"{self._config.node_id} not removed: {refusal}")))
             return
         assert target is not None
-        self._transfer = _Transfer(request, token, target, node.term, node.now_ms(), node.config.request_timeout_ms,
-                                   removal=True)
-        node.wake_driver()
+        self._transfer = _Transfer(request, token, target, self._facts.term, self._replica.now_ms(),
+                                   self._config.request_timeout_ms, removal=True)
+        self._replica.wake_driver()
 
     def _finish(self, error: str | None = None, new_term: int = 0) -> None:
         transfer, self._transfer = self._transfer, None
         assert transfer is not None
-        node = self._node
         request = transfer.request
         if request is None:  # the handover before a stop
-            node.handover_ended(error, node.now_ms() - transfer.started_ms)
+            self._replica.handover_ended(error, self._replica.now_ms() - transfer.started_ms)
             return
         if error is not None:
-            what = f"{node.config.node_id} not removed: " if transfer.removal else ""
+            what = f"{self._config.node_id} not removed: " if transfer.removal else ""
             response = make_response(request, ResponseCode.SYSTEM_ERROR, f"{what}leadership not transferred: {error}")
         elif transfer.removal:
-            log.info("%s: leadership handed to %s before its own removal", node.config.node_id, transfer.target)
-            response = self.not_leader(request, f"{node.config.node_id} handed the leadership over before its "
+            log.info("%s: leadership handed to %s before its own removal", self._config.node_id, transfer.target)
+            response = self.not_leader(request, f"{self._config.node_id} handed the leadership over before its "
                                                 f"removal; retry the removal at the new leader")
         else:
-            took_ms = node.now_ms() - transfer.started_ms
-            log.info("%s: leadership transferred to %s in %d ms", node.config.node_id, transfer.target, took_ms)
-            response = _transferred(request, node.config.node_id, transfer.target, new_term, took_ms)
+            took_ms = self._replica.now_ms() - transfer.started_ms
+            log.info("%s: leadership transferred to %s in %d ms", self._config.node_id, transfer.target, took_ms)
+            response = _transferred(request, self._config.node_id, transfer.target, new_term, took_ms)
         self._out(Answer(transfer.token, response))
 
     def next_deadline_ms(self) -> int | None:
@@ -248,13 +259,12 @@ class Operations:
             assert transfer is not None
             what = "request_timeout_ms" if transfer.request is not None else "two election timeouts"
             self._finish(f"{transfer.target} did not take over within {transfer.timeout_ms} ms ({what}); the "
-                         f"leader is now {self._node.leader_id or 'unknown'}")
+                         f"leader is now {self._facts.leader_id or 'unknown'}")
 
     def not_leader(self, request: RemotingCommand, why: str = "not the leader") -> RemotingCommand:
         """CONTROLLER_NOT_LEADER naming the leader and its address (from the applied address book)."""
-        node = self._node
-        leader = node.leader_id
-        address = node.address_of(leader) if leader else None
+        leader = self._facts.leader_id
+        address = self._facts.address_of(leader) if leader else None
         if leader is None or address is None:
             return make_response(request, ResponseCode.CONTROLLER_NOT_LEADER, f"{why}, and no leader is known")
         return make_response(request, ResponseCode.CONTROLLER_NOT_LEADER,
@@ -263,19 +273,17 @@ class Operations:
 
     def not_serving_yet(self) -> str:
         """Why a leader that has not committed an entry of its term yet refuses."""
-        node = self._node
-        raw = node.raw
+        raw = self._raw
         if raw.commit_blocked_until_tick:
             # issue 19: its target would skip the wait for the older leader's lease
-            wait_ms = max(1, raw.commit_blocked_until_tick - raw.ticks) * node.config.tick_ms
-            return (f"{node.config.node_id} took over from a leader that may still hold its lease and refuses to "
+            wait_ms = max(1, raw.commit_blocked_until_tick - raw.ticks) * self._config.tick_ms
+            return (f"{self._config.node_id} took over from a leader that may still hold its lease and refuses to "
                     f"transfer until that lease has run out (about {wait_ms} ms more); retry then")
-        return f"{node.config.node_id} was just elected and serves once an entry of its term commits; retry then"
+        return f"{self._config.node_id} was just elected and serves once an entry of its term commits; retry then"
 
     def _choose_target(self, wanted: str | None) -> tuple[str | None, str | None]:
         """(target, None) or (None, why not)."""
-        node = self._node
-        status = node.raw.status()
+        status = self._raw.status()
         if self._transfer is not None or status.lead_transferee is not None:
             busy = self._transfer.target if self._transfer is not None else status.lead_transferee
             return None, f"a transfer to {busy} is already in progress; wait for its answer"
@@ -294,15 +302,14 @@ class Operations:
         if transfer is None or transfer.sent:
             return
         transfer.sent = True
-        node = self._node
-        if node.leader_id != node.config.node_id:
+        if self._facts.leader_id != self._config.node_id:
             # a follower's core would pass the request on to whoever leads now: not what was asked
-            self._finish(f"{node.config.node_id} lost the leadership before the transfer started")
+            self._finish(f"{self._config.node_id} lost the leadership before the transfer started")
             return
-        if transfer.request is None and node.proposals.queued:
+        if transfer.request is None and self._proposals.queued:
             # the writes taken before the stop enter the log first: the core drops proposals once
             # a transfer is under way, and the target is brought up to date with them
-            node.proposals.propose(raw, node.serving_as_leader, node.term)
+            self._proposals.propose(raw, self._facts.serving_as_leader, self._facts.term)
         try:
             raw.transfer_leader(transfer.target)
         except RmqcError as error:
@@ -313,21 +320,19 @@ class Operations:
         transfer = self._transfer
         if transfer is None or not transfer.sent:
             return
-        node = self._node
-        leader = node.leader_id
-        if term > transfer.start_term and term == node.term and leader is not None and leader != node.config.node_id:
+        leader, me = self._facts.leader_id, self._config.node_id
+        if term > transfer.start_term and term == self._facts.term and leader is not None and leader != me:
             error = None if leader == transfer.target else f"{leader} was elected instead of {transfer.target}"
             self._finish(error, term)
-        elif leader == node.config.node_id and node.raw.status().lead_transferee is None:
+        elif leader == me and self._raw.status().lead_transferee is None:
             self._finish(f"{transfer.target} did not take over within one election timeout (behind, slow "
-                            f"or unreachable); {node.config.node_id} stays leader")
+                            f"or unreachable); {self._config.node_id} stays leader")
 
     # ----- snapshot -----
 
     def _snapshot(self, request: RemotingCommand, token: Hashable, origin: Origin | None) -> None:
         """After a ReadIndex round (bounded by request_timeout_ms), so that the state holds every
         write acknowledged before the request, on a follower too; handed out once logged."""
-        node = self._node
 
         def confirmed(failure: str | None) -> None:
             if failure is not None:
@@ -343,22 +348,21 @@ class Operations:
                 self._out(Answer(token, taken if not_logged is None else make_response(
                     request, ResponseCode.SYSTEM_ERROR, f"snapshot not handed out: not logged: {not_logged}")))
 
-            detail = (f"index {taken.ext('index')} (term {taken.ext('term')}) of {node.config.node_id}, "
+            detail = (f"index {taken.ext('index')} (term {taken.ext('term')}) of {self._config.node_id}, "
                       f"{len(taken.body or b'')} bytes")
             self._record(OperatorAction.SNAPSHOT_SAVE, detail, origin, recorded)
 
         try:
-            self._node.reads.confirm_linearizable(confirmed)
+            self._reads.confirm_linearizable(confirmed)
         except ReadQueueFull as error:
             self._out(Answer(token, make_response(request, ResponseCode.SYSTEM_BUSY, f"[OVERLOAD]{error}")))
 
     def _snapshot_now(self, request: RemotingCommand) -> RemotingCommand:
-        node = self._node
-        index = node.applied_index
-        meta = SnapshotMeta(index=index, term=node.storage.term(index), conf_state=node.conf_state)
-        origin = {"group": node.config.group, "nodeId": node.config.node_id, "savedAtMs": node.clock.wall_ms()}
-        body = encode_snapshot_file(meta, node.state.snapshot(), origin)
-        limit = node.config.max_frame_bytes - FRAME_HEADER_ROOM_BYTES
+        index = self._facts.applied_index
+        meta = SnapshotMeta(index=index, term=self._storage.term(index), conf_state=self._facts.conf_state)
+        origin = {"group": self._config.group, "nodeId": self._config.node_id, "savedAtMs": self._clock.wall_ms()}
+        body = encode_snapshot_file(meta, self._state.snapshot(), origin)
+        limit = self._config.max_frame_bytes - FRAME_HEADER_ROOM_BYTES
         if len(body) > limit:
             return make_response(request, ResponseCode.SYSTEM_ERROR,
                                  f"the snapshot has {len(body)} bytes, more than one frame carries ({limit}); "

@@ -33,15 +33,15 @@ import random
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from rmqc.controller import NoReply, Reply
+from rmqc.controller import ControllerProcessor, NoReply, Propose, Reply, RequestContext
 from rmqc.raft import RawNode, ReadIndexDropped, ReadState
 from rmqc.reads import PendingReads, ReadQueueFull
 from rmqc.remoting import RemotingCommand, RequestCode, ResponseCode, make_response
 
-if TYPE_CHECKING:
-    from ._replica import Replica
+from ._facts import RaftFacts
+from ._io import Observer, ReplicaConfig
 
 log = logging.getLogger("rmqc.replica.reads")
 
@@ -91,14 +91,38 @@ class _Batch:
     resent: bool = False
 
 
+def read_nonce(rng: random.Random) -> bytes:
+    """The prefix of this node's read-index contexts: a restarted node must never take an answer
+    meant for its previous life as its own."""
+    return rng.getrandbits(64).to_bytes(8, "big")
+
+
+class ReadsHost(Protocol):
+    """What the read path asks of the replica that owns it: its configuration and clock, the ticks
+    counted but not yet fed to the core, the driver, and the way a confirmed read is decided."""
+
+    @property
+    def config(self) -> ReplicaConfig: ...
+    @property
+    def unfed_ticks(self) -> int: ...
+    def now_ms(self) -> int: ...
+    def wake_driver(self) -> None: ...
+    def plan_ticks(self) -> None: ...
+    def context(self, channel_id: int, read_allowed: bool = False) -> RequestContext: ...
+    def propose_and_answer(self, request: RemotingCommand, outcome: Propose, respond: Respond) -> None: ...
+
+
 class ReadPath:
     """Owned by one Replica; `serve_with` runs for a request, `flush` and the `on_*` methods in its
     driver pass. Nothing here awaits."""
 
-    def __init__(self, node: Replica, rng: random.Random) -> None:
-        self._node = node
-        # A restarted node must never take an answer meant for its previous life as its own.
-        self._nonce = rng.getrandbits(64).to_bytes(8, "big")
+    def __init__(self, node: ReadsHost, facts: RaftFacts, raw: RawNode, processor: ControllerProcessor,
+                 observer: Observer, nonce: bytes, commit_at_start: int) -> None:
+        self._node, self._facts, self._raw, self._processor, self._observer = node, facts, raw, processor, observer
+        self._nonce = nonce
+        # Entries up to this index were committed before this process started: a stale read waits
+        # for them (see _serve_stale).
+        self._commit_at_start = commit_at_start
         self._context_ids = itertools.count(1)
         self._queued: list[_Read] = []
         self._in_flight: dict[bytes, _Batch] = {}
@@ -153,7 +177,7 @@ class ReadPath:
             else:
                 self._answer(request, channel_id, lambda response: respond(self._stamped_stale(request, response)))
 
-        self._await_applied(self._node.events_after_index, _Read(serve, self._deadline_ms(), awaiting_index=False))
+        self._await_applied(self._commit_at_start, _Read(serve, self._deadline_ms(), awaiting_index=False))
 
     def level_of(self, request: RemotingCommand) -> str | None:
         asked = request.ext(CONSISTENCY_KEY)
@@ -201,7 +225,7 @@ class ReadPath:
     def _read_index_reached(self, index: int) -> bool:
         """A read confirmed at `index` may be served from local state (the mutant hook of
         `stale-read-as-linearizable`, rmqc.replica._io)."""
-        return self._node.applied_index >= index
+        return self._facts.applied_index >= index
 
     def next_deadline_ms(self) -> int | None:
         queue = self._by_deadline
@@ -223,8 +247,8 @@ class ReadPath:
     def _lease_index(self) -> int | None:
         """The core's lease index, if the shell's clock also vouches for the lease: no ticks lost
         in a stall, and at most MAX_UNFED_TICKS ticks counted but not yet given to the core."""
-        raw = self._node.raw
-        if raw is None or self._node.leader_id != self._node.config.node_id:
+        raw = self._raw
+        if self._facts.leader_id != self._node.config.node_id:
             return None
         now_ms = self._node.now_ms()
         if now_ms < self._lease_blocked_until_ms:
@@ -272,7 +296,7 @@ class ReadPath:
 
     def _answer(self, request: RemotingCommand, channel_id: int, respond: Respond) -> None:
         node = self._node
-        outcome = node.processor.handle(request, node.context(channel_id, True))
+        outcome = self._processor.handle(request, node.context(channel_id, True))
         if isinstance(outcome, Reply):
             respond(outcome.response)
         elif isinstance(outcome, NoReply):
@@ -289,7 +313,7 @@ class ReadPath:
         if response is not None:
             if response.ext_fields is None:
                 response.ext_fields = {}
-            response.ext_fields[APPLIED_INDEX_KEY] = str(self._node.applied_index)
+            response.ext_fields[APPLIED_INDEX_KEY] = str(self._facts.applied_index)
             response.ext_fields[APPLIED_AGE_KEY] = str(self.applied_age_ms())
         return response
 
@@ -320,7 +344,7 @@ class ReadPath:
                 self._send_batch(raw, reads)
 
     def _send_batch(self, raw: RawNode, reads: list[_Read]) -> None:
-        is_leader = self._node.leader_id == self._node.config.node_id
+        is_leader = self._facts.leader_id == self._node.config.node_id
         limit = LEADER_BATCHES_IN_FLIGHT if is_leader else FOLLOWER_BATCHES_IN_FLIGHT
         if sum(not batch.resent for batch in self._in_flight.values()) >= limit:
             self._queued.extend(reads)  # next loop; the reads' own timeouts bound the wait
@@ -333,7 +357,7 @@ class ReadPath:
             return
         self._in_flight[context] = _Batch(reads, self._node.now_ms())
         self.batches_sent += 1
-        self._node.observer.count_read_index_round()
+        self._observer.count_read_index_round()
 
     def _resend_lost(self, now_ms: int) -> None:
         """A READ_INDEX (or its answer) may be lost with a peer link: after one election timeout
@@ -390,11 +414,11 @@ class ReadPath:
         self.release()
 
     def release(self) -> None:
-        for read in self._pending.release(self._node.applied_index):
+        for read in self._pending.release(self._facts.applied_index):
             _finish(read)
 
     def heard_from(self, sender: str) -> None:
-        if sender == self._node.leader_id:
+        if sender == self._facts.leader_id:
             self.leader_contact_ms = self._node.now_ms()
 
     def on_leader_change(self) -> None:

@@ -2,7 +2,12 @@
 plain method calls that never block; everything it decides leaves as actions in its outbox. The
 work is done by one part per concern: Driver (Raft core and the Ready), Proposals (group commit
 and waiters), ReadPath (reads at every level), Forwards (follower -> leader), Liveness (deadlines,
-digests, elections), Operations (transfer-leader, snapshot save), Disk (full disk, failed write)."""
+digests, elections), Operations (transfer-leader, snapshot save), Disk (full disk, failed write).
+
+The Replica wires them: each part gets the collaborators it uses (and, for what it asks back of
+the Replica, a small Protocol of its own module), never the Replica. What they read of the Raft
+side (the leader, the term, the applied index and membership, serving) is one RaftFacts
+(rmqc.replica._facts), which only the Driver writes; the Replica shows it read-only."""
 
 from __future__ import annotations
 
@@ -39,6 +44,7 @@ from ._deadlines import Deadlines
 from ._disk import Disk
 from ._driver import Driver
 from ._events import ALARM, HEARTBEAT, LEADER_CHANGED, MEMBERSHIP_CHANGED, NOTIFIED, EventLog, is_failover
+from ._facts import RaftFacts
 from ._failovers import FailoverHistory
 from ._forwarding import Forwards, LeaderWaits
 from ._health import HealthCheck
@@ -57,10 +63,10 @@ from ._io import (
     SnapshotOutcome,
 )
 from ._liveness import Liveness
-from ._membership import MEMBERSHIP_REQUESTS, Membership
+from ._membership import MEMBERSHIP_REQUESTS, Membership, with_known_addresses
 from ._operations import OPERATION_REQUESTS, Operations
 from ._proposals import NOT_LEADER_REMARK, AnswerOnApply, Proposals, RequestFailed
-from ._reads import ReadPath, Respond
+from ._reads import ReadPath, Respond, read_nonce
 from ._status import build_status, status_answer
 
 log = logging.getLogger("rmqc.replica")
@@ -133,17 +139,7 @@ class Replica:
         self.events = EventLog()  # rmqc events: failovers and their timelines, leader and membership changes
         self.processor.awaited_heartbeats = self.events.awaiting_heartbeat
         self.processor.on_awaited_heartbeat = self._awaited_heartbeat
-        # Entries up to this index were committed before this process started: applying them again
-        # (from the snapshot on) is a replay, and makes no events.
-        self.events_after_index = 0
-        self.leader_id: str | None = None
-        self.term = 0
-        self.applied_index = 0
-        self.serving_as_leader = False  # leader AND an entry of its own term is applied
         self.became_leader_ms = 0
-        self.conf_state = ConfState()
-        self.sole_voter = False  # the only voter of the group: campaigns without a timeout
-        self.snapshot_index = 0
         self.unfed_ticks = 0  # ticks counted by advance_time, not yet given to the core
         self.inbound: deque[Message] = deque()
         self.inbound_dropped = 0
@@ -166,32 +162,41 @@ class Replica:
         self._node_info_cache: tuple[str | None, NodeInfo] | None = None  # (leader_id, info)
         self.proposals = Proposals(config.request_timeout_ms, config.group_commit)
         self.failovers = FailoverHistory()  # the status page's last failovers (every node)
-        self.disk = Disk(self)
-        self.driver = Driver(self)
         self.forwards = Forwards(outbox, config.request_timeout_ms)
         election_timeout_ms = config.election_tick * config.tick_ms
         self.leader_waits = LeaderWaits(outbox, min(config.request_timeout_ms, election_timeout_ms))
         self.liveness = Liveness(config, table, self.processor, outbox, self._propose_elections, now_ms)
-        self.reads = ReadPath(self, rng)
-        self.operations = Operations(self)
-        self.membership = Membership(self)
+        nonce = read_nonce(rng)  # drawn before the core's draws, as it always was
+        self.raw, bootstrapped = self._open_raft(rng)
+        self.disk = Disk(config, self.facts, storage, self.proposals, outbox, self.now_ms, clock, self.set_alarm)
+        self.reads = ReadPath(self, self.facts, self.raw, self.processor, self.observer, nonce,
+                              self.events_after_index)
+        self.operations = Operations(config, self.facts, self.raw, outbox, clock, storage, self.state,
+                                     self.proposals, self.forwards, self.reads, self)
+        self.membership = Membership(config, self.facts, self.raw, outbox, self.operations, self.now_ms,
+                                     self.wake_driver)
+        self.driver = Driver(self, self.facts, config=config, raw=self.raw, inbound=self.inbound, outbox=outbox,
+                             storage=storage, state=self.state, processor=self.processor,
+                             observer=self.observer, proposals=self.proposals, reads=self.reads,
+                             operations=self.operations, membership=self.membership, disk=self.disk,
+                             failovers=self.failovers, bootstrap_membership_unsaved=bootstrapped)
         self.deadlines = Deadlines()  # in advance_time's order
         for source in (self._successor_grace, self.forwards, self.leader_waits, self.operations,
                        self.membership, _RouteExpiry(self)):
             self.deadlines.register(source)
-        self.raw = self._open_raft(rng)
         self.drive_wanted = True  # a new core may have a Ready already (a bootstrap's membership)
 
-    def _open_raft(self, rng: random.Random) -> RawNode:
+    def _open_raft(self, rng: random.Random) -> tuple[RawNode, bool]:
+        """The core over what the storage holds, and the facts it starts from; True with it when
+        the core bootstraps a new group's membership (the driver saves it once durable)."""
         hard_state, conf_state = self.storage.initial_state()
+        # Entries up to this index were committed before this process started: applying them again
+        # (from the snapshot on) is a replay, and makes no events.
         self.events_after_index = hard_state.commit
         snapshot = self.storage.snapshot()
         if not snapshot.is_empty:
             self.state.restore(snapshot.data)
             self.processor.config_restored()
-            self.snapshot_index = snapshot.meta.index
-        self.applied_index = snapshot.meta.index
-        self.term = hard_state.term
         config = self.config
         # `join` matters only until a membership is stored: a joining node that stored entries but
         # crashed before applying its first membership still must not bootstrap `peers`. Nor does
@@ -202,7 +207,10 @@ class Replica:
             bootstrap: tuple[str, ...] = ()
         else:  # a new group (or a data directory older than the membership record): `peers`
             bootstrap, conf_state = config.peer_ids, ConfState(voters=config.peer_ids)
-        self.set_conf_state(self.with_known_addresses(conf_state), snapshot.meta.index, announce=True)
+        self.facts = RaftFacts(config.node_id, hard_state.term, snapshot.meta.index,
+                               snapshot.meta.index if not snapshot.is_empty else 0,
+                               with_known_addresses(conf_state, config))
+        self.membership_applied(ConfState(), snapshot.meta.index, announce=True)
         raft_config = RaftConfig(
             id=config.node_id,
             election_tick=config.election_tick,
@@ -221,9 +229,8 @@ class Replica:
             # terms are then the ones this node was started with (docs/operations.md)
             repair_peers=config.peer_ids if self.repairing and not conf_state.members else (),
         )
-        self.driver.bootstrap_membership_unsaved = bool(bootstrap)
         raw = RawNode(raft_config, self.storage, rng, peers=bootstrap,
-                      contexts={node_id: address.encode() for node_id, address in self.conf_state.addresses})
+                      contexts={node_id: address.encode() for node_id, address in self.facts.conf_state.addresses})
         log.info("%s: term %d, snapshot at %d, log %d..%d%s", config.node_id, hard_state.term,
                  snapshot.meta.index, self.storage.first_index(), self.storage.last_index(),
                  "; joining: waiting for the leader to add us" if joining and not self.repairing else "")
@@ -232,7 +239,7 @@ class Replica:
             log.warning("%s: REPAIRING (%s): not voting or campaigning until this node holds the commit "
                         "index a leader gives it after forgetting its old acknowledgements", config.node_id,
                         self.repair_reason)
-        return raw
+        return raw, bool(bootstrap)
 
     @property
     def repairing(self) -> bool:
@@ -245,7 +252,7 @@ class Replica:
         target_index = ended.target[0] if ended.target else 0
         log.warning("%s: REPAIR COMPLETE: this node holds index %d, the commit index leader %s gave it in "
                     "term %d; voting again (%d vote requests refused meanwhile)", self.config.node_id,
-                    target_index, self.leader_id, self.term, ended.votes_refused)
+                    target_index, self.facts.leader_id, self.facts.term, ended.votes_refused)
         self.repair_reason = None
         self.set_alarm(REPAIRING, False)
 
@@ -306,7 +313,8 @@ class Replica:
         self._liveness_now(now_ms, round_due)
 
     def _liveness_now(self, now_ms: int, round_due: bool) -> None:
-        self.liveness.on_time(now_ms, self.clock.wall_ms(), self.leader_id, self.serving_as_leader, round_due)
+        facts = self.facts
+        self.liveness.on_time(now_ms, self.clock.wall_ms(), facts.leader_id, facts.serving_as_leader, round_due)
 
     def count_ticks(self, now_ms: int) -> None:
         """One tick per tick_ms, counted whenever the replica runs (its timer, and every driver
@@ -337,7 +345,7 @@ class Replica:
         leader may campaign (a restarted one, once the pass applied its log), or a tick is due (a
         long save: a busy leader must not starve its heartbeats)."""
         return (self.drive_wanted or bool(self.inbound) or bool(self.proposals.queued)
-                or self.reads.queued() or (self.sole_voter and self.leader_id is None)
+                or self.reads.queued() or (self.facts.sole_voter and self.facts.leader_id is None)
                 or bool(self.unfed_ticks) or self.now_ms() >= self._next_tick_ms)
 
     def plan_ticks(self) -> None:
@@ -366,8 +374,8 @@ class Replica:
         made it commit), or another node leads. While it hands its role over before stopping, only
         once the new leader is known (they are forwarded to it)."""
         if self.handing_over:
-            return self.leader_id is not None and self.leader_id != self.config.node_id
-        return self.serving_as_leader or self.leader_id != self.config.node_id
+            return self.facts.leader_id is not None and self.facts.leader_id != self.config.node_id
+        return self.facts.serving_as_leader or self.facts.leader_id != self.config.node_id
 
     def save_finished(self, error: Exception | None) -> None:
         """A save the Saver left to the background ended (None: written)."""
@@ -412,10 +420,10 @@ class Replica:
         because "refused" is no proof of death (a REJECT firewall rule, a middlebox's resets, a
         listener closed before the process stops serving). If it cannot win, the others try after
         SUCCESSOR_GRACE_MS (it may have restarted with a shorter log), then the timeout runs."""
-        if peer_id != self.leader_id:
+        if peer_id != self.facts.leader_id:
             return
         self.forwards.abandon()
-        successor = next((node_id for node_id in self.conf_state.voters if node_id != peer_id), None)
+        successor = next((node_id for node_id in self.facts.conf_state.voters if node_id != peer_id), None)
         if successor == self.config.node_id:
             log.info("%s: leader %s is down; campaigning at once as its successor", self.config.node_id, peer_id)
             self.count_ticks(self.now_ms())  # the quiet ticks so far happened before the campaign
@@ -476,7 +484,8 @@ class Replica:
                        origin: Origin | None) -> bool:
         """A follower answers a registration (103, 322) that changes nothing in its state itself, as
         every Java NameServer does; the leader hears of it in the next digest (design.md)."""
-        if request.code not in _REGISTRATION_REFRESHES or not self.is_member or self.leader_id == self.config.node_id:
+        if (request.code not in _REGISTRATION_REFRESHES or not self.is_member
+                or self.facts.leader_id == self.config.node_id):
             return False
         answer = self.processor.namesrv.answer_here(request, self.context(channel_id, origin=origin))
         if answer is None:
@@ -495,22 +504,22 @@ class Replica:
             # no peer link to forward over (a removed or joining node dials no one): the client
             # must find the leader itself, and only 2007 makes it look
             self.outbox.append(Answer(token, self.operations.not_leader(request, "not a member of the group")))
-        elif self.leader_id == self.config.node_id:
+        elif self.facts.leader_id == self.config.node_id:
             self.leader_waits.hold(request, channel_id, token, origin, forwarded=forwarded, now_ms=self.now_ms())
-        elif forwarded or not self.config.forward_writes or self.leader_id is None:
+        elif forwarded or not self.config.forward_writes or self.facts.leader_id is None:
             # a forward is never forwarded again; without forwarding the client goes to the leader
             self.outbox.append(Answer(token, make_response(request, ResponseCode.CONTROLLER_NOT_LEADER,
                                                            NOT_LEADER_REMARK)))
         else:
             forwarded_copy = request if origin is None else with_origin(request, origin)
-            self.forwards.forward(self.leader_id, forwarded_copy, token, self.now_ms())
+            self.forwards.forward(self.facts.leader_id, forwarded_copy, token, self.now_ms())
 
     def _forwarded_from_here(self, request: RemotingCommand) -> bool:
         """Java's leader-only requests that only the leader can decide, and 1009 (replicated by
         rmqc: the leader logs it). Reads among them (1004,
         1006, 1012) are served by every node through the read path instead (design.md "Read path")."""
         return (request.code in _LEADER_WRITES and request.code not in READ_REQUESTS
-                and (not self.serving_as_leader or self.handing_over))
+                and (not self.facts.serving_as_leader or self.handing_over))
 
     def heartbeat(self, request: RemotingCommand, channel_id: int) -> bool:
         """A one-way 904, served inline (never answered, spec 1.3); False: not a 904."""
@@ -567,8 +576,8 @@ class Replica:
         return RequestContext(
             self.now_ms(),  # now_ms
             channel_id or None,  # channel_id
-            self.leader_id == self.config.node_id,  # is_leader
-            self.serving_as_leader,  # leader_ready
+            self.facts.leader_id == self.config.node_id,  # is_leader
+            self.facts.serving_as_leader,  # leader_ready
             self._node_info(),  # node
             read_allowed,
             self.clock.wall_ms(),  # wall_ms
@@ -579,17 +588,17 @@ class Replica:
         """This node as requests see it; rebuilt only when the leader or the membership changes,
         not for every request."""
         cached = self._node_info_cache
-        if cached is not None and cached[0] == self.leader_id:
+        if cached is not None and cached[0] == self.facts.leader_id:
             return cached[1]
-        address = self.address_of(self.leader_id) if self.leader_id else None
+        address = self.address_of(self.facts.leader_id) if self.facts.leader_id else None
         node = NodeInfo(
             group=self.config.group,
             self_id=self.config.node_id,
-            leader_id=self.leader_id if address else None,
+            leader_id=self.facts.leader_id if address else None,
             leader_address=address,
-            peers=self.conf_state.addresses,
+            peers=self.facts.conf_state.addresses,
         )
-        self._node_info_cache = (self.leader_id, node)
+        self._node_info_cache = (self.facts.leader_id, node)
         return node
 
     # ----- proposals -----
@@ -645,22 +654,19 @@ class Replica:
 
     # ----- what the driver tells the rest -----
 
-    def on_soft_state(self, leader: str | None) -> None:
-        if leader != self.leader_id:
+    def on_soft_state(self, leader: str | None, previous: str | None) -> None:
+        """Driver: the core's leader is `leader` now, `previous` before (the facts already say so)."""
+        if leader != previous:
             log.info("%s: leader is now %s", self.config.node_id, leader)
             self.reads.on_leader_change()
             self.events.record(LEADER_CHANGED, self.clock.wall_ms(),
-                               {"leader": leader, "previous": self.leader_id, "term": self.term})
-        was_leader = self.leader_id == self.config.node_id
-        self.leader_id = leader
+                               {"leader": leader, "previous": previous, "term": self.facts.term})
         self.forwards.abandon(except_to=leader)
-        is_leader = leader == self.config.node_id
-        if is_leader and not was_leader:
+        me = self.config.node_id
+        if leader == me and previous != me:
             self.became_leader_ms = self.now_ms()
-            self.serving_as_leader = False
             self.processor.namesrv.became_leader()
-        if not is_leader:
-            self.serving_as_leader = False
+        if leader != me:
             # a handover keeps them: the target holds their entries, and commits them in its term
             self.proposals.lose_leadership(keep_waiting=self.handing_over)
 
@@ -721,7 +727,7 @@ class Replica:
             return
         key, after_ms = sent
         self.observer.observe_failover_step(NOTIFIED, after_ms / 1000)
-        if self.serving_as_leader:
+        if self.facts.serving_as_leader:
             self._propose_quietly([NotificationSent(key.cluster_name, key.broker_name, key.broker_id, address,
                                                     master_epoch, after_ms, self.clock.wall_ms(),
                                                     Origin(None, None, self.config.node_id))], "a 1008's record")
@@ -730,13 +736,12 @@ class Replica:
         self.observer.set_alarm(name, raised)
         self.events.record(ALARM, self.clock.wall_ms(), {"alarm": name, "raised": raised})
 
-    def set_conf_state(self, conf_state: ConfState, index: int, *, announce: bool = False) -> None:
-        """The applied membership (with its address book) as of log index `index`; the shell hears
-        of it (MembersChanged) at start and whenever it changes."""
-        changed = conf_state != self.conf_state
-        was_member = self.config.node_id in self.conf_state.members
-        self.conf_state = conf_state
-        self.sole_voter = set(conf_state.voters) == {self.config.node_id}
+    def membership_applied(self, previous: ConfState, index: int, *, announce: bool = False) -> None:
+        """The applied membership (with its address book) is the facts' as of log index `index`,
+        `previous` before (the driver, or the start); the shell hears of it (MembersChanged) at
+        start and whenever it changes."""
+        conf_state = self.facts.conf_state
+        changed = conf_state != previous
         if changed and index > self.events_after_index:
             self.events.record(MEMBERSHIP_CHANGED, self.clock.wall_ms(),
                                {"index": index, "voters": list(conf_state.voters),
@@ -745,28 +750,45 @@ class Replica:
             self._node_info_cache = None
             self.outbox.append(MembersChanged(index, dict(conf_state.addresses), conf_state.voters,
                                               conf_state.learners))
-            if was_member and self.config.node_id not in conf_state.members:
+            me = self.config.node_id
+            if me in previous.members and me not in conf_state.members:
                 log.warning("%s: removed from the membership at index %d (voters %s, learners %s): idle, "
-                            "never campaigns", self.config.node_id, index, conf_state.voters, conf_state.learners)
+                            "never campaigns", me, index, conf_state.voters, conf_state.learners)
 
-    def with_known_addresses(self, conf_state: ConfState) -> ConfState:
-        """`conf_state` with the `peers` option's address for every member its book lacks (records
-        written before the book existed, the bootstrap's voters)."""
-        book = dict(conf_state.addresses)
-        for member in conf_state.members:
-            peer = self.config.peer(member) if member not in book else None
-            if peer is not None:
-                book[member] = peer.address
-        return ConfState(conf_state.voters, conf_state.learners, tuple(sorted(book.items())))
+    # ----- the facts, read-only (the driver writes them) -----
+
+    @property
+    def leader_id(self) -> str | None:
+        return self.facts.leader_id
+
+    @property
+    def term(self) -> int:
+        return self.facts.term
+
+    @property
+    def applied_index(self) -> int:
+        return self.facts.applied_index
+
+    @property
+    def serving_as_leader(self) -> bool:
+        return self.facts.serving_as_leader
+
+    @property
+    def conf_state(self) -> ConfState:
+        return self.facts.conf_state
+
+    @property
+    def snapshot_index(self) -> int:
+        return self.facts.snapshot_index
 
     @property
     def is_member(self) -> bool:
         """This node is a voter or learner of the applied membership."""
-        return self.config.node_id in self.conf_state.members
+        return self.config.node_id in self.facts.conf_state.members
 
     def address_of(self, node_id: str) -> str | None:
         """A member's address from the applied address book (None: not a member, or not known)."""
-        return next((address for member, address in self.conf_state.addresses if member == node_id), None)
+        return self.facts.address_of(node_id)
 
     # ----- stopping -----
 
@@ -786,7 +808,7 @@ class Replica:
         """Operations: the handover before a stop is over (`error`: why it failed)."""
         self.handing_over = False
         if error is None:
-            self.handover_outcome = f"leadership handed to {self.leader_id} in {took_ms} ms"
+            self.handover_outcome = f"leadership handed to {self.facts.leader_id} in {took_ms} ms"
             log.info("%s: stopping: %s", self.config.node_id, self.handover_outcome)
         else:
             self.handover_outcome = f"leadership not handed over: {error}"
@@ -825,7 +847,7 @@ class _SuccessorGrace:
             return
         dead_leader, self._pending = self._pending[0], None
         r = self._replica
-        if r.leader_id in (None, dead_leader):
+        if r.facts.leader_id in (None, dead_leader):
             log.info("%s: no leader %d ms after %s went down; campaigning", r.config.node_id,
                      SUCCESSOR_GRACE_MS, dead_leader)
             r.raw.take_over(dead_leader)
@@ -840,11 +862,11 @@ class _RouteExpiry:
 
     def next_deadline_ms(self) -> int | None:
         r = self._replica
-        return r.processor.namesrv.next_scan_ms() if r.serving_as_leader else None
+        return r.processor.namesrv.next_scan_ms() if r.facts.serving_as_leader else None
 
     def expire(self, now_ms: int) -> None:
         r = self._replica
-        if r.serving_as_leader and not r.handing_over:
+        if r.facts.serving_as_leader and not r.handing_over:
             expired = r.processor.namesrv.expired(now_ms, r.clock.wall_ms())
             if expired:
                 r._propose_quietly(expired, "route expiry")

@@ -31,7 +31,8 @@ only: a follower does not know how far the others are. Also on the leader only: 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
@@ -39,40 +40,65 @@ from rmqc.errors import BoundExceeded
 from rmqc.raft import EntryType, RawNode, Role, decode_conf_change
 from rmqc.remoting import RMQC_NODE_STATUS, RemotingCommand, ResponseCode, make_response
 
-from ._alarms import repairing_status
-from ._health import readiness_checks
-from ._io import PeerLag, ReplicaStatus
+from ._alarms import DiskFullAlarm, repairing_status
+from ._facts import RaftFacts
+from ._health import HealthCheck, readiness_checks
+from ._io import PeerLag, ReplicaConfig, ReplicaStatus
+from ._liveness import Liveness
 
 if TYPE_CHECKING:
-    from rmqc.fsm import NamesrvState
+    from rmqc.fsm import ControllerState, NamesrvState
 
-    from ._replica import Replica
-
-__all__ = ["RMQC_NODE_STATUS", "STATUS_VERSION", "build_status", "pending_conf_change", "status_answer",
-           "status_document"]
+__all__ = ["RMQC_NODE_STATUS", "STATUS_VERSION", "StatusSource", "build_status", "pending_conf_change",
+           "status_answer", "status_document"]
 
 STATUS_VERSION = 1
 # Names in one answer: 100,000 names of up to ~100 bytes stay well below the 16 MiB frame bound.
 MAX_GROUP_NAMES = 100_000
 
 
-def build_status(replica: Replica) -> ReplicaStatus:
+class StatusSource(Protocol):
+    """What a status answer reads of one replica (a Replica is one)."""
+
+    @property
+    def config(self) -> ReplicaConfig: ...
+    @property
+    def facts(self) -> RaftFacts: ...
+    @property
+    def raw(self) -> RawNode: ...
+    @property
+    def state(self) -> ControllerState: ...
+    @property
+    def liveness(self) -> Liveness: ...
+    @property
+    def disk_full(self) -> DiskFullAlarm | None: ...
+    @property
+    def repair_reason(self) -> str | None: ...
+    @property
+    def leader_commit_seen(self) -> int: ...
+    @property
+    def shell_health(self) -> Callable[[], Sequence[HealthCheck]]: ...
+    def now_ms(self) -> int: ...
+    def counters(self) -> dict[str, float]: ...
+
+
+def build_status(replica: StatusSource) -> ReplicaStatus:
     """What `replica` knows about itself now (a frozen snapshot: nothing outside reads the core)."""
-    raw = replica.raw
+    raw, facts = replica.raw, replica.facts
     status = raw.status()
     return ReplicaStatus(
         node_id=replica.config.node_id,
         role=status.role.value,
-        leader=replica.leader_id,
+        leader=facts.leader_id,
         term=status.term,
         commit=status.commit,
-        applied=replica.applied_index,
+        applied=facts.applied_index,
         last_index=status.last_index,
-        serving=replica.serving_as_leader,
+        serving=facts.serving_as_leader,
         voters=tuple(status.voters),
         learners=tuple(status.learners),
         transferring_to=status.lead_transferee,
-        pending_conf_change=pending_conf_change(raw, replica.applied_index),
+        pending_conf_change=pending_conf_change(raw, facts.applied_index),
         peers={
             peer_id: PeerLag(progress.match, progress.next, max(0, status.last_index - progress.match),
                              progress.state.name.lower(), bool(progress.recent_active))
@@ -83,12 +109,12 @@ def build_status(replica: Replica) -> ReplicaStatus:
         live_brokers=len(replica.liveness.table),
         alarms=_alarms(replica, raw),
         counters=replica.counters(),
-        members=dict(replica.conf_state.addresses),
+        members=dict(facts.conf_state.addresses),
         leader_commit=replica.leader_commit_seen,
     )
 
 
-def _alarms(replica: Replica, raw: RawNode) -> tuple[dict[str, Any], ...]:
+def _alarms(replica: StatusSource, raw: RawNode) -> tuple[dict[str, Any], ...]:
     alarms = [alarm.status(replica.now_ms()) for alarm in (replica.disk_full,) if alarm is not None]
     if replica.repair_reason is not None:
         repair = raw.repair()
@@ -97,7 +123,7 @@ def _alarms(replica: Replica, raw: RawNode) -> tuple[dict[str, Any], ...]:
     return tuple(alarms)
 
 
-def status_document(replica: Replica, *, with_group_names: bool = False) -> dict[str, Any]:
+def status_document(replica: StatusSource, *, with_group_names: bool = False) -> dict[str, Any]:
     """The body of the RMQC_NODE_STATUS answer."""
     status = build_status(replica)
     document: dict[str, Any] = {
@@ -111,7 +137,7 @@ def status_document(replica: Replica, *, with_group_names: bool = False) -> dict
         "applied": status.applied,
         "lastIndex": status.last_index,
         "leader": status.leader,
-        "leaderAddress": replica.address_of(status.leader) if status.leader else None,
+        "leaderAddress": replica.facts.address_of(status.leader) if status.leader else None,
         "voters": list(status.voters),
         "learners": list(status.learners),
         "members": status.members,
@@ -154,7 +180,7 @@ def pending_conf_change(raw: RawNode | None, applied: int) -> dict[str, Any] | N
     return {"index": index, "type": change.type.name.lower(), "node": change.node_id}
 
 
-def status_answer(replica: Replica, request: RemotingCommand) -> RemotingCommand:
+def status_answer(replica: StatusSource, request: RemotingCommand) -> RemotingCommand:
     """The answer to one RMQC_NODE_STATUS request."""
     with_names = (request.ext("groupNames") or "").lower() == "true"
     body = orjson.dumps(status_document(replica, with_group_names=with_names))
