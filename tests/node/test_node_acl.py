@@ -28,8 +28,8 @@ from rmqc.remoting import RemotingCommand, RequestCode, ResponseCode
 class Served(SlowEcho):
     """Records the codes of the requests that got past the gate."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, nursery: trio.Nursery | None = None) -> None:
+        super().__init__(nursery)
         self.codes: list[int] = []
 
     async def handle_request(self, request: RemotingCommand, channel):  # type: ignore[no-untyped-def]
@@ -45,7 +45,7 @@ def acl_config(tmp_path: Path, text: str = ACL) -> NodeConfig:
 
 
 async def start(nursery: trio.Nursery, config: NodeConfig) -> tuple[Server, Served]:
-    handler = Served()
+    handler = Served(nursery)
     server = Server(config, handler, PeerLinks(config, Recorder(), random.Random(1)))
     listeners = await trio.open_tcp_listeners(config.self_peer.port, host="127.0.0.1")
     nursery.start_soon(server.serve, listeners)

@@ -81,7 +81,7 @@ async def start_server(nursery: trio.Nursery, config: NodeConfig) -> Server:
     """The remoting port alone (an echo handler), serving on `config`'s port."""
     handler = Recorder()
     handler.nursery = nursery
-    server = Server(config, SlowEcho(), PeerLinks(config, handler, random.Random(1)))
+    server = Server(config, SlowEcho(nursery), PeerLinks(config, handler, random.Random(1)))
     nursery.start_soon(server.serve, await trio.open_tcp_listeners(config.self_peer.port, host="127.0.0.1"))
     return server
 

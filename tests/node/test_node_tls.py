@@ -40,7 +40,7 @@ def tls_config(certs: Certs, mode: str, auth_client: bool = False, peers: str | 
 
 
 async def start(nursery: trio.Nursery, config: NodeConfig) -> Server:
-    server = Server(config, SlowEcho(), PeerLinks(config, Recorder(), random.Random(1)))
+    server = Server(config, SlowEcho(nursery), PeerLinks(config, Recorder(), random.Random(1)))
     nursery.start_soon(server.serve, await trio.open_tcp_listeners(config.self_peer.port, host="127.0.0.1"))
     return server
 

@@ -10,13 +10,13 @@ from collections.abc import Iterator
 
 import pytest
 import trio
-from node_helpers import wait_until
+from node_helpers import AsyncHandler, wait_until
 from test_node_tls import tls_config
 from test_node_transport import Recorder
 
 from rmqc.client import client_tls_context
 from rmqc.node._peers import PeerLinks
-from rmqc.node._server import Channel, Server
+from rmqc.node._server import Channel, Respond, Server
 from rmqc.node._tls import TlsStream, accept_tls, dial_tls, server_context
 from rmqc.remoting import FrameDecoder, RemotingCommand, encode, make_request, make_response
 from rmqc.testing.certs import Certs, make_certs
@@ -29,15 +29,13 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Certs]:
     yield make_certs(tmp_path_factory.mktemp("certs"))
 
 
-class BigEcho:
-    """Answers every request with a 64 KiB body made of its opaque, and the request body's size."""
+class BigEcho(AsyncHandler):
+    """Answers every request at once (so in request order, each before the next request is read)
+    with a 64 KiB body made of its opaque, and the request body's size."""
 
-    async def handle_request(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
+    def serve_now(self, request: RemotingCommand, channel: Channel, respond: Respond) -> None:
         body = request.opaque.to_bytes(4, "big") * (ANSWER_BYTES // 4)
-        return make_response(request, 0, remark=str(len(request.body or b"")), body=body)
-
-    def on_channel_closed(self, channel: Channel) -> None:
-        pass
+        respond(make_response(request, 0, remark=str(len(request.body or b"")), body=body))
 
 
 async def read_answers(stream: trio.abc.Stream, count: int) -> list[RemotingCommand]:

@@ -8,7 +8,7 @@ import struct
 
 import pytest
 import trio
-from node_helpers import free_ports, wait_until
+from node_helpers import AsyncHandler, free_ports, wait_until
 
 import rmqc.node._peers as peers
 from rmqc.config import NodeConfig
@@ -59,18 +59,12 @@ class Recorder:
         self.down.append(peer_id)
 
 
-class SlowEcho:
-    """A RequestHandler: answers code 0 after `delay` extFields seconds, remark = the opaque."""
-
-    def __init__(self) -> None:
-        self.closed: list[Channel] = []
+class SlowEcho(AsyncHandler):
+    """Answers code 0 after `delay` extFields seconds, remark = the opaque."""
 
     async def handle_request(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         await trio.sleep(float(request.ext("delay") or 0))  # the work the request asks to take this long
         return make_response(request, 0, remark=str(request.opaque))
-
-    def on_channel_closed(self, channel: Channel) -> None:
-        self.closed.append(channel)
 
 
 def two_node_configs(group_b: str = "rmqc") -> tuple[NodeConfig, NodeConfig]:
@@ -88,7 +82,7 @@ def _p(text: str):  # type: ignore[no-untyped-def]
 async def start_node(nursery: trio.Nursery, config: NodeConfig, handler: Recorder) -> PeerLinks:
     handler.nursery = nursery
     links = PeerLinks(config, handler, random.Random(1))
-    server = Server(config, SlowEcho(), links)
+    server = Server(config, SlowEcho(nursery), links)
     listeners = await trio.open_tcp_listeners(config.self_peer.port, host="127.0.0.1")
     nursery.start_soon(server.serve, listeners)
     await nursery.start(links.run)

@@ -43,7 +43,6 @@ from rmqc.remoting import (
     RemotingCommand,
     dumps_properties,
     encode,
-    make_response,
 )
 from rmqc.replica import (
     Answer,
@@ -382,11 +381,10 @@ class ControllerNode:
 
     # ----- remoting connections (Server calls these) -----
 
-    def serve_now(self, request: RemotingCommand, channel: Channel, respond: Respond) -> bool:
+    def serve_now(self, request: RemotingCommand, channel: Channel, respond: Respond) -> None:
         """Take any request without a task: `respond` runs once, now or when the replica answers."""
         replica = self.replica
-        if replica is None:
-            return False
+        assert replica is not None  # the server serves from _serve on, after the replica is made
         started_s = trio.current_time()
 
         def answer(response: RemotingCommand | None) -> None:
@@ -396,11 +394,10 @@ class ControllerNode:
 
         if request.code == RMQC_EVENTS and self._nursery is not None:  # a long poll: a task of its own
             self._nursery.start_soon(self._answer_events, replica, request, answer, name="events-reader")
-            return True
+            return
         self.runner.request(replica.client_request, request, channel.id, answer,
                             client_origin(request, channel.remote, self.config.node_id,
                                           acl_enabled=self.config.acl_enabled))
-        return True
 
     async def _answer_events(self, replica: Replica, request: RemotingCommand,
                              answer: Callable[[RemotingCommand | None], None]) -> None:
@@ -410,20 +407,6 @@ class ControllerNode:
         """The notifier sent a 1008: the failover's `notified` step, and its latency since the commit."""
         if self.replica is not None:
             self.runner.input(self.replica.notification_sent, address, master_epoch_of(command))
-
-    async def handle_request(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
-        """Answer one remoting request (awaitable form of serve_now); never raises."""
-        done = trio.Event()
-        answers: list[RemotingCommand | None] = []
-
-        def respond(response: RemotingCommand | None) -> None:
-            answers.append(response)
-            done.set()
-
-        if not self.serve_now(request, channel, respond):
-            return make_response(request, 1, "node not started")
-        await done.wait()
-        return answers[0]
 
     def handle_oneway_now(self, request: RemotingCommand, channel: Channel) -> bool:
         """A one-way 904 served synchronously (True); anything else goes to serve_now."""

@@ -58,33 +58,28 @@ class Channel:
     remote: str
 
 
-class RequestHandler(Protocol):
-    async def handle_request(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None: ...
-
-    def on_channel_closed(self, channel: Channel) -> None: ...
-
-
 Respond = Callable[[RemotingCommand | None], None]
 
 
-def _never_inline(_request: RemotingCommand, _channel: Channel) -> bool:
-    return False
+class RequestHandler(Protocol):
+    """What the port does with the requests it reads: each is taken without a task of its own (no
+    task, lock or scheduler round trip per request: the hot path of every request)."""
 
+    def handle_oneway_now(self, request: RemotingCommand, channel: Channel) -> bool:
+        """Serve a one-way request at once (True: heartbeats), or leave it to `serve_now` (False)."""
+        ...
 
-def _never_now(_request: RemotingCommand, _channel: Channel, _respond: Respond) -> bool:
-    return False
+    def serve_now(self, request: RemotingCommand, channel: Channel, respond: Respond) -> None:
+        """Take `request`; `respond(answer)` runs exactly once (None: no answer), now or later."""
+        ...
+
+    def on_channel_closed(self, channel: Channel) -> None: ...
 
 
 class Server:
     def __init__(self, config: NodeConfig, handler: RequestHandler, peers: PeerLinks) -> None:
         self._config = config
-        self._handler = handler
-        # Optional fast path of a handler: `handle_oneway_now(request, channel) -> bool` serves a
-        # one-way request synchronously (True) so the reader needs no task for it (heartbeats).
-        self.handle_oneway_now = getattr(handler, "handle_oneway_now", _never_inline)
-        # Optional fast path: `serve_now(request, channel, respond) -> bool` takes a request without
-        # a task (True) and calls `respond(answer)` exactly once, now or when its entry is applied.
-        self.serve_now = getattr(handler, "serve_now", _never_now)
+        self.handler = handler
         self._peers = peers
         # None: every request is served as it comes (acl_enabled is off, as RocketMQ's default)
         self.acl = AclGate(config) if config.acl_enabled else None
@@ -188,7 +183,7 @@ class Server:
 
     async def _serve_remoting(self, stream: trio.abc.Stream, first: bytes, remote: str) -> None:
         channel = Channel(next(self._channel_ids), remote)
-        connection = _RemotingConnection(stream, channel, self._handler, self._config.max_frame_bytes, self)
+        connection = _RemotingConnection(stream, channel, self._config.max_frame_bytes, self)
         try:
             error = await connection.run(first)
             if error is not None:
@@ -196,7 +191,7 @@ class Server:
                 self.idle_closed += isinstance(error, IdleTimeout)
                 log.warning("closing connection %s from %s: %s", channel.id, channel.remote, error)
         finally:
-            self._handler.on_channel_closed(channel)
+            self.handler.on_channel_closed(channel)
 
 
 class _RemotingConnection:
@@ -205,8 +200,7 @@ class _RemotingConnection:
     task, lock or scheduler round trip per answer: the hot path of every request); what the socket
     cannot take at once is queued and sent, in order, by one drain task."""
 
-    def __init__(self, stream: trio.abc.Stream, channel: Channel, handler: RequestHandler,
-                 max_frame_bytes: int, server: Server) -> None:
+    def __init__(self, stream: trio.abc.Stream, channel: Channel, max_frame_bytes: int, server: Server) -> None:
         self._server = server
         self._stream = stream
         # Plain TCP and TLS alike are read and written on the socket itself (the fast path); TLS
@@ -217,7 +211,6 @@ class _RemotingConnection:
         self._fd = self._transport.socket.fileno() if isinstance(self._transport, trio.SocketStream) else None
         self._reader = None if self._fd is None else DirectReader(self._fd, RECEIVE_CHUNK_BYTES, self._wait_readable)
         self._channel = channel
-        self._handler = handler
         self._connection = RemotingConnection(max_frame_bytes, server.idle_timeout_s, trio.current_time())
         # set when the connection may let a stopped reader read on (a request done, the queue sent)
         self._resume = trio.Event()
@@ -230,19 +223,19 @@ class _RemotingConnection:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             try:
-                await self._read_loop(first, nursery)
+                await self._read_loop(first)
             except (ProtocolError, BoundExceeded) as error:
                 return error
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 return None
             finally:
-                # the client is gone (or sent garbage): answers still being computed have no reader
+                # the client is gone (or sent garbage): answers that come later have no reader
                 self._broken = True
                 nursery.cancel_scope.cancel()
         return None
 
-    async def _read_loop(self, data: bytes | bytearray, nursery: trio.Nursery) -> None:
-        server, connection = self._server, self._connection
+    async def _read_loop(self, data: bytes | bytearray) -> None:
+        server, connection, handler = self._server, self._connection, self._server.handler
         while data and not self._broken:
             for command in connection.receive(data):  # each served as decoded, as Java does
                 if server.draining:
@@ -252,17 +245,12 @@ class _RemotingConnection:
                     continue
                 if server.acl is not None and not self._admitted(server.acl, command):
                     continue
-                if command.is_oneway and server.handle_oneway_now(command, self._channel):
+                if command.is_oneway and handler.handle_oneway_now(command, self._channel):
                     continue
                 if not connection.try_start_request():
                     await self._wait_to_start_request()
                 server.requests_in_flight += 1
-                if not server.serve_now(command, self._channel, self._respond_callback(command)):
-                    nursery.start_soon(self._answer, command)
-                    # the answer task takes its first step before the next request is read, so a
-                    # handler that answers without waiting answers in request order (started in
-                    # one go, trio may run a batch of tasks in reverse)
-                    await trio.lowlevel.checkpoint()
+                handler.serve_now(command, self._channel, self._respond_callback(command))
             data = await self._receive()
         if not self._broken:
             connection.receive_eof()
@@ -307,23 +295,12 @@ class _RemotingConnection:
 
     def _respond_callback(self, request: RemotingCommand) -> Respond:
         def respond(response: RemotingCommand | None) -> None:
-            self._done()
+            self._server.requests_in_flight -= 1
+            if self._connection.request_done():
+                self._resume.set()
             if response is not None and not request.is_oneway:
                 self._write(encode(response))
         return respond
-
-    def _done(self) -> None:
-        self._server.requests_in_flight -= 1
-        if self._connection.request_done():
-            self._resume.set()
-
-    async def _answer(self, request: RemotingCommand) -> None:
-        try:
-            response = await self._handler.handle_request(request, self._channel)
-        finally:
-            self._done()
-        if response is not None and not request.is_oneway:
-            self._write(encode(response))
 
     def _write(self, frame: bytes) -> None:
         """Write now if the socket takes it and nothing is queued before it; else queue it, in order,
