@@ -15,13 +15,12 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-from rmqc.acl import AclRules, Allowed, RequestGate, parse_plain_acl
+from rmqc.acl import Allowed, RequestGate, parse_plain_acl
 from rmqc.config import NodeConfig
-from rmqc.errors import ConfigError
 from rmqc.remoting import RemotingCommand
 
 from ._ratelog import RateLimitedLog
-from ._watched_file import Stamp, current_stamp, read_watched_text, stamp_of
+from ._watched_file import WatchedFile
 
 log = logging.getLogger("rmqc.node.acl")
 
@@ -36,11 +35,10 @@ LOG_EVERY_S = 1.0
 
 class AclGate:
     def __init__(self, config: NodeConfig, clock: Callable[[], float] = time.monotonic) -> None:
-        self._path = config.acl_file
-        self._clock = clock
-        self._stamp: Stamp | None = None
-        self._next_check_s = 0.0
-        self._rules: AclRules = self._read()  # ConfigError: the node does not start
+        # ConfigError: the node does not start
+        self._rules = WatchedFile("acl_file", config.acl_file, MAX_ACL_FILE_BYTES, parse_plain_acl,
+                                  lambda rules: f"{len(rules.accounts)} accounts", look_every_s=RELOAD_CHECK_S,
+                                  clock=clock)
         self._gate = RequestGate()
         self._log = RateLimitedLog(log, LOG_EVERY_S, clock)
 
@@ -55,34 +53,11 @@ class AclGate:
 
     def check(self, request: RemotingCommand, host: str) -> RemotingCommand | Allowed | None:
         """Allowed, or the NO_PERMISSION answer to send, or None (a refused one-way: drop it)."""
-        self._reload_if_changed()
-        decision = self._gate.check(self._rules, request, host)
+        decision = self._gate.check(self._rules.content(), request, host)
         if isinstance(decision, Allowed):
             return decision
         self._log.warning("refused request %d from %s: %s", request.code, host, decision.refusal.value)
         return decision.answer
-
-    def _reload_if_changed(self) -> None:
-        now = self._clock()
-        if now < self._next_check_s:
-            return
-        self._next_check_s = now + RELOAD_CHECK_S
-        try:
-            if current_stamp(self._path) == self._stamp:
-                return
-            self._rules = self._read()
-            log.info("acl_file %s reloaded: %d accounts", self._path, len(self._rules.accounts))
-        except (OSError, ConfigError) as error:
-            log.error("acl_file %s: %s; keeping the rules read before", self._path, error)
-
-    def _read(self) -> AclRules:
-        text, status = read_watched_text("acl_file", self._path, MAX_ACL_FILE_BYTES)
-        try:
-            rules = parse_plain_acl(text)
-        except ConfigError as error:
-            raise ConfigError(f"acl_file: {self._path}: {error}") from error
-        self._stamp = stamp_of(status)
-        return rules
 
 
 def host_of(remote: str) -> str:

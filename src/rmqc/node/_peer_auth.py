@@ -4,15 +4,12 @@ it changes."""
 
 from __future__ import annotations
 
-import logging
 import secrets
-import stat
 from collections.abc import Callable
 
 import trio
 
 from rmqc.config import NodeConfig, Peer
-from rmqc.errors import ConfigError
 from rmqc.peerwire import (
     MAX_HANDSHAKE_BYTES,
     NONCE_BYTES,
@@ -22,9 +19,7 @@ from rmqc.peerwire import (
     parse_secrets,
 )
 
-from ._watched_file import Stamp, current_stamp, read_watched_text, stamp_of
-
-log = logging.getLogger("rmqc.node.peer_auth")
+from ._watched_file import WatchedFile
 
 # A member answers within milliseconds; whoever holds a connection open mid-handshake longer than
 # this is stalling (slowloris) and is cut off.
@@ -38,42 +33,15 @@ _RECEIVE_BYTES = 65536
 class PeerSecrets:
     """The keys of `peer_secret_file`: the first signs, every one verifies, so a secret is rotated
     by adding the new one second, then moving it first, then dropping the old (docs/security.md).
-    The file is re-read when it changes; a changed file that is unusable keeps the previous keys."""
+    The file is re-read when it changes; a changed file that is unusable keeps the previous keys
+    (WatchedFile)."""
 
     def __init__(self, path: str) -> None:
-        self._path = path
-        self._stamp: Stamp | None = None
-        self._keys: tuple[bytes, ...] = (b"",)
-        if path:
-            self._keys = self._read()
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self._path)
+        self._file = WatchedFile("peer_secret_file", path, MAX_SECRET_FILE_BYTES, parse_secrets,
+                                 lambda keys: f"{len(keys)} secrets", private=True) if path else None
 
     def keys(self) -> tuple[bytes, ...]:
-        if self._path and self._changed():
-            try:
-                self._keys = self._read()
-                log.info("peer secrets reloaded from %s (%d)", self._path, len(self._keys))
-            except ConfigError as error:
-                log.error("%s; keeping the previous peer secrets", error)
-        return self._keys
-
-    def _changed(self) -> bool:
-        stamp = current_stamp(self._path)
-        return stamp is None or stamp != self._stamp
-
-    def _read(self) -> tuple[bytes, ...]:
-        text, status = read_watched_text("peer_secret_file", self._path, MAX_SECRET_FILE_BYTES)
-        try:
-            keys = parse_secrets(text)
-        except ValueError as error:
-            raise ConfigError(f"peer_secret_file: {self._path}: {error}") from error
-        if status.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-            log.warning("peer_secret_file %s is readable by other users (chmod 600 it)", self._path)
-        self._stamp = stamp_of(status)
-        return keys
+        return (b"",) if self._file is None else self._file.content()
 
 
 async def dial(stream: trio.abc.Stream, config: NodeConfig, secrets_: PeerSecrets, peer: Peer) -> bytes:
