@@ -107,6 +107,14 @@ def stop_process_now(message: str) -> NoReturn:
     os._exit(EXIT_STORAGE_FAILED)
 
 
+async def _poll_until(done: Callable[[], bool], timeout_s: float) -> bool:
+    """Look whether `done()` every STOP_POLL_S, for at most `timeout_s`; whether it is done."""
+    with trio.move_on_after(timeout_s):
+        while not done():
+            await trio.sleep(STOP_POLL_S)
+    return done()
+
+
 def check_own_membership(config: NodeConfig, conf_state: ConfState, repairing: bool = False) -> None:
     """Refuse to serve what can never work, with the reason (ConfigError): a node with no
     membership that is not joining (`listen` without `peers` or `join` on a data directory without
@@ -236,18 +244,13 @@ class ControllerNode:
         config = self.config
         if self.runner.input(replica.begin_graceful_stop):
             election_timeout_s = config.election_tick * config.tick_ms / 1000
-            with trio.move_on_after(2 * election_timeout_s + config.tick_ms / 1000):
-                while replica.handing_over:
-                    await trio.sleep(STOP_POLL_S)
-            if replica.handing_over:
+            if not await _poll_until(lambda: not replica.handing_over, 2 * election_timeout_s + config.tick_ms / 1000):
                 log.warning("%s: stopping: the handover did not end within two election timeouts; stopping anyway",
                             config.node_id)
         self.server.draining = True
         self.event_readers.release()  # a long poll would hold the drain until its wait ends
         in_flight = self.server.requests_in_flight
-        with trio.move_on_after(drain_s):
-            while self.server.requests_in_flight:
-                await trio.sleep(STOP_POLL_S)
+        await _poll_until(lambda: not self.server.requests_in_flight, drain_s)
         left = self.server.requests_in_flight
         log.info("%s: stopping: %d requests were in flight, %d answered, %d not answered within %d ms", config.node_id,
                  in_flight, in_flight - left if left <= in_flight else in_flight, left, drain_s * 1000)
@@ -256,9 +259,7 @@ class ControllerNode:
         """Stop taking work, fail what waits, and give the answers `grace_s` to be written."""
         if self.replica is not None:
             self.runner.input(self.replica.stop, "node stopping")
-        with trio.move_on_after(grace_s):
-            while self.server.requests_in_flight:
-                await trio.sleep(0.01)
+        await _poll_until(lambda: not self.server.requests_in_flight, grace_s)
 
     async def _join(self) -> None:
         """Ask the group to add this node (rmqc.node._join); a refusal ends the node (JoinFailed)."""
@@ -289,6 +290,14 @@ class ControllerNode:
         """Nothing is waiting to be decided, proposed or committed (tests wait on this)."""
         return self.replica is not None and self.replica.quiescent() and not self.runner.pass_scheduled
 
+    @property
+    def _live(self) -> Replica:
+        """The replica, to the peer links, the server, the notifier, the saver and the timer: each
+        calls in only from `_serve` on (or from the replica's own actions), after `run` made it."""
+        replica = self.replica
+        assert replica is not None
+        return replica
+
     # ----- the two tasks that run the replica -----
 
     def _runner_failed(self, error: Exception) -> None:
@@ -305,8 +314,7 @@ class ControllerNode:
 
     def _save_finished(self, error: Exception | None) -> None:
         """The saver thread ended a save the driver left to it: the Ready goes on."""
-        assert self.replica is not None
-        self.runner.input(self.replica.save_finished, error)
+        self.runner.input(self._live.save_finished, error)
 
     async def _driver(self) -> None:
         runner = self.runner
@@ -318,8 +326,7 @@ class ControllerNode:
             runner.run_pass()
 
     async def _timer(self) -> None:
-        replica = self.replica
-        assert replica is not None
+        replica = self._live
         while True:
             with trio.move_on_at(TrioClock.trio_time_of(replica.next_wakeup_ms())):
                 await self._rearmed.wait()
@@ -329,27 +336,22 @@ class ControllerNode:
     # ----- peers (PeerLinks calls these) -----
 
     def raft_term(self) -> int:
-        return 0 if self.replica is None else self.replica.term
+        return self._live.term
 
     def on_raft_messages(self, sender: str, messages: list[Message]) -> None:
-        if self.replica is not None:
-            self.runner.input(self.replica.raft_messages, sender, messages)
+        self.runner.input(self._live.raft_messages, sender, messages)
 
     def on_peer_unreachable(self, peer_id: str) -> None:
-        if self.replica is not None:
-            self.runner.input(self.replica.peer_unreachable, peer_id)
+        self.runner.input(self._live.peer_unreachable, peer_id)
 
     def on_peer_down(self, peer_id: str) -> None:
-        if self.replica is not None:
-            self.runner.input(self.replica.peer_down, peer_id)
+        self.runner.input(self._live.peer_down, peer_id)
 
     def on_snapshot_sent(self, peer_id: str, ok: bool) -> None:
-        if self.replica is not None:
-            self.runner.input(self.replica.snapshot_sent, peer_id, ok)
+        self.runner.input(self._live.snapshot_sent, peer_id, ok)
 
     def on_digest(self, sender: str, payload: bytes) -> None:
-        if self.replica is not None:
-            self.runner.input(self.replica.digest, sender, payload)
+        self.runner.input(self._live.digest, sender, payload)
 
     def on_forward_request(self, sender: str, tag: int, frame: bytes, reply: PeerReply) -> None:
         try:
@@ -357,14 +359,12 @@ class ControllerNode:
         except (RmqcError, ValueError) as error:
             log.warning("bad forwarded request: %s", error)
             return
-        if self.replica is None:
-            return
 
         def answer(response: RemotingCommand | None) -> None:
             if response is not None and not request.is_oneway and self._nursery is not None:
                 self._nursery.start_soon(self._reply_forward, reply, tag, response)
 
-        self.runner.request(self.replica.forwarded_request, sender, request, answer)
+        self.runner.request(self._live.forwarded_request, sender, request, answer)
 
     async def _reply_forward(self, reply: PeerReply, tag: int, response: RemotingCommand) -> None:
         with (trio.move_on_after(self.config.request_timeout_ms / 1000),
@@ -376,15 +376,13 @@ class ControllerNode:
             (response,) = FrameDecoder(self.config.max_frame_bytes).feed(frame)
         except (RmqcError, ValueError) as error:
             raise PeerProtocolError(f"bad forwarded response: {error}") from error
-        if self.replica is not None:
-            self.runner.input(self.replica.forwarded_response, tag, response)
+        self.runner.input(self._live.forwarded_response, tag, response)
 
     # ----- remoting connections (Server calls these) -----
 
     def serve_now(self, request: RemotingCommand, channel: Channel, respond: Respond) -> None:
         """Take any request without a task: `respond` runs once, now or when the replica answers."""
-        replica = self.replica
-        assert replica is not None  # the server serves from _serve on, after the replica is made
+        replica = self._live
         started_s = trio.current_time()
 
         def answer(response: RemotingCommand | None) -> None:
@@ -405,14 +403,11 @@ class ControllerNode:
 
     def _notification_sent(self, address: str, command: RemotingCommand) -> None:
         """The notifier sent a 1008: the failover's `notified` step, and its latency since the commit."""
-        if self.replica is not None:
-            self.runner.input(self.replica.notification_sent, address, master_epoch_of(command))
+        self.runner.input(self._live.notification_sent, address, master_epoch_of(command))
 
     def handle_oneway_now(self, request: RemotingCommand, channel: Channel) -> bool:
         """A one-way 904 served synchronously (True); anything else goes to serve_now."""
-        replica = self.replica
-        if replica is None:
-            return False
+        replica = self._live
         timed = self.node_metrics.oneway_timing_due(request.code)
         started_s = trio.current_time() if timed else 0.0
         served = bool(self.runner.input(replica.heartbeat, request, channel.id))
@@ -421,12 +416,10 @@ class ControllerNode:
         return served
 
     def on_channel_closed(self, channel: Channel) -> None:
-        if self.replica is not None:
-            self.runner.input(self.replica.connection_closed, channel.id)
+        self.runner.input(self._live.connection_closed, channel.id)
 
     async def propose(self, commands: list[Command]) -> list[ApplyResult]:
         """Enter commands into the log as one entry; returns their apply results once committed."""
-        assert self.replica is not None
         done = trio.Event()
         outcome: list[tuple[list[ApplyResult] | None, RequestFailed | None]] = []
 
@@ -434,7 +427,7 @@ class ControllerNode:
             outcome[:] = [(results, error)]
             done.set()
 
-        self.runner.input(self.replica.enqueue, commands, on_done)
+        self.runner.input(self._live.enqueue, commands, on_done)
         await done.wait()
         [(results, error)] = outcome
         if error is not None:
@@ -494,8 +487,7 @@ class ControllerNode:
     def _forward(self, action: ForwardRequest) -> None:
         frame = encode_tagged(action.tag, encode(action.request))
         if not self.links.send_control(action.leader, FrameKind.FORWARD_REQUEST, frame):
-            assert self.replica is not None
-            self.runner.input(self.replica.forward_not_sent, action.tag)  # runs once this drain is over
+            self.runner.input(self._live.forward_not_sent, action.tag)  # runs once this drain is over
 
     def _send_digest(self, action: SendDigest) -> None:
         self.links.send_control(action.leader, FrameKind.DIGEST, action.payload)
