@@ -145,7 +145,7 @@ class Server:
             if first is None:
                 return
             opening = classify_opening(first, PEER_MAGIC, self._config.tls_mode)
-            served: trio.abc.Stream = stream
+            served: trio.SocketStream | TlsStream = stream
             if opening is Opening.PLAIN_REFUSED:
                 self.tls_refused += 1
                 self._refusal_log.warning("refusing plain connection from %s: tls_mode is enforcing", remote)
@@ -181,7 +181,7 @@ class Server:
         inner = await _receive_at_least(tls, len(PEER_MAGIC), self._first_bytes_timeout_s)
         return None if inner is None else (tls, inner)
 
-    async def _serve_remoting(self, stream: trio.abc.Stream, first: bytes, remote: str) -> None:
+    async def _serve_remoting(self, stream: trio.SocketStream | TlsStream, first: bytes, remote: str) -> None:
         channel = Channel(next(self._channel_ids), remote)
         connection = _RemotingConnection(stream, channel, self._config.max_frame_bytes, self)
         try:
@@ -200,16 +200,16 @@ class _RemotingConnection:
     task, lock or scheduler round trip per answer: the hot path of every request); what the socket
     cannot take at once is queued and sent, in order, by one drain task."""
 
-    def __init__(self, stream: trio.abc.Stream, channel: Channel, max_frame_bytes: int, server: Server) -> None:
+    def __init__(self, stream: trio.SocketStream | TlsStream, channel: Channel, max_frame_bytes: int,
+                 server: Server) -> None:
         self._server = server
-        self._stream = stream
         # Plain TCP and TLS alike are read and written on the socket itself (the fast path); TLS
         # decrypts what was read and encrypts what is written, in this task. Queued answers are
         # bytes for the socket (ciphertext under TLS) and leave through the transport, in order.
         self._tls = stream if isinstance(stream, TlsStream) else None
         self._transport = stream.transport if isinstance(stream, TlsStream) else stream
-        self._fd = self._transport.socket.fileno() if isinstance(self._transport, trio.SocketStream) else None
-        self._reader = None if self._fd is None else DirectReader(self._fd, RECEIVE_CHUNK_BYTES, self._wait_readable)
+        self._fd = self._transport.socket.fileno()
+        self._reader = DirectReader(self._fd, RECEIVE_CHUNK_BYTES, self._wait_readable)
         self._channel = channel
         self._connection = RemotingConnection(max_frame_bytes, server.idle_timeout_s, trio.current_time())
         # set when the connection may let a stopped reader read on (a request done, the queue sent)
@@ -267,8 +267,6 @@ class _RemotingConnection:
     async def _receive(self) -> bytes | bytearray:
         """The next bytes from the client (b"" at its end), read straight from the non-blocking
         socket (rmqc.node._direct_read)."""
-        if self._reader is None:
-            return await self._receive_stream()
         while True:
             data = await self._reader.read()
             if self._tls is None or not data:
@@ -280,17 +278,11 @@ class _RemotingConnection:
 
     async def _wait_readable(self) -> None:
         """Wait for bytes, but not past the connection's frame deadline (idle_timeout_ms)."""
-        assert self._fd is not None
         # a CancelScope itself, not move_on_at (a generator context manager around one): this
         # runs before every request a connection reads
         with trio.CancelScope(deadline=self._connection.frame_deadline(trio.current_time())):
             await trio.lowlevel.wait_readable(self._fd)
             return
-        raise self._connection.idle_error()
-
-    async def _receive_stream(self) -> bytes | bytearray:
-        with trio.move_on_at(self._connection.frame_deadline(trio.current_time())):
-            return await self._stream.receive_some(RECEIVE_CHUNK_BYTES)
         raise self._connection.idle_error()
 
     def _respond_callback(self, request: RemotingCommand) -> Respond:
@@ -313,7 +305,7 @@ class _RemotingConnection:
             except trio.BrokenResourceError as error:  # the TLS session failed: as a broken socket
                 self._fail(error)
                 return
-        if not self._connection.sending and self._fd is not None:
+        if not self._connection.sending:
             try:
                 written = os.write(self._fd, frame)
             except BlockingIOError:
