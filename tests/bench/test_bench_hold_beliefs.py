@@ -1,9 +1,11 @@
-"""The hold generator's broker beliefs (bench/_beliefs.py), pure: answers fed by hand, episodes and
-their lengths checked."""
+"""The hold generator's broker beliefs (bench/_beliefs.py) and its 1004 frames (bench/_replica_polls.py),
+pure: answers fed by hand, episodes and their lengths checked; frames encoded and parsed back."""
 
 from __future__ import annotations
 
 from bench._beliefs import FleetBeliefs
+from bench._replica_polls import OPAQUE_FIRST, OPAQUE_LAST, answer_headers, poll_frame_parts
+from rmqc.remoting import FrameDecoder, RequestCode, ResponseCode, encode, make_request, make_response
 
 
 def test_two_master_episodes_follow_the_beliefs() -> None:
@@ -54,3 +56,22 @@ def test_beliefs_against_the_controllers() -> None:
     beliefs.learn(6, 3, 4, now_ms=2)  # g2's broker 1 hears that 3 is master; broker 3 does not yet
     assert beliefs.against(controllers)["groups_with_no_broker_believing_master"] == 1
 
+
+def test_a_poll_frame_takes_any_ten_digit_opaque_and_its_answers_parse() -> None:
+    head, tail = poll_frame_parts("scale-00042")
+    frames = head + b"%d" % OPAQUE_FIRST + tail + head + b"%d" % OPAQUE_LAST + tail
+    requests = FrameDecoder().feed(frames)
+    assert [(r.code, r.opaque, r.ext("brokerName")) for r in requests] == [
+        (RequestCode.CONTROLLER_GET_REPLICA_INFO, OPAQUE_FIRST, "scale-00042"),
+        (RequestCode.CONTROLLER_GET_REPLICA_INFO, OPAQUE_LAST, "scale-00042")]
+
+    ok = make_response(requests[0], ResponseCode.SUCCESS, ext={"masterBrokerId": 2, "masterEpoch": 7},
+                       body=b'{"syncStateSet":[1,2,3],"syncStateSetEpoch":4}')
+    refused = make_response(requests[1], ResponseCode.SYSTEM_ERROR, "read index not confirmed")
+    partial = encode(make_response(make_request(1004, 5), ResponseCode.SUCCESS))[:-3]
+    buffer = bytearray(encode(ok) + encode(refused) + partial)
+    headers, used = answer_headers(buffer)
+    assert used == len(buffer) - len(partial)
+    assert [(h["opaque"], h["code"], (h.get("extFields") or {}).get("masterEpoch")) for h in headers] == [
+        (OPAQUE_FIRST, ResponseCode.SUCCESS, "7"), (OPAQUE_LAST, ResponseCode.SYSTEM_ERROR, None)]
+    assert headers[0]["extFields"]["masterBrokerId"] == "2"
