@@ -7,7 +7,10 @@ is encoded once, with a fixed-width opaque patched in per request (answers are m
 polls are pipelined, many in flight on one connection); an answer's header alone is parsed (its
 masterBrokerId and masterEpoch), its body (the SyncStateSet) skipped. The brokers' polls are
 staggered evenly over the period; each connection sends, every SLOT_S, the polls that fell due in
-one write, and records how late it ran against that schedule.
+one write. It records how late it woke against that schedule (the generator's own health) and how
+long a write waited for the socket (a node not reading); a schedule that fell behind restarts from
+then instead of sending the missed slots in a burst. A broker has at most one poll unanswered, as a
+Java broker's metadata sync waits for its answer: a poll due meanwhile is skipped, and counted.
 
 Where a broker polls: its group's 3 brokers poll 3 different nodes (every node answers 1004
 through its read path: linearizable by default, so a follower confirms a read index with the
@@ -69,6 +72,8 @@ def answer_headers(buffer: bytearray) -> tuple[list[dict[str, Any]], int]:
 
 @dataclass
 class PollCounts:
+    """Of the polls to one node."""
+
     sent: int = 0
     answered: int = 0
     refused: int = 0  # answered with a code other than SUCCESS
@@ -77,10 +82,12 @@ class PollCounts:
     answers_after_timeout: int = 0  # ignored, as Java's invokeSync has given up on them
     skipped_outstanding: int = 0  # due while the broker's previous poll was still unanswered
     connections_lost: int = 0
-    worst_late_s: float = 0.0  # a slot's write against its schedule
-    late_over_1s: int = 0
     worst_answer_s: float = 0.0  # send to answer
-    started_at: float | None = None
+    answers_over_1s: int = 0
+    # a write of due polls the socket did not take at once: the node was not reading (it stops
+    # reading a connection with 1024 requests in flight, or 4 MiB of answers unread)
+    worst_write_blocked_s: float = 0.0
+    writes_blocked_over_1s: int = 0
 
 
 @dataclass
@@ -88,6 +95,7 @@ class _Link:
     """One poll connection: its brokers by slot of the period, its polls awaiting an answer."""
 
     stream: trio.SocketStream
+    counts: PollCounts  # its node's
     by_slot: list[list[int]]
     pending: dict[int, tuple[int, float]] = field(default_factory=dict)  # opaque -> (broker, sent at)
     lost: bool = False
@@ -100,7 +108,12 @@ class ReplicaPolls:
         self.beliefs = beliefs
         self.period_s = period_s
         self.parts = [poll_frame_parts(name) for name in beliefs.names]
-        self.counts = PollCounts()
+        self.by_node: dict[str, PollCounts] = {}
+        # the generator's own scheduling: how late a connection's slot woke against its schedule (a
+        # schedule that fell behind restarts from its write's end: polls are not sent in bursts)
+        self.worst_late_s = 0.0
+        self.late_over_1s = 0
+        self.started_at: float | None = None
         self._outstanding = bytearray(len(beliefs.master))  # 1 while a broker's poll is unanswered
         self._opaque = OPAQUE_FIRST
 
@@ -109,22 +122,24 @@ class ReplicaPolls:
         group, index = divmod(broker, self.beliefs.replicas)
         return (group + index) % nodes * per_node + group // nodes % per_node
 
-    async def run(self, addresses: list[str], nursery: trio.Nursery,
+    async def run(self, nodes: dict[str, str], nursery: trio.Nursery,
                   per_node: int = POLL_CONNECTIONS_PER_NODE) -> None:
-        """Opens the connections, then polls until cancelled (tasks in `nursery`)."""
-        streams = [await trio.open_tcp_stream(*split_address(a)) for a in addresses for _ in range(per_node)]
-        brokers: list[list[int]] = [[] for _ in streams]
+        """Opens `per_node` connections to every node (id -> address), then polls until cancelled
+        (its tasks in `nursery`)."""
+        self.by_node = {node: PollCounts() for node in nodes}
+        links = []
+        slots = max(1, round(self.period_s / SLOT_S))
+        for node, address in nodes.items():
+            for _ in range(per_node):
+                stream = await trio.open_tcp_stream(*split_address(address))
+                links.append(_Link(stream, self.by_node[node], [[] for _ in range(slots)]))
         total = len(self._outstanding)
         for broker in range(total):
-            brokers[self.connection_of(broker, len(addresses), per_node)].append(broker)
-        slots = max(1, round(self.period_s / SLOT_S))
-        start = trio.current_time()
-        self.counts.started_at = start
-        for stream, mine in zip(streams, brokers, strict=True):
             # broker b's turn is at (b / total) of the period: evenly staggered over all brokers
-            link = _Link(stream, [[] for _ in range(slots)])
-            for broker in mine:
-                link.by_slot[broker * slots // total].append(broker)
+            links[self.connection_of(broker, len(nodes), per_node)].by_slot[broker * slots // total].append(broker)
+        start = trio.current_time()
+        self.started_at = start
+        for link in links:
             nursery.start_soon(self._guarded, self._send, link, start)
             nursery.start_soon(self._guarded, self._receive, link)
             nursery.start_soon(self._sweep, link)
@@ -137,12 +152,12 @@ class ReplicaPolls:
         except (OSError, LoadError, trio.BrokenResourceError, trio.ClosedResourceError):
             if not link.lost:
                 link.lost = True
-                self.counts.connections_lost += 1
+                link.counts.connections_lost += 1
                 self._give_up(link, list(link.pending))
                 await link.stream.aclose()
 
     async def _send(self, link: _Link, start: float) -> None:
-        counts, outstanding, parts, replicas = self.counts, self._outstanding, self.parts, self.beliefs.replicas
+        counts, outstanding, parts, replicas = link.counts, self._outstanding, self.parts, self.beliefs.replicas
         pending = link.pending
         slot_s = self.period_s / len(link.by_slot)
         due = start
@@ -150,8 +165,8 @@ class ReplicaPolls:
             for brokers in link.by_slot:
                 now = trio.current_time()
                 late_s = now - due
-                counts.worst_late_s = max(counts.worst_late_s, late_s)
-                counts.late_over_1s += late_s > 1.0
+                self.worst_late_s = max(self.worst_late_s, late_s)
+                self.late_over_1s += late_s > 1.0
                 frames: list[bytes] = []
                 for broker in brokers:
                     if outstanding[broker]:
@@ -165,7 +180,10 @@ class ReplicaPolls:
                 if frames:
                     await link.stream.send_all(b"".join(frames))
                     counts.sent += len(frames) // 3
-                due += slot_s
+                    blocked_s = trio.current_time() - now
+                    counts.worst_write_blocked_s = max(counts.worst_write_blocked_s, blocked_s)
+                    counts.writes_blocked_over_1s += blocked_s > 1.0
+                due = max(due + slot_s, trio.current_time())
                 await trio.sleep_until(due)
 
     def _next_opaque(self) -> int:
@@ -174,7 +192,7 @@ class ReplicaPolls:
         return opaque
 
     async def _receive(self, link: _Link) -> None:
-        counts, beliefs, outstanding, pending = self.counts, self.beliefs, self._outstanding, link.pending
+        counts, beliefs, outstanding, pending = link.counts, self.beliefs, self._outstanding, link.pending
         buffer = bytearray()
         while data := await link.stream.receive_some(RECEIVE_BYTES):
             buffer += data
@@ -189,7 +207,9 @@ class ReplicaPolls:
                     continue
                 broker, sent = entry
                 outstanding[broker] = 0
-                counts.worst_answer_s = max(counts.worst_answer_s, now - sent)
+                answer_s = now - sent
+                counts.worst_answer_s = max(counts.worst_answer_s, answer_s)
+                counts.answers_over_1s += answer_s > 1.0
                 code = header.get("code")
                 if code != ResponseCode.SUCCESS:
                     counts.refused += 1
@@ -211,20 +231,36 @@ class ReplicaPolls:
         for opaque in opaques:
             broker, _ = link.pending.pop(opaque)
             self._outstanding[broker] = 0
-            self.counts.timed_out += 1
+            link.counts.timed_out += 1
 
     def figures(self, now: float) -> dict[str, object]:
-        counts = self.counts
-        elapsed = now - counts.started_at if counts.started_at is not None else 0.0
+        """Totals over the nodes, then per node (its answers, refusals, timeouts, answer times)."""
+        elapsed = now - self.started_at if self.started_at is not None else 0.0
+        nodes = list(self.by_node.values())
+
+        def total(name: str) -> int:
+            return sum(getattr(c, name) for c in nodes)
+
+        refused_by_code: collections.Counter[str] = collections.Counter()
+        for counts in nodes:
+            refused_by_code.update(counts.refused_by_code)
         return {
             "poll_period_s": self.period_s,
-            "polls_sent": counts.sent, "polls_answered": counts.answered,
-            "polls_answered_per_s": round(counts.answered / elapsed, 1) if elapsed > 0 else None,
-            "polls_refused": counts.refused, "polls_refused_by_code": dict(counts.refused_by_code),
-            "polls_timed_out": counts.timed_out, "poll_answers_after_timeout": counts.answers_after_timeout,
-            "polls_skipped_previous_unanswered": counts.skipped_outstanding,
-            "poll_connections_lost": counts.connections_lost,
-            "poll_worst_lateness_ms": round(1000 * counts.worst_late_s, 1),
-            "polls_late_over_1s": counts.late_over_1s,
-            "poll_worst_answer_ms": round(1000 * counts.worst_answer_s, 1),
+            "polls_sent": total("sent"), "polls_answered": total("answered"),
+            "polls_answered_per_s": round(total("answered") / elapsed, 1) if elapsed > 0 else None,
+            "polls_refused": total("refused"), "polls_refused_by_code": dict(refused_by_code),
+            "polls_timed_out": total("timed_out"), "poll_answers_after_timeout": total("answers_after_timeout"),
+            "polls_skipped_previous_unanswered": total("skipped_outstanding"),
+            "poll_connections_lost": total("connections_lost"),
+            "poll_worst_lateness_ms": round(1000 * self.worst_late_s, 1),
+            "polls_late_over_1s": self.late_over_1s,
+            "poll_worst_answer_ms": round(1000 * max((c.worst_answer_s for c in nodes), default=0.0), 1),
+            "poll_answers_over_1s": total("answers_over_1s"),
+            "poll_worst_write_blocked_ms": round(1000 * max((c.worst_write_blocked_s for c in nodes), default=0.0), 1),
+            "poll_writes_blocked_over_1s": total("writes_blocked_over_1s"),
+            "polls_by_node": {node: {"answered": c.answered, "refused": c.refused, "timed_out": c.timed_out,
+                                     "worst_answer_ms": round(1000 * c.worst_answer_s, 1),
+                                     "answers_over_1s": c.answers_over_1s,
+                                     "worst_write_blocked_ms": round(1000 * c.worst_write_blocked_s, 1)}
+                              for node, c in self.by_node.items()},
         }

@@ -226,7 +226,7 @@ class GeneratorLoad:
 
     async def start_polls(self, cluster: RmqcCluster, nursery: trio.Nursery) -> None:
         if self.polls is not None:
-            await self.polls.run(cluster.addresses, nursery)
+            await self.polls.run({node: cluster.address(node) for node in cluster.ids}, nursery)
 
     async def set_up(self, cluster: RmqcCluster) -> int:
         refused = await for_each_group(cluster, self.groups, register_group)
@@ -271,12 +271,14 @@ async def hold(options: HoldOptions, work: Path) -> dict[str, Any]:
             await _start_load(cluster, load, nursery, result, started)
             result["converged_s"] = await _converge(load, started)
             before = await epochs(cluster, names)
+            leaderships_before = _leaderships(cluster)
             episodes_before = load.beliefs.episodes if options.generator else load.two_master_episodes()
             say(f"   converged after {result['converged_s']} s; holding {options.minutes} min")
             result["timeline"] = await _hold(cluster, options, load, sampler, names, before, started)
             after = await epochs(cluster, names)
             result["after_convergence"] = elections_between(before, after)
             result["groups_read"] = len(after)
+            result["raft_leader_changes_after_convergence"] = _leaderships(cluster) - leaderships_before
             if options.generator:
                 result["beliefs_at_end"] = load.beliefs.against(after)
             result.update(_load_figures(load, episodes_before, result["converged_s"]))
@@ -343,6 +345,11 @@ async def _hold(cluster: RmqcCluster, options: HoldOptions, load: Any, sampler: 
             + (f" elections {sample['elections_so_far']}" if "elections_so_far" in sample else ""))
         timeline.append(sample)
     return timeline
+
+
+def _leaderships(cluster: RmqcCluster) -> int:
+    """Terms some node has served as Raft leader, from the nodes' logs."""
+    return sum(proc.log_text().count("serving as leader of term") for proc in cluster.procs.values())
 
 
 def _load_figures(load: Any, episodes_before: int, converged_s: float | None) -> dict[str, Any]:
