@@ -2,8 +2,8 @@
 `python -m bench report RUN_FOLDER` (report.md again); `python -m bench docs RUN_FOLDER` (docs/benchmarks.md's
 results section from the run's results.json);
 `python -m bench profile [writes] [heartbeats]` (py-spy on the leader under load);
-`python -m bench hold [--groups 1000] [--minutes 30] [--processes 2] [--generator]` (no fault: elections,
-two-master beliefs, the load's lateness, RSS and CPU of every node over time).
+`python -m bench hold [--groups 1000] [--minutes 30] [--processes 2] [--generator [--poll-period 5]]` (no
+fault: elections, two-master beliefs, the load's lateness, RSS and CPU of every node over time).
 
 Runs the scenarios in order, prints each one's figures, and writes results.json, report.md and the
 PNG charts into bench-out/<UTC timestamp>/ (or --out). `python -m bench list` names the scenarios.
@@ -44,7 +44,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     hold.add_argument("--groups", type=int, default=1000)
     hold.add_argument("--minutes", type=float, default=30.0)
     hold.add_argument("--processes", type=int, default=2, help="simulator processes (about 1,500 brokers each)")
-    hold.add_argument("--generator", action="store_true", help="pre-encoded heartbeats instead of the simulator")
+    hold.add_argument("--generator", action="store_true",
+                      help="pre-encoded heartbeats and 1004 polls instead of the simulator (10,000 groups fit)")
+    hold.add_argument("--poll-period", type=float, default=5.0, metavar="S",
+                      help="with --generator: each broker's 1004 poll, every S seconds (Java's "
+                           "syncBrokerMetadataPeriod, 5 s); 0: no polls, beliefs stay as the set-up left them")
     hold.add_argument("--out", type=Path, default=None)
     again = commands.add_parser("report", help="write report.md again from a run's results.json")
     again.add_argument("folder", type=Path)
@@ -81,7 +85,8 @@ def run_hold(args: argparse.Namespace, out: Path) -> int:
 
     from ._scn_hold import HoldOptions, hold
 
-    options = HoldOptions(groups=args.groups, minutes=args.minutes, processes=args.processes, generator=args.generator)
+    options = HoldOptions(groups=args.groups, minutes=args.minutes, processes=args.processes, generator=args.generator,
+                          poll_period_s=args.poll_period)
     print(f"rmqc bench hold {options} -> {out}", flush=True)
     try:
         result = trio.run(hold, options, out)

@@ -10,7 +10,15 @@ Two loads:
   simulator's JSON summaries. One process carries about 1,500 brokers on this machine.
 - `--generator`: the pre-encoded heartbeat generator of the scale scenario (registrations and
   elections as plain requests, then one 904 per broker per second, each broker to one node, spread
-  over all 3). No broker beliefs (so no two-master count), but 10,000 groups fit on 2 cores.
+  over all 3), so that 10,000 groups fit on 2 cores. Each of its brokers holds a belief
+  (bench/_beliefs.py): seeded from the set-up's election, then learned from its own 1004 poll every
+  `--poll-period` seconds (5 s, Java's syncBrokerMetadataPeriod), pipelined on a few connections
+  per node (bench/_replica_polls.py); two-master episodes are counted from those beliefs. Its
+  brokers receive no 1008: their registered addresses refuse connections at once (see
+  `group_brokers`), so a belief is what the poll shows, and how long a stale belief lasts is an
+  upper bound on a real broker's, which also learns from the 1008 when it is reachable. Before the
+  polls start, the nodes' and the generator's CPU is sampled for POLLS_OFF_WINDOW_S with
+  heartbeats only (`cpu_percent_polls_off`), so every run says what the polls cost.
 
 Elections are counted from the controllers: the sum of every group's masterEpoch (each election,
 even one that finds no candidate, adds one), read with 1004 at convergence and every
@@ -34,10 +42,12 @@ from rmqc.cli.dev import rmqc_argv
 from rmqc.launcher import STOP_GRACE_S, cpu_s, rss_mb
 from rmqc.remoting import RequestCode, ResponseCode
 
+from ._beliefs import FleetBeliefs
 from ._heartbeats import heartbeat_chunks
 from ._load import RemotingConn
+from ._replica_polls import POLL_PERIOD_S, ReplicaPolls
 from ._rmqc import RmqcCluster
-from ._scn_scale import elect_group, for_each_group, group_brokers, register_group
+from ._scn_scale import elect_group, for_each_group, group_brokers, notifier_drained, register_group
 from ._suite import say
 
 SAMPLE_S = 30.0  # RSS and CPU of every process, this often
@@ -46,6 +56,8 @@ EPOCH_SCAN_CONNECTIONS = 8
 REPORT_EVERY_S = 10.0  # the simulator's summaries
 CONVERGE_BOUND_S = 600.0  # start-up of the whole fleet, on a loaded machine
 GENERATOR_CONNECTIONS_PER_NODE = 2
+# CPU with heartbeats only, after the set-up's 1008s have left the leader, before the polls start
+POLLS_OFF_WINDOW_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -54,6 +66,7 @@ class HoldOptions:
     minutes: float = 30.0
     processes: int = 2
     generator: bool = False
+    poll_period_s: float = POLL_PERIOD_S  # the generator's 1004 polls; 0: none (beliefs stay as seeded)
 
 
 # ---- the controllers' side --------------------------------------------------------------------
@@ -193,12 +206,27 @@ class SimLoad:
 
 
 class GeneratorLoad:
-    """Pre-encoded heartbeats, paced; records how late each send ran against its schedule."""
+    """Pre-encoded heartbeats, paced; records how late each send ran against its schedule. Its
+    brokers' beliefs, seeded from the set-up and learned from their 1004 polls."""
 
     def __init__(self, options: HoldOptions) -> None:
         self.groups = [group_brokers(g, None) for g in range(options.groups)]
+        self.names = [group[0].name for group in self.groups]
         self.worst_late_s = 0.0
         self.late_over_1s = 0
+        self.beliefs = FleetBeliefs(self.names)
+        self.polls = ReplicaPolls(self.beliefs, options.poll_period_s) if options.poll_period_s > 0 else None
+
+    def seed(self, controllers: dict[str, tuple[str | None, int]]) -> None:
+        """Every broker believes what the controllers hold after the set-up's election."""
+        now_ms = int(trio.current_time() * 1000)
+        for group, name in enumerate(self.names):
+            master, epoch = controllers.get(name, (None, 0))
+            self.beliefs.seed(group, int(master) if master else None, epoch, now_ms)
+
+    async def start_polls(self, cluster: RmqcCluster, nursery: trio.Nursery) -> None:
+        if self.polls is not None:
+            await self.polls.run({node: cluster.address(node) for node in cluster.ids}, nursery)
 
     async def set_up(self, cluster: RmqcCluster) -> int:
         refused = await for_each_group(cluster, self.groups, register_group)
@@ -234,22 +262,25 @@ async def hold(options: HoldOptions, work: Path) -> dict[str, Any]:
     cluster = RmqcCluster(work, 3)
     await cluster.start()
     started = time.perf_counter()
-    names = ([g[0].name for g in GeneratorLoad(options).groups] if options.generator
-             else [f"broker-{i:04d}" for i in range(options.groups)])
-    result: dict[str, Any] = {"options": options.__dict__}
     load: Any = GeneratorLoad(options) if options.generator else SimLoad(cluster, options, work)
+    names = load.names if options.generator else [f"broker-{i:04d}" for i in range(options.groups)]
+    result: dict[str, Any] = {"options": options.__dict__}
     sampler = Sampler(cluster, (lambda: [os.getpid()]) if options.generator else load.pids)
     try:
         async with trio.open_nursery() as nursery:
-            await _start_load(cluster, load, nursery, result)
+            await _start_load(cluster, load, nursery, result, started)
             result["converged_s"] = await _converge(load, started)
             before = await epochs(cluster, names)
-            episodes_before = 0 if options.generator else load.two_master_episodes()
+            leaderships_before = _leaderships(cluster)
+            episodes_before = load.beliefs.episodes if options.generator else load.two_master_episodes()
             say(f"   converged after {result['converged_s']} s; holding {options.minutes} min")
             result["timeline"] = await _hold(cluster, options, load, sampler, names, before, started)
             after = await epochs(cluster, names)
             result["after_convergence"] = elections_between(before, after)
             result["groups_read"] = len(after)
+            result["raft_leader_changes_after_convergence"] = _leaderships(cluster) - leaderships_before
+            if options.generator:
+                result["beliefs_at_end"] = load.beliefs.against(after)
             result.update(_load_figures(load, episodes_before, result["converged_s"]))
             nursery.cancel_scope.cancel()
     finally:
@@ -260,14 +291,25 @@ async def hold(options: HoldOptions, work: Path) -> dict[str, Any]:
     return result
 
 
-async def _start_load(cluster: RmqcCluster, load: Any, nursery: trio.Nursery, result: dict[str, Any]) -> None:
-    """The simulator started itself; the generator registers, heartbeats, then elects."""
+async def _start_load(cluster: RmqcCluster, load: Any, nursery: trio.Nursery, result: dict[str, Any],
+                      started: float) -> None:
+    """The simulator started itself; the generator registers, heartbeats, then elects, seeds its
+    brokers' beliefs from the controllers, samples CPU with heartbeats only, then starts the polls."""
     if isinstance(load, SimLoad):
         return
     result["setup_refused_groups"] = await load.set_up(cluster)
     await load.run(cluster, nursery)
     await trio.sleep(3)  # heartbeats (and followers' digests of them) reach the leader before elections
     result["setup_refused_groups"] += await load.elect(cluster)
+    result["setup_s"] = round(time.perf_counter() - started, 1)
+    load.seed(await epochs(cluster, load.names))
+    await notifier_drained(cluster, await cluster.leader_id(), 3 * len(load.names))
+    window = Sampler(cluster, lambda: [os.getpid()])
+    window.take(0)
+    await trio.sleep(POLLS_OFF_WINDOW_S)
+    result["cpu_percent_polls_off"] = window.take(POLLS_OFF_WINDOW_S)["cpu_percent"]
+    say(f"   set up in {result['setup_s']} s; heartbeats only, CPU % {result['cpu_percent_polls_off']}")
+    await load.start_polls(cluster, nursery)
 
 
 async def _converge(load: Any, started: float) -> float | None:
@@ -305,9 +347,21 @@ async def _hold(cluster: RmqcCluster, options: HoldOptions, load: Any, sampler: 
     return timeline
 
 
+def _leaderships(cluster: RmqcCluster) -> int:
+    """Terms some node has served as Raft leader, from the nodes' logs."""
+    return sum(proc.log_text().count("serving as leader of term") for proc in cluster.procs.values())
+
+
 def _load_figures(load: Any, episodes_before: int, converged_s: float | None) -> dict[str, Any]:
     if isinstance(load, GeneratorLoad):
-        return {"load": "generator", "two_master_beliefs_after_convergence": None,
+        now = trio.current_time()
+        beliefs = load.beliefs
+        return {"load": "generator",
+                "two_master_beliefs_after_convergence": beliefs.episodes - episodes_before,
+                "two_master_longest_ms": beliefs.longest_ms(int(now * 1000)),
+                "beliefs_changed": beliefs.changes, "poll_answers_without_master": beliefs.answers_without_master,
+                "poll_answers_older_than_belief": beliefs.answers_older,
+                **(load.polls.figures(now) if load.polls is not None else {"poll_period_s": 0}),
                 "load_worst_lateness_ms": round(1000 * load.worst_late_s, 1),
                 "load_sends_late_over_1s": load.late_over_1s}
     hold_from_s = converged_s if converged_s is not None else CONVERGE_BOUND_S
