@@ -152,7 +152,7 @@ class Proposals:
         except ProposalDropped as error:
             self._fail(batch, RequestFailed(ResponseCode.SYSTEM_BUSY, f"proposal dropped: {error}"))
             return 0
-        first_index = raw.status().last_index - len(entries) + 1
+        first_index = raw.last_index() - len(entries) + 1
         for offset, entry in enumerate(entries):
             for waiter in entry:
                 waiter.index, waiter.term = first_index + offset, term
