@@ -20,13 +20,14 @@ each committed entry on the leader, `observe_detection` per failover and `observ
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from rmqc.fsm import ApplyResult, ElectMaster
 from rmqc.remoting import RMQC_PRIVATE_REQUESTS, RequestCode, ResponseCode
 from rmqc.replica import DISK_FULL, FAILOVER_STEPS, KEEP_CURRENT_MASTER, REPAIRING, ReplicaStatus
+
+from ._loop_series import LoopCounter, LoopHistogram, LoopSeries
 
 __all__ = [
     "ALARMS",
@@ -106,20 +107,21 @@ class NodeMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.requests = Counter("rmqc_requests", "remoting requests answered, by request and response code",
-                                ("request", "result"), registry=r)
-        self.request_latency = Histogram("rmqc_request_latency_seconds", "time from request decoded to answer ready",
-                                         ("request",), buckets=LATENCY_BUCKETS_S, registry=r)
-        self._request_children: dict[tuple[int, int | None], tuple[Any, Any]] = {}
+        # the series every write updates are LoopSeries (no lock per observation: rmqc.metrics._loop_series)
+        self.requests = LoopSeries("rmqc_requests", "remoting requests answered, by request and response code",
+                                   ("request", "result"), registry=r)
+        self.request_latency = LoopSeries("rmqc_request_latency_seconds", "time from request decoded to answer ready",
+                                          ("request",), buckets=LATENCY_BUCKETS_S, registry=r)
+        self._request_children: dict[tuple[int, int | None], tuple[LoopCounter, LoopHistogram]] = {}
         self._oneway_unflushed: dict[int, int] = {}  # inline one-way requests not yet counted
         self.term = Gauge("rmqc_raft_term", "current Raft term", registry=r)
         self.commit_index = Gauge("rmqc_raft_commit_index", "highest log index known committed", registry=r)
         self.applied_index = Gauge("rmqc_raft_applied_index", "highest log index applied to the state", registry=r)
         self.is_leader = Gauge("rmqc_is_leader", "1 while this node serves as leader", registry=r)
-        self.proposals_per_append = Histogram("rmqc_proposals_per_append", "proposals batched into one Raft append",
-                                              buckets=PROPOSAL_BUCKETS, registry=r)
-        self.fsync_latency = Histogram("rmqc_fsync_seconds", "one persisted Ready: LMDB transaction and fsync",
-                                       buckets=FSYNC_BUCKETS_S, registry=r)
+        self._proposals_per_append = LoopSeries("rmqc_proposals_per_append", "proposals batched into one Raft append",
+                                                buckets=PROPOSAL_BUCKETS, registry=r).histogram()
+        self._fsync_latency = LoopSeries("rmqc_fsync_seconds", "one persisted Ready: LMDB transaction and fsync",
+                                         buckets=FSYNC_BUCKETS_S, registry=r).histogram()
         self.read_index_rounds = Counter("rmqc_read_index_rounds", "ReadIndex heartbeat rounds", registry=r)
         self.live_brokers = Gauge("rmqc_live_brokers", "brokers in this node's heartbeat table", registry=r)
         self.broker_groups = Gauge("rmqc_broker_groups", "broker groups in the replicated state", registry=r)
@@ -162,14 +164,14 @@ class NodeMetrics:
         counter.inc()
         latency.observe(latency_s)
 
-    def _children(self, code: int, response_code: int | None) -> tuple[Any, Any]:
-        # labels() costs a lock and label-string work per call; heartbeats make this the hottest
-        # metric, so each (code, response code) pair keeps its two children.
+    def _children(self, code: int, response_code: int | None) -> tuple[LoopCounter, LoopHistogram]:
+        # a child's lookup costs label-string work; heartbeats make this the hottest metric, so
+        # each (code, response code) pair keeps its two children.
         children = self._request_children.get((code, response_code))
         if children is None:
             request = request_label(code)
-            children = (self.requests.labels(request, response_label(response_code)),
-                        self.request_latency.labels(request))
+            children = (self.requests.counter(request, response_label(response_code)),
+                        self.request_latency.histogram(request))
             if len(self._request_children) < MAX_REQUEST_SERIES:
                 self._request_children[(code, response_code)] = children
         return children
@@ -193,10 +195,10 @@ class NodeMetrics:
         self._oneway_unflushed.clear()
 
     def observe_append(self, proposals: int) -> None:
-        self.proposals_per_append.observe(proposals)
+        self._proposals_per_append.observe(proposals)
 
     def observe_fsync(self, seconds: float) -> None:
-        self.fsync_latency.observe(seconds)
+        self._fsync_latency.observe(seconds)
 
     def count_read_index_round(self, rounds: int = 1) -> None:
         self.read_index_rounds.inc(rounds)
