@@ -821,6 +821,10 @@ class RaftCore:
         pr = self.progress[to]
         if pr.is_paused():
             return False
+        if not send_if_empty and pr.next > self.log.last_index():
+            # nothing new for it: most calls at low load (after each ack, at each commit). The term
+            # at pr.next - 1 (the last index) is always known, so no snapshot can be due here.
+            return False
         try:
             prev_term = self.log.term(pr.next - 1)
             entries = self._entries_for(pr)
