@@ -397,7 +397,7 @@ class ControllerState:
     def _update_broker_address(self, cmd: UpdateBrokerAddress) -> ApplyResult:
         before = self._groups.get(cmd.broker_name)
         if before is None:
-            return self._result(cmd, ApplyStatus.UNKNOWN_GROUP, before)
+            return self._result(cmd, ApplyStatus.UNKNOWN_GROUP, None)
         replica = before.replicas.get(cmd.broker_id)
         if replica is None:
             return self._result(cmd, ApplyStatus.UNKNOWN_BROKER, before)
@@ -440,7 +440,7 @@ class ControllerState:
     def _clean_broker_data(self, cmd: CleanBrokerData) -> ApplyResult:
         before = self._groups.get(cmd.broker_name)
         if before is None:
-            return self._result(cmd, ApplyStatus.UNKNOWN_GROUP, before)
+            return self._result(cmd, ApplyStatus.UNKNOWN_GROUP, None)
         if not cmd.broker_ids:
             return self._result(cmd, _OK, before, None)
         removed = frozenset(cmd.broker_ids)

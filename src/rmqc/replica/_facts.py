@@ -14,9 +14,13 @@ from rmqc.raft import ConfState
 __all__ = ["FACT_FIELDS", "RaftFacts", "sole_voter"]
 
 
+# written out, not read from RaftFacts.__slots__: a class compiled by mypyc has none
+FACT_FIELDS = frozenset(("applied_index", "conf_state", "leader_id", "serving_as_leader", "snapshot_index",
+                         "sole_voter", "term"))
+
+
 class RaftFacts:
-    __slots__ = ("applied_index", "conf_state", "leader_id", "serving_as_leader", "snapshot_index", "sole_voter",
-                 "term")
+    __slots__ = tuple(sorted(FACT_FIELDS))
 
     def __init__(self, node_id: str, term: int, applied_index: int, snapshot_index: int,
                  conf_state: ConfState) -> None:
@@ -38,5 +42,3 @@ def sole_voter(conf_state: ConfState, node_id: str) -> bool:
     """`node_id` is the only voter of `conf_state`."""
     return set(conf_state.voters) == {node_id}
 
-
-FACT_FIELDS = frozenset(RaftFacts.__slots__)
