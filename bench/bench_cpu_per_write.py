@@ -15,8 +15,10 @@ and this one). `--etcd-http` also loads etcd through its HTTP/JSON gateway (the 
 from this process's Trio loop) as a third system in the same rounds: what the gateway costs etcd.
 
 `--tree NAME=SRC` runs `rmqc serve` from another source tree (e.g. a `git worktree` of an older
-commit) with this harness, for an A/B; without it, the installed rmqc. `--no-etcd` leaves etcd out
-(it is skipped anyway when not installed: `apt-get install etcd-server`).
+commit, or bench/build_compiled.py's copy) with this harness, for an A/B; without it, the installed
+rmqc. With several trees, each after the first is also compared to the first in units of the
+generator's CPU per write in the same window (`print_tree_ratios`: the machine's speed drifts).
+`--no-etcd` leaves etcd out (it is skipped anyway when not installed: `apt-get install etcd-server`).
 
 Run: .venv/bin/python bench/bench_cpu_per_write.py [--clients 1,16,64,256] [--seconds 8] [--rounds 3]
       [--tree base=/tmp/old/src --tree new=src] [--no-etcd] [--etcd-http]
@@ -180,6 +182,18 @@ def print_ratios(name: str, rounds: list[list[Point]], anchor: str, anchor_round
               f"{theirs.p50_ms:6.2f} ms, {name}'s lower in {lower} of {len(pairs)} rounds", flush=True)
 
 
+def print_tree_ratios(name: str, rounds: list[list[Point]], first: str, first_rounds: list[list[Point]]) -> None:
+    """An A/B of two rmqc trees, robust to the machine's speed drifting between windows (on this VM
+    the same code's CPU per write swung by 40 % within minutes): each window's servers' CPU per
+    write is divided by the generator's in the same window (the same closed loop for every tree:
+    it slows with the machine), and the medians of those per-round figures are compared."""
+    print(f"{name}/{first}, servers' CPU per write in units of the generator's (same window):")
+    for index, mine in enumerate(median_points(rounds)):
+        ours = statistics.median(r[index].servers_us / r[index].generator_us for r in rounds)
+        theirs = statistics.median(r[index].servers_us / r[index].generator_us for r in first_rounds)
+        print(f"  clients {mine.clients:4d}: {ours:5.2f} / {theirs:5.2f} = {ours / theirs:.2f}x", flush=True)
+
+
 System = Callable[[Path], Awaitable[list[Point]]]
 
 
@@ -220,6 +234,8 @@ async def bench(args: argparse.Namespace) -> None:
     for anchor in [name for name in results if name not in rmqc_names]:
         for name in rmqc_names:
             print_ratios(name, results[name], anchor, results[anchor])
+    for name in rmqc_names[1:]:
+        print_tree_ratios(name, results[name], rmqc_names[0], results[rmqc_names[0]])
     if "etcd-http" in results:
         print_ratios("etcd-http", results["etcd-http"], "etcd", results["etcd"])
 
