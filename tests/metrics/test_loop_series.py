@@ -4,6 +4,8 @@ observations (their `_created` samples aside), bound by bound."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from hypothesis import given, strategies as st
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -55,3 +57,34 @@ def test_bad_labels_bounds_and_decrements_are_refused() -> None:
         counter.counter("a").inc(-1)
     with pytest.raises(ValueError, match="must increase"):
         LoopSeries("t_bad", "t", buckets=(1.0, 0.5), registry=registry)
+
+
+def test_a_scrape_from_another_thread_survives_children_made_meanwhile() -> None:
+    """The exporter's HTTP thread scrapes while the event loop makes the children of new label
+    values: iterating the live dict of children, or copying it without a lock, raised 'dictionary
+    changed size during iteration' (in 2 of 3 runs of this file)."""
+    registry = CollectorRegistry()
+    family = LoopSeries("t_requests", "requests", ("result",), registry=registry)
+    for i in range(2_000):  # a dict large enough that a scrape spans several thread switches
+        family.counter(f"r{i}").inc()
+    made = threading.Event()
+    errors: list[BaseException] = []
+
+    def make_children() -> None:
+        for i in range(2_000, 200_000):
+            family.counter(f"r{i}")
+        made.set()
+
+    def scrape() -> None:
+        try:
+            while not made.is_set():
+                generate_latest(registry)
+        except RuntimeError as error:  # 'dictionary changed size during iteration'
+            errors.append(error)
+
+    threads = [threading.Thread(target=make_children), threading.Thread(target=scrape)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
