@@ -6,17 +6,17 @@ series from its event loop only, and each durable write observed three of them: 
 label lookups and the call layers were about 4 % of the leader's event-loop time at one client
 (py-spy --gil; docs/benchmarks.md, "CPU per write"). Here an observation is a list slot or an
 attribute increased in place, and `LoopSeries.collect` builds the samples when the registry is
-scraped: in rmqc serve, from the metrics exporter's HTTP thread. That thread only reads. A lock is
-taken only to make a child (a label's first use) and to copy the children for a scrape: the loop
-may make one meanwhile, and a copy without it is not atomic (building it can run the collector,
-and a finalizer let the loop's thread run: 'dictionary changed size during iteration').
+scraped: in rmqc serve, from the metrics exporter's HTTP thread. That thread only reads. The dict
+of children is never changed once published: a label's first use publishes a new one with the
+child added, so a scrape iterates a dict the loop cannot change under it (iterating the live dict,
+or even copying it, raised 'dictionary changed size during iteration' when the loop made a child
+meanwhile). Label sets are small and fixed, so the copies are few.
 
 The text format is prometheus_client's own (`generate_latest` writes it): the same names, labels
 and `le` bounds as its Counter and Histogram, without their `_created` samples."""
 
 from __future__ import annotations
 
-import threading
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
 
@@ -69,7 +69,6 @@ class LoopSeries(Collector):
             raise ValueError(f"{name}: bucket bounds must increase: {buckets}")
         self.name, self.documentation, self.labelnames, self.buckets = name, documentation, labelnames, buckets
         self._children: dict[tuple[str, ...], LoopCounter | LoopHistogram] = {}
-        self._making = threading.Lock()  # a child made, or the children copied for a scrape
         registry.register(self)
 
     def counter(self, *values: str) -> LoopCounter:
@@ -89,11 +88,10 @@ class LoopSeries(Collector):
         return child
 
     def _make_child(self, values: tuple[str, ...]) -> LoopCounter | LoopHistogram:
-        with self._making:
-            if len(values) != len(self.labelnames):
-                raise ValueError(f"{self.name} takes labels {self.labelnames}, got {values}")
-            child = LoopCounter() if self.buckets is None else LoopHistogram(self.buckets)
-            self._children[values] = child
+        if len(values) != len(self.labelnames):
+            raise ValueError(f"{self.name} takes labels {self.labelnames}, got {values}")
+        child = LoopCounter() if self.buckets is None else LoopHistogram(self.buckets)
+        self._children = {**self._children, values: child}  # published whole: a scrape may hold the old one
         return child
 
     def describe(self) -> list[Metric]:
@@ -101,9 +99,7 @@ class LoopSeries(Collector):
 
     def collect(self) -> Iterator[Metric]:
         family = self._family()
-        with self._making:
-            children = list(self._children.items())
-        for values, child in children:
+        for values, child in self._children.items():  # a published dict: never changed (see above)
             if isinstance(child, LoopCounter):
                 assert isinstance(family, CounterMetricFamily)
                 family.add_metric(list(values), child.value)
