@@ -146,6 +146,8 @@ async def test_status_request_and_metrics_are_wired(tmp_path: Path) -> None:
         assert 'request="CONTROLLER_APPLY_BROKER_ID"' in exposition
         fsyncs = next(line for line in exposition.splitlines() if line.startswith("rmqc_fsync_seconds_count"))
         assert float(fsyncs.split()[-1]) >= 2  # the leader's no-op and the registration
+        busy = next(line for line in exposition.splitlines() if line.startswith("rmqc_event_loop_busy_seconds_total"))
+        assert float(busy.split()[-1]) > 0  # the node's LoopLoad instrument is on its loop
         nursery.cancel_scope.cancel()
 
 

@@ -5,6 +5,7 @@ the answers to its paths. rmqc.node serves them over HTTP, refreshes the series 
 node and builds the page's document in its event loop; the simulator and tests can use them without
 the Trio shell."""
 
+from ._loop_series import LoopCounter as LoopCounter, LoopHistogram as LoopHistogram
 from ._node_metrics import (
     ALARMS as ALARMS,
     ELECTION_RESULTS as ELECTION_RESULTS,
@@ -47,6 +48,8 @@ __all__ = [
     "REFUSAL_REASONS",
     "STATUS_JSON_PATH",
     "BuildCost",
+    "LoopCounter",
+    "LoopHistogram",
     "NodeMetrics",
     "PageSource",
     "answer_page",

@@ -62,6 +62,9 @@ FSYNC_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.0
 # A failover's steps: detection by a closed connection takes milliseconds, by a missed deadline up
 # to a scan interval; a 1008 leaves within milliseconds unless the broker is slow to accept.
 FAILOVER_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+# Stretches of 10 ms or more in which the event loop did not look at its sockets (rmqc.node's
+# LoopLoad): past 100 ms a broker's request visibly waits, past the 3 s client timeout it is lost.
+LOOP_STRETCH_BUCKETS_S = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 # Group commit puts everything waiting into one append; MAX_PENDING_PROPOSALS (65,536) bounds it.
 PROPOSAL_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096, 16384, 65536)
 
@@ -122,6 +125,14 @@ class NodeMetrics:
                                                 buckets=PROPOSAL_BUCKETS, registry=r).histogram()
         self._fsync_latency = LoopSeries("rmqc_fsync_seconds", "one persisted Ready: LMDB transaction and fsync",
                                          buckets=FSYNC_BUCKETS_S, registry=r).histogram()
+        # fed by rmqc.node's LoopLoad instrument, in the loop's thread
+        self.loop_busy = LoopSeries(
+            "rmqc_event_loop_busy_seconds",
+            "time the event loop ran tasks or waited for a CPU, not for I/O or a timer: its rate is the loop's "
+            "utilisation", registry=r).counter()
+        self.loop_stretches = LoopSeries(
+            "rmqc_event_loop_busy_stretch_seconds", "busy stretches of 10 ms or more: the event loop looked at no "
+            "socket for this long", buckets=LOOP_STRETCH_BUCKETS_S, registry=r).histogram()
         self.read_index_rounds = Counter("rmqc_read_index_rounds", "ReadIndex heartbeat rounds", registry=r)
         self.live_brokers = Gauge("rmqc_live_brokers", "brokers in this node's heartbeat table", registry=r)
         self.broker_groups = Gauge("rmqc_broker_groups", "broker groups in the replicated state", registry=r)

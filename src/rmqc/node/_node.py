@@ -76,6 +76,7 @@ from ._clock import TrioClock
 from ._events import EventReaders
 from ._health import HealthMonitor
 from ._join import join_group
+from ._loop_load import LoopLoad
 from ._notifier import Notifier
 from ._peers import PeerLinks
 from ._saver import BackgroundSaver
@@ -175,6 +176,8 @@ class ControllerNode:
 
     async def run(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
         lock = acquire_node_lock(self.config.data_dir)
+        loop_load = LoopLoad(self.node_metrics.loop_busy, self.node_metrics.loop_stretches)
+        trio.lowlevel.add_instrument(loop_load)
         try:
             claim_identity(self.config.data_dir, NodeIdentity(self.config.node_id, self.config.group))
             self.storage = await trio.to_thread.run_sync(self._open_storage)
@@ -202,6 +205,7 @@ class ControllerNode:
                 self.replica.close()
                 self.storage.close()
         finally:
+            trio.lowlevel.remove_instrument(loop_load)
             lock.release()
 
     def _open_storage(self) -> LmdbStorage:
