@@ -144,6 +144,7 @@ class Driver:
     def drive(self) -> bool:
         """One pass; True when another Ready is due at once (the shell yields, then calls again)."""
         raw = self._raw
+        self._reads.start_pass()
         self._release_step()
         if self.saving is not None or self.decoding is not None:
             self.in_run = False
