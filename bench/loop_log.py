@@ -29,17 +29,12 @@ from typing import Any, TextIO
 import trio
 
 from rmqc.cli.main import app
+from rmqc.launcher import rss_mb
 from rmqc.metrics import LoopHistogram
 from rmqc.node import _node
 
 LOG_DIR_ENV = "RMQC_LOOP_LOG_DIR"
 LONG_STRETCH_S = 0.1
-PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
-
-
-def _rss_mb() -> float:
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * PAGE_BYTES / 2**20
 
 
 def _stretches_over(histogram: LoopHistogram, seconds: float) -> int:
@@ -51,7 +46,7 @@ def _record(node: Any, busy_s: float, long_stretches: int, cpu_share: float) -> 
     stats = trio.lowlevel.current_statistics()
     record: dict[str, Any] = {
         "t": round(time.time(), 1), "busy": round(busy_s, 3), "stretches_over_100ms": long_stretches,
-        "cpu": round(cpu_share, 3), "rss_mb": round(_rss_mb(), 1), "gc": gc.get_count(),
+        "cpu": round(cpu_share, 3), "rss_mb": round(rss_mb(os.getpid()) or 0.0, 1), "gc": gc.get_count(),
         "runnable": stats.tasks_runnable, "requests_in_flight": node.runner.requests_in_flight,
     }
     if node.replica is not None:

@@ -4,6 +4,7 @@ Trio instrument, on a real Trio loop (the stretches are made by blocking the loo
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 
 import pytest
 import trio
@@ -13,14 +14,14 @@ from rmqc.metrics._node_metrics import LOOP_STRETCH_BUCKETS_S
 from rmqc.node._loop_load import LoopLoad
 
 
-def measured(body: object) -> tuple[LoopCounter, LoopHistogram]:
-    """Run `body` (an async function) in a fresh Trio loop under a LoopLoad."""
+def measured(body: Callable[[], Awaitable[None]]) -> tuple[LoopCounter, LoopHistogram]:
+    """Run `body` in a fresh Trio loop under a LoopLoad."""
     busy, stretches = LoopCounter(), LoopHistogram(LOOP_STRETCH_BUCKETS_S)
 
     async def main() -> None:
         trio.lowlevel.add_instrument(LoopLoad(busy, stretches))
         await trio.sleep(0.01)  # the first wait: measuring starts when it returns
-        await body()  # type: ignore[operator]
+        await body()
         await trio.sleep(0.01)  # the last stretch ends at the next wait
 
     trio.run(main)
