@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import re
 import signal
 import socket
@@ -62,9 +63,35 @@ class NodeStartFailed(ProcessFailed):
     nodes did not agree on a leader within the bound."""
 
 
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_PICKED_PORT = 10_000
+
+
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """`count` distinct ports the kernel handed out a moment ago (released at once; fine on a
-    loopback-only machine where nothing else races for them)."""
+    """`count` distinct ports free a moment ago, below the kernel's ephemeral range: the kernel
+    gives ports of that range to every bind to port 0 and every outgoing connection, so a port
+    picked there could be taken, before its server binds it, by a client of the same test (a
+    simulated broker's listener, a connection). Below it only an explicit bind takes a port."""
+    low = _ephemeral_low()
+    if low - LOWEST_PICKED_PORT < 10 * count:  # no room below (an unusual range): the kernel's picks
+        return _kernel_ports(count, host)
+    picked: list[int] = []
+    for port in random.sample(range(LOWEST_PICKED_PORT, low), min(low - LOWEST_PICKED_PORT, 50 * count)):
+        if _bindable(host, port):
+            picked.append(port)
+            if len(picked) == count:
+                return picked
+    raise ProcessFailed(f"no {count} free ports on {host} between {LOWEST_PICKED_PORT} and {low}")
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(EPHEMERAL_RANGE_FILE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return LOWEST_PICKED_PORT  # not Linux: no room below, so the kernel picks
+
+
+def _kernel_ports(count: int, host: str) -> list[int]:
     sockets = []
     try:
         for _ in range(count):
@@ -80,9 +107,11 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
 def consecutive_free_ports(count: int, host: str = "127.0.0.1") -> int:
     """A base port with `count` free ports from it (`--base-port` and `--metrics-base-port` take
     consecutive ones); raises ProcessFailed when 50 tries found none."""
+    low = _ephemeral_low()
     for _ in range(50):
         (base,) = free_ports(1, host)
-        if base + count < 65536 and all(_bindable(host, base + i) for i in range(count)):
+        limit = low if base < low else 65536  # all of them below the ephemeral range, as free_ports'
+        if base + count <= limit and all(_bindable(host, base + i) for i in range(count)):
             return base
     raise ProcessFailed(f"no {count} consecutive free ports on {host}")
 

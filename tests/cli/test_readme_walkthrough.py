@@ -93,9 +93,21 @@ class Session:
                               capture_output=True, text=True, timeout=120)
 
     def start_cluster(self, step: Step) -> None:
+        """Start `rmqc dev cluster` and wait, as its user does, for the line it prints once every node
+        listens. The next step must not start earlier: the simulator's brokers take ports the kernel
+        hands out, and one of them could be a port a node has not bound yet (that node would then
+        refuse to start, and the cluster exit 1)."""
         self.cluster = subprocess.Popen(self.argv(step.line), cwd=self.workdir, env=self.env(step), text=True,
                                         stdout=self.cluster_out, stderr=subprocess.STDOUT,
                                         preexec_fn=end_with_parent)
+        deadline = time.monotonic() + START_S
+        while "controllers: " not in self.cluster_output():
+            assert self.cluster.poll() is None, f"dev cluster exited {self.cluster.poll()}: {self.cluster_output()}"
+            assert time.monotonic() < deadline, f"no controllers line within {START_S} s: {self.cluster_output()}"
+            time.sleep(0.1)
+
+    def cluster_output(self) -> str:
+        return (self.workdir / "dev-cluster.out").read_text()
 
     def start_sim(self, step: Step) -> None:
         words = shlex.split(step.line)
@@ -106,12 +118,14 @@ class Session:
 
     def stop(self) -> None:
         sim, cluster, self.sim, self.cluster = self.sim, self.cluster, None, None
-        if sim is not None:
-            assert sim.quit() == 0
-        if cluster is not None:
-            cluster.send_signal(signal.SIGINT)  # the README's Ctrl-C
-            assert cluster.wait(timeout=60) == 0
-        self.cluster_out.close()
+        try:
+            if sim is not None:
+                assert sim.quit() == 0
+            if cluster is not None:
+                cluster.send_signal(signal.SIGINT)  # the README's Ctrl-C
+                assert cluster.wait(timeout=60) == 0, self.cluster_output()
+        finally:  # closed even when a check fails, so no warning about it lands in a later test
+            self.cluster_out.close()
 
 
 @pytest.fixture
@@ -178,7 +192,7 @@ def test_the_readme_walkthrough_runs_as_written(session: Session) -> None:
             raise AssertionError(f"a README step this test does not know: {step.line!r}")
     assert len(sync_state_sets) == 2
     assert len(routes) == 2 and routes[0] != routes[1], routes  # the route followed the failover
-    assert "controllers: 127.0.0.1:" in (session.workdir / "dev-cluster.out").read_text()
+    assert "controllers: 127.0.0.1:" in session.cluster_output()
     session.stop()
     export_the_history(session)
 

@@ -51,13 +51,15 @@ class SimProcess:
         """The first line satisfying `predicate` within `timeout_s` in all (lines keep coming every
         report interval, so the bound is on the whole wait, not on each line)."""
         deadline = time.monotonic() + timeout_s
+        last: dict[str, Any] | None = None
         try:
             while True:
-                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
-                if predicate(line):
-                    return line
+                last = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+                if predicate(last):
+                    return last
         except queue.Empty:
-            raise AssertionError(f"no line with {what} within {timeout_s} s (exit {self.process.poll()})") from None
+            raise AssertionError(f"no line with {what} within {timeout_s} s (exit {self.process.poll()});"
+                                 f" the last line: {last}") from None
 
     def ask(self, command: str, key: str, timeout_s: float = ANSWER_TIMEOUT_S) -> dict[str, Any]:
         self.send(command)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import signal
+import socket
 import sys
 from pathlib import Path
 
@@ -15,7 +16,10 @@ from rmqc.launcher import (
     ProcessFailed,
     ServeCluster,
     ServeNode,
+    _ephemeral_low,
     _started,
+    consecutive_free_ports,
+    free_ports,
     rmqc_argv,
     serve_argv,
     serve_nodes,
@@ -151,3 +155,21 @@ async def test_a_cluster_that_fails_to_start_leaves_no_process_behind(tmp_path: 
         await ServeCluster([serving, failing]).start_async(WAIT_S)
     assert serving.process is not None and serving.process.returncode == -signal.SIGTERM
     assert not serving.running and not failing.running
+
+
+def test_picked_ports_are_ones_the_kernel_never_hands_out_by_itself() -> None:
+    """A port picked for a server must not be one a client's connection or a bind to port 0 can
+    take before the server binds it (a node of the README walkthrough's cluster can fail to start so)."""
+    low = _ephemeral_low()
+    assert low > 10_000  # Linux's default range starts at 32768
+    picked = free_ports(20)
+    assert len(set(picked)) == 20 and all(port < low for port in picked), (low, picked)
+    base = consecutive_free_ports(3)
+    assert base + 3 <= low
+    handed_out = []
+    for _ in range(50):  # the kernel's own picks, as a client's would be
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            handed_out.append(sock.getsockname()[1])
+    assert not set(handed_out) & {*picked, base, base + 1, base + 2}
+    assert min(handed_out) >= low
