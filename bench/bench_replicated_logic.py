@@ -1,0 +1,175 @@
+"""The CPU of rmqc's own logic per replicated write, three nodes in one process (issue 36's CPU item).
+
+`bench_cpu_floor.py` measures what the network and disk work of a replicated durable write costs
+three minimal Trio processes (the floor); `bench_cpu_per_write.py` what rmqc's servers cost. This
+measures the part in between: rmqc's logic alone. Three Replicas (the code `rmqc serve` runs, with
+in-memory Raft storage and a fake clock) serve closed-loop 1013 writes, `--clients` in flight. Each
+round, as the nodes would: the leader decodes the request frames, takes them (`client_request`),
+drives; every Raft message goes through the peer codec (encoded by its sender, decoded by its
+receiver, a frame per sender and receiver as the links batch them); the followers step, drive
+and answer; the leader commits, applies and encodes the answers. No sockets, no Trio, no disk.
+
+Each node's CPU time (process_time around its own work) is divided by the writes answered. The
+floor plus this figure is the least CPU per write any I/O design around this logic can reach.
+
+Run: PYTHONPATH=src .venv/bin/python bench/bench_replicated_logic.py [--clients 1,16] [--writes N] [--runs R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import random
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._rmqc import write_ext
+from rmqc.config import NodeConfig, parse_peers
+from rmqc.fsm import Origin
+from rmqc.peerwire import decode_messages, encode_messages
+from rmqc.raft import MemoryStorage, Message
+from rmqc.remoting import FrameDecoder, RemotingCommand, RequestCode, ResponseCode, encode, make_request
+from rmqc.replica import Answer, Replica, SendRaft
+
+NODES = ("n0", "n1", "n2")
+ELECTION_BOUND_MS = 10_000
+
+
+@dataclasses.dataclass
+class Clock:
+    now_ms: int = 1_000_000
+
+    def monotonic_ms(self) -> int:
+        return self.now_ms
+
+    def wall_ms(self) -> int:
+        return 1_700_000_000_000 + self.now_ms
+
+
+class Nodes:
+    """Three replicas on one fake clock, each with its outbox and the CPU time spent on its work."""
+
+    def __init__(self) -> None:
+        peers = parse_peers(";".join(f"{node}-127.0.0.1:{i + 1}" for i, node in enumerate(NODES)))
+        self.clock = Clock()
+        self.outboxes: dict[str, list[Any]] = {node: [] for node in NODES}
+        self.replicas = {node: Replica(NodeConfig(peers=peers, node_id=node, data_dir="/nonexistent/bench"),
+                                       MemoryStorage(), self.clock, random.Random(i), self.outboxes[node])
+                         for i, node in enumerate(NODES)}
+        self.cpu_s: dict[str, float] = dict.fromkeys(NODES, 0.0)
+        self.frames: dict[str, list[tuple[str, bytes]]] = defaultdict(list)  # receiver -> (sender, frame)
+        self.answers: list[bytes] = []
+
+    def elect(self) -> str:
+        for _ in range(ELECTION_BOUND_MS):
+            self.clock.now_ms += 1
+            for replica in self.replicas.values():
+                replica.advance_time()
+            self.settle()
+            leaders = [node for node, replica in self.replicas.items() if replica.serving_as_leader]
+            if len(leaders) == 1:
+                return leaders[0]
+        raise RuntimeError(f"no leader within {ELECTION_BOUND_MS} ms")
+
+    def timed(self, node: str, work: Callable[..., None], *args: Any) -> None:
+        started = time.process_time()
+        work(*args)
+        self.cpu_s[node] += time.process_time() - started
+
+    def settle(self) -> None:
+        """Drive every node and deliver what it sends until nothing moves."""
+        moving = True
+        while moving:
+            moving = False
+            for node in NODES:
+                frames, self.frames[node] = self.frames[node], []
+                self.timed(node, self._take, node, frames)
+                moving |= bool(frames) or bool(self.outboxes[node])
+                self.timed(node, self._emit, node)
+
+    def _take(self, node: str, frames: list[tuple[str, bytes]]) -> None:
+        replica = self.replicas[node]
+        for sender, frame in frames:
+            replica.raft_messages(sender, decode_messages(frame))
+        while replica.drive_due:
+            replica.drive()
+
+    def _emit(self, node: str) -> None:
+        """The node's actions: Raft messages encoded a frame per receiver, answers encoded."""
+        outbox = self.outboxes[node]
+        by_receiver: dict[str, list[Message]] = defaultdict(list)
+        for action in outbox:
+            if isinstance(action, SendRaft):
+                for message in action.messages:
+                    by_receiver[message.to].append(message)
+            elif isinstance(action, Answer) and action.response is not None:
+                self.answers.append(encode(action.response))
+        outbox.clear()
+        for receiver, messages in by_receiver.items():
+            self.frames[receiver].append((node, encode_messages(messages)))
+
+
+def one_run(clients: int, writes: int, run: int) -> dict[str, float]:
+    """CPU microseconds per write, by node (the leader first) and in all."""
+    nodes = Nodes()
+    leader = nodes.elect()
+    nodes.cpu_s = dict.fromkeys(NODES, 0.0)
+    nodes.answers.clear()
+    decoder, origin = FrameDecoder(), Origin(None, "127.0.0.1:40000", leader)
+    replica = nodes.replicas[leader]
+
+    def take_requests(first: int) -> None:
+        frames = b"".join(encode(make_request(RequestCode.CONTROLLER_APPLY_BROKER_ID, first + client,
+                                              write_ext(f"r{run}", client, first // clients)))
+                          for client in range(clients))
+        for command in decoder.iter_feed(frames):
+            replica.client_request(command, 1, command.opaque, origin)
+
+    rounds = range(0, writes, clients)
+    for first in rounds:
+        nodes.clock.now_ms += 1
+        for node_replica in nodes.replicas.values():
+            node_replica.advance_time()  # heartbeats and ticks, as the nodes' timers would
+        nodes.timed(leader, take_requests, first)
+        nodes.settle()
+    check(nodes.answers, len(rounds) * clients)
+    followers = [node for node in NODES if node != leader]
+    parts = {"leader": leader, "follower 1": followers[0], "follower 2": followers[1]}
+    per_write = {part: nodes.cpu_s[node] * 1e6 / len(nodes.answers) for part, node in parts.items()}
+    per_write["all three"] = sum(per_write.values())
+    return per_write
+
+
+def check(answers: list[bytes], expected: int) -> None:
+    """Every write was answered SUCCESS: the figures are of the path that writes."""
+    responses: list[RemotingCommand] = FrameDecoder().feed(b"".join(answers))
+    refused = {(r.code, r.remark) for r in responses if r.code != ResponseCode.SUCCESS}
+    if len(responses) != expected or refused:
+        raise RuntimeError(f"{len(responses)} answers to {expected} writes; refused: {sorted(refused)[:3]}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", default="1,16", help="comma-separated writes in flight")
+    parser.add_argument("--writes", type=int, default=8_192)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    print(f"rmqc's logic per replicated write, 3 nodes in one process, {args.writes:,} writes a run; "
+          f"median of {args.runs} runs, us of CPU per write")
+    for clients in (int(text) for text in args.clients.split(",")):
+        runs = [one_run(clients, args.writes, run) for run in range(args.runs)]
+        print(f"{clients} clients:")
+        for part in runs[0]:
+            figures = [per_write[part] for per_write in runs]
+            print(f"  {part:12s} {statistics.median(figures):8.1f}   runs " + " ".join(f"{f:.1f}" for f in figures))
+
+
+if __name__ == "__main__":
+    main()
