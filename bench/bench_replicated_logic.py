@@ -18,7 +18,6 @@ Run: PYTHONPATH=src .venv/bin/python bench/bench_replicated_logic.py [--clients 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import random
 import statistics
 import sys
@@ -31,6 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._rmqc import write_ext
+from bench.bench_request_path import Clock
 from rmqc.config import NodeConfig, parse_peers
 from rmqc.fsm import Origin
 from rmqc.peerwire import decode_messages, encode_messages
@@ -40,17 +40,6 @@ from rmqc.replica import Answer, Replica, SendRaft
 
 NODES = ("n0", "n1", "n2")
 ELECTION_BOUND_MS = 10_000
-
-
-@dataclasses.dataclass
-class Clock:
-    now_ms: int = 1_000_000
-
-    def monotonic_ms(self) -> int:
-        return self.now_ms
-
-    def wall_ms(self) -> int:
-        return 1_700_000_000_000 + self.now_ms
 
 
 class Nodes:
