@@ -65,6 +65,8 @@ class NodeStartFailed(ProcessFailed):
 
 EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 LOWEST_PICKED_PORT = 10_000
+# Its own generator: a test that seeds the `random` module must not make two processes pick alike.
+_PORT_PICKS = random.SystemRandom()
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
@@ -76,7 +78,7 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     if low - LOWEST_PICKED_PORT < 10 * count:  # no room below (an unusual range): the kernel's picks
         return _kernel_ports(count, host)
     picked: list[int] = []
-    for port in random.sample(range(LOWEST_PICKED_PORT, low), min(low - LOWEST_PICKED_PORT, 50 * count)):
+    for port in _PORT_PICKS.sample(range(LOWEST_PICKED_PORT, low), min(low - LOWEST_PICKED_PORT, 50 * count)):
         if _bindable(host, port):
             picked.append(port)
             if len(picked) == count:
