@@ -20,18 +20,25 @@ rmqc. With several trees, each after the first is also compared to the first in 
 generator's CPU per write in the same window (`print_tree_ratios`: the machine's speed drifts).
 `--no-etcd` leaves etcd out (it is skipped anyway when not installed: `apt-get install etcd-server`).
 
+`--pin-leader` adds a pinned variant of every system to the same rounds: once the leader is known,
+its threads run on CPU 0 alone and everything else (the followers, the generators, this process)
+on the other CPUs, so the leader resumes with its own core's caches as on a machine of its own.
+Beside the unpinned figure it shows what sharing two cores with the other processes costs each
+system's leader (an interpreter's far more than compiled code's: docs/benchmarks.md).
+
 Run: .venv/bin/python bench/bench_cpu_per_write.py [--clients 1,16,64,256] [--seconds 8] [--rounds 3]
-      [--tree base=/tmp/old/src --tree new=src] [--no-etcd] [--etcd-http]
+      [--tree base=/tmp/old/src --tree new=src] [--no-etcd] [--etcd-http] [--pin-leader]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -107,18 +114,46 @@ async def in_process(workload: Workload[Any], clients: int, seconds: float, proc
                  own_after - own_before)
 
 
-async def rmqc_points(root: Path, program: str, clients: list[int], seconds: float) -> list[Point]:
+def set_affinity(pid: int, cpus: set[int]) -> None:
+    """Every thread of `pid` on `cpus` (threads it starts later inherit the setting of their creator)."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
+            os.sched_setaffinity(int(task.name), cpus)
+
+
+@contextlib.contextmanager
+def leader_alone(procs: Mapping[str, Process], leader: str, pin: bool) -> Iterator[None]:
+    """With `pin`: the leader's threads on CPU 0 alone, every other process of the cluster and this
+    one (whose generators inherit it) on the rest, for the block; this process's CPUs restored after."""
+    if not pin:
+        yield
+        return
+    everything = os.sched_getaffinity(0)
+    if len(everything) < 2 or 0 not in everything:
+        raise SystemExit("--pin-leader needs CPU 0 and at least one other CPU")
+    rest = everything - {0}
+    set_affinity(os.getpid(), rest)
+    for name, proc in procs.items():
+        set_affinity(proc.pid, {0} if name == leader else rest)
+    try:
+        yield
+    finally:
+        set_affinity(os.getpid(), everything)
+
+
+async def rmqc_points(root: Path, program: str, clients: list[int], seconds: float, pin: bool = False) -> list[Point]:
     cluster = RmqcCluster(root, 3, program=program)
     await cluster.start()
     try:
         leader = await cluster.leader_id()
         workload = rmqc_write_workload(cluster, leader)
-        return [await in_process(workload, count, seconds, cluster.procs, leader) for count in clients]
+        with leader_alone(cluster.procs, leader, pin):
+            return [await in_process(workload, count, seconds, cluster.procs, leader) for count in clients]
     finally:
         cluster.stop()
 
 
-async def etcd_grpc_points(root: Path, clients: list[int], seconds: float) -> list[Point]:
+async def etcd_grpc_points(root: Path, clients: list[int], seconds: float, pin: bool = False) -> list[Point]:
     """etcd's leader loaded over gRPC by one bench._etcd_grpc process per point."""
     cluster = _etcd.EtcdCluster(root, 3)
     await cluster.start()
@@ -126,10 +161,12 @@ async def etcd_grpc_points(root: Path, clients: list[int], seconds: float) -> li
         leader = await cluster.leader()
         load = _etcd_grpc.PutLoad(cluster.address(leader), len(anchor_value()))
         points = []
-        for count in clients:
-            run = await run_generators(load.spec(), count, 1, WARMUP_S, seconds, root / f"load-{count}",
-                                       cluster.procs, worker=_etcd_grpc.WORKER)
-            points.append(point(run.result, run.node_cpu_s, leader, sum(run.generator_cpu_s) + run.harness_cpu_s))
+        with leader_alone(cluster.procs, leader, pin):
+            for count in clients:
+                run = await run_generators(load.spec(), count, 1, WARMUP_S, seconds, root / f"load-{count}",
+                                           cluster.procs, worker=_etcd_grpc.WORKER)
+                points.append(point(run.result, run.node_cpu_s, leader,
+                                    sum(run.generator_cpu_s) + run.harness_cpu_s))
         return points
     finally:
         cluster.stop()
@@ -194,7 +231,16 @@ def print_tree_ratios(name: str, rounds: list[list[Point]], first: str, first_ro
         print(f"  clients {mine.clients:4d}: {ours:5.2f} / {theirs:5.2f} = {ours / theirs:.2f}x", flush=True)
 
 
-System = Callable[[Path], Awaitable[list[Point]]]
+def print_pinned_ratios(name: str, pinned: list[list[Point]], shared: list[list[Point]]) -> None:
+    """What a core of its own saves a system's leader: pinned / unpinned leader CPU per write."""
+    print(f"{name}: the leader's CPU per write on a core of its own / on the shared cores:")
+    for mine, theirs in zip(median_points(pinned), median_points(shared), strict=True):
+        print(f"  clients {mine.clients:4d}: {mine.leader_us:5.0f} / {theirs.leader_us:5.0f} us = "
+              f"{mine.leader_us / theirs.leader_us:.2f}x (servers {mine.servers_us / theirs.servers_us:.2f}x)",
+              flush=True)
+
+
+System = Callable[..., Awaitable[list[Point]]]
 
 
 async def run_rounds(systems: dict[str, System], rounds: int, root: Path) -> dict[str, list[list[Point]]]:
@@ -226,6 +272,10 @@ async def bench(args: argparse.Namespace) -> None:
             systems["etcd"] = partial(etcd_grpc_points, clients=clients, seconds=args.seconds)
             if args.etcd_http:
                 systems["etcd-http"] = partial(etcd_http_points, clients=clients, seconds=args.seconds)
+        if args.pin_leader:
+            for name in [name for name in systems if name != "etcd-http"]:
+                systems[f"{name}-pinned"] = partial(systems[name], pin=True)
+            rmqc_names += [f"{name}-pinned" for name in rmqc_names]
         results = await run_rounds(systems, args.rounds, root)
     print(f"medians of {args.rounds} rounds:")
     for name, rounds in results.items():
@@ -233,8 +283,12 @@ async def bench(args: argparse.Namespace) -> None:
             print_point(name, point)
     for anchor in [name for name in results if name not in rmqc_names]:
         for name in rmqc_names:
-            print_ratios(name, results[name], anchor, results[anchor])
-    for name in rmqc_names[1:]:
+            if name.endswith("-pinned") == anchor.endswith("-pinned"):
+                print_ratios(name, results[name], anchor, results[anchor])
+    if args.pin_leader:
+        for name in [name for name in results if name.endswith("-pinned")]:
+            print_pinned_ratios(name, results[name], results[name.removesuffix("-pinned")])
+    for name in [name for name in rmqc_names[1:] if not name.endswith("-pinned")]:
         print_tree_ratios(name, results[name], rmqc_names[0], results[rmqc_names[0]])
     if "etcd-http" in results:
         print_ratios("etcd-http", results["etcd-http"], "etcd", results["etcd"])
@@ -249,6 +303,8 @@ def main() -> None:
     parser.add_argument("--no-etcd", action="store_true")
     parser.add_argument("--etcd-http", action="store_true",
                         help="also load etcd through its HTTP/JSON gateway (the earlier anchor), in the same rounds")
+    parser.add_argument("--pin-leader", action="store_true",
+                        help="also run every system with its leader alone on CPU 0 (as on a machine of its own)")
     trio.run(bench, parser.parse_args())
 
 

@@ -10,9 +10,15 @@ receiver, a frame per sender and receiver as the links batch them); the follower
 and answer; the leader commits, applies and encodes the answers. No sockets, no Trio, no disk.
 
 Each node's CPU time (process_time around its own work) is divided by the writes answered. The
-floor plus this figure is the least CPU per write any I/O design around this logic can reach.
+floor plus this figure is the least CPU per write any I/O design around this logic can reach, on a
+node whose caches stay warm between its steps.
+
+`--evict-kb N` writes over N KiB of memory before every node's step (outside the timed interval),
+as the other processes sharing the machine's cores do between two of a node's resumes in
+`rmqc serve`: the same logic, run cold. The figure rises with N (docs/benchmarks.md).
 
 Run: PYTHONPATH=src .venv/bin/python bench/bench_replicated_logic.py [--clients 1,16] [--writes N] [--runs R]
+      [--evict-kb 0,4096]
 """
 
 from __future__ import annotations
@@ -39,13 +45,14 @@ from rmqc.remoting import FrameDecoder, RemotingCommand, RequestCode, ResponseCo
 from rmqc.replica import Answer, Replica, SendRaft
 
 NODES = ("n0", "n1", "n2")
+CACHE_LINE_BYTES = 64
 ELECTION_BOUND_MS = 10_000
 
 
 class Nodes:
     """Three replicas on one fake clock, each with its outbox and the CPU time spent on its work."""
 
-    def __init__(self) -> None:
+    def __init__(self, evict_kb: int = 0) -> None:
         peers = parse_peers(";".join(f"{node}-127.0.0.1:{i + 1}" for i, node in enumerate(NODES)))
         self.clock = Clock()
         self.outboxes: dict[str, list[Any]] = {node: [] for node in NODES}
@@ -56,6 +63,8 @@ class Nodes:
         self.frames: dict[str, list[tuple[str, bytes]]] = defaultdict(list)  # receiver -> (sender, frame)
         self.answers: list[bytes] = []
         self.clock_read_s = clock_read_s()
+        self._evicted = bytearray(evict_kb * 1024)  # written over before each step (--evict-kb)
+        self._cache_lines = b"\1" * (len(self._evicted) // CACHE_LINE_BYTES)
 
     def elect(self) -> str:
         for _ in range(ELECTION_BOUND_MS):
@@ -71,6 +80,8 @@ class Nodes:
     def timed(self, node: str, work: Callable[..., None], *args: Any) -> None:
         """`work(*args)`, its CPU time added to `node`'s, less what the clock reading itself costs
         (a system call, about 0.7 us here: 5-10 % of the figure if counted)."""
+        if self._evicted:
+            self._evicted[::CACHE_LINE_BYTES] = self._cache_lines  # a byte in every cache line
         started = time.process_time()
         work(*args)
         self.cpu_s[node] += time.process_time() - started - self.clock_read_s
@@ -118,9 +129,9 @@ def clock_read_s(reads: int = 20_000) -> float:
     return (time.process_time() - started) / reads
 
 
-def one_run(clients: int, writes: int, run: int) -> dict[str, float]:
+def one_run(clients: int, writes: int, run: int, evict_kb: int = 0) -> dict[str, float]:
     """CPU microseconds per write, by node (the leader first) and in all."""
-    nodes = Nodes()
+    nodes = Nodes(evict_kb)
     leader = nodes.elect()
     nodes.cpu_s = dict.fromkeys(NODES, 0.0)
     nodes.answers.clear()
@@ -162,16 +173,23 @@ def main() -> None:
     parser.add_argument("--clients", default="1,16", help="comma-separated writes in flight")
     parser.add_argument("--writes", type=int, default=8_192)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--evict-kb", default="0", help="comma-separated KiB written over before each node's step")
     args = parser.parse_args()
     print(f"rmqc's logic per replicated write, 3 nodes in one process, {args.writes:,} writes a run; "
           f"median of {args.runs} runs, us of CPU per write")
+    evictions = [int(text) for text in args.evict_kb.split(",")]
     for clients in (int(text) for text in args.clients.split(",")):
-        runs = [one_run(clients, args.writes, run) for run in range(args.runs)]
-        print(f"{clients} clients:")
-        for part in runs[0]:
-            figures = [per_write[part] for per_write in runs]
-            print(f"  {part:12s} {statistics.median(figures):8.1f}   runs " + " ".join(f"{f:.1f}" for f in figures))
-
+        # the settings alternate run by run, so each sees the machine's speed drift alike
+        runs: dict[int, list[dict[str, float]]] = {evict_kb: [] for evict_kb in evictions}
+        for run in range(args.runs):
+            for evict_kb in evictions:
+                runs[evict_kb].append(one_run(clients, args.writes, run, evict_kb))
+        for evict_kb, per_run in runs.items():
+            print(f"{clients} clients" + (f", {evict_kb:,} KiB written over before each step:" if evict_kb else ":"))
+            for part in per_run[0]:
+                figures = [per_write[part] for per_write in per_run]
+                print(f"  {part:12s} {statistics.median(figures):8.1f}   runs "
+                      + " ".join(f"{f:.1f}" for f in figures))
 
 if __name__ == "__main__":
     main()

@@ -24,3 +24,8 @@ def test_a_missing_or_refused_answer_fails_the_run() -> None:
     refused = encode(make_response(request, ResponseCode.SYSTEM_ERROR, "commit wait"))
     with pytest.raises(RuntimeError, match="commit wait"):
         check([refused], 1)
+
+
+def test_a_run_that_writes_over_the_caches_still_answers_every_write() -> None:
+    per_write = one_run(clients=2, writes=10, run=0, evict_kb=64)  # the same path, each step after a 64 KiB write
+    assert all(us > 0 for us in per_write.values())
