@@ -4,8 +4,9 @@ Run as the node program (`python -m bench._timed_serve serve ...`): before the C
 entry points of the logic (the replica's inputs and passes, the peer codec, the answers' encode)
 and the shell's work nested inside them (the saver's hand-off, the outbox drain that performs the
 replica's actions) are wrapped to add their event-loop thread's CPU (time.thread_time, user +
-system) to a label, each region's time exclusive of the regions nested in it. SIGUSR1 starts a
-window; SIGUSR2 writes the window's figures as JSON to $RMQC_TIMED_SERVE_OUT.<pid>.
+system) to a label, each region's time exclusive of the regions nested in it. A Trio instrument
+counts the loop's task steps (by task) and its waits for I/O: how often the node resumes. SIGUSR1
+starts a window; SIGUSR2 writes the window's figures as JSON to $RMQC_TIMED_SERVE_OUT.<pid>.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
+
+import trio
 
 import rmqc.node._node as node_module
 import rmqc.node._saver as saver_module
@@ -48,10 +51,13 @@ REGIONS: list[tuple[Any, str, str]] = [
 ]
 
 
-class Regions:
-    """Exclusive thread CPU per kind of region, in the thread that runs them (the event loop)."""
+class Regions(trio.abc.Instrument):
+    """Exclusive thread CPU per kind of region, in the thread that runs them (the event loop), and
+    the loop's task steps and I/O waits."""
 
     def __init__(self) -> None:
+        self.task_steps: Counter[str] = Counter()
+        self.io_waits = 0
         self.cpu_s: defaultdict[str, float] = defaultdict(float)
         self.calls: Counter[str] = Counter()
         self.window_started_s = time.thread_time()
@@ -76,14 +82,22 @@ class Regions:
                     stack[-1][1] += spent
         return timed
 
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self.task_steps[task.name.rpartition(".")[2]] += 1
+
+    def before_io_wait(self, timeout: float) -> None:
+        self.io_waits += 1
+
     def reset(self) -> None:
         self.cpu_s.clear()
         self.calls.clear()
+        self.task_steps.clear()
+        self.io_waits = 0
         self.window_started_s = time.thread_time()
 
     def dump(self, path: str) -> None:
         figures = {"event_loop_cpu_s": time.thread_time() - self.window_started_s, "cpu_s": dict(self.cpu_s),
-                   "calls": dict(self.calls)}
+                   "calls": dict(self.calls), "task_steps": dict(self.task_steps), "io_waits": self.io_waits}
         with open(path, "w") as out:
             json.dump(figures, out)
 
@@ -93,6 +107,13 @@ def install() -> Regions:
     for owner, name, kind in REGIONS:
         label = f"{getattr(owner, '__name__', '')}.{name}"
         setattr(owner, name, regions.wrap(getattr(owner, name), kind, label))
+    serve = node_module.ControllerNode.run
+
+    async def run_instrumented(node: node_module.ControllerNode, **kwargs: Any) -> None:
+        trio.lowlevel.add_instrument(regions)
+        await serve(node, **kwargs)
+
+    node_module.ControllerNode.run = run_instrumented  # type: ignore[method-assign,assignment]
     out = os.environ[OUT_ENV]
     signal.signal(signal.SIGUSR1, lambda *_: regions.reset())
     signal.signal(signal.SIGUSR2, lambda *_: regions.dump(f"{out}.{os.getpid()}"))

@@ -22,6 +22,7 @@ import statistics
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -46,24 +47,25 @@ def timed_program(directory: Path) -> str:
     return str(path)
 
 
-async def read_dump(path: Path) -> dict[str, object]:
+async def read_dump(path: Path) -> dict[str, Any]:
     """The node's figures once its SIGUSR2 handler has written them."""
     with trio.fail_after(DUMP_TIMEOUT_S):
         while True:
             try:
-                return json.loads(path.read_text())  # type: ignore[no-any-return]
+                figures: dict[str, Any] = json.loads(path.read_text())
+                return figures
             except (FileNotFoundError, json.JSONDecodeError):  # not written yet, or half written
                 await trio.sleep(0.05)
 
 
-def split(figures: dict[str, object], writes: float) -> dict[str, float]:
-    """A node's event-loop CPU per write (us), its logic's and its shell's."""
-    cpu = figures["cpu_s"]
-    assert isinstance(cpu, dict)
-    loop_us = 1e6 * float(figures["event_loop_cpu_s"]) / writes  # type: ignore[arg-type]
+def split(figures: dict[str, Any], writes: float) -> dict[str, float]:
+    """A node's event-loop CPU per write (us), its logic's and its shell's, and how often it resumed."""
+    cpu, steps = figures["cpu_s"], figures["task_steps"]
+    loop_us = 1e6 * figures["event_loop_cpu_s"] / writes
     logic_us = 1e6 * cpu.get(LOGIC, 0.0) / writes
     return {"event loop": loop_us, "logic": logic_us, "shell": loop_us - logic_us,
-            "of which inside a pass": 1e6 * cpu.get(SHELL_IN_LOGIC, 0.0) / writes}
+            "of which inside a pass": 1e6 * cpu.get(SHELL_IN_LOGIC, 0.0) / writes,
+            "task steps": sum(steps.values()) / writes, "I/O waits": figures["io_waits"] / writes}
 
 
 async def window(cluster: RmqcCluster, leader: str, clients: int, seconds: float,
@@ -105,13 +107,16 @@ async def bench(args: argparse.Namespace) -> None:
                     results[count].append(await window(cluster, leader, count, args.seconds, out))
             finally:
                 cluster.stop()
-    print(f"CPU per write in each node's event loop (us), medians of {args.rounds} rounds:")
+    print(f"CPU per write in each node's event loop (us), and the loop's task steps and I/O waits per write; "
+          f"medians of {args.rounds} rounds:")
     for count, rounds in results.items():
         print(f"{count} clients:")
         for part in ("leader", "followers"):
             print(f"  {part:10s} " + "  ".join(
-                f"{column} {statistics.median(_part_figure(r, part, column) for r in rounds):6.0f}"
-                for column in ("event loop", "logic", "shell", "of which inside a pass")))
+                f"{column} {statistics.median(_part_figure(r, part, column) for r in rounds):{form}}"
+                for column, form in (("event loop", "6.0f"), ("logic", "6.0f"), ("shell", "6.0f"),
+                                     ("of which inside a pass", "5.0f"), ("task steps", "5.2f"),
+                                     ("I/O waits", "5.2f"))))
 
 
 def _part_figure(splits: dict[str, dict[str, float]], part: str, column: str) -> float:
