@@ -50,6 +50,7 @@ from bench._scn_writes import write_request_bytes
 from bench.bench_cpu_per_write import (
     Point,
     System,
+    add_round_options,
     etcd_grpc_points,
     in_process,
     median_points,
@@ -208,9 +209,7 @@ async def bench(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--clients", default="1,16,64,256", help="comma-separated client counts")
-    parser.add_argument("--seconds", type=float, default=6.0, help="measured window per point")
-    parser.add_argument("--rounds", type=int, default=3)
+    add_round_options(parser, "1,16,64,256", 6.0)
     parser.add_argument("--saver-thread", action="store_true",
                         help="also the nodes saving through rmqc's saver thread, in the same rounds")
     parser.add_argument("--without-fdatasync", action="store_true",

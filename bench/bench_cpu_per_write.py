@@ -294,11 +294,16 @@ async def bench(args: argparse.Namespace) -> None:
         print_ratios("etcd-http", results["etcd-http"], "etcd", results["etcd"])
 
 
+def add_round_options(parser: argparse.ArgumentParser, clients: str, seconds: float) -> None:
+    """--clients, --seconds and --rounds, as every CPU-per-write benchmark takes them."""
+    parser.add_argument("--clients", default=clients, help="comma-separated client counts")
+    parser.add_argument("--seconds", type=float, default=seconds, help="measured window per point")
+    parser.add_argument("--rounds", type=int, default=3)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--clients", default="1,16,64,256", help="comma-separated client counts")
-    parser.add_argument("--seconds", type=float, default=8.0, help="measured window per point")
-    parser.add_argument("--rounds", type=int, default=3)
+    add_round_options(parser, "1,16,64,256", 8.0)
     parser.add_argument("--tree", action="append", metavar="NAME=SRC", help="an rmqc source tree to run (repeat)")
     parser.add_argument("--no-etcd", action="store_true")
     parser.add_argument("--etcd-http", action="store_true",

@@ -40,7 +40,7 @@ from bench._rmqc import RmqcCluster
 from bench._scn_writes import rmqc_write_workload
 from bench._timed_serve import LOGIC, OUT_ENV, SHELL_IN_LOGIC
 from bench.bench_cpu_floor import floor_points, target_at
-from bench.bench_cpu_per_write import Point, etcd_grpc_points, own_cpu_s, point
+from bench.bench_cpu_per_write import Point, add_round_options, etcd_grpc_points, own_cpu_s, point
 from rmqc.launcher import cpu_s
 
 REPO = Path(__file__).resolve().parent.parent
@@ -200,9 +200,7 @@ def _part_figure(splits: Splits, part: str, column: str) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--clients", default="1,16", help="comma-separated client counts")
-    parser.add_argument("--seconds", type=float, default=8.0, help="measured window per point")
-    parser.add_argument("--rounds", type=int, default=3)
+    add_round_options(parser, "1,16", 8.0)
     parser.add_argument("--with-anchors", action="store_true",
                         help="also the CPU floor (saver thread) and etcd over gRPC in the same rounds, and the shares")
     trio.run(bench, parser.parse_args())
