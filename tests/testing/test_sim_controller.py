@@ -4,6 +4,7 @@ shown failing on a hand-made violating history), the load a run really carries, 
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import replace
 
 import pytest
@@ -363,3 +364,14 @@ def test_cli_lists_mutants_and_runs_one_in_its_profile(capsys: pytest.CaptureFix
     out = capsys.readouterr().out
     assert "FAILED: stale 1001 applied" in out
     assert json.loads(out.strip().splitlines()[-1])["violations"] == 1
+
+
+def test_main_leaves_rmqc_logging_as_it_found_it() -> None:
+    """The simulator quiets rmqc's warnings while it runs (stalls and full disks are its point), but a
+    later test in the same process that counts rmqc's warnings must still see them (seen: a peer-link
+    test found no warning after test_sim.py had called main in the same pytest run)."""
+    rmqc_log, replica_log = logging.getLogger("rmqc"), logging.getLogger("rmqc.replica")
+    level, filters = rmqc_log.level, list(replica_log.filters)
+    assert main(["--seeds", "1", "--start", "0", "--nodes", "3"]) == 0
+    assert main(["--list-mutants"]) == 0
+    assert rmqc_log.level == level and replica_log.filters == filters

@@ -270,6 +270,7 @@ def _read_entry_as_normal(reader: Any) -> Entry:
     return Entry(index, term, EntryType.NORMAL, reader.take(length))
 
 
+
 # name -> the bug: each was really shipped once, or is the classic bug of that code path.
 MUTANTS: dict[str, Mutant] = {
     "takeover-without-lease-wait": Mutant(((RaftCore, "_takeover_wait_ticks", lambda self: 0),),
@@ -426,12 +427,29 @@ def _expected_alarm(record: logging.LogRecord) -> bool:
     return "ALARM disk full" not in str(record.msg)
 
 
+@contextlib.contextmanager
+def _expected_warnings_quiet() -> Iterator[None]:
+    """The replica warns about stalls and slow saves: under simulated pauses those are the point; so
+    is the disk-full alarm under a simulated full disk (counted in the summary instead). Restored
+    on the way out: `main` also runs inside other programs (the test suite), whose later checks of
+    rmqc's warnings must still see them."""
+    rmqc_log, replica_log = logging.getLogger("rmqc"), logging.getLogger("rmqc.replica")
+    level = rmqc_log.level
+    rmqc_log.setLevel(logging.ERROR)
+    replica_log.addFilter(_expected_alarm)
+    try:
+        yield
+    finally:
+        replica_log.removeFilter(_expected_alarm)
+        rmqc_log.setLevel(level)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parse(argv)
-    # The replica warns about stalls and slow saves: under simulated pauses those are the point; so
-    # is the disk-full alarm under a simulated full disk (counted in the summary instead).
-    logging.getLogger("rmqc").setLevel(logging.ERROR)
-    logging.getLogger("rmqc.replica").addFilter(_expected_alarm)
+    with _expected_warnings_quiet():
+        return _main(_parse(argv))
+
+
+def _main(args: argparse.Namespace) -> int:
     if args.list_mutants:
         print("\n".join(sorted(MUTANTS)))
         return 0
