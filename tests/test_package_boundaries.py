@@ -49,7 +49,7 @@ INSIDE_ON_PURPOSE = {
     # the simulator's mutation harness (`--mutant`) patches the Raft core's internals to show that
     # the simulator catches each bug
     ("testing/sim.py", "rmqc.raft._core"),
-    # ... and the peer codec's entry decoder (mutant codec-loses-entry-type)
+    # ... and the peer codec's entry decoders and entry-type table (mutant codec-loses-entry-type)
     ("testing/sim.py", "rmqc.peerwire._codec"),
 }
 

@@ -23,6 +23,7 @@ from rmqc.peerwire import (
     encode_messages,
     encode_tagged,
 )
+from rmqc.peerwire._codec import _decode_batch
 from rmqc.raft import ConfState, Entry, EntryType, Message, MessageType, Snapshot, SnapshotMeta
 
 ids = st.sampled_from(["n0", "n1", "n2", "node-long-id-é"])
@@ -145,3 +146,52 @@ def test_a_truncated_stale_append_still_raises() -> None:
     data = encode_messages([stale])
     with pytest.raises(PeerProtocolError):
         decode_messages(data[:-50], stale_below=2)
+
+
+def _reader_outcome(data: bytes, stale_below: int) -> list[Message] | str:
+    try:
+        return _decode_batch(data, stale_below)
+    except PeerProtocolError:
+        return "refused"
+
+
+def _outcome(data: bytes, stale_below: int) -> list[Message] | str:
+    try:
+        return decode_messages(data, stale_below)
+    except PeerProtocolError:
+        return "refused"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(messages, max_size=4), st.integers(min_value=0, max_value=400), st.integers(0, 255), u64,
+       st.sampled_from(["whole", "cut", "byte changed", "bytes added"]))
+def test_the_plain_path_and_the_reader_agree_on_every_input(batch: list[Message], at: int, value: int,
+                                                            stale_below: int, damage: str) -> None:
+    """decode_messages reads plain batches with unpacks and slices (_decode_plain_batch) and
+    everything else with the reader: whole, cut short, with a byte changed or bytes added, both
+    give the same messages or both refuse."""
+    data = encode_messages(batch)
+    at = min(at, len(data))
+    data = {"whole": data, "cut": data[:at], "byte changed": data[:at] + bytes([value]) + data[at + 1:],
+            "bytes added": data[:at] + bytes([value]) * 3 + data[at:]}[damage]
+    assert _outcome(data, stale_below) == _reader_outcome(data, stale_below)
+
+
+def test_a_plain_batch_takes_the_plain_path_and_a_snapshot_the_reader(monkeypatch: pytest.MonkeyPatch) -> None:
+    import rmqc.peerwire._codec as codec
+
+    plain = Message(type=MessageType.APP, to="n1", frm="n0", term=3, log_term=3, index=7, commit=6,
+                    entries=(Entry(8, 3, EntryType.NORMAL, b"cmd"),))
+    with_snapshot = Message(type=MessageType.SNAP, to="n1", frm="n0", term=3,
+                            snapshot=Snapshot(SnapshotMeta(9, 3, ConfState(voters=("n0",))), b"state"))
+    read_by_the_reader: list[int] = []
+
+    def reader(payload: bytes, stale_below: int) -> list[Message]:
+        read_by_the_reader.append(len(payload))
+        return _decode_batch(payload, stale_below)
+
+    monkeypatch.setattr(codec, "_decode_batch", reader)
+    assert decode_messages(encode_messages([plain, plain])) == [plain, plain]
+    assert read_by_the_reader == []
+    assert decode_messages(encode_messages([plain, with_snapshot])) == [plain, with_snapshot]
+    assert len(read_by_the_reader) == 1

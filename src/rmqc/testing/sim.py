@@ -212,10 +212,11 @@ PROFILES: dict[str, SimKnobs] = {
 
 @dataclass(frozen=True, slots=True)
 class Mutant:
-    """A known bug put back into shipped code: each (owner, attribute) is replaced for the run.
-    `profile`: the profile where it shows (used unless --profile names another)."""
+    """A known bug put back into shipped code: each (owner, attribute) is replaced for the run (by a
+    broken function, or a broken table). `profile`: the profile where it shows (used unless
+    --profile names another)."""
 
-    patches: tuple[tuple[object, str, Callable[..., object]], ...]
+    patches: tuple[tuple[object, str, object], ...]
     profile: str = "default"
 
 
@@ -270,6 +271,9 @@ def _read_entry_as_normal(reader: Any) -> Entry:
     return Entry(index, term, EntryType.NORMAL, reader.take(length))
 
 
+# The same broken table for the codec's plain path (_decode_plain_batch), which reads most batches.
+_ENTRY_TYPES_ALL_NORMAL = dict.fromkeys((entry_type.value for entry_type in EntryType), EntryType.NORMAL)
+
 
 # name -> the bug: each was really shipped once, or is the classic bug of that code path.
 MUTANTS: dict[str, Mutant] = {
@@ -301,7 +305,8 @@ MUTANTS: dict[str, Mutant] = {
     "route-cache-never-dropped": Mutant(((NamesrvState, "forget_broker_name", lambda self, broker_name: None),)),
     # the peer codec decoding every entry's type as NORMAL (a broken enum table): a follower never
     # applies a membership change it receives (only the simulator's bytes run the codec)
-    "codec-loses-entry-type": Mutant(((codec_module, "_read_entry", _read_entry_as_normal),)),
+    "codec-loses-entry-type": Mutant(((codec_module, "_read_entry", _read_entry_as_normal),
+                                      (codec_module, "_ENTRY_TYPES", _ENTRY_TYPES_ALL_NORMAL))),
     # acknowledging appends (and granting votes) before the background save that holds them ends
     "acks-before-background-save": Mutant(((RawNode, "take_early", _take_early_with_acks),), "disks"),
     # the ACL's signature check accepting any signature: an intruder with the admin's key and a
