@@ -22,9 +22,9 @@ generator's CPU per write in the same window (`print_tree_ratios`: the machine's
 
 `--pin-leader` adds a pinned variant of every system to the same rounds: once the leader is known,
 its threads run on CPU 0 alone and everything else (the followers, the generators, this process)
-on the other CPUs, so the leader resumes with its own core's caches as on a machine of its own.
-Beside the unpinned figure it shows what sharing two cores with the other processes costs each
-system's leader (an interpreter's far more than compiled code's: docs/benchmarks.md).
+on the other CPUs, and the leader's CPU per write pinned is printed against unpinned. A core of its
+own is a machine of its own only where the cores do not share their last cache; on this 2-core VM
+they do, and pinning saved neither leader anything (docs/benchmarks.md).
 
 Run: .venv/bin/python bench/bench_cpu_per_write.py [--clients 1,16,64,256] [--seconds 8] [--rounds 3]
       [--tree base=/tmp/old/src --tree new=src] [--no-etcd] [--etcd-http] [--pin-leader]
@@ -309,7 +309,7 @@ def main() -> None:
     parser.add_argument("--etcd-http", action="store_true",
                         help="also load etcd through its HTTP/JSON gateway (the earlier anchor), in the same rounds")
     parser.add_argument("--pin-leader", action="store_true",
-                        help="also run every system with its leader alone on CPU 0 (as on a machine of its own)")
+                        help="also run every system with its leader alone on CPU 0, the rest on the other CPUs")
     trio.run(bench, parser.parse_args())
 
 

@@ -75,7 +75,8 @@ def split(figures: dict[str, Any], writes: float) -> dict[str, float]:
     logic_us = 1e6 * cpu.get(LOGIC, 0.0) / writes
     return {"event loop": loop_us, "logic": logic_us, "shell": loop_us - logic_us,
             "of which inside a pass": 1e6 * cpu.get(SHELL_IN_LOGIC, 0.0) / writes,
-            "task steps": sum(steps.values()) / writes, "I/O waits": figures["io_waits"] / writes}
+            "task steps": sum(steps.values()) / writes, "I/O waits": figures["io_waits"] / writes,
+            "timed regions": sum(figures["calls"].values()) / writes}
 
 
 Splits = dict[str, dict[str, float]]
@@ -156,8 +157,8 @@ async def bench(args: argparse.Namespace) -> None:
 
 
 def print_splits(client_counts: list[int], rounds: list[list[Splits]]) -> None:
-    print(f"CPU per write in each node's event loop (us), and the loop's task steps and I/O waits per write; "
-          f"medians of {len(rounds)} rounds:")
+    print(f"CPU per write in each node's event loop (us); the loop's task steps, I/O waits and timed regions "
+          f"(two clock readings each) per write; medians of {len(rounds)} rounds:")
     for index, count in enumerate(client_counts):
         print(f"{count} clients:")
         for part in ("leader", "followers"):
@@ -165,7 +166,7 @@ def print_splits(client_counts: list[int], rounds: list[list[Splits]]) -> None:
                 f"{column} {statistics.median(_part_figure(r[index], part, column) for r in rounds):{form}}"
                 for column, form in (("event loop", "6.0f"), ("logic", "6.0f"), ("shell", "6.0f"),
                                      ("of which inside a pass", "5.0f"), ("task steps", "5.2f"),
-                                     ("I/O waits", "5.2f"))))
+                                     ("I/O waits", "5.2f"), ("timed regions", "5.1f"))))
 
 
 def print_shares(client_counts: list[int], rmqc_rounds: list[list[tuple[Point, Splits]]],

@@ -58,6 +58,7 @@ async def test_a_tiny_run_splits_every_nodes_event_loop(tmp_path: Path, monkeypa
         assert figures["logic"] > 0 and figures["shell"] > 0 and figures["of which inside a pass"] > 0
         assert figures["event loop"] == pytest.approx(figures["logic"] + figures["shell"])
         assert figures["task steps"] > 0 and figures["I/O waits"] > 0  # the node resumed for its inputs
+        assert figures["timed regions"] > 0
     assert not list(tmp_path.glob("figures.*"))  # each node's dump was read and removed
     loops_us = sum(figures["event loop"] for figures in splits.values())
     assert loops_us < servers.servers_us * 1.05  # the loops are part of the processes' CPU (ticks: 5 %)
