@@ -19,23 +19,32 @@ Systems, alternating their order between rounds, medians printed:
 - floor-saver:  (`--saver-thread`) through rmqc's saver thread (rmqc.node._saver), as `rmqc serve`;
 - floor-nosync: (`--without-fdatasync`) the append without the fdatasync, not durable: what the
                 flushes cost in CPU (the kernel's work for an fdatasync runs in the caller's context);
+- least-saver:  (`--least-logic`) bench._least_node: floor-saver's nodes plus the least logic of a
+                controller write, written flat (decode the 1013, checksummed Raft records, appends
+                and acks, commit, the state machine on every node, the RocketMQ answer), loaded
+                with `rmqc serve`'s own 1013 writes: what the protocol's work costs on this stack
+                before any layering;
+- rmqc:         (`--with-rmqc`) `rmqc serve`, loaded as bench_cpu_per_write.py loads it;
 - etcd:         (`--with-etcd`, when installed) a 3-member etcd loaded over gRPC with Puts of the
                 same size, as bench_cpu_per_write.py loads it; then the floor/etcd ratios of the
                 servers' CPU per write. Without it the ratios are against the etcd figures quoted
                 in ETCD_QUOTED_US (docs/benchmarks.md, "December 2026: etcd over gRPC": another run).
 
 Run: PYTHONPATH=src:. .venv/bin/python bench/bench_cpu_floor.py [--clients 1,16,64,256] [--seconds 6]
-      [--rounds 3] [--saver-thread] [--without-fdatasync] [--with-etcd] [--dir DIR]
+      [--rounds 3] [--saver-thread] [--without-fdatasync] [--least-logic] [--with-rmqc] [--with-etcd]
+      [--dir DIR]
 The data goes to a temporary directory under --dir (default bench-out/ of the repo), removed at the end.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import shutil
 import sys
 import tempfile
+import time
 from functools import partial
 from pathlib import Path
 
@@ -45,7 +54,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import _etcd
 from bench._floor_node import ANSWER, LENGTH_BYTES, READY
-from bench._load import LoadError, Workload
+from bench._load import LoadError, RemotingConn, Workload
+from bench._rmqc import RMQC_PROGRAM, WriteSequence
 from bench._scn_writes import write_request_bytes
 from bench.bench_cpu_per_write import (
     Point,
@@ -56,6 +66,7 @@ from bench.bench_cpu_per_write import (
     median_points,
     print_point,
     print_ratios,
+    rmqc_points,
     run_rounds,
 )
 from rmqc.launcher import Process, ProcessFailed, free_ports, stop_processes
@@ -67,6 +78,7 @@ START_TIMEOUT_S = 60.0  # three nodes importing trio (and rmqc's saver) at once 
 ETCD_QUOTED_US = {1: 2178.0, 256: 475.0}
 # The targets: rmqc's servers' CPU per write at most this fraction of etcd's, from this many clients on.
 TARGETS = ((1, 0.7), (16, 0.5))
+LEAST = "bench._least_node"
 
 
 def target_at(clients: int) -> float | None:
@@ -114,8 +126,22 @@ def floor_workload(port: int) -> Workload[FloorConn]:
     return Workload(open_conn, op)
 
 
-async def floor_points(root: Path, clients: list[int], seconds: float, options: list[str]) -> list[Point]:
-    """The three nodes started afresh, together (`options`: bench._floor_node's), then each client
+def least_workload(port: int) -> Workload[RemotingConn]:
+    """The write load of `rmqc serve` (1013s of fresh ids, bench._scn_writes) to bench._least_node."""
+    writes = WriteSequence(str(int(time.time() * 1000)), collections.Counter())
+
+    async def open_conn(_client: int) -> RemotingConn:
+        return await RemotingConn.open(f"127.0.0.1:{port}")
+
+    async def op(conn: RemotingConn, client: int, _seq: int) -> bool:
+        return await writes.write(conn, client)
+
+    return Workload(open_conn, op, writes.refusals)
+
+
+async def floor_points(root: Path, clients: list[int], seconds: float, options: list[str],
+                       module: str = "bench._floor_node") -> list[Point]:
+    """The three nodes of `module` started afresh, together (`options`: its own), then each client
     count's window in turn."""
     root.mkdir(parents=True)
     leader_port, *follower_ports = free_ports(3)
@@ -124,11 +150,11 @@ async def floor_points(root: Path, clients: list[int], seconds: float, options: 
     procs: dict[str, Process] = {}
     try:
         for name, (role, ports) in roles.items():
-            argv = [sys.executable, "-m", "bench._floor_node", role, str(root / f"{name}.log"), *map(str, ports)]
+            argv = [sys.executable, "-m", module, role, str(root / f"{name}.log"), *map(str, ports)]
             procs[name] = Process(name, argv + options, root / f"{name}.out", cwd=REPO)
         for proc in procs.values():
             await proc.wait_for_output(f"(?m)^{READY} ", START_TIMEOUT_S)
-        workload = floor_workload(leader_port)
+        workload = least_workload(leader_port) if module == LEAST else floor_workload(leader_port)
         points = []
         for count in clients:
             points.append(await in_process(workload, count, seconds, procs, "leader"))
@@ -152,7 +178,8 @@ def print_quoted_ratios(name: str, rounds: list[list[Point]]) -> None:
 
 
 def print_verdict(name: str, rounds: list[list[Point]], etcd_rounds: list[list[Point]] | None) -> None:
-    """Per client count with a target: the floor's servers' CPU per write against the target."""
+    """Per client count with a target: `name`'s servers' CPU per write against the target, and what is
+    left under it (for a floor, what any logic on top of it may spend)."""
     etcd = {p.clients: p.servers_us for p in median_points(etcd_rounds)} if etcd_rounds else ETCD_QUOTED_US
     source = "this run's etcd" if etcd_rounds else "etcd's quoted figures"
     print(f"{name} against the targets ({source}):")
@@ -161,9 +188,9 @@ def print_verdict(name: str, rounds: list[list[Point]], etcd_rounds: list[list[P
         if fraction is None or anchor is None:
             continue
         ratio = point.servers_us / anchor
-        verdict = "below the target: the stack leaves room" if ratio <= fraction else "ABOVE the target already"
+        verdict = "below the target" if ratio <= fraction else "ABOVE the target"
         print(f"  clients {point.clients:4d}: {ratio:.2f}x of etcd, target <= {fraction}x "
-              f"(rmqc would have {fraction * anchor - point.servers_us:+.0f} us per write to spend): {verdict}",
+              f"({fraction * anchor - point.servers_us:+.0f} us per write left under it): {verdict}",
               flush=True)
 
 
@@ -179,6 +206,11 @@ async def bench(args: argparse.Namespace) -> None:
     systems: dict[str, System] = {
         name: partial(floor_points, clients=clients, seconds=args.seconds, options=options)
         for name, options in variants.items() if options is not None}
+    if args.least_logic:
+        systems["least-saver"] = partial(floor_points, clients=clients, seconds=args.seconds,
+                                         options=["--saver-thread"], module=LEAST)
+    if args.with_rmqc:
+        systems["rmqc"] = partial(rmqc_points, program=RMQC_PROGRAM, clients=clients, seconds=args.seconds)
     floors = [name for name in systems if name != "floor-nosync"]
     if args.with_etcd:
         if _etcd.etcd_binary() is None:
@@ -214,6 +246,10 @@ def main(argv: list[str] | None = None) -> None:
                         help="also the nodes saving through rmqc's saver thread, in the same rounds")
     parser.add_argument("--without-fdatasync", action="store_true",
                         help="also the nodes appending without fdatasync (not durable): the flushes' share of the CPU")
+    parser.add_argument("--least-logic", action="store_true",
+                        help="also the nodes with the least logic of a controller write (bench._least_node), "
+                             "saving through rmqc's saver thread, loaded with rmqc's 1013 writes")
+    parser.add_argument("--with-rmqc", action="store_true", help="also `rmqc serve` in the same rounds")
     parser.add_argument("--with-etcd", action="store_true",
                         help="etcd over gRPC in the same rounds (skipped when not installed)")
     parser.add_argument("--dir", type=Path, default=REPO / "bench-out", help="parent of the temporary data directory")

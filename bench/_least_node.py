@@ -1,0 +1,235 @@
+"""One node of bench/bench_cpu_floor.py's `least` variant: the floor's nodes (bench._floor_node) plus
+the least logic a replicated controller write needs, written flat, for a budget: what does the
+protocol's own work cost on this stack, with no layers, no metrics, no audit, no leases?
+`python -m bench._least_node ROLE LOG_FILE PORT [FOLLOWER_PORT ...] [--saver-thread]`.
+
+Steady state only (one leader in term 1, no elections, no catch-up), and per write:
+- the leader decodes the client's RocketMQ frame (the 1013 APPLY_BROKER_ID of the write load:
+  length, header mark, orjson header) and checks its fields;
+- it makes a log record of it (term, index, crc32 of the payload, the payload: the header as it
+  came), and one Raft append per batch for each follower (term, previous index and term, commit,
+  the records), sent as the floor sends;
+- a follower checks the append's term and previous entry, checks every record's crc32, saves the
+  records (one append + fdatasync per batch, as the floor), acks (term, match index) and applies
+  what the leader's commit covers (orjson decode, the broker set's ids: the state machine);
+- the leader takes the acks' match indexes, commits at a majority, applies each entry the same way
+  and answers each request with a RocketMQ response frame (orjson header), as rmqc answers a 1013.
+A follower learns an entry is committed from the next append, as in Raft.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+import sys
+import zlib
+from typing import Any
+
+import orjson
+import trio
+
+from bench._floor_node import READY, Save, connect, read, savers, send, take_frames
+
+TERM = 1
+APPLY_BROKER_ID = 1013
+SUCCESS, BROKER_ID_INVALID, INVALID_REQUEST = 0, 2014, 2005
+RECORD = struct.Struct(">QQII")  # term, index, crc32 of the payload, payload length
+APPEND = struct.Struct(">IQQQQI")  # frame length, term, previous index, previous term, commit, records
+ACK = struct.Struct(">IQQ")  # frame length, term, match index
+MARK = struct.Struct(">II")  # RocketMQ: frame length, serialize type << 24 | header length
+FIELDS = ("clusterName", "brokerName", "appliedBrokerId", "registerCheckCode")
+
+
+class BrokerIds:
+    """The state machine: per brokerName its cluster and the ids applied (id -> registerCheckCode)."""
+
+    def __init__(self) -> None:
+        self.sets: dict[str, tuple[str, dict[int, str]]] = {}
+
+    def apply(self, ext: dict[str, str]) -> int:
+        """The answer's code for one 1013 (a repeat with the same check code is a retry: SUCCESS)."""
+        cluster, name, check = ext["clusterName"], ext["brokerName"], ext["registerCheckCode"]
+        broker_id = int(ext["appliedBrokerId"])
+        entry = self.sets.get(name)
+        if entry is None:
+            entry = self.sets[name] = (cluster, {})
+        if entry[0] != cluster:
+            return INVALID_REQUEST
+        ids = entry[1]
+        if broker_id in ids:
+            return SUCCESS if ids[broker_id] == check else BROKER_ID_INVALID
+        ids[broker_id] = check
+        return SUCCESS
+
+
+def request_header(frame: bytes) -> tuple[bytes, dict[str, Any]] | None:
+    """The header bytes and decoded header of a valid 1013 frame (length prefix included), else None."""
+    if len(frame) < MARK.size:
+        return None
+    length = MARK.unpack_from(frame)[1] & 0xFFFFFF
+    raw = frame[MARK.size:MARK.size + length]
+    try:
+        header = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    ext = header.get("extFields") if type(header) is dict else None
+    if (header.get("code") != APPLY_BROKER_ID or type(header.get("opaque")) is not int or type(ext) is not dict
+            or not all(type(ext.get(field)) is str for field in FIELDS) or not ext["appliedBrokerId"].isdigit()):
+        return None
+    return raw, header
+
+
+def answer(opaque: int, code: int, ext: dict[str, str] | None) -> bytes:
+    header = orjson.dumps({"code": code, "extFields": ext, "flag": 1, "language": "JAVA", "opaque": opaque,
+                           "serializeTypeCurrentRPC": "JSON", "version": 0})
+    return MARK.pack(4 + len(header), len(header)) + header
+
+
+def apply_entry(machine: BrokerIds, payload: bytes) -> tuple[int, int, dict[str, str]]:
+    """(opaque, answer code, the answer's extFields) of one committed entry."""
+    header = orjson.loads(payload)
+    ext = header["extFields"]
+    return header["opaque"], machine.apply(ext), {"clusterName": ext["clusterName"], "brokerName": ext["brokerName"]}
+
+
+class Follower:
+    def __init__(self, save: Save) -> None:
+        self.save = save
+        self.machine = BrokerIds()
+        self.last_index = 0
+        self.last_term = 0
+        self.unapplied: list[bytes] = []  # payloads after the last applied index, in order
+        self.applied = 0
+
+    async def serve(self, fd: int) -> None:
+        buffer = bytearray()
+        while data := await read(fd):
+            buffer += data
+            for frame in take_frames(buffer):
+                await send(fd, await self.take_append(frame))
+
+    async def take_append(self, frame: bytes) -> bytes:
+        """The ack of one append frame (match index 0 with this node's last index: refused)."""
+        _, term, previous_index, previous_term, commit, count = APPEND.unpack_from(frame)
+        if term != TERM or previous_index != self.last_index or previous_term != self.last_term:
+            return ACK.pack(ACK.size - 4, TERM, self.last_index)
+        position = APPEND.size
+        for _ in range(count):
+            record_term, index, crc, length = RECORD.unpack_from(frame, position)
+            payload = frame[position + RECORD.size:position + RECORD.size + length]
+            if index != self.last_index + 1 or zlib.crc32(payload) != crc:
+                raise ValueError(f"append record {index} is damaged or out of order")
+            self.unapplied.append(payload)
+            self.last_index, self.last_term = index, record_term
+            position += RECORD.size + length
+        await self.save(frame[APPEND.size:position])
+        ready = max(0, min(commit, self.last_index) - self.applied)
+        for payload in self.unapplied[:ready]:
+            apply_entry(self.machine, payload)
+        del self.unapplied[:ready]
+        self.applied += ready
+        return ACK.pack(ACK.size - 4, TERM, self.last_index)
+
+
+class Leader:
+    def __init__(self, followers: list[trio.SocketStream], save: Save) -> None:
+        self.followers = followers
+        self.save = save
+        self.machine = BrokerIds()
+        self.pending: list[tuple[trio.SocketStream, bytes]] = []  # (client connection, entry payload)
+        self.work = trio.lowlevel.ParkingLot()
+        self.last_index = 0
+        self.commit = 0
+        self.matched = [0] * len(followers)
+        self.acks = trio.lowlevel.ParkingLot()
+
+    async def client(self, stream: trio.SocketStream) -> None:
+        fd = stream.socket.fileno()
+        buffer = bytearray()
+        async with stream:
+            with contextlib.suppress(OSError):  # a client gone: its connection only
+                while data := await read(fd):
+                    buffer += data
+                    for frame in take_frames(buffer):
+                        if (taken := request_header(frame)) is None:
+                            await send(fd, answer(0, INVALID_REQUEST, None))
+                            continue
+                        self.pending.append((stream, taken[0]))
+                    self.work.unpark()
+
+    async def committer(self) -> None:
+        majority = (len(self.followers) + 1) // 2  # followers' acks that make a majority with the leader
+        while True:
+            while not self.pending:
+                await self.work.park()
+            batch, self.pending = self.pending, []
+            previous = self.last_index
+            records = []
+            for _, payload in batch:
+                self.last_index += 1
+                records.append(RECORD.pack(TERM, self.last_index, zlib.crc32(payload), len(payload)) + payload)
+            body = b"".join(records)
+            append = APPEND.pack(APPEND.size - 4 + len(body), TERM, previous, TERM if previous else 0,
+                                 self.commit, len(batch)) + body
+            for peer in self.followers:
+                await send(peer.socket.fileno(), append)
+            await self.save(body)
+            while sorted(self.matched, reverse=True)[majority - 1] < self.last_index:
+                await self.acks.park()
+            self.commit = self.last_index
+            for stream, payload in batch:
+                opaque, code, ext = apply_entry(self.machine, payload)
+                if (fd := stream.socket.fileno()) >= 0:  # -1: closed meanwhile
+                    with contextlib.suppress(OSError):  # a client gone
+                        await send(fd, answer(opaque, code, ext))
+
+    async def follower_acks(self, index: int) -> None:
+        fd = self.followers[index].socket.fileno()
+        buffer = bytearray()
+        while data := await read(fd):
+            buffer += data
+            for frame in take_frames(buffer):
+                term, match = ACK.unpack_from(frame)[1:]
+                if term != TERM:
+                    raise ConnectionError(f"follower {index} is in term {term}")
+                self.matched[index] = max(self.matched[index], match)
+            self.acks.unpark_all()
+        raise ConnectionError(f"follower {index} closed its connection")
+
+
+async def serve(role: str, log_path: str, port: int, follower_ports: list[int], saver_thread: bool) -> None:
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    save, close = savers(log_fd, saver_thread, fdatasync=True)
+    try:
+        (listener,) = await trio.open_tcp_listeners(port, host="127.0.0.1")
+        port = listener.socket.getsockname()[1]
+        if role == "follower":
+            print(f"{READY} {port}", flush=True)
+            stream = await listener.accept()
+            await Follower(save).serve(stream.socket.fileno())
+            return
+        leader = Leader([await connect(p) for p in follower_ports], save)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(leader.committer)
+            for index in range(len(leader.followers)):
+                nursery.start_soon(leader.follower_acks, index)
+            print(f"{READY} {port}", flush=True)
+            await trio.serve_listeners(leader.client, [listener])
+    finally:
+        close()
+        os.close(log_fd)
+
+
+def main(argv: list[str]) -> None:
+    flags = {arg for arg in argv if arg.startswith("--")}
+    if unknown := flags - {"--saver-thread"}:
+        raise SystemExit(f"unknown options {sorted(unknown)}")
+    role, log_path, port, *follower_ports = [arg for arg in argv if arg not in flags]
+    if role not in ("leader", "follower"):
+        raise SystemExit(f"role {role!r}: leader or follower")
+    trio.run(serve, role, log_path, int(port), [int(p) for p in follower_ports], "--saver-thread" in flags)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
