@@ -13,23 +13,31 @@ Each node's CPU time (process_time around its own work) is divided by the writes
 floor plus this figure is the least CPU per write any I/O design around this logic can reach, on a
 node whose caches stay warm between its steps.
 
+`--count-calls` runs once more with each node's steps under cProfile and prints the function
+calls per write, by node: Python functions (each a frame the interpreter builds) and built-ins, and
+the packages and functions that make the most. A count does not drift with the machine's speed as
+CPU time does, so it shows a cut of a few per cent in one run (tests/bench bounds it).
+
 `--evict-kb N` writes over N KiB of memory before every node's step (outside the timed interval),
 as the other processes sharing the machine's cores do between two of a node's resumes in
 `rmqc serve`: the same logic, run cold. The figure rises with N (docs/benchmarks.md).
 
 Run: PYTHONPATH=src .venv/bin/python bench/bench_replicated_logic.py [--clients 1,16] [--writes N] [--runs R]
-      [--evict-kb 0,4096]
+      [--evict-kb 0,4096] [--count-calls]
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import random
 import statistics
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +73,7 @@ class Nodes:
         self.clock_read_s = clock_read_s()
         self._evicted = bytearray(evict_kb * 1024)  # written over before each step (--evict-kb)
         self._cache_lines = b"\1" * (len(self._evicted) // CACHE_LINE_BYTES)
+        self.profiles: dict[str, cProfile.Profile] | None = None  # per node, with --count-calls
 
     def elect(self) -> str:
         for _ in range(ELECTION_BOUND_MS):
@@ -83,7 +92,10 @@ class Nodes:
         if self._evicted:
             self._evicted[::CACHE_LINE_BYTES] = self._cache_lines  # a byte in every cache line
         started = time.process_time()
-        work(*args)
+        if self.profiles is None:
+            work(*args)
+        else:
+            self.profiles[node].runcall(work, *args)
         self.cpu_s[node] += time.process_time() - started - self.clock_read_s
 
     def settle(self) -> None:
@@ -129,11 +141,15 @@ def clock_read_s(reads: int = 20_000) -> float:
     return (time.process_time() - started) / reads
 
 
-def one_run(clients: int, writes: int, run: int, evict_kb: int = 0) -> dict[str, float]:
-    """CPU microseconds per write, by node (the leader first) and in all."""
+def one_run(clients: int, writes: int, run: int, evict_kb: int = 0,
+            profiles: dict[str, cProfile.Profile] | None = None) -> dict[str, float]:
+    """CPU microseconds per write, by node (the leader first) and in all. With `profiles` (empty),
+    each node's steps after the election run under a profile of its own, left there by part."""
     nodes = Nodes(evict_kb)
     leader = nodes.elect()
     nodes.cpu_s = dict.fromkeys(NODES, 0.0)
+    if profiles is not None:
+        nodes.profiles = {node: cProfile.Profile() for node in NODES}
     nodes.answers.clear()
     decoder, origin = FrameDecoder(), Origin(None, "127.0.0.1:40000", leader)
     replica = nodes.replicas[leader]
@@ -156,8 +172,58 @@ def one_run(clients: int, writes: int, run: int, evict_kb: int = 0) -> dict[str,
     followers = [node for node in NODES if node != leader]
     parts = {"leader": leader, "follower 1": followers[0], "follower 2": followers[1]}
     per_write = {part: nodes.cpu_s[node] * 1e6 / len(nodes.answers) for part, node in parts.items()}
+    if profiles is not None and nodes.profiles is not None:
+        profiles.update({part: nodes.profiles[node] for part, node in parts.items()})
     per_write["all three"] = sum(per_write.values())
     return per_write
+
+
+@dataclass(frozen=True)
+class CallCount:
+    """Function calls per write in one node's steps: Python functions (this harness's own left
+    out) and built-ins (those the harness calls included: a few per step), and where they are."""
+
+    python: float
+    builtin: float
+    by_package: dict[str, float]
+    top: list[tuple[float, str]]  # (calls per write, "file:line function"), most first
+
+
+def call_count(profile: cProfile.Profile, writes: int, top: int = 12) -> CallCount:
+    stats: dict[tuple[str, int, str], tuple[Any, ...]] = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    python = builtin = 0
+    by_package: Counter[str] = Counter()
+    functions: list[tuple[float, str]] = []
+    for (path, line, name), (_, calls, *_rest) in stats.items():
+        if path == "~":
+            builtin += calls
+            continue
+        if path == __file__:
+            continue
+        python += calls
+        package = path.split("/rmqc/")[1].split("/")[0] if "/rmqc/" in path else Path(path).name
+        by_package[package] += calls
+        functions.append((calls / writes, f"{Path(path).name}:{line} {name}"))
+    functions.sort(reverse=True)
+    return CallCount(python / writes, builtin / writes,
+                     {package: calls / writes for package, calls in by_package.most_common()}, functions[:top])
+
+
+def count_calls(clients: int, writes: int) -> dict[str, CallCount]:
+    profiles: dict[str, cProfile.Profile] = {}
+    one_run(clients, writes, 0, profiles=profiles)
+    return {part: call_count(profile, writes) for part, profile in profiles.items()}
+
+
+def print_call_counts(clients: int, counts: dict[str, CallCount]) -> None:
+    print(f"{clients} clients, function calls per write (cProfile):")
+    for part, count in counts.items():
+        packages = ", ".join(f"{package} {calls:.0f}" for package, calls in list(count.by_package.items())[:6])
+        print(f"  {part:12s} Python {count.python:6.1f}, built-in {count.builtin:6.1f}   ({packages})")
+    print(f"  all three    Python {sum(c.python for c in counts.values()):6.1f}, "
+          f"built-in {sum(c.builtin for c in counts.values()):6.1f}")
+    for part, count in counts.items():
+        print(f"  most called on the {part}: " + "; ".join(f"{where} {calls:.1f}" for calls, where in count.top[:8]))
 
 
 def check(answers: list[bytes], expected: int) -> None:
@@ -174,6 +240,7 @@ def main() -> None:
     parser.add_argument("--writes", type=int, default=8_192)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--evict-kb", default="0", help="comma-separated KiB written over before each node's step")
+    parser.add_argument("--count-calls", action="store_true", help="also the function calls per write, by node")
     args = parser.parse_args()
     print(f"rmqc's logic per replicated write, 3 nodes in one process, {args.writes:,} writes a run; "
           f"median of {args.runs} runs, us of CPU per write")
@@ -190,6 +257,8 @@ def main() -> None:
                 figures = [per_write[part] for per_write in per_run]
                 print(f"  {part:12s} {statistics.median(figures):8.1f}   runs "
                       + " ".join(f"{f:.1f}" for f in figures))
+        if args.count_calls:
+            print_call_counts(clients, count_calls(clients, args.writes))
 
 if __name__ == "__main__":
     main()
