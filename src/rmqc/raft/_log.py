@@ -90,12 +90,18 @@ class RaftLog:
 
     def term(self, index: int) -> int:
         """The term at index; raises CompactedError/UnavailableError instead of guessing 0."""
-        if index > self.last_index():
+        unstable = self.unstable
+        position = index - unstable.offset
+        if position >= 0:  # in the unstable tail, or past the last index
+            if position < len(unstable.entries):
+                return unstable.entries[position].term
             raise UnavailableError(f"term({index}): last index is {self.last_index()}")
-        if index < self.first_index() - 1:
+        snapshot = unstable.snapshot
+        if snapshot is not None:  # nothing before an unstable snapshot is kept
+            if index == snapshot.meta.index:
+                return snapshot.meta.term
             raise CompactedError(f"term({index}): first index is {self.first_index()}")
-        term = self.unstable.term(index)
-        return term if term is not None else self.storage.term(index)
+        return self.storage.term(index)  # raises CompactedError itself below its first index - 1
 
     def match_term(self, index: int, term: int) -> bool:
         try:

@@ -20,7 +20,7 @@ def committed_index(voters: Collection[str], match: Mapping[str, int]) -> int:
     """The largest index stored on a majority of voters (0 for an empty voter set)."""
     if not voters:
         return 0
-    acked = sorted((match.get(v, 0) for v in voters), reverse=True)
+    acked = sorted([match.get(v, 0) for v in voters], reverse=True)  # a list: no generator resumed per voter
     return acked[quorum_size(voters) - 1]
 
 
