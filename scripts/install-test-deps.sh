@@ -9,6 +9,8 @@
 #   it falls back to a fault hook without them).
 # - Debian's chromium: tests/cluster/test_status_page.py drives it headless with Playwright (which
 #   must not download a browser of its own);
+# - valgrind: tests/bench/test_bench_logic_instructions.py counts the instructions of rmqc's logic
+#   per write with its cachegrind (bench/bench_logic_instructions.py);
 # - prometheus, for its promtool: tests/deploy check and unit-test the alert rules of deploy/prometheus
 #   (~19 MB; the server it also ships is not started: nothing here enables it).
 # DEPS_ROOT (default empty: /) is where the libraries are looked for; the tests of this script set it.
@@ -23,6 +25,7 @@ compgen -G "$root/usr/lib/*/faketime/libfaketimeMT.so.1" >/dev/null \
 command -v mkfs.ext4 >/dev/null 2>&1 || missing+=(e2fsprogs)
 [ -x "$root/usr/bin/chromium" ] || missing+=(chromium)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
 if [ "${#missing[@]}" -eq 0 ]; then
   exit 0
 fi

@@ -45,7 +45,7 @@ def test_what_is_missing_is_installed(tmp_path: Path) -> None:
     result, apt = _run(tmp_path, bin_dir, tmp_path / "empty-root")
     assert result.returncode == 0, result.stderr
     assert apt == ["update -qq", "install -y -qq openjdk-17-jdk-headless maven faketime e2fsprogs "
-                   "chromium prometheus"]
+                   "chromium prometheus valgrind"]
 
 
 def test_nothing_is_installed_when_everything_is_there(tmp_path: Path) -> None:
@@ -56,7 +56,7 @@ def test_nothing_is_installed_when_everything_is_there(tmp_path: Path) -> None:
     chromium = root / "usr/bin/chromium"
     chromium.parent.mkdir(parents=True)
     chromium.touch(mode=0o755)
-    result, apt = _run(tmp_path, _fake_bin(tmp_path, "javac", "mvn", "mkfs.ext4", "promtool"), root)
+    result, apt = _run(tmp_path, _fake_bin(tmp_path, "javac", "mvn", "mkfs.ext4", "promtool", "valgrind"), root)
     assert (result.returncode, apt) == (0, [])
 
 
