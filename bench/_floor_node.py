@@ -29,6 +29,7 @@ import os
 import sys
 from collections.abc import Awaitable, Callable
 from functools import partial
+from typing import Protocol
 
 import trio
 
@@ -114,8 +115,7 @@ def savers(log_fd: int, saver_thread: bool, fdatasync: bool) -> tuple[Save, Call
     return save, saver.close
 
 
-async def follower(listener: trio.SocketListener, save: Save) -> None:
-    stream = await listener.accept()
+async def follower(stream: trio.SocketStream, save: Save) -> None:
     fd = stream.socket.fileno()
     buffer = bytearray()
     while data := await read(fd):
@@ -125,15 +125,52 @@ async def follower(listener: trio.SocketListener, save: Save) -> None:
             await send(fd, LENGTH_BYTES.to_bytes(LENGTH_BYTES, "big") + len(frames).to_bytes(4, "big"))
 
 
-class Leader:
+class Batching:
+    """A leader's requests waiting for the next batch (client connection, what it asked), the
+    parking lot its committer waits in for them, and the one it waits in for acks."""
+
     def __init__(self, followers: list[trio.SocketStream], save: Save) -> None:
         self.followers = followers
         self.save = save
-        self.pending: list[tuple[trio.SocketStream, bytes]] = []  # (client connection, request frame)
+        self.pending: list[tuple[trio.SocketStream, bytes]] = []
         self.work = trio.lowlevel.ParkingLot()
+        self.acks = trio.lowlevel.ParkingLot()
+        self.majority = (len(followers) + 1) // 2  # followers' acks that make a majority with the leader
+
+    async def next_batch(self) -> list[tuple[trio.SocketStream, bytes]]:
+        """Everything pending, once something is (group commit)."""
+        while not self.pending:
+            await self.work.park()
+        batch, self.pending = self.pending, []
+        return batch
+
+    async def follower_acks(self, index: int) -> None:
+        """Follower `index`'s acks as they come (take_ack each), then the committer woken."""
+        fd = self.followers[index].socket.fileno()
+        buffer = bytearray()
+        while data := await read(fd):
+            buffer += data
+            for frame in take_frames(buffer):
+                self.take_ack(index, frame)
+            self.acks.unpark_all()
+        raise ConnectionError(f"follower {index} closed its connection")
+
+    def take_ack(self, index: int, frame: bytes) -> None:
+        raise NotImplementedError
+
+
+async def send_answer(stream: trio.SocketStream, answer: bytes) -> None:
+    """An answer to a client, unless it has gone meanwhile."""
+    if (fd := stream.socket.fileno()) >= 0:  # -1: closed meanwhile
+        with contextlib.suppress(OSError):  # a client gone
+            await send(fd, answer)
+
+
+class Leader(Batching):
+    def __init__(self, followers: list[trio.SocketStream], save: Save) -> None:
+        super().__init__(followers, save)
         self.sent = 0  # frames sent to the followers
         self.acked = [0] * len(followers)  # frames each follower has acked
-        self.acks = trio.lowlevel.ParkingLot()
 
     async def client(self, stream: trio.SocketStream) -> None:
         fd = stream.socket.fileno()
@@ -148,32 +185,20 @@ class Leader:
                 pass  # a client gone: its connection only
 
     async def committer(self) -> None:
-        majority = (len(self.followers) + 1) // 2  # followers' acks that make a majority with the leader
         while True:
-            while not self.pending:
-                await self.work.park()
-            batch, self.pending = self.pending, []
+            batch = await self.next_batch()
             data = b"".join(frame for _, frame in batch)
             for peer in self.followers:
                 await send(peer.socket.fileno(), data)
             self.sent += len(batch)
             await self.save(data)
-            while sorted(self.acked, reverse=True)[majority - 1] < self.sent:
+            while sorted(self.acked, reverse=True)[self.majority - 1] < self.sent:
                 await self.acks.park()
             for stream, _ in batch:
-                if (fd := stream.socket.fileno()) >= 0:  # -1: closed meanwhile
-                    with contextlib.suppress(OSError):  # a client gone
-                        await send(fd, ANSWER)
+                await send_answer(stream, ANSWER)
 
-    async def follower_acks(self, index: int) -> None:
-        fd = self.followers[index].socket.fileno()
-        buffer = bytearray()
-        while data := await read(fd):
-            buffer += data
-            for frame in take_frames(buffer):
-                self.acked[index] += int.from_bytes(frame[LENGTH_BYTES:], "big")
-            self.acks.unpark_all()
-        raise ConnectionError(f"follower {index} closed its connection")
+    def take_ack(self, index: int, frame: bytes) -> None:
+        self.acked[index] += int.from_bytes(frame[LENGTH_BYTES:], "big")
 
 
 async def connect(port: int) -> trio.SocketStream:
@@ -186,8 +211,23 @@ async def connect(port: int) -> trio.SocketStream:
                 await trio.sleep(0.02)
 
 
+class LeaderNode(Protocol):
+    """What serve() runs of a leader: a task per follower's acks, one committer, one per client."""
+
+    followers: list[trio.SocketStream]
+
+    async def committer(self) -> None: ...
+
+    async def follower_acks(self, index: int) -> None: ...
+
+    async def client(self, stream: trio.SocketStream) -> None: ...
+
+
 async def serve(role: str, log_path: str, port: int, follower_ports: list[int], saver_thread: bool,
-                fdatasync: bool) -> None:
+                fdatasync: bool, follow: Callable[[trio.SocketStream, Save], Awaitable[None]] = follower,
+                lead: Callable[[list[trio.SocketStream], Save], LeaderNode] = Leader) -> None:
+    """One node: a follower takes the leader's connection and runs `follow` on it; a leader
+    connects to its followers and runs `lead`'s tasks (bench._least_node passes its own)."""
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     save, close = savers(log_fd, saver_thread, fdatasync)
     try:
@@ -195,9 +235,9 @@ async def serve(role: str, log_path: str, port: int, follower_ports: list[int], 
         port = listener.socket.getsockname()[1]
         if role == "follower":
             print(f"{READY} {port}", flush=True)
-            await follower(listener, save)
+            await follow(await listener.accept(), save)
             return
-        leader = Leader([await connect(p) for p in follower_ports], save)
+        leader = lead([await connect(p) for p in follower_ports], save)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(leader.committer)
             for index in range(len(leader.followers)):
@@ -209,15 +249,20 @@ async def serve(role: str, log_path: str, port: int, follower_ports: list[int], 
         os.close(log_fd)
 
 
-def main(argv: list[str]) -> None:
+def parse_argv(argv: list[str], known_flags: set[str]) -> tuple[str, str, int, list[int], set[str]]:
+    """ROLE LOG_FILE PORT [FOLLOWER_PORT ...] and the flags, each checked."""
     flags = {arg for arg in argv if arg.startswith("--")}
-    if unknown := flags - {"--saver-thread", "--no-fdatasync"}:
+    if unknown := flags - known_flags:
         raise SystemExit(f"unknown options {sorted(unknown)}")
     role, log_path, port, *follower_ports = [arg for arg in argv if arg not in flags]
     if role not in ("leader", "follower"):
         raise SystemExit(f"role {role!r}: leader or follower")
-    trio.run(serve, role, log_path, int(port), [int(p) for p in follower_ports], "--saver-thread" in flags,
-             "--no-fdatasync" not in flags)
+    return role, log_path, int(port), [int(p) for p in follower_ports], flags
+
+
+def main(argv: list[str]) -> None:
+    role, log_path, port, follower_ports, flags = parse_argv(argv, {"--saver-thread", "--no-fdatasync"})
+    trio.run(serve, role, log_path, port, follower_ports, "--saver-thread" in flags, "--no-fdatasync" not in flags)
 
 
 if __name__ == "__main__":

@@ -20,16 +20,16 @@ A follower learns an entry is committed from the next append, as in Raft.
 from __future__ import annotations
 
 import contextlib
-import os
 import struct
 import sys
 import zlib
+from functools import partial
 from typing import Any
 
 import orjson
 import trio
 
-from bench._floor_node import READY, Save, connect, read, savers, send, take_frames
+from bench._floor_node import Batching, Save, parse_argv, read, send, send_answer, serve, take_frames
 
 TERM = 1
 APPLY_BROKER_ID = 1013
@@ -102,7 +102,8 @@ class Follower:
         self.unapplied: list[bytes] = []  # payloads after the last applied index, in order
         self.applied = 0
 
-    async def serve(self, fd: int) -> None:
+    async def serve(self, stream: trio.SocketStream) -> None:
+        fd = stream.socket.fileno()  # the stream stays referenced here: it owns the socket
         buffer = bytearray()
         while data := await read(fd):
             buffer += data
@@ -132,17 +133,15 @@ class Follower:
         return ACK.pack(ACK.size - 4, TERM, self.last_index)
 
 
-class Leader:
+class Leader(Batching):
+    """Its pending requests are (client connection, entry payload: the request's header)."""
+
     def __init__(self, followers: list[trio.SocketStream], save: Save) -> None:
-        self.followers = followers
-        self.save = save
+        super().__init__(followers, save)
         self.machine = BrokerIds()
-        self.pending: list[tuple[trio.SocketStream, bytes]] = []  # (client connection, entry payload)
-        self.work = trio.lowlevel.ParkingLot()
         self.last_index = 0
         self.commit = 0
         self.matched = [0] * len(followers)
-        self.acks = trio.lowlevel.ParkingLot()
 
     async def client(self, stream: trio.SocketStream) -> None:
         fd = stream.socket.fileno()
@@ -159,11 +158,8 @@ class Leader:
                     self.work.unpark()
 
     async def committer(self) -> None:
-        majority = (len(self.followers) + 1) // 2  # followers' acks that make a majority with the leader
         while True:
-            while not self.pending:
-                await self.work.park()
-            batch, self.pending = self.pending, []
+            batch = await self.next_batch()
             previous = self.last_index
             records = []
             for _, payload in batch:
@@ -175,60 +171,24 @@ class Leader:
             for peer in self.followers:
                 await send(peer.socket.fileno(), append)
             await self.save(body)
-            while sorted(self.matched, reverse=True)[majority - 1] < self.last_index:
+            while sorted(self.matched, reverse=True)[self.majority - 1] < self.last_index:
                 await self.acks.park()
             self.commit = self.last_index
             for stream, payload in batch:
                 opaque, code, ext = apply_entry(self.machine, payload)
-                if (fd := stream.socket.fileno()) >= 0:  # -1: closed meanwhile
-                    with contextlib.suppress(OSError):  # a client gone
-                        await send(fd, answer(opaque, code, ext))
+                await send_answer(stream, answer(opaque, code, ext))
 
-    async def follower_acks(self, index: int) -> None:
-        fd = self.followers[index].socket.fileno()
-        buffer = bytearray()
-        while data := await read(fd):
-            buffer += data
-            for frame in take_frames(buffer):
-                term, match = ACK.unpack_from(frame)[1:]
-                if term != TERM:
-                    raise ConnectionError(f"follower {index} is in term {term}")
-                self.matched[index] = max(self.matched[index], match)
-            self.acks.unpark_all()
-        raise ConnectionError(f"follower {index} closed its connection")
-
-
-async def serve(role: str, log_path: str, port: int, follower_ports: list[int], saver_thread: bool) -> None:
-    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    save, close = savers(log_fd, saver_thread, fdatasync=True)
-    try:
-        (listener,) = await trio.open_tcp_listeners(port, host="127.0.0.1")
-        port = listener.socket.getsockname()[1]
-        if role == "follower":
-            print(f"{READY} {port}", flush=True)
-            stream = await listener.accept()
-            await Follower(save).serve(stream.socket.fileno())
-            return
-        leader = Leader([await connect(p) for p in follower_ports], save)
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(leader.committer)
-            for index in range(len(leader.followers)):
-                nursery.start_soon(leader.follower_acks, index)
-            print(f"{READY} {port}", flush=True)
-            await trio.serve_listeners(leader.client, [listener])
-    finally:
-        close()
-        os.close(log_fd)
+    def take_ack(self, index: int, frame: bytes) -> None:
+        term, match = ACK.unpack_from(frame)[1:]
+        if term != TERM:
+            raise ConnectionError(f"follower {index} is in term {term}")
+        self.matched[index] = max(self.matched[index], match)
 
 
 def main(argv: list[str]) -> None:
-    flags = {arg for arg in argv if arg.startswith("--")}
-    if unknown := flags - {"--saver-thread"}:
-        raise SystemExit(f"unknown options {sorted(unknown)}")
-    role, log_path, port, *follower_ports = [arg for arg in argv if arg not in flags]
-    if role not in ("leader", "follower"):
-        raise SystemExit(f"role {role!r}: leader or follower")
-    trio.run(serve, role, log_path, int(port), [int(p) for p in follower_ports], "--saver-thread" in flags)
+    role, log_path, port, follower_ports, flags = parse_argv(argv, {"--saver-thread"})
+    trio.run(partial(serve, role, log_path, port, follower_ports, "--saver-thread" in flags, fdatasync=True,
+                     follow=lambda stream, save: Follower(save).serve(stream), lead=Leader))
 
 
 if __name__ == "__main__":
