@@ -23,6 +23,7 @@ import contextlib
 import struct
 import sys
 import zlib
+from collections.abc import Coroutine
 from functools import partial
 from typing import Any
 
@@ -30,6 +31,7 @@ import orjson
 import trio
 
 from bench._floor_node import Batching, Save, parse_argv, read, send, send_answer, serve, take_frames
+from rmqc.remoting import encode, make_request
 
 TERM = 1
 APPLY_BROKER_ID = 1013
@@ -133,15 +135,49 @@ class Follower:
         return ACK.pack(ACK.size - 4, TERM, self.last_index)
 
 
+class LeaderLog:
+    """The leader's side without I/O: a batch's append, the followers' match indexes, the answers."""
+
+    def __init__(self, followers: int) -> None:
+        self.machine = BrokerIds()
+        self.last_index = 0
+        self.commit = 0
+        self.matched = [0] * followers
+        self.majority = (followers + 1) // 2  # followers' acks that make a majority with the leader
+
+    def append(self, payloads: list[bytes]) -> tuple[bytes, bytes]:
+        """The append frame for every follower and the records to save, of one batch."""
+        previous = self.last_index
+        records = []
+        for payload in payloads:
+            self.last_index += 1
+            records.append(RECORD.pack(TERM, self.last_index, zlib.crc32(payload), len(payload)) + payload)
+        body = b"".join(records)
+        append = APPEND.pack(APPEND.size - 4 + len(body), TERM, previous, TERM if previous else 0,
+                             self.commit, len(payloads)) + body
+        return append, body
+
+    def take_ack(self, index: int, frame: bytes) -> None:
+        term, match = ACK.unpack_from(frame)[1:]
+        if term != TERM:
+            raise ConnectionError(f"follower {index} is in term {term}")
+        self.matched[index] = max(self.matched[index], match)
+
+    def holds_majority(self) -> bool:
+        return sorted(self.matched, reverse=True)[self.majority - 1] >= self.last_index
+
+    def answers(self, payloads: list[bytes]) -> list[bytes]:
+        """The batch committed: each entry applied and its answer frame, in order."""
+        self.commit = self.last_index
+        return [answer(*apply_entry(self.machine, payload)) for payload in payloads]
+
+
 class Leader(Batching):
     """Its pending requests are (client connection, entry payload: the request's header)."""
 
     def __init__(self, followers: list[trio.SocketStream], save: Save) -> None:
         super().__init__(followers, save)
-        self.machine = BrokerIds()
-        self.last_index = 0
-        self.commit = 0
-        self.matched = [0] * len(followers)
+        self.log = LeaderLog(len(followers))
 
     async def client(self, stream: trio.SocketStream) -> None:
         fd = stream.socket.fileno()
@@ -160,29 +196,52 @@ class Leader(Batching):
     async def committer(self) -> None:
         while True:
             batch = await self.next_batch()
-            previous = self.last_index
-            records = []
-            for _, payload in batch:
-                self.last_index += 1
-                records.append(RECORD.pack(TERM, self.last_index, zlib.crc32(payload), len(payload)) + payload)
-            body = b"".join(records)
-            append = APPEND.pack(APPEND.size - 4 + len(body), TERM, previous, TERM if previous else 0,
-                                 self.commit, len(batch)) + body
+            payloads = [payload for _, payload in batch]
+            append, records = self.log.append(payloads)
             for peer in self.followers:
                 await send(peer.socket.fileno(), append)
-            await self.save(body)
-            while sorted(self.matched, reverse=True)[self.majority - 1] < self.last_index:
+            await self.save(records)
+            while not self.log.holds_majority():
                 await self.acks.park()
-            self.commit = self.last_index
-            for stream, payload in batch:
-                opaque, code, ext = apply_entry(self.machine, payload)
-                await send_answer(stream, answer(opaque, code, ext))
+            for (stream, _), frame in zip(batch, self.log.answers(payloads), strict=True):
+                await send_answer(stream, frame)
 
     def take_ack(self, index: int, frame: bytes) -> None:
-        term, match = ACK.unpack_from(frame)[1:]
-        if term != TERM:
-            raise ConnectionError(f"follower {index} is in term {term}")
-        self.matched[index] = max(self.matched[index], match)
+        self.log.take_ack(index, frame)
+
+
+def run_in_process(clients: int, writes: int) -> list[bytes]:
+    """The same logic for `writes` 1013s, `clients` a batch, a leader and two followers in one
+    process with no I/O (bench/bench_logic_instructions.py counts its instructions, as it counts
+    rmqc's in bench_replicated_logic.one_run): the answer frames, in order."""
+    from bench._rmqc import write_ext  # here: a node process has no use for the harness's imports
+
+    leader, followers = LeaderLog(2), [Follower(_nothing_to_save) for _ in range(2)]
+    answers: list[bytes] = []
+    for first in range(0, writes, clients):
+        frames = [encode(make_request(APPLY_BROKER_ID, first + client, write_ext("least", client, first // clients)))
+                  for client in range(clients)]
+        payloads = [taken[0] for frame in frames if (taken := request_header(frame)) is not None]
+        append, _ = leader.append(payloads)
+        for index, follower in enumerate(followers):
+            leader.take_ack(index, _finished(follower.take_append(append)))
+        if not leader.holds_majority():
+            raise RuntimeError(f"writes {first}..: no majority after both followers acked")
+        answers += leader.answers(payloads)
+    return answers
+
+
+async def _nothing_to_save(_records: bytes) -> None:
+    pass
+
+
+def _finished(step: Coroutine[Any, Any, bytes]) -> bytes:
+    """What a coroutine that never waits returns (a follower's append, saving nothing)."""
+    try:
+        step.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    raise RuntimeError("the step waited: it was expected to finish at once")
 
 
 def main(argv: list[str]) -> None:

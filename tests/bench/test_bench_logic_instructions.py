@@ -15,9 +15,12 @@ def test_the_count_per_write_repeats_and_is_printed_against_the_first_tree(capsy
     first, second = (per_write(REPO / "src", 1, 60) for _ in range(2))
     assert 100_000 < first < 20_000_000  # a write's logic is a few hundred thousand to millions of instructions
     assert abs(second - first) / first < 0.02  # what makes the tool worth having: runs agree
-    main(["--clients", "2", "--writes", "40", "--tree", f"a={REPO / 'src'}"])
-    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("    2 clients  a "))
+    main(["--clients", "2", "--writes", "40", "--tree", f"a={REPO / 'src'}", "--least"])
+    out = capsys.readouterr().out.splitlines()
+    line = next(line for line in out if line.startswith("    2 clients  a "))
     assert line.endswith("1.000x of a")
+    least = next(line for line in out if line.startswith("    2 clients  least logic"))
+    assert 0 < float(least.split()[-3].rstrip("x")) < 1  # the least logic runs fewer instructions than rmqc's
 
 
 @pytest.mark.slow

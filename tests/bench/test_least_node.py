@@ -1,7 +1,8 @@
 """bench/_least_node.py, the least logic of a controller write: it decodes and checks real 1013
 frames, its state machine answers as rmqc's does (a retry with the same check code succeeds, a
-different one is refused), a follower refuses an append out of order and a damaged record, and
-a tiny run of the real three processes answers every one of rmqc's own 1013 writes."""
+different one is refused), a follower refuses an append out of order and a damaged record, the
+same logic in one process answers every write, and a tiny run of the real three processes answers
+every one of rmqc's own 1013 writes."""
 
 from __future__ import annotations
 
@@ -22,10 +23,11 @@ from bench._least_node import (
     Follower,
     apply_entry,
     request_header,
+    run_in_process,
 )
 from bench._rmqc import write_ext
 from bench.bench_cpu_floor import main
-from rmqc.remoting import RequestCode, encode, make_request
+from rmqc.remoting import FrameDecoder, RequestCode, ResponseCode, encode, make_request
 
 
 def frame_of(ext: dict[str, object], code: int = RequestCode.CONTROLLER_APPLY_BROKER_ID, opaque: int = 7) -> bytes:
@@ -82,6 +84,12 @@ async def test_a_follower_saves_acks_applies_what_is_committed_and_refuses_damag
     with pytest.raises(ValueError, match="damaged"):
         await follower.take_append(bytes(damaged))
     assert len(saved) == 2  # nothing damaged was saved
+
+
+def test_in_one_process_every_write_is_answered_success_in_order() -> None:
+    answers = FrameDecoder().feed(b"".join(run_in_process(3, 10)))  # 4 batches of 3
+    assert [answer.opaque for answer in answers] == list(range(12))
+    assert {answer.code for answer in answers} == {ResponseCode.SUCCESS}
 
 
 @pytest.mark.slow
