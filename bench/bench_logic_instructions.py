@@ -52,7 +52,8 @@ def instructions(src: Path, clients: int, writes: int, child: str = RMQC) -> int
     valgrind = shutil.which("valgrind")
     if valgrind is None:
         raise InstructionCountError("valgrind is not installed (apt-get install valgrind)")
-    env = {**os.environ, "PYTHONPATH": f"{src.resolve()}{os.pathsep}{REPO}"}
+    # a fixed hash seed: with a random one, set and dict orders (and so the work) vary run to run
+    env = {**os.environ, "PYTHONPATH": f"{src.resolve()}{os.pathsep}{REPO}", "PYTHONHASHSEED": "0"}
     result = subprocess.run([valgrind, "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
                              sys.executable, "-c", child, str(clients), str(writes)],
                             env=env, cwd=REPO, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
