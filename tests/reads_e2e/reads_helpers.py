@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from rmqc.client import ClientError, ControllerClient
 from rmqc.remoting import RequestCode
+from rmqc.replica import COMMIT_TIMEOUT_REMARK
 from rmqc.testing import Op
 
 CLUSTER = "C"
@@ -41,16 +42,37 @@ class History:
                     node: str | None = None) -> bool:
         """1003 with a new address for the master. A failure or timeout may still have taken
         effect (forwarded, committed, answer lost): its outcome is unknown, not 'failed'."""
+        return (await self._write(client, process, name, address, node)) == ""
+
+    async def write_until_committed(self, client: ControllerClient, process: str, name: str, address: str,
+                                    node: str | None = None, attempts: int = 5) -> None:
+        """`write`, sent again while the leader answers that its commit wait ran out. Tests that set
+        a short request timeout (so refusals come quickly) see that answer when the disk stalls:
+        CI once saw two 1.3 s fsyncs against a 1 s timeout. Any other failure fails the test."""
+        for _ in range(attempts):
+            failure = await self._write(client, process, name, address, node)
+            if failure != COMMIT_TIMEOUT_REMARK:
+                assert failure == "", failure
+                return
+        raise AssertionError(f"{attempts} writes of {address} each ran out of commit wait")
+
+    async def _write(self, client: ControllerClient, process: str, name: str, address: str,
+                     node: str | None) -> str:
+        """'' when the write committed, else the remark (or the client's error) saying why not."""
         invoke = now_ns()
         ext = {"clusterName": CLUSTER, "brokerName": name, "brokerId": MASTER_ID,
                "brokerAddress": address, "invokeTime": 1}
         try:
             answer = await client.request(RequestCode.CONTROLLER_REGISTER_BROKER, ext, address=node)
-        except ClientError:
-            answer = None
-        ok = answer is not None and answer.code == 0
-        self.add(Op(process, name, "write", address, invoke, now_ns() if ok else None))
-        return ok
+        except ClientError as error:
+            failure = f"client: {error}"
+        else:
+            if answer is None:
+                failure = "no answer"
+            else:
+                failure = "" if answer.code == 0 else (answer.remark or f"code {answer.code}")
+        self.add(Op(process, name, "write", address, invoke, None if failure else now_ns()))
+        return failure
 
     async def read(self, client: ControllerClient, process: str, name: str, node: str,
                    consistency: str) -> tuple[int, dict[str, str]] | None:

@@ -64,7 +64,7 @@ async def test_every_level_on_leader_and_follower(tmp_path: Path, seed: int) -> 
         history = History()
         async with ControllerClient([leader.listen_address], timeout_ms=3000) as client:
             await make_group(client, "g", "10.0.0.1:1")
-            assert await history.write(client, "w", "g", "10.0.0.1:2", node=leader.listen_address)
+            await history.write_until_committed(client, "w", "g", "10.0.0.1:2", node=leader.listen_address)
             for node in (leader, follower):
                 for level in ("linearizable", "lease", "stale"):
                     answer = await history.read(client, "r", "g", node.listen_address, level)
@@ -108,7 +108,7 @@ async def test_cut_off_follower_refuses_linearizable_reads(tmp_path: Path, seed:
             await wait_until(lambda: follower.replica.applied_index == leader.replica.applied_index,
                              what="follower caught up")
             mesh.isolate(follower.config.node_id)
-            assert await history.write(client, "w", "g", "10.0.0.1:2", node=leader.listen_address)
+            await history.write_until_committed(client, "w", "g", "10.0.0.1:2", node=leader.listen_address)
             for level in ("linearizable", "lease"):
                 started = trio.current_time()
                 answer = await history.read(client, "r", "g", follower.listen_address, level)
@@ -141,7 +141,7 @@ async def test_checker_catches_follower_that_skips_the_read_index(tmp_path: Path
                              what="follower caught up")
             monkeypatch.setattr(ReadPath, "_confirm", serve_without_read_index)
             mesh.isolate(follower.config.node_id)
-            assert await history.write(client, "w", "g", "10.0.0.1:2", node=leader.listen_address)
+            await history.write_until_committed(client, "w", "g", "10.0.0.1:2", node=leader.listen_address)
             answer = await history.read(client, "r", "g", follower.listen_address, "linearizable")
             assert answer is not None and answer[0] == 0
         (result,) = check_history(history.of_levels("linearizable"), initial="10.0.0.1:1")
