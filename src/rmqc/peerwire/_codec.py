@@ -141,11 +141,15 @@ class PeerFrameDecoder:
         return frames
 
 
+# a dict lookup: FrameKind(value) runs three Python frames of enum's, on every frame a peer sends
+_FRAME_KINDS = {kind.value: kind for kind in FrameKind}
+
+
 def _frame_kind(value: int) -> FrameKind:
-    try:
-        return FrameKind(value)
-    except ValueError:
-        raise PeerProtocolError(f"peer frame kind {value} unknown") from None
+    kind = _FRAME_KINDS.get(value)
+    if kind is None:
+        raise PeerProtocolError(f"peer frame kind {value} unknown")
+    return kind
 
 
 def encode_tagged(tag: int, data: bytes) -> bytes:

@@ -128,6 +128,8 @@ class Replica:
         self.storage = storage
         self.saver: Saver = saver or SaveNow(storage)
         self.clock = clock
+        # the clock's own bound method, read about ten times a write: no frame of the replica's around it
+        self.now_ms: Callable[[], int] = clock.monotonic_ms
         self.outbox = outbox
         self.observer: Observer = observer or _NullObserver()
         self._wake, self._rearm = wake or _nothing, rearm or _nothing
@@ -258,9 +260,6 @@ class Replica:
 
     # ----- what the shell reads -----
 
-    def now_ms(self) -> int:
-        return self.clock.monotonic_ms()
-
     @property
     def drive_due(self) -> bool:
         """`drive()` is wanted: inputs wait for the core, a run of Readies goes on, or a replaced
@@ -352,7 +351,9 @@ class Replica:
         """Driver, after each pass fed the core: when the core next needs a tick. Anything that
         waits on driver passes (a request, a read, a full disk) keeps the replica ticking; an
         earlier plan than the timer knows (a follower became leader) rearms it."""
-        busy = self.proposals or self.reads.next_deadline_ms() is not None or self.disk.alarm is not None
+        proposals = self.proposals  # its truth without the __bool__ call: this runs twice a pass
+        busy = (proposals.queued or proposals.waiting or self.reads.next_deadline_ms() is not None
+                or self.disk.alarm is not None)
         quiet_ticks = 0 if busy else self.raw.quiet_ticks()
         due_ms = self._next_tick_ms + quiet_ticks * self.config.tick_ms
         if due_ms < self._ticks_due_ms:
