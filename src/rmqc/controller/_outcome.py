@@ -6,6 +6,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from rmqc._records import hot_record
 from rmqc.fsm import ApplyResult, Command, Origin
 from rmqc.remoting import RemotingCommand
 
@@ -51,7 +52,7 @@ class RequestContext(NamedTuple):
         return self.now_ms if self.wall_ms is None else self.wall_ms
 
 
-@dataclass(frozen=True, slots=True)
+@hot_record
 class Reply:
     response: RemotingCommand
 
@@ -61,7 +62,7 @@ class NoReply:
     """One-way request: the server writes nothing."""
 
 
-@dataclass(frozen=True, slots=True)
+@hot_record
 class Propose:
     """Commit `commands` (in one entry), apply them, then answer with `finish(results)`.
 

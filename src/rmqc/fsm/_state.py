@@ -11,13 +11,13 @@ from __future__ import annotations
 import gc
 import itertools
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 import orjson
 
 from rmqc._gc import collector_paused
+from rmqc._records import hot_record
 
 from ._chunks import (
     CONFIG,
@@ -112,7 +112,7 @@ class ApplyStatus(StrEnum):
 _OK = ApplyStatus.OK
 
 
-@dataclass(frozen=True, slots=True)
+@hot_record
 class ApplyResult:
     """What applying `command` did: the group before and after (same object when unchanged)."""
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rmqc._records import hot_record
+
 from ._config import Role
 from ._progress import ProgressState
 from ._types import Entry, HardState, Message, Snapshot
 
 
-@dataclass(frozen=True, slots=True)
+@hot_record
 class SoftState:
     """Volatile state worth telling the application about; never persisted."""
 
@@ -17,7 +19,7 @@ class SoftState:
     role: Role
 
 
-@dataclass(frozen=True, slots=True)
+@hot_record
 class ReadState:
     """A linearizable read may be served once the local applied index reaches `index`."""
 
@@ -25,7 +27,7 @@ class ReadState:
     context: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@hot_record
 class Ready:
     """One batch of work. Order: persist (storage.save), send, apply, then RawNode.advance(ready).
 

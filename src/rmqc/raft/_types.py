@@ -10,13 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from rmqc._records import hot_record
+
 
 class EntryType(IntEnum):
     NORMAL = 0  # application payload; an empty NORMAL entry is the leader's no-op
     CONF_CHANGE = 1  # payload is an encoded ConfChange
 
 
-@dataclass(frozen=True, slots=True)
+@hot_record
 class Entry:
     index: int
     term: int
@@ -28,7 +30,7 @@ class Entry:
         return len(self.data) + 24
 
 
-@dataclass(frozen=True, slots=True)
+@hot_record
 class HardState:
     term: int = 0
     vote: str | None = None
@@ -108,7 +110,7 @@ class MessageType(IntEnum):
     UNREACHABLE = 14  # local only: the transport reports that `frm` could not be reached
 
 
-@dataclass(frozen=True, slots=True)
+@hot_record
 class Message:
     type: MessageType
     to: str

@@ -77,6 +77,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from rmqc._records import hot_record
 from rmqc.fsm import StateCapture
 from rmqc.raft import ConfState, Entry, HardState, Message, Snapshot, Storage
 from rmqc.remoting import RemotingCommand
@@ -230,7 +231,7 @@ class Outbox(Protocol):
 
 # ----- actions (outputs), in the order the replica emits them -----
 
-@dataclass(frozen=True, slots=True)
+@hot_record
 class SendRaft:
     """Raft messages to send; each names its peer in `.to` (one Ready's messages go together)."""
 
@@ -255,7 +256,7 @@ class SendDigest:
     payload: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@hot_record
 class Answer:
     """The one answer to the request given with `token` (None: nothing to write, the slot is free)."""
 
