@@ -55,7 +55,7 @@ from ._errors import ReadyMisuse
 from ._progress import Progress
 from ._ready import LeaseStatus, ProgressStatus, ReadState, Ready, SoftState, Status
 from ._storage import Storage
-from ._types import ConfChange, ConfState, Entry, HardState, Message, MessageType
+from ._types import ConfChange, ConfState, Entry, Message, MessageType
 
 
 class RawNode:
@@ -153,19 +153,23 @@ class RawNode:
         if self._outstanding is not None:
             raise ReadyMisuse("ready() called again before advance() of the previous Ready")
         r = self.raft
-        soft, hard = self._soft_state(), r.hard_state()
+        prev_soft, prev_hard = self._prev_soft, self._prev_hard
+        # built only when changed (most Readies of a write carry neither)
+        soft = self._soft_state() if r.lead != prev_soft.leader or r.role is not prev_soft.role else None
+        hard_changed = r.term != prev_hard.term or r.vote != prev_hard.vote or r.log.committed != prev_hard.commit
+        hard = r.hard_state() if hard_changed else None
         rd = Ready(
-            soft_state=soft if soft != self._prev_soft else None,
-            hard_state=hard if hard != self._prev_hard else None,
+            soft_state=soft,
+            hard_state=hard,
             entries=tuple(r.log.unstable.entries),
             snapshot=r.log.unstable.snapshot,
             committed_entries=tuple(r.log.next_committed_entries(r.config.max_size_per_msg)),
             messages=tuple(r.msgs),
             persist_messages=tuple(r.msgs_after_persist),
             read_states=tuple(r.read_states),
-            must_sync=_must_sync(
-                hard, self._prev_hard, bool(r.log.unstable.entries) or r.log.unstable.snapshot is not None
-            ),
+            # an fsync for new entries or a snapshot, or a term or vote change; a commit move alone is not
+            must_sync=(bool(r.log.unstable.entries) or r.log.unstable.snapshot is not None
+                       or r.term != prev_hard.term or r.vote != prev_hard.vote),
         )
         r.msgs.clear()
         r.msgs_after_persist.clear()
@@ -322,8 +326,4 @@ class RawNode:
 def _progress_status(pr: Progress) -> ProgressStatus:
     return ProgressStatus(pr.match, pr.next, pr.state, len(pr.inflights), pr.recent_active, pr.pending_snapshot)
 
-
-def _must_sync(hard: HardState, prev: HardState, has_new_data: bool) -> bool:
-    """An fsync is needed for new entries/snapshot or a term/vote change; a commit move alone is not."""
-    return has_new_data or hard.term != prev.term or hard.vote != prev.vote
 
