@@ -6,7 +6,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from rmqc._records import hot_record
+from rmqc._hot import hot_record
 from rmqc.fsm import ApplyResult, Command, Origin
 from rmqc.remoting import RemotingCommand
 

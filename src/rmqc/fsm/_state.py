@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from rmqc._gc import collector_paused
-from rmqc._records import hot_record
+from rmqc._hot import hot_record
 
 from ._chunks import (
     CONFIG,

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+from rmqc._hot import enum_members
 from rmqc.errors import CompactedError
 from rmqc.reads import (
     Lease,
@@ -59,7 +60,11 @@ from ._types import (
     Snapshot,
 )
 
-MT = MessageType
+# the members, read without the enum metaclass's lookup hook (rmqc._hot)
+MT = enum_members(MessageType)
+ROLE = enum_members(Role)
+PROGRESS_STATE = enum_members(ProgressState)
+ENTRY_TYPE = enum_members(EntryType)
 
 # Vote requests carrying this context come from a TimeoutNow and may disturb a sticky leader
 # (thesis 4.2.3). Only a transfer campaign sets it.
@@ -106,16 +111,19 @@ class CampaignType(Enum):
     PRE_TAKEOVER = "pre_takeover"  # a takeover's pre-vote round (take_over with PreVote on)
 
 
+CAMPAIGN = enum_members(CampaignType)
+
+
 CAMPAIGN_CONTEXT = {
-    CampaignType.TRANSFER: CAMPAIGN_TRANSFER,
-    CampaignType.TAKEOVER: CAMPAIGN_TAKEOVER,
-    CampaignType.PRE_TAKEOVER: CAMPAIGN_TAKEOVER,
+    CAMPAIGN.TRANSFER: CAMPAIGN_TRANSFER,
+    CAMPAIGN.TAKEOVER: CAMPAIGN_TAKEOVER,
+    CAMPAIGN.PRE_TAKEOVER: CAMPAIGN_TAKEOVER,
 }
 # Campaigns that first ask for pre-votes (no term change) and, once a quorum would grant, run the
 # real campaign: a node that cannot reach a quorum never raises its term (pitfall 1).
 REAL_CAMPAIGN_AFTER = {
-    CampaignType.PRE_ELECTION: CampaignType.ELECTION,
-    CampaignType.PRE_TAKEOVER: CampaignType.TAKEOVER,
+    CAMPAIGN.PRE_ELECTION: CAMPAIGN.ELECTION,
+    CAMPAIGN.PRE_TAKEOVER: CAMPAIGN.TAKEOVER,
 }
 
 # The lease age of a node that never heard from any leader (brand new): no lease to wait out.
@@ -175,10 +183,10 @@ class RaftCore:
         self.lease = Lease(
             lease_duration_ticks(config.lease_bound_ticks, config.lease_drift_ticks), config.check_quorum
         )
-        self.campaign_type = CampaignType.ELECTION
+        self.campaign_type = CAMPAIGN.ELECTION
         self.repair = RepairState() if config.repairing else None
         self.ended_repair: RepairState | None = None  # over, not yet recorded by the app
-        self.role = Role.FOLLOWER
+        self.role = ROLE.FOLLOWER
         self.lead: str | None = None
         self._uncommitted: deque[tuple[int, int]] = deque()
         self.uncommitted_size = 0
@@ -193,7 +201,7 @@ class RaftCore:
         so they count as applied here; they reach storage with the first Ready and are re-applied
         (idempotently) after a restart."""
         entries = [
-            Entry(i + 1, 1, EntryType.CONF_CHANGE,
+            Entry(i + 1, 1, ENTRY_TYPE.CONF_CHANGE,
                   encode_conf_change(ConfChange(ConfChangeType.ADD_VOTER, peer, contexts.get(peer, b""))))
             for i, peer in enumerate(peers)
         ]
@@ -234,13 +242,13 @@ class RaftCore:
 
     def become_follower(self, term: int, lead: str | None) -> None:
         self._reset(term)
-        self.role = Role.FOLLOWER
+        self.role = ROLE.FOLLOWER
         self.lead = lead
         if lead is not None:
             self.leader_contact_elapsed = 0
 
     def become_pre_candidate(self) -> None:
-        self.role = Role.PRE_CANDIDATE
+        self.role = ROLE.PRE_CANDIDATE
         self.votes = {}
         self.vote_lease_ages = {}
         self.lead = None  # a pre-candidate must forget its leader (pitfall 33)
@@ -248,7 +256,7 @@ class RaftCore:
 
     def become_candidate(self) -> None:
         self._reset(self.term + 1)
-        self.role = Role.CANDIDATE
+        self.role = ROLE.CANDIDATE
         self.vote = self.id
         self.leader_contact_elapsed = self.config.election_tick
 
@@ -256,7 +264,7 @@ class RaftCore:
         self._reset(self.term)
         if commit_wait_ticks:
             self.commit_blocked_until_tick = self.ticks + commit_wait_ticks
-        self.role = Role.LEADER
+        self.role = ROLE.LEADER
         self.lead = self.id
         own = self.progress[self.id]
         own.match = self.log.stable_last_index()
@@ -265,7 +273,7 @@ class RaftCore:
         # The uncommitted tail may hold a config change: assume it does (pitfall 19).
         self.pending_conf_index = self.log.last_index()
         self._track_inherited_tail()
-        self._append_entries([(EntryType.NORMAL, b"")])  # the no-op that lets us commit (thesis 3.6.2)
+        self._append_entries([(ENTRY_TYPE.NORMAL, b"")])  # the no-op that lets us commit (thesis 3.6.2)
 
     # ================================================================ ticks
     def tick(self) -> None:
@@ -273,7 +281,7 @@ class RaftCore:
         self.lease_age += 1
         if self.repair is not None and not self._fenced():
             self._probe_for_fence()
-        if self.role is Role.LEADER:
+        if self.role is ROLE.LEADER:
             self._tick_heartbeat()
         else:
             self.leader_contact_elapsed += 1
@@ -287,7 +295,7 @@ class RaftCore:
         candidate on the tick that reaches its election timeout."""
         if not self._fenced():
             return 0  # a repairing node probes for its fence term every heartbeat tick
-        if self.role is Role.LEADER:
+        if self.role is ROLE.LEADER:
             interval = self._heartbeat_interval()
             if interval == self.config.heartbeat_tick or self.commit_blocked_until_tick or self.lead_transferee:
                 return 0
@@ -300,7 +308,7 @@ class RaftCore:
         self.election_elapsed += 1
         if self._promotable() and self.election_elapsed >= self.randomized_election_timeout:
             self.election_elapsed = 0
-            self.hup(CampaignType.PRE_ELECTION if self.config.pre_vote else CampaignType.ELECTION)
+            self.hup(CAMPAIGN.PRE_ELECTION if self.config.pre_vote else CAMPAIGN.ELECTION)
 
     def _tick_heartbeat(self) -> None:
         self.heartbeat_elapsed += 1
@@ -334,7 +342,7 @@ class RaftCore:
 
     def _expire_unreported_snapshots(self) -> None:
         for pr in self.progress.values():
-            if pr.state is ProgressState.SNAPSHOT:
+            if pr.state is PROGRESS_STATE.SNAPSHOT:
                 pr.snapshot_timeouts += 1
                 if pr.snapshot_timeouts >= SNAPSHOT_REPORT_TIMEOUT_ELECTIONS:
                     pr.pending_snapshot = 0
@@ -353,7 +361,7 @@ class RaftCore:
         return self.id in self.voters and self.repair is None
 
     def hup(self, campaign_type: CampaignType) -> None:
-        if self.role is Role.LEADER or not self._promotable():
+        if self.role is ROLE.LEADER or not self._promotable():
             return
         if self.log.unstable.snapshot is not None or self._has_unapplied_conf_changes():
             return  # would count votes against a stale voter set (pitfall 3)
@@ -363,7 +371,7 @@ class RaftCore:
         index = self.log.applied + 1
         while index <= self.log.committed:
             page = self.log.entries(index, self.log.committed + 1, SCAN_PAGE_BYTES)
-            if any(e.type is EntryType.CONF_CHANGE for e in page):
+            if any(e.type is ENTRY_TYPE.CONF_CHANGE for e in page):
                 return True
             index = page[-1].index + 1
         return False
@@ -377,7 +385,7 @@ class RaftCore:
         With PreVote the takeover asks for pre-votes first: a node that is itself cut off (every
         port refuses it) then never raises its term, which would depose the leader on heal."""
         if self.lead in (None, departed):
-            self.hup(CampaignType.PRE_TAKEOVER if self.config.pre_vote else CampaignType.TAKEOVER)
+            self.hup(CAMPAIGN.PRE_TAKEOVER if self.config.pre_vote else CAMPAIGN.TAKEOVER)
 
     def campaign(self, campaign_type: CampaignType) -> None:
         if campaign_type in REAL_CAMPAIGN_AFTER:
@@ -413,7 +421,7 @@ class RaftCore:
         (that leader gave its lease up first), none without CheckQuorum, none for a sole voter
         (no one else can hold a lease over a group of one). In a normal election the voters'
         stickiness makes it 0 unless lease_ticks is close to election_tick."""
-        if not self.config.check_quorum or self.campaign_type is CampaignType.TRANSFER:
+        if not self.config.check_quorum or self.campaign_type is CAMPAIGN.TRANSFER:
             return 0  # without CheckQuorum there are no leases (Lease.valid)
         if self.voters == {self.id}:
             return 0
@@ -438,7 +446,7 @@ class RaftCore:
         """Sticky: ignore disruptive vote requests while a leader was heard within election_tick."""
         if not self.config.check_quorum:
             return False
-        return self.role is Role.LEADER or self.leader_contact_elapsed < self.config.election_tick
+        return self.role is ROLE.LEADER or self.leader_contact_elapsed < self.config.election_tick
 
     def _handle_vote_request(self, m: Message) -> None:
         if self.repair is not None:  # our log and vote may be missing what we promised
@@ -479,12 +487,12 @@ class RaftCore:
         lost leader) both win their pre-votes and split the real vote, costing another election
         timeout. The one whose (last term, last index, id) is lower steps back when it grants the
         other's pre-vote for the same term; pre-votes change no term or vote, so this is safe."""
-        if self.role is not Role.PRE_CANDIDATE or m.term != self.term + 1 or m.frm not in self.voters:
+        if self.role is not ROLE.PRE_CANDIDATE or m.term != self.term + 1 or m.frm not in self.voters:
             return False  # a stranger (e.g. a removed node) could never win: keep campaigning
         return (m.log_term, m.index, m.frm) > (self.log.last_term(), self.log.last_index(), self.id)
 
     def _candidate_on_vote_response(self, m: Message) -> None:
-        mine = MT.PRE_VOTE_RESP if self.role is Role.PRE_CANDIDATE else MT.VOTE_RESP
+        mine = MT.PRE_VOTE_RESP if self.role is ROLE.PRE_CANDIDATE else MT.VOTE_RESP
         if m.type is not mine:
             return  # a late pre-vote grant is no vote (pitfall 2)
         if m.type is MT.VOTE_RESP and not m.reject:
@@ -561,10 +569,10 @@ class RaftCore:
             MT.REPAIR: self._leader_on_repair,
         }
         return {
-            Role.FOLLOWER: follower,
-            Role.PRE_CANDIDATE: candidate,
-            Role.CANDIDATE: candidate,
-            Role.LEADER: leader,
+            ROLE.FOLLOWER: follower,
+            ROLE.PRE_CANDIDATE: candidate,
+            ROLE.CANDIDATE: candidate,
+            ROLE.LEADER: leader,
         }
 
     def _send(self, m: Message) -> None:
@@ -572,7 +580,7 @@ class RaftCore:
 
     # ================================================================ follower side
     def _heard_from_leader(self, m: Message) -> None:
-        if self.role is not Role.FOLLOWER:
+        if self.role is not ROLE.FOLLOWER:
             self.become_follower(m.term, m.frm)
         self.election_elapsed = 0
         self.leader_contact_elapsed = 0
@@ -634,7 +642,7 @@ class RaftCore:
     def _follower_on_timeout_now(self, m: Message) -> None:
         if m.index != self.log.last_index():
             return  # bound to the sender's last index: a stale TimeoutNow is ignored (pitfall 24)
-        self.hup(CampaignType.TRANSFER)
+        self.hup(CAMPAIGN.TRANSFER)
 
     # ================================================================ repair
     # A node whose storage was found damaged (rmqc.storage) restarts with what survived and
@@ -732,7 +740,7 @@ class RaftCore:
 
     # ================================================================ leader: proposals
     def check_can_propose(self, decided_term: int | None = None) -> None:
-        if self.role is not Role.LEADER:
+        if self.role is not ROLE.LEADER:
             raise NoLeader(self.id) if self.lead is None else NotLeader(self.id, self.lead)
         if self.lead_transferee is not None:
             raise TransferInProgress(self.lead_transferee)
@@ -743,7 +751,7 @@ class RaftCore:
         self.check_can_propose(decided_term)
         if not datas:
             return
-        self._append_entries([(EntryType.NORMAL, bytes(d)) for d in datas])
+        self._append_entries([(ENTRY_TYPE.NORMAL, bytes(d)) for d in datas])
         self._bcast_append()
 
     def propose_conf_change(self, cc: ConfChange) -> None:
@@ -759,7 +767,7 @@ class RaftCore:
             )
         if not self._conf_change_leaves_voters(cc):
             raise ConfChangeRefused(f"conf change refused: {cc.type.name} {cc.node_id} leaves no voter")
-        self._append_entries([(EntryType.CONF_CHANGE, encode_conf_change(cc))])
+        self._append_entries([(ENTRY_TYPE.CONF_CHANGE, encode_conf_change(cc))])
         self.pending_conf_index = self.log.last_index()
         self._bcast_append()
 
@@ -846,7 +854,7 @@ class RaftCore:
         # A probe may well be rejected (the follower's log diverges or is shorter): it carries only
         # the few entries that spare a new leader's no-op a round trip. The bulk of a catch-up
         # goes in REPLICATE, paced by the in-flight window.
-        count = PROBE_ENTRIES if pr.state is ProgressState.PROBE else self.config.max_entries_per_msg
+        count = PROBE_ENTRIES if pr.state is PROGRESS_STATE.PROBE else self.config.max_entries_per_msg
         hi = min(pr.next + count, self.log.last_index() + 1)
         return self.log.entries(pr.next, hi, self.config.max_size_per_msg)
 
@@ -869,7 +877,7 @@ class RaftCore:
             self._leader_on_append_reject(m, pr)
             return
         was_paused = pr.is_paused()
-        if not (pr.maybe_update(m.index) or (pr.match == m.index and pr.state is ProgressState.PROBE)):
+        if not (pr.maybe_update(m.index) or (pr.match == m.index and pr.state is PROGRESS_STATE.PROBE)):
             return  # stale or duplicate (pitfall 7)
         self._progress_after_ack(pr, m.index)
         if not self._commit_and_tell() and was_paused:
@@ -880,13 +888,13 @@ class RaftCore:
             self._send_timeout_now(m.frm)
 
     def _progress_after_ack(self, pr: Progress, index: int) -> None:
-        if pr.state is ProgressState.PROBE:
+        if pr.state is PROGRESS_STATE.PROBE:
             pr.become_replicate()
-        elif pr.state is ProgressState.SNAPSHOT and pr.match + 1 >= self.log.first_index():
+        elif pr.state is PROGRESS_STATE.SNAPSHOT and pr.match + 1 >= self.log.first_index():
             # Any applied snapshot that lets the follower continue will do (pitfall 16).
             pr.become_probe()
             pr.become_replicate()
-        elif pr.state is ProgressState.REPLICATE:
+        elif pr.state is PROGRESS_STATE.REPLICATE:
             pr.acked_replicate(index)
 
     def _leader_on_append_reject(self, m: Message, pr: Progress) -> None:
@@ -894,7 +902,7 @@ class RaftCore:
         if m.log_term > 0:
             next_probe, _ = self.log.find_conflict_by_term(m.reject_hint, m.log_term)
         if pr.maybe_decrease_to(m.index, next_probe):
-            if pr.state is ProgressState.REPLICATE:
+            if pr.state is PROGRESS_STATE.REPLICATE:
                 pr.become_probe()
             self._maybe_send_append(m.frm, send_if_empty=True)
 
@@ -917,14 +925,14 @@ class RaftCore:
 
     def on_persisted(self, last_index: int) -> None:
         """The app persisted our entries up to last_index; a leader may now count itself."""
-        if self.role is not Role.LEADER:
+        if self.role is not ROLE.LEADER:
             return
         if self.progress[self.id].maybe_update(last_index):
             self._commit_and_tell()
 
     def _leader_on_snap_status(self, m: Message) -> None:
         pr = self.progress.get(m.frm)
-        if pr is None or pr.state is not ProgressState.SNAPSHOT:
+        if pr is None or pr.state is not PROGRESS_STATE.SNAPSHOT:
             return
         if m.reject:
             pr.pending_snapshot = 0  # clear before probing again (pitfall 16)
@@ -933,7 +941,7 @@ class RaftCore:
 
     def _leader_on_unreachable(self, m: Message) -> None:
         pr = self.progress.get(m.frm)
-        if pr is not None and pr.state is ProgressState.REPLICATE:
+        if pr is not None and pr.state is PROGRESS_STATE.REPLICATE:
             pr.become_probe()
 
     # ================================================================ leader: heartbeats and reads
@@ -955,7 +963,7 @@ class RaftCore:
         pr.recent_active = True
         round_id = decode_round_id(m.context)
         pr.may_resume(self.ticks, round_id, self.config.probe_retry_ticks)
-        if pr.match < self.log.last_index() or pr.state is ProgressState.PROBE:
+        if pr.match < self.log.last_index() or pr.state is PROGRESS_STATE.PROBE:
             self._maybe_send_append(m.frm, send_if_empty=True)
         if round_id is not None:
             self._ack_round(round_id, m.frm)
@@ -980,7 +988,7 @@ class RaftCore:
                                index=request.index, context=request.context))
 
     def read_index(self, context: bytes) -> None:
-        if self.role is Role.LEADER:
+        if self.role is ROLE.LEADER:
             self._leader_read(context, self.id)
         elif self.lead is None:
             raise ReadIndexDropped(f"read index dropped on {self.id}: no leader known")
@@ -1004,7 +1012,7 @@ class RaftCore:
         """Lease reads: CheckQuorum lease within its drift-bounded duration, own-term commit,
         no transfer pending and the post-transfer fence committed (pitfall 24)."""
         return (
-            self.role is Role.LEADER
+            self.role is ROLE.LEADER
             and self.lease.valid(self.ticks)
             and self.own_term_committed
             and self.lead_transferee is None
@@ -1012,13 +1020,13 @@ class RaftCore:
         )
 
     def lease_read(self) -> int | None:
-        if self.role is Role.LEADER:
+        if self.role is ROLE.LEADER:
             self._want_lease()
         return self.log.committed if self._lease_valid() else None
 
     # ================================================================ leadership transfer
     def transfer_leader(self, target: str) -> None:
-        if self.role is Role.LEADER:
+        if self.role is ROLE.LEADER:
             self._leader_on_transfer(Message(MT.TRANSFER_LEADER, self.id, self.id, context=target.encode()))
         elif self.lead is not None:
             self._send(Message(MT.TRANSFER_LEADER, self.lead, self.id, term=self.term,
@@ -1051,10 +1059,10 @@ class RaftCore:
 
     def _abort_transfer(self, fence: bool) -> None:
         self.lead_transferee = None
-        if fence and self.role is Role.LEADER:
+        if fence and self.role is ROLE.LEADER:
             # A TimeoutNow may still be in flight; the lease stays off until an entry appended
             # after the abort commits, which the late target can no longer win against.
-            self._append_entries([(EntryType.NORMAL, b"")])
+            self._append_entries([(ENTRY_TYPE.NORMAL, b"")])
             self.lease_fence_index = self.log.last_index()
             self._bcast_append()
 
@@ -1082,7 +1090,7 @@ class RaftCore:
         if after is None:
             return self.conf_state()  # validated at proposal; never apply an empty voter set
         self._set_conf_state(after)
-        if self.role is Role.LEADER:
+        if self.role is ROLE.LEADER:
             self._leader_after_conf_change()
         return self.conf_state()
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections import deque
 from enum import Enum
 
+from rmqc._hot import enum_members
+
 from ._errors import InflightsFull
 
 
@@ -17,6 +19,10 @@ class ProgressState(Enum):
     PROBE = "probe"
     REPLICATE = "replicate"
     SNAPSHOT = "snapshot"
+
+
+# the members, read without the enum metaclass's lookup hook (rmqc._hot)
+PROGRESS_STATE = enum_members(ProgressState)
 
 
 class Inflights:
@@ -62,7 +68,7 @@ class Progress:
     def __init__(self, next_index: int, max_inflight: int, max_inflight_bytes: int) -> None:
         self.match = 0
         self.next = next_index
-        self.state = ProgressState.PROBE
+        self.state = PROGRESS_STATE.PROBE
         # PROBE: one message is out, wait for its reply (or retry it, see may_resume). REPLICATE: the
         # window is full; a heartbeat reply clears it so one (maybe empty) append can resume a
         # stalled stream.
@@ -82,20 +88,20 @@ class Progress:
         self.inflights.reset()
 
     def become_probe(self) -> None:
-        if self.state is ProgressState.SNAPSHOT:
+        if self.state is PROGRESS_STATE.SNAPSHOT:
             pending = self.pending_snapshot
-            self._reset_state(ProgressState.PROBE)
+            self._reset_state(PROGRESS_STATE.PROBE)
             self.next = max(self.match + 1, pending + 1)
         else:
-            self._reset_state(ProgressState.PROBE)
+            self._reset_state(PROGRESS_STATE.PROBE)
             self.next = self.match + 1
 
     def become_replicate(self) -> None:
-        self._reset_state(ProgressState.REPLICATE)
+        self._reset_state(PROGRESS_STATE.REPLICATE)
         self.next = self.match + 1
 
     def become_snapshot(self, snapshot_index: int) -> None:
-        self._reset_state(ProgressState.SNAPSHOT)
+        self._reset_state(PROGRESS_STATE.SNAPSHOT)
         self.pending_snapshot = snapshot_index
 
     def forget_after(self, index: int) -> None:
@@ -103,7 +109,7 @@ class Progress:
         earlier acks beyond that no longer count toward commits (the one place match goes down),
         and replication probes from there."""
         self.match = min(self.match, index)
-        self._reset_state(ProgressState.PROBE)
+        self._reset_state(PROGRESS_STATE.PROBE)
         self.next = index + 1
 
     def maybe_update(self, index: int) -> bool:
@@ -112,24 +118,24 @@ class Progress:
         if self.match < index:
             self.match = index
             updated = True
-            if self.state is ProgressState.PROBE:
+            if self.state is PROGRESS_STATE.PROBE:
                 self.flow_paused = False
         self.next = max(self.next, index + 1)
         return updated
 
     def can_send_entries(self) -> bool:
         """False when only an empty append may go (REPLICATE with a full window)."""
-        return not (self.state is ProgressState.REPLICATE and self.inflights.full())
+        return not (self.state is PROGRESS_STATE.REPLICATE and self.inflights.full())
 
     def sent_append(self, last_index: int | None, size_bytes: int, tick: int, heartbeat_round: int) -> None:
         """An append left for this peer at `tick`, after heartbeat round `heartbeat_round`;
         last_index is None for an empty one."""
-        if self.state is ProgressState.REPLICATE:
+        if self.state is PROGRESS_STATE.REPLICATE:
             if last_index is not None:
                 self.next = last_index + 1  # optimistic: pipeline the next batch at once
                 self.inflights.add(last_index, size_bytes)
             self.flow_paused = self.inflights.full()
-        elif self.state is ProgressState.PROBE:
+        elif self.state is PROGRESS_STATE.PROBE:
             self.flow_paused = True
             self.probe_sent_tick, self.probe_round = tick, heartbeat_round
 
@@ -141,7 +147,7 @@ class Progress:
         fsync that heartbeat replies do not). A follower working through a backlog answers every
         queued heartbeat at once; resending the probe for each would flood it with copies of a
         range it has not reached yet (issue 13)."""
-        if self.state is ProgressState.PROBE and self.flow_paused:
+        if self.state is PROGRESS_STATE.PROBE and self.flow_paused:
             behind_probe = heartbeat_round is not None and heartbeat_round <= self.probe_round
             if behind_probe or tick - self.probe_sent_tick < probe_retry_ticks:
                 return
@@ -153,7 +159,7 @@ class Progress:
 
     def maybe_decrease_to(self, rejected: int, match_hint: int) -> bool:
         """A rejection of the append at `rejected`; False if it is stale (pitfall 7)."""
-        if self.state is ProgressState.REPLICATE:
+        if self.state is PROGRESS_STATE.REPLICATE:
             if rejected <= self.match:
                 return False
             self.next = self.match + 1
@@ -165,4 +171,4 @@ class Progress:
         return True
 
     def is_paused(self) -> bool:
-        return self.state is ProgressState.SNAPSHOT or self.flow_paused
+        return self.state is PROGRESS_STATE.SNAPSHOT or self.flow_paused

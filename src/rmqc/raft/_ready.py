@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rmqc._records import hot_record
+from rmqc._hot import hot_record
 
 from ._config import Role
 from ._progress import ProgressState

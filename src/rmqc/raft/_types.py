@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from rmqc._records import hot_record
+from rmqc._hot import hot_record
 
 
 class EntryType(IntEnum):

@@ -77,7 +77,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from rmqc._records import hot_record
+from rmqc._hot import hot_record
 from rmqc.fsm import StateCapture
 from rmqc.raft import ConfState, Entry, HardState, Message, Snapshot, Storage
 from rmqc.remoting import RemotingCommand
