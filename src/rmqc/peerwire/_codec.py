@@ -39,6 +39,7 @@ PEER_MAGIC = b"RMQP"
 PEER_PROTOCOL_VERSION = 3
 NONCE_BYTES = 32
 _U8 = struct.Struct(">B")
+_NO_SNAPSHOT = b"\0"
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
@@ -190,6 +191,7 @@ def decode_messages(payload: bytes, stale_below: int = 0) -> list[Message]:
 _NOT_PLAIN = (struct.error, IndexError, KeyError, ValueError)
 _MESSAGE_TYPES = {member.value: member for member in MessageType}
 _ENTRY_TYPES = {member.value: member for member in EntryType}
+_APPEND = MessageType.APP  # read without the enum's lookup hook (rmqc._hot)
 
 
 def _decode_plain_batch(data: bytes, stale_below: int) -> list[Message]:
@@ -212,7 +214,7 @@ def _decode_plain_batch(data: bytes, stale_below: int) -> list[Message]:
         context = data[frm_end + 4:pos]
         (entry_count,) = unpack_u32(data, pos)
         pos += 4
-        keep_entries = message_type is not MessageType.APP or term >= stale_below
+        keep_entries = message_type is not _APPEND or term >= stale_below
         entries = []
         for _ in range(entry_count):
             entry_index, entry_term, entry_type, length = unpack_entry(data, pos)
@@ -243,20 +245,36 @@ def _decode_batch(payload: bytes, stale_below: int) -> list[Message]:
     return messages
 
 
+# A message's sender and receiver, encoded (node ids: as many as the members that ever were, so a
+# bound only guards against a peer that invents ids).
+_NODE_IDS: dict[str, bytes] = {}
+MAX_CACHED_NODE_IDS = 1024
+
+
+def _node_id(text: str, what: str) -> bytes:
+    encoded = _NODE_IDS.get(text)
+    if encoded is None:
+        encoded = _short_text(text, what)
+        if len(_NODE_IDS) < MAX_CACHED_NODE_IDS:
+            _NODE_IDS[text] = encoded
+    return encoded
+
+
 def _write_message(parts: list[bytes], message: Message) -> None:
-    parts.append(_MESSAGE_HEAD.pack(
-        message.type, message.term, message.log_term, message.index, message.commit,
-        int(message.reject), message.reject_hint,
-    ))
-    parts.append(_short_text(message.to, "to"))
-    parts.append(_short_text(message.frm, "frm"))
-    parts.append(_blob(message.context))
-    parts.append(_U32.pack(len(message.entries)))
-    for entry in message.entries:
-        parts.append(_ENTRY_HEAD.pack(entry.index, entry.term, entry.type, len(entry.data)))
-        parts.append(entry.data)
+    entries, context = message.entries, message.context
+    parts += (
+        _MESSAGE_HEAD.pack(message.type, message.term, message.log_term, message.index, message.commit,
+                           int(message.reject), message.reject_hint),
+        _node_id(message.to, "to"),
+        _node_id(message.frm, "frm"),
+        _U32.pack(len(context)),
+        context,
+        _U32.pack(len(entries)),
+    )
+    for entry in entries:
+        parts += (_ENTRY_HEAD.pack(entry.index, entry.term, entry.type, len(entry.data)), entry.data)
     if message.snapshot is None:
-        parts.append(_U8.pack(0))
+        parts.append(_NO_SNAPSHOT)
     else:
         parts.append(_U8.pack(1))
         _write_snapshot(parts, message.snapshot)
