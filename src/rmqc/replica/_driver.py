@@ -263,10 +263,10 @@ class Driver:
         now_ms = self._host.now_ms()  # one reading for the pass's time-driven work
         self._host.count_ticks(now_ms)
         ticks, self._host.unfed_ticks = self._host.unfed_ticks, 0
-        # bounded as after a stall; quiet ticks (counted late on purpose) come on top
-        for _ in range(min(ticks, self._config.election_tick + raw.quiet_ticks())):
-            raw.tick()
-        if ticks:
+        if ticks:  # (most passes of a write have none)
+            # bounded as after a stall; quiet ticks (counted late on purpose) come on top
+            for _ in range(min(ticks, self._config.election_tick + raw.quiet_ticks())):
+                raw.tick()
             self._reads.on_ticks_fed(raw.ticks)
         self._step_inbound()
         if self._facts.sole_voter and self._facts.leader_id is None:
