@@ -23,7 +23,7 @@ from rmqc.peerwire import (
     encode_messages,
     encode_tagged,
 )
-from rmqc.peerwire._codec import _decode_batch
+from rmqc.peerwire._codec import _NODE_IDS, MAX_CACHED_NODE_IDS, _decode_batch
 from rmqc.raft import ConfState, Entry, EntryType, Message, MessageType, Snapshot, SnapshotMeta
 
 ids = st.sampled_from(["n0", "n1", "n2", "node-long-id-é"])
@@ -195,3 +195,12 @@ def test_a_plain_batch_takes_the_plain_path_and_a_snapshot_the_reader(monkeypatc
     assert read_by_the_reader == []
     assert decode_messages(encode_messages([plain, with_snapshot])) == [plain, with_snapshot]
     assert len(read_by_the_reader) == 1
+
+
+def test_node_ids_past_the_cache_bound_still_encode_and_the_cache_stops_growing() -> None:
+    ids = [f"node-{i}" for i in range(MAX_CACHED_NODE_IDS + 50)]
+    messages = [Message(MessageType.HEARTBEAT, to=node, frm="n0", term=3) for node in ids]
+    assert decode_messages(encode_messages(messages)) == messages
+    assert len(_NODE_IDS) <= MAX_CACHED_NODE_IDS
+    with pytest.raises(ProtocolError, match="longer than 255 bytes"):  # a cached id is never a long one
+        encode_messages([Message(MessageType.HEARTBEAT, to="x" * 256, frm="n0")])

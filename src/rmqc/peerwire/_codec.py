@@ -21,6 +21,7 @@ import struct
 from dataclasses import dataclass
 from enum import IntEnum
 
+from rmqc._hot import hot_record
 from rmqc.errors import BoundExceeded, ProtocolError
 from rmqc.raft import (
     ConfState,
@@ -77,7 +78,7 @@ class Handshake:
 MAX_HANDSHAKE_BYTES = 4 + 2 + 3 * 256 + NONCE_BYTES
 
 
-@dataclass(frozen=True, slots=True)
+@hot_record
 class PeerFrame:
     kind: FrameKind
     payload: bytes
