@@ -7,17 +7,29 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 import trio
 import trio.testing
 from node_helpers import wait_until
 from test_node_single import CLUSTER, register, single_config, start
 from test_node_three_in_process import start_three, three_configs
 
+import rmqc.node._saver as saver_module
 from rmqc.client import ControllerClient
 from rmqc.node import ControllerNode
 
 HEARTBEAT_TIMEOUT_MS = 60_000  # a minute of virtual time
 WALL_BOUND_S = 10.0  # on a loaded 2-core machine; each case takes well under a second alone
+
+
+@pytest.fixture(autouse=True)
+def saves_waited_for_in_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every save waited for with the event loop blocked, however long the fsync takes. A save left
+    to the saver thread (after 50 ms of wall time) leaves every task asleep, and the autojump clock
+    then runs virtual time on from timer to timer for as long as the thread writes: one slow fsync
+    (a full CI run) became 8 virtual seconds and a master replaced 69 s after its 60 s timeout.
+    Blocked in the loop, a save costs no virtual time, as the logic under test assumes."""
+    monkeypatch.setattr(saver_module, "SAVE_PATIENCE_S", 3600.0)
 
 
 async def test_a_silent_master_is_replaced_after_its_heartbeat_timeout(

@@ -77,9 +77,10 @@ class BackgroundSaver:
     """rmqc.replica.Saver for `rmqc serve`: see the module's docstring. `start()` in the event
     loop's thread (it takes the Trio token), `close()` on the way out (waits for the last call)."""
 
-    def __init__(self, storage: Any, *, patience_s: float = SAVE_PATIENCE_S) -> None:
+    def __init__(self, storage: Any, *, patience_s: float | None = None) -> None:
         self._storage = storage
-        self._patience_s = patience_s
+        # read here, not bound at import: tests on Trio's virtual clock wait for every save
+        self._patience_s = SAVE_PATIENCE_S if patience_s is None else patience_s
         self._jobs: deque[_Job | None] = deque()  # taken by the thread, one per byte on _job_pipe
         self._job_pipe = os.pipe()  # (read, write): a byte per job submitted
         self._end_pipe = os.pipe()  # a byte per job ended that the loop still waits for

@@ -134,7 +134,7 @@ class Replica:
         self.observer: Observer = observer or _NullObserver()
         self._wake, self._rearm = wake or _nothing, rearm or _nothing
         self.flush_outbox = flush or _nothing  # the outbox's drain point before a save (rmqc.replica._runner)
-        now_ms = clock.monotonic_ms()
+        now_ms = self.now_ms()
         self.state = ControllerState()
         table = HeartbeatTable()
         self.processor = ControllerProcessor(controller_config or ControllerConfig(), self.state, table)

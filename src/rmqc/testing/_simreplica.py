@@ -150,7 +150,7 @@ def sim_node_config(node_id: str, addresses: Mapping[str, str], knobs: NodeKnobs
     return config.with_changes(**SIM_SCALE)
 
 
-class _SimClock:
+class SimClock:
     def __init__(self, node: ReplicaSimNode) -> None:
         self._node = node
 
@@ -257,7 +257,7 @@ class ReplicaSimNode:
         self.deferred.clear()
         self._held_from.clear()
         self._wakeup_us = None
-        self.replica = Replica(config, self.storage, _SimClock(self), rng, runner.outbox,
+        self.replica = Replica(config, self.storage, SimClock(self), rng, runner.outbox,
                                observer=_AlarmCounter(self.world), saver=_SimSaver(self), wake=runner.wake,
                                flush=runner.flush)
         runner.attach(self.replica)

@@ -124,7 +124,6 @@ from rmqc.raft._core import RaftCore
 from rmqc.replica._driver import Driver
 from rmqc.replica._membership import Membership
 from rmqc.replica._reads import ReadPath
-from rmqc.replica._replica import Replica
 
 from ._simacl import AclKnobs
 from ._simadmin import AdminKnobs
@@ -132,6 +131,7 @@ from ._simbrokers import BrokerKnobs
 from ._simhistory import ControllerHistory
 from ._simmembers import MembersKnobs
 from ._simnemesis import NemesisKnobs
+from ._simreplica import SimClock
 from ._simworld import SeedResult, SimKnobs, run_seed
 
 __all__ = [
@@ -297,8 +297,9 @@ MUTANTS: dict[str, Mutant] = {
     "repair-without-fence": Mutant(((MemoryStorage, "begin_repair", lambda self, reason: None),), "corruption"),
     # every deadline of the replica (ticks, so elections and leases; request, forward, transfer and
     # liveness deadlines) read off the wall clock, as a shell calling time.time() would: a stepped
-    # or drifting wall clock stretches a leader's lease past the others' election timeout
-    "deadlines-on-wall-clock": Mutant(((Replica, "now_ms", lambda self: self.clock.wall_ms()),), "lease-drift"),
+    # or drifting wall clock stretches a leader's lease past the others' election timeout. The
+    # simulated node's clock is the replica's only: its monotonic reading becomes the wall's.
+    "deadlines-on-wall-clock": Mutant(((SimClock, "monotonic_ms", lambda self: self.wall_ms()),), "lease-drift"),
     # the NameServer without fencing: routes name as master whichever registration claims id 0
     "route-master-unfenced": Mutant(((NamesrvState, "broker_addrs", _broker_addrs_as_claimed),)),
     # a node's route cache kept when a broker name's registrations or controller group change
