@@ -67,23 +67,38 @@ EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 LOWEST_PICKED_PORT = 10_000
 # Its own generator: a test that seeds the `random` module must not make two processes pick alike.
 _PORT_PICKS = random.SystemRandom()
+# The last ports free_ports handed out, never handed out again while remembered: a port picked is
+# free until its server binds it, so a second call before that (a test picking its nodes' ports,
+# then their metrics ports) could otherwise pick it again, and the node started second finds it
+# taken. Far more than any test starts at once; the oldest are forgotten first.
+REMEMBERED_PICKS = 4096
+_handed_out: dict[int, None] = {}  # insertion-ordered: the oldest first
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """`count` distinct ports free a moment ago, below the kernel's ephemeral range: the kernel
-    gives ports of that range to every bind to port 0 and every outgoing connection, so a port
-    picked there could be taken, before its server binds it, by a client of the same test (a
-    simulated broker's listener, a connection). Below it only an explicit bind takes a port."""
+    """`count` distinct ports free a moment ago and not handed out by a recent call, below the
+    kernel's ephemeral range: the kernel gives ports of that range to every bind to port 0 and
+    every outgoing connection, so a port picked there could be taken, before its server binds it,
+    by a client of the same test (a simulated broker's listener, a connection). Below it only an
+    explicit bind takes a port."""
     low = _ephemeral_low()
     if low - LOWEST_PICKED_PORT < 10 * count:  # no room below (an unusual range): the kernel's picks
         return _kernel_ports(count, host)
     picked: list[int] = []
     for port in _PORT_PICKS.sample(range(LOWEST_PICKED_PORT, low), min(low - LOWEST_PICKED_PORT, 50 * count)):
-        if _bindable(host, port):
+        if port not in _handed_out and _bindable(host, port):
             picked.append(port)
             if len(picked) == count:
+                _remember(picked)
                 return picked
     raise ProcessFailed(f"no {count} free ports on {host} between {LOWEST_PICKED_PORT} and {low}")
+
+
+def _remember(ports: list[int]) -> None:
+    for port in ports:
+        _handed_out[port] = None
+    while len(_handed_out) > REMEMBERED_PICKS:
+        del _handed_out[next(iter(_handed_out))]
 
 
 def _ephemeral_low() -> int:
@@ -113,7 +128,9 @@ def consecutive_free_ports(count: int, host: str = "127.0.0.1") -> int:
     for _ in range(50):
         (base,) = free_ports(1, host)
         limit = low if base < low else 65536  # all of them below the ephemeral range, as free_ports'
-        if base + count <= limit and all(_bindable(host, base + i) for i in range(count)):
+        rest = range(base + 1, base + count)
+        if base + count <= limit and all(port not in _handed_out and _bindable(host, port) for port in rest):
+            _remember(list(rest))
             return base
     raise ProcessFailed(f"no {count} consecutive free ports on {host}")
 

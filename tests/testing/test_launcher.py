@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 
+import rmqc.launcher as launcher
 from rmqc.launcher import (
     NodeStartFailed,
     Process,
     ProcessFailed,
     ServeCluster,
     ServeNode,
+    _bindable,
     _ephemeral_low,
     _started,
     consecutive_free_ports,
@@ -173,3 +175,35 @@ def test_picked_ports_are_ones_the_kernel_never_hands_out_by_itself() -> None:
             handed_out.append(sock.getsockname()[1])
     assert not set(handed_out) & {*picked, base, base + 1, base + 2}
     assert min(handed_out) >= low
+
+
+class _SameSample:
+    """A port sampler that offers the same ports to every call, as two calls' random samples can
+    overlap (a CI run's node and metrics ports did: the node started second found its port taken)."""
+
+    def __init__(self, ports: list[int]) -> None:
+        self.ports = ports
+
+    def sample(self, population: range, k: int) -> list[int]:
+        return [port for port in self.ports if port in population][:k]
+
+
+def test_a_port_handed_out_is_not_handed_out_again_before_its_server_binds_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    low = _ephemeral_low()
+    offered = _SameSample([port for port in range(low - 400, low) if _bindable("127.0.0.1", port)][:12])
+    monkeypatch.setattr(launcher, "_PORT_PICKS", offered)
+    monkeypatch.setattr(launcher, "_handed_out", {})
+    nodes, metrics = free_ports(3), free_ports(3)
+    assert not set(nodes) & set(metrics), (nodes, metrics)
+    base = consecutive_free_ports(2)
+    assert not {base, base + 1} & {*nodes, *metrics}
+
+
+def test_the_memory_of_ports_handed_out_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(launcher, "_handed_out", {})
+    monkeypatch.setattr(launcher, "REMEMBERED_PICKS", 8)
+    first = free_ports(5)
+    free_ports(5)
+    assert len(launcher._handed_out) == 8
+    assert list(launcher._handed_out)[:3] == first[2:]  # the oldest forgotten first
