@@ -3,6 +3,7 @@ processes, as a user starts them."""
 
 from __future__ import annotations
 
+import os
 import socket
 from pathlib import Path
 
@@ -59,5 +60,6 @@ def test_a_busy_port_is_named_as_such_and_no_data_directory_is_created(tmp_path:
         finally:
             node.stop()
     assert f"cannot serve on {address}: {address} is in use by another process" in node.log_text()
+    assert f"held by pid {os.getpid()} (" in node.log_text()  # this test's process holds it
     assert "stop it, or give this node another port" in node.log_text()
     assert not (tmp_path / "d").exists()

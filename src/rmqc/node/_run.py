@@ -18,6 +18,7 @@ from rmqc.storage import DAMAGE_ADVICE, verify_isolated
 
 from ._exporter import start_metrics_exporter, update_from_node
 from ._node import ControllerNode
+from ._port_holders import port_holders
 from ._status_page import StatusPage
 
 log = logging.getLogger("rmqc.node")
@@ -83,7 +84,9 @@ def _check_port_free(config: NodeConfig) -> None:
 
 def _in_words(failure: BaseException, config: NodeConfig) -> str:
     if isinstance(failure, OSError) and failure.errno == errno.EADDRINUSE:
-        return (f"{config.listen_address} is in use by another process (another rmqc serve? `make serve` takes "
+        holders = port_holders(config.self_peer.port)
+        held_by = f"held by {', '.join(holders)}" if holders else "another rmqc serve?"
+        return (f"{config.listen_address} is in use by another process ({held_by}; `make serve` takes "
                 "127.0.0.1:9878, as does the README's `rmqc dev cluster --base-port 9876`): stop it, or give this "
                 "node another port (--listen, --peers)")
     if isinstance(failure, OSError) and failure.errno == errno.EADDRNOTAVAIL:
