@@ -9,16 +9,16 @@ from pathlib import Path
 
 import orjson
 import pytest
+from cli_helpers import wait_serving_as_leader
 from test_sim_process import SIM_CONVERGE_S, SimProcess, converged_summary
 from typer.testing import CliRunner
 
 from rmqc.cli.main import app
-from rmqc.launcher import ServeCluster, free_ports, poll_blocking, serve_nodes
+from rmqc.launcher import ServeCluster, free_ports, serve_nodes
 from rmqc.testing.acl_accounts import ADMIN, BROKER as BROKER_KEYS, PLAIN_ACL_YML as ACL
 
 pytestmark = pytest.mark.slow
 BROKER = ("--access-key", BROKER_KEYS.access_key, "--secret-key", BROKER_KEYS.secret_key)
-LEADER_WAIT_S = 10.0  # a single node leads once its log is applied, moments after it serves
 ADMIN_ENV = {"RMQC_ACCESS_KEY": ADMIN.access_key, "RMQC_SECRET_KEY": ADMIN.secret_key}
 
 
@@ -30,6 +30,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "acl_enabled=true", f"acl_file={root / 'plain_acl.yml'}")))
     cluster.start_blocking()
     try:
+        wait_serving_as_leader(cluster.controllers, env=ADMIN_ENV)  # its metadata names it leader from then on
         yield cluster.controllers
     finally:
         cluster.stop_blocking()
@@ -61,14 +62,9 @@ def test_admin_signs_with_flags_or_environment_and_rights_hold(node: str) -> Non
 
 
 def test_status_signs(node: str) -> None:
-    def leader_role() -> str | None:
-        """The role a signed status reports; None while the node has not yet led (it serves first)."""
-        code, out, err = rmqc("status", "-a", node, "--json", env=ADMIN_ENV)
-        assert code == 0, err
-        role = orjson.loads(out)[0]["status"]["role"]
-        return role if role == "leader" else None
-
-    poll_blocking(leader_role, LEADER_WAIT_S, lambda: AssertionError(f"no leader within {LEADER_WAIT_S} s"))
+    code, out, err = rmqc("status", "-a", node, "--json", env=ADMIN_ENV)
+    assert code == 0, err
+    assert orjson.loads(out)[0]["status"]["role"] == "leader"
     code, _, err = rmqc("status", "-a", node, "--json")
     assert code == 1  # every request refused: no status from the node, which runs (not 3)
     assert "address not allowed" in err and "sign with --access-key and --secret-key" in err

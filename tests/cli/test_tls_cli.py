@@ -9,15 +9,15 @@ from pathlib import Path
 
 import orjson
 import pytest
+from cli_helpers import wait_serving_as_leader
 from test_sim_process import SIM_CONVERGE_S, SimProcess, converged_summary
 from typer.testing import CliRunner
 
 from rmqc.cli.main import app
-from rmqc.launcher import ServeCluster, free_ports, poll_blocking, serve_nodes
+from rmqc.launcher import ServeCluster, free_ports, serve_nodes
 from rmqc.testing.certs import Certs, make_certs
 
 pytestmark = pytest.mark.slow
-LEADER_WAIT_S = 10.0  # a single node leads once its log is applied, moments after it serves
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +32,14 @@ def node(tmp_path_factory: pytest.TempPathFactory, certs: Certs) -> Iterator[str
         f"tls_key_path={certs.node_key}", f"tls_trust_cert_path={certs.ca}")))
     cluster.start_blocking()
     try:
+        wait_serving_as_leader(cluster.controllers, tls_flags(certs))
         yield cluster.controllers
     finally:
         cluster.stop_blocking()
+
+
+def tls_flags(certs: Certs) -> list[str]:
+    return ["--tls-ca", str(certs.ca), "--tls-cert", str(certs.client_cert), "--tls-key", str(certs.client_key)]
 
 
 def tls_env(certs: Certs) -> dict[str, str]:
@@ -44,16 +49,9 @@ def tls_env(certs: Certs) -> dict[str, str]:
 
 def test_status_and_admin_over_tls(node: str, certs: Certs) -> None:
     runner = CliRunner()
-    tls_flags = ["--tls-ca", str(certs.ca), "--tls-cert", str(certs.client_cert), "--tls-key", str(certs.client_key)]
-
-    def role() -> str | None:
-        """The node's role over TLS; None while it has not yet led (it serves before it leads)."""
-        result = runner.invoke(app, ["status", "-a", node, "--json", *tls_flags])
-        assert result.exit_code == 0, result.stderr
-        found = orjson.loads(result.stdout)[0]["status"]["role"]
-        return found if found == "leader" else None
-
-    poll_blocking(role, LEADER_WAIT_S, lambda: AssertionError(f"no leader over TLS within {LEADER_WAIT_S} s"))
+    result = runner.invoke(app, ["status", "-a", node, "--json", *tls_flags(certs)])
+    assert result.exit_code == 0, result.stderr
+    assert orjson.loads(result.stdout)[0]["status"]["role"] == "leader"
     result = runner.invoke(app, ["admin", "metadata", "-a", node, "--json"], env=tls_env(certs))
     assert result.exit_code == 0, result.stderr
     assert runner.invoke(app, ["admin", "metadata", "-a", node]).exit_code == 3  # plain: refused
