@@ -28,6 +28,7 @@ from rmqc.fsm import (
     decode_commands,
     describe_command,
     encode_commands,
+    encode_commands_as_decoded,
 )
 
 C, N = "C", "broker-a"
@@ -186,6 +187,30 @@ def test_describe_command() -> None:
 @given(st.lists(commands, max_size=20))
 def test_encode_decode_round_trip(cmds) -> None:
     assert decode_commands(encode_commands(cmds)) == cmds
+
+
+@given(st.lists(commands, max_size=20))
+def test_commands_built_with_their_field_types_are_as_decoded(cmds) -> None:
+    """The proposing leader applies such commands instead of decoding its entry: they must equal
+    the decoding, and their fields have its types (a list would not equal a decoded tuple's use)."""
+    payload, as_decoded = encode_commands_as_decoded(cmds)
+    assert payload == encode_commands(cmds) and as_decoded
+    decoded = decode_commands(payload)
+    assert decoded == cmds
+    assert [[type(getattr(c, f.name)) for f in dataclasses.fields(c)] for c in cmds] == \
+        [[type(getattr(c, f.name)) for f in dataclasses.fields(c)] for c in decoded]
+
+
+def test_a_command_with_a_list_where_decoding_gives_a_tuple_is_not_as_decoded() -> None:
+    """Built with a list (the check accepts it and the payload is the same), so the leader must
+    decode its entry as the followers do, or its state would hold a list where theirs hold a tuple."""
+    as_tuple = AlterSyncStateSet(N, 1, 1, 2, (1, 2), 5)
+    as_list = AlterSyncStateSet(N, 1, 1, 2, [1, 2], 5)  # type: ignore[arg-type]
+    row_as_list = UpdateControllerConfig((("x", "1"),), 5)
+    nested_list = UpdateControllerConfig((["x", "1"],), 5)  # type: ignore[arg-type]
+    assert encode_commands_as_decoded([as_tuple, row_as_list]) == (encode_commands([as_tuple, row_as_list]), True)
+    assert encode_commands_as_decoded([as_tuple, as_list]) == (encode_commands([as_tuple, as_tuple]), False)
+    assert encode_commands_as_decoded([nested_list])[1] is False
 
 
 def test_decoded_commands_are_the_records_their_constructors_build() -> None:

@@ -7,6 +7,7 @@ import pytest
 from replica_harness import Cluster
 
 from rmqc.client import heartbeat_ext
+from rmqc.fsm import decode_commands
 from rmqc.liveness import BrokerKey
 from rmqc.remoting import RequestCode, ResponseCode, make_request
 from rmqc.replica import COMMIT_TIMEOUT_REMARK, SUCCESSOR_GRACE_MS, Answer
@@ -157,3 +158,26 @@ def test_a_request_timing_out_in_a_shared_entry_leaves_the_other_to_its_commit()
     assert cluster.answered["late"].code == ResponseCode.SUCCESS, "answered from its own part of the entry"
     assert cluster.answered["early"].remark == COMMIT_TIMEOUT_REMARK, "answered once"
     assert replica.state.group("early") is not None, "a timed-out write may still commit (as in Java)"
+
+
+def test_the_leader_applies_its_own_entry_without_decoding_it_and_every_node_ends_equal(monkeypatch) -> None:
+    """The followers decode the entry; the leader that proposed it applies the commands it encoded
+    (the entry's index and term are those it proposed them at). All three states end the same."""
+    import rmqc.replica._driver as driver
+
+    cluster, leader, followers = elected()
+    decoded: list[bytes] = []
+
+    def counting_decode(data: bytes) -> list[object]:
+        decoded.append(data)
+        return decode_commands(data)
+
+    monkeypatch.setattr(driver, "decode_commands", counting_decode)
+    for opaque in range(20, 24):
+        cluster.replicas[leader].client_request(apply_id(opaque, f"own{opaque}"), 1, f"client{opaque}")
+    cluster.settle()
+    assert [cluster.answered[f"client{opaque}"].code for opaque in range(20, 24)] == [ResponseCode.SUCCESS] * 4
+    cluster.run(200)  # the followers learn the commit from the next append or heartbeat
+    assert decoded and len(decoded) == 2 * len(set(decoded))  # each entry decoded by the two followers only
+    captures = {node: cluster.replicas[node].state.capture().encode() for node in (leader, *followers)}
+    assert len(set(captures.values())) == 1

@@ -35,6 +35,7 @@ from ._commands import (
     command_tag as command_tag,
     decode_commands as decode_commands,
     encode_commands as encode_commands,
+    encode_commands_as_decoded as encode_commands_as_decoded,
     group_rows as group_rows,
 )
 from ._describe import (

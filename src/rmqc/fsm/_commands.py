@@ -374,11 +374,21 @@ def encode_commands(commands: list[Command]) -> bytes:
 
     Raises TooManyCommands past the bound, and TypeError for a command whose field does not have
     its annotated type (which decoding would refuse)."""
+    return encode_commands_as_decoded(commands)[0]
+
+
+def encode_commands_as_decoded(commands: list[Command]) -> tuple[bytes, bool]:
+    """encode_commands's payload, and whether `commands` equal the payload's decoding field by
+    field, types included (every field already of the type decoding gives: a tuple, not a list;
+    an enum member, not its name). When they do, the proposing leader applies `commands` and
+    skips decoding its own entry: applying either is the same to the state machine."""
     if not commands:
-        return b""
+        return b"", True
     if len(commands) > MAX_COMMANDS_PER_ENTRY:
         raise TooManyCommands(f"{len(commands)} commands in one entry exceed the bound of {MAX_COMMANDS_PER_ENTRY}")
-    return orjson.dumps([[command_tag(c), _fields_of(c)] for c in commands])
+    as_decoded = [True]
+    payload = orjson.dumps([[command_tag(c), _fields_of(c, as_decoded)] for c in commands])
+    return payload, as_decoded[0]
 
 
 def decode_commands(data: bytes) -> list[Command]:
@@ -419,18 +429,21 @@ _MISSING_FIELD = object()
 _new = object.__new__
 
 
-def _fields_of(command: Command) -> dict[str, object]:
+def _fields_of(command: Command, as_decoded: list[bool]) -> dict[str, object]:
     """The fields to write, each checked as decoding will check it: a command of the wrong shape
     (a bug) fails here, on the leader before it is proposed, instead of failing the apply of a
-    committed entry on every node, forever."""
+    committed entry on every node, forever. `as_decoded[0]` is cleared when a field's value is
+    not what decoding it gives back (a list where the field is a tuple, say)."""
     values: dict[str, object] = {}
     for name, exact, nullable, (_, check, _default), _store in _FIELD_ROWS[type(command)]:
         value = getattr(command, name)
         if type(value) is not exact and not (nullable and value is None):
             try:
-                check(value)
+                checked = check(value)
             except (ValueError, TypeError) as exc:
                 raise TypeError(f"{command_tag(command)} command: field {name!r}: {exc}") from None
+            if checked is not value and not (type(checked) is type(value) and checked == value):
+                as_decoded[0] = False
         values[name] = value
     return values
 

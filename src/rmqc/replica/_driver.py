@@ -449,7 +449,8 @@ class Driver:
             self._membership.applied(entry)
             results: list[ApplyResult] = []
         elif entry.data:
-            results = self._state.apply_all(decode_commands(entry.data))
+            commands = self._proposals.own_commands(entry.index, entry.term)  # a leader's own: not decoded again
+            results = self._state.apply_all(decode_commands(entry.data) if commands is None else commands)
             self._processor.config_applied(results)  # a committed 1009 changes every node's configuration
             self._host.elections_applied(entry.index, results)
         else:

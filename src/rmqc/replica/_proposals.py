@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rmqc.errors import ProposalDropped, RmqcError
-from rmqc.fsm import ApplyResult, Command, encode_commands
+from rmqc.fsm import ApplyResult, Command, encode_commands_as_decoded
 from rmqc.raft import RawNode
 from rmqc.remoting import RemotingCommand, ResponseCode, make_response
 
@@ -90,6 +90,10 @@ class Proposals:
         self._group_commit = group_commit
         self.queued: list[Waiter] = []
         self.waiting: dict[int, list[Waiter]] = {}  # log index -> the requests sharing that entry
+        # log index -> (term, the commands this leader put in that entry): applied as they are,
+        # without decoding the entry again, when the applied entry has that index and term (Raft's
+        # log matching: then it is this very entry). Only commands equal to their decoding.
+        self._own_commands: dict[int, tuple[int, list[Command]]] = {}
         self._by_deadline: deque[Waiter] = deque()  # every waiter, oldest first (one timeout for all)
 
     def __bool__(self) -> bool:
@@ -147,17 +151,28 @@ class Proposals:
             self._fail(batch, not_leader())
             return 0
         entries = _share_entries(batch)
+        commands = [[c for waiter in entry for c in waiter.commands] for entry in entries]
+        payloads = [encode_commands_as_decoded(entry_commands) for entry_commands in commands]
         try:
-            raw.propose_batch([encode_commands([c for waiter in entry for c in waiter.commands]) for entry in entries])
+            raw.propose_batch([payload for payload, _ in payloads])
         except ProposalDropped as error:
             self._fail(batch, RequestFailed(ResponseCode.SYSTEM_BUSY, f"proposal dropped: {error}"))
             return 0
         first_index = raw.last_index() - len(entries) + 1
         for offset, entry in enumerate(entries):
+            index = first_index + offset
             for waiter in entry:
-                waiter.index, waiter.term = first_index + offset, term
-            self.waiting[first_index + offset] = entry
+                waiter.index, waiter.term = index, term
+            self.waiting[index] = entry
+            if payloads[offset][1]:
+                self._own_commands[index] = (term, commands[offset])
         return len(batch)
+
+    def own_commands(self, index: int, term: int) -> list[Command] | None:
+        """The commands this leader proposed at `index` in `term` (the entry being applied), or
+        None: not proposed here in that term, or not equal to their decoding."""
+        own = self._own_commands.pop(index, None)
+        return own[1] if own is not None and own[0] == term else None
 
     def applied(self, index: int, term: int, results: list[ApplyResult]) -> None:
         """The entry at `index` of `term` was applied: each of its waiters gets the results of its
@@ -180,7 +195,7 @@ class Proposals:
         stay: an apply later finds no waiter."""
         waiters = self._in_the_log()
         self._fail(waiters, error)
-        self.waiting.clear()
+        self._forget_in_the_log()
         return len(waiters)
 
     def lose_leadership(self, *, keep_waiting: bool = False) -> None:
@@ -192,12 +207,16 @@ class Proposals:
         if keep_waiting:
             return
         self._fail(self._in_the_log(), not_leader())
-        self.waiting.clear()
+        self._forget_in_the_log()
 
     def fail_all(self, error: RequestFailed) -> None:
         self._fail([*self.queued, *self._in_the_log()], error)
         self.queued = []
+        self._forget_in_the_log()
+
+    def _forget_in_the_log(self) -> None:
         self.waiting.clear()
+        self._own_commands.clear()
 
     def _in_the_log(self) -> list[Waiter]:
         return [waiter for entry in self.waiting.values() for waiter in entry]
