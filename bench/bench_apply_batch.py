@@ -3,7 +3,7 @@ save CPU per write? The CPU of decoding and applying one 1013 (APPLY_BROKER_ID) 
 entries are applied in one go, with the caches hot or written over before each go.
 
 In `rmqc serve` a follower at 1 client applies one entry per resume, with its caches cold (the other
-processes on the two cores ran in between: docs/benchmarks.md). Applying in batches would run the
+processes on the two cores ran in between: docs/cpu-per-write.md). Applying in batches would run the
 apply code hot. This measures what that is worth per entry: the state machine's real decode and
 apply (rmqc.fsm), each entry a new broker group, as the write load's.
 

@@ -28,7 +28,7 @@ Systems, alternating their order between rounds, medians printed:
 - etcd:         (`--with-etcd`, when installed) a 3-member etcd loaded over gRPC with Puts of the
                 same size, as bench_cpu_per_write.py loads it; then the floor/etcd ratios of the
                 servers' CPU per write. Without it the ratios are against the etcd figures quoted
-                in ETCD_QUOTED_US (docs/benchmarks.md, "December 2026: etcd over gRPC": another run).
+                in ETCD_QUOTED_US (docs/cpu-per-write.md, "December 2026: etcd over gRPC": another run).
 
 Run: PYTHONPATH=src:. .venv/bin/python bench/bench_cpu_floor.py [--clients 1,16,64,256] [--seconds 6]
       [--rounds 3] [--saver-thread] [--without-fdatasync] [--least-logic] [--with-rmqc] [--with-etcd]
@@ -73,7 +73,7 @@ from rmqc.launcher import Process, ProcessFailed, free_ports, stop_processes
 
 REPO = Path(__file__).resolve().parent.parent
 START_TIMEOUT_S = 60.0  # three nodes importing trio (and rmqc's saver) at once on a busy machine
-# Servers' CPU per write of etcd over gRPC, leader + 2 followers, from docs/benchmarks.md
+# Servers' CPU per write of etcd over gRPC, leader + 2 followers, from docs/cpu-per-write.md
 # ("December 2026: etcd over gRPC, and the saver thread"): another run, on the same kind of machine.
 ETCD_QUOTED_US = {1: 2178.0, 256: 475.0}
 # The targets: rmqc's servers' CPU per write at most this fraction of etcd's, from this many clients on.
@@ -167,7 +167,7 @@ async def floor_points(root: Path, clients: list[int], seconds: float, options: 
 
 def print_quoted_ratios(name: str, rounds: list[list[Point]]) -> None:
     print(f"{name}/etcd, CPU per write of the servers, against etcd's figures from another run "
-          "(docs/benchmarks.md, December 2026):")
+          "(docs/cpu-per-write.md, December 2026):")
     for index, point in enumerate(median_points(rounds)):
         if (quoted := ETCD_QUOTED_US.get(point.clients)) is None:
             print(f"  clients {point.clients:4d}: {point.servers_us:5.0f} us (no etcd figure quoted)")

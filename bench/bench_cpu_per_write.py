@@ -24,7 +24,7 @@ generator's CPU per write in the same window (`print_tree_ratios`: the machine's
 its threads run on CPU 0 alone and everything else (the followers, the generators, this process)
 on the other CPUs, and the leader's CPU per write pinned is printed against unpinned. A core of its
 own is a machine of its own only where the cores do not share their last cache; on this 2-core VM
-they do, and pinning saved neither leader anything (docs/benchmarks.md).
+they do, and pinning saved neither leader anything (docs/cpu-per-write.md).
 
 Run: .venv/bin/python bench/bench_cpu_per_write.py [--clients 1,16,64,256] [--seconds 8] [--rounds 3]
       [--tree base=/tmp/old/src --tree new=src] [--no-etcd] [--etcd-http] [--pin-leader]

@@ -12,12 +12,12 @@ harness itself does per write (encoding the requests, decoding the answers) is i
 same for every tree.
 
 What it does not see: cache misses. In `rmqc serve` the logic runs cold and costs 2-3x its hot figure
-(docs/benchmarks.md), so a cut that touches less memory can be worth more than its instructions say.
+(docs/cpu-per-write.md), so a cut that touches less memory can be worth more than its instructions say.
 The count depends on the interpreter, the libraries and the CPU (glibc picks its string functions
 by CPU): compare trees in one run, not figures of different machines.
 
 `--least` also counts bench._least_node's logic (the least a controller write needs, written flat:
-docs/benchmarks.md) in the same harness: how far rmqc's write path is from it, in instructions.
+docs/cpu-per-write.md) in the same harness: how far rmqc's write path is from it, in instructions.
 
 Run: PYTHONPATH=src:. .venv/bin/python bench/bench_logic_instructions.py [--clients 1,16] [--writes 300]
       [--tree base=/tmp/old/src --tree new=src] [--least]

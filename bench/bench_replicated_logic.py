@@ -20,7 +20,7 @@ CPU time does, so it shows a cut of a few per cent in one run (tests/bench bound
 
 `--evict-kb N` writes over N KiB of memory before every node's step (outside the timed interval),
 as the other processes sharing the machine's cores do between two of a node's resumes in
-`rmqc serve`: the same logic, run cold. The figure rises with N (docs/benchmarks.md).
+`rmqc serve`: the same logic, run cold. The figure rises with N (docs/cpu-per-write.md).
 
 Run: PYTHONPATH=src .venv/bin/python bench/bench_replicated_logic.py [--clients 1,16] [--writes N] [--runs R]
       [--evict-kb 0,4096] [--count-calls]

@@ -7,7 +7,7 @@ thread, the saver's hand-off and the actions' sends nested in them counted as sh
 `--clients` closed-loop 1013 writers for `--seconds`. Per node and per write: the event loop's CPU,
 the logic's share and the rest (the shell: Trio, the sockets, the peer links, the runner). The
 logic's figure here against the in-process one says how much dearer the same code is when it runs
-between other processes, with caches they have written over (docs/benchmarks.md).
+between other processes, with caches they have written over (docs/cpu-per-write.md).
 
 `--with-anchors` runs, in the same rounds and alternating order, the CPU floor with rmqc's saver
 thread (bench_cpu_floor.py) and etcd over gRPC (when installed), and prints per round the floor's,

@@ -38,7 +38,7 @@ def test_a_run_that_writes_over_the_caches_still_answers_every_write() -> None:
 # (leader 386.1 and 89.7, followers 156.6 and 24.5; the leader was at 390.1 and 94.6 before it
 # applied its own entries without decoding them, and at 425.3 and 98.4 before the cuts of the day
 # before), rounded up by under 1.5 %: the write path gets no Python call more without this bound
-# and docs/benchmarks.md saying why. A cut lowers them.
+# and docs/cpu-per-write.md saying why. A cut lowers them.
 CALL_BOUNDS = ((1, 391.5, 158.9), (16, 91.0, 24.8))
 
 
